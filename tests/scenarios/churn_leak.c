@@ -51,6 +51,7 @@ static struct message *receive_message(uint64_t *rng) {
   m->topic = (unsigned)scen_range(rng, 0, 3999);
   m->malformed = scen_range(rng, 0, 69) == 0;
   m->body = malloc(m->len + 1);
+  memset(m->body, 'a' + (int)(m->topic % 26), m->len);
   for (size_t i = 0; i < m->len; i += 64) m->body[i] = (char)('a' + (i % 26));
   m->body[m->len] = 0;
   return m;

@@ -71,6 +71,7 @@ int main(int argc, char **argv) {
     }
     size_t len = scen_logsize(&rng, 80, 20000);
     char *msg = malloc(len);
+    memset(msg, ' ', len);
     for (size_t i = 0; i < len; i += 16) msg[i] = (char)scen_rand(&rng);
     char *hdrs = strdup("From: someone@example.org\r\nTo: you@example.org\r\n");
     if (filter) {

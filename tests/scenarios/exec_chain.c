@@ -43,16 +43,17 @@ int main(int argc, char **argv) {
   uint64_t rng = 77;
   double start = scen_now(), end = start + pre;
   unsigned done = 0;
-  while (scen_now() < end) {
-    unsigned due = (unsigned)((scen_now() - start) / pre * PRE_BLOCKS);
+  for (;;) {
+    int last = scen_now() >= end;
+    unsigned due = last ? PRE_BLOCKS : (unsigned)((scen_now() - start) / pre * PRE_BLOCKS);
     while (done < due && done < PRE_BLOCKS) load_env_block(done++);
+    if (last) break;
     char *tmp = malloc(scen_logsize(&rng, 16, 4096));
     scen_escape(tmp);
     free(tmp);
     scen_step();
     scen_sleep(0.0005);
   }
-  while (done < PRE_BLOCKS) load_env_block(done++);
   printf("launcher pid=%ld leaked_bytes=%lu leaked_blocks=%u\n", (long)getpid(),
          (unsigned long)PRE_BLOCKS * PRE_SIZE, PRE_BLOCKS);
   fflush(stdout);

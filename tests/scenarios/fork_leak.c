@@ -61,14 +61,14 @@ static void run_role(double seconds, unsigned blocks, void (*leak_fn)(unsigned),
   unsigned leaked = 0;
   for (;;) {
     double now = scen_now();
-    if (now >= end) break;
-    unsigned due = (unsigned)((now - start) / seconds * blocks);
-    while (leaked < due && leaked < blocks) leak_fn(leaked++);
+    int last = now >= end;
+    unsigned due = last ? blocks : (unsigned)((now - start) / seconds * blocks);
+    while (leaked < due && leaked < blocks) leak_fn(leaked++); /* one call site only */
+    if (last) break;
     for (int i = 0; i < 20; i++) serve(rng);
     scen_step();
     scen_sleep(0.001);
   }
-  while (leaked < blocks) leak_fn(leaked++);
 }
 
 int main(int argc, char **argv) {

@@ -88,23 +88,19 @@ int main(int argc, char **argv) {
   g_pre = NULL;
   double start = scen_now(), end = start + seconds;
   unsigned leaked = 0;
-  while (scen_now() < end) {
-    churn(50);
-    unsigned due = (unsigned)((scen_now() - start) / seconds * LEAK_BLOCKS);
+  for (;;) {
+    int last = scen_now() >= end;
+    unsigned due = last ? LEAK_BLOCKS : (unsigned)((scen_now() - start) / seconds * LEAK_BLOCKS);
     while (leak && leaked < due && leaked < LEAK_BLOCKS) {
       char *b = malloc(LEAK_SIZE); /* SITE:main-leak */
       memset(b, 'L', LEAK_SIZE);
       scen_escape(b);
       leaked++;
     }
+    if (last) break;
+    churn(50);
     scen_step();
     scen_sleep(0.002);
-  }
-  while (leak && leaked < LEAK_BLOCKS) {
-    char *b = malloc(LEAK_SIZE); /* SITE:main-leak */
-    memset(b, 'L', LEAK_SIZE);
-    scen_escape(b);
-    leaked++;
   }
   printf("lifecycle: churned=%lu leaked_bytes=%lu leaked_blocks=%u\n", g_churned,
          (unsigned long)leaked * LEAK_SIZE, leaked);

@@ -101,6 +101,7 @@ static unsigned char *fetch_from_backend(const char *key, uint64_t *rng, size_t 
                                         : scen_logsize(rng, 128, 4096);
   unsigned char *buf = malloc(n);
   size_t kl = strlen(key);
+  memset(buf, 0, n);
   for (size_t i = 0; i < n; i += 32) buf[i] = (unsigned char)key[i % kl];
   *len = n;
   return buf;
@@ -126,8 +127,9 @@ int main(int argc, char **argv) {
   size_t served = 0;
   char key[96];
   while (scen_now() < end) {
-    unsigned tenant = (unsigned)scen_range(&rng, 1, 12);
-    unsigned id = (unsigned)(scen_unit(&rng) * scen_unit(&rng) * 30000);
+    unsigned tenant = (unsigned)scen_range(&rng, 1, 6);
+    double u = scen_unit(&rng);
+    unsigned id = (unsigned)(u * u * u * 8000);
     snprintf(key, sizeof key, "/api/v2/tenant/%u/object/%u", tenant, id);
     const struct entry *e = cache_get(&c, key);
     if (e) {

@@ -125,6 +125,7 @@ int main(int argc, char **argv) {
     struct packet *p = malloc(sizeof *p);
     p->len = scen_logsize(&rng, 188, 32768);
     p->data = malloc(p->len);
+    memset(p->data, (int)(sent & 0xff), p->len);
     for (size_t i = 0; i < p->len; i += 8) p->data[i] = (unsigned char)scen_rand(&rng);
     p->data[0] = scen_range(&rng, 0, 199) ? 0x47 : 0x00; /* 0.5% corrupt */
     p->data[1] = (unsigned char)scen_rand(&rng);

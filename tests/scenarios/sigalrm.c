@@ -78,7 +78,16 @@ int main(int argc, char **argv) {
   uint64_t rng = 6;
   double start = scen_now(), end = start + seconds;
   unsigned long leaked_blocks = 0, ops = 0;
-  while (scen_now() < end) {
+  for (;;) {
+    int last = scen_now() >= end;
+    unsigned due = last ? LEAK_BLOCKS : (unsigned)((scen_now() - start) / seconds * LEAK_BLOCKS);
+    while (leak && leaked_blocks < due && leaked_blocks < LEAK_BLOCKS) {
+      char *b = malloc(LEAK_SIZE); /* SITE:main-leak */
+      memset(b, 'L', LEAK_SIZE);
+      scen_escape(b);
+      leaked_blocks++;
+    }
+    if (last) break;
     for (int k = 0; k < 256; k++) {
       size_t i = scen_range(&rng, 0, SLOTS - 1);
       if (!slots[i]) {
@@ -89,19 +98,6 @@ int main(int argc, char **argv) {
       }
       ops++;
     }
-    unsigned due = (unsigned)((scen_now() - start) / seconds * LEAK_BLOCKS);
-    while (leak && leaked_blocks < due && leaked_blocks < LEAK_BLOCKS) {
-      char *b = malloc(LEAK_SIZE); /* SITE:main-leak */
-      memset(b, 'L', LEAK_SIZE);
-      scen_escape(b);
-      leaked_blocks++;
-    }
-  }
-  while (leak && leaked_blocks < LEAK_BLOCKS) {
-    char *b = malloc(LEAK_SIZE); /* SITE:main-leak */
-    memset(b, 'L', LEAK_SIZE);
-    scen_escape(b);
-    leaked_blocks++;
   }
 
   struct itimerval off;
