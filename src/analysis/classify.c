@@ -1,0 +1,569 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * classify.c - names the shape of a memory curve (lg_classify, lg_pattern_name,
+ * lg_pattern_is_leak).
+ *
+ * A series of (time, value[, rss]) samples is reduced to LGI_CLS_NFEAT scale-free
+ * features (see classify.h for the list, docs/classifier.md for the rationale) and
+ * fed to a one-hidden-layer perceptron whose weights are generated into
+ * classify_model.c by tools/classify/train.c. The whole path is O(n) (series longer
+ * than LGI_CLS_CAP are reduced to bucket means first; the remaining work is bounded
+ * by that cap), uses only bounded stack buffers (about 22 KiB), no allocation, no
+ * mutable static state, and libm only; it is compiled both into the preload library
+ * and into lgcore.
+ */
+#include "analysis/classify.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+static const char *const pattern_names[LG_PATTERN_COUNT] = {
+  "stable", "linear-leak", "accelerating-leak", "step-leak",
+  "plateau", "sawtooth", "fragmentation",
+};
+
+/* Stable name of a pattern; NULL when p is out of range. */
+LG_API const char *lg_pattern_name(lg_pattern_t p)
+{
+  if ((unsigned)p >= (unsigned)LG_PATTERN_COUNT)
+    return NULL;
+  return pattern_names[p];
+}
+
+/* 1 for linear-leak, accelerating-leak and step-leak, else 0. */
+LG_API int lg_pattern_is_leak(lg_pattern_t p)
+{
+  return p == LG_PATTERN_LINEAR_LEAK || p == LG_PATTERN_ACCELERATING_LEAK ||
+         p == LG_PATTERN_STEP_LEAK;
+}
+
+static const char *const feature_names[LGI_F_PROFILE] = {
+  "log_n", "lin_slope", "lin_r2", "quad_c", "quad_gain", "slope_first", "slope_mid",
+  "slope_last", "accel", "ts_floor", "ts_ceil", "ts_mean", "mk_tau", "spread",
+  "drawdown", "up_frac", "t50", "t90", "growth", "jump_up_count", "jump_down_count",
+  "jump_up_mass", "jump_down_mass", "jump_up_max", "jump_down_max", "resid", "noise",
+  "zero_cross", "acf1", "acf_peak", "acf_lag", "outliers", "last_vs_max", "has_rss",
+  "rss_growth", "live_growth_rss", "rss_excess", "rss_vs_live", "rss_tau", "rss_t50",
+  "vn_ratio",
+};
+
+/* Name of feature i; profile features are all called "profile". NULL if out of range. */
+const char *lgi_classify_feature_name(int i)
+{
+  if (i < 0 || i >= LGI_CLS_NFEAT)
+    return NULL;
+  return i < LGI_F_PROFILE ? feature_names[i] : "profile";
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+/* k-th smallest of a[0..n-1] (Wirth's selection, reorders a). n >= 1, k < n. */
+static double kth(double *a, long n, long k)
+{
+  long lo = 0, hi = n - 1;
+  while (lo < hi) {
+    double x = a[k];
+    long i = lo, j = hi;
+    do {
+      while (a[i] < x)
+        i++;
+      while (x < a[j])
+        j--;
+      if (i <= j) {
+        double tmp = a[i];
+        a[i] = a[j];
+        a[j] = tmp;
+        i++;
+        j--;
+      }
+    } while (i <= j);
+    if (j < k)
+      lo = i;
+    if (k < i)
+      hi = j;
+  }
+  return a[k];
+}
+
+/* Median of three values. */
+static double med3(double a, double b, double c)
+{
+  if (a > b) {
+    double tmp = a;
+    a = b;
+    b = tmp;
+  }
+  if (b > c)
+    b = c;
+  return a > b ? a : b;
+}
+
+/* Clamps x to [lo, hi]. */
+static double clampd(double x, double lo, double hi)
+{
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+
+/* Signed log: sign(x) * log1p(|x|). */
+static double slog(double x)
+{
+  return x < 0 ? -log1p(-x) : log1p(x);
+}
+
+/* Least-squares slope of y over x from running sums; 0 when undetermined. */
+static double ols_slope(double cnt, double sx, double sy, double sxx, double sxy)
+{
+  double den = cnt * sxx - sx * sx;
+  if (cnt < 2 || den <= 1e-18 * cnt * cnt)
+    return 0.0;
+  return (cnt * sxy - sx * sy) / den;
+}
+
+/* Theil-Sen slope of (x[i], y[i]), i < k (k <= LGI_CLS_WIN); 0 when k < 2. */
+static double theil_sen(const double *x, const double *y, int k)
+{
+  double s[LGI_CLS_WIN * (LGI_CLS_WIN - 1) / 2];
+  long ns = 0;
+  for (int i = 0; i < k; i++)
+    for (int j = i + 1; j < k; j++)
+      s[ns++] = (y[j] - y[i]) / (x[j] - x[i]);
+  return ns ? kth(s, ns, ns / 2) : 0.0;
+}
+
+/* Mann-Kendall tau of the equally spaced sequence y[0..k-1]. */
+static double mk_tau(const double *y, int k)
+{
+  double s = 0;
+  for (int i = 0; i < k; i++)
+    for (int j = i + 1; j < k; j++)
+      s += (y[j] > y[i]) - (y[j] < y[i]);
+  return k > 1 ? s / (0.5 * k * (k - 1)) : 0.0;
+}
+
+/* Fills empty cells (cnt[i] == 0) of y[0..k-1] by linear interpolation between the
+ * nearest filled cells (nearest value at the ends). At least one cell is filled. */
+static void fill_gaps(double *y, const int *cnt, int k)
+{
+  int prev = -1;
+  for (int i = 0; i < k; i++) {
+    if (!cnt[i])
+      continue;
+    if (prev < 0) {
+      for (int j = 0; j < i; j++)
+        y[j] = y[i];
+    } else {
+      for (int j = prev + 1; j < i; j++)
+        y[j] = y[prev] + (y[i] - y[prev]) * (double)(j - prev) / (double)(i - prev);
+    }
+    prev = i;
+  }
+  for (int j = prev + 1; j < k; j++)
+    y[j] = y[prev];
+}
+
+/* First window centre at which y (k filled window means) has risen by frac of its
+ * net growth g measured from base; def when g is not positive. */
+static double rise_time(const double *y, int k, double base, double g, double frac, double def)
+{
+  if (!(g > 0))
+    return def;
+  for (int i = 0; i < k; i++)
+    if (y[i] - base >= frac * g)
+      return (i + 0.5) / k;
+  return 1.0;
+}
+
+/* ------------------------------------------------------------------ features */
+
+int lgi_classify_features(const double *t, const double *v, const double *rss, size_t n,
+                          double f[LGI_CLS_NFEAT])
+{
+  if (!t || !v || !f || n < 8)
+    return -EINVAL;
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(t[i]) || !isfinite(v[i]) || (rss && !isfinite(rss[i])))
+      return -EDOM;
+    if (i && !(t[i] > t[i - 1]))
+      return -EDOM;
+  }
+
+  /* 1. Bounded copy: bucket means when n > LGI_CLS_CAP (buckets by index). */
+  double u[LGI_CLS_CAP], y[LGI_CLS_CAP], r[LGI_CLS_CAP], yf[LGI_CLS_CAP], w[LGI_CLS_CAP];
+  long m;
+  if (n <= LGI_CLS_CAP) {
+    m = (long)n;
+    memcpy(u, t, n * sizeof *t);
+    memcpy(y, v, n * sizeof *v);
+    if (rss)
+      memcpy(r, rss, n * sizeof *rss);
+  } else {
+    m = LGI_CLS_CAP;
+    for (long b = 0; b < m; b++) {
+      size_t lo = (size_t)b * n / (size_t)m, hi = (size_t)(b + 1) * n / (size_t)m;
+      double st = 0, sv = 0, sr = 0;
+      for (size_t i = lo; i < hi; i++) {
+        st += t[i] - t[0];
+        sv += v[i];
+        if (rss)
+          sr += rss[i];
+      }
+      double c = (double)(hi - lo);
+      u[b] = st / c;
+      y[b] = sv / c;
+      r[b] = rss ? sr / c : 0;
+    }
+  }
+
+  /* 2. Time to [0, 1]. */
+  double t0 = u[0], span = u[m - 1] - u[0];
+  for (long i = 0; i < m; i++)
+    u[i] = (u[i] - t0) / span;
+  u[0] = 0.0;
+  u[m - 1] = 1.0;
+
+  /* 3. Values to scale units: centred on the median, divided by p95 - p5. */
+  memcpy(w, y, (size_t)m * sizeof *w);
+  double med = kth(w, m, (m - 1) / 2);
+  double p5 = kth(w, m, (m - 1) * 5 / 100), p95 = kth(w, m, (m - 1) * 95 / 100);
+  double vmin = y[0], vmax = y[0];
+  for (long i = 1; i < m; i++) {
+    vmin = y[i] < vmin ? y[i] : vmin;
+    vmax = y[i] > vmax ? y[i] : vmax;
+  }
+  double scale = p95 - p5;
+  if (!(scale > 0))
+    scale = vmax - vmin;
+  int flat = !(scale > 1e-13 * fabs(med)) || !(scale > 0);
+  if (flat)
+    scale = fabs(med) > 0 ? fabs(med) : 1.0;
+  for (long i = 0; i < m; i++)
+    y[i] = flat ? 0.0 : (y[i] - med) / scale;
+
+  /* 4. Median-3 filter (removes isolated spikes, keeps steps). */
+  yf[0] = y[0];
+  yf[m - 1] = y[m - 1];
+  for (long i = 1; i < m - 1; i++)
+    yf[i] = med3(y[i - 1], y[i], y[i + 1]);
+
+  /* 5. Linear and quadratic fits on the filtered series, slopes per third. */
+  double su = 0, sy = 0;
+  for (long i = 0; i < m; i++) {
+    su += u[i];
+    sy += yf[i];
+  }
+  double mu_u = su / m, mu_y = sy / m;
+  double sxx = 0, sxy = 0, syy = 0;
+  double S1 = 0, S2 = 0, S3 = 0, S4 = 0, Y1 = 0, Y2 = 0;
+  double tc[3] = {0}, tu[3] = {0}, ty[3] = {0}, tuu[3] = {0}, tuy[3] = {0};
+  for (long i = 0; i < m; i++) {
+    double du = u[i] - mu_u, dy = yf[i] - mu_y;
+    sxx += du * du;
+    sxy += du * dy;
+    syy += dy * dy;
+    double x = u[i] - 0.5, x2 = x * x;
+    S1 += x;
+    S2 += x2;
+    S3 += x2 * x;
+    S4 += x2 * x2;
+    Y1 += x * dy;
+    Y2 += x2 * dy;
+    int th = u[i] < 1.0 / 3 ? 0 : (u[i] < 2.0 / 3 ? 1 : 2);
+    tc[th] += 1;
+    tu[th] += u[i];
+    ty[th] += yf[i];
+    tuu[th] += u[i] * u[i];
+    tuy[th] += u[i] * yf[i];
+  }
+  double slope = sxx > 0 ? sxy / sxx : 0;
+  double r2 = (sxx > 0 && syy > 1e-24) ? sxy * sxy / (sxx * syy) : 0;
+  /* Quadratic on centred y: [m S1 S2; S1 S2 S3; S2 S3 S4] [a b c]' = [0 Y1 Y2]'. */
+  double M = (double)m;
+  double det = M * (S2 * S4 - S3 * S3) - S1 * (S1 * S4 - S3 * S2) + S2 * (S1 * S3 - S2 * S2);
+  double qa = 0, qb = 0, qc = 0;
+  if (fabs(det) > 1e-12 * M * M * M * 1e-4) {
+    qa = (0 * (S2 * S4 - S3 * S3) - S1 * (Y1 * S4 - S3 * Y2) + S2 * (Y1 * S3 - S2 * Y2)) / det;
+    qb = (M * (Y1 * S4 - S3 * Y2) - 0 * (S1 * S4 - S3 * S2) + S2 * (S1 * Y2 - Y1 * S2)) / det;
+    qc = (M * (S2 * Y2 - Y1 * S3) - S1 * (S1 * Y2 - Y1 * S2) + 0 * (S1 * S3 - S2 * S2)) / det;
+  }
+  double ssq = 0, vn_num = 0, vn_den = 0, eprev = 0;
+  for (long i = 0; i < m; i++) {
+    double x = u[i] - 0.5, fit = qa + qb * x + qc * x * x;
+    double e = (yf[i] - mu_y) - fit, er = (y[i] - mu_y) - fit;
+    ssq += e * e;
+    vn_den += er * er;
+    vn_num += i ? (er - eprev) * (er - eprev) : 0;
+    eprev = er;
+  }
+  f[LGI_F_VN_RATIO] = vn_den > 1e-20 * M ? clampd(vn_num / vn_den, 0, 4) : 0.0;
+  double r2q = syy > 1e-24 ? 1.0 - ssq / syy : 0;
+  double sl[3];
+  for (int k = 0; k < 3; k++)
+    sl[k] = ols_slope(tc[k], tu[k], ty[k], tuu[k], tuy[k]);
+
+  f[LGI_F_LOGN] = log2((double)n) / 11.0;
+  f[LGI_F_LIN_SLOPE] = clampd(slope, -20, 20);
+  f[LGI_F_LIN_R2] = r2;
+  f[LGI_F_QUAD_C] = clampd(qc, -50, 50);
+  f[LGI_F_QUAD_GAIN] = clampd(r2q - r2, 0, 1);
+  f[LGI_F_SLOPE_FIRST] = clampd(sl[0], -20, 20);
+  f[LGI_F_SLOPE_MID] = clampd(sl[1], -20, 20);
+  f[LGI_F_SLOPE_LAST] = clampd(sl[2], -20, 20);
+  f[LGI_F_ACCEL] = (sl[2] - sl[0]) / (fabs(sl[0]) + fabs(sl[2]) + 0.1);
+  f[LGI_F_RESID] = sqrt(ssq / M);
+
+  /* 6. Time windows: floors, ceilings, means (and rss means). */
+  enum { W = LGI_CLS_WIN };
+  int cnt[W] = {0};
+  double wmin[W], wmax[W], wsum[W] = {0}, wu[W] = {0}, wr[W] = {0};
+  for (long i = 0; i < m; i++) {
+    int k = (int)(u[i] * W);
+    k = k >= W ? W - 1 : k;
+    if (!cnt[k]) {
+      wmin[k] = wmax[k] = yf[i];
+    } else {
+      wmin[k] = yf[i] < wmin[k] ? yf[i] : wmin[k];
+      wmax[k] = yf[i] > wmax[k] ? yf[i] : wmax[k];
+    }
+    cnt[k]++;
+    wsum[k] += yf[i];
+    wu[k] += u[i];
+    if (rss)
+      wr[k] += r[i];
+  }
+  double pc[W], pf[W], pcl[W], pm[W], pr[W], mean[W], rmean[W], spread[W];
+  int np = 0, nsp = 0;
+  for (int k = 0; k < W; k++) {
+    if (!cnt[k]) {
+      mean[k] = rmean[k] = 0;
+      continue;
+    }
+    mean[k] = wsum[k] / cnt[k];
+    rmean[k] = wr[k] / cnt[k];
+    pc[np] = wu[k] / cnt[k];
+    pf[np] = wmin[k];
+    pcl[np] = wmax[k];
+    pm[np] = mean[k];
+    pr[np] = rmean[k];
+    np++;
+    if (cnt[k] >= 2)
+      spread[nsp++] = wmax[k] - wmin[k];
+  }
+  fill_gaps(mean, cnt, W);
+  f[LGI_F_TS_FLOOR] = clampd(theil_sen(pc, pf, np), -20, 20);
+  f[LGI_F_TS_CEIL] = clampd(theil_sen(pc, pcl, np), -20, 20);
+  double ts_mean = theil_sen(pc, pm, np);
+  f[LGI_F_TS_MEAN] = clampd(ts_mean, -20, 20);
+  f[LGI_F_MK_TAU] = mk_tau(mean, W);
+  f[LGI_F_SPREAD] = nsp ? kth(spread, nsp, nsp / 2) : 0.0;
+  double mlo = mean[0], mhi = mean[0], run = mean[0], dd = 0, mean_avg = 0;
+  int ups = 0;
+  for (int k = 0; k < W; k++) {
+    mlo = mean[k] < mlo ? mean[k] : mlo;
+    mhi = mean[k] > mhi ? mean[k] : mhi;
+    run = mean[k] > run ? mean[k] : run;
+    dd = run - mean[k] > dd ? run - mean[k] : dd;
+    ups += k && mean[k] > mean[k - 1];
+    mean_avg += mean[k] / W;
+  }
+  f[LGI_F_DRAWDOWN] = mhi - mlo > 1e-9 ? dd / (mhi - mlo) : 0.0;
+  f[LGI_F_UP_FRAC] = (double)ups / (W - 1);
+  double base = 0.5 * (mean[0] + mean[1]);
+  double growth = 0.5 * (mean[W - 2] + mean[W - 1]) - base;
+  f[LGI_F_GROWTH] = clampd(growth, -20, 20);
+  f[LGI_F_T50] = rise_time(mean, W, base, growth > 0.1 ? growth : 0, 0.5, 0.5);
+  f[LGI_F_T90] = rise_time(mean, W, base, growth > 0.1 ? growth : 0, 0.9, 0.5);
+  f[LGI_F_LAST_VS_MAX] = mean[W - 1] - mhi;
+  for (int k = 0; k < W; k++)
+    f[LGI_F_PROFILE + k] = clampd(mean[k] - mean_avg, -20, 20);
+
+  /* 7. Jumps: increments beyond the typical rate, against a robust noise level. */
+  long nd = m - 1;
+  for (long i = 1; i < m; i++)
+    w[i - 1] = (yf[i] - yf[i - 1]) / (u[i] - u[i - 1]);
+  double rate = kth(w, nd, nd / 2);
+  for (long i = 1; i < m; i++)
+    w[i - 1] = fabs((yf[i] - yf[i - 1]) - rate * (u[i] - u[i - 1]));
+  double sigma = 1.4826 * kth(w, nd, nd / 2);
+  sigma = sigma < 1e-3 ? 1e-3 : sigma;
+  double thr = 5 * sigma > 0.04 ? 5 * sigma : 0.04;
+  int jup = 0, jdn = 0;
+  double mup = 0, mdn = 0, xup = 0, xdn = 0;
+  for (long i = 1; i < m; i++) {
+    double e = (yf[i] - yf[i - 1]) - rate * (u[i] - u[i - 1]);
+    if (e > thr) {
+      jup++;
+      mup += e;
+      xup = e > xup ? e : xup;
+    } else if (e < -thr) {
+      jdn++;
+      mdn -= e;
+      xdn = -e > xdn ? -e : xdn;
+    }
+  }
+  f[LGI_F_JUP_COUNT] = log1p(jup);
+  f[LGI_F_JDN_COUNT] = log1p(jdn);
+  f[LGI_F_JUP_MASS] = clampd(mup, 0, 50);
+  f[LGI_F_JDN_MASS] = clampd(mdn, 0, 50);
+  f[LGI_F_JUP_MAX] = clampd(xup, 0, 20);
+  f[LGI_F_JDN_MAX] = clampd(xdn, 0, 20);
+  f[LGI_F_NOISE] = clampd(sigma, 0, 20);
+  int nout = 0;
+  for (long i = 0; i < m; i++)
+    nout += fabs(y[i] - yf[i]) > 0.5;
+  f[LGI_F_OUTLIERS] = (double)nout / M;
+
+  /* 8. Periodicity on a uniform time grid, quadratically detrended. */
+  enum { G_MAX = LGI_CLS_GRID };
+  int G = m < G_MAX ? (int)m : G_MAX;
+  double gz[G_MAX] = {0};
+  int gc[G_MAX] = {0};
+  for (long i = 0; i < m; i++) {
+    int k = (int)(u[i] * G);
+    k = k >= G ? G - 1 : k;
+    gz[k] += yf[i];
+    gc[k]++;
+  }
+  for (int k = 0; k < G; k++)
+    if (gc[k])
+      gz[k] /= gc[k];
+  fill_gaps(gz, gc, G);
+  {
+    double g1 = 0, g2 = 0, g3 = 0, g4 = 0, gy0 = 0, gy1 = 0, gy2 = 0;
+    for (int k = 0; k < G; k++) {
+      double x = (k + 0.5) / G - 0.5, x2 = x * x;
+      g1 += x;
+      g2 += x2;
+      g3 += x2 * x;
+      g4 += x2 * x2;
+      gy0 += gz[k];
+      gy1 += x * gz[k];
+      gy2 += x2 * gz[k];
+    }
+    double Gd = G;
+    double gdet = Gd * (g2 * g4 - g3 * g3) - g1 * (g1 * g4 - g3 * g2) + g2 * (g1 * g3 - g2 * g2);
+    double a = 0, b = 0, c = 0;
+    if (fabs(gdet) > 1e-300) {
+      a = (gy0 * (g2 * g4 - g3 * g3) - g1 * (gy1 * g4 - g3 * gy2) + g2 * (gy1 * g3 - g2 * gy2)) / gdet;
+      b = (Gd * (gy1 * g4 - g3 * gy2) - gy0 * (g1 * g4 - g3 * g2) + g2 * (g1 * gy2 - gy1 * g2)) / gdet;
+      c = (Gd * (g2 * gy2 - gy1 * g3) - g1 * (g1 * gy2 - gy1 * g2) + gy0 * (g1 * g3 - g2 * g2)) / gdet;
+    }
+    double var0 = 0;
+    for (int k = 0; k < G; k++) {
+      double x = (k + 0.5) / G - 0.5;
+      gz[k] -= a + b * x + c * x * x;
+      var0 += gz[k] * gz[k];
+    }
+    double zc = 0, acf1 = 0, peak = 0, lag = 0;
+    if (var0 > 1e-12 * G) {
+      int crossings = 0, prev = 0;
+      for (int k = 0; k < G; k++) {
+        int s = (gz[k] > 0) - (gz[k] < 0);
+        if (s && prev && s != prev)
+          crossings++;
+        if (s)
+          prev = s;
+      }
+      zc = (double)crossings / (G - 1);
+      int seen_neg = 0;
+      for (int L = 1; L <= G / 2; L++) {
+        double acc = 0;
+        for (int k = 0; k + L < G; k++)
+          acc += gz[k] * gz[k + L];
+        acc /= var0;
+        if (L == 1)
+          acf1 = acc;
+        if (acc < 0)
+          seen_neg = 1;
+        else if (seen_neg && acc > peak) {
+          peak = acc;
+          lag = (double)L / G;
+        }
+      }
+    }
+    f[LGI_F_ZCROSS] = zc;
+    f[LGI_F_ACF1] = acf1;
+    f[LGI_F_ACF_PEAK] = peak;
+    f[LGI_F_ACF_LAG] = lag;
+  }
+
+  /* 9. rss against live: growth relative to the rss level and to live's range. */
+  if (rss) {
+    fill_gaps(rmean, cnt, W);
+    double level = 0;
+    for (int k = 0; k < np; k++)
+      level += fabs(pr[k]) / np;
+    level = level > 0 ? level : 1.0;
+    double rs = theil_sen(pc, pr, np);              /* bytes per unit u */
+    double ls = flat ? 0.0 : ts_mean * scale;       /* bytes per unit u */
+    double rbase = 0.5 * (rmean[0] + rmean[1]);
+    double rgrowth = 0.5 * (rmean[W - 2] + rmean[W - 1]) - rbase;
+    f[LGI_F_HAS_RSS] = 1.0;
+    f[LGI_F_RSS_GROWTH] = clampd(rs / level, -5, 5);
+    f[LGI_F_LIVE_GROWTH_R] = clampd(ls / level, -5, 5);
+    f[LGI_F_RSS_EXCESS] = clampd((rs - (ls > 0 ? ls : 0)) / level, -5, 5);
+    f[LGI_F_RSS_VS_LIVE] = clampd(slog(rs / (flat ? level : scale)), -20, 20);
+    f[LGI_F_RSS_TAU] = mk_tau(rmean, W);
+    f[LGI_F_RSS_T50] = rise_time(rmean, W, rbase, rgrowth > 0.02 * level ? rgrowth : 0, 0.5, 0.5);
+  } else {
+    f[LGI_F_HAS_RSS] = f[LGI_F_RSS_GROWTH] = f[LGI_F_LIVE_GROWTH_R] = 0;
+    f[LGI_F_RSS_EXCESS] = f[LGI_F_RSS_VS_LIVE] = f[LGI_F_RSS_TAU] = f[LGI_F_RSS_T50] = 0;
+  }
+  for (int i = 0; i < LGI_CLS_NFEAT; i++)
+    if (!isfinite(f[i]))
+      f[i] = 0.0;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ inference */
+
+lg_pattern_t lgi_classify_infer(const lgi_classify_model_t *mdl, const double f[LGI_CLS_NFEAT],
+                                double probs[LG_PATTERN_COUNT])
+{
+  double z[LGI_CLS_NFEAT], h[LGI_CLS_HIDDEN], logit[LG_PATTERN_COUNT];
+  for (int i = 0; i < LGI_CLS_NFEAT; i++)
+    z[i] = clampd((f[i] - mdl->mean[i]) * mdl->inv_std[i], -LGI_CLS_ZCLIP, LGI_CLS_ZCLIP);
+  for (int j = 0; j < LGI_CLS_HIDDEN; j++) {
+    double a = mdl->b1[j];
+    for (int i = 0; i < LGI_CLS_NFEAT; i++)
+      a += mdl->w1[j][i] * z[i];
+    h[j] = tanh(a);
+  }
+  double top = -INFINITY;
+  int best = 0;
+  for (int c = 0; c < LG_PATTERN_COUNT; c++) {
+    double a = mdl->b2[c];
+    for (int j = 0; j < LGI_CLS_HIDDEN; j++)
+      a += mdl->w2[c][j] * h[j];
+    logit[c] = a;
+    if (a > top) {
+      top = a;
+      best = c;
+    }
+  }
+  double sum = 0;
+  for (int c = 0; c < LG_PATTERN_COUNT; c++) {
+    probs[c] = exp(logit[c] - top);
+    sum += probs[c];
+  }
+  for (int c = 0; c < LG_PATTERN_COUNT; c++)
+    probs[c] /= sum;
+  return (lg_pattern_t)best;
+}
+
+#ifndef LGI_CLASSIFY_NO_MODEL /* the trainer builds this file without a model */
+LG_API int lg_classify(const double *t, const double *v, const double *rss, size_t n,
+                       lg_pattern_t *out, double probs[LG_PATTERN_COUNT])
+{
+  double f[LGI_CLS_NFEAT], p[LG_PATTERN_COUNT];
+  if (!out)
+    return -EINVAL;
+  int rc = lgi_classify_features(t, v, rss, n, f);
+  if (rc)
+    return rc;
+  *out = lgi_classify_infer(&lgi_classify_model, f, p);
+  if (probs)
+    memcpy(probs, p, sizeof p);
+  return 0;
+}
+#endif

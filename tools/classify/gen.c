@@ -1,0 +1,458 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gen.c - deterministic generator of labelled memory curves (see gen.h).
+ *
+ * A series is built in three layers: sample times (irregular spacing, missing
+ * stretches, arbitrary origin and unit), a noiseless shape f(u) on u in [0, 1] in
+ * units of the shape's amplitude, and nuisances (white and correlated noise,
+ * spikes, quantisation, churn). Values are then mapped to bytes with a random
+ * baseline and amplitude so that the classifier never sees a characteristic scale.
+ * An optional rss series is derived from the live one (tracking, high-water mark or
+ * allocator warm-up), or, for fragmentation, grows on its own while live stays
+ * flat. docs/classifier.md gives the label definitions these shapes implement.
+ */
+#include "gen.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "leakguard.h"
+
+static uint64_t splitmix(uint64_t *x)
+{
+  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void lgg_seed(lgg_rng_t *r, uint64_t seed)
+{
+  for (int i = 0; i < 4; i++)
+    r->s[i] = splitmix(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+  return (x << k) | (x >> (64 - k));
+}
+
+uint64_t lgg_next(lgg_rng_t *r)
+{
+  uint64_t *s = r->s;
+  uint64_t res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return res;
+}
+
+double lgg_unif(lgg_rng_t *r)
+{
+  return (double)(lgg_next(r) >> 11) * 0x1.0p-53;
+}
+
+double lgg_normal(lgg_rng_t *r)
+{
+  double a = lgg_unif(r), b = lgg_unif(r);
+  return sqrt(-2.0 * log(1.0 - a)) * cos(6.283185307179586 * b);
+}
+
+/* Uniform in [a, b). */
+static double U(lgg_rng_t *r, double a, double b)
+{
+  return a + (b - a) * lgg_unif(r);
+}
+
+/* Uniform integer in [a, b]. */
+static int I(lgg_rng_t *r, int a, int b)
+{
+  return a + (int)(lgg_unif(r) * (b - a + 1));
+}
+
+/* Log-uniform in [a, b). */
+static double LU(lgg_rng_t *r, double a, double b)
+{
+  return exp(U(r, log(a), log(b)));
+}
+
+const char *lgg_split_name(int split)
+{
+  static const char *const names[] = {"train", "val", "test"};
+  return split >= 0 && split < 3 ? names[split] : NULL;
+}
+
+int lgg_split_parse(const char *name)
+{
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(name, lgg_split_name(i)))
+      return i;
+  return -1;
+}
+
+void lgg_make(int split, uint64_t index, lgg_series_t *s)
+{
+  uint64_t x = ((uint64_t)(split + 1) << 48) ^ index ^ 0x6C67636C61737321ull;
+  uint64_t seed = splitmix(&x);
+  lgg_generate(seed, (int)(index % LG_PATTERN_COUNT), s);
+}
+
+/* ------------------------------------------------------------------ shapes */
+
+/* A periodic churn: cycles of jittered length and amplitude. */
+typedef struct saw {
+  int kind;           /* 0 ramp-and-drop, 1 on/off batch, 2 triangle */
+  double duty;
+  int ncyc;
+  double start[80], amp[80];
+} saw_t;
+
+static void saw_init(lgg_rng_t *r, saw_t *w, double periods, int kind)
+{
+  w->kind = kind;
+  w->duty = U(r, 0.3, 0.7);
+  double len = 1.0 / periods;
+  double c = -U(r, 0, 1) * len;
+  w->ncyc = 0;
+  while (c <= 1.0 && w->ncyc < 79) {
+    w->start[w->ncyc] = c;
+    w->amp[w->ncyc] = U(r, 0.85, 1.15);
+    w->ncyc++;
+    c += len * U(r, 0.85, 1.15);
+  }
+  w->start[w->ncyc] = c > 1.0 ? c : 1.0 + 1e-9;
+  w->amp[w->ncyc] = 1;
+}
+
+static double saw_at(const saw_t *w, double u)
+{
+  int k = 0;
+  while (k + 1 < w->ncyc && w->start[k + 1] <= u)
+    k++;
+  double x = (u - w->start[k]) / (w->start[k + 1] - w->start[k]);
+  x = x < 0 ? 0 : (x >= 1 ? 0.999999 : x);
+  double y;
+  switch (w->kind) {
+  case 1: y = x < w->duty ? 1.0 : 0.0; break;
+  case 2: y = 1.0 - fabs(2 * x - 1); break;
+  default: y = x; break;
+  }
+  return w->amp[k] * y;
+}
+
+/* Smooth step from 0 to 1 over [a, a + width]. */
+static double ramp(double u, double a, double width)
+{
+  if (u <= a)
+    return 0;
+  if (width <= 0 || u >= a + width)
+    return 1;
+  return (u - a) / width;
+}
+
+/* Fills u[0..n-1] with increasing times in [0, 1]: jittered spacing plus optional
+ * missing stretches. */
+static void make_times(lgg_rng_t *r, size_t n, double *u, char *desc, size_t dlen)
+{
+  double jit = lgg_unif(r) < 0.4 ? 0 : (lgg_unif(r) < 0.66 ? U(r, 0, 0.5) : U(r, 0.5, 0.95));
+  u[0] = 0;
+  for (size_t i = 1; i < n; i++)
+    u[i] = u[i - 1] + 1.0 + jit * (2 * lgg_unif(r) - 1);
+  int gaps = 0;
+  if (n >= 24 && lgg_unif(r) < 0.3) {
+    gaps = I(r, 1, 3);
+    for (int g = 0; g < gaps; g++) {
+      size_t at = 1 + (size_t)(lgg_unif(r) * (n - 1));
+      double extra = U(r, 2, 3 + 0.1 * (double)n);
+      for (size_t i = at; i < n; i++)
+        u[i] += extra;
+    }
+  }
+  double span = u[n - 1];
+  for (size_t i = 0; i < n; i++)
+    u[i] /= span;
+  size_t l = strlen(desc);
+  snprintf(desc + l, dlen - l, " jit=%.2f gaps=%d", jit, gaps);
+}
+
+/* Correlated noise (Ornstein-Uhlenbeck in u) plus white noise, total sigma. */
+static void add_noise(lgg_rng_t *r, size_t n, const double *u, double *f, double sigma)
+{
+  if (sigma <= 0)
+    return;
+  double wf = U(r, 0.4, 1.0);
+  double sw = sigma * sqrt(wf), sa = sigma * sqrt(1 - wf);
+  double L = LU(r, 0.003, 0.03);
+  double ar = sa * lgg_normal(r);
+  for (size_t i = 0; i < n; i++) {
+    if (i) {
+      double phi = exp(-(u[i] - u[i - 1]) / L);
+      ar = phi * ar + sqrt(1 - phi * phi) * sa * lgg_normal(r);
+    }
+    f[i] += sw * lgg_normal(r) + ar;
+  }
+}
+
+/* Isolated spikes (transient allocations, mostly upward). */
+static void add_spikes(lgg_rng_t *r, size_t n, double *f, double height)
+{
+  double rate = U(r, 0.003, 0.02);
+  for (size_t i = 0; i < n; i++)
+    if (lgg_unif(r) < rate)
+      f[i] += (lgg_unif(r) < 0.8 ? 1 : -1) * height * U(r, 2, 6);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Robust range (p95 - p5) of f[0..n-1]. */
+static double range_of(const double *f, size_t n)
+{
+  double tmp[LGG_MAXN];
+  memcpy(tmp, f, n * sizeof *f);
+  qsort(tmp, n, sizeof *tmp, cmp_double);
+  return tmp[(n - 1) * 95 / 100] - tmp[(n - 1) * 5 / 100];
+}
+
+/* A stable live curve (in amplitude units) with the usual nuisances; shift allowed
+ * when allow_shift. */
+static void stable_shape(lgg_rng_t *r, lgg_series_t *s, const double *u, double *f,
+                         int allow_shift)
+{
+  size_t n = s->n;
+  double x = lgg_unif(r);
+  for (size_t i = 0; i < n; i++)
+    f[i] = 0;
+  if (allow_shift && x < 0.3) {
+    double at = U(r, 0.15, 0.85), mag = U(r, 1, 6) * (lgg_unif(r) < 0.6 ? 1 : -1);
+    for (size_t i = 0; i < n; i++)
+      f[i] += u[i] >= at ? mag : 0;
+    strcat(s->desc, " shift");
+  } else if (x < 0.45) {
+    /* random bursts: non-periodic transient bumps */
+    double rate = U(r, 0.01, 0.05), h = U(r, 2, 5);
+    for (size_t i = 0; i < n; i++)
+      if (lgg_unif(r) < rate) {
+        size_t w = (size_t)I(r, 1, 4);
+        for (size_t k = i; k < n && k < i + w; k++)
+          f[k] += h;
+      }
+    strcat(s->desc, " bursts");
+  }
+  add_noise(r, n, u, f, x > 0.97 ? 0.0 : 1.0);
+}
+
+void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
+{
+  lgg_rng_t rr, *r = &rr;
+  lgg_seed(r, seed);
+  memset(s->desc, 0, sizeof s->desc);
+  size_t n = lgg_unif(r) < 0.1 ? (size_t)I(r, 8, 23) : (size_t)LU(r, 24, 2049);
+  n = n > LGG_MAXN ? LGG_MAXN : (n < 8 ? 8 : n);
+  s->n = n;
+  s->label = label;
+  snprintf(s->desc, sizeof s->desc, "%s n=%zu", lg_pattern_name((lg_pattern_t)label), n);
+
+  double *u = s->t, *f = s->v;      /* reuse the output arrays as scratch */
+  make_times(r, n, u, s->desc, sizeof s->desc);
+
+  double sigma = 0, spike_h = 0;
+  int churn_ok = n >= 60;
+  saw_t w;
+  switch (label) {
+  case LG_PATTERN_STABLE:
+  case LG_PATTERN_FRAGMENTATION:
+    if (label == LG_PATTERN_FRAGMENTATION && lgg_unif(r) < 0.5) {
+      double pmax = n / 6.0 < 24 ? n / 6.0 : 24;
+      saw_init(r, &w, U(r, 2, pmax > 2 ? pmax : 2), I(r, 0, 2));
+      for (size_t i = 0; i < n; i++)
+        f[i] = saw_at(&w, u[i]);
+      sigma = U(r, 0.01, 0.15);
+      add_noise(r, n, u, f, sigma);
+      strcat(s->desc, " live=saw");
+    } else {
+      stable_shape(r, s, u, f, label == LG_PATTERN_STABLE);
+      sigma = 1;
+    }
+    spike_h = 1;
+    break;
+  case LG_PATTERN_LINEAR_LEAK: {
+    double us = lgg_unif(r) < 0.6 ? 0 : U(r, 0.1, 0.5);
+    for (size_t i = 0; i < n; i++)
+      f[i] = u[i] > us ? (u[i] - us) / (1 - us) : 0;
+    if (churn_ok && lgg_unif(r) < 0.3) {
+      double pmax = n / 5.0 < 24 ? n / 5.0 : 24;
+      saw_init(r, &w, U(r, 3, pmax), I(r, 0, 2));
+      double c = U(r, 0.5, 2);
+      for (size_t i = 0; i < n; i++)
+        f[i] += c * saw_at(&w, u[i]);
+      strcat(s->desc, " churn");
+    }
+    sigma = U(r, 0.01, 0.2);
+    spike_h = 0.3;
+    break;
+  }
+  case LG_PATTERN_ACCELERATING_LEAK: {
+    double us = lgg_unif(r) < 0.7 ? 0 : U(r, 0.05, 0.25);
+    int ex = lgg_unif(r) < 0.5;
+    double p = U(r, 2, 4), k = U(r, 3, 7);
+    double a = lgg_unif(r) < 0.3 ? U(r, 0, 0.25) : 0;
+    for (size_t i = 0; i < n; i++) {
+      double x = u[i] > us ? (u[i] - us) / (1 - us) : 0;
+      double g = ex ? (exp(k * x) - 1) / (exp(k) - 1) : pow(x, p);
+      f[i] = a * x + (1 - a) * g;
+    }
+    if (churn_ok && lgg_unif(r) < 0.15) {
+      saw_init(r, &w, U(r, 3, n / 5.0 < 24 ? n / 5.0 : 24), I(r, 0, 2));
+      double c = U(r, 0.2, 0.6);
+      for (size_t i = 0; i < n; i++)
+        f[i] += c * saw_at(&w, u[i]);
+      strcat(s->desc, " churn");
+    }
+    sigma = U(r, 0.01, 0.1);
+    spike_h = 0.3;
+    break;
+  }
+  case LG_PATTERN_STEP_LEAK: {
+    int kmax = (int)(n / 8) < 12 ? (int)(n / 8) : 12;
+    kmax = kmax < 2 ? 2 : kmax;
+    int K = I(r, 2, kmax);
+    double at[12], size[12];
+    if (lgg_unif(r) < 0.6) {
+      double E = 1.0 / (K + U(r, 0.2, 1)), ph = U(r, 0.1, 0.9) * E;
+      for (int k = 0; k < K; k++)
+        at[k] = ph + k * E;
+      strcat(s->desc, " regular");
+    } else {
+      for (int k = 0; k < K; k++) { /* sorted uniform positions, min separation */
+        at[k] = (k + U(r, 0.1, 0.9)) / K * 0.9 + 0.05;
+      }
+    }
+    double width = lgg_unif(r) < 0.8 ? 0 : U(r, 0.5, 2.5) / n;
+    for (int k = 0; k < K; k++)
+      size[k] = U(r, 0.5, 1.5) / K;
+    for (size_t i = 0; i < n; i++) {
+      f[i] = 0;
+      for (int k = 0; k < K; k++)
+        f[i] += size[k] * ramp(u[i], at[k], width);
+    }
+    sigma = U(r, 0.02, 0.15) / K;
+    spike_h = 1.0 / K;
+    char b[16];
+    snprintf(b, sizeof b, " K=%d", K);
+    strcat(s->desc, b);
+    break;
+  }
+  case LG_PATTERN_PLATEAU: {
+    double up = U(r, 0.15, 0.6), u0 = lgg_unif(r) < 0.6 ? 0 : U(r, 0, 0.1);
+    double x = lgg_unif(r);
+    for (size_t i = 0; i < n; i++) {
+      if (x < 0.4)
+        f[i] = ramp(u[i], u0, up - u0);
+      else if (x < 0.8)
+        f[i] = u[i] > u0 ? 1 - exp(-3 * (u[i] - u0) / (up - u0)) : 0;
+      else
+        f[i] = 1 / (1 + exp(-(u[i] - (u0 + up) / 2) / ((up - u0) / 8)));
+    }
+    if (churn_ok && lgg_unif(r) < 0.15) {
+      saw_init(r, &w, U(r, 3, n / 5.0 < 24 ? n / 5.0 : 24), I(r, 0, 2));
+      double c = U(r, 0.1, 0.5);
+      for (size_t i = 0; i < n; i++)
+        f[i] += c * saw_at(&w, u[i]);
+      strcat(s->desc, " churn");
+    }
+    sigma = U(r, 0.01, 0.15);
+    spike_h = 0.3;
+    break;
+  }
+  case LG_PATTERN_SAWTOOTH:
+  default: {
+    double pmax = n / 6.0 < 24 ? n / 6.0 : 24;
+    int kind = lgg_unif(r) < 0.6 ? 0 : I(r, 1, 2);
+    saw_init(r, &w, U(r, 2, pmax > 2 ? pmax : 2), kind);
+    for (size_t i = 0; i < n; i++)
+      f[i] = saw_at(&w, u[i]);
+    sigma = U(r, 0.01, 0.15);
+    spike_h = 0.3;
+    break;
+  }
+  }
+  if (label != LG_PATTERN_STABLE && label != LG_PATTERN_FRAGMENTATION)
+    add_noise(r, n, u, f, sigma);
+  if (lgg_unif(r) < 0.25) {
+    add_spikes(r, n, f, spike_h);
+    strcat(s->desc, " spikes");
+  }
+
+  /* Bytes: baseline B, amplitude A (relative to B over several decades). */
+  double B = LU(r, 1e4, 1e10);
+  double A = B * LU(r, 3e-3, 2);
+  double q = lgg_unif(r) < 0.2 ? (A > 1e6 ? 4096 : 1) : 0;
+  double live_range = A * range_of(f, n);
+  for (size_t i = 0; i < n; i++) {
+    double x = B + A * f[i];
+    x = x < 0 ? 0 : x;
+    f[i] = q > 0 ? q * floor(x / q) : x;
+  }
+
+  /* rss: always for fragmentation, half the time otherwise. */
+  s->has_rss = label == LG_PATTERN_FRAGMENTATION || lgg_unif(r) < 0.5;
+  if (s->has_rss) {
+    double over = B * U(r, 0.05, 1.0) + LU(r, 1e5, 1e7);
+    double mode = lgg_unif(r);
+    double hw = 0;
+    if (label == LG_PATTERN_FRAGMENTATION) {
+      double base = B + over;
+      double G = base * LU(r, 0.1, 1.5);
+      double lo = U(r, 2, 5) * live_range;
+      G = G < lo ? lo : G;
+      double kappa = lgg_unif(r) < 0.3 ? 0 : U(r, 0.5, 1.0);
+      double gk = lgg_unif(r), qx = U(r, 0.4, 0.8), us = lgg_unif(r) < 0.7 ? 0 : U(r, 0.05, 0.3);
+      int K = I(r, 3, 10);
+      for (size_t i = 0; i < n; i++) {
+        double x = u[i] > us ? (u[i] - us) / (1 - us) : 0, g;
+        if (gk < 0.4)
+          g = x;
+        else if (gk < 0.7)
+          g = pow(x, qx);
+        else
+          g = floor(x * K + 0.999) / K;
+        hw = f[i] > hw ? f[i] : hw;
+        double lv = kappa > 0 ? kappa * (f[i] - B) : (hw - B);
+        s->rss[i] = base + lv + G * g + 0.01 * G * lgg_normal(r);
+      }
+      strcat(s->desc, gk < 0.4 ? " rss=lin" : (gk < 0.7 ? " rss=concave" : " rss=steps"));
+    } else {
+      double warm = B * U(r, 0.05, 0.5), tau = U(r, 0.02, 0.08);
+      for (size_t i = 0; i < n; i++) {
+        hw = f[i] > hw || i == 0 ? f[i] : hw;
+        double x;
+        if (mode < 0.5)
+          x = f[i] + over;
+        else if (mode < 0.8)
+          x = hw + over;
+        else
+          x = f[i] + over + warm * (1 - exp(-u[i] / tau));
+        s->rss[i] = x * (1 + 0.002 * lgg_normal(r));
+      }
+      strcat(s->desc, mode < 0.5 ? " rss=track" : (mode < 0.8 ? " rss=hwm" : " rss=warm"));
+    }
+  }
+
+  /* Times: random origin and unit. */
+  double t0 = lgg_unif(r) < 0.5 ? 0 : (lgg_unif(r) < 0.5 ? U(r, 1.6e9, 1.8e9) : U(r, 0, 1e4));
+  double dt = LU(r, 1e-2, 1e3);
+  for (size_t i = 0; i < n; i++)
+    s->t[i] = t0 + u[i] * dt * (double)n;
+  for (size_t i = 1; i < n; i++) /* guard rounding at large origins */
+    if (!(s->t[i] > s->t[i - 1]))
+      s->t[i] = nextafter(s->t[i - 1], INFINITY);
+}
