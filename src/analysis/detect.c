@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/* detect.c - the leak detector (see detect.h for the method). */
+#include "analysis/detect.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/stats.h"
+
+void lgd_series_init(lgd_series_t *s, size_t max_points) {
+  memset(s, 0, sizeof *s);
+  s->max_points = max_points < 16 ? 16 : max_points & ~(size_t)1;
+}
+
+void lgd_series_free(lgd_series_t *s) {
+  free(s->pts);
+  memset(s, 0, sizeof *s);
+}
+
+int lgd_series_add(lgd_series_t *s, double t, double v, double step) {
+  if (s->n == s->max_points) {
+    /* Halve the resolution: merge pairs, keeping the extremes. */
+    size_t w = 0;
+    for (size_t i = 0; i + 1 < s->n; i += 2) {
+      lgd_point_t a = s->pts[i], b = s->pts[i + 1];
+      b.lo = fmin(a.lo, b.lo);
+      b.hi = fmax(a.hi, b.hi);
+      s->pts[w++] = b;
+    }
+    s->n = w;
+  }
+  if (s->n == s->cap) {
+    size_t nc = s->cap ? s->cap * 2 : 64;
+    if (nc > s->max_points) nc = s->max_points;
+    lgd_point_t *p = realloc(s->pts, nc * sizeof *p);
+    if (!p) return -ENOMEM;
+    s->pts = p;
+    s->cap = nc;
+  }
+  s->pts[s->n++] = (lgd_point_t){t, v, v, v, step};
+  return 0;
+}
+
+#define MAXW 32
+
+int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_result_t *out) {
+  if (!pts || !out) return -EINVAL;
+  double min_growth = opt && opt->min_growth_bytes > 0 ? opt->min_growth_bytes : 4096.0;
+  memset(out, 0, sizeof *out);
+  out->pattern = LG_PATTERN_STABLE;
+  out->growth_bytes_per_step = NAN;
+  out->p = 1;
+  if (n < 6) return 0;
+  double t0 = pts[0].t, t1 = pts[n - 1].t, d = t1 - t0;
+  if (!(d > 0)) return 0;
+
+  /* 1. window floors and ceilings. */
+  size_t W = n / 2;
+  if (W < 5) W = 5;
+  if (W > MAXW) W = MAXW;
+  double fl[MAXW], ce[MAXW], tm[MAXW], st[MAXW];
+  int cnt[MAXW] = {0};
+  for (size_t w = 0; w < W; w++) {
+    fl[w] = INFINITY;
+    ce[w] = -INFINITY;
+    tm[w] = 0;
+    st[w] = 0;
+  }
+  for (size_t i = 0; i < n; i++) {
+    size_t w = (size_t)((pts[i].t - t0) / d * (double)W);
+    if (w >= W) w = W - 1;
+    fl[w] = fmin(fl[w], pts[i].lo);
+    ce[w] = fmax(ce[w], pts[i].hi);
+    tm[w] += pts[i].t;
+    st[w] = pts[i].step;
+    cnt[w]++;
+  }
+  size_t k = 0;
+  for (size_t w = 0; w < W; w++) {
+    if (!cnt[w]) continue;
+    fl[k] = fl[w];
+    ce[k] = ce[w];
+    tm[k] = tm[w] / cnt[w];
+    st[k] = st[w];
+    k++;
+  }
+  W = k;
+  out->windows = (int)W;
+  if (W < 5) return 0;
+
+  /* 2. trend of the floors. */
+  double tau = 0, p = 1;
+  lga_mann_kendall(fl, W, &tau, &p);
+  double slope = lga_theil_sen(tm, fl, W);
+  size_t h = W / 2;
+  double slope_early = lga_theil_sen(tm, fl, h + 1);
+  double slope_late = lga_theil_sen(tm + h, fl + h, W - h);
+  double a2[2] = {fl[0], fl[1]}, b2[2] = {fl[W - 2], fl[W - 1]};
+  double first = lga_median(a2, 2), last = lga_median(b2, 2);
+  double growth = last - first;
+  double level = 0, amp[MAXW], resid[MAXW];
+  for (size_t w = 0; w < W; w++) {
+    level = fmax(level, ce[w]);
+    amp[w] = ce[w] - fl[w];
+  }
+  double med_amp = lga_median(amp, W);
+  double icpt_pts[MAXW];
+  for (size_t w = 0; w < W; w++) icpt_pts[w] = fl[w] - slope * tm[w];
+  double icpt = lga_median(icpt_pts, W);
+  for (size_t w = 0; w < W; w++) resid[w] = fabs(fl[w] - (icpt + slope * tm[w]));
+  double noise = 1.4826 * lga_median(resid, W);
+  double late_growth = fl[W - 1] - fl[h];
+  double early_growth = fl[h] - fl[0];
+
+  out->tau = tau;
+  out->p = p;
+  out->floor_first = first;
+  out->floor_last = last;
+  out->growth_bytes_per_s = slope;
+  if (st[W - 1] > st[0]) {
+    double sl = lga_theil_sen(st, fl, W);
+    out->growth_bytes_per_step = sl;
+  }
+
+  /* 3./4. the verdict. */
+  int trending = tau >= 0.5 && p < 0.05 && slope > 0;
+  int still_growing = late_growth > 0 && slope_late > 0.2 * slope;
+  int big_enough = growth >= min_growth && growth > 3 * noise;
+  out->leak = trending && still_growing && big_enough;
+
+  if (out->leak) {
+    /* Shape of a leak. Step: most of the growth in few window transitions. */
+    double inc[MAXW];
+    size_t ups = 0;
+    for (size_t w = 1; w < W; w++) {
+      inc[w - 1] = fmax(0, fl[w] - fl[w - 1]);
+      if (inc[w - 1] > 0.02 * growth) ups++;
+    }
+    if (ups * 3 <= W - 1 && ups >= 1) out->pattern = LG_PATTERN_STEP_LEAK;
+    else if (slope_early > 0 && slope_late > 2.0 * slope_early) out->pattern = LG_PATTERN_ACCELERATING_LEAK;
+    else out->pattern = LG_PATTERN_LINEAR_LEAK;
+    double c = tau * (1 - p) * fmin(1.0, (double)W / 10.0);
+    out->confidence = c < 0 ? 0 : (c > 1 ? 1 : c);
+  } else {
+    if (early_growth >= min_growth && early_growth > 3 * noise && late_growth <= 0.2 * early_growth)
+      out->pattern = LG_PATTERN_PLATEAU;
+    else if (level > 0 && med_amp > 0.3 * level && med_amp >= min_growth)
+      out->pattern = LG_PATTERN_SAWTOOTH;
+    else
+      out->pattern = LG_PATTERN_STABLE;
+    out->confidence = 0;
+  }
+  return 0;
+}

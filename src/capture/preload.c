@@ -1,0 +1,685 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * preload.c - libleakguard.so: the interposed allocation functions and the
+ * recorder's lifecycle.
+ *
+ * Every block handed out carries a 16-byte header in front of it (lg_blk_t): the
+ * stack id of its allocation site (0 when it is not recorded), its birth epoch, its
+ * requested size and the offset back to the underlying allocator's pointer. free()
+ * reads the header, so no global address table or lock is needed, and the recorder
+ * memory per live block is those 16 bytes. This follows glibc's documented malloc
+ * replacement contract: all of malloc, free, calloc, realloc, memalign,
+ * posix_memalign, aligned_alloc, valloc, pvalloc, malloc_usable_size are replaced.
+ *
+ * Hot path: one per-thread countdown decides (a) sampling and (b) "not ready yet":
+ * while it stays positive an allocation is only headed, not recorded. In full mode
+ * it is always 0, so every allocation goes to record_alloc().
+ *
+ * Lifecycle: lazy init on the first hook (before main, in whatever constructor
+ * allocates first); fork: the child copies the region into its own memfd and
+ * registers as a new process; exec: the new image starts from scratch (the socket
+ * and memfd are close-on-exec); exit: hooks keep working, the collector keeps the
+ * mapping. Without LEAKGUARD_SOCK, or when the collector cannot be reached, the
+ * library only adds headers and the target runs on unrecorded.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <dlfcn.h>
+#include <malloc.h>
+
+#include "capture/recorder.h"
+#include "leakguard.h"
+
+#define LG_EXPORT __attribute__((visibility("default")))
+
+__thread lgi_tls_t lgi_tls __attribute__((tls_model("initial-exec")));
+lgi_global_t lgi_g = {.fd = -1};
+
+/* ------------------------------------------------------------------ block header */
+
+#define HDR 16u
+#define F_OFFSET_MASK 0x3fu /* log2 of (user pointer - underlying pointer) */
+typedef struct lg_blk {
+  uint32_t site;
+  uint32_t epoch;
+  uint64_t szf; /* size << 16 | flags */
+} lg_blk_t;
+
+static inline lg_blk_t *blk_of(void *p) { return (lg_blk_t *)((char *)p - HDR); }
+static inline size_t blk_size(const lg_blk_t *b) { return (size_t)(b->szf >> 16); }
+static inline size_t blk_offset(const lg_blk_t *b) { return (size_t)1 << (b->szf & F_OFFSET_MASK); }
+static inline void *blk_base(void *p) { return (char *)p - blk_offset(blk_of(p)); }
+
+/* ------------------------------------------------------------------ real allocator */
+
+static void *(*real_malloc)(size_t);
+static void (*real_free)(void *);
+static void *(*real_calloc)(size_t, size_t);
+static void *(*real_realloc)(void *, size_t);
+static void *(*real_memalign)(size_t, size_t);
+static size_t (*real_usable)(void *);
+
+/* dlsym() may itself call calloc/malloc before the real functions are known: a
+ * small static pool serves those, and free() ignores pointers inside it. */
+static _Alignas(16) char boot_pool[64 * 1024];
+static size_t boot_used;
+static int in_boot(const void *p) {
+  return (const char *)p >= boot_pool && (const char *)p < boot_pool + sizeof boot_pool;
+}
+static void *boot_alloc(size_t n) {
+  size_t need = (n + 15 + HDR) & ~(size_t)15;
+  size_t at = __atomic_fetch_add(&boot_used, need, __ATOMIC_RELAXED);
+  if (at + need > sizeof boot_pool) return NULL;
+  lg_blk_t *b = (lg_blk_t *)(boot_pool + at);
+  b->site = 0;
+  b->epoch = 0;
+  b->szf = ((uint64_t)n << 16) | 4;
+  return boot_pool + at + HDR; /* zeroed: static storage is never reused */
+}
+
+static _Atomic int resolve_state; /* 0 no, 1 in progress, 2 done */
+static void resolve_real(void) {
+  int z = 0;
+  if (!atomic_compare_exchange_strong(&resolve_state, &z, 1)) {
+    while (atomic_load(&resolve_state) != 2) sched_yield();
+    return;
+  }
+  real_malloc = dlsym(RTLD_NEXT, "malloc");
+  real_free = dlsym(RTLD_NEXT, "free");
+  real_calloc = dlsym(RTLD_NEXT, "calloc");
+  real_realloc = dlsym(RTLD_NEXT, "realloc");
+  real_memalign = dlsym(RTLD_NEXT, "memalign");
+  real_usable = dlsym(RTLD_NEXT, "malloc_usable_size");
+  if (!real_malloc || !real_free || !real_calloc || !real_realloc || !real_memalign || !real_usable) {
+    static const char msg[] = "leakguard: cannot find the real allocator, aborting\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    abort();
+  }
+  atomic_store(&resolve_state, 2);
+}
+
+/* ------------------------------------------------------------------ init */
+
+static _Atomic int init_state; /* 0 not yet, 1 in progress, 2 done */
+static pthread_key_t thread_key;
+static uint32_t era_now(void);
+
+static unsigned long parse_ul(const char *s, unsigned long dflt) {
+  if (!s || !*s) return dflt;
+  unsigned long v = 0;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9') return dflt;
+    v = v * 10 + (unsigned long)(*s - '0');
+  }
+  return v;
+}
+
+static int send_hello(unsigned kind) {
+  int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  memcpy(a.sun_path, lgi_g.sock_path, sizeof a.sun_path - 1);
+  int rc;
+  do rc = (int)syscall(SYS_connect, s, (struct sockaddr *)&a, sizeof a);
+  while (rc < 0 && errno == EINTR);
+  if (rc < 0) goto fail;
+  lg_hello_t h;
+  memset(&h, 0, sizeof h);
+  h.magic = LG_HELLO_MAGIC;
+  h.version = LG_REGION_VERSION;
+  h.kind = kind;
+  h.pid = lgi_g.hdr->pid;
+  h.ppid = lgi_g.hdr->ppid;
+  h.region_size = lgi_g.hdr->size;
+  ssize_t k = (ssize_t)syscall(SYS_readlink, "/proc/self/exe", h.exe, sizeof h.exe - 1);
+  h.exe[k > 0 ? k : 0] = 0;
+  struct iovec iov = {&h, sizeof h};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  memset(&u, 0, sizeof u);
+  struct msghdr m;
+  memset(&m, 0, sizeof m);
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = u.buf;
+  m.msg_controllen = sizeof u.buf;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &lgi_g.fd, sizeof(int));
+  do rc = (int)syscall(SYS_sendmsg, s, &m, MSG_NOSIGNAL);
+  while (rc < 0 && errno == EINTR);
+  if (rc != (int)sizeof h) goto fail;
+  return s; /* kept open until exit/exec: its EOF tells the collector we are gone */
+fail:
+  syscall(SYS_close, s);
+  return -1;
+}
+
+static void thread_exit(void *arg) {
+  (void)arg;
+  lgi_tls_t *t = &lgi_tls;
+  t->guard++;
+  lgi_shard_release(t);
+  lgi_unwind_thread_exit(t);
+  t->state = 2;
+  t->guard--;
+}
+
+static void atfork_prepare(void) {
+  lgi_tls.guard++;
+  if (lgi_g.enabled) lgi_lock(); /* no stack insert is half done while we copy */
+}
+static void atfork_parent(void) {
+  if (lgi_g.enabled) lgi_unlock();
+  lgi_tls.guard--;
+}
+static void atfork_child(void) {
+  if (lgi_g.enabled) {
+    lgi_unlock();
+    if (!lgi_g.follow || lgi_region_fork_copy() != 0 || send_hello(LG_HELLO_FORK) < 0) {
+      /* Unrecorded child: make it stop writing into the parent's region. */
+      lgi_g.enabled = 0;
+      void *p = (void *)syscall(SYS_mmap, lgi_g.hdr, lgi_g.hdr->size, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_FIXED, lgi_g.fd, 0);
+      (void)p;
+    }
+  }
+  lgi_tls.countdown = lgi_g.enabled ? 0 : INT64_MAX;
+  lgi_tls.guard--;
+}
+
+/* Removes our library from LD_PRELOAD so that exec'd children run unrecorded. */
+static void drop_preload_env(void) {
+  extern char **environ;
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "LD_PRELOAD=", 11) != 0) continue;
+    char *v = *e + 11, *w = v;
+    /* Keep every entry that is not a libleakguard.so. The string is rewritten in
+     * place (it only shrinks), so no allocation is needed. */
+    char *r = v;
+    while (*r) {
+      while (*r == ' ' || *r == ':') r++;
+      char *s = r;
+      while (*r && *r != ' ' && *r != ':') r++;
+      size_t len = (size_t)(r - s);
+      if (len == 0) break;
+      int ours = len >= 15 && memcmp(r - 15, "libleakguard.so", 15) == 0;
+      if (!ours) {
+        if (w != v) *w++ = ':';
+        memmove(w, s, len);
+        w += len;
+      }
+    }
+    *w = 0;
+  }
+}
+
+static void do_init(void) {
+  lgi_tls.guard++;
+  resolve_real();
+  const char *sock = secure_getenv(LG_ENV_SOCK);
+  unsigned long depth = parse_ul(secure_getenv(LG_ENV_DEPTH), LG_DEFAULT_DEPTH);
+  if (depth < 1) depth = 1;
+  if (depth > LG_MAX_DEPTH) depth = LG_MAX_DEPTH;
+  lgi_g.depth = (uint32_t)depth;
+  lgi_g.sample_bytes = parse_ul(secure_getenv(LG_ENV_SAMPLE), 0);
+  const char *fol = secure_getenv(LG_ENV_FOLLOW);
+  lgi_g.follow = !(fol && fol[0] == '0');
+  const char *mm = secure_getenv(LG_ENV_MMAP);
+  uint32_t flags = (lgi_g.follow ? LG_RF_FOLLOW : 0) | ((mm && mm[0] == '0') ? 0 : LG_RF_MMAP);
+  if (!lgi_g.follow) drop_preload_env();
+  if (sock && *sock && strlen(sock) < sizeof lgi_g.sock_path) {
+    memcpy(lgi_g.sock_path, sock, strlen(sock) + 1);
+    lgi_unwind_init();
+    if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, flags) == 0) {
+      if (send_hello(LG_HELLO_START) >= 0) {
+        pthread_key_create(&thread_key, thread_exit);
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+        lgi_g.enabled = 1;
+      } else {
+        static const char msg[] = "leakguard: collector not reachable, running unrecorded\n";
+        (void)!write(2, msg, sizeof msg - 1);
+      }
+    }
+  }
+  atomic_store(&init_state, 2);
+  lgi_tls.guard--;
+}
+
+/* Slow path of the per-thread countdown: initialises the process and the thread.
+ * Returns 1 when this allocation is to be recorded. */
+static int thread_ready(lgi_tls_t *t) {
+  int s = atomic_load_explicit(&init_state, memory_order_acquire);
+  if (s != 2) {
+    int z = 0;
+    if (atomic_compare_exchange_strong(&init_state, &z, 1)) do_init();
+    else return 0; /* another thread is initialising: pass through */
+  }
+  if (!lgi_g.enabled) {
+    t->countdown = INT64_MAX;
+    return 0;
+  }
+  if (t->state == 0) {
+    t->guard++;
+    t->state = 1;
+    t->rng = (uint64_t)syscall(SYS_gettid) * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+    pthread_setspecific(thread_key, t);
+    lgi_shard_acquire(t);
+    t->guard--;
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------------ sampling */
+
+static double next_exp(lgi_tls_t *t, double mean) {
+  t->rng ^= t->rng << 13;
+  t->rng ^= t->rng >> 7;
+  t->rng ^= t->rng << 17;
+  double u = ((double)(t->rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+  return -log(u) * mean;
+}
+
+/* Estimated bytes represented by one sampled block of `size` bytes: each byte is
+ * sampled with probability 1/B, so the block is with p = 1 - exp(-size/B). */
+static inline int64_t weight_bytes(size_t size) {
+  uint64_t B = lgi_g.sample_bytes;
+  if (!B) return (int64_t)size;
+  double p = -expm1(-(double)size / (double)B);
+  return (int64_t)((double)size / p + 0.5);
+}
+static inline int64_t weight_blocks(size_t size) {
+  uint64_t B = lgi_g.sample_bytes;
+  if (!B) return 1;
+  double p = -expm1(-(double)size / (double)B);
+  int64_t w = (int64_t)(1.0 / p + 0.5);
+  return w < 1 ? 1 : w;
+}
+
+static uint32_t era_now(void) {
+  return atomic_load_explicit(&lgi_g.hdr->epoch, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------ accounting */
+
+static inline void ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks,
+                              uint32_t epoch, int alloc) {
+  int shared = t->shard_atomic || t->guard > 1 || !t->chunk_dir;
+  lgi_tls_t tmp;
+  if (t->guard > 1) { /* nested (signal handler inside a hook): shared shard only */
+    memset(&tmp, 0, sizeof tmp);
+    tmp.state = 2;
+    tmp.guard = t->guard;
+    lgi_shard_acquire(&tmp);
+    t = &tmp;
+  }
+  lg_site_ctr_t *c = lgi_site_ctr(t, site);
+  if (!c) return;
+  unsigned era = lg_era(epoch);
+  if (shared) {
+    __atomic_fetch_add(&c->live_bytes, bytes, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->live_blocks, blocks, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->era_blocks[era], (int32_t)blocks, __ATOMIC_RELAXED);
+    if (alloc) {
+      __atomic_fetch_add(&c->alloc_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&c->alloc_blocks, (uint64_t)blocks, __ATOMIC_RELAXED);
+    }
+  } else {
+    /* Single writer: plain stores, 8-byte aligned so the collector never sees a torn value. */
+    __atomic_store_n(&c->live_bytes, c->live_bytes + bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->live_blocks, c->live_blocks + blocks, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->era_blocks[era], c->era_blocks[era] + (int32_t)blocks, __ATOMIC_RELAXED);
+    if (alloc) {
+      __atomic_store_n(&c->alloc_bytes, c->alloc_bytes + (uint64_t)bytes, __ATOMIC_RELAXED);
+      __atomic_store_n(&c->alloc_blocks, c->alloc_blocks + (uint64_t)blocks, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+/* Records the block at user pointer p (header already holds size and offset).
+ * Called when the countdown ran out. */
+static __attribute__((noinline)) void record_alloc(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
+  lgi_tls_t *t = &lgi_tls;
+  if (!thread_ready(t)) return;
+  t->guard++;
+  if (lgi_g.sample_bytes) t->countdown = (int64_t)next_exp(t, (double)lgi_g.sample_bytes);
+  else t->countdown = 0;
+  uint32_t site = lgi_capture(t, ra0, cfa0, LG_SPACE_HOST);
+  uint32_t ep = era_now();
+  ctr_update(t, site, weight_bytes(size), weight_blocks(size), ep, 1);
+  lg_blk_t *b = blk_of(p);
+  b->epoch = ep;
+  b->site = site;
+  t->guard--;
+}
+
+static inline void record_free(lg_blk_t *b) {
+  lgi_tls_t *t = &lgi_tls;
+  if (!lgi_g.enabled) return;
+  if (LGI_UNLIKELY(t->state == 0) && !thread_ready(t)) return;
+  t->guard++;
+  size_t sz = blk_size(b);
+  ctr_update(t, b->site, -weight_bytes(sz), -weight_blocks(sz), b->epoch, 0);
+  t->guard--;
+}
+
+/* Heads a fresh block from the real allocator; base is the underlying pointer,
+ * offset (a power of two >= 16) the distance to the user pointer. */
+static inline void *head(void *base, size_t size, size_t offset_log2) {
+  char *p = (char *)base + ((size_t)1 << offset_log2);
+  lg_blk_t *b = blk_of(p);
+  b->site = 0;
+  b->epoch = 0;
+  b->szf = ((uint64_t)size << 16) | offset_log2;
+  return p;
+}
+
+#define CALLER_RA ((uintptr_t)__builtin_return_address(0))
+#define CALLER_CFA ((uintptr_t)__builtin_frame_address(0) + 16)
+
+static inline void *finish(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
+  lgi_tls_t *t = &lgi_tls;
+  if (LGI_UNLIKELY(t->guard)) return p;
+  t->countdown -= (int64_t)size;
+  if (LGI_UNLIKELY(t->countdown <= 0)) record_alloc(p, size, ra0, cfa0);
+  return p;
+}
+
+/* ------------------------------------------------------------------ malloc family */
+
+static inline int too_big(size_t size, size_t extra) { return size > SIZE_MAX - extra || (size >> 47); }
+
+static inline void *do_malloc(size_t size, uintptr_t ra0, uintptr_t cfa0) {
+  if (LGI_UNLIKELY(!real_malloc)) {
+    if (atomic_load(&resolve_state) == 1) return boot_alloc(size);
+    resolve_real();
+  }
+  if (too_big(size, HDR)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *base = real_malloc(size + HDR);
+  if (!base) return NULL;
+  return finish(head(base, size, 4), size, ra0, cfa0);
+}
+
+static void *do_memalign(size_t align, size_t size, uintptr_t ra0, uintptr_t cfa0) {
+  if (align <= HDR) return do_malloc(size, ra0, cfa0);
+  if (align & (align - 1)) align = (size_t)1 << (64 - __builtin_clzl(align)); /* as glibc */
+  if (LGI_UNLIKELY(!real_memalign)) {
+    if (atomic_load(&resolve_state) == 1) return NULL;
+    resolve_real();
+  }
+  if (too_big(size, align) || align > ((size_t)1 << 40)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *base = real_memalign(align, size + align);
+  if (!base) return NULL;
+  return finish(head(base, size, (size_t)__builtin_ctzl(align)), size, ra0, cfa0);
+}
+
+LG_EXPORT void *malloc(size_t size) {
+  return do_malloc(size, CALLER_RA, CALLER_CFA);
+}
+
+LG_EXPORT void free(void *p) {
+  if (!p || LGI_UNLIKELY(in_boot(p))) return;
+  lg_blk_t *b = blk_of(p);
+  if (b->site) record_free(b);
+  real_free(blk_base(p));
+}
+
+LG_EXPORT void *calloc(size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total) || too_big(total, HDR)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (LGI_UNLIKELY(!real_calloc)) {
+    if (atomic_load(&resolve_state) == 1) return boot_alloc(total);
+    resolve_real();
+  }
+  void *base = real_calloc(1, total + HDR);
+  if (!base) return NULL;
+  return finish(head(base, total, 4), total, CALLER_RA, CALLER_CFA);
+}
+
+static void *do_realloc(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
+  if (!p) return do_malloc(size, ra0, cfa0);
+  if (size == 0) {
+    free(p);
+    return NULL;
+  }
+  lg_blk_t *b = blk_of(p);
+  size_t old = blk_size(b);
+  if (in_boot(p) || blk_offset(b) != HDR) {
+    /* Bootstrap or over-aligned block: move it by hand. */
+    void *q = do_malloc(size, ra0, cfa0);
+    if (!q) return NULL;
+    memcpy(q, p, old < size ? old : size);
+    free(p);
+    return q;
+  }
+  if (too_big(size, HDR)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  /* Account the free before the real realloc: once it returns, another thread may
+   * get the old address from malloc. */
+  lg_blk_t saved = *b;
+  if (saved.site) record_free(b);
+  void *base = real_realloc(blk_base(p), size + HDR);
+  if (!base) {
+    if (saved.site) { /* the old block lives on: count it again */
+      lgi_tls_t *t = &lgi_tls;
+      t->guard++;
+      ctr_update(t, saved.site, weight_bytes(old), weight_blocks(old), saved.epoch, 0);
+      t->guard--;
+    }
+    return NULL;
+  }
+  return finish(head(base, size, 4), size, ra0, cfa0);
+}
+
+LG_EXPORT void *realloc(void *p, size_t size) { return do_realloc(p, size, CALLER_RA, CALLER_CFA); }
+
+LG_EXPORT void *reallocarray(void *p, size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return do_realloc(p, total, CALLER_RA, CALLER_CFA);
+}
+
+LG_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
+  if (align < sizeof(void *) || (align & (align - 1))) return EINVAL;
+  int e = errno;
+  void *p = do_memalign(align, size, CALLER_RA, CALLER_CFA);
+  if (!p) return ENOMEM;
+  errno = e;
+  *out = p;
+  return 0;
+}
+
+LG_EXPORT void *memalign(size_t align, size_t size) { return do_memalign(align, size, CALLER_RA, CALLER_CFA); }
+
+LG_EXPORT void *aligned_alloc(size_t align, size_t size) {
+  if (align == 0 || (align & (align - 1))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return do_memalign(align, size, CALLER_RA, CALLER_CFA);
+}
+
+LG_EXPORT void *valloc(size_t size) {
+  return do_memalign((size_t)sysconf(_SC_PAGESIZE), size, CALLER_RA, CALLER_CFA);
+}
+
+LG_EXPORT void *pvalloc(size_t size) {
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  if (too_big(size, pg)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return do_memalign(pg, (size + pg - 1) & ~(pg - 1), CALLER_RA, CALLER_CFA);
+}
+
+LG_EXPORT size_t malloc_usable_size(void *p) {
+  if (!p) return 0;
+  if (in_boot(p)) return blk_size(blk_of(p));
+  return real_usable(blk_base(p)) - blk_offset(blk_of(p));
+}
+
+/* ------------------------------------------------------------------ anonymous mmap
+ * Regions have no header: a small open-addressing table (private pages, spin lock,
+ * only touched by mmap/munmap, which are rare) maps start address -> site. */
+
+typedef struct mm_ent {
+  uint64_t addr, len;
+  uint32_t site, epoch;
+} mm_ent_t;
+#define MM_CAP (1u << 16)
+static mm_ent_t *mm_tab;
+static atomic_flag mm_lock = ATOMIC_FLAG_INIT;
+
+static void mm_lock_take(void) {
+  while (atomic_flag_test_and_set_explicit(&mm_lock, memory_order_acquire)) sched_yield();
+}
+static void mm_lock_drop(void) { atomic_flag_clear_explicit(&mm_lock, memory_order_release); }
+static inline uint32_t mm_hash(uint64_t a) { return (uint32_t)((a >> 12) * 0x9E3779B1u) & (MM_CAP - 1); }
+
+static void mm_record(void *addr, size_t len, uintptr_t ra0, uintptr_t cfa0) {
+  lgi_tls_t *t = &lgi_tls;
+  if (t->guard || !(lgi_g.hdr && (lgi_g.hdr->flags & LG_RF_MMAP))) return;
+  if (!thread_ready(t)) return;
+  t->guard++;
+  if (!mm_tab) {
+    mm_lock_take();
+    if (!mm_tab) mm_tab = lgi_pages_alloc(sizeof(mm_ent_t) * MM_CAP);
+    mm_lock_drop();
+  }
+  uint32_t site = lgi_capture(t, ra0, cfa0, LG_SPACE_MMAP);
+  uint32_t ep = era_now();
+  int stored = 0;
+  if (mm_tab) {
+    mm_lock_take();
+    for (uint32_t i = mm_hash((uint64_t)addr), n = 0; n < MM_CAP / 2; i = (i + 1) & (MM_CAP - 1), n++) {
+      if (mm_tab[i].addr == 0) {
+        mm_tab[i] = (mm_ent_t){(uint64_t)addr, len, site, ep};
+        stored = 1;
+        break;
+      }
+    }
+    mm_lock_drop();
+  }
+  if (stored) ctr_update(t, site, (int64_t)len, 1, ep, 1);
+  else atomic_fetch_add(&lgi_g.hdr->dropped, 1);
+  t->guard--;
+}
+
+/* Removes [addr, addr+len) when it starts a recorded region (whole or head part). */
+static void mm_forget(void *addr, size_t len) {
+  lgi_tls_t *t = &lgi_tls;
+  if (!mm_tab || t->guard || !lgi_g.enabled) return;
+  t->guard++;
+  mm_ent_t e = {0, 0, 0, 0};
+  mm_lock_take();
+  uint32_t i = mm_hash((uint64_t)addr);
+  for (uint32_t n = 0; n < MM_CAP / 2 && mm_tab[i].addr; i = (i + 1) & (MM_CAP - 1), n++) {
+    if (mm_tab[i].addr != (uint64_t)addr) continue;
+    e = mm_tab[i];
+    size_t pg = 4096, l = (len + pg - 1) & ~(pg - 1);
+    if (l < e.len) { /* head unmapped: the rest moves to a new start address */
+      mm_tab[i].len -= l;
+      e.len = l;
+      mm_ent_t rest = mm_tab[i];
+      rest.addr += l;
+      rest.len = mm_tab[i].len;
+      mm_tab[i].addr = 0;
+      /* backward-shift delete then reinsert the rest */
+      for (uint32_t j = (i + 1) & (MM_CAP - 1); mm_tab[j].addr; j = (j + 1) & (MM_CAP - 1)) {
+        mm_ent_t m = mm_tab[j];
+        mm_tab[j].addr = 0;
+        for (uint32_t k = mm_hash(m.addr);; k = (k + 1) & (MM_CAP - 1))
+          if (!mm_tab[k].addr) { mm_tab[k] = m; break; }
+      }
+      for (uint32_t k = mm_hash(rest.addr);; k = (k + 1) & (MM_CAP - 1))
+        if (!mm_tab[k].addr) { mm_tab[k] = rest; break; }
+      ctr_update(t, e.site, -(int64_t)l, 0, e.epoch, 0);
+      e.site = 0;
+    } else {
+      mm_tab[i].addr = 0;
+      for (uint32_t j = (i + 1) & (MM_CAP - 1); mm_tab[j].addr; j = (j + 1) & (MM_CAP - 1)) {
+        mm_ent_t m = mm_tab[j];
+        mm_tab[j].addr = 0;
+        for (uint32_t k = mm_hash(m.addr);; k = (k + 1) & (MM_CAP - 1))
+          if (!mm_tab[k].addr) { mm_tab[k] = m; break; }
+      }
+    }
+    break;
+  }
+  mm_lock_drop();
+  if (e.site) ctr_update(t, e.site, -(int64_t)e.len, -1, e.epoch, 0);
+  t->guard--;
+}
+
+static void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off,
+                     uintptr_t ra0, uintptr_t cfa0) {
+  void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+  if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && !(flags & MAP_FIXED) && lgi_g.enabled)
+    mm_record(p, len, ra0, cfa0);
+  return p;
+}
+
+LG_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  return do_mmap(addr, len, prot, flags, fd, off, CALLER_RA, CALLER_CFA);
+}
+LG_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  return do_mmap(addr, len, prot, flags, fd, off, CALLER_RA, CALLER_CFA);
+}
+LG_EXPORT int munmap(void *addr, size_t len) {
+  mm_forget(addr, len);
+  return (int)syscall(SYS_munmap, addr, len);
+}
+
+/* ------------------------------------------------------------------ public API */
+
+LG_EXPORT uint64_t leakguard_step(void) {
+  if (!lgi_g.enabled) return 0;
+  return atomic_fetch_add_explicit(&lgi_g.hdr->steps, 1, memory_order_release) + 1;
+}
+
+LG_EXPORT uint64_t lg_step(void) { return leakguard_step(); }
+
+LG_EXPORT int lg_recording(void) { return lgi_g.enabled; }
+
+/* Make sure the recorder is set up before main even if nothing allocates. */
+__attribute__((constructor)) static void lg_ctor(void) {
+  if (atomic_load(&init_state) == 0) {
+    int z = 0;
+    if (atomic_compare_exchange_strong(&init_state, &z, 1)) do_init();
+  }
+}
+
+__attribute__((destructor)) static void lg_dtor(void) {
+  if (lgi_g.enabled) atomic_store(&lgi_g.hdr->state, LG_PS_EXITING);
+}

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * recorder.h - internals of libleakguard.so shared by the capture files.
+ *
+ * preload.c        the interposed functions (malloc family, mmap) and lifecycle
+ *                  (lazy init, fork, exec, thread exit)
+ * unwind.c         stack capture: a per-thread cache of verified stacks in front of
+ *                  libunwind
+ * region_writer.c  the shared region: stack interning, module map, counter shards
+ *
+ * Rules for everything in this directory (they are what makes a malloc hook safe):
+ *  - never allocate through the interposed allocator (use lgi_pages_alloc, i.e. mmap),
+ *  - never call stdio or anything that may take a lock held by unknown code,
+ *  - the thread-local recursion guard (lgi_tls.guard) is checked first,
+ *  - only our own spin lock, held for bounded time, and never by a thread that could
+ *    be interrupted by itself (the guard makes nested hooks pass through).
+ */
+#ifndef LG_CAPTURE_RECORDER_H
+#define LG_CAPTURE_RECORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/region.h"
+
+#define LGI_HIDDEN __attribute__((visibility("hidden")))
+#define LGI_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LGI_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Stack cache entry (per thread, direct mapped). A hit needs the same return address
+ * into the malloc caller and the same caller stack pointer, and every saved return
+ * address of the cached stack still at its slot on the stack. */
+#define LGI_SCACHE_ENTRIES 64
+#define LGI_SCACHE_DEPTH 64
+typedef struct lgi_scache_ent {
+  uint64_t ra0, cfa0;
+  uint32_t id;
+  uint16_t depth;
+  uint8_t space;
+  uint8_t pad;
+  uint32_t slot_off[LGI_SCACHE_DEPTH]; /* slot address - cfa0 of frame i's return address */
+  uint64_t ra[LGI_SCACHE_DEPTH];
+} lgi_scache_ent_t;
+
+typedef struct lgi_tls {
+  int guard;              /* > 0 while inside the recorder: nested calls pass through */
+  int state;              /* 0 new, 1 ready, 2 exited (thread destructor ran) */
+  int64_t countdown;      /* bytes until the next recorded allocation; <= 0: record */
+  uint64_t rng;
+  lg_shard_desc_t *shard; /* NULL: use the shared atomic shard 0 */
+  uint64_t *chunk_dir;
+  int shard_atomic;
+  uintptr_t stack_lo, stack_hi;
+  lgi_scache_ent_t *scache; /* LGI_SCACHE_ENTRIES entries, mmap'd on first use */
+} lgi_tls_t;
+
+LGI_HIDDEN extern __thread lgi_tls_t lgi_tls;
+
+/* Global recorder state. */
+typedef struct lgi_global {
+  lg_region_hdr_t *hdr;   /* NULL when not recording */
+  int fd;                 /* the region's memfd */
+  int enabled;            /* recording into hdr */
+  uint32_t depth;
+  uint64_t sample_bytes;
+  int follow;
+  char sock_path[108];
+} lgi_global_t;
+
+LGI_HIDDEN extern lgi_global_t lgi_g;
+
+/* ---- region_writer.c */
+
+/* Creates and maps a region sized for `depth`-frame stacks; returns 0 or -errno. */
+LGI_HIDDEN int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags);
+/* In a forked child: replaces the inherited shared mapping by a private copy in a new
+ * memfd, at the same address. Returns 0 or -errno (then recording is disabled). */
+LGI_HIDDEN int lgi_region_fork_copy(void);
+/* Interns a stack (ips[0] innermost) and returns its id (>= 2), or LGI_STACK_OVERFLOW
+ * when the tables are full (counted in hdr->dropped). Lock-free when known. */
+#define LGI_STACK_OVERFLOW 1u
+LGI_HIDDEN uint32_t lgi_stack_intern(const uint64_t *ips, unsigned depth, unsigned space);
+/* Counters of `site` in this thread's shard (allocating the chunk if needed), or NULL. */
+LGI_HIDDEN lg_site_ctr_t *lgi_site_ctr(lgi_tls_t *t, uint32_t site);
+/* Acquires a shard for the calling thread. */
+LGI_HIDDEN void lgi_shard_acquire(lgi_tls_t *t);
+LGI_HIDDEN void lgi_shard_release(lgi_tls_t *t);
+/* Spin lock of the region's slow path. */
+LGI_HIDDEN void lgi_lock(void);
+LGI_HIDDEN void lgi_unlock(void);
+/* Pages from the kernel, never from malloc. */
+LGI_HIDDEN void *lgi_pages_alloc(size_t bytes);
+LGI_HIDDEN void lgi_pages_free(void *p, size_t bytes);
+
+/* ---- unwind.c */
+
+/* Returns the stack id of the current call chain. ra0 is the return address into
+ * the caller of the hook, cfa0 the caller's stack pointer after the call returns. */
+LGI_HIDDEN uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space);
+LGI_HIDDEN void lgi_unwind_init(void);
+LGI_HIDDEN void lgi_unwind_thread_exit(lgi_tls_t *t);
+
+#endif

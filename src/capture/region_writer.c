@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * region_writer.c - the recorder's side of the shared region (see core/region.h).
+ *
+ * Stack interning is lock-free for known stacks (the common case) and serialised by
+ * the region spin lock for new ones. The module map is appended when a new stack has
+ * an address no known module covers, so late dlopen()s are captured before the
+ * collector ever sees an address from them. Counter shards give each thread its own
+ * counters (one writer, no atomic read-modify-write on the hot path).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "capture/recorder.h"
+
+void *lgi_pages_alloc(size_t bytes) {
+  void *p = (void *)syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return (p == MAP_FAILED) ? NULL : p;
+}
+
+void lgi_pages_free(void *p, size_t bytes) {
+  if (p) syscall(SYS_munmap, p, bytes);
+}
+
+void lgi_lock(void) {
+  lg_region_hdr_t *h = lgi_g.hdr;
+  unsigned spins = 0;
+  for (;;) {
+    uint32_t z = 0;
+    if (atomic_compare_exchange_weak_explicit(&h->lock, &z, 1, memory_order_acquire,
+                                              memory_order_relaxed))
+      return;
+    if (++spins > 64) sched_yield();
+    else __builtin_ia32_pause();
+  }
+}
+
+void lgi_unlock(void) { atomic_store_explicit(&lgi_g.hdr->lock, 0, memory_order_release); }
+
+static uint64_t align64(uint64_t x) { return (x + 63) & ~63ULL; }
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Lays the sections out for the given capacities; returns the total size. */
+static uint64_t layout(lg_region_hdr_t *h, uint32_t stacks_cap, uint32_t depth, uint64_t arena_cap) {
+  uint64_t off = align64(sizeof(lg_region_hdr_t));
+  h->stacks_cap = stacks_cap;
+  h->index_cap = stacks_cap * 2;
+  h->index_off = off;
+  off = align64(off + (uint64_t)h->index_cap * sizeof(lg_index_slot_t));
+  h->stacks_off = off;
+  off = align64(off + (uint64_t)stacks_cap * sizeof(lg_stack_rec_t));
+  h->frames_off = off;
+  h->frames_cap = (uint64_t)stacks_cap * (depth < 32 ? depth : 32);
+  off = align64(off + h->frames_cap * sizeof(uint64_t));
+  h->modules_off = off;
+  h->modules_cap = 4096;
+  off = align64(off + (uint64_t)h->modules_cap * sizeof(lg_module_rec_t));
+  h->shards_off = off;
+  h->shards_cap = 256;
+  uint32_t nchunks = stacks_cap / LG_SITES_PER_CHUNK;
+  off = align64(off + (uint64_t)h->shards_cap * sizeof(lg_shard_desc_t));
+  lg_shard_desc_t *sd = (lg_shard_desc_t *)((char *)h + h->shards_off);
+  (void)sd;
+  uint64_t dirs = off;
+  off = align64(off + (uint64_t)h->shards_cap * nchunks * sizeof(uint64_t));
+  h->arena_off = off;
+  h->arena_cap = arena_cap;
+  off = align64(off + arena_cap);
+  h->size = off;
+  return dirs;
+}
+
+int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags) {
+  int fd = (int)syscall(SYS_memfd_create, "leakguard-region", MFD_CLOEXEC);
+  if (fd < 0) return -errno;
+  /* Sparse: only touched pages use memory. Shrink if the address space is limited. */
+  lg_region_hdr_t tmp;
+  for (uint32_t stacks_cap = 1u << 20; stacks_cap >= (1u << 14); stacks_cap >>= 2) {
+    memset(&tmp, 0, sizeof tmp);
+    uint64_t arena = (uint64_t)stacks_cap * 1024; /* room for every site in ~8 shards */
+    uint64_t dirs = layout(&tmp, stacks_cap, depth, arena);
+    if (syscall(SYS_ftruncate, fd, (long)tmp.size) != 0) continue;
+    void *p = (void *)syscall(SYS_mmap, NULL, tmp.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) continue;
+    lg_region_hdr_t *h = p;
+    memcpy(h, &tmp, sizeof tmp);
+    h->magic = LG_REGION_MAGIC;
+    h->version = LG_REGION_VERSION;
+    h->hdr_size = sizeof(lg_region_hdr_t);
+    h->pid = (int32_t)syscall(SYS_getpid);
+    h->ppid = (int32_t)syscall(SYS_getppid);
+    h->flags = flags;
+    h->max_depth = depth;
+    h->sample_bytes = sample_bytes;
+    h->start_ns = now_ns();
+    atomic_store(&h->state, LG_PS_RUNNING);
+    atomic_store(&h->nstacks, 2); /* 0: none, 1: overflow site */
+    lg_stack_rec_t *recs = LG_PTR(h, h->stacks_off, lg_stack_rec_t *);
+    recs[1].depth = 0;
+    lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, lg_shard_desc_t *);
+    uint32_t nchunks = h->stacks_cap / LG_SITES_PER_CHUNK;
+    for (uint32_t i = 0; i < h->shards_cap; i++) {
+      sd[i].nchunks_cap = nchunks;
+      sd[i].chunk_dir = dirs + (uint64_t)i * nchunks * sizeof(uint64_t);
+    }
+    atomic_store(&h->nshards, 1); /* shard 0: shared, atomic */
+    lgi_g.hdr = h;
+    lgi_g.fd = fd;
+    return 0;
+  }
+  int e = errno;
+  syscall(SYS_close, fd);
+  return -(e ? e : ENOMEM);
+}
+
+int lgi_region_fork_copy(void) {
+  lg_region_hdr_t *old = lgi_g.hdr;
+  uint64_t size = old->size;
+  int fd = (int)syscall(SYS_memfd_create, "leakguard-region", MFD_CLOEXEC);
+  if (fd < 0) return -errno;
+  if (syscall(SYS_ftruncate, fd, (long)size) != 0) goto fail;
+  void *tmp = (void *)syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (tmp == MAP_FAILED) goto fail;
+  /* Copy only the parts of the sparse file that hold data. */
+  off_t pos = 0;
+  for (;;) {
+    off_t d = lseek(lgi_g.fd, pos, SEEK_DATA);
+    if (d < 0) break;
+    off_t e = lseek(lgi_g.fd, d, SEEK_HOLE);
+    if (e < 0) e = (off_t)size;
+    memcpy((char *)tmp + d, (char *)old + d, (size_t)(e - d));
+    pos = e;
+    if ((uint64_t)pos >= size) break;
+  }
+  syscall(SYS_munmap, tmp, size);
+  /* Same address: every pointer into the region stays valid. */
+  void *p = (void *)syscall(SYS_mmap, old, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  if (p != (void *)old) goto fail;
+  syscall(SYS_close, lgi_g.fd);
+  lgi_g.fd = fd;
+  lg_region_hdr_t *h = old;
+  h->ppid = h->pid;
+  h->pid = (int32_t)syscall(SYS_getpid);
+  h->start_ns = now_ns();
+  atomic_store(&h->epoch, 0);
+  atomic_store(&h->lock, 0);
+  /* Only the forking thread survives: free every shard but its own. */
+  lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, lg_shard_desc_t *);
+  uint32_t n = atomic_load(&h->nshards);
+  for (uint32_t i = 1; i < n; i++)
+    if (&sd[i] != lgi_tls.shard) atomic_store(&sd[i].owner, 0);
+  if (lgi_tls.shard) atomic_store(&lgi_tls.shard->owner, (uint32_t)syscall(SYS_gettid));
+  return 0;
+fail:;
+  int err = errno;
+  syscall(SYS_close, fd);
+  return -(err ? err : EIO);
+}
+
+/* ------------------------------------------------------------------ modules */
+
+static int module_known(lg_region_hdr_t *h, uint64_t ip) {
+  lg_module_rec_t *m = LG_PTR(h, h->modules_off, lg_module_rec_t *);
+  uint32_t n = atomic_load_explicit(&h->nmodules, memory_order_acquire);
+  for (uint32_t i = n; i-- > 0;)
+    if (ip >= m[i].start && ip < m[i].end) return 1;
+  return 0;
+}
+
+static int add_module_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
+  lg_region_hdr_t *h = arg;
+  (void)sz;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    uint64_t s = info->dlpi_addr + ph->p_vaddr, e = s + ph->p_memsz;
+    if (s < lo) lo = s;
+    if (e > hi) hi = e;
+  }
+  if (lo >= hi) return 0;
+  lg_module_rec_t *m = LG_PTR(h, h->modules_off, lg_module_rec_t *);
+  uint32_t n = atomic_load_explicit(&h->nmodules, memory_order_relaxed);
+  for (uint32_t i = 0; i < n; i++)
+    if (m[i].start == lo && m[i].end == hi && m[i].bias == info->dlpi_addr) return 0;
+  if (n >= h->modules_cap) return 1;
+  lg_module_rec_t *r = &m[n];
+  r->start = lo;
+  r->end = hi;
+  r->bias = info->dlpi_addr;
+  const char *name = info->dlpi_name;
+  if (!name || !name[0]) {
+    /* The main program: its path from /proc (no allocation). */
+    ssize_t k = (ssize_t)syscall(SYS_readlink, "/proc/self/exe", r->path, sizeof r->path - 1);
+    r->path[k > 0 ? k : 0] = 0;
+  } else {
+    size_t k = strnlen(name, sizeof r->path - 1);
+    memcpy(r->path, name, k);
+    r->path[k] = 0;
+  }
+  atomic_store_explicit(&h->nmodules, n + 1, memory_order_release);
+  return 0;
+}
+
+/* Caller holds the lock. */
+static void modules_cover(lg_region_hdr_t *h, const uint64_t *ips, unsigned depth) {
+  for (unsigned i = 0; i < depth; i++) {
+    if (!module_known(h, ips[i])) {
+      dl_iterate_phdr(add_module_cb, h);
+      return;
+    }
+  }
+}
+
+/* ------------------------------------------------------------------ stacks */
+
+static uint64_t hash_stack(const uint64_t *ips, unsigned depth, unsigned space) {
+  /* FNV-1a over 64-bit words, finished with a murmur mix. */
+  uint64_t x = 0xcbf29ce484222325ULL ^ ((uint64_t)space << 56) ^ depth;
+  for (unsigned i = 0; i < depth; i++) x = (x ^ ips[i]) * 0x100000001b3ULL;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return x | 1; /* never 0: 0 marks an empty slot */
+}
+
+static int same_stack(lg_region_hdr_t *h, uint32_t id, const uint64_t *ips, unsigned depth,
+                      unsigned space) {
+  lg_stack_rec_t *r = LG_PTR(h, h->stacks_off, lg_stack_rec_t *) + id;
+  if (r->depth != depth || r->space != space) return 0;
+  uint64_t *f = LG_PTR(h, h->frames_off, uint64_t *) + r->frames;
+  return memcmp(f, ips, depth * sizeof *ips) == 0;
+}
+
+/* Probes the index; returns the id, or 0 if absent (then *slot_out is the empty slot). */
+static uint32_t probe(lg_region_hdr_t *h, uint64_t hash, const uint64_t *ips, unsigned depth,
+                      unsigned space, lg_index_slot_t **slot_out) {
+  lg_index_slot_t *ix = LG_PTR(h, h->index_off, lg_index_slot_t *);
+  uint32_t mask = h->index_cap - 1;
+  for (uint32_t i = (uint32_t)hash & mask, n = 0; n <= mask; i = (i + 1) & mask, n++) {
+    uint64_t sh = atomic_load_explicit(&ix[i].hash, memory_order_acquire);
+    if (sh == 0) {
+      *slot_out = &ix[i];
+      return 0;
+    }
+    if (sh == hash) {
+      uint32_t id = atomic_load_explicit(&ix[i].id, memory_order_acquire);
+      if (same_stack(h, id, ips, depth, space)) return id;
+    }
+  }
+  *slot_out = NULL;
+  return 0;
+}
+
+uint32_t lgi_stack_intern(const uint64_t *ips, unsigned depth, unsigned space) {
+  lg_region_hdr_t *h = lgi_g.hdr;
+  uint64_t hash = hash_stack(ips, depth, space);
+  lg_index_slot_t *slot;
+  uint32_t id = probe(h, hash, ips, depth, space, &slot);
+  if (id) return id;
+  lgi_lock();
+  id = probe(h, hash, ips, depth, space, &slot); /* someone may have inserted it */
+  if (id) goto out;
+  uint32_t n = atomic_load_explicit(&h->nstacks, memory_order_relaxed);
+  uint64_t fu = atomic_load_explicit(&h->frames_used, memory_order_relaxed);
+  if (!slot || n >= h->stacks_cap || fu + depth > h->frames_cap || n * 2 > h->index_cap - 1) {
+    id = LGI_STACK_OVERFLOW;
+    goto out;
+  }
+  modules_cover(h, ips, depth);
+  lg_stack_rec_t *r = LG_PTR(h, h->stacks_off, lg_stack_rec_t *) + n;
+  memcpy(LG_PTR(h, h->frames_off, uint64_t *) + fu, ips, depth * sizeof *ips);
+  r->hash = hash;
+  r->frames = (uint32_t)fu;
+  r->depth = (uint16_t)depth;
+  r->space = (uint8_t)space;
+  atomic_store_explicit(&h->frames_used, fu + depth, memory_order_relaxed);
+  atomic_store_explicit(&slot->id, n, memory_order_relaxed);
+  atomic_store_explicit(&slot->hash, hash, memory_order_release);
+  atomic_store_explicit(&h->nstacks, n + 1, memory_order_release);
+  id = n;
+out:
+  lgi_unlock();
+  return id;
+}
+
+/* ------------------------------------------------------------------ shards */
+
+void lgi_shard_acquire(lgi_tls_t *t) {
+  lg_region_hdr_t *h = lgi_g.hdr;
+  lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, lg_shard_desc_t *);
+  uint32_t tid = (uint32_t)syscall(SYS_gettid);
+  t->shard = NULL;
+  t->shard_atomic = 1;
+  if (t->state == 2) goto shared; /* thread destructor already ran */
+  /* Reuse a released shard first (its counters keep adding up), else take a new one. */
+  uint32_t n = atomic_load(&h->nshards);
+  for (uint32_t i = 1; i < n; i++) {
+    uint32_t z = 0;
+    if (atomic_compare_exchange_strong(&sd[i].owner, &z, tid)) {
+      t->shard = &sd[i];
+      goto done;
+    }
+  }
+  for (;;) {
+    n = atomic_load(&h->nshards);
+    if (n >= h->shards_cap) goto shared;
+    if (atomic_compare_exchange_strong(&h->nshards, &n, n + 1)) {
+      atomic_store(&sd[n].owner, tid);
+      t->shard = &sd[n];
+      goto done;
+    }
+  }
+done:
+  t->shard_atomic = 0;
+  t->chunk_dir = LG_PTR(h, t->shard->chunk_dir, uint64_t *);
+  return;
+shared:
+  t->chunk_dir = LG_PTR(h, sd[0].chunk_dir, uint64_t *);
+}
+
+void lgi_shard_release(lgi_tls_t *t) {
+  if (t->shard) atomic_store(&t->shard->owner, 0);
+  t->shard = NULL;
+  t->chunk_dir = NULL;
+}
+
+lg_site_ctr_t *lgi_site_ctr(lgi_tls_t *t, uint32_t site) {
+  lg_region_hdr_t *h = lgi_g.hdr;
+  if (LGI_UNLIKELY(!t->chunk_dir)) lgi_shard_acquire(t);
+  uint64_t *dir = t->chunk_dir;
+  uint32_t c = site / LG_SITES_PER_CHUNK;
+  uint64_t off = __atomic_load_n(&dir[c], __ATOMIC_ACQUIRE);
+  if (LGI_UNLIKELY(!off)) {
+    uint64_t bytes = LG_SITES_PER_CHUNK * sizeof(lg_site_ctr_t);
+    uint64_t a = atomic_fetch_add(&h->arena_used, bytes);
+    if (a + bytes > h->arena_cap) {
+      atomic_fetch_add(&h->dropped, 1);
+      return NULL;
+    }
+    uint64_t want = h->arena_off + a, z = 0;
+    /* Shard 0 is shared: another thread may have installed a chunk meanwhile. */
+    if (__atomic_compare_exchange_n(&dir[c], &z, want, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+      off = want;
+    else
+      off = z;
+  }
+  return LG_PTR(h, off, lg_site_ctr_t *) + (site % LG_SITES_PER_CHUNK);
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/* cmd_report.c - `leakguard report DB`: the report, built from the database only. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "core/util.h"
+#include "output/report.h"
+#include "output/store.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: leakguard report [OPTIONS] DATABASE\n"
+          "\n"
+          "Prints the leak report of a database written by `leakguard run`.\n"
+          "\n"
+          "  -f, --format FMT   text (default), json, or folded (stacks weighted by live\n"
+          "                     bytes at the end, for flamegraph.pl and speedscope)\n"
+          "  -n, --top N        suspects to show (default 10)\n"
+          "      --native       keep allocator and interpreter frames in the stacks\n"
+          "      --fail-on-leak exit with status 97 when the report finds a leak\n"
+          "  -h, --help         this help\n");
+}
+
+enum { OPT_NATIVE = 256, OPT_FAIL };
+
+int lg_cmd_report(int argc, char **argv) {
+  static const struct option longopts[] = {{"format", required_argument, NULL, 'f'},
+                                           {"top", required_argument, NULL, 'n'},
+                                           {"native", no_argument, NULL, OPT_NATIVE},
+                                           {"fail-on-leak", no_argument, NULL, OPT_FAIL},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  const char *format = "text";
+  lgr_options_t ro = {.top = 10};
+  int fail = 0, ch;
+  long lv;
+  optind = 1;
+  opterr = 0;
+  while ((ch = getopt_long(argc, argv, "f:n:h", longopts, NULL)) != -1) {
+    switch (ch) {
+    case 'f': format = optarg; break;
+    case 'n':
+      if (lgu_parse_long(optarg, 1, 100000, &lv) != 0) {
+        lgu_err("report: --top must be an integer between 1 and 100000, not '%s'", optarg);
+        return LG_EXIT_USAGE;
+      }
+      ro.top = (int)lv;
+      break;
+    case OPT_NATIVE: ro.native = 1; break;
+    case OPT_FAIL: fail = 1; break;
+    case 'h': usage(stdout); return LG_EXIT_OK;
+    default:
+      lgu_err("report: unknown or incomplete option '%s' (see leakguard report --help)", argv[optind - 1]);
+      return LG_EXIT_USAGE;
+    }
+  }
+  if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "folded")) {
+    lgu_err("report: unknown format '%s' (text, json or folded)", format);
+    return LG_EXIT_USAGE;
+  }
+  if (optind != argc - 1) {
+    lgu_err("report: expected exactly one database file (usage: leakguard report [OPTIONS] DATABASE)");
+    return LG_EXIT_USAGE;
+  }
+  const char *path = argv[optind];
+  lgst_t *db = NULL;
+  char why[1024];
+  if (lgst_open(path, &db, why, sizeof why) != 0) {
+    lgu_err("report: %s", why);
+    return LG_EXIT_USAGE;
+  }
+  int rc = LG_EXIT_OK;
+  if (!strcmp(format, "folded")) {
+    if (lgr_print_folded(stdout, db) != 0) {
+      lgu_err("report: %s: cannot read stacks (damaged database?)", path);
+      rc = LG_EXIT_USAGE;
+    }
+    lgst_close(db);
+    return rc;
+  }
+  lgr_report_t rep;
+  if (lgr_build(db, &ro, &rep, why, sizeof why) != 0) {
+    lgu_err("report: %s: %s", path, why);
+    lgst_close(db);
+    return LG_EXIT_USAGE;
+  }
+  if (!strcmp(format, "json")) lgr_print_json(stdout, &rep, &ro);
+  else lgr_print_text(stdout, &rep, &ro);
+  if (fail && rep.nsuspects) rc = LG_EXIT_LEAK;
+  lgr_free(&rep);
+  lgst_close(db);
+  return rc;
+}

@@ -1,0 +1,821 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_run.c - `leakguard run`: starts the target under the recorder and collects.
+ *
+ * Sequence: check the target (exists, dynamically linked, not setuid) -> listen on a
+ * private Unix socket -> fork; the child waits on a pipe -> create the database (now
+ * that the pid is known) -> release the child, which execs with LD_PRELOAD -> loop:
+ * accept recorded process images, advance their epoch clock, snapshot every
+ * interval and at step markers, show the live view -> when the target exits, take
+ * final snapshots from the regions (still mapped here, so nothing recorded is lost
+ * even after SIGKILL), print the report, exit with the target's status.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "analysis/detect.h"
+#include "cli/commands.h"
+#include "core/model.h"
+#include "core/symbolize.h"
+#include "core/util.h"
+#include "output/live.h"
+#include "output/report.h"
+#include "output/store.h"
+
+typedef struct run_opts {
+  const char *output;
+  double interval;
+  int quiet, follow, fail_on_leak, mmap, top;
+  uint64_t sample, limit;
+  long depth;
+} run_opts_t;
+
+typedef struct proc_ext {
+  lgm_proc_t m;
+  lgs_symbolizer_t *sym;
+  lgd_series_t *series; /* per site, for the live view (NULL until the site matters) */
+  char **labels;        /* per site: "function (file:line)" */
+  uint32_t nseries;
+  uint64_t last_snap_ns;
+} proc_ext_t;
+
+typedef struct collector {
+  run_opts_t o;
+  lgst_t *db;
+  proc_ext_t **procs;
+  int nprocs, cap;
+  int listen_fd;
+  pid_t child;
+  int child_done, child_status;
+  uint64_t limit;
+  const char *limit_source;
+  uint64_t t0;
+  lgv_view_t *view;
+  int db_failed;
+} collector_t;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: leakguard run [OPTIONS] [--] COMMAND [ARGS...]\n"
+          "\n"
+          "Runs COMMAND with the recorder preloaded, shows growing allocation sites while it\n"
+          "runs, stores everything in a SQLite database and prints a leak report at the end.\n"
+          "\n"
+          "  -o, --output FILE     database path (default leakguard-<program>-<pid>.db)\n"
+          "  -i, --interval SEC    snapshot interval in seconds, 0.05-3600 (default 1)\n"
+          "  -s, --sample BYTES    sample allocations: one sample per BYTES allocated on\n"
+          "                        average (Poisson, weighted); e.g. 512K. Default: record all\n"
+          "  -d, --depth N         native stack depth, 1-256 (default 64)\n"
+          "  -l, --limit BYTES     memory limit for time-to-OOM (default: cgroup, else RAM)\n"
+          "      --no-follow       do not record forked or exec'd children\n"
+          "      --no-mmap         do not record anonymous mmap regions\n"
+          "      --fail-on-leak    exit with status 97 when a leak is found\n"
+          "  -n, --top N           suspects in the final report (default 10)\n"
+          "  -q, --quiet           no live view and no final text report\n"
+          "  -h, --help            this help\n"
+          "\n"
+          "Exit status: the target's (128+N if killed by signal N); 97 with --fail-on-leak\n"
+          "and a leak; 127 command not found; 126 cannot be recorded (static, setuid);\n"
+          "2 usage error; 98 internal error.\n");
+}
+
+/* ------------------------------------------------------------------ target checks */
+
+static int find_command(const char *cmd, char *out, size_t n) {
+  if (strchr(cmd, '/')) {
+    if (access(cmd, F_OK) != 0) return -ENOENT;
+    snprintf(out, n, "%s", cmd);
+    return access(cmd, X_OK) == 0 ? 0 : -EACCES;
+  }
+  const char *path = getenv("PATH");
+  if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
+  int found_noexec = 0;
+  while (*path) {
+    const char *e = strchr(path, ':');
+    size_t len = e ? (size_t)(e - path) : strlen(path);
+    snprintf(out, n, "%.*s/%s", (int)len, len ? path : ".", cmd);
+    struct stat st;
+    if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+      if (access(out, X_OK) == 0) return 0;
+      found_noexec = 1;
+    }
+    path += len + (e ? 1 : 0);
+    if (!e) break;
+  }
+  return found_noexec ? -EACCES : -ENOENT;
+}
+
+/* 1 static ELF, 0 dynamic or not ELF (scripts), -errno on read error. */
+static int is_static_elf(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  Elf64_Ehdr eh;
+  int r = 0;
+  if (read(fd, &eh, sizeof eh) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+      eh.e_ident[EI_CLASS] == ELFCLASS64) {
+    r = 1;
+    for (int i = 0; i < eh.e_phnum; i++) {
+      Elf64_Phdr ph;
+      if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) != (ssize_t)sizeof ph) break;
+      if (ph.p_type == PT_INTERP || ph.p_type == PT_DYNAMIC) {
+        r = 0;
+        break;
+      }
+    }
+  }
+  close(fd);
+  return r;
+}
+
+static int find_library(char *out, size_t n) {
+  const char *env = getenv("LEAKGUARD_LIBRARY");
+  if (env && *env) {
+    snprintf(out, n, "%s", env);
+    return access(out, R_OK) == 0 ? 0 : -ENOENT;
+  }
+  char self[PATH_MAX];
+  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (k > 0) {
+    self[k] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash) {
+      *slash = 0;
+      const char *rel[] = {"../lib/libleakguard.so", "../lib/x86_64-linux-gnu/libleakguard.so",
+                           "../lib64/libleakguard.so", "libleakguard.so"};
+      for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+        snprintf(out, n, "%s/%s", self, rel[i]);
+        if (access(out, R_OK) == 0) {
+          char *r = realpath(out, NULL);
+          if (r) {
+            snprintf(out, n, "%s", r);
+            free(r);
+          }
+          return 0;
+        }
+      }
+    }
+  }
+  snprintf(out, n, "%s/libleakguard.so", LG_INSTALL_LIBDIR);
+  if (access(out, R_OK) == 0) return 0;
+  snprintf(out, n, "%s/libleakguard.so", LG_BUILD_LIBDIR);
+  if (access(out, R_OK) == 0) return 0;
+  return -ENOENT;
+}
+
+/* ------------------------------------------------------------------ processes */
+
+static void read_cmdline(int pid, char *out, size_t n) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+  long k = lgu_read_file(path, buf, sizeof buf);
+  if (k <= 0) {
+    out[0] = 0;
+    return;
+  }
+  for (long i = 0; i < k - 1; i++)
+    if (buf[i] == 0) buf[i] = ' ';
+  snprintf(out, n, "%s", buf);
+}
+
+static proc_ext_t *find_proc(collector_t *c, int pid, int alive_only) {
+  for (int i = c->nprocs - 1; i >= 0; i--)
+    if (c->procs[i]->m.pid == pid && (!alive_only || !c->procs[i]->m.ended)) return c->procs[i];
+  return NULL;
+}
+
+static void sync_symbols(collector_t *c, proc_ext_t *p) {
+  lgm_proc_t *m = &p->m;
+  uint32_t nm = lgm_nmodules(m);
+  for (uint32_t i = m->modules_stored; i < nm; i++) {
+    const lg_module_rec_t *mod = lgm_module(m, i);
+    char path[LG_MODULE_PATH + 1];
+    memcpy(path, mod->path, LG_MODULE_PATH);
+    path[LG_MODULE_PATH] = 0;
+    if (p->sym) lgs_add_module(p->sym, path, mod->start, mod->end, mod->bias);
+    if (c->db) lgst_module(c->db, m->proc, i, mod);
+  }
+  m->modules_stored = nm;
+  uint32_t ns = lgm_nstacks(m);
+  if (ns <= m->stacks_stored) return;
+  char **nl = realloc(p->labels, ns * sizeof *nl);
+  if (!nl) return;
+  p->labels = nl;
+  for (uint32_t i = m->stacks_stored; i < ns; i++) p->labels[i] = NULL;
+  lgs_frame_t *fr = malloc(sizeof *fr * LG_MAX_DEPTH * 8);
+  if (!fr) return;
+  for (uint32_t id = m->stacks_stored < 2 ? 2 : m->stacks_stored; id < ns; id++) {
+    const uint64_t *ips;
+    unsigned space = 0;
+    unsigned depth = lgm_stack(m, id, &ips, &space);
+    int nf = 0;
+    for (unsigned k = 0; k < depth && nf < LG_MAX_DEPTH * 8 - 8; k++)
+      nf += p->sym ? lgs_lookup(p->sym, ips[k], fr + nf, 8) : 0;
+    if (c->db) lgst_stack(c->db, m->proc, id, space, fr, nf);
+    int k = 0;
+    while (k < nf - 1 && lgr_is_machinery(fr[k].function, fr[k].file, fr[k].module)) k++;
+    char label[512];
+    if (nf == 0) snprintf(label, sizeof label, "??");
+    else if (fr[k].file[0]) {
+      const char *b = strrchr(fr[k].file, '/');
+      snprintf(label, sizeof label, "%s (%s:%d)", fr[k].function, b ? b + 1 : fr[k].file, fr[k].line);
+    } else snprintf(label, sizeof label, "%s [%s]", fr[k].function, fr[k].module);
+    p->labels[id] = strdup(label);
+  }
+  free(fr);
+  m->stacks_stored = ns;
+}
+
+static void track_series(proc_ext_t *p, double t) {
+  lgm_proc_t *m = &p->m;
+  if (m->nsites > p->nseries) {
+    lgd_series_t *ns = realloc(p->series, m->nsites * sizeof *ns);
+    if (!ns) return;
+    for (uint32_t i = p->nseries; i < m->nsites; i++) ns[i].pts = NULL, ns[i].n = ns[i].cap = 0, ns[i].max_points = 0;
+    p->series = ns;
+    p->nseries = m->nsites;
+  }
+  double step = (double)atomic_load(&m->hdr->steps);
+  for (uint32_t i = 2; i < m->nsites; i++) {
+    lgd_series_t *s = &p->series[i];
+    if (!s->max_points) {
+      if (m->sites[i].live_bytes < 16384) continue;
+      lgd_series_init(s, 512);
+    }
+    lgd_series_add(s, t, (double)m->sites[i].live_bytes, step);
+  }
+}
+
+/* Takes one snapshot of p (and stores it). */
+static void snapshot(collector_t *c, proc_ext_t *p, int full) {
+  lgm_proc_t *m = &p->m;
+  uint64_t now = lgu_now_ns();
+  sync_symbols(c, p);
+  if (lgm_collect(m) != 0) return;
+  if (!m->ended) {
+    uint64_t rss = lgu_rss_bytes(m->pid);
+    if (rss) m->rss_bytes = rss;
+  }
+  uint64_t usage;
+  if (c->o.limit) {
+    usage = 0;
+    for (int i = 0; i < c->nprocs; i++)
+      if (!c->procs[i]->m.ended) usage += c->procs[i]->m.rss_bytes;
+    if (usage < m->rss_bytes) usage = m->rss_bytes;
+  } else {
+    usage = lgu_memory_usage();
+  }
+  track_series(p, (double)(now - m->start_ns) / 1e9);
+  if (c->db && !c->db_failed) {
+    lgst_snapshot(c->db, m, now, usage, c->limit, full);
+  } else {
+    m->seq++;
+  }
+  p->last_snap_ns = now;
+}
+
+static void store_proc(collector_t *c, proc_ext_t *p) {
+  if (c->db && !c->db_failed) lgst_proc(c->db, &p->m);
+}
+
+static void end_proc(collector_t *c, proc_ext_t *p, const char *reason) {
+  if (p->m.ended) return;
+  snapshot(c, p, 1);
+  p->m.ended = 1;
+  p->m.end_ns = lgu_now_ns();
+  if (reason) snprintf(p->m.end_reason, sizeof p->m.end_reason, "%s", reason);
+  if (p->m.conn >= 0) close(p->m.conn);
+  p->m.conn = -1;
+  store_proc(c, p);
+}
+
+static void accept_hello(collector_t *c) {
+  int s = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+  if (s < 0) return;
+  lg_hello_t h;
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  struct iovec iov = {&h, sizeof h};
+  struct msghdr msg = {0};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = u.buf;
+  msg.msg_controllen = sizeof u.buf;
+  ssize_t k;
+  do k = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
+  while (k < 0 && errno == EINTR);
+  int fd = -1;
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+  if (k != (ssize_t)sizeof h || h.magic != LG_HELLO_MAGIC || h.version != LG_REGION_VERSION || fd < 0) {
+    if (fd >= 0) close(fd);
+    close(s);
+    return;
+  }
+  h.exe[sizeof h.exe - 1] = 0;
+  /* An image that connects with the pid of a running one has exec'd. */
+  proc_ext_t *prev = find_proc(c, h.pid, 1);
+  if (prev && h.kind == LG_HELLO_START) end_proc(c, prev, "exec");
+  if (c->nprocs == c->cap) {
+    c->cap = c->cap ? c->cap * 2 : 8;
+    proc_ext_t **np = realloc(c->procs, (size_t)c->cap * sizeof *np);
+    if (!np) goto fail;
+    c->procs = np;
+  }
+  proc_ext_t *p = calloc(1, sizeof *p);
+  if (!p) goto fail;
+  if (lgm_attach(&p->m, fd, h.region_size) != 0) {
+    free(p);
+    goto fail;
+  }
+  close(fd);
+  p->m.proc = c->nprocs + 1;
+  p->m.pid = h.pid;
+  p->m.ppid = h.ppid;
+  p->m.kind = (int)h.kind;
+  p->m.conn = s;
+  p->m.start_ns = lgu_now_ns();
+  snprintf(p->m.exe, sizeof p->m.exe, "%s", h.exe);
+  read_cmdline(h.pid, p->m.command, sizeof p->m.command);
+  if (!p->m.command[0]) snprintf(p->m.command, sizeof p->m.command, "%s", h.exe);
+  proc_ext_t *parent = prev ? prev : find_proc(c, h.ppid, 0);
+  p->m.parent_proc = parent ? parent->m.proc : 0;
+  if (prev) p->m.ppid = prev->m.ppid;
+  p->sym = lgs_new();
+  c->procs[c->nprocs++] = p;
+  store_proc(c, p);
+  return;
+fail:
+  close(fd);
+  close(s);
+}
+
+/* ------------------------------------------------------------------ main loop */
+
+static void reap(collector_t *c) {
+  int st;
+  pid_t pid;
+  while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+    proc_ext_t *p = find_proc(c, pid, 0);
+    if (p) {
+      /* The region is still mapped: the final snapshot loses nothing. */
+      if (!p->m.ended) end_proc(c, p, NULL);
+      if (WIFEXITED(st)) {
+        p->m.exit_status = WEXITSTATUS(st);
+        snprintf(p->m.end_reason, sizeof p->m.end_reason, "exit");
+      } else if (WIFSIGNALED(st)) {
+        p->m.signal = WTERMSIG(st);
+        snprintf(p->m.end_reason, sizeof p->m.end_reason, "signal");
+      }
+      store_proc(c, p);
+    }
+    if (pid == c->child) {
+      c->child_done = 1;
+      c->child_status = st;
+    }
+  }
+}
+
+static void live_update(collector_t *c, double elapsed) {
+  if (!c->view) return;
+  lgv_frame_t fr;
+  memset(&fr, 0, sizeof fr);
+  fr.elapsed_s = elapsed;
+  fr.limit = c->limit;
+  fr.limit_source = c->limit_source;
+  for (int i = 0; i < c->nprocs; i++) {
+    proc_ext_t *p = c->procs[i];
+    if (p->m.ended) continue;
+    fr.nprocs++;
+    fr.live_bytes += p->m.live_bytes;
+    fr.rss_bytes += p->m.rss_bytes;
+    fr.steps += atomic_load(&p->m.hdr->steps);
+    fr.dropped += atomic_load(&p->m.hdr->dropped);
+    if (!fr.pid) {
+      fr.pid = p->m.pid;
+      snprintf(fr.command, sizeof fr.command, "%s", p->m.command);
+    }
+    for (uint32_t s = 2; s < p->nseries; s++) {
+      lgd_series_t *se = &p->series[s];
+      if (se->n < 6) continue;
+      lgd_result_t r;
+      lgd_analyze(se->pts, se->n, NULL, &r);
+      if (!r.leak) continue;
+      fr.growth_bps += r.growth_bytes_per_s;
+      lgv_row_t row = {r.growth_bytes_per_s, (double)p->m.sites[s].live_bytes, r.pattern, p->m.pid,
+                       p->labels && s < p->m.stacks_stored && p->labels[s] ? p->labels[s] : "??"};
+      lgv_add_row(&fr, &row);
+    }
+  }
+  uint64_t usage = c->o.limit ? (uint64_t)fr.rss_bytes : lgu_memory_usage();
+  fr.usage = usage;
+  lgv_draw(c->view, &fr);
+}
+
+static int collect_loop(collector_t *c) {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGHUP);
+  sigaddset(&mask, SIGQUIT);
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  uint64_t interval_ns = (uint64_t)(c->o.interval * 1e9);
+  uint64_t next_snap = lgu_now_ns() + interval_ns;
+  uint64_t next_tick = lgu_now_ns();
+  struct pollfd *pf = NULL;
+  int pfcap = 0;
+  int stopping_since = 0;
+  while (!c->child_done) {
+    int n = 2 + c->nprocs;
+    if (n > pfcap) {
+      pfcap = n * 2;
+      pf = realloc(pf, (size_t)pfcap * sizeof *pf);
+      if (!pf) return -ENOMEM;
+    }
+    pf[0] = (struct pollfd){sfd, POLLIN, 0};
+    pf[1] = (struct pollfd){c->listen_fd, POLLIN, 0};
+    int k = 2;
+    for (int i = 0; i < c->nprocs; i++)
+      pf[k++] = (struct pollfd){c->procs[i]->m.ended ? -1 : c->procs[i]->m.conn, POLLIN, 0};
+    int r = poll(pf, (nfds_t)k, 10);
+    uint64_t now = lgu_now_ns();
+    if (r > 0) {
+      /* EOFs before accepts: an exec'd image's old connection closes first. */
+      for (int i = 0; i < c->nprocs; i++) {
+        struct pollfd *q = &pf[2 + i];
+        if (q->fd >= 0 && (q->revents & (POLLIN | POLLHUP | POLLERR))) {
+          char b;
+          ssize_t got = recv(q->fd, &b, 1, MSG_DONTWAIT);
+          if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) end_proc(c, c->procs[i], "ended");
+        }
+      }
+      if (pf[1].revents & POLLIN) accept_hello(c);
+      if (pf[0].revents & POLLIN) {
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+          if (si.ssi_signo == SIGCHLD) reap(c);
+          else if (c->child > 0) {
+            /* Forward to the target; a second interrupt stops waiting for it. */
+            kill(c->child, (int)si.ssi_signo);
+            if (stopping_since++ >= 1) kill(c->child, SIGKILL);
+          }
+        }
+      }
+    }
+    reap(c);
+    if (now >= next_tick) {
+      for (int i = 0; i < c->nprocs; i++) {
+        proc_ext_t *p = c->procs[i];
+        if (!p->m.ended) atomic_store(&p->m.hdr->epoch, (uint32_t)((now - p->m.start_ns) / LG_TICK_NS));
+      }
+      next_tick = now + LG_TICK_NS;
+    }
+    int full = now >= next_snap;
+    if (c->db) lgst_begin(c->db);
+    for (int i = 0; i < c->nprocs; i++) {
+      proc_ext_t *p = c->procs[i];
+      if (p->m.ended) continue;
+      uint64_t steps = atomic_load(&p->m.hdr->steps);
+      if (full || (steps != p->m.steps_seen && now - p->last_snap_ns >= 10000000ULL)) {
+        p->m.steps_seen = steps;
+        snapshot(c, p, 0);
+      }
+    }
+    if (c->db && lgst_commit(c->db) != 0 && !c->db_failed) {
+      lgu_err("cannot write the database %s; recording continues without storing", c->o.output);
+      c->db_failed = 1;
+    }
+    if (full) {
+      live_update(c, (double)(now - c->t0) / 1e9);
+      next_snap += interval_ns;
+      if (next_snap < now) next_snap = now + interval_ns;
+    }
+  }
+  /* Give the last connections a moment to close, then end everything. */
+  for (int tries = 0; tries < 20; tries++) {
+    int open = 0;
+    for (int i = 0; i < c->nprocs; i++) {
+      proc_ext_t *p = c->procs[i];
+      if (p->m.ended || p->m.conn < 0) continue;
+      struct pollfd q = {p->m.conn, POLLIN, 0};
+      if (poll(&q, 1, 5) > 0) {
+        char b;
+        if (recv(p->m.conn, &b, 1, MSG_DONTWAIT) <= 0) end_proc(c, p, "ended");
+      } else open++;
+    }
+    if (!open) break;
+  }
+  reap(c);
+  if (c->db) lgst_begin(c->db);
+  for (int i = 0; i < c->nprocs; i++) {
+    proc_ext_t *p = c->procs[i];
+    if (!p->m.ended) {
+      snapshot(c, p, 1);
+      snprintf(p->m.end_reason, sizeof p->m.end_reason, "running");
+    }
+    store_proc(c, p);
+  }
+  if (c->db) lgst_commit(c->db);
+  free(pf);
+  close(sfd);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ entry */
+
+enum { OPT_NO_FOLLOW = 256, OPT_FAIL_ON_LEAK, OPT_NO_MMAP };
+
+int lg_cmd_run(int argc, char **argv) {
+  run_opts_t o = {.interval = 1.0, .follow = 1, .mmap = 1, .depth = LG_DEFAULT_DEPTH, .top = 10};
+  static const struct option longopts[] = {
+      {"output", required_argument, NULL, 'o'},    {"interval", required_argument, NULL, 'i'},
+      {"sample", required_argument, NULL, 's'},    {"depth", required_argument, NULL, 'd'},
+      {"limit", required_argument, NULL, 'l'},     {"top", required_argument, NULL, 'n'},
+      {"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
+      {"no-follow", no_argument, NULL, OPT_NO_FOLLOW}, {"fail-on-leak", no_argument, NULL, OPT_FAIL_ON_LEAK},
+      {"no-mmap", no_argument, NULL, OPT_NO_MMAP}, {NULL, 0, NULL, 0}};
+  optind = 1;
+  opterr = 0;
+  int ch;
+  long lv;
+  while ((ch = getopt_long(argc, argv, "+o:i:s:d:l:n:qh", longopts, NULL)) != -1) {
+    switch (ch) {
+    case 'o': o.output = optarg; break;
+    case 'i':
+      if (lgu_parse_double(optarg, &o.interval) != 0 || o.interval < 0.05 || o.interval > 3600) {
+        lgu_err("run: --interval must be a number of seconds between 0.05 and 3600, not '%s'", optarg);
+        return LG_EXIT_USAGE;
+      }
+      break;
+    case 's':
+      if (lgu_parse_size(optarg, &o.sample) != 0 || o.sample < 1 || o.sample > (1ULL << 40)) {
+        lgu_err("run: --sample must be a size between 1 and 1T bytes, not '%s'", optarg);
+        return LG_EXIT_USAGE;
+      }
+      break;
+    case 'd':
+      if (lgu_parse_long(optarg, 1, LG_MAX_DEPTH, &lv) != 0) {
+        lgu_err("run: --depth must be an integer between 1 and %d, not '%s'", LG_MAX_DEPTH, optarg);
+        return LG_EXIT_USAGE;
+      }
+      o.depth = lv;
+      break;
+    case 'l':
+      if (lgu_parse_size(optarg, &o.limit) != 0 || o.limit < 1) {
+        lgu_err("run: --limit must be a size such as 8G or 512M, not '%s'", optarg);
+        return LG_EXIT_USAGE;
+      }
+      break;
+    case 'n':
+      if (lgu_parse_long(optarg, 1, 100000, &lv) != 0) {
+        lgu_err("run: --top must be an integer between 1 and 100000, not '%s'", optarg);
+        return LG_EXIT_USAGE;
+      }
+      o.top = (int)lv;
+      break;
+    case 'q': o.quiet = 1; break;
+    case 'h': usage(stdout); return LG_EXIT_OK;
+    case OPT_NO_FOLLOW: o.follow = 0; break;
+    case OPT_FAIL_ON_LEAK: o.fail_on_leak = 1; break;
+    case OPT_NO_MMAP: o.mmap = 0; break;
+    default:
+      if (optopt) lgu_err("run: unknown or incomplete option '-%c' (see leakguard run --help)", optopt);
+      else lgu_err("run: unknown option '%s' (see leakguard run --help)", argv[optind - 1]);
+      return LG_EXIT_USAGE;
+    }
+  }
+  if (optind >= argc) {
+    lgu_err("run: no command given (usage: leakguard run [OPTIONS] -- COMMAND [ARGS...])");
+    return LG_EXIT_USAGE;
+  }
+  char **targv = argv + optind;
+  char path[PATH_MAX];
+  int fr = find_command(targv[0], path, sizeof path);
+  if (fr == -ENOENT) {
+    lgu_err("cannot run '%s': command not found", targv[0]);
+    return LG_EXIT_NOT_FOUND;
+  }
+  if (fr == -EACCES) {
+    lgu_err("cannot run '%s': permission denied (not executable)", targv[0]);
+    return LG_EXIT_CANNOT_EXEC;
+  }
+  struct stat st;
+  if (stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID))) {
+    lgu_err("cannot record '%s': it is set-user/group-ID, and the dynamic loader ignores LD_PRELOAD for such programs",
+            path);
+    return LG_EXIT_CANNOT_EXEC;
+  }
+  if (is_static_elf(path) == 1) {
+    lgu_err("cannot record '%s': it is statically linked, so LD_PRELOAD cannot interpose its allocator (link it "
+            "dynamically)",
+            path);
+    return LG_EXIT_CANNOT_EXEC;
+  }
+  char lib[PATH_MAX];
+  if (find_library(lib, sizeof lib) != 0) {
+    lgu_err("cannot find libleakguard.so (looked next to the leakguard binary and in %s); set LEAKGUARD_LIBRARY",
+            LG_INSTALL_LIBDIR);
+    return LG_EXIT_INTERNAL;
+  }
+  /* Output: check we can write there before starting anything. */
+  char outbuf[PATH_MAX];
+  if (o.output) {
+    int fd = open(o.output, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      lgu_err("cannot write the output database '%s': %s", o.output, strerror(errno));
+      return LG_EXIT_INTERNAL;
+    }
+    close(fd);
+  } else if (access(".", W_OK) != 0) {
+    lgu_err("cannot write the output database in the current directory: %s (use --output)", strerror(errno));
+    return LG_EXIT_INTERNAL;
+  }
+
+  collector_t c;
+  memset(&c, 0, sizeof c);
+  c.o = o;
+  c.t0 = lgu_now_ns();
+  c.limit = o.limit ? o.limit : lgu_memory_limit(&c.limit_source);
+  if (o.limit) c.limit_source = "--limit";
+
+  /* Private socket directory. */
+  char dir[] = "/tmp/leakguard-XXXXXX";
+  if (!mkdtemp(dir)) {
+    lgu_err("cannot create a temporary directory: %s", strerror(errno));
+    return LG_EXIT_INTERNAL;
+  }
+  char sock[sizeof dir + 16];
+  snprintf(sock, sizeof sock, "%s/sock", dir);
+  c.listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+  if (c.listen_fd < 0 || bind(c.listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(c.listen_fd, 128) != 0) {
+    lgu_err("cannot listen on %s: %s", sock, strerror(errno));
+    rmdir(dir);
+    return LG_EXIT_INTERNAL;
+  }
+
+  /* Environment of the target. */
+  const char *old_pre = getenv("LD_PRELOAD");
+  char *pre = malloc(strlen(lib) + (old_pre ? strlen(old_pre) : 0) + 2);
+  sprintf(pre, "%s%s%s", lib, old_pre && *old_pre ? ":" : "", old_pre ? old_pre : "");
+  char num[32];
+  setenv("LD_PRELOAD", pre, 1);
+  free(pre);
+  setenv(LG_ENV_SOCK, sock, 1);
+  snprintf(num, sizeof num, "%" PRIu64, o.sample);
+  setenv(LG_ENV_SAMPLE, num, 1);
+  snprintf(num, sizeof num, "%ld", o.depth);
+  setenv(LG_ENV_DEPTH, num, 1);
+  setenv(LG_ENV_FOLLOW, o.follow ? "1" : "0", 1);
+  setenv(LG_ENV_MMAP, o.mmap ? "1" : "0", 1);
+
+  sigset_t mask, old;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGHUP);
+  sigaddset(&mask, SIGQUIT);
+  sigprocmask(SIG_BLOCK, &mask, &old);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+  int go[2], err[2];
+  if (pipe2(go, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+    lgu_err("cannot create a pipe: %s", strerror(errno));
+    return LG_EXIT_INTERNAL;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    lgu_err("cannot fork: %s", strerror(errno));
+    return LG_EXIT_INTERNAL;
+  }
+  if (pid == 0) {
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    close(go[1]);
+    close(err[0]);
+    char b;
+    if (read(go[0], &b, 1) != 1) _exit(LG_EXIT_INTERNAL);
+    execv(path, targv);
+    int e = errno;
+    (void)!write(err[1], &e, sizeof e);
+    _exit(LG_EXIT_CANNOT_EXEC);
+  }
+  close(go[0]);
+  close(err[1]);
+  c.child = pid;
+  unsetenv("LD_PRELOAD");
+
+  if (!o.output) {
+    const char *b = strrchr(targv[0], '/');
+    snprintf(outbuf, sizeof outbuf, "leakguard-%s-%d.db", b ? b + 1 : targv[0], (int)pid);
+    o.output = c.o.output = outbuf;
+  }
+  const char *emsg = NULL;
+  if (lgst_create(o.output, &c.db, &emsg) != 0) {
+    lgu_err("cannot create the output database '%s': %s", o.output, emsg ? emsg : "error");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    unlink(sock);
+    rmdir(dir);
+    return LG_EXIT_INTERNAL;
+  }
+  {
+    char v[64];
+    lgst_meta(c.db, "version", LG_VERSION);
+    snprintf(v, sizeof v, "%g", o.interval);
+    lgst_meta(c.db, "interval_s", v);
+    snprintf(v, sizeof v, "%" PRIu64, o.sample);
+    lgst_meta(c.db, "sample_bytes", v);
+    snprintf(v, sizeof v, "%" PRIu64, c.limit);
+    lgst_meta(c.db, "limit_bytes", v);
+    lgst_meta(c.db, "limit_source", c.limit_source ? c.limit_source : "physical");
+    char cmd[2048] = "";
+    for (char **a = targv; *a; a++) {
+      size_t l = strlen(cmd);
+      snprintf(cmd + l, sizeof cmd - l, "%s%s", l ? " " : "", *a);
+    }
+    lgst_meta(c.db, "command", cmd);
+  }
+  if (!o.quiet && isatty(2)) c.view = lgv_new(stderr, o.top < 10 ? o.top : 10);
+
+  (void)!write(go[1], "g", 1);
+  close(go[1]);
+  int e = 0;
+  ssize_t k;
+  do k = read(err[0], &e, sizeof e);
+  while (k < 0 && errno == EINTR);
+  close(err[0]);
+  if (k == (ssize_t)sizeof e) {
+    lgu_err("cannot run '%s': %s", path, strerror(e));
+    waitpid(pid, NULL, 0);
+    lgst_close(c.db);
+    unlink(o.output);
+    unlink(sock);
+    rmdir(dir);
+    return e == ENOENT ? LG_EXIT_NOT_FOUND : LG_EXIT_CANNOT_EXEC;
+  }
+
+  collect_loop(&c);
+  unlink(sock);
+  rmdir(dir);
+  if (c.view) lgv_free(c.view);
+
+  int status = c.child_status, rc;
+  if (WIFEXITED(status)) rc = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) rc = 128 + WTERMSIG(status);
+  else rc = LG_EXIT_INTERNAL;
+  if (c.nprocs == 0)
+    lgu_err("the target never connected to the recorder (did it reset LD_PRELOAD?); nothing was recorded");
+
+  /* The report, from the database only. */
+  lgr_report_t rep;
+  lgr_options_t ro = {.top = o.top};
+  char why[512];
+  int leak = 0;
+  if (lgr_build(c.db, &ro, &rep, why, sizeof why) == 0) {
+    leak = rep.nsuspects > 0;
+    if (!o.quiet) {
+      fflush(stdout);
+      lgr_print_text(stdout, &rep, &ro);
+      printf("\nRecorded in %s (leakguard report %s --format json)\n", o.output, o.output);
+    }
+    lgr_free(&rep);
+  } else {
+    lgu_err("cannot build the report: %s", why);
+  }
+  for (int i = 0; i < c.nprocs; i++) {
+    proc_ext_t *p = c.procs[i];
+    lgs_free(p->sym);
+    for (uint32_t s = 0; s < p->nseries; s++) lgd_series_free(&p->series[s]);
+    free(p->series);
+    for (uint32_t s = 0; s < p->m.stacks_stored && p->labels; s++) free(p->labels[s]);
+    free(p->labels);
+    lgm_release(&p->m);
+    free(p);
+  }
+  free(c.procs);
+  lgst_close(c.db);
+  if (o.fail_on_leak && leak) return LG_EXIT_LEAK;
+  return rc;
+}

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/* model.c - reads a recorded process's shared region into per-site totals. */
+#include "core/model.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+int lgm_attach(lgm_proc_t *p, int fd, uint64_t size) {
+  if (size < sizeof(lg_region_hdr_t)) return -EINVAL;
+  void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0); /* writes: epoch only */
+  if (m == MAP_FAILED) return -errno;
+  lg_region_hdr_t *h = m;
+  if (h->magic != LG_REGION_MAGIC || h->version != LG_REGION_VERSION || h->size != size) {
+    munmap(m, size);
+    return -EPROTO;
+  }
+  p->hdr = h;
+  p->map_size = size;
+  return 0;
+}
+
+void lgm_release(lgm_proc_t *p) {
+  if (p->hdr) munmap(p->hdr, p->map_size);
+  p->hdr = NULL;
+  free(p->sites);
+  free(p->stored);
+  p->sites = p->stored = NULL;
+  p->nsites = 0;
+}
+
+uint32_t lgm_nstacks(const lgm_proc_t *p) {
+  uint32_t n = atomic_load_explicit(&p->hdr->nstacks, memory_order_acquire);
+  return n > p->hdr->stacks_cap ? p->hdr->stacks_cap : n;
+}
+
+unsigned lgm_stack(const lgm_proc_t *p, uint32_t id, const uint64_t **ips, unsigned *space) {
+  const lg_region_hdr_t *h = p->hdr;
+  if (id < 2 || id >= lgm_nstacks(p)) return 0;
+  const lg_stack_rec_t *r = LG_PTR(h, h->stacks_off, const lg_stack_rec_t *) + id;
+  if (r->depth > LG_MAX_DEPTH || (uint64_t)r->frames + r->depth > h->frames_cap) return 0;
+  *ips = LG_PTR(h, h->frames_off, const uint64_t *) + r->frames;
+  *space = r->space;
+  return r->depth;
+}
+
+uint32_t lgm_nmodules(const lgm_proc_t *p) {
+  uint32_t n = atomic_load_explicit(&p->hdr->nmodules, memory_order_acquire);
+  return n > p->hdr->modules_cap ? p->hdr->modules_cap : n;
+}
+
+const lg_module_rec_t *lgm_module(const lgm_proc_t *p, uint32_t i) {
+  return LG_PTR(p->hdr, p->hdr->modules_off, const lg_module_rec_t *) + i;
+}
+
+static int grow(lgm_proc_t *p, uint32_t n) {
+  if (n <= p->nsites) return 0;
+  lgm_site_t *a = realloc(p->sites, n * sizeof *a);
+  if (!a) return -ENOMEM;
+  p->sites = a;
+  lgm_site_t *b = realloc(p->stored, n * sizeof *b);
+  if (!b) return -ENOMEM;
+  p->stored = b;
+  memset(a + p->nsites, 0, (n - p->nsites) * sizeof *a);
+  memset(b + p->nsites, 0, (n - p->nsites) * sizeof *b);
+  for (uint32_t i = p->nsites; i < n; i++) {
+    unsigned space = 0;
+    const uint64_t *ips;
+    if (lgm_stack(p, i, &ips, &space)) a[i].space = b[i].space = (uint8_t)space;
+  }
+  p->nsites = n;
+  return 0;
+}
+
+int lgm_collect(lgm_proc_t *p) {
+  const lg_region_hdr_t *h = p->hdr;
+  uint32_t n = lgm_nstacks(p);
+  if (grow(p, n) != 0) return -ENOMEM;
+  int32_t (*eras)[LG_ERAS] = calloc(n ? n : 1, sizeof *eras);
+  if (!eras) return -ENOMEM;
+  for (uint32_t i = 0; i < n; i++) {
+    uint8_t sp = p->sites[i].space;
+    memset(&p->sites[i], 0, sizeof p->sites[i]);
+    p->sites[i].space = sp;
+  }
+  const lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, const lg_shard_desc_t *);
+  uint32_t nshards = atomic_load(&((lg_region_hdr_t *)h)->nshards);
+  if (nshards > h->shards_cap) nshards = h->shards_cap;
+  uint32_t nchunks = (n + LG_SITES_PER_CHUNK - 1) / LG_SITES_PER_CHUNK;
+  for (uint32_t s = 0; s < nshards; s++) {
+    const uint64_t *dir = LG_PTR(h, sd[s].chunk_dir, const uint64_t *);
+    uint32_t cap = sd[s].nchunks_cap < nchunks ? sd[s].nchunks_cap : nchunks;
+    for (uint32_t c = 0; c < cap; c++) {
+      uint64_t off = __atomic_load_n(&dir[c], __ATOMIC_ACQUIRE);
+      if (!off || off < h->arena_off || off + LG_SITES_PER_CHUNK * sizeof(lg_site_ctr_t) > h->size)
+        continue;
+      const lg_site_ctr_t *ctr = LG_PTR(h, off, const lg_site_ctr_t *);
+      for (uint32_t k = 0; k < LG_SITES_PER_CHUNK; k++) {
+        uint32_t site = c * LG_SITES_PER_CHUNK + k;
+        if (site >= n) break;
+        const lg_site_ctr_t *x = &ctr[k];
+        lgm_site_t *t = &p->sites[site];
+        t->live_bytes += __atomic_load_n(&x->live_bytes, __ATOMIC_RELAXED);
+        t->live_blocks += __atomic_load_n(&x->live_blocks, __ATOMIC_RELAXED);
+        t->alloc_bytes += __atomic_load_n(&x->alloc_bytes, __ATOMIC_RELAXED);
+        t->alloc_blocks += __atomic_load_n(&x->alloc_blocks, __ATOMIC_RELAXED);
+        for (unsigned e = 0; e < LG_ERAS; e++) eras[site][e] += __atomic_load_n(&x->era_blocks[e], __ATOMIC_RELAXED);
+      }
+    }
+  }
+  int64_t live = 0, blocks = 0, host = 0, mm = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    lgm_site_t *t = &p->sites[i];
+    t->oldest_epoch = UINT32_MAX;
+    for (unsigned e = 0; e < LG_ERAS; e++)
+      if (eras[i][e] > 0) {
+        t->oldest_epoch = lg_era_start(e);
+        break;
+      }
+    live += t->live_bytes;
+    blocks += t->live_blocks;
+    if (t->space == 1) mm += t->live_bytes;
+    else host += t->live_bytes;
+  }
+  free(eras);
+  p->live_bytes = live;
+  p->live_blocks = blocks;
+  p->host_bytes = host;
+  p->mmap_bytes = mm;
+  if (live > p->peak_live_bytes) p->peak_live_bytes = live;
+  return 0;
+}

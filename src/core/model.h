@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * model.h - the collector's model of recorded processes (core model layer).
+ *
+ * A lgm_proc_t maps one process image's shared region (see region.h) and turns it
+ * into per-site totals (lgm_site_t), new stacks and new modules. It does not know
+ * where the region came from: any source that fills a region (the preload library
+ * today, an eBPF or CUDA source later) feeds the same snapshots.
+ */
+#ifndef LG_CORE_MODEL_H
+#define LG_CORE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/region.h"
+
+typedef struct lgm_site {
+  int64_t live_bytes, live_blocks;
+  uint64_t alloc_bytes, alloc_blocks;
+  uint32_t oldest_epoch; /* lower bound of the birth epoch of the oldest live block */
+  uint8_t space;
+} lgm_site_t;
+
+typedef struct lgm_proc {
+  int proc;                 /* key in the store: 1, 2, ... in order of appearance */
+  int pid, ppid, parent_proc;
+  int kind;                 /* LG_HELLO_START or LG_HELLO_FORK */
+  char command[1024];
+  char exe[256];
+  int conn;                 /* socket to the process image, -1 once closed */
+  lg_region_hdr_t *hdr;     /* the region; the collector writes only hdr->epoch */
+  size_t map_size;
+  uint64_t start_ns;        /* collector clock when seen */
+  uint64_t end_ns;
+  int ended;                /* 1 once the image is gone (EOF) */
+  char end_reason[32];      /* "exit", "signal", "exec", "unknown" */
+  int exit_status, signal;
+  uint32_t nsites;          /* sites summed so far (== hdr->nstacks at last read) */
+  lgm_site_t *sites;        /* [nsites] current totals */
+  lgm_site_t *stored;       /* [nsites] values last written to the store */
+  uint32_t stacks_stored, modules_stored;
+  uint64_t steps_seen;
+  uint64_t seq;             /* snapshots taken */
+  int64_t live_bytes, live_blocks, peak_live_bytes;
+  int64_t host_bytes, mmap_bytes;
+  uint64_t rss_bytes;
+} lgm_proc_t;
+
+/* Maps the region behind fd (read-only) and fills hdr/map_size. 0 or -errno. */
+int lgm_attach(lgm_proc_t *p, int fd, uint64_t size);
+/* Unmaps the region and frees the site arrays. */
+void lgm_release(lgm_proc_t *p);
+/* Sums every shard into p->sites (growing it to the published stack count) and the
+ * process totals. 0 or -ENOMEM. */
+int lgm_collect(lgm_proc_t *p);
+/* Published stack ids are [2, lgm_nstacks). */
+uint32_t lgm_nstacks(const lgm_proc_t *p);
+/* Frames of stack id (innermost first); returns depth, 0 if invalid. */
+unsigned lgm_stack(const lgm_proc_t *p, uint32_t id, const uint64_t **ips, unsigned *space);
+uint32_t lgm_nmodules(const lgm_proc_t *p);
+const lg_module_rec_t *lgm_module(const lgm_proc_t *p, uint32_t i);
+
+#endif

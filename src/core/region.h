@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * region.h - the shared-memory region between a recorded process and the collector.
+ *
+ * Data flow: the preload library (capture) writes, the collector (core model) reads.
+ * Each recorded process owns one region: a sparse memfd that it creates at start-up
+ * (and again in a forked child) and hands to the collector over a Unix socket with
+ * SCM_RIGHTS. Nothing in the allocation hot path talks to the collector: hooks update
+ * per-thread counter shards in the region, so the target never blocks on the
+ * collector and a killed target loses nothing (the collector keeps the mapping).
+ *
+ * Layout (offsets in lg_region_hdr, all sections 64-byte aligned):
+ *   header | stack index (open addressing) | stack records | frame arena |
+ *   module records | shard descriptors | chunk arena (site counters)
+ *
+ * Concurrency contract:
+ *  - stack records and frames are written once, under the region's slow-path spin
+ *    lock, then published by a release store of nstacks; readers use acquire loads.
+ *  - a site's counters live in per-thread shards; a shard has one writer at a time
+ *    (relaxed load+store), except the overflow shard 0 (atomic adds). The collector
+ *    sums shards; sums of racy reads are eventually exact.
+ *  - module records are appended under the slow-path lock and published by nmodules.
+ * Both sides are C11; this header is the format contract ("version" changes when the
+ * layout does).
+ */
+#ifndef LG_REGION_H
+#define LG_REGION_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define LG_REGION_MAGIC 0x4e4f494745524c47ULL /* "GLREGION" little endian */
+#define LG_REGION_VERSION 1
+
+#define LG_MAX_DEPTH 256
+#define LG_DEFAULT_DEPTH 64
+#define LG_SITES_PER_CHUNK 64
+#define LG_ERAS 24            /* birth-era histogram buckets, see lg_era() */
+#define LG_TICK_NS 100000000ULL /* one epoch tick: 100 ms, advanced by the collector */
+#define LG_MODULE_PATH 240
+
+/* Special stack ids. Real stacks start at 1. */
+#define LG_STACK_NONE 0u      /* block not recorded (untracked / unsampled) */
+
+/* Region flags (hdr.flags). */
+#define LG_RF_FOLLOW 0x1u     /* children are followed */
+#define LG_RF_MMAP 0x2u       /* anonymous mmap is recorded */
+
+/* Process state (hdr.state), written by the recorder. */
+enum { LG_PS_RUNNING = 1, LG_PS_EXITING = 2, LG_PS_EXECED = 3 };
+
+/* Per-site counters of one shard; 128 bytes, two cache lines. Signed: a block freed
+ * by another thread than the one that allocated it makes a shard go negative. */
+typedef struct lg_site_ctr {
+  int64_t live_bytes;
+  int64_t live_blocks;
+  uint64_t alloc_bytes;
+  uint64_t alloc_blocks;
+  int32_t era_blocks[LG_ERAS]; /* live blocks by birth era */
+} lg_site_ctr_t;
+
+typedef struct lg_stack_rec {
+  uint64_t hash;
+  uint32_t frames;  /* index of the first frame in the frame arena */
+  uint16_t depth;
+  uint8_t space;    /* lg_space_t */
+  uint8_t pad;
+} lg_stack_rec_t;
+
+typedef struct lg_module_rec {
+  uint64_t start;   /* lowest mapped address of the module (load bias + min vaddr) */
+  uint64_t end;
+  uint64_t bias;    /* dlpi_addr */
+  char path[LG_MODULE_PATH];
+} lg_module_rec_t;
+
+typedef struct lg_shard_desc {
+  _Atomic uint32_t owner;   /* 0 free, else a thread id (gettid) holding it */
+  uint32_t nchunks_cap;
+  uint64_t chunk_dir;       /* offset of uint64_t[nchunks_cap]: chunk offsets (0 = none) */
+} lg_shard_desc_t;
+
+typedef struct lg_region_hdr {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t hdr_size;
+  uint64_t size;            /* bytes mapped */
+  int32_t pid, ppid;
+  uint32_t flags;
+  uint32_t max_depth;
+  uint64_t sample_bytes;    /* 0: every allocation recorded */
+  uint64_t start_ns;        /* CLOCK_MONOTONIC when the region was created */
+
+  /* written by the collector */
+  _Atomic uint32_t epoch;   /* ticks of LG_TICK_NS since start, for block ages */
+  uint32_t pad0;
+
+  /* written by the recorder */
+  _Atomic uint64_t steps;
+  _Atomic uint64_t dropped; /* allocations that could not be attributed (tables full) */
+  _Atomic uint32_t nstacks; /* published stack records: ids 1..nstacks-1 valid */
+  _Atomic uint32_t nmodules;
+  _Atomic uint32_t nshards;
+  _Atomic uint32_t state;
+  _Atomic uint32_t lock;    /* slow-path spin lock (stack inserts, modules, chunks) */
+  _Atomic uint32_t module_gen; /* bumped by dlopen/dlclose hooks: rescan modules */
+  _Atomic uint64_t frames_used;
+  _Atomic uint64_t arena_used;
+
+  /* layout */
+  uint64_t index_off;  uint32_t index_cap;  uint32_t stacks_cap;  /* index_cap = 2*stacks_cap, power of 2 */
+  uint64_t stacks_off;
+  uint64_t frames_off; uint64_t frames_cap;
+  uint64_t modules_off; uint32_t modules_cap; uint32_t shards_cap;
+  uint64_t shards_off;
+  uint64_t arena_off;  uint64_t arena_cap;
+} lg_region_hdr_t;
+
+/* Stack index slot: hash (0 = empty) and the stack id once published (0 = pending). */
+typedef struct lg_index_slot {
+  _Atomic uint64_t hash;
+  _Atomic uint32_t id;
+  uint32_t pad;
+} lg_index_slot_t;
+
+/* Birth era of a block born at epoch e: 0 for e == 0, else 1 + floor(log2 e), capped. */
+static inline unsigned lg_era(uint32_t e) {
+  unsigned b = e ? 32u - (unsigned)__builtin_clz(e) : 0u;
+  return b < LG_ERAS ? b : LG_ERAS - 1;
+}
+
+/* Oldest epoch of era b (inverse of lg_era, the lower bound). */
+static inline uint32_t lg_era_start(unsigned b) { return b == 0 ? 0u : (1u << (b - 1)); }
+
+#define LG_PTR(hdr, off, type) ((type)((char *)(hdr) + (off)))
+
+
+
+/* ------------------------------------------------------------------ socket protocol
+ * The collector listens on a Unix SOCK_SEQPACKET socket whose path is in the
+ * LEAKGUARD_SOCK environment variable. Each recorded process image connects once and
+ * sends one lg_hello_t with the region's memfd attached (SCM_RIGHTS). The connection
+ * then stays open, idle: its end (EOF) tells the collector the image is gone (exit,
+ * exec, or crash); the region stays mapped in the collector for the final snapshot. */
+#define LG_HELLO_MAGIC 0x4f4c4c4548474cULL
+enum { LG_HELLO_START = 0, LG_HELLO_FORK = 1 };
+typedef struct lg_hello {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t kind;     /* LG_HELLO_START (new image, after exec too) or LG_HELLO_FORK */
+  int32_t pid, ppid;
+  uint64_t region_size;
+  char exe[256];
+} lg_hello_t;
+
+/* Settings passed by the collector to the recorder (read with secure_getenv). */
+#define LG_ENV_SOCK "LEAKGUARD_SOCK"
+#define LG_ENV_SAMPLE "LEAKGUARD_SAMPLE"   /* bytes, 0 = record everything */
+#define LG_ENV_DEPTH "LEAKGUARD_DEPTH"     /* 1..LG_MAX_DEPTH */
+#define LG_ENV_FOLLOW "LEAKGUARD_FOLLOW"   /* "0": do not record children */
+#define LG_ENV_MMAP "LEAKGUARD_MMAP"       /* "0": do not record anonymous mmap */
+#endif /* LG_REGION_H */

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* util.h - small helpers shared by the collector side: errors, time, formatting. */
+#ifndef LG_CORE_UTIL_H
+#define LG_CORE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Prints "leakguard: <message>" as one line on stderr. */
+void lgu_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+uint64_t lgu_now_ns(void);      /* CLOCK_MONOTONIC */
+uint64_t lgu_wall_ns(void);     /* CLOCK_REALTIME */
+
+/* Human-readable bytes ("1.5 MiB"); writes into buf and returns it. */
+const char *lgu_fmt_bytes(char *buf, size_t n, double bytes);
+/* Human-readable duration ("3m12s", "2.4h", "never"); negative or inf -> "never". */
+const char *lgu_fmt_duration(char *buf, size_t n, double seconds);
+
+/* Parses a size with optional K/M/G/T suffix (binary, e.g. "512M", "2GiB", "4096").
+ * Returns 0 or -EINVAL. */
+int lgu_parse_size(const char *s, uint64_t *out);
+/* Parses a positive finite decimal number. Returns 0 or -EINVAL. */
+int lgu_parse_double(const char *s, double *out);
+/* Parses a decimal integer within [lo, hi]. Returns 0, -EINVAL or -ERANGE. */
+int lgu_parse_long(const char *s, long lo, long hi, long *out);
+
+/* The memory limit that applies to processes started by us: the cgroup (v2
+ * memory.max, v1 memory.limit_in_bytes) of the calling process if it sets one, else
+ * MemTotal. *source receives "cgroup" or "physical". */
+uint64_t lgu_memory_limit(const char **source);
+/* Current usage against that limit: the cgroup's usage, else MemTotal - MemAvailable. */
+uint64_t lgu_memory_usage(void);
+/* Resident set size of pid in bytes, or 0. */
+uint64_t lgu_rss_bytes(int pid);
+
+/* Reads a whole small file into buf (NUL-terminated); returns bytes or -errno. */
+long lgu_read_file(const char *path, char *buf, size_t n);
+
+#endif

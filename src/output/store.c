@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: MIT */
+/* store.c - SQLite writer and opener for leakguard databases. */
+#include "output/store.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "leakguard.h"
+
+struct lgst {
+  sqlite3 *db;
+  sqlite3_stmt *ins_sample, *ins_snap, *ins_frame, *ins_stack;
+};
+
+static const char *SCHEMA =
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=NORMAL;"
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
+    "CREATE TABLE processes(proc INTEGER PRIMARY KEY, pid INTEGER, ppid INTEGER,"
+    " parent_proc INTEGER, host TEXT, rank INTEGER, kind TEXT, command TEXT, exe TEXT,"
+    " start_ns INTEGER, end_ns INTEGER, end_reason TEXT, exit_status INTEGER, signal INTEGER,"
+    " sample_bytes INTEGER, steps INTEGER, dropped INTEGER, peak_live_bytes INTEGER,"
+    " final_live_bytes INTEGER, snapshots INTEGER);"
+    "CREATE TABLE modules(proc INTEGER, module INTEGER, path TEXT, start INTEGER, end INTEGER,"
+    " bias INTEGER, PRIMARY KEY(proc, module));"
+    "CREATE TABLE stacks(proc INTEGER, stack INTEGER, space TEXT, depth INTEGER,"
+    " PRIMARY KEY(proc, stack));"
+    "CREATE TABLE frames(proc INTEGER, stack INTEGER, idx INTEGER, ip INTEGER, module TEXT,"
+    " function TEXT, file TEXT, line INTEGER, inlined INTEGER, PRIMARY KEY(proc, stack, idx)) WITHOUT ROWID;"
+    "CREATE TABLE snapshots(proc INTEGER, seq INTEGER, t_ns INTEGER, step INTEGER,"
+    " live_bytes INTEGER, live_blocks INTEGER, host_bytes INTEGER, mmap_bytes INTEGER,"
+    " rss_bytes INTEGER, usage_bytes INTEGER, limit_bytes INTEGER, dropped INTEGER,"
+    " PRIMARY KEY(proc, seq));"
+    "CREATE TABLE samples(proc INTEGER, stack INTEGER, seq INTEGER, live_bytes INTEGER,"
+    " live_blocks INTEGER, alloc_bytes INTEGER, alloc_blocks INTEGER, oldest_epoch INTEGER,"
+    " PRIMARY KEY(proc, stack, seq)) WITHOUT ROWID;";
+
+void *lgst_db(lgst_t *s) { return s->db; }
+
+static int prep(lgst_t *s, sqlite3_stmt **st, const char *sql) {
+  return sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) == SQLITE_OK ? 0 : -EIO;
+}
+
+int lgst_create(const char *path, lgst_t **out, const char **errmsg) {
+  *errmsg = NULL;
+  /* Refuse to clobber something that is not ours; remove stale WAL files. */
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    int e = errno;
+    *errmsg = strerror(e);
+    return -e;
+  }
+  fclose(f);
+  char side[4200];
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+  lgst_t *s = calloc(1, sizeof *s);
+  if (!s) return -ENOMEM;
+  if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+    *errmsg = s->db ? sqlite3_errmsg(s->db) : "cannot open";
+    lgst_close(s);
+    return -EIO;
+  }
+  char *err = NULL;
+  if (sqlite3_exec(s->db, SCHEMA, NULL, NULL, &err) != SQLITE_OK) {
+    static char buf[256];
+    snprintf(buf, sizeof buf, "%s", err ? err : "schema");
+    sqlite3_free(err);
+    *errmsg = buf;
+    lgst_close(s);
+    return -EIO;
+  }
+  if (prep(s, &s->ins_sample, "INSERT OR REPLACE INTO samples VALUES(?,?,?,?,?,?,?,?)") ||
+      prep(s, &s->ins_snap, "INSERT OR REPLACE INTO snapshots VALUES(?,?,?,?,?,?,?,?,?,?,?,?)") ||
+      prep(s, &s->ins_frame, "INSERT OR REPLACE INTO frames VALUES(?,?,?,?,?,?,?,?,?)") ||
+      prep(s, &s->ins_stack, "INSERT OR REPLACE INTO stacks VALUES(?,?,?,?)")) {
+    *errmsg = sqlite3_errmsg(s->db);
+    lgst_close(s);
+    return -EIO;
+  }
+  char v[32];
+  snprintf(v, sizeof v, "%d", LG_SCHEMA_VERSION);
+  lgst_meta(s, "schema", v);
+  *out = s;
+  return 0;
+}
+
+int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen) {
+  if (access(path, R_OK) != 0) {
+    int e = errno;
+    snprintf(why, whylen, "%s: %s", path, strerror(e));
+    return -e;
+  }
+  lgst_t *s = calloc(1, sizeof *s);
+  if (!s) return -ENOMEM;
+  /* Read-write open so that a WAL left by a killed collector is recovered. */
+  int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE, NULL);
+  if (rc != SQLITE_OK) rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL);
+  sqlite3_stmt *st = NULL;
+  const char *reason = NULL;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema'", -1, &st, NULL);
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+      int v = sqlite3_column_int(st, 0);
+      if (v != LG_SCHEMA_VERSION) reason = "unsupported leakguard database schema version";
+      rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+      reason = "not a leakguard database (no schema version)";
+      rc = SQLITE_OK;
+    }
+  }
+  if (rc != SQLITE_OK && !reason) {
+    if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT || rc == SQLITE_ERROR)
+      reason = "not a leakguard database, or a damaged one";
+    else
+      reason = "cannot read database";
+  }
+  if (!reason) {
+    /* Every table the report needs must be readable (a truncated file fails here). */
+    static const char *q[] = {"SELECT count(*) FROM processes", "SELECT count(*) FROM snapshots",
+                              "SELECT count(*) FROM samples", "SELECT count(*) FROM frames"};
+    for (size_t i = 0; i < sizeof q / sizeof *q && !reason; i++) {
+      sqlite3_stmt *c = NULL;
+      if (sqlite3_prepare_v2(s->db, q[i], -1, &c, NULL) != SQLITE_OK || sqlite3_step(c) != SQLITE_ROW)
+        reason = "not a leakguard database, or a damaged (truncated?) one";
+      sqlite3_finalize(c);
+    }
+  }
+  sqlite3_finalize(st);
+  if (reason) {
+    const char *detail = s->db ? sqlite3_errmsg(s->db) : "";
+    if (detail && strcmp(detail, "not an error") != 0 && strcmp(detail, "no more rows available") != 0)
+      snprintf(why, whylen, "%s: %s (%s)", path, reason, detail);
+    else
+      snprintf(why, whylen, "%s: %s", path, reason);
+    lgst_close(s);
+    return -EINVAL;
+  }
+  *out = s;
+  return 0;
+}
+
+void lgst_close(lgst_t *s) {
+  if (!s) return;
+  sqlite3_finalize(s->ins_sample);
+  sqlite3_finalize(s->ins_snap);
+  sqlite3_finalize(s->ins_frame);
+  sqlite3_finalize(s->ins_stack);
+  sqlite3_close(s->db);
+  free(s);
+}
+
+int lgst_begin(lgst_t *s) { return sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO; }
+int lgst_commit(lgst_t *s) { return sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO; }
+
+int lgst_meta(lgst_t *s, const char *key, const char *value) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta VALUES(?,?)", -1, &st, NULL) != SQLITE_OK) return -EIO;
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int lgst_proc(lgst_t *s, const lgm_proc_t *p) {
+  sqlite3_stmt *st;
+  const char *sql =
+      "INSERT OR REPLACE INTO processes VALUES(?,?,?,?,NULL,NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
+  int i = 1;
+  sqlite3_bind_int(st, i++, p->proc);
+  sqlite3_bind_int(st, i++, p->pid);
+  sqlite3_bind_int(st, i++, p->ppid);
+  if (p->parent_proc) sqlite3_bind_int(st, i++, p->parent_proc);
+  else sqlite3_bind_null(st, i++);
+  sqlite3_bind_text(st, i++, p->kind == LG_HELLO_FORK ? "fork" : "exec", -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, i++, p->command, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, i++, p->exe, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, i++, (sqlite3_int64)p->start_ns);
+  if (p->ended) sqlite3_bind_int64(st, i++, (sqlite3_int64)p->end_ns);
+  else sqlite3_bind_null(st, i++);
+  sqlite3_bind_text(st, i++, p->end_reason[0] ? p->end_reason : "running", -1, SQLITE_TRANSIENT);
+  if (p->ended && !strcmp(p->end_reason, "exit")) sqlite3_bind_int(st, i++, p->exit_status);
+  else sqlite3_bind_null(st, i++);
+  if (p->ended && !strcmp(p->end_reason, "signal")) sqlite3_bind_int(st, i++, p->signal);
+  else sqlite3_bind_null(st, i++);
+  sqlite3_bind_int64(st, i++, p->hdr ? (sqlite3_int64)p->hdr->sample_bytes : 0);
+  sqlite3_bind_int64(st, i++, p->hdr ? (sqlite3_int64)atomic_load(&p->hdr->steps) : 0);
+  sqlite3_bind_int64(st, i++, p->hdr ? (sqlite3_int64)atomic_load(&p->hdr->dropped) : 0);
+  sqlite3_bind_int64(st, i++, p->peak_live_bytes);
+  sqlite3_bind_int64(st, i++, p->live_bytes);
+  sqlite3_bind_int64(st, i++, (sqlite3_int64)p->seq);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int lgst_module(lgst_t *s, int proc, uint32_t idx, const lg_module_rec_t *m) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO modules VALUES(?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+    return -EIO;
+  char path[LG_MODULE_PATH + 1];
+  memcpy(path, m->path, LG_MODULE_PATH);
+  path[LG_MODULE_PATH] = 0;
+  sqlite3_bind_int(st, 1, proc);
+  sqlite3_bind_int(st, 2, (int)idx);
+  sqlite3_bind_text(st, 3, path, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 4, (sqlite3_int64)m->start);
+  sqlite3_bind_int64(st, 5, (sqlite3_int64)m->end);
+  sqlite3_bind_int64(st, 6, (sqlite3_int64)m->bias);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int lgst_stack(lgst_t *s, int proc, uint32_t id, unsigned space, const lgs_frame_t *f, int nframes) {
+  sqlite3_stmt *st = s->ins_stack;
+  sqlite3_reset(st);
+  sqlite3_bind_int(st, 1, proc);
+  sqlite3_bind_int(st, 2, (int)id);
+  const char *sn = lg_space_name((lg_space_t)space);
+  sqlite3_bind_text(st, 3, sn ? sn : "host", -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 4, nframes);
+  if (sqlite3_step(st) != SQLITE_DONE) return -EIO;
+  st = s->ins_frame;
+  for (int i = 0; i < nframes; i++) {
+    sqlite3_reset(st);
+    sqlite3_bind_int(st, 1, proc);
+    sqlite3_bind_int(st, 2, (int)id);
+    sqlite3_bind_int(st, 3, i);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)f[i].ip);
+    sqlite3_bind_text(st, 5, f[i].module, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, f[i].function, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, f[i].file, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 8, f[i].line);
+    sqlite3_bind_int(st, 9, f[i].inlined);
+    if (sqlite3_step(st) != SQLITE_DONE) return -EIO;
+  }
+  return 0;
+}
+
+int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint64_t limit, int full) {
+  sqlite3_stmt *st = s->ins_snap;
+  sqlite3_reset(st);
+  int i = 1;
+  sqlite3_bind_int(st, i++, p->proc);
+  sqlite3_bind_int64(st, i++, (sqlite3_int64)p->seq);
+  sqlite3_bind_int64(st, i++, (sqlite3_int64)t_ns);
+  sqlite3_bind_int64(st, i++, (sqlite3_int64)atomic_load(&p->hdr->steps));
+  sqlite3_bind_int64(st, i++, p->live_bytes);
+  sqlite3_bind_int64(st, i++, p->live_blocks);
+  sqlite3_bind_int64(st, i++, p->host_bytes);
+  sqlite3_bind_int64(st, i++, p->mmap_bytes);
+  sqlite3_bind_int64(st, i++, (sqlite3_int64)p->rss_bytes);
+  sqlite3_bind_int64(st, i++, (sqlite3_int64)usage);
+  sqlite3_bind_int64(st, i++, (sqlite3_int64)limit);
+  sqlite3_bind_int64(st, i++, (sqlite3_int64)atomic_load(&p->hdr->dropped));
+  if (sqlite3_step(st) != SQLITE_DONE) return -EIO;
+  st = s->ins_sample;
+  for (uint32_t k = 1; k < p->nsites; k++) {
+    lgm_site_t *c = &p->sites[k], *o = &p->stored[k];
+    int changed = c->live_bytes != o->live_bytes || c->live_blocks != o->live_blocks;
+    if (!changed && !(full && c->alloc_blocks != o->alloc_blocks)) continue;
+    sqlite3_reset(st);
+    sqlite3_bind_int(st, 1, p->proc);
+    sqlite3_bind_int(st, 2, (int)k);
+    sqlite3_bind_int64(st, 3, (sqlite3_int64)p->seq);
+    sqlite3_bind_int64(st, 4, c->live_bytes);
+    sqlite3_bind_int64(st, 5, c->live_blocks);
+    sqlite3_bind_int64(st, 6, (sqlite3_int64)c->alloc_bytes);
+    sqlite3_bind_int64(st, 7, (sqlite3_int64)c->alloc_blocks);
+    if (c->oldest_epoch == UINT32_MAX) sqlite3_bind_null(st, 8);
+    else sqlite3_bind_int64(st, 8, c->oldest_epoch);
+    if (sqlite3_step(st) != SQLITE_DONE) return -EIO;
+    *o = *c;
+  }
+  p->seq++;
+  return 0;
+}

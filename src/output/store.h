@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store.h - the SQLite store (schema in docs/schema.md).
+ *
+ * Writing: the collector commits one transaction per snapshot (WAL journal), so a
+ * killed target, or a killed collector, leaves every snapshot up to the last one
+ * readable. Reading: reports are built from the database only.
+ */
+#ifndef LG_OUTPUT_STORE_H
+#define LG_OUTPUT_STORE_H
+
+#include <stdint.h>
+
+#include "core/model.h"
+#include "core/symbolize.h"
+
+#define LG_SCHEMA_VERSION 1
+
+typedef struct lgst lgst_t;
+
+/* Creates (truncating) the database at path. 0 or -errno; *errmsg gets a static or
+ * sqlite message on failure. */
+int lgst_create(const char *path, lgst_t **out, const char **errmsg);
+/* Opens an existing leakguard database read-only; validates it. On failure returns
+ * -errno and writes a one-line reason to why. */
+int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen);
+void lgst_close(lgst_t *s);
+void *lgst_db(lgst_t *s); /* the sqlite3 handle */
+
+int lgst_begin(lgst_t *s);
+int lgst_commit(lgst_t *s);
+int lgst_meta(lgst_t *s, const char *key, const char *value);
+/* Inserts or updates the process row. */
+int lgst_proc(lgst_t *s, const lgm_proc_t *p);
+int lgst_module(lgst_t *s, int proc, uint32_t idx, const lg_module_rec_t *m);
+int lgst_stack(lgst_t *s, int proc, uint32_t id, unsigned space, const lgs_frame_t *f, int nframes);
+/* Snapshot row plus one samples row per site changed since the last call (all
+ * sites when full != 0). usage/limit: memory usage and limit at that time. */
+int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint64_t limit, int full);
+
+#endif
