@@ -86,6 +86,20 @@ static double kth(double *a, long n, long k)
   return a[k];
 }
 
+/* Copies at most LGI_CLS_SEL evenly strided elements of src[0..m-1] to dst (robust
+ * statistics are estimated on this subsample to bound their cost); returns the count. */
+#define LGI_CLS_SEL 128
+static long strided(const double *src, long m, double *dst)
+{
+  if (m <= LGI_CLS_SEL) {
+    memcpy(dst, src, (size_t)m * sizeof *dst);
+    return m;
+  }
+  for (long k = 0; k < LGI_CLS_SEL; k++)
+    dst[k] = src[k * m / LGI_CLS_SEL];
+  return LGI_CLS_SEL;
+}
+
 /* Median of three values. */
 static double med3(double a, double b, double c)
 {
@@ -189,7 +203,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   }
 
   /* 1. Bounded copy: bucket means when n > LGI_CLS_CAP (buckets by index). */
-  double u[LGI_CLS_CAP], y[LGI_CLS_CAP], r[LGI_CLS_CAP], yf[LGI_CLS_CAP], w[LGI_CLS_CAP];
+  double u[LGI_CLS_CAP], y[LGI_CLS_CAP], r[LGI_CLS_CAP], yf[LGI_CLS_CAP], w[LGI_CLS_SEL];
   long m;
   if (n <= LGI_CLS_CAP) {
     m = (long)n;
@@ -216,16 +230,16 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   }
 
   /* 2. Time to [0, 1]. */
-  double t0 = u[0], span = u[m - 1] - u[0];
+  double t0 = u[0], inv_span = 1.0 / (u[m - 1] - u[0]);
   for (long i = 0; i < m; i++)
-    u[i] = (u[i] - t0) / span;
+    u[i] = (u[i] - t0) * inv_span;
   u[0] = 0.0;
   u[m - 1] = 1.0;
 
   /* 3. Values to scale units: centred on the median, divided by p95 - p5. */
-  memcpy(w, y, (size_t)m * sizeof *w);
-  double med = kth(w, m, (m - 1) / 2);
-  double p5 = kth(w, m, (m - 1) * 5 / 100), p95 = kth(w, m, (m - 1) * 95 / 100);
+  long ns = strided(y, m, w);
+  double med = kth(w, ns, (ns - 1) / 2);
+  double p5 = kth(w, ns, (ns - 1) * 5 / 100), p95 = kth(w, ns, (ns - 1) * 95 / 100);
   double vmin = y[0], vmax = y[0];
   for (long i = 1; i < m; i++) {
     vmin = y[i] < vmin ? y[i] : vmin;
@@ -237,8 +251,9 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   int flat = !(scale > 1e-13 * fabs(med)) || !(scale > 0);
   if (flat)
     scale = fabs(med) > 0 ? fabs(med) : 1.0;
+  double inv_scale = flat ? 0.0 : 1.0 / scale;
   for (long i = 0; i < m; i++)
-    y[i] = flat ? 0.0 : (y[i] - med) / scale;
+    y[i] = (y[i] - med) * inv_scale;
 
   /* 4. Median-3 filter (removes isolated spikes, keeps steps). */
   yf[0] = y[0];
@@ -314,22 +329,27 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
 
   /* 6. Time windows: floors, ceilings, means (and rss means). */
   enum { W = LGI_CLS_WIN };
-  int cnt[W] = {0};
-  double wmin[W], wmax[W], wsum[W] = {0}, wu[W] = {0}, wr[W] = {0};
-  for (long i = 0; i < m; i++) {
-    int k = (int)(u[i] * W);
-    k = k >= W ? W - 1 : k;
-    if (!cnt[k]) {
-      wmin[k] = wmax[k] = yf[i];
-    } else {
-      wmin[k] = yf[i] < wmin[k] ? yf[i] : wmin[k];
-      wmax[k] = yf[i] > wmax[k] ? yf[i] : wmax[k];
+  int cnt[W];
+  double wmin[W], wmax[W], wsum[W], wu[W], wr[W];
+  /* u is sorted: window k holds the samples with (int)(u * W) == k (u = 1 in the last). */
+  for (long i = 0, k = 0; k < W; k++) {
+    double lo = INFINITY, hi = -INFINITY, sum = 0, sumu = 0, sumr = 0;
+    long i0 = i;
+    for (; i < m && (k == W - 1 || u[i] * W < k + 1); i++) {
+      lo = yf[i] < lo ? yf[i] : lo;
+      hi = yf[i] > hi ? yf[i] : hi;
+      sum += yf[i];
+      sumu += u[i];
     }
-    cnt[k]++;
-    wsum[k] += yf[i];
-    wu[k] += u[i];
     if (rss)
-      wr[k] += r[i];
+      for (long j = i0; j < i; j++)
+        sumr += r[j];
+    cnt[k] = (int)(i - i0);
+    wmin[k] = lo;
+    wmax[k] = hi;
+    wsum[k] = sum;
+    wu[k] = sumu;
+    wr[k] = sumr;
   }
   double pc[W], pf[W], pcl[W], pm[W], pr[W], mean[W], rmean[W], spread[W];
   int np = 0, nsp = 0;
@@ -378,13 +398,19 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
     f[LGI_F_PROFILE + k] = clampd(mean[k] - mean_avg, -20, 20);
 
   /* 7. Jumps: increments beyond the typical rate, against a robust noise level. */
-  long nd = m - 1;
-  for (long i = 1; i < m; i++)
-    w[i - 1] = (yf[i] - yf[i - 1]) / (u[i] - u[i - 1]);
-  double rate = kth(w, nd, nd / 2);
-  for (long i = 1; i < m; i++)
-    w[i - 1] = fabs((yf[i] - yf[i - 1]) - rate * (u[i] - u[i - 1]));
-  double sigma = 1.4826 * kth(w, nd, nd / 2);
+  /* Medians are taken over at most LGI_CLS_SEL evenly strided increments. */
+  long nd = m - 1, nsub = nd < LGI_CLS_SEL ? nd : LGI_CLS_SEL;
+  double sub[LGI_CLS_SEL];
+  for (long k = 0; k < nsub; k++) {
+    long i = 1 + k * nd / nsub;
+    sub[k] = (yf[i] - yf[i - 1]) / (u[i] - u[i - 1]);
+  }
+  double rate = kth(sub, nsub, nsub / 2);
+  for (long k = 0; k < nsub; k++) {
+    long i = 1 + k * nd / nsub;
+    sub[k] = fabs((yf[i] - yf[i - 1]) - rate * (u[i] - u[i - 1]));
+  }
+  double sigma = 1.4826 * kth(sub, nsub, nsub / 2);
   sigma = sigma < 1e-3 ? 1e-3 : sigma;
   double thr = 5 * sigma > 0.04 ? 5 * sigma : 0.04;
   int jup = 0, jdn = 0;
@@ -416,17 +442,16 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   /* 8. Periodicity on a uniform time grid, quadratically detrended. */
   enum { G_MAX = LGI_CLS_GRID };
   int G = m < G_MAX ? (int)m : G_MAX;
-  double gz[G_MAX] = {0};
-  int gc[G_MAX] = {0};
-  for (long i = 0; i < m; i++) {
-    int k = (int)(u[i] * G);
-    k = k >= G ? G - 1 : k;
-    gz[k] += yf[i];
-    gc[k]++;
+  double gz[G_MAX];
+  int gc[G_MAX];
+  for (long i = 0, k = 0; k < G; k++) { /* same bucketing as the windows */
+    double sum = 0;
+    long i0 = i;
+    for (; i < m && (k == G - 1 || u[i] * G < k + 1); i++)
+      sum += yf[i];
+    gc[k] = (int)(i - i0);
+    gz[k] = gc[k] ? sum / gc[k] : 0.0;
   }
-  for (int k = 0; k < G; k++)
-    if (gc[k])
-      gz[k] /= gc[k];
   fill_gaps(gz, gc, G);
   {
     double g1 = 0, g2 = 0, g3 = 0, g4 = 0, gy0 = 0, gy1 = 0, gy2 = 0;
@@ -467,10 +492,17 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
       zc = (double)crossings / (G - 1);
       int seen_neg = 0;
       for (int L = 1; L <= G / 2; L++) {
-        double acc = 0;
-        for (int k = 0; k + L < G; k++)
-          acc += gz[k] * gz[k + L];
-        acc /= var0;
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0; /* 4 chains: latency, fixed order */
+        int k = 0;
+        for (; k + 3 + L < G; k += 4) {
+          a0 += gz[k] * gz[k + L];
+          a1 += gz[k + 1] * gz[k + 1 + L];
+          a2 += gz[k + 2] * gz[k + 2 + L];
+          a3 += gz[k + 3] * gz[k + 3 + L];
+        }
+        for (; k + L < G; k++)
+          a0 += gz[k] * gz[k + L];
+        double acc = ((a0 + a1) + (a2 + a3)) / var0;
         if (L == 1)
           acf1 = acc;
         if (acc < 0)

@@ -96,7 +96,7 @@ static int argmax(const double *p)
 
 int main(int argc, char **argv)
 {
-  size_t ntrain = 21000, nval = 3500;
+  size_t ntrain = 42000, nval = 3500;
   int epochs = 60;
   unsigned long long seed = 1;
   const char *out = NULL;
