@@ -4,7 +4,7 @@
  *
  * Weights of the pattern classifier's MLP (53 features, 32 tanh units, 7
  * classes) and the feature standardisation. Regenerate with
- *   cmake --build build-classify --target regen-classifier-model
+ *   cmake --build BUILD_DIR --target regen-classifier-model
  * which runs
  *   lg-train --train 42000 --val 3500 --epochs 60 --seed 1 --out src/analysis/classify_model.c
  * Training is deterministic: the same command rewrites this file bit for bit.

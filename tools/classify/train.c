@@ -282,7 +282,7 @@ int main(int argc, char **argv)
               " *\n"
               " * Weights of the pattern classifier's MLP (%d features, %d tanh units, %d\n"
               " * classes) and the feature standardisation. Regenerate with\n"
-              " *   cmake --build build-classify --target regen-classifier-model\n"
+              " *   cmake --build BUILD_DIR --target regen-classifier-model\n"
               " * which runs\n"
               " *   lg-train --train %zu --val %zu --epochs %d --seed %llu "
               "--out src/analysis/classify_model.c\n"
