@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Detection test: runs one scenario under `leakguard run --fail-on-leak` and checks
+the JSON report against the scenario's ground truth.
+
+  --expect leak     verdict 'leak', exit 97, rank-1 suspect is the /* LEAK-SITE */
+                    line of --source (function and file:line), in the target's pid,
+                    host space, growing
+  --expect no-leak  verdict 'no-leak', no suspects, exit 0
+
+Other options: --scenario BIN (binary name in --bin), --source FILE (scenario source
+holding the LEAK-SITE marker), --seconds N, --allow-std (C++: skip leading frames of
+the standard library before comparing), --exact (the program prints
+leaked_bytes=/leaked_blocks= for its LEAK-SITE: the suspect's live bytes and blocks
+must equal them), --arg X (extra target argument, repeatable).
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lgtest  # noqa: E402
+
+LEAK_PATTERNS = ("linear-leak", "accelerating-leak", "step-leak")
+
+
+def extra(ap):
+    ap.add_argument("--scenario", required=True)
+    ap.add_argument("--source")
+    ap.add_argument("--expect", choices=("leak", "no-leak"), required=True)
+    ap.add_argument("--seconds", default="5")
+    ap.add_argument("--allow-std", action="store_true")
+    ap.add_argument("--exact", action="store_true")
+    ap.add_argument("--arg", action="append", default=[])
+
+
+def main():
+    args = lgtest.parse_args(extra)
+    t = lgtest.Test("detect-%s" % args.scenario, args)
+    exe = t.bin(args.scenario)
+    site = t.site(args.source) if args.expect == "leak" else None
+    if site:
+        print("  ground truth: %s" % site.describe())
+
+    p = t.lg_run([exe, "--seconds", args.seconds] + args.arg, extra=["--fail-on-leak"])
+    want_rc = 97 if args.expect == "leak" else 0
+    t.check(p.returncode == want_rc,
+            "`run --fail-on-leak` exits %d (%s)" % (want_rc, args.expect),
+            exit=p.returncode, stderr=p.stderr[-2000:], stdout=p.stdout[-2000:])
+    t.check(os.path.exists(p.db), "database written to --output", db=p.db)
+    if not os.path.exists(p.db):
+        t.finish()
+    prog_out = lgtest.parse_kv(p.stdout, args.scenario + ":")
+    t.check(prog_out is not None, "the target's own stdout passes through",
+            stdout=p.stdout[-2000:])
+
+    rep = t.report_json(p.db)
+    runs, sus = rep["runs"], rep["suspects"]
+    t.check(len(runs) == 1, "exactly one recorded process", runs=runs)
+    if not runs:
+        t.finish()
+    run = runs[0]
+    t.check(os.path.basename(exe) in str(run.get("command")),
+            "runs[0].command names the target", command=run.get("command"))
+    t.check(run.get("exit_status") == 0 and not run.get("signal"),
+            "runs[0]: exit_status 0, no signal", run=run)
+    t.check(run.get("dropped_records") == 0, "runs[0]: no dropped records", run=run)
+    t.check(isinstance(run.get("duration_s"), (int, float))
+            and float(args.seconds) * 0.8 <= run["duration_s"] <= float(args.seconds) + 30,
+            "runs[0].duration_s is about the run length", duration_s=run.get("duration_s"),
+            seconds=args.seconds)
+    t.check(isinstance(run.get("peak_live_bytes"), int) and isinstance(run.get("final_live_bytes"), int)
+            and run["peak_live_bytes"] >= run["final_live_bytes"] >= 0,
+            "runs[0]: peak_live_bytes >= final_live_bytes >= 0", run=run)
+
+    if args.expect == "no-leak":
+        t.check(rep["verdict"] == "no-leak" and not sus, "verdict is no-leak, no suspects",
+                verdict=rep["verdict"], suspects=sus[:3])
+        t.finish()
+
+    t.check(rep["verdict"] == "leak", "verdict is leak", verdict=rep["verdict"])
+    if not sus:
+        t.finish()
+    top = sus[0]
+    t.check_site(top, site, "rank-1 suspect is the planted site " + site.describe(),
+                 allow_std=args.allow_std)
+    at = [s.get("rank") for s in sus if site.matches((s.get("frames") or [{}])[0])]
+    print("  (info) %d suspects; planted site at rank(s) %s" % (len(sus), at or "none"))
+    t.check(top.get("pid") == run.get("pid"), "rank-1 suspect is in the target's pid",
+            suspect_pid=top.get("pid"), run_pid=run.get("pid"))
+    t.check(top.get("space") == "host", "rank-1 suspect is in host space", space=top.get("space"))
+    t.check(isinstance(top.get("growth_bytes_per_s"), (int, float)) and top["growth_bytes_per_s"] > 0,
+            "rank-1 suspect grows (growth_bytes_per_s > 0)", suspect=dict(top, frames=None))
+    t.check(top.get("pattern") in LEAK_PATTERNS, "rank-1 suspect's pattern is a leak pattern",
+            pattern=top.get("pattern"))
+    t.check(isinstance(top.get("confidence"), (int, float)) and 0 < top["confidence"] <= 1,
+            "rank-1 confidence in (0, 1]", confidence=top.get("confidence"))
+    fr = top.get("frames") or []
+    t.check(all(isinstance(f, dict) and {"function", "file", "line", "module"} <= set(f) for f in fr)
+            and len(fr) >= 2, "rank-1 frames have function/file/line/module (>= 2 frames)",
+            frames=fr[:6])
+    if args.exact and prog_out:
+        want_b, want_n = int(prog_out.get("leaked_bytes", -1)), int(prog_out.get("leaked_blocks", -1))
+        t.check(top.get("live_bytes") == want_b and top.get("live_blocks") == want_n,
+                "rank-1 live bytes/blocks equal what the program leaked there",
+                suspect_live=[top.get("live_bytes"), top.get("live_blocks")],
+                program_says=[want_b, want_n])
+    t.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Exactness test: the recorder's live bytes at exit equal what the program knows
+it leaked.
+
+The scenario (stress, sigalrm or lifecycle) is run twice under `leakguard run`:
+with --leak 0 (baseline: only the C runtime's own leftovers, e.g. the stdout
+buffer, are live at exit) and with --leak 1 (the program prints leaked_bytes=B
+leaked_blocks=N). Then, exactly:
+    final_live_bytes(leak 1) - final_live_bytes(leak 0) == B
+    last snapshot live_blocks(leak 1) - (leak 0)        == N
+and both runs exit 0 with no dropped records. Scenario-specific checks:
+  stress     8 threads, millions of allocations (all allocation functions)
+  sigalrm    the SIGALRM handler really ran at a high rate (no deadlock: the
+             run must finish)
+  lifecycle  the baseline's live bytes at exit are ~0 (allocations made before
+             main and freed after exit are accounted for), and its peak shows the
+             constructor's allocations
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lgtest  # noqa: E402
+
+RUNTIME_SLACK = 64 * 1024  # what the C runtime may keep at exit (stdio buffers, TLS)
+
+
+def extra(ap):
+    ap.add_argument("--scenario", required=True, choices=("stress", "sigalrm", "lifecycle"))
+    ap.add_argument("--arg", action="append", default=[])
+
+
+def one_run(t, exe, leak, args):
+    db = t.path("leak%d.db" % leak)
+    p = t.lg_run([exe, "--leak", str(leak)] + args, db=db, timeout=110)
+    kv = lgtest.parse_kv(p.stdout, os.path.basename(exe) + ":")
+    t.check(p.returncode == 0, "leak=%d: run exits 0 (the target's status)" % leak,
+            exit=p.returncode, stderr=p.stderr[-2000:], stdout=p.stdout[-1500:])
+    t.check(kv is not None and "leaked_bytes" in kv,
+            "leak=%d: the program printed its leaked bytes" % leak, stdout=p.stdout[-1500:])
+    if not os.path.exists(db):
+        t.fatal("leak=%d: database written" % leak, db=db)
+    rep = t.report_json(db)
+    runs = rep["runs"]
+    t.check(len(runs) == 1, "leak=%d: one recorded process" % leak, runs=runs)
+    if not runs or kv is None:
+        t.finish()
+    run = runs[0]
+    t.check(run.get("dropped_records") == 0, "leak=%d: no dropped records" % leak, run=run)
+    t.check(run.get("exit_status") == 0 and not run.get("signal"),
+            "leak=%d: runs[0] exit_status 0" % leak, run=run)
+    # Blocks (and a cross-check of bytes) from the database's last snapshot.
+    blocks = None
+    try:
+        procs = lgtest.db_query(db, "SELECT proc FROM processes WHERE pid=?", (run["pid"],))
+        snap = lgtest.last_snapshot(db, procs[0][0]) if procs else None
+        t.check(snap is not None, "leak=%d: database has snapshots for the process" % leak,
+                procs=procs)
+        if snap:
+            t.check(snap[0] == run.get("final_live_bytes"),
+                    "leak=%d: last snapshot live_bytes == runs[0].final_live_bytes" % leak,
+                    snapshot=snap[0], json=run.get("final_live_bytes"))
+            blocks = snap[1]
+    except Exception as e:  # noqa: BLE001 - report any schema problem as a failure
+        t.check(False, "leak=%d: database has processes/snapshots tables" % leak, error=str(e))
+    return dict(kv=kv, run=run, blocks=blocks, report=rep, stdout=p.stdout)
+
+
+def main():
+    args = lgtest.parse_args(extra)
+    t = lgtest.Test("exact-%s" % args.scenario, args)
+    exe = t.bin(args.scenario)
+    base = one_run(t, exe, 0, args.arg)
+    leak = one_run(t, exe, 1, args.arg)
+    lb, ln = int(leak["kv"]["leaked_bytes"]), int(leak["kv"]["leaked_blocks"])
+    t.check(int(base["kv"]["leaked_bytes"]) == 0, "baseline run leaks nothing (program says)",
+            kv=base["kv"])
+    t.check(lb > 0 and ln > 0, "leak run leaks something (program says)", kv=leak["kv"])
+    f0, f1 = base["run"].get("final_live_bytes"), leak["run"].get("final_live_bytes")
+    t.check(isinstance(f0, int) and 0 <= f0 <= RUNTIME_SLACK,
+            "baseline final live bytes are only the runtime's leftovers (0..%d)" % RUNTIME_SLACK,
+            final_live_bytes=f0)
+    t.check(isinstance(f0, int) and isinstance(f1, int) and f1 - f0 == lb,
+            "final live bytes: leak run - baseline == bytes the program leaked",
+            leak_run=f1, baseline=f0, difference=(f1 - f0) if isinstance(f0, int) and isinstance(f1, int) else None,
+            program_leaked=lb)
+    if base["blocks"] is not None and leak["blocks"] is not None:
+        t.check(leak["blocks"] - base["blocks"] == ln,
+                "live blocks at exit: leak run - baseline == blocks the program leaked",
+                leak_run=leak["blocks"], baseline=base["blocks"],
+                difference=leak["blocks"] - base["blocks"], program_leaked=ln)
+
+    if args.scenario == "stress":
+        allocs = int(leak["kv"].get("allocs", 0)) + int(leak["kv"].get("reallocs", 0))
+        t.check(allocs >= 1000000, "stress made millions of allocation calls", allocs=allocs)
+        t.check(leak["run"].get("peak_live_bytes", 0) >= f1, "peak >= final", run=leak["run"])
+    elif args.scenario == "sigalrm":
+        for r in (base, leak):
+            n = int(r["kv"].get("signals", 0))
+            t.check(n >= 2000, "SIGALRM handler ran at a high rate (>= 2000 times)", signals=n)
+    elif args.scenario == "lifecycle":
+        # The constructor keeps 100000 + 77777 bytes live during the whole of main.
+        peak = base["run"].get("peak_live_bytes")
+        t.check(isinstance(peak, int) and peak >= 177777,
+                "peak live bytes include the constructor's allocations (>= 177777)", peak=peak)
+    t.finish()
+
+
+if __name__ == "__main__":
+    main()
