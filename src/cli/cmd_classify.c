@@ -50,7 +50,7 @@ static int series_push(lgi_series_t *s, double t, double v, const double *rss)
       if (nr)
         s->rss = nr;
     }
-    if (!nt || !nv || !nr)
+    if (!nt || !nv || (rss && !nr))
       return -1;
     s->cap = cap;
   }

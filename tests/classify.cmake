@@ -1,0 +1,23 @@
+# SPDX-License-Identifier: MIT
+# Pattern classifier tests (issue #4). Included from tests/CMakeLists.txt; uses the
+# lgclassify* libraries defined in tools/classify.cmake.
+get_filename_component(LGC_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+
+add_executable(test_classify ${LGC_ROOT}/tests/unit/test_classify.c)
+target_link_libraries(test_classify PRIVATE lgclassify_cli lgclassify_gen PkgConfig::CMOCKA)
+target_compile_options(test_classify PRIVATE ${LG_SAN_FLAGS})
+target_link_options(test_classify PRIVATE ${LG_SAN_FLAGS})
+add_test(NAME classify_unit COMMAND test_classify)
+
+# The real CLI on a recorded curve: JSON with the expected class and all 7 names.
+if(TARGET leakguard-cli)
+  add_test(NAME classify_cli_json
+    COMMAND $<TARGET_FILE:leakguard-cli> classify --format json
+            ${LGC_ROOT}/tools/classify-data/recorded/linear-leak-1.csv)
+  set_tests_properties(classify_cli_json PROPERTIES PASS_REGULAR_EXPRESSION
+    "^{\"class\":\"linear-leak\",\"probabilities\":{\"stable\":[0-9.e-]+,\"linear-leak\":[0-9.e-]+,\"accelerating-leak\":[0-9.e-]+,\"step-leak\":[0-9.e-]+,\"plateau\":[0-9.e-]+,\"sawtooth\":[0-9.e-]+,\"fragmentation\":[0-9.e-]+}}")
+  add_test(NAME classify_cli_bad_line
+    COMMAND $<TARGET_FILE:leakguard-cli> classify ${LGC_ROOT}/tools/classify-data/recorded/labels.csv)
+  set_tests_properties(classify_cli_bad_line PROPERTIES WILL_FAIL TRUE)
+endif()

@@ -1,0 +1,589 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_classify.c - unit tests of the pattern classifier (issue #4): each feature on
+ * hand-made series, invariance to scale and time units, rejection of bad input,
+ * the CSV reader's errors (naming the line), the committed model's accuracy on a
+ * freshly generated test set, and the `classify` command's text and JSON output.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "analysis/classify.h"
+#include "cli/commands.h"
+#include "gen.h"
+#include "leakguard.h"
+
+#define N 200
+
+static double T[4096], V[4096], R[4096];
+
+/* Fills T with 0..n-1 and V with fn(u), u = i / (n - 1). */
+static void fill(size_t n, double (*fn)(double))
+{
+  for (size_t i = 0; i < n; i++) {
+    T[i] = (double)i;
+    V[i] = fn((double)i / (double)(n - 1));
+  }
+}
+
+/* Deterministic pseudo-noise in [-0.5, 0.5). */
+static double noise(unsigned i)
+{
+  uint32_t x = i * 2654435761u + 12345u;
+  x ^= x >> 15;
+  x *= 2246822519u;
+  x ^= x >> 13;
+  return (double)(x & 0xffffff) / 16777216.0 - 0.5;
+}
+
+static double f_ramp(double u) { return 1000 + 500 * u; }
+static double f_const(double u) { (void)u; return 4096; }
+static double f_quad(double u) { return 10 + 90 * u * u * u; }
+static double f_steps(double u) { return 100 + 10 * floor(u * 4.999); }
+static double f_saw(double u) { return 50 + 40 * (u * 5 - floor(u * 5)); }
+static double f_plateau(double u) { return u < 0.3 ? 200 + 100 * u / 0.3 : 300; }
+
+static void features(size_t n, const double *rss, double *f)
+{
+  assert_int_equal(lgi_classify_features(T, V, rss, n, f), 0);
+}
+
+/* ------------------------------------------------------------------ names */
+
+static void test_names(void **state)
+{
+  (void)state;
+  const char *expect[] = {"stable", "linear-leak", "accelerating-leak", "step-leak",
+                          "plateau", "sawtooth", "fragmentation"};
+  for (int c = 0; c < LG_PATTERN_COUNT; c++)
+    assert_string_equal(lg_pattern_name((lg_pattern_t)c), expect[c]);
+  assert_null(lg_pattern_name(LG_PATTERN_COUNT));
+  assert_null(lg_pattern_name((lg_pattern_t)-1));
+  assert_int_equal(lg_pattern_is_leak(LG_PATTERN_LINEAR_LEAK), 1);
+  assert_int_equal(lg_pattern_is_leak(LG_PATTERN_ACCELERATING_LEAK), 1);
+  assert_int_equal(lg_pattern_is_leak(LG_PATTERN_STEP_LEAK), 1);
+  assert_int_equal(lg_pattern_is_leak(LG_PATTERN_STABLE), 0);
+  assert_int_equal(lg_pattern_is_leak(LG_PATTERN_PLATEAU), 0);
+  assert_int_equal(lg_pattern_is_leak(LG_PATTERN_SAWTOOTH), 0);
+  assert_int_equal(lg_pattern_is_leak(LG_PATTERN_FRAGMENTATION), 0);
+  for (int i = 0; i < LGI_CLS_NFEAT; i++)
+    assert_non_null(lgi_classify_feature_name(i));
+  assert_null(lgi_classify_feature_name(LGI_CLS_NFEAT));
+}
+
+/* ------------------------------------------------------------------ bad input */
+
+static void test_bad_input(void **state)
+{
+  (void)state;
+  lg_pattern_t out = (lg_pattern_t)42;
+  double p[LG_PATTERN_COUNT];
+  fill(N, f_ramp);
+  assert_int_equal(lg_classify(T, V, NULL, 7, &out, p), -EINVAL);
+  assert_int_equal(lg_classify(T, V, NULL, 0, &out, p), -EINVAL);
+  assert_int_equal(lg_classify(NULL, V, NULL, N, &out, p), -EINVAL);
+  assert_int_equal(lg_classify(T, NULL, NULL, N, &out, p), -EINVAL);
+  assert_int_equal(lg_classify(T, V, NULL, N, NULL, p), -EINVAL);
+  assert_int_equal((int)out, 42); /* untouched on failure */
+
+  V[17] = NAN;
+  assert_int_equal(lg_classify(T, V, NULL, N, &out, p), -EDOM);
+  V[17] = INFINITY;
+  assert_int_equal(lg_classify(T, V, NULL, N, &out, p), -EDOM);
+  fill(N, f_ramp);
+  T[N - 1] = INFINITY;
+  assert_int_equal(lg_classify(T, V, NULL, N, &out, p), -EDOM);
+  fill(N, f_ramp);
+  T[50] = T[49]; /* not strictly increasing */
+  assert_int_equal(lg_classify(T, V, NULL, N, &out, p), -EDOM);
+  T[50] = T[48];
+  assert_int_equal(lg_classify(T, V, NULL, N, &out, p), -EDOM);
+  fill(N, f_ramp);
+  for (size_t i = 0; i < N; i++)
+    R[i] = 2000;
+  R[3] = -NAN;
+  assert_int_equal(lg_classify(T, V, R, N, &out, p), -EDOM);
+  assert_int_equal((int)out, 42);
+
+  /* exactly 8 samples and NULL probs are fine */
+  assert_int_equal(lg_classify(T, V, NULL, 8, &out, NULL), 0);
+  assert_in_range(out, 0, LG_PATTERN_COUNT - 1);
+}
+
+/* ------------------------------------------------------------------ features */
+
+static void test_feature_linear(void **state)
+{
+  (void)state;
+  double f[LGI_CLS_NFEAT];
+  fill(N, f_ramp);
+  features(N, NULL, f);
+  assert_true(f[LGI_F_LIN_SLOPE] > 1.0 && f[LGI_F_LIN_SLOPE] < 1.2); /* range / (p95-p5) */
+  assert_true(f[LGI_F_LIN_R2] > 0.999);
+  assert_true(fabs(f[LGI_F_QUAD_C]) < 1e-6);
+  assert_true(f[LGI_F_QUAD_GAIN] < 1e-6);
+  assert_true(fabs(f[LGI_F_SLOPE_FIRST] - f[LGI_F_SLOPE_LAST]) < 1e-6);
+  assert_true(fabs(f[LGI_F_ACCEL]) < 1e-6);
+  assert_true(fabs(f[LGI_F_TS_FLOOR] - f[LGI_F_LIN_SLOPE]) < 0.02);
+  assert_true(fabs(f[LGI_F_TS_CEIL] - f[LGI_F_LIN_SLOPE]) < 0.02);
+  assert_true(f[LGI_F_MK_TAU] == 1.0);
+  assert_true(f[LGI_F_UP_FRAC] == 1.0);
+  assert_true(f[LGI_F_DRAWDOWN] == 0.0);
+  assert_true(fabs(f[LGI_F_T50] - 0.5) < 0.1);
+  assert_true(fabs(f[LGI_F_T90] - 0.9) < 0.1);
+  assert_true(f[LGI_F_JUP_COUNT] == 0 && f[LGI_F_JDN_COUNT] == 0);
+  assert_true(f[LGI_F_RESID] < 1e-9);
+  assert_true(f[LGI_F_OUTLIERS] == 0);
+  assert_true(fabs(f[LGI_F_LAST_VS_MAX]) < 1e-12);
+  assert_true(f[LGI_F_HAS_RSS] == 0 && f[LGI_F_RSS_GROWTH] == 0);
+  assert_true(fabs(f[LGI_F_LOGN] - log2(N) / 11) < 1e-12);
+  for (int k = 1; k < LGI_CLS_WIN; k++) /* profile rises */
+    assert_true(f[LGI_F_PROFILE + k] > f[LGI_F_PROFILE + k - 1]);
+}
+
+static void test_feature_constant(void **state)
+{
+  (void)state;
+  double f[LGI_CLS_NFEAT];
+  fill(64, f_const);
+  features(64, NULL, f);
+  for (int i = LGI_F_LIN_SLOPE; i < LGI_CLS_NFEAT; i++) {
+    if (i == LGI_F_T50 || i == LGI_F_T90 || i == LGI_F_NOISE)
+      continue;
+    assert_true(f[i] == 0.0);
+  }
+  assert_true(f[LGI_F_T50] == 0.5 && f[LGI_F_T90] == 0.5);
+}
+
+static void test_feature_curvature(void **state)
+{
+  (void)state;
+  double f[LGI_CLS_NFEAT];
+  fill(N, f_quad);
+  features(N, NULL, f);
+  assert_true(f[LGI_F_QUAD_C] > 1.0);
+  assert_true(f[LGI_F_QUAD_GAIN] > 0.05);
+  assert_true(f[LGI_F_SLOPE_LAST] > 4 * f[LGI_F_SLOPE_FIRST]);
+  assert_true(f[LGI_F_ACCEL] > 0.5);
+  assert_true(f[LGI_F_T50] > 0.7);
+  assert_true(f[LGI_F_MK_TAU] == 1.0);
+}
+
+static void test_feature_steps(void **state)
+{
+  (void)state;
+  double f[LGI_CLS_NFEAT];
+  fill(N, f_steps);
+  features(N, NULL, f);
+  assert_true(fabs(f[LGI_F_JUP_COUNT] - log1p(4)) < 1e-12); /* four steps up */
+  assert_true(f[LGI_F_JDN_COUNT] == 0);
+  assert_true(fabs(f[LGI_F_JUP_MASS] - 1.0) < 1e-9); /* steps span p5..p95 */
+  assert_true(f[LGI_F_JUP_MAX] > 0.2 && f[LGI_F_JUP_MAX] < 0.4);
+  assert_true(f[LGI_F_NOISE] <= 1e-3);        /* flat between steps: noise floor */
+  assert_true(f[LGI_F_LIN_R2] > 0.9);
+}
+
+static void test_feature_sawtooth(void **state)
+{
+  (void)state;
+  double f[LGI_CLS_NFEAT];
+  fill(500, f_saw);
+  features(500, NULL, f);
+  assert_true(f[LGI_F_JDN_COUNT] >= log1p(4) - 1e-12); /* the drops */
+  assert_true(f[LGI_F_JUP_COUNT] == 0);                /* ramps are not jumps */
+  assert_true(f[LGI_F_ACF_PEAK] > 0.6);
+  assert_true(fabs(f[LGI_F_ACF_LAG] - 0.2) < 0.03);    /* 5 periods over the span */
+  assert_true(f[LGI_F_ZCROSS] > 0.05 && f[LGI_F_ZCROSS] < 0.15);
+  assert_true(f[LGI_F_SPREAD] > 0.35);      /* a window spans 5/12 of a period */
+  assert_true(fabs(f[LGI_F_TS_FLOOR]) < 0.1); /* floors do not grow */
+  assert_true(f[LGI_F_LIN_R2] < 0.05);
+}
+
+static void test_feature_plateau(void **state)
+{
+  (void)state;
+  double f[LGI_CLS_NFEAT];
+  fill(N, f_plateau);
+  features(N, NULL, f);
+  assert_true(f[LGI_F_T50] < 0.25);
+  assert_true(f[LGI_F_T90] < 0.35);
+  assert_true(fabs(f[LGI_F_SLOPE_LAST]) < 1e-9);
+  assert_true(f[LGI_F_SLOPE_FIRST] > 2);
+  assert_true(f[LGI_F_QUAD_C] < 0);
+  assert_true(fabs(f[LGI_F_LAST_VS_MAX]) < 1e-12);
+}
+
+static void test_feature_noise_and_spikes(void **state)
+{
+  (void)state;
+  double f[LGI_CLS_NFEAT];
+  for (size_t i = 0; i < N; i++) {
+    T[i] = (double)i;
+    V[i] = 1e6 + 1e3 * noise((unsigned)i);
+  }
+  features(N, NULL, f);
+  assert_true(f[LGI_F_VN_RATIO] > 1.5 && f[LGI_F_VN_RATIO] < 2.6); /* white noise: ~2 */
+  assert_true(f[LGI_F_LIN_R2] < 0.1);
+  assert_true(fabs(f[LGI_F_MK_TAU]) < 0.5);
+  assert_true(f[LGI_F_ACF1] < 0.5);
+  double before = f[LGI_F_OUTLIERS] * N, jup = f[LGI_F_JUP_COUNT], jdn = f[LGI_F_JDN_COUNT];
+  V[100] += 1e5; /* an isolated spike: an outlier (its neighbours' medians may move), no jump */
+  features(N, NULL, f);
+  assert_true(f[LGI_F_OUTLIERS] * N - before > 0.5 && f[LGI_F_OUTLIERS] * N - before < 3.5);
+  assert_true(f[LGI_F_JUP_COUNT] == jup && f[LGI_F_JDN_COUNT] == jdn);
+  fill(N, f_quad); /* smooth: residual changes slowly */
+  features(N, NULL, f);
+  assert_true(f[LGI_F_VN_RATIO] < 0.5);
+}
+
+static void test_feature_rss(void **state)
+{
+  (void)state;
+  double f[LGI_CLS_NFEAT];
+  for (size_t i = 0; i < N; i++) { /* live flat, rss doubles */
+    T[i] = (double)i;
+    V[i] = 1e8 + 1e5 * noise((unsigned)i);
+    R[i] = 2e8 + 2e8 * (double)i / (N - 1);
+  }
+  features(N, R, f);
+  assert_true(f[LGI_F_HAS_RSS] == 1.0);
+  assert_true(f[LGI_F_RSS_GROWTH] > 0.5);
+  assert_true(fabs(f[LGI_F_LIVE_GROWTH_R]) < 0.01);
+  assert_true(f[LGI_F_RSS_EXCESS] > 0.5);
+  assert_true(f[LGI_F_RSS_VS_LIVE] > 5);
+  assert_true(f[LGI_F_RSS_TAU] == 1.0);
+  assert_true(fabs(f[LGI_F_RSS_T50] - 0.5) < 0.1);
+  for (size_t i = 0; i < N; i++) /* rss tracking a live leak: no excess */
+    V[i] = 1e8 + 1e6 * (double)i, R[i] = V[i] + 5e7;
+  features(N, R, f);
+  assert_true(fabs(f[LGI_F_RSS_EXCESS]) < 0.01);
+  assert_true(f[LGI_F_LIVE_GROWTH_R] > 0.5);
+}
+
+/* Features do not depend on the unit or origin of time or value. */
+static void test_feature_invariance(void **state)
+{
+  (void)state;
+  double f1[LGI_CLS_NFEAT], f2[LGI_CLS_NFEAT];
+  for (size_t i = 0; i < 300; i++) {
+    T[i] = i + 0.3 * noise((unsigned)i + 7);
+    V[i] = 500 + 3 * i + 40 * noise((unsigned)i) + (i % 37 == 0 ? 300 : 0);
+  }
+  features(300, NULL, f1);
+  for (size_t i = 0; i < 300; i++) {
+    T[i] = 1.7e9 + 0.25 * T[i];
+    V[i] = 1e9 + 4096.0 * V[i];
+  }
+  features(300, NULL, f2);
+  for (int i = 0; i < LGI_CLS_NFEAT; i++)
+    assert_true(fabs(f1[i] - f2[i]) < 1e-6 * (1 + fabs(f1[i])));
+}
+
+/* Long series are downsampled inside, with a bounded stack. */
+static void test_long_series(void **state)
+{
+  (void)state;
+  double f[LGI_CLS_NFEAT];
+  size_t n = 4096;
+  for (size_t i = 0; i < n; i++) {
+    T[i] = (double)i;
+    V[i] = 1000 + (double)i + 50 * noise((unsigned)i);
+  }
+  features(n, NULL, f);
+  assert_true(fabs(f[LGI_F_LOGN] - 12.0 / 11) < 1e-12);
+  assert_true(f[LGI_F_LIN_R2] > 0.99);
+  lg_pattern_t out;
+  assert_int_equal(lg_classify(T, V, NULL, n, &out, NULL), 0);
+  assert_int_equal(out, LG_PATTERN_LINEAR_LEAK);
+}
+
+/* ------------------------------------------------------------------ classification */
+
+static lg_pattern_t classify(size_t n, const double *rss)
+{
+  lg_pattern_t out;
+  double p[LG_PATTERN_COUNT], sum = 0;
+  assert_int_equal(lg_classify(T, V, rss, n, &out, p), 0);
+  for (int c = 0; c < LG_PATTERN_COUNT; c++) {
+    assert_true(p[c] >= 0 && p[c] <= 1);
+    sum += p[c];
+    assert_true(p[c] <= p[out]);
+  }
+  assert_true(fabs(sum - 1) < 1e-9);
+  return out;
+}
+
+static void test_classify_handmade(void **state)
+{
+  (void)state;
+  size_t n = 240;
+  for (size_t i = 0; i < n; i++) {
+    double u = (double)i / (n - 1), e = noise((unsigned)i);
+    T[i] = 10.0 * i;
+    V[i] = 1e6 + 1e5 * u + 2e3 * e;
+  }
+  assert_int_equal(classify(n, NULL), LG_PATTERN_LINEAR_LEAK);
+  for (size_t i = 0; i < n; i++)
+    V[i] = 1e6 + 1e4 * noise((unsigned)i);
+  assert_int_equal(classify(n, NULL), LG_PATTERN_STABLE);
+  for (size_t i = 0; i < n; i++) {
+    double u = (double)i / (n - 1);
+    V[i] = 1e6 + 1e5 * exp(5 * u) / exp(5) + 500 * noise((unsigned)i);
+  }
+  assert_int_equal(classify(n, NULL), LG_PATTERN_ACCELERATING_LEAK);
+  for (size_t i = 0; i < n; i++)
+    V[i] = 1e6 + 2e4 * floor(6.0 * i / n) + 200 * noise((unsigned)i);
+  assert_int_equal(classify(n, NULL), LG_PATTERN_STEP_LEAK);
+  for (size_t i = 0; i < n; i++) {
+    double u = (double)i / (n - 1);
+    V[i] = 1e6 + 1e5 * (1 - exp(-u / 0.08)) + 1e3 * noise((unsigned)i);
+  }
+  assert_int_equal(classify(n, NULL), LG_PATTERN_PLATEAU);
+  for (size_t i = 0; i < n; i++)
+    V[i] = 1e6 + 1e5 * (double)(i % 30) / 30 + 1e3 * noise((unsigned)i);
+  assert_int_equal(classify(n, NULL), LG_PATTERN_SAWTOOTH);
+  for (size_t i = 0; i < n; i++) {
+    V[i] = 1e6 + 1e4 * noise((unsigned)i);
+    R[i] = 3e6 + 2e6 * (double)i / n + 1e3 * noise((unsigned)i + 99);
+  }
+  assert_int_equal(classify(n, R), LG_PATTERN_FRAGMENTATION);
+  for (size_t i = 0; i < n; i++) /* same live curve, rss flat: stable */
+    R[i] = 3e6 + 1e3 * noise((unsigned)i + 99);
+  assert_int_equal(classify(n, R), LG_PATTERN_STABLE);
+}
+
+/* The committed model on series it has never seen (indices past the evaluator's). */
+static void test_model_accuracy(void **state)
+{
+  (void)state;
+  lgg_series_t *s = malloc(sizeof *s);
+  assert_non_null(s);
+  long ok = 0, total = 0, benign = 0, false_leak = 0;
+  for (uint64_t k = 500000; k < 502100; k++) {
+    lgg_make(LGG_TEST, k, s);
+    lg_pattern_t out;
+    assert_int_equal(lg_classify(s->t, s->v, s->has_rss ? s->rss : NULL, s->n, &out, NULL), 0);
+    ok += (int)out == s->label;
+    total++;
+    if (s->label == LG_PATTERN_STABLE || s->label == LG_PATTERN_PLATEAU ||
+        s->label == LG_PATTERN_SAWTOOTH) {
+      benign++;
+      false_leak += lg_pattern_is_leak(out);
+    }
+  }
+  free(s);
+  print_message("accuracy %.2f %%, leak predicted for benign %.2f %%\n", 100.0 * ok / total,
+                100.0 * false_leak / benign);
+  assert_true(ok >= 0.97 * total);
+  assert_true(false_leak <= 0.02 * benign);
+}
+
+/* Generator: deterministic, valid, labels cycle through the classes. */
+static void test_generator(void **state)
+{
+  (void)state;
+  lgg_series_t *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+  for (uint64_t k = 0; k < 50; k++) {
+    lgg_make(LGG_TRAIN, k, a);
+    lgg_make(LGG_TRAIN, k, b);
+    assert_int_equal(a->label, (int)(k % LG_PATTERN_COUNT));
+    assert_true(a->n >= 8 && a->n <= LGG_MAXN && a->n == b->n);
+    assert_memory_equal(a->v, b->v, a->n * sizeof *a->v);
+    for (size_t i = 1; i < a->n; i++)
+      assert_true(a->t[i] > a->t[i - 1]);
+    lgg_make(LGG_TEST, k, b); /* splits differ */
+    assert_true(a->n != b->n || memcmp(a->v, b->v, a->n * sizeof *a->v));
+  }
+  free(a);
+  free(b);
+}
+
+/* ------------------------------------------------------------------ CSV reader */
+
+static int parse(const char *text, lgi_series_t *s, char *err)
+{
+  FILE *fp = fmemopen((void *)text, strlen(text), "r");
+  assert_non_null(fp);
+  int rc = lgi_series_read_csv(fp, "x.csv", s, err, 256);
+  fclose(fp);
+  return rc;
+}
+
+static void expect_error(const char *text, const char *msg)
+{
+  lgi_series_t s;
+  char err[256];
+  assert_int_equal(parse(text, &s, err), -1);
+  assert_string_equal(err, msg);
+  assert_null(s.t);
+  assert_int_equal(s.n, 0);
+}
+
+static void test_csv_ok(void **state)
+{
+  (void)state;
+  lgi_series_t s;
+  char err[256];
+  assert_int_equal(parse("time,value\n1,10\n2,11\n3,12\n4,13\n5,14\n6,15\n7,16\n8,17\n\n\n",
+                         &s, err), 0);
+  assert_int_equal(s.n, 8);
+  assert_null(s.rss);
+  assert_true(s.t[7] == 8 && s.v[7] == 17);
+  lgi_series_free(&s);
+  /* no header, rss column, blanks, CRLF, comments */
+  assert_int_equal(parse("# exported\r\n0.5, 1e3, 2e3\r\n1.5,1001,2001\n2.5,1002,2002\n"
+                         "3.5,1003,2003\n4.5,1004,2004\n5.5,1005,2005\n6.5,1006,2006\n"
+                         "7.5,1007,2007\n", &s, err), 0);
+  assert_int_equal(s.n, 8);
+  assert_non_null(s.rss);
+  assert_true(s.t[0] == 0.5 && s.v[0] == 1000 && s.rss[0] == 2000 && s.rss[7] == 2007);
+  lgi_series_free(&s);
+  /* named columns in another order */
+  assert_int_equal(parse("rss,value,timestamp\n9,2,1\n9,2,2\n9,2,3\n9,2,4\n9,2,5\n9,2,6\n"
+                         "9,2,7\n9,3,8\n", &s, err), 0);
+  assert_true(s.t[7] == 8 && s.v[7] == 3 && s.rss[7] == 9);
+  lgi_series_free(&s);
+}
+
+static void test_csv_errors(void **state)
+{
+  (void)state;
+  const char *rows = "1,1\n2,2\n3,3\n4,4\n5,5\n6,6\n7,7\n";
+  char buf[512];
+  expect_error("", "x.csv: need at least 8 samples, got 0");
+  expect_error("time,value\n", "x.csv: need at least 8 samples, got 0");
+  expect_error("1,1\n2,2\n3,3\n", "x.csv: need at least 8 samples, got 3");
+  snprintf(buf, sizeof buf, "time,value\n1,1\n\n2,2\n%s", rows);
+  expect_error(buf, "x.csv:3: empty row");
+  expect_error("time,value\n1,1\n2,abc\n", "x.csv:3: column 2: 'abc' is not a number");
+  expect_error("1,1\n2,\n", "x.csv:2: column 2 is empty");
+  expect_error("1,1\n2,2,2\n", "x.csv:2: expected 2 columns, got 3");
+  expect_error("1\n", "x.csv:1: expected 2 or 3 columns (time,value[,rss]), got 1");
+  expect_error("1,1,1,1\n", "x.csv:1: expected 2 or 3 columns (time,value[,rss]), got 4");
+  expect_error("1,1\n2,nan\n", "x.csv:2: column 2: non-finite value 'nan'");
+  expect_error("1,1\ninf,2\n", "x.csv:2: column 1: non-finite value 'inf'");
+  expect_error("1,1\n2,2\n2,3\n", "x.csv:3: time 2 is not after the previous sample's 2");
+  expect_error("1,1\n3,2\n2,3\n", "x.csv:3: time 2 is not after the previous sample's 3");
+  expect_error("1,1\n2,2\n3,12abc\n", "x.csv:3: column 2: '12abc' is not a number");
+}
+
+/* ------------------------------------------------------------------ command */
+
+/* Runs lg_cmd_classify with stdout/stderr captured into out/err. */
+static int run_cmd(int argc, char **argv, char *out, char *err, size_t len)
+{
+  fflush(stdout);
+  fflush(stderr);
+  FILE *fo = tmpfile(), *fe = tmpfile();
+  int so = dup(1), se = dup(2);
+  dup2(fileno(fo), 1);
+  dup2(fileno(fe), 2);
+  int rc = lg_cmd_classify(argc, argv);
+  fflush(stdout);
+  fflush(stderr);
+  dup2(so, 1);
+  dup2(se, 2);
+  close(so);
+  close(se);
+  size_t k;
+  rewind(fo);
+  k = fread(out, 1, len - 1, fo);
+  out[k] = 0;
+  rewind(fe);
+  k = fread(err, 1, len - 1, fe);
+  err[k] = 0;
+  fclose(fo);
+  fclose(fe);
+  return rc;
+}
+
+static void test_cmd_classify(void **state)
+{
+  (void)state;
+  char path[] = "/tmp/lg-test-classify-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *fp = fdopen(fd, "w");
+  fprintf(fp, "time,value\n");
+  for (int i = 0; i < 200; i++)
+    fprintf(fp, "%d,%.1f\n", i, 1e6 + 1e4 * i + 2e3 * noise((unsigned)i));
+  fclose(fp);
+
+  static char out[8192], err[8192];
+  char *a1[] = {"classify", "--format", "json", path};
+  assert_int_equal(run_cmd(4, a1, out, err, sizeof out), LG_EXIT_OK);
+  cJSON *j = cJSON_Parse(out);
+  assert_non_null(j);
+  assert_string_equal(cJSON_GetObjectItem(j, "class")->valuestring, "linear-leak");
+  cJSON *p = cJSON_GetObjectItem(j, "probabilities");
+  double sum = 0;
+  for (int c = 0; c < LG_PATTERN_COUNT; c++) {
+    cJSON *x = cJSON_GetObjectItem(p, lg_pattern_name((lg_pattern_t)c));
+    assert_non_null(x);
+    sum += x->valuedouble;
+  }
+  assert_true(fabs(sum - 1) < 1e-3);
+  cJSON_Delete(j);
+
+  char *a2[] = {"classify", path};
+  assert_int_equal(run_cmd(2, a2, out, err, sizeof out), LG_EXIT_OK);
+  assert_true(!strncmp(out, "linear-leak\n", 12));
+  assert_non_null(strstr(out, "fragmentation"));
+
+  fp = fopen(path, "a");
+  fprintf(fp, "12,oops\n");
+  fclose(fp);
+  assert_int_equal(run_cmd(2, a2, out, err, sizeof out), LG_EXIT_USAGE);
+  char want[256];
+  snprintf(want, sizeof want, "leakguard classify: %s:202: column 2: 'oops' is not a number\n",
+           path);
+  assert_string_equal(err, want);
+
+  char *a3[] = {"classify", "--format", "xml", path};
+  assert_int_equal(run_cmd(4, a3, out, err, sizeof out), LG_EXIT_USAGE);
+  char *a4[] = {"classify"};
+  assert_int_equal(run_cmd(1, a4, out, err, sizeof out), LG_EXIT_USAGE);
+  char *a5[] = {"classify", "--help"};
+  assert_int_equal(run_cmd(2, a5, out, err, sizeof out), LG_EXIT_OK);
+  assert_non_null(strstr(out, "usage: leakguard classify"));
+  char *a6[] = {"classify", "/nonexistent/x.csv"};
+  assert_int_equal(run_cmd(2, a6, out, err, sizeof out), LG_EXIT_USAGE);
+  assert_non_null(strstr(err, "/nonexistent/x.csv: No such file"));
+  unlink(path);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_names),
+    cmocka_unit_test(test_bad_input),
+    cmocka_unit_test(test_feature_linear),
+    cmocka_unit_test(test_feature_constant),
+    cmocka_unit_test(test_feature_curvature),
+    cmocka_unit_test(test_feature_steps),
+    cmocka_unit_test(test_feature_sawtooth),
+    cmocka_unit_test(test_feature_plateau),
+    cmocka_unit_test(test_feature_noise_and_spikes),
+    cmocka_unit_test(test_feature_rss),
+    cmocka_unit_test(test_feature_invariance),
+    cmocka_unit_test(test_long_series),
+    cmocka_unit_test(test_classify_handmade),
+    cmocka_unit_test(test_generator),
+    cmocka_unit_test(test_model_accuracy),
+    cmocka_unit_test(test_csv_ok),
+    cmocka_unit_test(test_csv_errors),
+    cmocka_unit_test(test_cmd_classify),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
