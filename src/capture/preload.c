@@ -231,7 +231,12 @@ static void drop_preload_env(void) {
   }
 }
 
-static void do_init(void) {
+/* Returns 0 when done, -EAGAIN when it is too early (before libc has set up the
+ * environment, e.g. in a .preinit_array function): allocations pass through until a
+ * later hook or our constructor retries. */
+static int do_init(void) {
+  extern char **environ;
+  if (!environ) return -EAGAIN;
   lgi_tls.guard++;
   resolve_real();
   const char *sock = secure_getenv(LG_ENV_SOCK);
@@ -261,17 +266,26 @@ static void do_init(void) {
   }
   atomic_store(&init_state, 2);
   lgi_tls.guard--;
+  return 0;
+}
+
+/* Runs do_init once; 1 when initialised, 0 when not (yet). */
+static int try_init(void) {
+  int s = atomic_load_explicit(&init_state, memory_order_acquire);
+  if (s == 2) return 1;
+  int z = 0;
+  if (s != 0 || !atomic_compare_exchange_strong(&init_state, &z, 1)) return 0;
+  if (do_init() != 0) {
+    atomic_store(&init_state, 0);
+    return 0;
+  }
+  return 1;
 }
 
 /* Slow path of the per-thread countdown: initialises the process and the thread.
  * Returns 1 when this allocation is to be recorded. */
 static int thread_ready(lgi_tls_t *t) {
-  int s = atomic_load_explicit(&init_state, memory_order_acquire);
-  if (s != 2) {
-    int z = 0;
-    if (atomic_compare_exchange_strong(&init_state, &z, 1)) do_init();
-    else return 0; /* another thread is initialising: pass through */
-  }
+  if (!try_init()) return 0; /* too early, or another thread is initialising */
   if (!lgi_g.enabled) {
     t->countdown = INT64_MAX;
     return 0;
@@ -674,10 +688,7 @@ LG_EXPORT int lg_recording(void) { return lgi_g.enabled; }
 
 /* Make sure the recorder is set up before main even if nothing allocates. */
 __attribute__((constructor)) static void lg_ctor(void) {
-  if (atomic_load(&init_state) == 0) {
-    int z = 0;
-    if (atomic_compare_exchange_strong(&init_state, &z, 1)) do_init();
-  }
+  try_init();
 }
 
 __attribute__((destructor)) static void lg_dtor(void) {

@@ -430,6 +430,12 @@ static void live_update(collector_t *c, double elapsed) {
   lgv_draw(c->view, &fr);
 }
 
+static int any_connected(const collector_t *c) {
+  for (int i = 0; i < c->nprocs; i++)
+    if (!c->procs[i]->m.ended) return 1;
+  return 0;
+}
+
 static int collect_loop(collector_t *c) {
   sigset_t mask;
   sigemptyset(&mask);
@@ -445,7 +451,9 @@ static int collect_loop(collector_t *c) {
   struct pollfd *pf = NULL;
   int pfcap = 0;
   int stopping_since = 0;
-  while (!c->child_done) {
+  /* Like strace -f: recording ends when the target and every recorded descendant
+   * (still connected) are gone. */
+  while (!c->child_done || any_connected(c)) {
     int n = 2 + c->nprocs;
     if (n > pfcap) {
       pfcap = n * 2;
@@ -698,6 +706,9 @@ int lg_cmd_run(int argc, char **argv) {
   sigaddset(&mask, SIGHUP);
   sigaddset(&mask, SIGQUIT);
   sigprocmask(SIG_BLOCK, &mask, &old);
+  /* An inherited SIG_IGN for SIGCHLD would auto-reap the target and lose its status. */
+  struct sigaction dfl = {.sa_handler = SIG_DFL}, old_chld;
+  sigaction(SIGCHLD, &dfl, &old_chld);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   int go[2], err[2];
@@ -711,6 +722,7 @@ int lg_cmd_run(int argc, char **argv) {
     return LG_EXIT_INTERNAL;
   }
   if (pid == 0) {
+    sigaction(SIGCHLD, &old_chld, NULL);
     sigprocmask(SIG_SETMASK, &old, NULL);
     close(go[1]);
     close(err[0]);
