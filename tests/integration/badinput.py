@@ -35,8 +35,11 @@ def case_cli(t):
     db = t.path("x.db")
 
     # --- usage errors: exit 2
+    # No arguments at all: the usage text (several lines) is fine, with exit 2.
+    p = lg(t)
+    t.check(p.returncode == 2 and p.stderr.strip(), "no arguments: usage on stderr, exit 2",
+            exit=p.returncode, stderr=p.stderr[-1000:])
     usage = [
-        ("no arguments", []),
         ("unknown subcommand", ["frobnicate"]),
         ("run without a command", ["run", "--output", db]),
         ("run with an unknown option", ["run", "--no-such-option", "--"] + ok_target),
