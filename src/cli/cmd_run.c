@@ -331,9 +331,15 @@ static void accept_hello(collector_t *c) {
     return;
   }
   h.exe[sizeof h.exe - 1] = 0;
-  /* An image that connects with the pid of a running one has exec'd. */
-  proc_ext_t *prev = find_proc(c, h.pid, 1);
-  if (prev && h.kind == LG_HELLO_START) end_proc(c, prev, "exec");
+  /* An image that connects with the pid of an earlier one that was not reaped has
+   * exec'd (its old connection may already have closed: that EOF came first). */
+  proc_ext_t *prev = h.kind == LG_HELLO_START ? find_proc(c, h.pid, 0) : NULL;
+  if (prev && prev->m.ended && strcmp(prev->m.end_reason, "ended") != 0) prev = NULL;
+  if (prev) {
+    if (!prev->m.ended) end_proc(c, prev, "exec");
+    snprintf(prev->m.end_reason, sizeof prev->m.end_reason, "exec");
+    store_proc(c, prev);
+  }
   if (c->nprocs == c->cap) {
     c->cap = c->cap ? c->cap * 2 : 8;
     proc_ext_t **np = realloc(c->procs, (size_t)c->cap * sizeof *np);
@@ -350,7 +356,7 @@ static void accept_hello(collector_t *c) {
   p->m.proc = c->nprocs + 1;
   p->m.pid = h.pid;
   p->m.ppid = h.ppid;
-  p->m.kind = (int)h.kind;
+  p->m.kind = h.kind == LG_HELLO_FORK ? LGM_FORK : prev ? LGM_EXEC : c->nprocs == 0 ? LGM_START : LGM_SPAWN;
   p->m.conn = s;
   p->m.start_ns = lgu_now_ns();
   snprintf(p->m.exe, sizeof p->m.exe, "%s", h.exe);

@@ -7,6 +7,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
+const char *lgm_kind_name(int kind) {
+  static const char *const n[] = {"start", "fork", "exec", "spawn"};
+  return kind >= 0 && kind < 4 ? n[kind] : "start";
+}
+
 int lgm_attach(lgm_proc_t *p, int fd, uint64_t size) {
   if (size < sizeof(lg_region_hdr_t)) return -EINVAL;
   void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0); /* writes: epoch only */

@@ -22,10 +22,14 @@ typedef struct lgm_site {
   uint8_t space;
 } lgm_site_t;
 
+/* How a recorded process image came to be. */
+enum lgm_kind { LGM_START = 0, LGM_FORK, LGM_EXEC, LGM_SPAWN };
+const char *lgm_kind_name(int kind); /* "start", "fork", "exec", "spawn" */
+
 typedef struct lgm_proc {
   int proc;                 /* key in the store: 1, 2, ... in order of appearance */
   int pid, ppid, parent_proc;
-  int kind;                 /* LG_HELLO_START or LG_HELLO_FORK */
+  int kind;                 /* how it started: enum lgm_kind */
   char command[1024];
   char exe[256];
   int conn;                 /* socket to the process image, -1 once closed */

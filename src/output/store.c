@@ -182,7 +182,7 @@ int lgst_proc(lgst_t *s, const lgm_proc_t *p) {
   sqlite3_bind_int(st, i++, p->ppid);
   if (p->parent_proc) sqlite3_bind_int(st, i++, p->parent_proc);
   else sqlite3_bind_null(st, i++);
-  sqlite3_bind_text(st, i++, p->kind == LG_HELLO_FORK ? "fork" : "exec", -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, i++, lgm_kind_name(p->kind), -1, SQLITE_STATIC);
   sqlite3_bind_text(st, i++, p->command, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, i++, p->exe, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)p->start_ns);
