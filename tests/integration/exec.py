@@ -41,32 +41,43 @@ def main():
     lpid = int(la["pid"])
     rep = t.report_json(p.db)
     runs = rep["runs"]
-    # exec_chain images: the launcher, and in spawn mode also the forked child
-    # before its execv() (a run of its own, with the child's pid).
-    lruns = [r for r in runs if "exec_chain" in str(r.get("command")) and r.get("pid") == lpid]
-    fruns = [r for r in runs if "exec_chain" in str(r.get("command")) and r.get("pid") != lpid]
-    truns = [r for r in runs if "churn_leak" in str(r.get("command"))
-             and "exec_chain" not in str(r.get("command"))]
-    t.check(len(lruns) == 1, "one run entry for the launcher, with its pid", runs=runs,
-            launcher_pid=lpid)
+    def is_l(r):
+        return "exec_chain" in str(r.get("command"))
 
+    def is_t(r):
+        return "churn_leak" in str(r.get("command")) and not is_l(r)
+
+    L = [r for r in runs if r.get("pid") == lpid]
+    C = [r for r in runs if r.get("pid") != lpid]
     if args.mode == "no-follow":
-        t.check(len(runs) == 1 and not truns and not fruns,
-                "--no-follow: only the launcher is recorded", runs=runs)
+        t.check(len(runs) == 1 and L and is_l(L[0]),
+                "--no-follow: only the launcher is recorded", runs=runs, launcher_pid=lpid)
         bad = [s for s in rep["suspects"] if site.matches((s.get("frames") or [{}])[0])]
         t.check(not bad, "--no-follow: nothing reported from the child", suspects=bad[:3])
         t.finish()
-
-    t.check(len(truns) == 1, "one run entry for the exec'd target", runs=runs)
+    if args.mode == "exec":
+        # one pid, two images: the launcher, then churn_leak
+        t.check(len(runs) == 2 and len(L) == 2 and sum(map(is_l, L)) == 1
+                and sum(map(is_t, L)) == 1,
+                "2 runs with the launcher's pid: the launcher image, then the exec'd image",
+                runs=runs, launcher_pid=lpid)
+        lruns = [r for r in L if is_l(r)]
+        truns = [r for r in L if is_t(r)]
+    else:
+        # the launcher; the forked child before execv (its command is the
+        # launcher's); the child after execv (churn_leak), same pid
+        t.check(len(L) == 1 and is_l(L[0]), "one run for the launcher's pid, the launcher",
+                runs=runs, launcher_pid=lpid)
+        t.check(len(C) == 2 and C[0].get("pid") == C[1].get("pid"),
+                "2 runs with the child's pid (forked image, exec'd image)", runs=runs)
+        t.check(sum(map(is_l, C)) == 1 and sum(map(is_t, C)) == 1,
+                "child's forked image is labelled with the launcher's command, its exec'd "
+                "image with the target's", commands=[(r.get("pid"), r.get("command")) for r in C])
+        lruns = L
+        truns = [r for r in C if is_t(r)][-1:]
     if not truns:
-        t.finish()
+        t.fatal("a run for the exec'd target", runs=runs)
     tpid = truns[0].get("pid")
-    want = 2 if args.mode == "exec" else 3
-    t.check(len(runs) == want and (args.mode == "exec" or
-                                   (len(fruns) == 1 and fruns[0].get("pid") == tpid)),
-            "%d runs: launcher%s, target" % (want, "" if args.mode == "exec"
-                                              else ", forked child before execv"),
-            runs=runs)
     if args.mode == "exec":
         t.check(tpid == lpid, "exec'd image keeps the pid", target_pid=tpid, launcher_pid=lpid)
         fl = lruns[0].get("final_live_bytes") if lruns else None
