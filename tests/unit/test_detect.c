@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_detect.c - unit tests for the leak detector (lgd_analyze) and its decimating
+ * series (lgd_series_add). Every scenario is generated in the test from a seeded
+ * PRNG (splitmix64) and replayed over several seeds, so the verdicts must hold for
+ * the shape of the curve, not for one lucky noise draw: linear leaks under heavy
+ * churn, a filling-then-full cache, saw-tooth batches, a constant start-up table, a
+ * slow leak buried in churn, accelerating and step leaks, too little data, growth
+ * per step, and the min/max-preserving decimation.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "analysis/detect.h"
+#include "leakguard.h"
+
+#define KiB 1024.0
+#define MiB (1024.0 * 1024.0)
+#define NSEEDS 8
+#define MAXPTS 2048
+
+/* ------------------------------------------------------------------ helpers */
+
+typedef struct rng {
+  uint64_t s;
+} rng_t;
+
+static uint64_t rng_next(rng_t *r) {
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* uniform in [0, 1) */
+static double rng_unit(rng_t *r) { return (double)(rng_next(r) >> 11) / 9007199254740992.0; }
+
+/* uniform in [a, b) */
+static double rng_range(rng_t *r, double a, double b) { return a + (b - a) * rng_unit(r); }
+
+/* A point as the report builds them: one instantaneous value per snapshot. */
+static void set_point(lgd_point_t *p, double t, double v, double step) {
+  p->t = t;
+  p->lo = p->hi = p->last = v;
+  p->step = step;
+}
+
+static lgd_result_t analyze(const lgd_point_t *pts, size_t n) {
+  lgd_result_t r;
+  memset(&r, 0x5a, sizeof r);
+  assert_int_equal(lgd_analyze(pts, n, NULL, &r), 0);
+  return r;
+}
+
+static void dump(const char *what, unsigned seed, const lgd_result_t *r) {
+  print_message("%s seed %u: leak=%d pattern=%s growth=%.1f B/s per_step=%.2f conf=%.2f tau=%.3f p=%.3g "
+                "floors %.0f -> %.0f, %d windows\n",
+                what, seed, r->leak, lg_pattern_name(r->pattern), r->growth_bytes_per_s,
+                r->growth_bytes_per_step, r->confidence, r->tau, r->p, r->floor_first, r->floor_last,
+                r->windows);
+}
+
+static void expect_verdict(const char *what, unsigned seed, const lgd_result_t *r, int leak,
+                           lg_pattern_t pattern) {
+  if (r->leak != leak || r->pattern != pattern) {
+    dump(what, seed, r);
+    print_error("%s seed %u: want leak=%d pattern=%s\n", what, seed, leak, lg_pattern_name(pattern));
+    fail();
+  }
+  assert_true(r->confidence >= 0 && r->confidence <= 1);
+  if (leak) assert_true(r->confidence > 0);
+  else assert_true(r->confidence == 0);
+}
+
+static void expect_rel(const char *what, unsigned seed, double got, double want, double rel) {
+  if (!(fabs(got - want) <= rel * fabs(want))) {
+    print_error("%s seed %u: %.3f, want %.3f within %.0f%%\n", what, seed, got, want, rel * 100);
+    fail();
+  }
+}
+
+/* ------------------------------------------------------------------ scenarios */
+
+/* 120 snapshots, 1 s apart: 64 KiB/s of retained memory on an 8 MiB base, with up
+ * to 2 MiB of short-lived allocations live at any snapshot (the churn is 32 times
+ * the growth of one interval, a quarter of the whole run's growth). Passes for
+ * 2000 of 2000 seeds; with 4 MiB of churn the floors' own noise makes the 10 %
+ * slope bound fail for ~5 % of seeds, a statistical limit rather than a defect. */
+static void test_linear_leak_under_churn(void **state) {
+  (void)state;
+  const double rate = 64 * KiB;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    rng_t g = {seed};
+    lgd_point_t p[120];
+    for (int i = 0; i < 120; i++) set_point(&p[i], i, 8 * MiB + rate * i + rng_range(&g, 0, 2 * MiB), 0);
+    lgd_result_t r = analyze(p, 120);
+    expect_verdict("linear", seed, &r, 1, LG_PATTERN_LINEAR_LEAK);
+    expect_rel("linear growth_bytes_per_s", seed, r.growth_bytes_per_s, rate, 0.10);
+    assert_true(isnan(r.growth_bytes_per_step)); /* no steps marked */
+    assert_true(r.tau >= 0.5 && r.p < 0.05);
+    assert_true(r.floor_last > r.floor_first);
+  }
+}
+
+/* A bounded cache: fills to 32 MiB during the first third of the run, then stays
+ * full (entries replaced, live size jitters by up to 256 KiB). */
+static void test_plateau_cache(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    rng_t g = {seed};
+    lgd_point_t p[90];
+    for (int i = 0; i < 90; i++) {
+      double fill = i < 30 ? 32 * MiB * i / 30.0 : 32 * MiB;
+      set_point(&p[i], 2.0 * i, 1 * MiB + fill + rng_range(&g, 0, 256 * KiB), 0);
+    }
+    lgd_result_t r = analyze(p, 90);
+    expect_verdict("plateau", seed, &r, 0, LG_PATTERN_PLATEAU);
+  }
+}
+
+/* Saw-tooth: batches filled to 16 MiB over 6 snapshots and freed, period 0.6 s,
+ * 600 snapshots (60 s): about three periods in each of the detector's windows. The
+ * floor (512 KiB) jitters by up to 64 KiB. */
+#define SAW_N 600
+static void gen_sawtooth(lgd_point_t *p, unsigned seed) {
+  rng_t g = {seed};
+  int phase = (int)(rng_next(&g) % 6);
+  for (int i = 0; i < SAW_N; i++) {
+    int k = (i + phase) % 6; /* 0: just freed, 5: full */
+    double v = 512 * KiB + 16 * MiB * k / 5.0 + rng_range(&g, 0, 64 * KiB);
+    set_point(&p[i], 0.1 * i, v, 0);
+  }
+}
+
+static void test_sawtooth(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    lgd_point_t p[SAW_N];
+    gen_sawtooth(p, seed);
+    lgd_result_t r = analyze(p, SAW_N);
+    expect_verdict("sawtooth", seed, &r, 0, LG_PATTERN_SAWTOOTH);
+  }
+}
+
+/* KNOWN DETECTOR WEAKNESS (detect.c, reported to the lead; skipped while present).
+ * About 3 % of saw-tooth seeds (66, 74, 193, 215, ... of 2000 tried) are named
+ * "plateau": the plateau rule runs before the saw-tooth rule and compares single
+ * window floors, early_growth = fl[h] - fl[0]. Seed 66: fl[h] - fl[0] = 32 KiB of
+ * pure floor jitter passes "early_growth >= 4096 && > 3 * noise (10 KiB)" and
+ * late_growth < 0, although every window swings by 16 MiB (med_amp = 97 % of the
+ * level) and the floors have no trend (tau 0.10, p 0.45). Leak = 0 is still right;
+ * only the pattern is wrong. */
+static void test_sawtooth_floor_jitter_is_not_plateau(void **state) {
+  (void)state;
+  lgd_point_t p[SAW_N];
+  gen_sawtooth(p, 66);
+  lgd_result_t r = analyze(p, SAW_N);
+  assert_int_equal(r.leak, 0);
+  if (r.pattern == LG_PATTERN_PLATEAU) {
+    print_message("known detector weakness: saw-tooth seed 66 named plateau; skipping\n");
+    skip();
+  }
+  expect_verdict("sawtooth seed 66", 66, &r, 0, LG_PATTERN_SAWTOOTH);
+}
+
+/* A table allocated at start-up and kept: constant 20 MiB plus up to 2 KiB noise. */
+static void test_constant_table(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    rng_t g = {seed};
+    lgd_point_t p[100];
+    for (int i = 0; i < 100; i++) set_point(&p[i], 0.5 * i, 20 * MiB + rng_range(&g, 0, 2 * KiB), 0);
+    lgd_result_t r = analyze(p, 100);
+    expect_verdict("constant", seed, &r, 0, LG_PATTERN_STABLE);
+    assert_true(fabs(r.growth_bytes_per_s) < 100);
+  }
+  /* exactly constant too (all ties) */
+  lgd_point_t c[40];
+  for (int i = 0; i < 40; i++) set_point(&c[i], i, 20 * MiB, 0);
+  lgd_result_t r = analyze(c, 40);
+  expect_verdict("exact constant", 0, &r, 0, LG_PATTERN_STABLE);
+  assert_true(r.growth_bytes_per_s == 0);
+  assert_true(r.p == 1);
+}
+
+/* A slow leak, 1 KiB/s, buried in +-1 MiB of churn around a 64 MiB working set:
+ * 60 snapshots one minute apart (an hour: 3.5 MiB retained in total, while one
+ * snapshot interval only adds 60 KiB, 1/35 of the churn's range). */
+#define SLOW_N 60
+#define SLOW_RATE (1 * KiB)
+static void gen_slow_leak(lgd_point_t *p, unsigned seed) {
+  rng_t g = {seed};
+  for (int i = 0; i < SLOW_N; i++) {
+    double t = 60.0 * i;
+    set_point(&p[i], t, 64 * MiB + SLOW_RATE * t + rng_range(&g, -1 * MiB, 1 * MiB), 0);
+  }
+}
+
+static void check_slow_leak(unsigned seed, const lgd_result_t *r) {
+  if (!r->leak) {
+    dump("slow leak", seed, r);
+    fail_msg("slow leak (1 KiB/s in +-1 MiB churn) not detected");
+  }
+  assert_true(lg_pattern_is_leak(r->pattern));
+  expect_rel("slow growth_bytes_per_s", seed, r->growth_bytes_per_s, SLOW_RATE, 0.35);
+}
+
+static void test_slow_leak_in_churn(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    lgd_point_t p[SLOW_N];
+    gen_slow_leak(p, seed);
+    lgd_result_t r = analyze(p, SLOW_N);
+    check_slow_leak(seed, &r);
+  }
+}
+
+/* KNOWN DETECTOR WEAKNESS (detect.c, reported to the lead; skipped while present).
+ * About 0.8 % of slow-leak seeds are missed although the floors' trend is highly
+ * significant, because the auxiliary checks compare single window floors:
+ *  - seed 297: tau 0.67, p 2e-7, slope 834 B/s, slope_late 974 B/s (> slope!), but
+ *    late_growth = fl[W-1] - fl[h] = -19 KiB (one noisy floor), so still_growing = 0
+ *    and the leak is named "plateau";
+ *  - seed 348: tau 0.62, p 2e-6, slope 839 B/s over an hour (~2.8 MiB), but
+ *    growth = median(last two floors) - median(first two) = 2.08 MiB < 3 * noise
+ *    (2.10 MiB), so big_enough = 0 ("stable").
+ * Robust alternatives: late growth from slope_late * (late span), total growth from
+ * slope * duration. */
+static void test_slow_leak_single_floor_checks(void **state) {
+  (void)state;
+  static const unsigned seeds[] = {297, 348};
+  int known = 0;
+  for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
+    lgd_point_t p[SLOW_N];
+    gen_slow_leak(p, seeds[i]);
+    lgd_result_t r = analyze(p, SLOW_N);
+    if (!r.leak && r.tau > 0.6 && r.p < 1e-5) {
+      print_message("known detector weakness: slow leak seed %u missed (tau %.2f, p %.1g, pattern %s)\n",
+                    seeds[i], r.tau, r.p, lg_pattern_name(r.pattern));
+      known++;
+      continue;
+    }
+    check_slow_leak(seeds[i], &r);
+  }
+  if (known) skip();
+}
+
+/* Accelerating: live = 2 MiB + 2 KiB * t^2 over 60 s (growth speeds up 3x between
+ * the halves), small noise. */
+static void test_accelerating_leak(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    rng_t g = {seed};
+    lgd_point_t p[60];
+    for (int i = 0; i < 60; i++) {
+      double t = i;
+      set_point(&p[i], t, 2 * MiB + 2 * KiB * t * t + rng_range(&g, 0, 32 * KiB), 0);
+    }
+    lgd_result_t r = analyze(p, 60);
+    expect_verdict("accelerating", seed, &r, 1, LG_PATTERN_ACCELERATING_LEAK);
+  }
+}
+
+/* Step leak: a 1 MiB block retained every 10 snapshots, flat in between (a tiny
+ * jitter of up to 1 KiB). */
+static void test_step_leak(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    rng_t g = {seed};
+    lgd_point_t p[60];
+    for (int i = 0; i < 60; i++) set_point(&p[i], i, 4 * MiB + 1 * MiB * (i / 10) + rng_range(&g, 0, 1 * KiB), 0);
+    lgd_result_t r = analyze(p, 60);
+    expect_verdict("step", seed, &r, 1, LG_PATTERN_STEP_LEAK);
+  }
+}
+
+static void test_too_few_points(void **state) {
+  (void)state;
+  lgd_point_t p[5];
+  for (int i = 0; i < 5; i++) set_point(&p[i], i, 100 * MiB * i, i);
+  for (size_t n = 0; n <= 5; n++) {
+    lgd_result_t r = analyze(p, n);
+    assert_int_equal(r.leak, 0);
+    assert_int_equal(r.pattern, LG_PATTERN_STABLE);
+    assert_true(r.confidence == 0);
+    assert_true(r.p == 1);
+    assert_true(isnan(r.growth_bytes_per_step));
+  }
+  /* enough points but no time elapsed: no verdict either */
+  lgd_point_t q[10];
+  for (int i = 0; i < 10; i++) set_point(&q[i], 5.0, 100 * MiB * i, 0);
+  lgd_result_t r = analyze(q, 10);
+  assert_int_equal(r.leak, 0);
+}
+
+static void test_invalid_arguments(void **state) {
+  (void)state;
+  lgd_point_t p[8];
+  for (int i = 0; i < 8; i++) set_point(&p[i], i, i, 0);
+  lgd_result_t r;
+  assert_int_equal(lgd_analyze(NULL, 8, NULL, &r), -EINVAL);
+  assert_int_equal(lgd_analyze(p, 8, NULL, NULL), -EINVAL);
+}
+
+/* A training loop: 4 steps per second, each retaining 2000 bytes (plus churn of up
+ * to 32 KiB), steps counted from 1000 on. */
+static void test_growth_per_step(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    rng_t g = {seed};
+    lgd_point_t p[80];
+    for (int i = 0; i < 80; i++) {
+      double t = 0.5 * i, step = 1000 + 4 * t;
+      set_point(&p[i], t, 1 * MiB + 2000 * (step - 1000) + rng_range(&g, 0, 32 * KiB), step);
+    }
+    lgd_result_t r = analyze(p, 80);
+    expect_verdict("per-step", seed, &r, 1, LG_PATTERN_LINEAR_LEAK);
+    expect_rel("growth_bytes_per_step", seed, r.growth_bytes_per_step, 2000, 0.10);
+    expect_rel("growth_bytes_per_s", seed, r.growth_bytes_per_s, 8000, 0.10);
+  }
+}
+
+/* min_growth_bytes: the same clean 10 KiB of growth is a leak with the default
+ * threshold (4096) and is ignored with a 1 MiB threshold. */
+static void test_min_growth_option(void **state) {
+  (void)state;
+  lgd_point_t p[40];
+  for (int i = 0; i < 40; i++) set_point(&p[i], i, 1 * MiB + 256.0 * i, 0);
+  lgd_result_t r;
+  assert_int_equal(lgd_analyze(p, 40, NULL, &r), 0);
+  assert_int_equal(r.leak, 1);
+  lgd_options_t o = {.min_growth_bytes = 1 * MiB};
+  assert_int_equal(lgd_analyze(p, 40, &o, &r), 0);
+  assert_int_equal(r.leak, 0);
+}
+
+/* ------------------------------------------------------------------ series */
+
+static void test_series_decimation(void **state) {
+  (void)state;
+  lgd_series_t s;
+  lgd_series_init(&s, 64);
+  assert_int_equal(s.max_points, 64);
+  rng_t g = {42};
+  double gmin = INFINITY, gmax = -INFINITY;
+  const int N = 1000;
+  for (int i = 0; i < N; i++) {
+    double v = rng_range(&g, 1000, 2000);
+    if (i == 137) v = 3;       /* global minimum, in the middle */
+    if (i == 641) v = 1e9;     /* global maximum */
+    gmin = fmin(gmin, v);
+    gmax = fmax(gmax, v);
+    assert_int_equal(lgd_series_add(&s, i, v, 2.0 * i), 0);
+    assert_true(s.n <= s.max_points);
+  }
+  assert_true(s.n > 0 && s.n <= 64);
+  assert_true(s.n < (size_t)N);
+  double lo = INFINITY, hi = -INFINITY;
+  for (size_t i = 0; i < s.n; i++) {
+    lo = fmin(lo, s.pts[i].lo);
+    hi = fmax(hi, s.pts[i].hi);
+    assert_true(s.pts[i].lo <= s.pts[i].last && s.pts[i].last <= s.pts[i].hi);
+    if (i) assert_true(s.pts[i].t > s.pts[i - 1].t);
+  }
+  assert_true(lo == gmin);
+  assert_true(hi == gmax);
+  /* the newest sample is always kept as is */
+  assert_true(s.pts[s.n - 1].t == N - 1);
+  assert_true(s.pts[s.n - 1].step == 2.0 * (N - 1));
+  lgd_series_free(&s);
+  assert_null(s.pts);
+  assert_int_equal(s.n, 0);
+
+  /* a small max_points is raised to 16, an odd one made even */
+  lgd_series_init(&s, 3);
+  assert_int_equal(s.max_points, 16);
+  lgd_series_free(&s);
+  lgd_series_init(&s, 33);
+  assert_int_equal(s.max_points, 32);
+  for (int i = 0; i < 100; i++) assert_int_equal(lgd_series_add(&s, i, i, 0), 0);
+  assert_true(s.n <= 32);
+  lgd_series_free(&s);
+}
+
+/* A decimated leak is still a leak: 4000 samples of a churning linear leak through
+ * a 256-point series. */
+static void test_series_then_analyze(void **state) {
+  (void)state;
+  lgd_series_t s;
+  lgd_series_init(&s, 256);
+  rng_t g = {7};
+  for (int i = 0; i < 4000; i++) {
+    double t = 0.05 * i;
+    assert_int_equal(lgd_series_add(&s, t, 4 * MiB + 16 * KiB * t + rng_range(&g, 0, 1 * MiB), 0), 0);
+  }
+  assert_true(s.n <= 256);
+  lgd_result_t r = analyze(s.pts, s.n);
+  expect_verdict("decimated linear", 7, &r, 1, LG_PATTERN_LINEAR_LEAK);
+  expect_rel("decimated growth", 7, r.growth_bytes_per_s, 16 * KiB, 0.10);
+  lgd_series_free(&s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_linear_leak_under_churn),
+      cmocka_unit_test(test_plateau_cache),
+      cmocka_unit_test(test_sawtooth),
+      cmocka_unit_test(test_sawtooth_floor_jitter_is_not_plateau),
+      cmocka_unit_test(test_constant_table),
+      cmocka_unit_test(test_slow_leak_in_churn),
+      cmocka_unit_test(test_slow_leak_single_floor_checks),
+      cmocka_unit_test(test_accelerating_leak),
+      cmocka_unit_test(test_step_leak),
+      cmocka_unit_test(test_too_few_points),
+      cmocka_unit_test(test_invalid_arguments),
+      cmocka_unit_test(test_growth_per_step),
+      cmocka_unit_test(test_min_growth_option),
+      cmocka_unit_test(test_series_decimation),
+      cmocka_unit_test(test_series_then_analyze),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
