@@ -14,7 +14,7 @@ add_test(NAME classify_unit COMMAND test_classify)
 if(TARGET leakguard-cli)
   add_test(NAME classify_cli_json
     COMMAND $<TARGET_FILE:leakguard-cli> classify --format json
-            ${LGC_ROOT}/tools/classify-data/recorded/linear-leak-1.csv)
+            ${LGC_ROOT}/tools/classify-data/recorded/linear-1.csv)
   set_tests_properties(classify_cli_json PROPERTIES PASS_REGULAR_EXPRESSION
     "^{\"class\":\"linear-leak\",\"probabilities\":{\"stable\":[0-9.e-]+,\"linear-leak\":[0-9.e-]+,\"accelerating-leak\":[0-9.e-]+,\"step-leak\":[0-9.e-]+,\"plateau\":[0-9.e-]+,\"sawtooth\":[0-9.e-]+,\"fragmentation\":[0-9.e-]+}}")
   add_test(NAME classify_cli_bad_line

@@ -187,7 +187,7 @@ static void add_noise(lgg_rng_t *r, size_t n, const double *u, double *f, double
     return;
   double wf = U(r, 0.4, 1.0);
   double sw = sigma * sqrt(wf), sa = sigma * sqrt(1 - wf);
-  double L = LU(r, 0.003, 0.03);
+  double L = LU(r, 0.003, 0.15);
   double ar = sa * lgg_normal(r);
   for (size_t i = 0; i < n; i++) {
     if (i) {
