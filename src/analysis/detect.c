@@ -111,8 +111,10 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
   double icpt = lga_median(icpt_pts, W);
   for (size_t w = 0; w < W; w++) resid[w] = fabs(fl[w] - (icpt + slope * tm[w]));
   double noise = 1.4826 * lga_median(resid, W);
-  double late_growth = fl[W - 1] - fl[h];
-  double early_growth = fl[h] - fl[0];
+  /* Growth from slopes, not from single floors: one noisy window must not decide. */
+  double late_growth = slope_late * (tm[W - 1] - tm[h]);
+  double early_growth = slope_early * (tm[h] - tm[0]);
+  double total_growth = slope * (tm[W - 1] - tm[0]);
 
   out->tau = tau;
   out->p = p;
@@ -127,7 +129,7 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
   /* 3./4. the verdict. */
   int trending = tau >= 0.5 && p < 0.05 && slope > 0;
   int still_growing = late_growth > 0 && slope_late > 0.2 * slope;
-  int big_enough = growth >= min_growth && growth > 3 * noise;
+  int big_enough = total_growth >= min_growth && total_growth > 3 * noise;
   out->leak = trending && still_growing && big_enough;
 
   if (out->leak) {
@@ -144,10 +146,10 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
     double c = tau * (1 - p) * fmin(1.0, (double)W / 10.0);
     out->confidence = c < 0 ? 0 : (c > 1 ? 1 : c);
   } else {
-    if (early_growth >= min_growth && early_growth > 3 * noise && late_growth <= 0.2 * early_growth)
-      out->pattern = LG_PATTERN_PLATEAU;
-    else if (level > 0 && med_amp > 0.3 * level && med_amp >= min_growth)
+    if (level > 0 && med_amp > 0.3 * level && med_amp >= min_growth)
       out->pattern = LG_PATTERN_SAWTOOTH;
+    else if (early_growth >= min_growth && early_growth > 3 * noise && late_growth <= 0.2 * early_growth)
+      out->pattern = LG_PATTERN_PLATEAU;
     else
       out->pattern = LG_PATTERN_STABLE;
     out->confidence = 0;

@@ -20,7 +20,7 @@ const char *lgu_fmt_duration(char *buf, size_t n, double seconds);
 /* Parses a size with optional K/M/G/T suffix (binary, e.g. "512M", "2GiB", "4096").
  * Returns 0 or -EINVAL. */
 int lgu_parse_size(const char *s, uint64_t *out);
-/* Parses a positive finite decimal number. Returns 0 or -EINVAL. */
+/* Parses a finite decimal number (callers check the range). Returns 0 or -EINVAL. */
 int lgu_parse_double(const char *s, double *out);
 /* Parses a decimal integer within [lo, hi]. Returns 0, -EINVAL or -ERANGE. */
 int lgu_parse_long(const char *s, long lo, long hi, long *out);

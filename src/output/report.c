@@ -292,8 +292,8 @@ int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why,
       return -EIO;
     }
   }
-  qsort(r->suspects, (size_t)r->nsuspects, sizeof *r->suspects, cmp_suspect);
-  qsort(others, (size_t)nothers, sizeof *others, cmp_live);
+  if (r->nsuspects) qsort(r->suspects, (size_t)r->nsuspects, sizeof *r->suspects, cmp_suspect);
+  if (nothers) qsort(others, (size_t)nothers, sizeof *others, cmp_live);
   int keep = nothers < 5 ? nothers : 5;
   for (int i = keep; i < nothers; i++) free_site(&others[i]);
   r->others = others;

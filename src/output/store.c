@@ -269,7 +269,7 @@ int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint6
   for (uint32_t k = 1; k < p->nsites; k++) {
     lgm_site_t *c = &p->sites[k], *o = &p->stored[k];
     int changed = c->live_bytes != o->live_bytes || c->live_blocks != o->live_blocks;
-    if (!changed && !(full && c->alloc_blocks != o->alloc_blocks)) continue;
+    if (!changed && !(full && c->alloc_blocks > 0)) continue;
     sqlite3_reset(st);
     sqlite3_bind_int(st, 1, p->proc);
     sqlite3_bind_int(st, 2, (int)k);
