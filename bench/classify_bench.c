@@ -77,9 +77,9 @@ int main(int argc, char **argv)
    * are taken by truncating/generating until each class has NSER/7 of them. */
   static double t[NSER][LEN], v[NSER][LEN], r[NSER][LEN];
   int has_rss[NSER], got = 0;
-  lgg_series_t *s = malloc(sizeof *s);
+  lgi_gen_series_t *s = malloc(sizeof *s);
   for (uint64_t k = 0; got < NSER && s; k++) {
-    lgg_make(LGG_TEST, k, s);
+    lgi_gen_make(LGI_GEN_TEST, k, s);
     if (s->n < LEN || s->label != got % LG_PATTERN_COUNT)
       continue;
     /* keep the first LEN samples of a longer series: still a valid curve */

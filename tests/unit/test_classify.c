@@ -367,11 +367,11 @@ static void test_classify_handmade(void **state)
 static void test_model_accuracy(void **state)
 {
   (void)state;
-  lgg_series_t *s = malloc(sizeof *s);
+  lgi_gen_series_t *s = malloc(sizeof *s);
   assert_non_null(s);
   long ok = 0, total = 0, benign = 0, false_leak = 0;
   for (uint64_t k = 500000; k < 502100; k++) {
-    lgg_make(LGG_TEST, k, s);
+    lgi_gen_make(LGI_GEN_TEST, k, s);
     lg_pattern_t out;
     assert_int_equal(lg_classify(s->t, s->v, s->has_rss ? s->rss : NULL, s->n, &out, NULL), 0);
     ok += (int)out == s->label;
@@ -393,16 +393,16 @@ static void test_model_accuracy(void **state)
 static void test_generator(void **state)
 {
   (void)state;
-  lgg_series_t *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+  lgi_gen_series_t *a = malloc(sizeof *a), *b = malloc(sizeof *b);
   for (uint64_t k = 0; k < 50; k++) {
-    lgg_make(LGG_TRAIN, k, a);
-    lgg_make(LGG_TRAIN, k, b);
+    lgi_gen_make(LGI_GEN_TRAIN, k, a);
+    lgi_gen_make(LGI_GEN_TRAIN, k, b);
     assert_int_equal(a->label, (int)(k % LG_PATTERN_COUNT));
-    assert_true(a->n >= 8 && a->n <= LGG_MAXN && a->n == b->n);
+    assert_true(a->n >= 8 && a->n <= LGI_GEN_MAXN && a->n == b->n);
     assert_memory_equal(a->v, b->v, a->n * sizeof *a->v);
     for (size_t i = 1; i < a->n; i++)
       assert_true(a->t[i] > a->t[i - 1]);
-    lgg_make(LGG_TEST, k, b); /* splits differ */
+    lgi_gen_make(LGI_GEN_TEST, k, b); /* splits differ */
     assert_true(a->n != b->n || memcmp(a->v, b->v, a->n * sizeof *a->v));
   }
   free(a);

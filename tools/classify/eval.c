@@ -154,14 +154,14 @@ int main(int argc, char **argv)
   }
   tally_t t;
   memset(&t, 0, sizeof t);
-  lgg_series_t *s = malloc(sizeof *s);
+  lgi_gen_series_t *s = malloc(sizeof *s);
   if (!s)
     return 1;
   int shown = 0;
-  static const size_t edges[] = {8, 24, 100, 500, LGG_MAXN + 1};
+  static const size_t edges[] = {8, 24, 100, 500, LGI_GEN_MAXN + 1};
   long bucket_n[4] = {0}, bucket_ok[4] = {0};
   for (unsigned long k = 0; k < count; k++) {
-    lgg_make(LGG_TEST, k, s);
+    lgi_gen_make(LGI_GEN_TEST, k, s);
     lg_pattern_t p;
     double pr[C];
     if (lg_classify(s->t, s->v, s->has_rss ? s->rss : NULL, s->n, &p, pr)) {

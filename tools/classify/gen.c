@@ -28,7 +28,7 @@ static uint64_t splitmix(uint64_t *x)
   return z ^ (z >> 31);
 }
 
-void lgg_seed(lgg_rng_t *r, uint64_t seed)
+void lgi_gen_seed(lgi_gen_rng_t *r, uint64_t seed)
 {
   for (int i = 0; i < 4; i++)
     r->s[i] = splitmix(&seed);
@@ -39,7 +39,7 @@ static uint64_t rotl(uint64_t x, int k)
   return (x << k) | (x >> (64 - k));
 }
 
-uint64_t lgg_next(lgg_rng_t *r)
+uint64_t lgi_gen_next(lgi_gen_rng_t *r)
 {
   uint64_t *s = r->s;
   uint64_t res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
@@ -52,54 +52,54 @@ uint64_t lgg_next(lgg_rng_t *r)
   return res;
 }
 
-double lgg_unif(lgg_rng_t *r)
+double lgi_gen_unif(lgi_gen_rng_t *r)
 {
-  return (double)(lgg_next(r) >> 11) * 0x1.0p-53;
+  return (double)(lgi_gen_next(r) >> 11) * 0x1.0p-53;
 }
 
-double lgg_normal(lgg_rng_t *r)
+double lgi_gen_normal(lgi_gen_rng_t *r)
 {
-  double a = lgg_unif(r), b = lgg_unif(r);
+  double a = lgi_gen_unif(r), b = lgi_gen_unif(r);
   return sqrt(-2.0 * log(1.0 - a)) * cos(6.283185307179586 * b);
 }
 
 /* Uniform in [a, b). */
-static double U(lgg_rng_t *r, double a, double b)
+static double U(lgi_gen_rng_t *r, double a, double b)
 {
-  return a + (b - a) * lgg_unif(r);
+  return a + (b - a) * lgi_gen_unif(r);
 }
 
 /* Uniform integer in [a, b]. */
-static int I(lgg_rng_t *r, int a, int b)
+static int I(lgi_gen_rng_t *r, int a, int b)
 {
-  return a + (int)(lgg_unif(r) * (b - a + 1));
+  return a + (int)(lgi_gen_unif(r) * (b - a + 1));
 }
 
 /* Log-uniform in [a, b). */
-static double LU(lgg_rng_t *r, double a, double b)
+static double LU(lgi_gen_rng_t *r, double a, double b)
 {
   return exp(U(r, log(a), log(b)));
 }
 
-const char *lgg_split_name(int split)
+const char *lgi_gen_split_name(int split)
 {
   static const char *const names[] = {"train", "val", "test"};
   return split >= 0 && split < 3 ? names[split] : NULL;
 }
 
-int lgg_split_parse(const char *name)
+int lgi_gen_split_parse(const char *name)
 {
   for (int i = 0; i < 3; i++)
-    if (!strcmp(name, lgg_split_name(i)))
+    if (!strcmp(name, lgi_gen_split_name(i)))
       return i;
   return -1;
 }
 
-void lgg_make(int split, uint64_t index, lgg_series_t *s)
+void lgi_gen_make(int split, uint64_t index, lgi_gen_series_t *s)
 {
   uint64_t x = ((uint64_t)(split + 1) << 48) ^ index ^ 0x6C67636C61737321ull;
   uint64_t seed = splitmix(&x);
-  lgg_generate(seed, (int)(index % LG_PATTERN_COUNT), s);
+  lgi_gen_generate(seed, (int)(index % LG_PATTERN_COUNT), s);
 }
 
 /* ------------------------------------------------------------------ shapes */
@@ -112,7 +112,7 @@ typedef struct saw {
   double start[80], amp[80];
 } saw_t;
 
-static void saw_init(lgg_rng_t *r, saw_t *w, double periods, int kind)
+static void saw_init(lgi_gen_rng_t *r, saw_t *w, double periods, int kind)
 {
   w->kind = kind;
   w->duty = U(r, 0.3, 0.7);
@@ -157,17 +157,17 @@ static double ramp(double u, double a, double width)
 
 /* Fills u[0..n-1] with increasing times in [0, 1]: jittered spacing plus optional
  * missing stretches. */
-static void make_times(lgg_rng_t *r, size_t n, double *u, char *desc, size_t dlen)
+static void make_times(lgi_gen_rng_t *r, size_t n, double *u, char *desc, size_t dlen)
 {
-  double jit = lgg_unif(r) < 0.4 ? 0 : (lgg_unif(r) < 0.66 ? U(r, 0, 0.5) : U(r, 0.5, 0.95));
+  double jit = lgi_gen_unif(r) < 0.4 ? 0 : (lgi_gen_unif(r) < 0.66 ? U(r, 0, 0.5) : U(r, 0.5, 0.95));
   u[0] = 0;
   for (size_t i = 1; i < n; i++)
-    u[i] = u[i - 1] + 1.0 + jit * (2 * lgg_unif(r) - 1);
+    u[i] = u[i - 1] + 1.0 + jit * (2 * lgi_gen_unif(r) - 1);
   int gaps = 0;
-  if (n >= 24 && lgg_unif(r) < 0.3) {
+  if (n >= 24 && lgi_gen_unif(r) < 0.3) {
     gaps = I(r, 1, 3);
     for (int g = 0; g < gaps; g++) {
-      size_t at = 1 + (size_t)(lgg_unif(r) * (n - 1));
+      size_t at = 1 + (size_t)(lgi_gen_unif(r) * (n - 1));
       double extra = U(r, 2, 3 + 0.1 * (double)n);
       for (size_t i = at; i < n; i++)
         u[i] += extra;
@@ -181,30 +181,30 @@ static void make_times(lgg_rng_t *r, size_t n, double *u, char *desc, size_t dle
 }
 
 /* Correlated noise (Ornstein-Uhlenbeck in u) plus white noise, total sigma. */
-static void add_noise(lgg_rng_t *r, size_t n, const double *u, double *f, double sigma)
+static void add_noise(lgi_gen_rng_t *r, size_t n, const double *u, double *f, double sigma)
 {
   if (sigma <= 0)
     return;
   double wf = U(r, 0.4, 1.0);
   double sw = sigma * sqrt(wf), sa = sigma * sqrt(1 - wf);
   double L = LU(r, 0.003, 0.15);
-  double ar = sa * lgg_normal(r);
+  double ar = sa * lgi_gen_normal(r);
   for (size_t i = 0; i < n; i++) {
     if (i) {
       double phi = exp(-(u[i] - u[i - 1]) / L);
-      ar = phi * ar + sqrt(1 - phi * phi) * sa * lgg_normal(r);
+      ar = phi * ar + sqrt(1 - phi * phi) * sa * lgi_gen_normal(r);
     }
-    f[i] += sw * lgg_normal(r) + ar;
+    f[i] += sw * lgi_gen_normal(r) + ar;
   }
 }
 
 /* Isolated spikes (transient allocations, mostly upward). */
-static void add_spikes(lgg_rng_t *r, size_t n, double *f, double height)
+static void add_spikes(lgi_gen_rng_t *r, size_t n, double *f, double height)
 {
   double rate = U(r, 0.003, 0.02);
   for (size_t i = 0; i < n; i++)
-    if (lgg_unif(r) < rate)
-      f[i] += (lgg_unif(r) < 0.8 ? 1 : -1) * height * U(r, 2, 6);
+    if (lgi_gen_unif(r) < rate)
+      f[i] += (lgi_gen_unif(r) < 0.8 ? 1 : -1) * height * U(r, 2, 6);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -216,7 +216,7 @@ static int cmp_double(const void *a, const void *b)
 /* Robust range (p95 - p5) of f[0..n-1]. */
 static double range_of(const double *f, size_t n)
 {
-  double tmp[LGG_MAXN];
+  double tmp[LGI_GEN_MAXN];
   memcpy(tmp, f, n * sizeof *f);
   qsort(tmp, n, sizeof *tmp, cmp_double);
   return tmp[(n - 1) * 95 / 100] - tmp[(n - 1) * 5 / 100];
@@ -224,15 +224,15 @@ static double range_of(const double *f, size_t n)
 
 /* A stable live curve (in amplitude units) with the usual nuisances; shift allowed
  * when allow_shift. */
-static void stable_shape(lgg_rng_t *r, lgg_series_t *s, const double *u, double *f,
+static void stable_shape(lgi_gen_rng_t *r, lgi_gen_series_t *s, const double *u, double *f,
                          int allow_shift)
 {
   size_t n = s->n;
-  double x = lgg_unif(r);
+  double x = lgi_gen_unif(r);
   for (size_t i = 0; i < n; i++)
     f[i] = 0;
   if (allow_shift && x < 0.3) {
-    double at = U(r, 0.15, 0.85), mag = U(r, 1, 6) * (lgg_unif(r) < 0.6 ? 1 : -1);
+    double at = U(r, 0.15, 0.85), mag = U(r, 1, 6) * (lgi_gen_unif(r) < 0.6 ? 1 : -1);
     for (size_t i = 0; i < n; i++)
       f[i] += u[i] >= at ? mag : 0;
     strcat(s->desc, " shift");
@@ -240,7 +240,7 @@ static void stable_shape(lgg_rng_t *r, lgg_series_t *s, const double *u, double 
     /* random bursts: non-periodic transient bumps */
     double rate = U(r, 0.01, 0.05), h = U(r, 2, 5);
     for (size_t i = 0; i < n; i++)
-      if (lgg_unif(r) < rate) {
+      if (lgi_gen_unif(r) < rate) {
         size_t w = (size_t)I(r, 1, 4);
         for (size_t k = i; k < n && k < i + w; k++)
           f[k] += h;
@@ -250,13 +250,13 @@ static void stable_shape(lgg_rng_t *r, lgg_series_t *s, const double *u, double 
   add_noise(r, n, u, f, x > 0.97 ? 0.0 : 1.0);
 }
 
-void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
+void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
 {
-  lgg_rng_t rr, *r = &rr;
-  lgg_seed(r, seed);
+  lgi_gen_rng_t rr, *r = &rr;
+  lgi_gen_seed(r, seed);
   memset(s->desc, 0, sizeof s->desc);
-  size_t n = lgg_unif(r) < 0.1 ? (size_t)I(r, 8, 23) : (size_t)LU(r, 24, 2049);
-  n = n > LGG_MAXN ? LGG_MAXN : (n < 8 ? 8 : n);
+  size_t n = lgi_gen_unif(r) < 0.1 ? (size_t)I(r, 8, 23) : (size_t)LU(r, 24, 2049);
+  n = n > LGI_GEN_MAXN ? LGI_GEN_MAXN : (n < 8 ? 8 : n);
   s->n = n;
   s->label = label;
   snprintf(s->desc, sizeof s->desc, "%s n=%zu", lg_pattern_name((lg_pattern_t)label), n);
@@ -270,7 +270,7 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
   switch (label) {
   case LG_PATTERN_STABLE:
   case LG_PATTERN_FRAGMENTATION:
-    if (label == LG_PATTERN_FRAGMENTATION && lgg_unif(r) < 0.5) {
+    if (label == LG_PATTERN_FRAGMENTATION && lgi_gen_unif(r) < 0.5) {
       double pmax = n / 6.0 < 24 ? n / 6.0 : 24;
       saw_init(r, &w, U(r, 2, pmax > 2 ? pmax : 2), I(r, 0, 2));
       for (size_t i = 0; i < n; i++)
@@ -285,10 +285,10 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
     spike_h = 1;
     break;
   case LG_PATTERN_LINEAR_LEAK: {
-    double us = lgg_unif(r) < 0.6 ? 0 : U(r, 0.1, 0.5);
+    double us = lgi_gen_unif(r) < 0.6 ? 0 : U(r, 0.1, 0.5);
     for (size_t i = 0; i < n; i++)
       f[i] = u[i] > us ? (u[i] - us) / (1 - us) : 0;
-    if (churn_ok && lgg_unif(r) < 0.3) {
+    if (churn_ok && lgi_gen_unif(r) < 0.3) {
       double pmax = n / 5.0 < 24 ? n / 5.0 : 24;
       saw_init(r, &w, U(r, 3, pmax), I(r, 0, 2));
       double c = U(r, 0.5, 2);
@@ -301,16 +301,16 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
     break;
   }
   case LG_PATTERN_ACCELERATING_LEAK: {
-    double us = lgg_unif(r) < 0.7 ? 0 : U(r, 0.05, 0.25);
-    int ex = lgg_unif(r) < 0.5;
+    double us = lgi_gen_unif(r) < 0.7 ? 0 : U(r, 0.05, 0.25);
+    int ex = lgi_gen_unif(r) < 0.5;
     double p = U(r, 2, 4), k = U(r, 3, 7);
-    double a = lgg_unif(r) < 0.3 ? U(r, 0, 0.25) : 0;
+    double a = lgi_gen_unif(r) < 0.3 ? U(r, 0, 0.25) : 0;
     for (size_t i = 0; i < n; i++) {
       double x = u[i] > us ? (u[i] - us) / (1 - us) : 0;
       double g = ex ? (exp(k * x) - 1) / (exp(k) - 1) : pow(x, p);
       f[i] = a * x + (1 - a) * g;
     }
-    if (churn_ok && lgg_unif(r) < 0.15) {
+    if (churn_ok && lgi_gen_unif(r) < 0.15) {
       saw_init(r, &w, U(r, 3, n / 5.0 < 24 ? n / 5.0 : 24), I(r, 0, 2));
       double c = U(r, 0.2, 0.6);
       for (size_t i = 0; i < n; i++)
@@ -326,7 +326,7 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
     kmax = kmax < 2 ? 2 : kmax;
     int K = I(r, 2, kmax);
     double at[12], size[12];
-    if (lgg_unif(r) < 0.6) {
+    if (lgi_gen_unif(r) < 0.6) {
       double E = 1.0 / (K + U(r, 0.2, 1)), ph = U(r, 0.1, 0.9) * E;
       for (int k = 0; k < K; k++)
         at[k] = ph + k * E;
@@ -336,7 +336,7 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
         at[k] = (k + U(r, 0.1, 0.9)) / K * 0.9 + 0.05;
       }
     }
-    double width = lgg_unif(r) < 0.8 ? 0 : U(r, 0.5, 2.5) / n;
+    double width = lgi_gen_unif(r) < 0.8 ? 0 : U(r, 0.5, 2.5) / n;
     for (int k = 0; k < K; k++)
       size[k] = U(r, 0.5, 1.5) / K;
     for (size_t i = 0; i < n; i++) {
@@ -352,8 +352,8 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
     break;
   }
   case LG_PATTERN_PLATEAU: {
-    double up = U(r, 0.15, 0.6), u0 = lgg_unif(r) < 0.6 ? 0 : U(r, 0, 0.1);
-    double x = lgg_unif(r);
+    double up = U(r, 0.15, 0.6), u0 = lgi_gen_unif(r) < 0.6 ? 0 : U(r, 0, 0.1);
+    double x = lgi_gen_unif(r);
     for (size_t i = 0; i < n; i++) {
       if (x < 0.4)
         f[i] = ramp(u[i], u0, up - u0);
@@ -362,7 +362,7 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
       else
         f[i] = 1 / (1 + exp(-(u[i] - (u0 + up) / 2) / ((up - u0) / 8)));
     }
-    if (churn_ok && lgg_unif(r) < 0.15) {
+    if (churn_ok && lgi_gen_unif(r) < 0.15) {
       saw_init(r, &w, U(r, 3, n / 5.0 < 24 ? n / 5.0 : 24), I(r, 0, 2));
       double c = U(r, 0.1, 0.5);
       for (size_t i = 0; i < n; i++)
@@ -376,7 +376,7 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
   case LG_PATTERN_SAWTOOTH:
   default: {
     double pmax = n / 6.0 < 24 ? n / 6.0 : 24;
-    int kind = lgg_unif(r) < 0.6 ? 0 : I(r, 1, 2);
+    int kind = lgi_gen_unif(r) < 0.6 ? 0 : I(r, 1, 2);
     saw_init(r, &w, U(r, 2, pmax > 2 ? pmax : 2), kind);
     for (size_t i = 0; i < n; i++)
       f[i] = saw_at(&w, u[i]);
@@ -387,7 +387,7 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
   }
   if (label != LG_PATTERN_STABLE && label != LG_PATTERN_FRAGMENTATION)
     add_noise(r, n, u, f, sigma);
-  if (lgg_unif(r) < 0.25) {
+  if (lgi_gen_unif(r) < 0.25) {
     add_spikes(r, n, f, spike_h);
     strcat(s->desc, " spikes");
   }
@@ -395,7 +395,7 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
   /* Bytes: baseline B, amplitude A (relative to B over several decades). */
   double B = LU(r, 1e4, 1e10);
   double A = B * LU(r, 3e-3, 2);
-  double q = lgg_unif(r) < 0.2 ? (A > 1e6 ? 4096 : 1) : 0;
+  double q = lgi_gen_unif(r) < 0.2 ? (A > 1e6 ? 4096 : 1) : 0;
   double live_range = A * range_of(f, n);
   for (size_t i = 0; i < n; i++) {
     double x = B + A * f[i];
@@ -404,18 +404,18 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
   }
 
   /* rss: always for fragmentation, half the time otherwise. */
-  s->has_rss = label == LG_PATTERN_FRAGMENTATION || lgg_unif(r) < 0.5;
+  s->has_rss = label == LG_PATTERN_FRAGMENTATION || lgi_gen_unif(r) < 0.5;
   if (s->has_rss) {
     double over = B * U(r, 0.05, 1.0) + LU(r, 1e5, 1e7);
-    double mode = lgg_unif(r);
+    double mode = lgi_gen_unif(r);
     double hw = 0;
     if (label == LG_PATTERN_FRAGMENTATION) {
       double base = B + over;
       double G = base * LU(r, 0.1, 1.5);
       double lo = U(r, 2, 5) * live_range;
       G = G < lo ? lo : G;
-      double kappa = lgg_unif(r) < 0.3 ? 0 : U(r, 0.5, 1.0);
-      double gk = lgg_unif(r), qx = U(r, 0.4, 0.8), us = lgg_unif(r) < 0.7 ? 0 : U(r, 0.05, 0.3);
+      double kappa = lgi_gen_unif(r) < 0.3 ? 0 : U(r, 0.5, 1.0);
+      double gk = lgi_gen_unif(r), qx = U(r, 0.4, 0.8), us = lgi_gen_unif(r) < 0.7 ? 0 : U(r, 0.05, 0.3);
       int K = I(r, 3, 10);
       for (size_t i = 0; i < n; i++) {
         double x = u[i] > us ? (u[i] - us) / (1 - us) : 0, g;
@@ -427,7 +427,7 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
           g = floor(x * K + 0.999) / K;
         hw = f[i] > hw ? f[i] : hw;
         double lv = kappa > 0 ? kappa * (f[i] - B) : (hw - B);
-        s->rss[i] = base + lv + G * g + 0.01 * G * lgg_normal(r);
+        s->rss[i] = base + lv + G * g + 0.01 * G * lgi_gen_normal(r);
       }
       strcat(s->desc, gk < 0.4 ? " rss=lin" : (gk < 0.7 ? " rss=concave" : " rss=steps"));
     } else {
@@ -441,14 +441,14 @@ void lgg_generate(uint64_t seed, int label, lgg_series_t *s)
           x = hw + over;
         else
           x = f[i] + over + warm * (1 - exp(-u[i] / tau));
-        s->rss[i] = x * (1 + 0.002 * lgg_normal(r));
+        s->rss[i] = x * (1 + 0.002 * lgi_gen_normal(r));
       }
       strcat(s->desc, mode < 0.5 ? " rss=track" : (mode < 0.8 ? " rss=hwm" : " rss=warm"));
     }
   }
 
   /* Times: random origin and unit. */
-  double t0 = lgg_unif(r) < 0.5 ? 0 : (lgg_unif(r) < 0.5 ? U(r, 1.6e9, 1.8e9) : U(r, 0, 1e4));
+  double t0 = lgi_gen_unif(r) < 0.5 ? 0 : (lgi_gen_unif(r) < 0.5 ? U(r, 1.6e9, 1.8e9) : U(r, 0, 1e4));
   double dt = LU(r, 1e-2, 1e3);
   for (size_t i = 0; i < n; i++)
     s->t[i] = t0 + u[i] * dt * (double)n;

@@ -14,40 +14,40 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LGG_MAXN 2048
+#define LGI_GEN_MAXN 2048
 
-enum lgg_split { LGG_TRAIN = 0, LGG_VAL = 1, LGG_TEST = 2 };
+enum lgi_gen_split { LGI_GEN_TRAIN = 0, LGI_GEN_VAL = 1, LGI_GEN_TEST = 2 };
 
-typedef struct lgg_rng {
+typedef struct lgi_gen_rng {
   uint64_t s[4];
-} lgg_rng_t;
+} lgi_gen_rng_t;
 
-typedef struct lgg_series {
+typedef struct lgi_gen_series {
   size_t n;
   int label;                 /* lg_pattern_t */
   int has_rss;
   char desc[96];             /* generator variant, for debugging */
-  double t[LGG_MAXN], v[LGG_MAXN], rss[LGG_MAXN];
-} lgg_series_t;
+  double t[LGI_GEN_MAXN], v[LGI_GEN_MAXN], rss[LGI_GEN_MAXN];
+} lgi_gen_series_t;
 
 /* Seeds r deterministically from seed (splitmix64 expansion). */
-void lgg_seed(lgg_rng_t *r, uint64_t seed);
+void lgi_gen_seed(lgi_gen_rng_t *r, uint64_t seed);
 /* Next 64 random bits. */
-uint64_t lgg_next(lgg_rng_t *r);
+uint64_t lgi_gen_next(lgi_gen_rng_t *r);
 /* Uniform double in [0, 1). */
-double lgg_unif(lgg_rng_t *r);
+double lgi_gen_unif(lgi_gen_rng_t *r);
 /* Standard normal deviate (Box-Muller, one value per call). */
-double lgg_normal(lgg_rng_t *r);
+double lgi_gen_normal(lgi_gen_rng_t *r);
 
 /* Generates series number index of split into s (label = index % LG_PATTERN_COUNT). */
-void lgg_make(int split, uint64_t index, lgg_series_t *s);
+void lgi_gen_make(int split, uint64_t index, lgi_gen_series_t *s);
 
 /* Generates one series of the given label from seed. */
-void lgg_generate(uint64_t seed, int label, lgg_series_t *s);
+void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s);
 
 /* Name of a split: "train", "val", "test"; NULL if unknown. Parses back with
- * lgg_split_parse (returns -1 if unknown). */
-const char *lgg_split_name(int split);
-int lgg_split_parse(const char *name);
+ * lgi_gen_split_parse (returns -1 if unknown). */
+const char *lgi_gen_split_name(int split);
+int lgi_gen_split_parse(const char *name);
 
 #endif

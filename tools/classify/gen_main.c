@@ -21,12 +21,12 @@
 
 int main(int argc, char **argv)
 {
-  int split = LGG_TEST;
+  int split = LGI_GEN_TEST;
   unsigned long count = 70, first = 0;
   const char *dir = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--split") && i + 1 < argc) {
-      split = lgg_split_parse(argv[++i]);
+      split = lgi_gen_split_parse(argv[++i]);
       if (split < 0) {
         fprintf(stderr, "lg-gen-dataset: unknown split '%s' (train, val, test)\n", argv[i]);
         return 2;
@@ -59,11 +59,11 @@ int main(int argc, char **argv)
     return 1;
   }
   fprintf(lf, "file,label,description\n");
-  lgg_series_t *s = malloc(sizeof *s);
+  lgi_gen_series_t *s = malloc(sizeof *s);
   if (!s)
     return 1;
   for (unsigned long k = first; k < first + count; k++) {
-    lgg_make(split, k, s);
+    lgi_gen_make(split, k, s);
     snprintf(path, sizeof path, "%s/%06lu.csv", dir, k);
     FILE *fp = fopen(path, "w");
     if (!fp) {

@@ -38,11 +38,11 @@ static void features(int split, size_t count, double **X, int **Y)
 {
   *X = malloc(count * F * sizeof **X);
   *Y = malloc(count * sizeof **Y);
-  lgg_series_t *s = malloc(sizeof *s);
+  lgi_gen_series_t *s = malloc(sizeof *s);
   if (!*X || !*Y || !s)
     die("out of memory");
   for (size_t i = 0; i < count; i++) {
-    lgg_make(split, i, s);
+    lgi_gen_make(split, i, s);
     if (lgi_classify_features(s->t, s->v, s->has_rss ? s->rss : NULL, s->n, *X + i * F))
       die("generator produced an invalid series");
     (*Y)[i] = s->label;
@@ -123,8 +123,8 @@ int main(int argc, char **argv)
   double *X, *XV;
   int *Y, *YV;
   fprintf(stderr, "lg-train: features for %zu train + %zu val series\n", ntrain, nval);
-  features(LGG_TRAIN, ntrain, &X, &Y);
-  features(LGG_VAL, nval, &XV, &YV);
+  features(LGI_GEN_TRAIN, ntrain, &X, &Y);
+  features(LGI_GEN_VAL, nval, &XV, &YV);
 
   static lgi_classify_model_t m;
   memset(&m, 0, sizeof m);
@@ -147,17 +147,17 @@ int main(int argc, char **argv)
   for (size_t k = 0; k < nval; k++)
     standardise(&m, XV + k * F, ZV + k * F);
 
-  lgg_rng_t rng;
-  lgg_seed(&rng, seed);
+  lgi_gen_rng_t rng;
+  lgi_gen_seed(&rng, seed);
   static net_t net, g, am, av;
   memset(&net, 0, sizeof net);
   double a1 = sqrt(6.0 / (F + H)), a2 = sqrt(6.0 / (H + C));
   for (int j = 0; j < H; j++)
     for (int i = 0; i < F; i++)
-      net.w1[j][i] = (2 * lgg_unif(&rng) - 1) * a1;
+      net.w1[j][i] = (2 * lgi_gen_unif(&rng) - 1) * a1;
   for (int c = 0; c < C; c++)
     for (int j = 0; j < H; j++)
-      net.w2[c][j] = (2 * lgg_unif(&rng) - 1) * a2;
+      net.w2[c][j] = (2 * lgi_gen_unif(&rng) - 1) * a2;
   memset(&am, 0, sizeof am);
   memset(&av, 0, sizeof av);
 
@@ -172,7 +172,7 @@ int main(int argc, char **argv)
   long step = 0;
   for (int ep = 0; ep < epochs; ep++) {
     for (size_t k = ntrain - 1; k > 0; k--) { /* Fisher-Yates */
-      size_t j = (size_t)(lgg_unif(&rng) * (double)(k + 1));
+      size_t j = (size_t)(lgi_gen_unif(&rng) * (double)(k + 1));
       size_t tmp = order[k];
       order[k] = order[j];
       order[j] = tmp;
