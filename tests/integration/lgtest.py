@@ -41,7 +41,11 @@ def parse_args(extra=None):
     ap.add_argument("--keep", action="store_true")
     if extra:
         extra(ap)
-    return ap.parse_args()
+    args = ap.parse_args()
+    # commands run with the temporary directory as cwd: make paths absolute
+    for k in ("leakguard", "bin", "src"):
+        setattr(args, k, os.path.abspath(getattr(args, k)))
+    return args
 
 
 class TestFailed(Exception):
