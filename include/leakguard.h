@@ -58,6 +58,69 @@ typedef enum lg_space {
 /* Stable name of a space: "host", "mmap", "device", "managed", "pinned". */
 LG_API const char *lg_space_name(lg_space_t space);
 
+/* ------------------------------------------------------------------ guard / breaker
+ * A guard (`leakguard guard`, or `leakguard run --guard`) grades memory pressure
+ * into levels and publishes the level to every process running with the recorder.
+ * Programs read it to degrade gracefully before the OOM killer acts. Without a guard
+ * the level stays LG_LEVEL_NORMAL and these calls are cheap no-ops. */
+typedef enum lg_level {
+  LG_LEVEL_NORMAL = 0,
+  LG_LEVEL_WARN = 1,
+  LG_LEVEL_BREAKER = 2,
+  LG_LEVEL_EMERGENCY = 3
+} lg_level_t;
+
+/* "normal", "warn", "breaker", "emergency". */
+LG_API const char *lg_level_name(lg_level_t level);
+
+/* The current level (a relaxed load from shared memory; async-signal-safe). */
+LG_API lg_level_t lg_level(void);
+
+/* Called on a helper thread (all signals blocked) when the level changes.
+ * Returns a subscription id >= 0, or -ENOMEM / -EINVAL. At most 32 subscribers. */
+typedef void (*lg_level_cb)(lg_level_t old_level, lg_level_t new_level, void *arg);
+LG_API int lg_subscribe(lg_level_cb cb, void *arg);
+LG_API int lg_unsubscribe(int id);
+
+/* Degraded batch size for the current level: base at normal, 0.7x at warn, 0.5x at
+ * breaker, 0.25x at emergency; never below 1 (for base >= 1). */
+LG_API size_t lg_batch_size(size_t base);
+
+/* Admission control: 1 to accept new work, 0 at breaker and above (answer 503 with
+ * Retry-After, or redirect). */
+LG_API int lg_admit(void);
+
+/* Emergency eviction: a registered cache frees what it can when asked and returns
+ * the bytes it freed. At emergency (or on lg_evict(bytes)) caches are asked least
+ * recently used first (lg_evict_touch marks a cache as used). */
+typedef size_t (*lg_evict_cb)(size_t want_bytes, void *arg);
+LG_API int lg_evict_register(const char *name, lg_evict_cb cb, void *arg);
+LG_API void lg_evict_touch(int id);
+/* Asks caches to free want_bytes in LRU order; returns the bytes freed. */
+LG_API size_t lg_evict(size_t want_bytes);
+
+/* Per-request memory accounting: allocations made by this thread between
+ * lg_tag_push(name) and lg_tag_pop() are attributed to the tag (live bytes and peak,
+ * frees included wherever they happen). Tags nest (innermost wins, depth 8). Names
+ * are interned (at most 1024 distinct tags). Returns the tag id >= 1, or -errno. */
+LG_API int lg_tag_push(const char *name);
+LG_API void lg_tag_pop(void);
+
+typedef struct lg_tag_stats {
+  const char *name;
+  int64_t live_bytes;
+  int64_t peak_bytes;
+  uint64_t allocations;
+} lg_tag_stats_t;
+/* Statistics of tag id; 0 or -ENOENT. */
+LG_API int lg_tag_stats(int id, lg_tag_stats_t *out);
+
+/* Quota: when a tag's live bytes exceed limit, cb(tag, live, arg) runs once (on the
+ * allocating thread, outside the allocator) per crossing. With cb == NULL, allocations
+ * over the quota fail with ENOMEM instead. 0 or -errno. */
+typedef void (*lg_quota_cb)(int tag, int64_t live_bytes, void *arg);
+LG_API int lg_tag_quota(const char *name, int64_t limit_bytes, lg_quota_cb cb, void *arg);
+
 /* ------------------------------------------------------------------ classifier */
 
 /* Shapes of a memory curve. Names (lg_pattern_name) are a stable interface. */

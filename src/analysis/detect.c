@@ -44,6 +44,36 @@ int lgd_series_add(lgd_series_t *s, double t, double v, double step) {
 }
 
 #define MAXW 32
+#define MAXC 4096 /* points handed to the classifier (it resamples longer series itself) */
+
+/* The classifier's most probable class among those consistent with the verdict. */
+static int classify_consistent(const lgd_point_t *pts, size_t n, int leak) {
+  if (n < 8) return -1;
+  double t[MAXC], v[MAXC];
+  size_t step = (n + MAXC - 1) / MAXC, k = 0;
+  for (size_t i = 0; i < n && k < MAXC; i += step, k++) {
+    t[k] = pts[i].t;
+    v[k] = pts[i].last;
+  }
+  if (k < 8) return -1;
+  lg_pattern_t c;
+  double pr[LG_PATTERN_COUNT];
+  if (lg_classify(t, v, NULL, k, &c, pr) != 0) return -1;
+  int best = -1;
+  for (int i = 0; i < LG_PATTERN_COUNT; i++) {
+    if (i == LG_PATTERN_FRAGMENTATION) continue; /* needs RSS: process level only */
+    if (lg_pattern_is_leak((lg_pattern_t)i) != leak) continue;
+    if (best < 0 || pr[i] > pr[best]) best = i;
+  }
+  return best;
+}
+
+int lgd_process_pattern(const double *t, const double *live, const double *rss, size_t n) {
+  if (n < 8) return -1;
+  lg_pattern_t c;
+  if (lg_classify(t, live, rss, n, &c, NULL) != 0) return -1;
+  return (int)c;
+}
 
 int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_result_t *out) {
   if (!pts || !out) return -EINVAL;
@@ -143,6 +173,8 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
     if (ups * 3 <= W - 1 && ups >= 1) out->pattern = LG_PATTERN_STEP_LEAK;
     else if (slope_early > 0 && slope_late > 2.0 * slope_early) out->pattern = LG_PATTERN_ACCELERATING_LEAK;
     else out->pattern = LG_PATTERN_LINEAR_LEAK;
+    int cls = classify_consistent(pts, n, 1);
+    if (cls >= 0) out->pattern = (lg_pattern_t)cls;
     double c = tau * (1 - p) * fmin(1.0, (double)W / 10.0);
     out->confidence = c < 0 ? 0 : (c > 1 ? 1 : c);
   } else {
@@ -152,6 +184,8 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
       out->pattern = LG_PATTERN_PLATEAU;
     else
       out->pattern = LG_PATTERN_STABLE;
+    int cls = classify_consistent(pts, n, 0);
+    if (cls >= 0) out->pattern = (lg_pattern_t)cls;
     out->confidence = 0;
   }
   return 0;

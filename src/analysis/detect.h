@@ -57,7 +57,15 @@ typedef struct lgd_options {
 } lgd_options_t;
 
 /* Analyses pts[0..n). Returns 0 (out filled; leak = 0 when there is too little data),
- * -EINVAL on NULL arguments. */
+ * -EINVAL on NULL arguments. The verdict comes from the trend tests; the pattern from
+ * the learned classifier (lg_classify, docs/classifier.md) restricted to the classes
+ * that agree with the verdict (a leak class for a leak, else stable/plateau/sawtooth),
+ * falling back to the rule-based shape when the series is too short. */
 int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_result_t *out);
+
+/* Process-level shape from live bytes and resident memory (can name fragmentation:
+ * RSS growing while live bytes stay flat). Returns the class, or -1 when the series is
+ * too short or invalid. */
+int lgd_process_pattern(const double *t, const double *live, const double *rss, size_t n);
 
 #endif

@@ -91,9 +91,11 @@ typedef struct lg_region_hdr {
   uint64_t sample_bytes;    /* 0: every allocation recorded */
   uint64_t start_ns;        /* CLOCK_MONOTONIC when the region was created */
 
-  /* written by the collector */
+  /* written by the collector, or by a guard that maps the region */
   _Atomic uint32_t epoch;   /* ticks of LG_TICK_NS since start, for block ages */
-  uint32_t pad0;
+  _Atomic uint32_t guard_level; /* lg_level_t published by a guard */
+  _Atomic uint64_t guard_seq;   /* bumped on every level change */
+  _Atomic uint64_t evict_request; /* bytes a guard asks the process to evict */
 
   /* written by the recorder */
   _Atomic uint64_t steps;

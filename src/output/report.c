@@ -68,6 +68,7 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
     lgr_run_t *u = &r->runs[r->nruns++];
     memset(u, 0, sizeof *u);
     int c = 0;
+    u->pattern = -1;
     u->proc = sqlite3_column_int(st, c++);
     u->pid = sqlite3_column_int(st, c++);
     u->ppid = sqlite3_column_int(st, c++);
@@ -177,18 +178,21 @@ static int push_site(lgr_site_t **arr, int *n, int *cap, const lgr_site_t *s) {
 }
 
 /* Analyses every site of one process. */
-static int analyse_proc(sqlite3 *db, const lgr_run_t *run, const lgr_options_t *o, lgr_report_t *r,
+static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_report_t *r,
                         int *scap, int *ocap, lgr_site_t **others, int *nothers) {
   sqlite3_stmt *st;
   /* snapshot times */
   if (sqlite3_prepare_v2(db,
-                         "SELECT seq, t_ns - (SELECT start_ns FROM processes WHERE proc=?1), step"
+                         "SELECT seq, t_ns - (SELECT start_ns FROM processes WHERE proc=?1), step,"
+                         " live_bytes, rss_bytes"
                          " FROM snapshots WHERE proc=?1 ORDER BY seq",
                          -1, &st, NULL) != SQLITE_OK)
     return -EIO;
   sqlite3_bind_int(st, 1, run->proc);
   snapinfo_t *snaps = NULL;
   int64_t nsnap = 0, cap = 0;
+  double *pt = NULL, *plive = NULL, *prss = NULL;
+  size_t pn = 0, pcap = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
     int64_t seq = sqlite3_column_int64(st, 0);
     if (seq < 0 || seq > 100000000) continue;
@@ -202,10 +206,29 @@ static int analyse_proc(sqlite3 *db, const lgr_run_t *run, const lgr_options_t *
       cap = nc;
     }
     snaps[seq].t = (double)sqlite3_column_int64(st, 1) / 1e9;
+    if (pn == pcap) {
+      pcap = pcap ? pcap * 2 : 256;
+      double *a = realloc(pt, pcap * sizeof *a), *b = realloc(plive, pcap * sizeof *b),
+             *c2 = realloc(prss, pcap * sizeof *c2);
+      if (a) pt = a;
+      if (b) plive = b;
+      if (c2) prss = c2;
+      if (!a || !b || !c2) pcap = pn;
+    }
+    if (pn < pcap && (pn == 0 || snaps[seq].t > pt[pn - 1])) {
+      pt[pn] = snaps[seq].t;
+      plive[pn] = (double)sqlite3_column_int64(st, 3);
+      prss[pn] = (double)sqlite3_column_int64(st, 4);
+      pn++;
+    }
     snaps[seq].step = (double)sqlite3_column_int64(st, 2);
     if (seq + 1 > nsnap) nsnap = seq + 1;
   }
   sqlite3_finalize(st);
+  run->pattern = lgd_process_pattern(pt, plive, prss, pn);
+  free(pt);
+  free(plive);
+  free(prss);
   if (nsnap == 0) {
     free(snaps);
     return 0;
@@ -357,6 +380,7 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     if (u->steps) fprintf(f, ", %llu steps", (unsigned long long)u->steps);
     if (u->sample_bytes) fprintf(f, ", sampled every %s", lgu_fmt_bytes(b3, sizeof b3, (double)u->sample_bytes));
     if (u->dropped) fprintf(f, ", %llu records DROPPED", (unsigned long long)u->dropped);
+    if (u->pattern >= 0) fprintf(f, "; memory curve: %s", lg_pattern_name((lg_pattern_t)u->pattern));
     fprintf(f, "\n");
   }
   if (!r->nsuspects) {
@@ -454,6 +478,8 @@ int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     cJSON_AddNumberToObject(j, "snapshots", (double)u->snapshots);
     cJSON_AddNumberToObject(j, "sample_bytes", (double)u->sample_bytes);
     cJSON_AddNumberToObject(j, "limit_bytes", (double)u->limit_bytes);
+    if (u->pattern >= 0) cJSON_AddStringToObject(j, "memory_pattern", lg_pattern_name((lg_pattern_t)u->pattern));
+    else cJSON_AddNullToObject(j, "memory_pattern");
     cJSON_AddItemToArray(runs, j);
   }
   cJSON *sus = cJSON_AddArrayToObject(root, "suspects");

@@ -41,6 +41,7 @@ typedef struct lgr_run {
   int64_t peak_live_bytes, final_live_bytes;
   uint64_t dropped, steps, snapshots, sample_bytes;
   uint64_t limit_bytes, usage_bytes;
+  int pattern;                /* lg_pattern_t of live bytes + RSS over time, -1 unknown */
 } lgr_run_t;
 
 typedef struct lgr_report {

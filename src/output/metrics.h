@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics.h - the Prometheus exporter (outputs layer).
+ *
+ * A registry of gauges and counters that any source (the collector's snapshots, the
+ * guard, later CUDA/NVML sources) sets; an HTTP endpoint (libmicrohttpd) serves it in
+ * the Prometheus text exposition format at /metrics. Cardinality is bounded by the
+ * callers (top-K sites, top tags). Thread-safe: sources update from the collector or
+ * guard thread while libmicrohttpd serves from its own thread.
+ */
+#ifndef LG_OUTPUT_METRICS_H
+#define LG_OUTPUT_METRICS_H
+
+#include <stddef.h>
+
+typedef struct lgx_registry lgx_registry_t;
+
+enum lgx_type { LGX_GAUGE = 0, LGX_COUNTER = 1 };
+
+lgx_registry_t *lgx_new(void);
+void lgx_free(lgx_registry_t *r);
+
+/* Declares a metric family (name must follow Prometheus naming, e.g.
+ * "leakguard_live_bytes"); help is the # HELP text. Idempotent. 0 or -errno. */
+int lgx_declare(lgx_registry_t *r, const char *name, enum lgx_type type, const char *help);
+
+/* Sets (gauge) or sets the cumulative value (counter) of one series. labels is NULL
+ * or a flat NULL-terminated array {"key", "value", "key2", "value2", NULL}; values are
+ * escaped as the format requires. 0 or -errno. */
+int lgx_set(lgx_registry_t *r, const char *name, const char *const *labels, double value);
+/* Adds to a counter series. */
+int lgx_add(lgx_registry_t *r, const char *name, const char *const *labels, double delta);
+/* Removes every series of a family (before re-publishing a top-K set). */
+void lgx_clear(lgx_registry_t *r, const char *name);
+
+/* Renders the exposition text into a malloc'd string (*len bytes). 0 or -ENOMEM. */
+int lgx_render(lgx_registry_t *r, char **out, size_t *len);
+
+/* Starts serving /metrics on addr ("127.0.0.1:9464", "[::1]:9464", ":9464" = loopback
+ * too; a non-loopback address only when given explicitly). 0, -EADDRINUSE, -EINVAL. */
+typedef struct lgx_server lgx_server_t;
+int lgx_serve(lgx_registry_t *r, const char *addr, lgx_server_t **out, char *why, size_t whylen);
+void lgx_stop(lgx_server_t *s);
+
+#endif
