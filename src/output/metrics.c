@@ -1,0 +1,569 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics.c - the Prometheus exporter: a registry of gauges and counters rendered in
+ * the text exposition format (version 0.0.4), served at /metrics by libmicrohttpd.
+ *
+ * Format (https://prometheus.io/docs/instrumenting/exposition_formats/):
+ *   # HELP name text        help escapes '\' and newline
+ *   # TYPE name gauge|counter
+ *   name{k="v",...} value   label values escape '\', '"' and newline
+ * Ordering is stable: families by name (byte order), series of a family in the order
+ * they were first set since the last lgx_clear (callers publish top-K lists in rank
+ * order). A declared family with no series still renders its HELP and TYPE lines.
+ * Values: integers below 2^53 in full, others the shortest "%.*g" that reads back exactly; +Inf, -Inf and NaN as the
+ * format spells them.
+ *
+ * Serving: the listening socket is created and bound here (so a port in use is
+ * reported precisely, with errno) and handed to libmicrohttpd, which serves from its
+ * own internal polling thread. On success `why` receives the URL actually served
+ * (with the real port when ":0" was asked), e.g. "http://127.0.0.1:9464/metrics".
+ */
+#include "output/metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define LGX_MAX_FAMILIES 256
+#define LGX_MAX_SERIES 4096 /* per family; callers bound cardinality, this is a backstop */
+#define LGX_MAX_LABELS 16   /* label pairs per series */
+
+struct lgx_series {
+  char *labels; /* rendered "{k=\"v\",...}" or "" */
+  double value;
+};
+
+struct lgx_family {
+  char *name;
+  char *help; /* escaped */
+  enum lgx_type type;
+  struct lgx_series *series;
+  size_t nseries, capseries;
+};
+
+struct lgx_registry {
+  pthread_mutex_t mu;
+  struct lgx_family *fam; /* sorted by name */
+  size_t nfam, capfam;
+};
+
+struct lgx_server {
+  struct MHD_Daemon *daemon;
+  lgx_registry_t *reg;
+};
+
+/* ------------------------------------------------------------------ growable buffer */
+
+struct buf {
+  char *p;
+  size_t len, cap;
+  bool oom;
+};
+
+static void buf_put(struct buf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (b->len + n + 1 > cap) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+      b->oom = true;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+
+static void buf_str(struct buf *b, const char *s) { buf_put(b, s, strlen(s)); }
+
+/* Appends s escaped: '\' -> "\\", '\n' -> "\n", and '"' -> "\"" when quotes. */
+static void buf_escaped(struct buf *b, const char *s, bool quotes) {
+  const char *run = s;
+  for (; *s; s++) {
+    const char *rep = NULL;
+    if (*s == '\\') rep = "\\\\";
+    else if (*s == '\n') rep = "\\n";
+    else if (*s == '"' && quotes) rep = "\\\"";
+    if (!rep) continue;
+    buf_put(b, run, (size_t)(s - run));
+    buf_str(b, rep);
+    run = s + 1;
+  }
+  buf_put(b, run, (size_t)(s - run));
+}
+
+/* ------------------------------------------------------------------ names and values */
+
+static bool valid_metric_name(const char *s) {
+  if (!s || !*s) return false;
+  for (const char *p = s; *p; p++) {
+    char c = *p;
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
+    if (!alpha && !(p > s && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+static bool valid_label_name(const char *s) {
+  if (!s || !*s) return false;
+  if (s[0] == '_' && s[1] == '_') return false; /* reserved for Prometheus itself */
+  for (const char *p = s; *p; p++) {
+    char c = *p;
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(p > s && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+/* Shortest decimal that reads back as v; Prometheus' spellings of the specials. */
+static void fmt_value(char *out, size_t n, double v) {
+  if (isnan(v)) {
+    snprintf(out, n, "NaN");
+    return;
+  }
+  if (isinf(v)) {
+    snprintf(out, n, v > 0 ? "+Inf" : "-Inf");
+    return;
+  }
+  if (v == 0) v = 0; /* -0 -> 0 */
+  if (v == floor(v) && fabs(v) < 9007199254740992.0) { /* integers below 2^53 in full */
+    snprintf(out, n, "%.0f", v);
+    return;
+  }
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(out, n, "%.*g", prec, v);
+    if (strtod(out, NULL) == v) return;
+  }
+}
+
+/* Renders a flat {"k","v",...,NULL} label list; 0 or -EINVAL / -ENOMEM. */
+static int render_labels(const char *const *labels, char **out) {
+  struct buf b = {0};
+  size_t npairs = 0;
+  if (labels) {
+    for (size_t i = 0; labels[i]; i += 2) {
+      if (!labels[i + 1] || !valid_label_name(labels[i]) || ++npairs > LGX_MAX_LABELS) {
+        free(b.p);
+        return -EINVAL;
+      }
+      for (size_t j = 0; j < i; j += 2) /* duplicate key */
+        if (strcmp(labels[j], labels[i]) == 0) {
+          free(b.p);
+          return -EINVAL;
+        }
+      buf_str(&b, i ? "," : "{");
+      buf_str(&b, labels[i]);
+      buf_str(&b, "=\"");
+      buf_escaped(&b, labels[i + 1], true);
+      buf_str(&b, "\"");
+    }
+  }
+  buf_str(&b, npairs ? "}" : "");
+  if (b.oom) {
+    free(b.p);
+    return -ENOMEM;
+  }
+  *out = b.p;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ registry */
+
+lgx_registry_t *lgx_new(void) {
+  lgx_registry_t *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  if (pthread_mutex_init(&r->mu, NULL) != 0) {
+    free(r);
+    return NULL;
+  }
+  return r;
+}
+
+static void family_clear(struct lgx_family *f) {
+  for (size_t i = 0; i < f->nseries; i++) free(f->series[i].labels);
+  f->nseries = 0;
+}
+
+void lgx_free(lgx_registry_t *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->nfam; i++) {
+    family_clear(&r->fam[i]);
+    free(r->fam[i].series);
+    free(r->fam[i].name);
+    free(r->fam[i].help);
+  }
+  free(r->fam);
+  pthread_mutex_destroy(&r->mu);
+  free(r);
+}
+
+/* Binary search; returns the family or NULL, *pos the insertion point. */
+static struct lgx_family *find_family(lgx_registry_t *r, const char *name, size_t *pos) {
+  size_t lo = 0, hi = r->nfam;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(r->fam[mid].name, name);
+    if (c == 0) {
+      if (pos) *pos = mid;
+      return &r->fam[mid];
+    }
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  if (pos) *pos = lo;
+  return NULL;
+}
+
+int lgx_declare(lgx_registry_t *r, const char *name, enum lgx_type type, const char *help) {
+  if (!r || !valid_metric_name(name) || (type != LGX_GAUGE && type != LGX_COUNTER)) return -EINVAL;
+  struct buf hb = {0};
+  buf_escaped(&hb, help ? help : "", false);
+  if (hb.oom) return -ENOMEM;
+  if (!hb.p) buf_str(&hb, "");
+  if (hb.oom) return -ENOMEM;
+
+  int rc = 0;
+  pthread_mutex_lock(&r->mu);
+  size_t pos;
+  struct lgx_family *f = find_family(r, name, &pos);
+  if (f) {
+    if (f->type != type) {
+      rc = -EEXIST; /* same name, different type: a programming error */
+    } else {
+      free(f->help); /* idempotent; the latest help wins */
+      f->help = hb.p;
+      hb.p = NULL;
+    }
+  } else if (r->nfam >= LGX_MAX_FAMILIES) {
+    rc = -ENOSPC;
+  } else {
+    if (r->nfam == r->capfam) {
+      size_t cap = r->capfam ? r->capfam * 2 : 16;
+      struct lgx_family *nf = realloc(r->fam, cap * sizeof *nf);
+      if (!nf) {
+        rc = -ENOMEM;
+        goto out;
+      }
+      r->fam = nf;
+      r->capfam = cap;
+    }
+    char *nm = strdup(name);
+    if (!nm) {
+      rc = -ENOMEM;
+      goto out;
+    }
+    memmove(&r->fam[pos + 1], &r->fam[pos], (r->nfam - pos) * sizeof *r->fam);
+    r->fam[pos] = (struct lgx_family){.name = nm, .help = hb.p, .type = type};
+    hb.p = NULL;
+    r->nfam++;
+  }
+out:
+  pthread_mutex_unlock(&r->mu);
+  free(hb.p);
+  return rc;
+}
+
+/* Sets or adds under the lock. */
+static int update(lgx_registry_t *r, const char *name, const char *const *labels, double v, bool add) {
+  if (!r || !name) return -EINVAL;
+  char *key = NULL;
+  int rc = render_labels(labels, &key);
+  if (rc) return rc;
+  pthread_mutex_lock(&r->mu);
+  struct lgx_family *f = find_family(r, name, NULL);
+  if (!f) {
+    rc = -ENOENT;
+    goto out;
+  }
+  if (f->type == LGX_COUNTER && v < 0) {
+    rc = -EINVAL; /* counters never go down */
+    goto out;
+  }
+  for (size_t i = 0; i < f->nseries; i++) {
+    if (strcmp(f->series[i].labels, key) == 0) {
+      f->series[i].value = add ? f->series[i].value + v : v;
+      goto out;
+    }
+  }
+  if (f->nseries >= LGX_MAX_SERIES) {
+    rc = -ENOSPC;
+    goto out;
+  }
+  if (f->nseries == f->capseries) {
+    size_t cap = f->capseries ? f->capseries * 2 : 8;
+    struct lgx_series *ns = realloc(f->series, cap * sizeof *ns);
+    if (!ns) {
+      rc = -ENOMEM;
+      goto out;
+    }
+    f->series = ns;
+    f->capseries = cap;
+  }
+  f->series[f->nseries++] = (struct lgx_series){.labels = key, .value = v};
+  key = NULL;
+out:
+  pthread_mutex_unlock(&r->mu);
+  free(key);
+  return rc;
+}
+
+int lgx_set(lgx_registry_t *r, const char *name, const char *const *labels, double value) {
+  return update(r, name, labels, value, false);
+}
+
+int lgx_add(lgx_registry_t *r, const char *name, const char *const *labels, double delta) {
+  return update(r, name, labels, delta, true);
+}
+
+void lgx_clear(lgx_registry_t *r, const char *name) {
+  if (!r || !name) return;
+  pthread_mutex_lock(&r->mu);
+  struct lgx_family *f = find_family(r, name, NULL);
+  if (f) family_clear(f);
+  pthread_mutex_unlock(&r->mu);
+}
+
+int lgx_render(lgx_registry_t *r, char **out, size_t *len) {
+  if (!r || !out || !len) return -EINVAL;
+  struct buf b = {0};
+  buf_str(&b, "");
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < r->nfam; i++) {
+    const struct lgx_family *f = &r->fam[i];
+    buf_str(&b, "# HELP ");
+    buf_str(&b, f->name);
+    buf_str(&b, " ");
+    buf_str(&b, f->help);
+    buf_str(&b, "\n# TYPE ");
+    buf_str(&b, f->name);
+    buf_str(&b, f->type == LGX_COUNTER ? " counter\n" : " gauge\n");
+    for (size_t j = 0; j < f->nseries; j++) {
+      char v[64];
+      fmt_value(v, sizeof v, f->series[j].value);
+      buf_str(&b, f->name);
+      buf_str(&b, f->series[j].labels);
+      buf_str(&b, " ");
+      buf_str(&b, v);
+      buf_str(&b, "\n");
+    }
+  }
+  pthread_mutex_unlock(&r->mu);
+  if (b.oom) {
+    free(b.p);
+    return -ENOMEM;
+  }
+  *out = b.p;
+  *len = b.len;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ HTTP */
+
+static enum MHD_Result queue_text(struct MHD_Connection *c, unsigned status, const char *text) {
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+  if (!resp) return MHD_NO;
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+  if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+  enum MHD_Result ret = MHD_queue_response(c, status, resp);
+  MHD_destroy_response(resp);
+  return ret;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload_data, size_t *upload_data_size,
+                              void **con_cls) {
+  lgx_registry_t *r = cls;
+  (void)version;
+  (void)upload_data;
+  if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+    *upload_data_size = 0; /* discard any body */
+    return queue_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+  }
+  if (strcmp(url, "/") == 0) return queue_text(c, MHD_HTTP_OK, "leakguard exporter: metrics at /metrics\n");
+  if (strcmp(url, "/metrics") != 0) return queue_text(c, MHD_HTTP_NOT_FOUND, "not found; metrics at /metrics\n");
+
+  char *body = NULL;
+  size_t len = 0;
+  if (lgx_render(r, &body, &len) != 0)
+    return queue_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+  struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+  if (!resp) {
+    free(body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+  enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+  MHD_destroy_response(resp);
+  (void)con_cls;
+  return ret;
+}
+
+static void set_why(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_why(char *why, size_t whylen, const char *fmt, ...) {
+  if (!why || !whylen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, whylen, fmt, ap);
+  va_end(ap);
+}
+
+/* Parses "HOST:PORT", "[V6]:PORT", ":PORT" or "PORT" (the last two: 127.0.0.1). HOST is
+ * a numeric IPv4/IPv6 address or "localhost". 0 or -EINVAL with why. */
+static int parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *sl, char *why, size_t whylen) {
+  if (!addr || !*addr) {
+    set_why(why, whylen, "empty metrics address (expected ADDR:PORT, e.g. 127.0.0.1:9464)");
+    return -EINVAL;
+  }
+  char host[128] = "";
+  const char *port;
+  if (addr[0] == '[') {
+    const char *end = strchr(addr, ']');
+    if (!end || end[1] != ':' || (size_t)(end - addr - 1) >= sizeof host) {
+      set_why(why, whylen, "bad metrics address '%s' (expected [IPv6]:PORT)", addr);
+      return -EINVAL;
+    }
+    memcpy(host, addr + 1, (size_t)(end - addr - 1));
+    host[end - addr - 1] = '\0';
+    port = end + 2;
+  } else {
+    const char *colon = strrchr(addr, ':');
+    if (!colon) {
+      port = addr;
+    } else {
+      if (strchr(addr, ':') != colon) {
+        set_why(why, whylen, "bad metrics address '%s' (write an IPv6 address as [ADDR]:PORT)", addr);
+        return -EINVAL;
+      }
+      if ((size_t)(colon - addr) >= sizeof host) {
+        set_why(why, whylen, "bad metrics address '%s'", addr);
+        return -EINVAL;
+      }
+      memcpy(host, addr, (size_t)(colon - addr));
+      host[colon - addr] = '\0';
+      port = colon + 1;
+    }
+  }
+  char *end;
+  errno = 0;
+  long p = *port ? strtol(port, &end, 10) : -1;
+  if (p < 0 || p > 65535 || errno || *end || port[0] == '+' || port[0] == '-' || port[0] == ' ') {
+    set_why(why, whylen, "bad port in metrics address '%s' (expected 0..65535)", addr);
+    return -EINVAL;
+  }
+  memset(ss, 0, sizeof *ss);
+  if (!*host || strcmp(host, "localhost") == 0) strcpy(host, "127.0.0.1");
+  struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+  if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+    in4->sin_family = AF_INET;
+    in4->sin_port = htons((uint16_t)p);
+    *sl = sizeof *in4;
+  } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons((uint16_t)p);
+    *sl = sizeof *in6;
+  } else {
+    set_why(why, whylen, "bad host in metrics address '%s' (a numeric IPv4/IPv6 address or localhost)", addr);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+static void fmt_sockaddr(const struct sockaddr_storage *ss, char *out, size_t n) {
+  char h[INET6_ADDRSTRLEN] = "?";
+  if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+    inet_ntop(AF_INET6, &in6->sin6_addr, h, sizeof h);
+    snprintf(out, n, "[%s]:%u", h, ntohs(in6->sin6_port));
+  } else {
+    const struct sockaddr_in *in4 = (const struct sockaddr_in *)ss;
+    inet_ntop(AF_INET, &in4->sin_addr, h, sizeof h);
+    snprintf(out, n, "%s:%u", h, ntohs(in4->sin_port));
+  }
+}
+
+int lgx_serve(lgx_registry_t *r, const char *addr, lgx_server_t **out, char *why, size_t whylen) {
+  if (why && whylen) why[0] = '\0';
+  if (!r || !out) {
+    set_why(why, whylen, "internal error: no registry");
+    return -EINVAL;
+  }
+  struct sockaddr_storage ss;
+  socklen_t sl = 0;
+  int rc = parse_addr(addr, &ss, &sl, why, whylen);
+  if (rc) return rc;
+
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    rc = -errno;
+    set_why(why, whylen, "cannot create a socket for %s: %s", addr, strerror(errno));
+    return rc;
+  }
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* TIME_WAIT only, not a live listener */
+  if (ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 64) != 0) {
+    int e = errno;
+    char a[80];
+    fmt_sockaddr(&ss, a, sizeof a);
+    if (e == EADDRINUSE)
+      set_why(why, whylen, "cannot serve metrics on %s: the port is already in use (choose another with --metrics ADDR:PORT)", a);
+    else if (e == EADDRNOTAVAIL)
+      set_why(why, whylen, "cannot serve metrics on %s: no local interface has that address", a);
+    else
+      set_why(why, whylen, "cannot serve metrics on %s: %s", a, strerror(e));
+    close(fd);
+    return -e;
+  }
+  struct sockaddr_storage bound;
+  socklen_t bl = sizeof bound;
+  if (getsockname(fd, (struct sockaddr *)&bound, &bl) != 0) bound = ss;
+
+  lgx_server_t *s = calloc(1, sizeof *s);
+  if (!s) {
+    close(fd);
+    set_why(why, whylen, "out of memory");
+    return -ENOMEM;
+  }
+  s->reg = r;
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+  if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+  s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, r,
+                               MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                               MHD_OPTION_END);
+  if (!s->daemon) {
+    int e = errno ? errno : EIO;
+    close(fd);
+    free(s);
+    set_why(why, whylen, "cannot start the metrics HTTP server on %s (libmicrohttpd: %s)", addr, strerror(e));
+    return -e;
+  }
+  char a[80];
+  fmt_sockaddr(&bound, a, sizeof a);
+  set_why(why, whylen, "http://%s/metrics", a);
+  *out = s;
+  return 0;
+}
+
+void lgx_stop(lgx_server_t *s) {
+  if (!s) return;
+  if (s->daemon) MHD_stop_daemon(s->daemon); /* closes the listening socket too */
+  free(s);
+}
