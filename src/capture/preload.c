@@ -50,6 +50,8 @@ lgi_global_t lgi_g = {.fd = -1};
 
 #define HDR 16u
 #define F_OFFSET_MASK 0x3fu /* log2 of (user pointer - underlying pointer) */
+#define F_TAG_SHIFT 6       /* bits 6..15: lg_tag_push() tag id */
+#define F_TAG_MASK (0x3ffu << F_TAG_SHIFT)
 typedef struct lg_blk {
   uint32_t site;
   uint32_t epoch;
@@ -408,11 +410,30 @@ static inline void *head(void *base, size_t size, size_t offset_log2) {
 #define CALLER_RA ((uintptr_t)__builtin_return_address(0))
 #define CALLER_CFA ((uintptr_t)__builtin_frame_address(0) + 16)
 
+static inline unsigned blk_tag(const lg_blk_t *b) { return (unsigned)((b->szf & F_TAG_MASK) >> F_TAG_SHIFT); }
+
+/* The block was allocated inside lg_tag_push(): count it, enforce the quota. */
+static __attribute__((noinline)) void *tag_finish(lgi_tls_t *t, void *p, size_t size) {
+  lg_blk_t *b = blk_of(p);
+  b->szf |= (uint64_t)t->tag << F_TAG_SHIFT;
+  t->guard++;
+  int fail = lgi_tag_alloc(t, t->tag, size, 1);
+  t->guard--;
+  if (fail) {
+    free(p);
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (t->quota_tag) lgi_tag_fire(t);
+  return p;
+}
+
 static inline void *finish(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
   lgi_tls_t *t = &lgi_tls;
   if (LGI_UNLIKELY(t->guard)) return p;
   t->countdown -= (int64_t)size;
   if (LGI_UNLIKELY(t->countdown <= 0)) record_alloc(p, size, ra0, cfa0);
+  if (LGI_UNLIKELY(t->tag)) return tag_finish(t, p, size);
   return p;
 }
 
@@ -458,6 +479,7 @@ LG_EXPORT void free(void *p) {
   if (!p || LGI_UNLIKELY(in_boot(p))) return;
   lg_blk_t *b = blk_of(p);
   if (b->site) record_free(b);
+  if (LGI_UNLIKELY(b->szf & F_TAG_MASK)) lgi_tag_free(blk_tag(b), blk_size(b));
   real_free(blk_base(p));
 }
 
@@ -500,14 +522,14 @@ static void *do_realloc(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
    * get the old address from malloc. */
   lg_blk_t saved = *b;
   if (saved.site) record_free(b);
+  if (saved.szf & F_TAG_MASK) lgi_tag_free(blk_tag(&saved), old);
   void *base = real_realloc(blk_base(p), size + HDR);
-  if (!base) {
-    if (saved.site) { /* the old block lives on: count it again */
-      lgi_tls_t *t = &lgi_tls;
-      t->guard++;
-      ctr_update(t, saved.site, weight_bytes(old), weight_blocks(old), saved.epoch, 0);
-      t->guard--;
-    }
+  if (!base) { /* the old block lives on: count it again */
+    lgi_tls_t *t = &lgi_tls;
+    t->guard++;
+    if (saved.site) ctr_update(t, saved.site, weight_bytes(old), weight_blocks(old), saved.epoch, 0);
+    if (saved.szf & F_TAG_MASK) lgi_tag_alloc(t, blk_tag(&saved), old, 0);
+    t->guard--;
     return NULL;
   }
   return finish(head(base, size, 4), size, ra0, cfa0);

@@ -42,6 +42,7 @@ typedef struct lgi_scache_ent {
   uint64_t ra[LGI_SCACHE_DEPTH];
 } lgi_scache_ent_t;
 
+#define LGI_TAG_DEPTH 8
 typedef struct lgi_tls {
   int guard;              /* > 0 while inside the recorder: nested calls pass through */
   int state;              /* 0 new, 1 ready, 2 exited (thread destructor ran) */
@@ -52,6 +53,11 @@ typedef struct lgi_tls {
   int shard_atomic;
   uintptr_t stack_lo, stack_hi;
   lgi_scache_ent_t *scache; /* LGI_SCACHE_ENTRIES entries, mmap'd on first use */
+  uint16_t tag;           /* current lg_tag_push() tag, 0 = none */
+  uint16_t tag_depth;
+  uint16_t tag_stack[LGI_TAG_DEPTH];
+  uint16_t quota_tag;     /* quota crossed inside the allocator: callback pending */
+  int64_t quota_live;
 } lgi_tls_t;
 
 LGI_HIDDEN extern __thread lgi_tls_t lgi_tls;
@@ -91,6 +97,15 @@ LGI_HIDDEN void lgi_unlock(void);
 /* Pages from the kernel, never from malloc. */
 LGI_HIDDEN void *lgi_pages_alloc(size_t bytes);
 LGI_HIDDEN void lgi_pages_free(void *p, size_t bytes);
+
+/* ---- breaker.c */
+
+/* Counts size bytes for tag. With check, returns 1 when the tag is over a failing
+ * quota (the caller fails the allocation), and records a pending quota callback in t. */
+LGI_HIDDEN int lgi_tag_alloc(lgi_tls_t *t, unsigned tag, size_t size, int check);
+LGI_HIDDEN void lgi_tag_free(unsigned tag, size_t size);
+/* Runs a pending quota callback (outside the allocator's bookkeeping). */
+LGI_HIDDEN void lgi_tag_fire(lgi_tls_t *t);
 
 /* ---- unwind.c */
 

@@ -68,6 +68,9 @@ static uint64_t layout(lg_region_hdr_t *h, uint32_t stacks_cap, uint32_t depth, 
   h->modules_off = off;
   h->modules_cap = 4096;
   off = align64(off + (uint64_t)h->modules_cap * sizeof(lg_module_rec_t));
+  h->tags_off = off;
+  h->tags_cap = LG_MAX_TAGS;
+  off = align64(off + (uint64_t)h->tags_cap * sizeof(lg_tag_rec_t));
   h->shards_off = off;
   h->shards_cap = 256;
   uint32_t nchunks = stacks_cap / LG_SITES_PER_CHUNK;

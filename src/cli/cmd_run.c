@@ -360,9 +360,11 @@ static void accept_hello(collector_t *c) {
   p->m.conn = s;
   p->m.start_ns = lgu_now_ns();
   snprintf(p->m.exe, sizeof p->m.exe, "%s", h.exe);
-  read_cmdline(h.pid, p->m.command, sizeof p->m.command);
-  if (!p->m.command[0]) snprintf(p->m.command, sizeof p->m.command, "%s", h.exe);
   proc_ext_t *parent = prev ? prev : find_proc(c, h.ppid, 0);
+  /* A forked image runs its parent's program; /proc may already show a later exec. */
+  if (h.kind == LG_HELLO_FORK && parent) snprintf(p->m.command, sizeof p->m.command, "%s", parent->m.command);
+  else read_cmdline(h.pid, p->m.command, sizeof p->m.command);
+  if (!p->m.command[0]) snprintf(p->m.command, sizeof p->m.command, "%s", h.exe);
   p->m.parent_proc = parent ? parent->m.proc : 0;
   if (prev) p->m.ppid = prev->m.ppid;
   p->sym = lgs_new();

@@ -74,6 +74,20 @@ typedef struct lg_module_rec {
   char path[LG_MODULE_PATH];
 } lg_module_rec_t;
 
+/* Per-request tags (lg_tag_push): live bytes and peak of the allocations made inside
+ * a tag, wherever they are freed. Tag ids are 1..tags_cap-1 (10 bits in a block header). */
+#define LG_TAG_NAME 48
+#define LG_MAX_TAGS 1024
+typedef struct lg_tag_rec {
+  char name[LG_TAG_NAME];
+  _Atomic int64_t live_bytes;
+  _Atomic int64_t peak_bytes;
+  _Atomic uint64_t allocations;
+  int64_t quota_bytes;      /* 0: none */
+  _Atomic uint32_t over;    /* 1 while above the quota */
+  uint32_t fail;            /* 1: allocations over the quota fail (no callback) */
+} lg_tag_rec_t;
+
 typedef struct lg_shard_desc {
   _Atomic uint32_t owner;   /* 0 free, else a thread id (gettid) holding it */
   uint32_t nchunks_cap;
@@ -114,6 +128,7 @@ typedef struct lg_region_hdr {
   uint64_t stacks_off;
   uint64_t frames_off; uint64_t frames_cap;
   uint64_t modules_off; uint32_t modules_cap; uint32_t shards_cap;
+  uint64_t tags_off;   _Atomic uint32_t ntags; uint32_t tags_cap;
   uint64_t shards_off;
   uint64_t arena_off;  uint64_t arena_cap;
 } lg_region_hdr_t;

@@ -165,7 +165,10 @@ static int resolve(lgs_symbolizer_t *s, uint64_t ip, lgs_frame_t *f, int max) {
   GElf_Sym sym;
   const char *symname = dwfl_module_addrinfo(m, pc, &off, &sym, NULL, NULL, NULL);
   f[0].function = nice_name(s, symname);
-  Dwfl_Line *line = dwfl_module_getsrc(m, pc);
+  /* Only trust the line table when a compile unit covers pc: code without debug info
+   * (crt1.o's _start) would otherwise borrow the nearest line of another unit. */
+  Dwarf_Addr cubias = 0;
+  Dwfl_Line *line = dwfl_module_addrdie(m, pc, &cubias) ? dwfl_module_getsrc(m, pc) : NULL;
   if (line) {
     int ln = 0;
     const char *file = dwfl_lineinfo(line, NULL, &ln, NULL, NULL, NULL);
