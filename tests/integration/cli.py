@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""CLI behaviour beyond detection:
+
+  --case sample     --sample 64K still finds the planted leak of lru_leak at rank 1 and
+                    estimates its live bytes within 25 %; a sampled control stays no-leak
+  --case outputs    (churn_leak) text report names the site and the run's end; folded stacks are
+                    "root;...;leaf BYTES" lines whose leaf frames include the leak site
+                    and whose weights sum to the site's live bytes; report --fail-on-leak
+  --case collector  the collector is SIGKILLed mid-run: the target runs on unrecorded
+                    and exits normally; the database written so far still reports
+  --case live       on a terminal (pty) the live view shows the growing site; with
+                    --quiet or without a terminal there is no view
+"""
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lgtest  # noqa: E402
+
+
+def extra(ap):
+    ap.add_argument("--case", required=True, choices=("sample", "outputs", "collector", "live"))
+
+
+def case_sample(t, args):
+    site = t.site("lru_leak.c")
+    p = t.lg_run([t.bin("lru_leak"), "--seconds", "5"], extra=["--sample", "64K"])
+    t.check(p.returncode == 0, "sampled run exits 0", exit=p.returncode, stderr=p.stderr[-2000:])
+    rep = t.report_json(p.db)
+    t.check(rep["runs"][0]["sample_bytes"] == 65536, "runs[].sample_bytes is 65536", runs=rep["runs"])
+    sus = rep["suspects"]
+    t.check(rep["verdict"] == "leak" and sus, "sampled run still finds the leak", suspects=sus)
+    if sus:
+        t.check_site(sus[0], site, "rank 1 is the planted site (sampled)")
+        # exact run of the same scenario for the truth
+        q = t.lg_run([t.bin("lru_leak"), "--seconds", "5"], db=t.path("full.db"))
+        full = t.report_json(q.db)["suspects"]
+        t.check(full, "full-mode run finds it too", suspects=full)
+        if full:
+            est, truth = sus[0]["live_bytes"], full[0]["live_bytes"]
+            t.check(abs(est - truth) <= 0.25 * truth, "sampled live bytes within 25 % of full mode",
+                    sampled=est, full=truth)
+    c = t.lg_run([t.bin("sawtooth"), "--seconds", "5"], db=t.path("saw.db"), extra=["--sample", "64K"])
+    crep = t.report_json(c.db)
+    t.check(crep["verdict"] == "no-leak", "sampled control (sawtooth) is no-leak", suspects=crep["suspects"])
+
+
+def case_outputs(t, args):
+    # churn_leak keeps its leak until exit, so the folded stacks (live bytes at the end) hold it
+    p = t.lg_run([t.bin("churn_leak"), "--seconds", "4"])
+    rep = t.report_json(p.db)
+    top = rep["suspects"][0] if rep["suspects"] else None
+    t.check(top is not None, "a suspect to compare outputs against", report=rep)
+    if top is None:
+        t.finish()
+    txt = t.run([args.leakguard, "report", p.db])
+    t.check(txt.returncode == 0, "text report exits 0", exit=txt.returncode)
+    first = txt.stdout.splitlines()[0] if txt.stdout else ""
+    t.check(first == "leakguard report: LEAK", "text report starts with the verdict", first=first)
+    t.check("exited with status 0" in txt.stdout, "text report says how the run ended", out=txt.stdout[:1500])
+    want = "%s:%d" % (top["frames"][0]["file"], top["frames"][0]["line"])
+    t.check(want in txt.stdout, "text report names the rank-1 site file:line", want=want, out=txt.stdout[:2000])
+    fo = t.run([args.leakguard, "report", p.db, "--format", "folded"])
+    lines = [l for l in fo.stdout.splitlines() if l.strip()]
+    ok = fo.returncode == 0 and lines and all(l.rsplit(" ", 1)[1].isdigit() for l in lines)
+    t.check(ok, "folded: every line is 'frames weight'", lines=lines[:10], exit=fo.returncode)
+    fn = top["frames"][0]["function"]
+    mine = [l for l in lines if (";" + fn + ";") in (";" + l.rsplit(" ", 1)[0] + ";")]
+    total = sum(int(l.rsplit(" ", 1)[1]) for l in mine)
+    t.check(mine and total >= top["live_bytes"], "folded stacks through %s weigh at least its live bytes" % fn,
+            total=total, live=top["live_bytes"], lines=mine[:5])
+    rc = t.run([args.leakguard, "report", p.db, "--fail-on-leak", "--format", "json"]).returncode
+    t.check(rc == 97, "report --fail-on-leak exits 97 on a leak", exit=rc)
+    top2 = t.run([args.leakguard, "report", p.db, "--format", "json", "--top", "1"])
+    t.check(len(json.loads(top2.stdout)["suspects"]) == 1, "--top 1 keeps one suspect")
+
+
+def case_collector(t, args):
+    db = t.path("run.db")
+    argv = [args.leakguard, "run", "--quiet", "--output", db, "--interval", "0.1", "--",
+            t.bin("churn_leak"), "--seconds", "3"]
+    print("  $ %s" % " ".join(argv), flush=True)
+    # the target's output goes to a file: it must outlive the collector
+    out = open(t.path("target.out"), "w")
+    col = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, cwd=t.tmp)
+    time.sleep(1.2)
+    kids = subprocess.run(["pgrep", "-P", str(col.pid)], stdout=subprocess.PIPE, text=True).stdout.split()
+    t.check(len(kids) == 1, "the target runs as the collector's child", children=kids)
+    col.send_signal(signal.SIGKILL)
+    col.wait()
+    if kids:
+        target = int(kids[0])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and os.path.exists("/proc/%d" % target):
+            try:  # reparented: we cannot wait for it, poll /proc (a zombie reads 'Z')
+                with open("/proc/%d/stat" % target) as f:
+                    if f.read().split(") ")[1].split()[0] == "Z":
+                        break
+            except OSError:
+                break
+            time.sleep(0.1)
+        out.flush()
+        text = open(t.path("target.out")).read()
+        t.check("leaked_bytes=" in text, "the target ran on to its normal end without the collector",
+                output=text[-500:])
+    rep = t.report_json(db)
+    t.check(len(rep["runs"]) == 1 and rep["runs"][0]["end"] == "running",
+            "the database written before the collector died still reports (run 'running')", runs=rep["runs"])
+
+
+def case_live(t, args):
+    argv = [args.leakguard, "run", "--interval", "0.2", "--output", t.path("live.db"), "--",
+            t.bin("lru_leak"), "--seconds", "4"]
+    print("  $ (pty) %s" % " ".join(argv), flush=True)
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(t.tmp)
+        os.execv(argv[0], argv)
+    buf = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.5)
+        if r:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+    _, status = os.waitpid(pid, 0)
+    text = buf.decode(errors="replace")
+    t.check(os.WEXITSTATUS(status) == 0, "run on a terminal exits 0", status=status)
+    t.check("leakguard " in text and "GROWTH/s" in text, "the live view's header and table appear",
+            out=text[-3000:])
+    t.check("\x1b[1A\x1b[2K" in text, "the view redraws in place", out=repr(text[-500:]))
+    t.check("lru_leak.c" in text and "linear-leak" in text, "the live table names the growing site",
+            out=text[-3000:])
+    q = t.lg_run([t.bin("lru_leak"), "--seconds", "2"], db=t.path("q.db"))
+    t.check("GROWTH/s" not in q.stderr, "no live view with --quiet / no terminal", stderr=q.stderr[-1000:])
+
+
+def main():
+    args = lgtest.parse_args(extra)
+    t = lgtest.Test("cli-%s" % args.case, args)
+    {"sample": case_sample, "outputs": case_outputs, "collector": case_collector, "live": case_live}[args.case](t, args)
+    t.finish()
+
+
+if __name__ == "__main__":
+    main()
