@@ -16,5 +16,6 @@
 int lg_cmd_run(int argc, char **argv);
 int lg_cmd_report(int argc, char **argv);
 int lg_cmd_classify(int argc, char **argv);
+int lg_cmd_guard(int argc, char **argv);
 
 #endif
