@@ -31,7 +31,7 @@ void lgg_config_defaults(lgg_config_t *c) {
   c->lv.thr[3] = 0.95;
   c->lv.hysteresis = 0.05;
   c->lv.min_dwell_s = 5.0;
-  c->lv.window_s = 10.0;
+  c->lv.window_s = 4.0;
   c->lv.horizon_s[1] = 120;
   c->lv.horizon_s[2] = 30;
   c->lv.horizon_s[3] = 5;

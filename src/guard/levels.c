@@ -5,8 +5,9 @@
  * Per sample the "target" level is the highest of
  *   - threshold: usage/limit >= thr[k]; a level already held is kept down to
  *     thr[k] - hysteresis (so noise around a threshold does not flap);
- *   - trend: projected time to the limit (Theil-Sen slope over the window) below
- *     horizon[k], only above predict_min of the limit; kept up to 1.5 x horizon;
+ *   - trend: projected time to the limit (Theil-Sen slope over the window, when a
+ *     Mann-Kendall test finds a significant upward trend) below horizon[k], only
+ *     above predict_min of the limit; kept up to 1.5 x horizon;
  *   - PSI: "full avg10" >= psi[k]; kept down to 0.75 x psi[k].
  * Going up is immediate. Going down needs the target to stay lower for min_dwell and
  * the current level to have been held for min_dwell; then the level drops to the
@@ -50,8 +51,11 @@ static void trend_add(lgg_levels_t *s, const lgg_level_cfg_t *c, double t, doubl
   s->n++;
 }
 
+/* Theil-Sen slope of the window, 0 unless a Mann-Kendall test finds a significant
+ * upward trend (p < 0.05) over at least 5 samples spanning 0.3 s: noise and single
+ * spikes make no trend. */
 static double trend_slope(const lgg_levels_t *s) {
-  if (s->n < 4) return 0;
+  if (s->n < 5) return 0;
   double x[LGG_TREND_MAX], y[LGG_TREND_MAX];
   for (unsigned i = 0; i < s->n; i++) {
     unsigned k = (s->head + i) % LGG_TREND_MAX;
@@ -59,6 +63,9 @@ static double trend_slope(const lgg_levels_t *s) {
     y[i] = s->v[k];
   }
   if (x[s->n - 1] < 0.3) return 0; /* too short a span to call a trend */
+  double tau, p;
+  lga_mann_kendall(y, s->n, &tau, &p);
+  if (!(tau > 0 && p < 0.05)) return 0;
   return lga_theil_sen(x, y, s->n);
 }
 
