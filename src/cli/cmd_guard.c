@@ -114,7 +114,7 @@ int lg_cmd_guard(int argc, char **argv) {
   int e = lgg_new(&o, &g, why, sizeof why);
   if (e) {
     lgu_err("guard: %s", why);
-    rc = e == -EINVAL ? LG_EXIT_USAGE : 1;
+    rc = e == -ENOMEM ? LG_EXIT_INTERNAL : LG_EXIT_USAGE; /* config or event log */
     goto out;
   }
   lgg_default_log(g, stdout); /* neither --log nor [guard] log */
