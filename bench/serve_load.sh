@@ -4,7 +4,7 @@
 # with a limit, with and without leakguard's guard/breaker (issue #3).
 #
 #   bench/serve_load.sh [--build DIR] [--seconds S] [--limit BYTES] [--conns N]
-#                       [--mode all|noguard|guard|breaker-off] [--serve-args "..."]
+#                       [--mode all|noguard|guard|breaker-off|guard-cgroup|guard-cgroup-off] [--serve-args "..."]
 #
 #   noguard      examples/serve --leak alone: nothing publishes a level, the KV store
 #                grows until the cgroup's OOM killer kills the server.
@@ -13,8 +13,11 @@
 #                batch and evicts its store; expected: no crash, every answer 200/503.
 #                Needs `leakguard run --guard` (skipped with a note when absent).
 #   breaker-off  the same under the guard, but serve --no-breaker (ignores the API).
+#   guard-cgroup leakguard guard --cgroup CG (outside the cgroup; policy: publish the
+#                level, SIGUSR1 at emergency, never kill) + leakguard run -- serve --leak
+#                inside it. guard-cgroup-off: the same with serve --no-breaker.
 #
-# Load: wrk (Debian package) on loopback only, bounded by --seconds (default 20) and an
+# Load: wrk (Debian package) on loopback only, bounded by --seconds (default 30) and an
 # outer timeout. Per run it prints one line:
 #   RESULT mode=... exit=... oom_kills=... served_200=... shed_503=... other=... errors=... max_mib=...
 # Root only (creates a cgroup). cgroup v1 (memory.limit_in_bytes, max_usage_in_bytes)
@@ -25,11 +28,11 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 BUILD=$ROOT/build
-SECONDS_RUN=20
+SECONDS_RUN=30
 LIMIT=$((512 * 1024 * 1024))
 CONNS=32
 MODE=all
-SERVE_ARGS="--threads 4 --batch 16 --kv-block 1 --work-us 1000"
+SERVE_ARGS="--threads 4 --batch 16 --kv-block 2 --work-us 1000"
 PORT_BASE=18400
 
 while (($#)); do
@@ -40,7 +43,7 @@ while (($#)); do
     --conns) CONNS=$2; shift 2 ;;
     --mode) MODE=$2; shift 2 ;;
     --serve-args) SERVE_ARGS=$2; shift 2 ;;
-    -h|--help) sed -n '3,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,26p' "$0"; exit 0 ;;
     *) echo "serve_load: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -90,7 +93,7 @@ cg_oom_kills() {
 cg_remove() {
   [ -n "$CG" ] && [ -d "$CG" ] || return 0
   for _ in $(seq 50); do
-    [ -s "$CG/cgroup.procs" ] || break
+    [ -n "$(cat "$CG/cgroup.procs" 2>/dev/null)" ] || break
     while read -r p; do kill -KILL "$p" 2>/dev/null || true; done < "$CG/cgroup.procs"
     sleep 0.1
   done
@@ -128,6 +131,24 @@ function done(summary, latency, requests)
 end
 EOF
 
+# The guard's policy for the server: publish the level (breaker API), at emergency also
+# SIGUSR1 (serve halves its KV store); no kill: the server is expected to survive.
+cat > "$TMP/guard.ini" <<'EOF'
+[guard]
+interval = 100ms
+[breaker]
+actions = log, publish
+[emergency]
+actions = log, publish, signal
+signal = SIGUSR1
+signal_target = all
+repeat = 2s
+EOF
+
+INCG=$TMP/incg.sh
+printf '#!/bin/bash\necho $$ > "$LG_SERVE_CG/cgroup.procs" && exec "$@"\n' > "$INCG"
+chmod +x "$INCG"
+
 wait_port() { # port pid
   for _ in $(seq 200); do
     kill -0 "$2" 2>/dev/null || return 1
@@ -142,10 +163,11 @@ run_one() {
   local mode=$1 port=$2; shift 2
   cg_make "lg-serve-$mode-$$"
   local log=$TMP/$mode.log
-  # the wrapper enters the cgroup, then execs the command (leakguard run or serve)
-  # (the subshell keeps bash's "Killed" notice out of the output; pid = the command's)
-  ( bash -c 'echo $$ > "$0/cgroup.procs"; echo $$ > "$1"; exec "${@:2}"' "$CG" "$TMP/$mode.pid" "$@" \
-      > "$log" 2>&1; exit $? ) 2>/dev/null &
+  # COMMAND runs outside the cgroup; only the server enters it ($INCG wraps it), so a
+  # collector (leakguard run) is neither charged nor signalled with the server.
+  # (the subshell keeps bash's "Killed" notice out of the output; pid = COMMAND's)
+  export LG_SERVE_CG=$CG
+  ( bash -c 'echo $$ > "$0"; exec "$@"' "$TMP/$mode.pid" "$@" > "$log" 2>&1; exit $? ) 2>/dev/null &
   local sub=$!
   PIDS+=("$sub")
   for _ in $(seq 100); do [ -s "$TMP/$mode.pid" ] && break; sleep 0.02; done
@@ -154,6 +176,12 @@ run_one() {
   PIDS+=("$pid")
   if ! wait_port "$port" "$pid"; then
     echo "serve_load: [$mode] server did not come up:" >&2; cat "$log" >&2; cg_remove; return 1
+  fi
+  if [ -n "${WITH_GUARD:-}" ]; then # leakguard guard watching the cgroup, outside it
+    "$LEAKGUARD" guard --cgroup "$CG" --config "$TMP/guard.ini" --log "$TMP/$mode.guard.jsonl" \
+      --duration $((SECONDS_RUN + 20)) --metrics "127.0.0.1:$((port + 100))" > "$TMP/$mode.guard.out" 2>&1 &
+    PIDS+=("$!")
+    GUARD_PID=$!
   fi
   if [ $CGV = 2 ] && [ ! -f "$CG/memory.peak" ]; then
     (m=0; while [ -d "$CG" ]; do c=$(cat "$CG/memory.current" 2>/dev/null || echo 0); ((c > m)) && m=$c && echo $m > "$TMP/peak"; sleep 0.1; done) &
@@ -177,6 +205,14 @@ run_one() {
   wait "$sub" 2>/dev/null || rc=$?
   local max oom
   max=$(cg_max_bytes); oom=$(cg_oom_kills)
+  local levels="-"
+  if [ -n "${WITH_GUARD:-}" ]; then
+    kill -TERM "$GUARD_PID" 2>/dev/null || true
+    sleep 0.3
+    levels=$(grep -o '"level":"[a-z]*"' "$TMP/$mode.guard.jsonl" 2>/dev/null | sort | uniq -c | awk '{printf "%s%s=%s", (NR>1?",":""), substr($2,10,length($2)-10), $1}')
+    echo "guard events: $(wc -l < "$TMP/$mode.guard.jsonl") lines; actions: $(grep -o '"action":"[a-z_]*"' "$TMP/$mode.guard.jsonl" | sort | uniq -c | tr -s ' ' | tr '\n' ';')" >&2
+    cp "$TMP/$mode.guard.jsonl" "${KEEP_DIR:-$TMP}/" 2>/dev/null || true
+  fi
   local w
   w=$(grep '^WRK' "$TMP/$mode.wrk" || echo "WRK ok=? shed=? other=? retry_after=? connect=? read=? write=? timeout=? requests=?")
   echo "---- [$mode] $*" >&2
@@ -188,7 +224,8 @@ run_one() {
   echo "RESULT mode=$mode exit=$rc alive_at_end=$alive oom_kills=$oom served_200=${2#ok=} shed_503=${3#shed=}" \
        "other=${4#other=} retry_after=${5#retry_after=} errors=${6#connect=}/${7#read=}/${8#write=}/${9#timeout=}" \
        "max_mib=$((max / 1048576)) limit_mib=$((LIMIT / 1048576)) seconds=$((SECONDS - t0))" \
-       "died_after_s=$( ((alive)) && echo - || cat "$TMP/$mode.died" 2>/dev/null || echo '?')"
+       "died_after_s=$( ((alive)) && echo - || cat "$TMP/$mode.died" 2>/dev/null || echo '?')" \
+       "guard_level_events=$levels"
   cg_remove
 }
 
@@ -199,21 +236,37 @@ has_guard=0
 port=$PORT_BASE
 # shellcheck disable=SC2086
 case "$MODE" in all|noguard)
-  run_one noguard $port "$SERVE" --port $port $SERVE_ARGS --leak
+  run_one noguard $port "$INCG" "$SERVE" --port $port $SERVE_ARGS --leak
   port=$((port + 1)) ;;
 esac
 case "$MODE" in all|guard|breaker-off)
   if ((has_guard)); then
     if [ "$MODE" != breaker-off ]; then
       # shellcheck disable=SC2086
-      run_one guard $port "$LEAKGUARD" run --guard -o "$TMP/guard.db" -- "$SERVE" --port $port $SERVE_ARGS --leak
+      run_one guard $port "$LEAKGUARD" run --guard -o "$TMP/guard.db" -- "$INCG" "$SERVE" --port $port $SERVE_ARGS --leak
       port=$((port + 1))
     fi
     if [ "$MODE" != guard ]; then
       # shellcheck disable=SC2086
-      run_one breaker-off $port "$LEAKGUARD" run --guard -o "$TMP/off.db" -- "$SERVE" --port $port $SERVE_ARGS --leak --no-breaker
+      run_one breaker-off $port "$LEAKGUARD" run --guard -o "$TMP/off.db" -- "$INCG" "$SERVE" --port $port $SERVE_ARGS --leak --no-breaker
     fi
   else
     echo "serve_load: $LEAKGUARD run has no --guard yet: guard runs skipped" >&2
+  fi ;;
+esac
+# leakguard guard --cgroup (outside the cgroup) + leakguard run -- serve --leak (inside)
+case "$MODE" in all|guard-cgroup|guard-cgroup-off)
+  if [ -x "$LEAKGUARD" ] && "$LEAKGUARD" guard --help >/dev/null 2>&1; then
+    if [ "$MODE" != guard-cgroup-off ]; then
+      # shellcheck disable=SC2086
+      WITH_GUARD=1 run_one guard-cgroup $port "$LEAKGUARD" run -q -o "$TMP/gc.db" -- "$INCG" "$SERVE" --port $port $SERVE_ARGS --leak
+      port=$((port + 1))
+    fi
+    if [ "$MODE" != guard-cgroup ]; then
+      # shellcheck disable=SC2086
+      WITH_GUARD=1 run_one guard-cgroup-off $port "$LEAKGUARD" run -q -o "$TMP/gco.db" -- "$INCG" "$SERVE" --port $port $SERVE_ARGS --leak --no-breaker
+    fi
+  else
+    echo "serve_load: no leakguard guard: guard-cgroup runs skipped" >&2
   fi ;;
 esac

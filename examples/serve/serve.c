@@ -27,11 +27,12 @@
  *   lg_tag_quota()        "request" may hold at most --quota bytes (default 256 MiB);
  *                         an allocation over it fails and the request gets 503
  *   SIGUSR1               halves the store (the guard's signal policy)
- * --no-breaker ignores all of it (for comparison). SIGTERM/SIGINT: stop and print the
+ * --no-breaker ignores all of it, SIGUSR1 included (for comparison). SIGTERM/SIGINT: stop and print the
  * counters on stderr as one line "serve: served=... shed=... ...".
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
@@ -156,6 +157,7 @@ static size_t kv_shrink(size_t want, const char *why) {
   }
   size_t left = kv.n;
   pthread_mutex_unlock(&kv.mu);
+  if (n) malloc_trim(0); /* give the freed pages back to the kernel (the cgroup sees them) */
   if (n) {
     atomic_fetch_add(&n_evicted_bytes, freed);
     atomic_fetch_add(&n_evictions, n);
@@ -440,6 +442,7 @@ int main(int argc, char **argv) {
     if (rc < 0) logf_("lg_tag_quota: %s", strerror(-rc));
   }
   struct sigaction s1 = {.sa_handler = on_sigusr1}, s2 = {.sa_handler = on_stop}, s3 = {.sa_handler = SIG_IGN};
+  if (!opt.breaker) s1.sa_handler = SIG_IGN; /* --no-breaker: no reaction to the guard at all */
   sigaction(SIGUSR1, &s1, NULL);
   sigaction(SIGTERM, &s2, NULL);
   sigaction(SIGINT, &s2, NULL);
