@@ -8,7 +8,8 @@
 #
 #   noguard      examples/serve --leak alone: nothing publishes a level, the KV store
 #                grows until the cgroup's OOM killer kills the server.
-#   guard        leakguard run --guard -- examples/serve --leak: the guard grades the
+#   guard        leakguard run --guard-config G -- examples/serve --leak, all of it in
+#                the cgroup (G: the policy below, no kill): the guard grades the
 #                cgroup's memory, the server sheds (503 + Retry-After), shrinks its
 #                batch and evicts its store; expected: no crash, every answer 200/503.
 #                Needs `leakguard run --guard` (skipped with a note when absent).
@@ -243,12 +244,12 @@ case "$MODE" in all|guard|breaker-off)
   if ((has_guard)); then
     if [ "$MODE" != breaker-off ]; then
       # shellcheck disable=SC2086
-      run_one guard $port "$LEAKGUARD" run --guard -o "$TMP/guard.db" -- "$INCG" "$SERVE" --port $port $SERVE_ARGS --leak
+      run_one guard $port "$INCG" "$LEAKGUARD" run --guard-config "$TMP/guard.ini" -q -o "$TMP/guard.db" -- "$SERVE" --port $port $SERVE_ARGS --leak
       port=$((port + 1))
     fi
     if [ "$MODE" != guard ]; then
       # shellcheck disable=SC2086
-      run_one breaker-off $port "$LEAKGUARD" run --guard -o "$TMP/off.db" -- "$INCG" "$SERVE" --port $port $SERVE_ARGS --leak --no-breaker
+      run_one breaker-off $port "$INCG" "$LEAKGUARD" run --guard-config "$TMP/guard.ini" -q -o "$TMP/off.db" -- "$SERVE" --port $port $SERVE_ARGS --leak --no-breaker
     fi
   else
     echo "serve_load: $LEAKGUARD run has no --guard yet: guard runs skipped" >&2

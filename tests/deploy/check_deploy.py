@@ -36,6 +36,12 @@ METRICS = [
     "leakguard_dropped_records_total",
     "leakguard_tag_live_bytes",
     "leakguard_tag_peak_bytes",
+    # published by the guard engine (src/guard/engine.c, lgg_export)
+    "leakguard_guard_source_level",
+    "leakguard_guard_level_changes_total",
+    "leakguard_guard_watched_processes",
+    "leakguard_cgroup_oom_kills_total",
+    "leakguard_gpu_memory_total_bytes",
 ]
 NAME_RE = re.compile(r"\bleakguard_[a-z0-9_]+")
 

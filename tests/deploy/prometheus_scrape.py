@@ -5,16 +5,18 @@
 1. Starts an exporter on a free loopback port: tests/deploy/metrics_fixture (the real
    exporter, lgx_serve, with known values); with --leakguard, and when
    `leakguard run --help` mentions --metrics, also `leakguard run --metrics
-   127.0.0.1:PORT -- SCENARIO` on a leaking scenario program.
+   127.0.0.1:PORT -- SCENARIO` on a leaking scenario program, and `leakguard guard
+   --system --dry-run --metrics 127.0.0.1:PORT` when the guard command exists.
 2. Writes a prometheus.yml that scrapes the endpoint(s) every 1 s and loads
    deploy/prometheus/leakguard-rules.yml, and starts `prometheus` (Debian package) on
    another free loopback port with a temporary TSDB.
 3. Polls Prometheus' HTTP API (/api/v1/query) until the values arrive (30 s at most):
    leakguard_live_bytes from the fixture (>= the known start value), a labelled series
    with an escaped label value, the counters; up == 1; the rules loaded and evaluated
-   with health "ok". For leakguard run: leakguard_live_bytes > 0.
-4. Bad input: a second exporter on the port already in use exits 2 with a message
-   that says the port is in use.
+   with health "ok". For leakguard run: leakguard_live_bytes > 0; for the guard:
+   leakguard_guard_level.
+4. Bad input: a second exporter (fixture, and `leakguard guard`) on the port already
+   in use fails with a message that says the port is in use.
 Every process started here is killed at the end, whatever happens.
 
   prometheus_scrape.py --fixture BUILD/tests/metrics_fixture [--leakguard BUILD/bin/leakguard
@@ -174,6 +176,26 @@ def main():
             else:
                 log("leakguard run has no --metrics yet: checking the fixture only")
 
+        guard_port = None
+        if a.leakguard:
+            h = subprocess.run([a.leakguard, "guard", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, timeout=10)
+            if h.returncode == 0 and "--metrics" in h.stdout:
+                guard_port = free_port()
+                glog = os.path.join(tmp, "guard.log")
+                g = start([a.leakguard, "guard", "--system", "--dry-run", "--duration", "60", "--log",
+                           os.path.join(tmp, "guard.jsonl"), "--metrics", f"127.0.0.1:{guard_port}"], glog,
+                          stdin=subprocess.DEVNULL)
+                wait_http(f"http://127.0.0.1:{guard_port}/metrics", "leakguard guard --metrics", g, glog)
+                log(f"leakguard guard --metrics serving on 127.0.0.1:{guard_port}")
+                # bad input through the real CLI: the same port again
+                r = subprocess.run([a.leakguard, "guard", "--system", "--duration", "1", "--metrics",
+                                    f"127.0.0.1:{guard_port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, timeout=10)
+                if r.returncode == 0 or "already in use" not in r.stderr:
+                    fail(f"leakguard guard on a port in use: exit {r.returncode}, stderr {r.stderr!r}")
+                log(f"ok: leakguard guard on a port in use -> exit {r.returncode}, " + r.stderr.strip())
+
         # --- 2. Prometheus
         pport = free_port()
         prom = f"127.0.0.1:{pport}"
@@ -184,6 +206,9 @@ def main():
             f.write("scrape_configs:\n")
             f.write("  - job_name: fixture\n    static_configs:\n")
             f.write(f"      - targets: ['127.0.0.1:{fport}']\n")
+            if guard_port:
+                f.write("  - job_name: guard\n    static_configs:\n")
+                f.write(f"      - targets: ['127.0.0.1:{guard_port}']\n")
             if run_port:
                 f.write("  - job_name: run\n    static_configs:\n")
                 f.write(f"      - targets: ['127.0.0.1:{run_port}']\n")
@@ -220,6 +245,9 @@ def main():
                 fail(f"rules not loaded/evaluated ok: {body[:1500]}")
             time.sleep(0.5)
         log(f"ok: {len(rules)} alerting rules loaded, health ok")
+        if guard_port:
+            wait_query(prom, 'leakguard_guard_level{job="guard"}', lambda r: r[0]["value"][1] in ("0", "1", "2", "3"),
+                       "leakguard guard --metrics level")
         if run_port:
             wait_query(prom, 'leakguard_live_bytes{job="run"}', lambda r: float(r[0]["value"][1]) > 0,
                        "leakguard run --metrics live bytes")
