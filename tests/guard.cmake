@@ -29,6 +29,9 @@ add_test(NAME guard_oom_threshold_only
           --config ${LGG_TDIR}/guard/data/threshold_only.ini)
 add_test(NAME guard_signal_policy
   COMMAND ${Python3_EXECUTABLE} ${LGG_TDIR}/guard/signal_policy.py ${LGG_IT})
+add_test(NAME guard_publish
+  COMMAND ${Python3_EXECUTABLE} ${LGG_TDIR}/guard/publish.py ${LGG_IT})
+set_tests_properties(guard_publish PROPERTIES LABELS "guard" SKIP_RETURN_CODE 77 TIMEOUT 60)
 add_test(NAME guard_bad_input
   COMMAND ${Python3_EXECUTABLE} ${LGG_TDIR}/guard/badinput.py ${LGG_IT}
           --fake-nvml $<TARGET_FILE:guard_fake_nvml>)

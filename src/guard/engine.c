@@ -976,6 +976,9 @@ int lgg_tick(lgg_guard_t *g, double t) {
       }
     }
   }
+  refresh_procs(g, t);
+  /* recorder regions of the watched set (system mode: of every process; they join
+   * the watched set at the next refresh) */
   int has_system = 0;
   for (int i = 0; i < g->nsrc; i++) has_system |= g->src[i].kind == SRC_SYSTEM && g->src[i].alive;
   if (t - g->last_scan >= g->cfg.scan_interval_s) {
@@ -991,7 +994,6 @@ int lgg_tick(lgg_guard_t *g, double t) {
       }
     }
   }
-  refresh_procs(g, t);
   if (g->nvml && t - g->last_gpu >= g->cfg.gpu_interval_s) {
     g->last_gpu = t;
     for (int i = 0; i < g->nprocs; i++) g->procs[i].gpu = 0;
