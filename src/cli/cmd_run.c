@@ -35,7 +35,9 @@
 #include "core/model.h"
 #include "core/symbolize.h"
 #include "core/util.h"
+#include "guard/guard.h"
 #include "output/live.h"
+#include "output/metrics.h"
 #include "output/report.h"
 #include "output/store.h"
 
@@ -45,6 +47,8 @@ typedef struct run_opts {
   int quiet, follow, fail_on_leak, mmap, top;
   uint64_t sample, limit;
   long depth;
+  int guard, guard_dry_run;
+  const char *guard_config, *metrics;
 } run_opts_t;
 
 typedef struct proc_ext {
@@ -69,6 +73,10 @@ typedef struct collector {
   uint64_t t0;
   lgv_view_t *view;
   int db_failed;
+  lgg_guard_t *guard;
+  uint64_t next_guard;
+  lgx_registry_t *reg;
+  lgx_server_t *srv;
 } collector_t;
 
 static void usage(FILE *f) {
@@ -87,6 +95,13 @@ static void usage(FILE *f) {
           "      --no-follow       do not record forked or exec'd children\n"
           "      --no-mmap         do not record anonymous mmap regions\n"
           "      --fail-on-leak    exit with status 97 when a leak is found\n"
+          "      --guard           act before the OOM killer: graded levels on the target's\n"
+          "                        memory, system memory and leakguard's memory cgroup,\n"
+          "                        published to the target's breaker API (docs/guard.md)\n"
+          "      --guard-config F  guard levels and actions from an INI file (implies --guard)\n"
+          "      --guard-dry-run   the guard only logs what it would do (implies --guard)\n"
+          "      --metrics ADDR    serve Prometheus metrics on ADDR:PORT (e.g. 127.0.0.1:9464;\n"
+          "                        loopback unless another address is given)\n"
           "  -n, --top N           suspects in the final report (default 10)\n"
           "  -q, --quiet           no live view and no final text report\n"
           "  -h, --help            this help\n"
@@ -369,6 +384,7 @@ static void accept_hello(collector_t *c) {
   if (prev) p->m.ppid = prev->m.ppid;
   p->sym = lgs_new();
   c->procs[c->nprocs++] = p;
+  if (c->guard) lgg_watch_pid(c->guard, p->m.pid);
   store_proc(c, p);
   return;
 fail:
@@ -402,8 +418,76 @@ static void reap(collector_t *c) {
   }
 }
 
+/* Publishes the live analysis as Prometheus metrics (top sites only: bounded). */
+static void publish_metrics(collector_t *c, const lgv_frame_t *fr, uint64_t usage) {
+  lgx_registry_t *r = c->reg;
+  lgx_declare(r, "leakguard_live_bytes", LGX_GAUGE, "Live bytes recorded in the watched processes");
+  lgx_declare(r, "leakguard_rss_bytes", LGX_GAUGE, "Resident memory of the recorded processes");
+  lgx_declare(r, "leakguard_leak_suspects", LGX_GAUGE, "Allocation sites whose live bytes keep growing");
+  lgx_declare(r, "leakguard_site_live_bytes", LGX_GAUGE, "Live bytes of the fastest-growing sites (top 10)");
+  lgx_declare(r, "leakguard_site_growth_bytes_per_second", LGX_GAUGE, "Growth of the fastest-growing sites (top 10)");
+  lgx_declare(r, "leakguard_time_to_oom_seconds", LGX_GAUGE, "Projected seconds until the memory limit (+Inf: not growing)");
+  lgx_declare(r, "leakguard_dropped_records_total", LGX_COUNTER, "Allocations the recorder could not attribute");
+  lgx_declare(r, "leakguard_steps_total", LGX_COUNTER, "Step markers (leakguard_step) seen");
+  lgx_declare(r, "leakguard_tag_live_bytes", LGX_GAUGE, "Live bytes per request tag (top 10 tags)");
+  lgx_declare(r, "leakguard_tag_peak_bytes", LGX_GAUGE, "Peak live bytes per request tag (top 10 tags)");
+  lgx_set(r, "leakguard_live_bytes", NULL, (double)fr->live_bytes);
+  lgx_set(r, "leakguard_rss_bytes", NULL, (double)fr->rss_bytes);
+  lgx_set(r, "leakguard_leak_suspects", NULL, fr->nrows);
+  lgx_set(r, "leakguard_dropped_records_total", NULL, (double)fr->dropped);
+  lgx_set(r, "leakguard_steps_total", NULL, (double)fr->steps);
+  double headroom = fr->limit > usage ? (double)(fr->limit - usage) : 0;
+  const char *rl[] = {"source", "recorder", NULL};
+  lgx_set(r, "leakguard_time_to_oom_seconds", rl, fr->growth_bps > 0 ? headroom / fr->growth_bps : INFINITY);
+  lgx_clear(r, "leakguard_site_live_bytes");
+  lgx_clear(r, "leakguard_site_growth_bytes_per_second");
+  for (int i = 0; i < fr->nrows && i < 10; i++) {
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", fr->rows[i].pid);
+    const char *l[] = {"site", fr->rows[i].label, "pid", pid, NULL};
+    lgx_set(r, "leakguard_site_live_bytes", l, fr->rows[i].live_bytes);
+    lgx_set(r, "leakguard_site_growth_bytes_per_second", l, fr->rows[i].growth_bps);
+  }
+  /* top tags by live bytes over all live processes */
+  lgx_clear(r, "leakguard_tag_live_bytes");
+  lgx_clear(r, "leakguard_tag_peak_bytes");
+  struct { const lg_tag_rec_t *t; int pid; } top[10];
+  int ntop = 0;
+  for (int i = 0; i < c->nprocs; i++) {
+    proc_ext_t *p = c->procs[i];
+    if (p->m.ended) continue;
+    const lg_region_hdr_t *h = p->m.hdr;
+    uint32_t nt = atomic_load(&((lg_region_hdr_t *)h)->ntags);
+    if (nt > h->tags_cap) nt = h->tags_cap;
+    const lg_tag_rec_t *tags = LG_PTR(h, h->tags_off, const lg_tag_rec_t *);
+    for (uint32_t k = 1; k < nt; k++) {
+      int64_t live = atomic_load(&((lg_tag_rec_t *)&tags[k])->live_bytes);
+      int at = ntop < 10 ? ntop++ : 9;
+      if (at == 9 && ntop == 10 && top[9].t && atomic_load(&((lg_tag_rec_t *)top[9].t)->live_bytes) >= live) continue;
+      top[at].t = &tags[k];
+      top[at].pid = p->m.pid;
+      for (; at > 0 && atomic_load(&((lg_tag_rec_t *)top[at - 1].t)->live_bytes) < live; at--) {
+        __typeof__(top[0]) x = top[at];
+        top[at] = top[at - 1];
+        top[at - 1] = x;
+      }
+    }
+  }
+  for (int i = 0; i < ntop; i++) {
+    char name[LG_TAG_NAME + 1], pid[16];
+    memcpy(name, top[i].t->name, LG_TAG_NAME);
+    name[LG_TAG_NAME] = 0;
+    snprintf(pid, sizeof pid, "%d", top[i].pid);
+    const char *l[] = {"tag", name, "pid", pid, NULL};
+    lgx_set(r, "leakguard_tag_live_bytes", l, (double)atomic_load(&((lg_tag_rec_t *)top[i].t)->live_bytes));
+    lgx_set(r, "leakguard_tag_peak_bytes", l, (double)atomic_load(&((lg_tag_rec_t *)top[i].t)->peak_bytes));
+  }
+  if (c->guard) lgg_export(c->guard, r);
+}
+
+/* Live analysis of every running process: the live view, guard hints, metrics. */
 static void live_update(collector_t *c, double elapsed) {
-  if (!c->view) return;
+  if (!c->view && !c->guard && !c->reg) return;
   lgv_frame_t fr;
   memset(&fr, 0, sizeof fr);
   fr.elapsed_s = elapsed;
@@ -421,6 +505,7 @@ static void live_update(collector_t *c, double elapsed) {
       fr.pid = p->m.pid;
       snprintf(fr.command, sizeof fr.command, "%s", p->m.command);
     }
+    double proc_growth = 0;
     for (uint32_t s = 2; s < p->nseries; s++) {
       lgd_series_t *se = &p->series[s];
       if (se->n < 6) continue;
@@ -428,14 +513,17 @@ static void live_update(collector_t *c, double elapsed) {
       lgd_analyze(se->pts, se->n, NULL, &r);
       if (!r.leak) continue;
       fr.growth_bps += r.growth_bytes_per_s;
+      proc_growth += r.growth_bytes_per_s;
       lgv_row_t row = {r.growth_bytes_per_s, (double)p->m.sites[s].live_bytes, r.pattern, p->m.pid,
                        p->labels && s < p->m.stacks_stored && p->labels[s] ? p->labels[s] : "??"};
       lgv_add_row(&fr, &row);
     }
+    if (c->guard && proc_growth > 0) lgg_hint_growth(c->guard, p->m.pid, proc_growth);
   }
   uint64_t usage = c->o.limit ? (uint64_t)fr.rss_bytes : lgu_memory_usage();
   fr.usage = usage;
-  lgv_draw(c->view, &fr);
+  if (c->view) lgv_draw(c->view, &fr);
+  if (c->reg) publish_metrics(c, &fr, usage);
 }
 
 static int any_connected(const collector_t *c) {
@@ -506,6 +594,10 @@ static int collect_loop(collector_t *c) {
       }
       next_tick = now + LG_TICK_NS;
     }
+    if (c->guard && now >= c->next_guard) {
+      lgg_tick(c->guard, (double)now / 1e9);
+      c->next_guard = now + (uint64_t)(lgg_tick_interval(c->guard) * 1e9);
+    }
     int full = now >= next_snap;
     if (c->db) lgst_begin(c->db);
     for (int i = 0; i < c->nprocs; i++) {
@@ -559,7 +651,7 @@ static int collect_loop(collector_t *c) {
 
 /* ------------------------------------------------------------------ entry */
 
-enum { OPT_NO_FOLLOW = 256, OPT_FAIL_ON_LEAK, OPT_NO_MMAP };
+enum { OPT_NO_FOLLOW = 256, OPT_FAIL_ON_LEAK, OPT_NO_MMAP, OPT_GUARD, OPT_GUARD_CONFIG, OPT_GUARD_DRY, OPT_METRICS };
 
 int lg_cmd_run(int argc, char **argv) {
   run_opts_t o = {.interval = 1.0, .follow = 1, .mmap = 1, .depth = LG_DEFAULT_DEPTH, .top = 10};
@@ -569,7 +661,10 @@ int lg_cmd_run(int argc, char **argv) {
       {"limit", required_argument, NULL, 'l'},     {"top", required_argument, NULL, 'n'},
       {"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
       {"no-follow", no_argument, NULL, OPT_NO_FOLLOW}, {"fail-on-leak", no_argument, NULL, OPT_FAIL_ON_LEAK},
-      {"no-mmap", no_argument, NULL, OPT_NO_MMAP}, {NULL, 0, NULL, 0}};
+      {"no-mmap", no_argument, NULL, OPT_NO_MMAP}, {"guard", no_argument, NULL, OPT_GUARD},
+      {"guard-config", required_argument, NULL, OPT_GUARD_CONFIG},
+      {"guard-dry-run", no_argument, NULL, OPT_GUARD_DRY}, {"metrics", required_argument, NULL, OPT_METRICS},
+      {NULL, 0, NULL, 0}};
   optind = 1;
   opterr = 0;
   int ch;
@@ -614,6 +709,10 @@ int lg_cmd_run(int argc, char **argv) {
     case OPT_NO_FOLLOW: o.follow = 0; break;
     case OPT_FAIL_ON_LEAK: o.fail_on_leak = 1; break;
     case OPT_NO_MMAP: o.mmap = 0; break;
+    case OPT_GUARD: o.guard = 1; break;
+    case OPT_GUARD_CONFIG: o.guard = 1; o.guard_config = optarg; break;
+    case OPT_GUARD_DRY: o.guard = 1; o.guard_dry_run = 1; break;
+    case OPT_METRICS: o.metrics = optarg; break;
     default:
       if (optopt) lgu_err("run: unknown or incomplete option '-%c' (see leakguard run --help)", optopt);
       else lgu_err("run: unknown option '%s' (see leakguard run --help)", argv[optind - 1]);
@@ -673,6 +772,29 @@ int lg_cmd_run(int argc, char **argv) {
   c.t0 = lgu_now_ns();
   c.limit = o.limit ? o.limit : lgu_memory_limit(&c.limit_source);
   if (o.limit) c.limit_source = "--limit";
+
+  char why[512];
+  if (o.guard) {
+    lgg_options_t go = {.config_path = o.guard_config, .dry_run = o.guard_dry_run, .log = NULL};
+    if (lgg_new(&go, &c.guard, why, sizeof why) != 0) {
+      lgu_err("run: --guard: %s", why);
+      return LG_EXIT_USAGE;
+    }
+    lgg_default_log(c.guard, stderr);
+    lgg_watch_system(c.guard);
+    char cg[4096];
+    if (lgu_memory_cgroup(cg, sizeof cg) == 0 && lgg_watch_cgroup(c.guard, cg, why, sizeof why) != 0)
+      lgu_err("run: --guard: not watching leakguard's cgroup: %s", why);
+  }
+  if (o.metrics) {
+    c.reg = lgx_new();
+    if (!c.reg || lgx_serve(c.reg, o.metrics, &c.srv, why, sizeof why) != 0) {
+      lgu_err("run: --metrics %s: %s", o.metrics, c.reg ? why : "out of memory");
+      lgg_free(c.guard);
+      lgx_free(c.reg);
+      return LG_EXIT_USAGE;
+    }
+  }
 
   /* Private socket directory. */
   char dir[] = "/tmp/leakguard-XXXXXX";
@@ -811,7 +933,6 @@ int lg_cmd_run(int argc, char **argv) {
   /* The report, from the database only. */
   lgr_report_t rep;
   lgr_options_t ro = {.top = o.top};
-  char why[512];
   int leak = 0;
   if (lgr_build(c.db, &ro, &rep, why, sizeof why) == 0) {
     leak = rep.nsuspects > 0;
@@ -836,6 +957,9 @@ int lg_cmd_run(int argc, char **argv) {
   }
   free(c.procs);
   lgst_close(c.db);
+  if (c.srv) lgx_stop(c.srv);
+  lgx_free(c.reg);
+  lgg_free(c.guard);
   if (o.fail_on_leak && leak) return LG_EXIT_LEAK;
   return rc;
 }

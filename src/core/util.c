@@ -176,6 +176,12 @@ static uint64_t cgroup_value(const char *file_v2, const char *file_v1) {
   return v;
 }
 
+int lgu_memory_cgroup(char *out, size_t n) {
+  int v2 = 0;
+  if (cgroup_dir(out, n, &v2) != 0) return -ENOENT;
+  return cgroup_value("memory.max", "memory.limit_in_bytes") ? 0 : -ENOENT;
+}
+
 uint64_t lgu_memory_limit(const char **source) {
   uint64_t total = meminfo("MemTotal:");
   uint64_t cg = cgroup_value("memory.max", "memory.limit_in_bytes");

@@ -29,6 +29,9 @@ int lgu_parse_long(const char *s, long lo, long hi, long *out);
  * memory.max, v1 memory.limit_in_bytes) of the calling process if it sets one, else
  * MemTotal. *source receives "cgroup" or "physical". */
 uint64_t lgu_memory_limit(const char **source);
+/* Directory of the calling process's memory cgroup when it sets a limit (v2
+ * memory.max or v1 memory.limit_in_bytes); 0, or -ENOENT when there is none. */
+int lgu_memory_cgroup(char *out, size_t n);
 /* Current usage against that limit: the cgroup's usage, else MemTotal - MemAvailable. */
 uint64_t lgu_memory_usage(void);
 /* Resident set size of pid in bytes, or 0. */
