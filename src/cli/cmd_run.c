@@ -540,6 +540,8 @@ static int collect_loop(collector_t *c) {
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGHUP);
   sigaddset(&mask, SIGQUIT);
+  sigaddset(&mask, SIGUSR1);
+  sigaddset(&mask, SIGUSR2);
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   uint64_t interval_ns = (uint64_t)(c->o.interval * 1e9);
   uint64_t next_snap = lgu_now_ns() + interval_ns;
@@ -578,7 +580,11 @@ static int collect_loop(collector_t *c) {
         struct signalfd_siginfo si;
         while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
           if (si.ssi_signo == SIGCHLD) reap(c);
-          else if (c->child > 0) {
+          else if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) {
+            /* A guard signalling the processes of a cgroup reaches us too: it meant
+             * the program, so pass it on (never fatal to the collector). */
+            if (c->child > 0 && !c->child_done) kill(c->child, (int)si.ssi_signo);
+          } else if (c->child > 0) {
             /* Forward to the target; a second interrupt stops waiting for it. */
             kill(c->child, (int)si.ssi_signo);
             if (stopping_since++ >= 1) kill(c->child, SIGKILL);
@@ -835,6 +841,8 @@ int lg_cmd_run(int argc, char **argv) {
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGHUP);
   sigaddset(&mask, SIGQUIT);
+  sigaddset(&mask, SIGUSR1);
+  sigaddset(&mask, SIGUSR2);
   sigprocmask(SIG_BLOCK, &mask, &old);
   /* An inherited SIG_IGN for SIGCHLD would auto-reap the target and lose its status. */
   struct sigaction dfl = {.sa_handler = SIG_DFL}, old_chld;

@@ -6,7 +6,8 @@
  *   - threshold: usage/limit >= thr[k]; a level already held is kept down to
  *     thr[k] - hysteresis (so noise around a threshold does not flap);
  *   - trend: projected time to the limit (Theil-Sen slope over the window, when a
- *     Mann-Kendall test finds a significant upward trend) below horizon[k], only
+ *     Mann-Kendall test finds a significant upward trend and the pattern classifier
+ *     does not see a curve levelling off (plateau)) below horizon[k], only
  *     above predict_min of the limit; kept up to 1.5 x horizon;
  *   - PSI: "full avg10" >= psi[k]; kept down to 0.75 x psi[k].
  * Going up is immediate. Going down needs the target to stay lower for min_dwell and
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "analysis/stats.h"
+#include "leakguard.h"
 
 const char *lgg_reason_name(int r) {
   static const char *const n[] = {"none", "threshold", "trend", "psi", "recover"};
@@ -66,6 +68,13 @@ static double trend_slope(const lgg_levels_t *s) {
   double tau, p;
   lga_mann_kendall(y, s->n, &tau, &p);
   if (!(tau > 0 && p < 0.05)) return 0;
+  /* The pattern classifier names the shape: a curve that is levelling off (a cache
+   * reaching its bound) is no reason to act on the trend. */
+  lg_pattern_t shape;
+  double pr[LG_PATTERN_COUNT];
+  if (s->n >= 8 && lg_classify(x, y, NULL, s->n, &shape, pr) == 0 && shape == LG_PATTERN_PLATEAU &&
+      pr[LG_PATTERN_PLATEAU] >= 0.6)
+    return 0;
   return lga_theil_sen(x, y, s->n);
 }
 
