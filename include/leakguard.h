@@ -44,6 +44,13 @@ LG_API uint64_t lg_step(void);
 /* 1 when the recorder is active in this process (connected to a collector), else 0. */
 LG_API int lg_recording(void);
 
+/* The allocation site (stack id, as in the database's stacks table) of a live block.
+ * block must be a pointer returned by the malloc family (the start of the block).
+ * Returns 0 and sets *site, -ENOENT when the block is not recorded (allocated before
+ * recording started, unsampled, or the recorder is off). Lock-free; reads the block's
+ * header, so passing anything but a live block's start is undefined. */
+LG_API int lg_site_of(const void *block, uint32_t *site);
+
 /* Memory spaces: every allocation carries one. Only LG_SPACE_HOST is recorded today;
  * device, managed and pinned are reserved for the CUDA capture. */
 typedef enum lg_space {

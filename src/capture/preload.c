@@ -255,6 +255,7 @@ static int do_init(void) {
   if (sock && *sock && strlen(sock) < sizeof lgi_g.sock_path) {
     memcpy(lgi_g.sock_path, sock, strlen(sock) + 1);
     lgi_unwind_init();
+    lgi_python_detect();
     if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, flags) == 0) {
       if (send_hello(LG_HELLO_START) >= 0) {
         pthread_key_create(&thread_key, thread_exit);
@@ -377,7 +378,7 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, uintptr
   t->guard++;
   if (lgi_g.sample_bytes) t->countdown = (int64_t)next_exp(t, (double)lgi_g.sample_bytes);
   else t->countdown = 0;
-  uint32_t site = lgi_capture(t, ra0, cfa0, LG_SPACE_HOST);
+  uint32_t site = lgi_capture_all(t, ra0, cfa0, LG_SPACE_HOST);
   uint32_t ep = era_now();
   ctr_update(t, site, weight_bytes(size), weight_blocks(size), ep, 1);
   lg_blk_t *b = blk_of(p);
@@ -613,7 +614,7 @@ static void mm_record(void *addr, size_t len, uintptr_t ra0, uintptr_t cfa0) {
     if (!mm_tab) mm_tab = lgi_pages_alloc(sizeof(mm_ent_t) * MM_CAP);
     mm_lock_drop();
   }
-  uint32_t site = lgi_capture(t, ra0, cfa0, LG_SPACE_MMAP);
+  uint32_t site = lgi_capture_all(t, ra0, cfa0, LG_SPACE_MMAP);
   uint32_t ep = era_now();
   int stored = 0;
   if (mm_tab) {
@@ -705,6 +706,14 @@ LG_EXPORT uint64_t leakguard_step(void) {
 }
 
 LG_EXPORT uint64_t lg_step(void) { return leakguard_step(); }
+
+LG_EXPORT int lg_site_of(const void *block, uint32_t *site) {
+  if (!block || !site || in_boot(block) || !lgi_g.enabled) return -ENOENT;
+  uint32_t s = blk_of((void *)block)->site;
+  if (!s) return -ENOENT;
+  *site = s;
+  return 0;
+}
 
 LG_EXPORT int lg_recording(void) { return lgi_g.enabled; }
 

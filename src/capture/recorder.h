@@ -58,6 +58,7 @@ typedef struct lgi_tls {
   uint16_t tag_stack[LGI_TAG_DEPTH];
   uint16_t quota_tag;     /* quota crossed inside the allocator: callback pending */
   int64_t quota_live;
+  void *pycache;          /* python.c's per-thread frame cache */
 } lgi_tls_t;
 
 LGI_HIDDEN extern __thread lgi_tls_t lgi_tls;
@@ -107,11 +108,24 @@ LGI_HIDDEN void lgi_tag_free(unsigned tag, size_t size);
 /* Runs a pending quota callback (outside the allocator's bookkeeping). */
 LGI_HIDDEN void lgi_tag_fire(lgi_tls_t *t);
 
+/* ---- python.c (CPython 3.11 frames; stubs when built without Python headers) */
+
+/* Looks for a CPython 3.11 interpreter in the process (again after dlopen). */
+LGI_HIDDEN void lgi_python_detect(void);
+LGI_HIDDEN int lgi_python_active(void);
+/* Writes up to max Python frames (LG_PYFRAME_BIT | pyframe id), innermost first, of
+ * the calling thread; 0 when it runs no Python code. */
+LGI_HIDDEN unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max);
+/* 1 when ip lies in the interpreter's own module (python3.11 or libpython3.11). */
+LGI_HIDDEN int lgi_python_interp_frame(uint64_t ip);
+
 /* ---- unwind.c */
 
 /* Returns the stack id of the current call chain. ra0 is the return address into
  * the caller of the hook, cfa0 the caller's stack pointer after the call returns. */
 LGI_HIDDEN uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space);
+/* lgi_capture plus, in a Python thread, the Python frames in front. */
+LGI_HIDDEN uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space);
 LGI_HIDDEN void lgi_unwind_init(void);
 LGI_HIDDEN void lgi_unwind_thread_exit(lgi_tls_t *t);
 

@@ -68,6 +68,12 @@ static uint64_t layout(lg_region_hdr_t *h, uint32_t stacks_cap, uint32_t depth, 
   h->modules_off = off;
   h->modules_cap = 4096;
   off = align64(off + (uint64_t)h->modules_cap * sizeof(lg_module_rec_t));
+  h->pyframes_off = off;
+  h->pyframes_cap = 1u << 18;
+  off = align64(off + (uint64_t)h->pyframes_cap * sizeof(lg_pyframe_rec_t));
+  h->pystr_off = off;
+  h->pystr_cap = 16u << 20;
+  off = align64(off + h->pystr_cap);
   h->tags_off = off;
   h->tags_cap = LG_MAX_TAGS;
   off = align64(off + (uint64_t)h->tags_cap * sizeof(lg_tag_rec_t));
@@ -221,8 +227,10 @@ static int add_module_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
 /* Caller holds the lock. */
 static void modules_cover(lg_region_hdr_t *h, const uint64_t *ips, unsigned depth) {
   for (unsigned i = 0; i < depth; i++) {
+    if (ips[i] & LG_PYFRAME_BIT) continue;
     if (!module_known(h, ips[i])) {
       dl_iterate_phdr(add_module_cb, h);
+      lgi_python_detect(); /* an embedded interpreter may have been dlopen()ed */
       return;
     }
   }

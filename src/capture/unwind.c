@@ -120,3 +120,23 @@ uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space
   }
   return id;
 }
+
+uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
+  uint32_t native = lgi_capture(t, ra0, cfa0, space);
+  if (!lgi_python_active()) return native;
+  lg_region_hdr_t *h = lgi_g.hdr;
+  const lg_stack_rec_t *r = LG_PTR(h, h->stacks_off, const lg_stack_rec_t *) + native;
+  unsigned nd = native >= 2 ? r->depth : 0;
+  uint64_t ips[LG_MAX_DEPTH];
+  unsigned room = LG_MAX_DEPTH - nd, max = room < 64 ? room : 64;
+  unsigned np = lgi_python_frames(t, ips, max);
+  if (np == 0) return native;
+  /* Native frames up to the interpreter's own: below it the native stack only
+   * mirrors the Python frames (--native in reports shows the kept ones). */
+  const uint64_t *nf = LG_PTR(h, h->frames_off, const uint64_t *) + r->frames;
+  unsigned keep = 0;
+  while (keep < nd && !lgi_python_interp_frame(nf[keep])) keep++;
+  if (keep < nd) keep++; /* the interpreter frame that made the call */
+  memcpy(ips + np, nf, keep * sizeof *ips);
+  return lgi_stack_intern(ips, np + keep, space);
+}

@@ -10,6 +10,8 @@
  * final snapshots from the regions (still mapped here, so nothing recorded is lost
  * even after SIGKILL), print the report, exit with the target's status.
  */
+#include <cjson/cJSON.h>
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +51,7 @@ typedef struct run_opts {
   long depth;
   int guard, guard_dry_run;
   const char *guard_config, *metrics;
+  long explain_at_step;
 } run_opts_t;
 
 typedef struct proc_ext {
@@ -56,6 +59,7 @@ typedef struct proc_ext {
   lgs_symbolizer_t *sym;
   lgd_series_t *series; /* per site, for the live view (NULL until the site matters) */
   char **labels;        /* per site: "function (file:line)" */
+  char **frames_json;   /* per site: JSON array of the first frames (suspects files) */
   uint32_t nseries;
   uint64_t last_snap_ns;
 } proc_ext_t;
@@ -77,6 +81,8 @@ typedef struct collector {
   uint64_t next_guard;
   lgx_registry_t *reg;
   lgx_server_t *srv;
+  char dir[64];         /* private directory: socket, suspects/holders files */
+  int explains;
 } collector_t;
 
 static void usage(FILE *f) {
@@ -102,6 +108,8 @@ static void usage(FILE *f) {
           "      --guard-dry-run   the guard only logs what it would do (implies --guard)\n"
           "      --metrics ADDR    serve Prometheus metrics on ADDR:PORT (e.g. 127.0.0.1:9464;\n"
           "                        loopback unless another address is given)\n"
+          "      --explain-at-step N  Python: find who holds the suspects' memory at step N\n"
+          "                        (also done at exit; docs/python.md)\n"
           "  -n, --top N           suspects in the final report (default 10)\n"
           "  -q, --quiet           no live view and no final text report\n"
           "  -h, --help            this help\n"
@@ -194,6 +202,27 @@ static int find_library(char *out, size_t n) {
   return -ENOENT;
 }
 
+/* The directory with the `leakguard` Python module and its sitecustomize hook:
+ * next to the binary in the build tree, or the installed one. */
+static int find_python_dir(char *out, size_t n) {
+  char self[PATH_MAX];
+  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (k <= 0) return -ENOENT;
+  self[k] = 0;
+  char *slash = strrchr(self, '/');
+  if (!slash) return -ENOENT;
+  *slash = 0;
+  const char *rel[] = {"../python", "../lib/leakguard/python"};
+  for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+    snprintf(out, n, "%s/%s/sitecustomize.py", self, rel[i]);
+    if (access(out, R_OK) == 0) {
+      snprintf(out, n, "%s/%s", self, rel[i]);
+      return 0;
+    }
+  }
+  return -ENOENT;
+}
+
 /* ------------------------------------------------------------------ processes */
 
 static void read_cmdline(int pid, char *out, size_t n) {
@@ -215,7 +244,11 @@ static proc_ext_t *find_proc(collector_t *c, int pid, int alive_only) {
   return NULL;
 }
 
-static void sync_symbols(collector_t *c, proc_ext_t *p) {
+/* Symbolizes and stores stacks lazily: a stack is written when its site first holds
+ * 1 KiB or more (or, with final, any live byte). Programs such as Python make tens of
+ * thousands of short-lived stacks at start-up; storing every one costs the collector
+ * seconds for nothing. Needs the sums of lgm_collect. */
+static void sync_symbols(collector_t *c, proc_ext_t *p, int final) {
   lgm_proc_t *m = &p->m;
   uint32_t nm = lgm_nmodules(m);
   for (uint32_t i = m->modules_stored; i < nm; i++) {
@@ -227,21 +260,36 @@ static void sync_symbols(collector_t *c, proc_ext_t *p) {
     if (c->db) lgst_module(c->db, m->proc, i, mod);
   }
   m->modules_stored = nm;
-  uint32_t ns = lgm_nstacks(m);
-  if (ns <= m->stacks_stored) return;
+  uint32_t ns = m->nsites;
+  if (ns > m->stacks_stored) {
   char **nl = realloc(p->labels, ns * sizeof *nl);
   if (!nl) return;
   p->labels = nl;
-  for (uint32_t i = m->stacks_stored; i < ns; i++) p->labels[i] = NULL;
+  char **nj = realloc(p->frames_json, ns * sizeof *nj);
+  if (!nj) return;
+  p->frames_json = nj;
+  for (uint32_t i = m->stacks_stored; i < ns; i++) p->labels[i] = p->frames_json[i] = NULL;
+  m->stacks_stored = ns;
+  }
   lgs_frame_t *fr = malloc(sizeof *fr * LG_MAX_DEPTH * 8);
   if (!fr) return;
-  for (uint32_t id = m->stacks_stored < 2 ? 2 : m->stacks_stored; id < ns; id++) {
+  for (uint32_t id = 2; id < ns; id++) {
+    if (p->labels[id]) continue;
+    int64_t live = m->sites[id].live_bytes;
+    if (!(live >= 1024 || (final && live > 0))) continue;
     const uint64_t *ips;
     unsigned space = 0;
     unsigned depth = lgm_stack(m, id, &ips, &space);
     int nf = 0;
-    for (unsigned k = 0; k < depth && nf < LG_MAX_DEPTH * 8 - 8; k++)
+    for (unsigned k = 0; k < depth && nf < LG_MAX_DEPTH * 8 - 8; k++) {
+      const char *pf, *pfn;
+      int pl;
+      if (lgm_pyframe(m, ips[k], &pf, &pfn, &pl) == 0) {
+        fr[nf++] = (lgs_frame_t){ips[k], "python", pfn, pf, pl, 0};
+        continue;
+      }
       nf += p->sym ? lgs_lookup(p->sym, ips[k], fr + nf, 8) : 0;
+    }
     if (c->db) lgst_stack(c->db, m->proc, id, space, fr, nf);
     int k = 0;
     while (k < nf - 1 && lgr_is_machinery(fr[k].function, fr[k].file, fr[k].module)) k++;
@@ -252,9 +300,19 @@ static void sync_symbols(collector_t *c, proc_ext_t *p) {
       snprintf(label, sizeof label, "%s (%s:%d)", fr[k].function, b ? b + 1 : fr[k].file, fr[k].line);
     } else snprintf(label, sizeof label, "%s [%s]", fr[k].function, fr[k].module);
     p->labels[id] = strdup(label);
+    cJSON *arr = cJSON_CreateArray();
+    for (int q = k; q < nf && q < k + 8; q++) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "function", fr[q].function);
+      cJSON_AddStringToObject(o, "file", fr[q].file);
+      cJSON_AddNumberToObject(o, "line", fr[q].line);
+      cJSON_AddStringToObject(o, "module", fr[q].module);
+      cJSON_AddItemToArray(arr, o);
+    }
+    p->frames_json[id] = cJSON_PrintUnformatted(arr);
+    cJSON_Delete(arr);
   }
   free(fr);
-  m->stacks_stored = ns;
 }
 
 static void track_series(proc_ext_t *p, double t) {
@@ -281,8 +339,8 @@ static void track_series(proc_ext_t *p, double t) {
 static void snapshot(collector_t *c, proc_ext_t *p, int full) {
   lgm_proc_t *m = &p->m;
   uint64_t now = lgu_now_ns();
-  sync_symbols(c, p);
   if (lgm_collect(m) != 0) return;
+  sync_symbols(c, p, full);
   if (!m->ended) {
     uint64_t rss = lgu_rss_bytes(m->pid);
     if (rss) m->rss_bytes = rss;
@@ -485,9 +543,80 @@ static void publish_metrics(collector_t *c, const lgv_frame_t *fr, uint64_t usag
   if (c->guard) lgg_export(c->guard, r);
 }
 
-/* Live analysis of every running process: the live view, guard hints, metrics. */
+/* suspects-PID.json in the private directory, for `leakguard.suspects()` in the
+ * target (docs/python.md). Written to a temporary name, then renamed: atomic. */
+static void write_suspects(collector_t *c, proc_ext_t *p, double elapsed, cJSON *list) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddNumberToObject(root, "pid", p->m.pid);
+  cJSON_AddNumberToObject(root, "t", elapsed);
+  cJSON_AddItemToObject(root, "suspects", list);
+  char *text = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  if (!text) return;
+  char tmp[128], path[128];
+  snprintf(tmp, sizeof tmp, "%s/.suspects-%d.tmp", c->dir, p->m.pid);
+  snprintf(path, sizeof path, "%s/suspects-%d.json", c->dir, p->m.pid);
+  FILE *f = fopen(tmp, "w");
+  if (f) {
+    fputs(text, f);
+    if (fclose(f) == 0) rename(tmp, path);
+  }
+  free(text);
+}
+
+/* Stores the holders-PID-N.json files that explains in the targets wrote. */
+static void ingest_holders(collector_t *c) {
+  DIR *d = opendir(c->dir);
+  if (!d) return;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    int pid = 0, n = 0;
+    if (sscanf(de->d_name, "holders-%d-%d.json", &pid, &n) != 2) continue;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    char chunk[65536];
+    size_t k;
+    while (mem && (k = fread(chunk, 1, sizeof chunk, f)) > 0) fwrite(chunk, 1, k, mem);
+    fclose(f);
+    if (mem) fclose(mem);
+    unlink(path);
+    cJSON *root = buf ? cJSON_Parse(buf) : NULL;
+    free(buf);
+    proc_ext_t *p = find_proc(c, pid, 0);
+    if (!root || !p || !c->db) {
+      cJSON_Delete(root);
+      continue;
+    }
+    int explain = ++c->explains;
+    int64_t step = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(root, "step"));
+    cJSON *h;
+    cJSON_ArrayForEach(h, cJSON_GetObjectItem(root, "holders")) {
+      cJSON *chain = cJSON_GetObjectItem(h, "chain"), *detail = cJSON_GetObjectItem(h, "detail");
+      const cJSON *kind = cJSON_GetObjectItem(h, "kind");
+      char *cj = chain ? cJSON_PrintUnformatted(chain) : NULL, *dj = detail ? cJSON_PrintUnformatted(detail) : NULL;
+      double stack = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "stack"));
+      if (cj && stack >= 1) {
+        lgst_holder_t row = {(uint32_t)stack, explain, step, cJSON_IsString(kind) ? kind->valuestring : "object", cj,
+                             (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "objects")),
+                             (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes")), dj};
+        lgst_holder(c->db, p->m.proc, &row);
+      }
+      free(cj);
+      free(dj);
+    }
+    cJSON_Delete(root);
+  }
+  closedir(d);
+}
+
+/* Live analysis of every running process: the live view, guard hints, metrics,
+ * suspects files for the Python module. */
 static void live_update(collector_t *c, double elapsed) {
-  if (!c->view && !c->guard && !c->reg) return;
   lgv_frame_t fr;
   memset(&fr, 0, sizeof fr);
   fr.elapsed_s = elapsed;
@@ -506,6 +635,7 @@ static void live_update(collector_t *c, double elapsed) {
       snprintf(fr.command, sizeof fr.command, "%s", p->m.command);
     }
     double proc_growth = 0;
+    cJSON *sus = cJSON_CreateArray();
     for (uint32_t s = 2; s < p->nseries; s++) {
       lgd_series_t *se = &p->series[s];
       if (se->n < 6) continue;
@@ -517,13 +647,35 @@ static void live_update(collector_t *c, double elapsed) {
       lgv_row_t row = {r.growth_bytes_per_s, (double)p->m.sites[s].live_bytes, r.pattern, p->m.pid,
                        p->labels && s < p->m.stacks_stored && p->labels[s] ? p->labels[s] : "??"};
       lgv_add_row(&fr, &row);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddNumberToObject(o, "stack", s);
+      cJSON_AddNumberToObject(o, "growth_bytes_per_s", r.growth_bytes_per_s);
+      cJSON_AddNumberToObject(o, "live_bytes", (double)p->m.sites[s].live_bytes);
+      cJSON_AddStringToObject(o, "pattern", lg_pattern_name(r.pattern));
+      cJSON *fj = p->frames_json && s < p->m.stacks_stored && p->frames_json[s] ? cJSON_Parse(p->frames_json[s]) : NULL;
+      cJSON_AddItemToObject(o, "frames", fj ? fj : cJSON_CreateArray());
+      cJSON_AddItemToArray(sus, o);
     }
     if (c->guard && proc_growth > 0) lgg_hint_growth(c->guard, p->m.pid, proc_growth);
+    write_suspects(c, p, elapsed, sus);
   }
   uint64_t usage = c->o.limit ? (uint64_t)fr.rss_bytes : lgu_memory_usage();
   fr.usage = usage;
   if (c->view) lgv_draw(c->view, &fr);
   if (c->reg) publish_metrics(c, &fr, usage);
+}
+
+static void remove_dir_files(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2]))) continue;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    unlink(path);
+  }
+  closedir(d);
 }
 
 static int any_connected(const collector_t *c) {
@@ -620,6 +772,11 @@ static int collect_loop(collector_t *c) {
       c->db_failed = 1;
     }
     if (full) {
+      if (c->db) {
+        lgst_begin(c->db);
+        ingest_holders(c);
+        lgst_commit(c->db);
+      }
       live_update(c, (double)(now - c->t0) / 1e9);
       next_snap += interval_ns;
       if (next_snap < now) next_snap = now + interval_ns;
@@ -641,6 +798,7 @@ static int collect_loop(collector_t *c) {
   }
   reap(c);
   if (c->db) lgst_begin(c->db);
+  ingest_holders(c);
   for (int i = 0; i < c->nprocs; i++) {
     proc_ext_t *p = c->procs[i];
     if (!p->m.ended) {
@@ -657,7 +815,8 @@ static int collect_loop(collector_t *c) {
 
 /* ------------------------------------------------------------------ entry */
 
-enum { OPT_NO_FOLLOW = 256, OPT_FAIL_ON_LEAK, OPT_NO_MMAP, OPT_GUARD, OPT_GUARD_CONFIG, OPT_GUARD_DRY, OPT_METRICS };
+enum { OPT_NO_FOLLOW = 256, OPT_FAIL_ON_LEAK, OPT_NO_MMAP, OPT_GUARD, OPT_GUARD_CONFIG, OPT_GUARD_DRY, OPT_METRICS,
+       OPT_EXPLAIN_AT };
 
 int lg_cmd_run(int argc, char **argv) {
   run_opts_t o = {.interval = 1.0, .follow = 1, .mmap = 1, .depth = LG_DEFAULT_DEPTH, .top = 10};
@@ -670,6 +829,7 @@ int lg_cmd_run(int argc, char **argv) {
       {"no-mmap", no_argument, NULL, OPT_NO_MMAP}, {"guard", no_argument, NULL, OPT_GUARD},
       {"guard-config", required_argument, NULL, OPT_GUARD_CONFIG},
       {"guard-dry-run", no_argument, NULL, OPT_GUARD_DRY}, {"metrics", required_argument, NULL, OPT_METRICS},
+      {"explain-at-step", required_argument, NULL, OPT_EXPLAIN_AT},
       {NULL, 0, NULL, 0}};
   optind = 1;
   opterr = 0;
@@ -719,6 +879,13 @@ int lg_cmd_run(int argc, char **argv) {
     case OPT_GUARD_CONFIG: o.guard = 1; o.guard_config = optarg; break;
     case OPT_GUARD_DRY: o.guard = 1; o.guard_dry_run = 1; break;
     case OPT_METRICS: o.metrics = optarg; break;
+    case OPT_EXPLAIN_AT:
+      if (lgu_parse_long(optarg, 1, LONG_MAX, &lv) != 0) {
+        lgu_err("run: --explain-at-step must be a positive step number, not '%s'", optarg);
+        return LG_EXIT_USAGE;
+      }
+      o.explain_at_step = lv;
+      break;
     default:
       if (optopt) lgu_err("run: unknown or incomplete option '-%c' (see leakguard run --help)", optopt);
       else lgu_err("run: unknown option '%s' (see leakguard run --help)", argv[optind - 1]);
@@ -810,6 +977,7 @@ int lg_cmd_run(int argc, char **argv) {
   }
   char sock[sizeof dir + 16];
   snprintf(sock, sizeof sock, "%s/sock", dir);
+  snprintf(c.dir, sizeof c.dir, "%s", dir);
   c.listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
@@ -833,6 +1001,25 @@ int lg_cmd_run(int argc, char **argv) {
   setenv(LG_ENV_DEPTH, num, 1);
   setenv(LG_ENV_FOLLOW, o.follow ? "1" : "0", 1);
   setenv(LG_ENV_MMAP, o.mmap ? "1" : "0", 1);
+  setenv("LEAKGUARD_DIR", dir, 1);
+  if (o.explain_at_step) {
+    snprintf(num, sizeof num, "%ld", o.explain_at_step);
+    setenv("LEAKGUARD_EXPLAIN_AT_STEP", num, 1);
+  }
+  /* Python: small objects come from malloc, not pymalloc arenas, so they are
+   * attributed one by one (docs/python.md); the leakguard module and its exit hook
+   * are found first on the path. */
+  setenv("PYTHONMALLOC", "malloc", 0);
+  char pydir[PATH_MAX];
+  if (find_python_dir(pydir, sizeof pydir) == 0) {
+    const char *pp = getenv("PYTHONPATH");
+    char *np = malloc(strlen(pydir) + (pp ? strlen(pp) : 0) + 2);
+    if (np) {
+      sprintf(np, "%s%s%s", pydir, pp && *pp ? ":" : "", pp ? pp : "");
+      setenv("PYTHONPATH", np, 1);
+      free(np);
+    }
+  }
 
   sigset_t mask, old;
   sigemptyset(&mask);
@@ -928,6 +1115,7 @@ int lg_cmd_run(int argc, char **argv) {
 
   collect_loop(&c);
   unlink(sock);
+  remove_dir_files(dir);
   rmdir(dir);
   if (c.view) lgv_free(c.view);
 
@@ -959,7 +1147,9 @@ int lg_cmd_run(int argc, char **argv) {
     for (uint32_t s = 0; s < p->nseries; s++) lgd_series_free(&p->series[s]);
     free(p->series);
     for (uint32_t s = 0; s < p->m.stacks_stored && p->labels; s++) free(p->labels[s]);
+    for (uint32_t s = 0; s < p->m.stacks_stored && p->frames_json; s++) free(p->frames_json[s]);
     free(p->labels);
+    free(p->frames_json);
     lgm_release(&p->m);
     free(p);
   }

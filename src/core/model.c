@@ -50,6 +50,21 @@ unsigned lgm_stack(const lgm_proc_t *p, uint32_t id, const uint64_t **ips, unsig
   return r->depth;
 }
 
+int lgm_pyframe(const lgm_proc_t *p, uint64_t ip, const char **file, const char **func, int *line) {
+  const lg_region_hdr_t *h = p->hdr;
+  if (!(ip & LG_PYFRAME_BIT)) return -ENOENT;
+  uint64_t id = ip & ~LG_PYFRAME_BIT;
+  uint32_t n = atomic_load_explicit(&((lg_region_hdr_t *)h)->npyframes, memory_order_acquire);
+  if (id == 0 || id >= n || id >= h->pyframes_cap) return -ENOENT;
+  const lg_pyframe_rec_t *r = LG_PTR(h, h->pyframes_off, const lg_pyframe_rec_t *) + id;
+  const char *strs = LG_PTR(h, h->pystr_off, const char *);
+  if (r->file >= h->pystr_cap || r->func >= h->pystr_cap) return -ENOENT;
+  *file = strs + r->file;
+  *func = strs + r->func;
+  *line = r->line;
+  return 0;
+}
+
 uint32_t lgm_nmodules(const lgm_proc_t *p) {
   uint32_t n = atomic_load_explicit(&p->hdr->nmodules, memory_order_acquire);
   return n > p->hdr->modules_cap ? p->hdr->modules_cap : n;

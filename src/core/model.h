@@ -62,6 +62,9 @@ int lgm_collect(lgm_proc_t *p);
 uint32_t lgm_nstacks(const lgm_proc_t *p);
 /* Frames of stack id (innermost first); returns depth, 0 if invalid. */
 unsigned lgm_stack(const lgm_proc_t *p, uint32_t id, const uint64_t **ips, unsigned *space);
+/* Python frame LG_PYFRAME_BIT|id of the region: 0 and its file, function and line,
+ * or -ENOENT. Strings point into the region. */
+int lgm_pyframe(const lgm_proc_t *p, uint64_t ip, const char **file, const char **func, int *line);
 uint32_t lgm_nmodules(const lgm_proc_t *p);
 const lg_module_rec_t *lgm_module(const lgm_proc_t *p, uint32_t i);
 

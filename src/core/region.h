@@ -88,6 +88,18 @@ typedef struct lg_tag_rec {
   uint32_t fail;            /* 1: allocations over the quota fail (no callback) */
 } lg_tag_rec_t;
 
+/* Python frames (CPython 3.11): a stack's frame word with LG_PYFRAME_BIT set is not a
+ * native address but LG_PYFRAME_BIT | index into the pyframe table. Python frames come
+ * first in a stack (innermost first), then the native frames. */
+#define LG_PYFRAME_BIT (1ULL << 63)
+typedef struct lg_pyframe_rec {
+  uint64_t code;          /* PyCodeObject address (identity only) */
+  int32_t line;
+  uint32_t file;          /* offset of the NUL-terminated file name in the string arena */
+  uint32_t func;          /* offset of the qualified function name */
+  uint32_t pad;
+} lg_pyframe_rec_t;
+
 typedef struct lg_shard_desc {
   _Atomic uint32_t owner;   /* 0 free, else a thread id (gettid) holding it */
   uint32_t nchunks_cap;
@@ -129,6 +141,8 @@ typedef struct lg_region_hdr {
   uint64_t frames_off; uint64_t frames_cap;
   uint64_t modules_off; uint32_t modules_cap; uint32_t shards_cap;
   uint64_t tags_off;   _Atomic uint32_t ntags; uint32_t tags_cap;
+  uint64_t pyframes_off; _Atomic uint32_t npyframes; uint32_t pyframes_cap;
+  uint64_t pystr_off;  _Atomic uint32_t pystr_used; uint32_t pystr_cap;
   uint64_t shards_off;
   uint64_t arena_off;  uint64_t arena_cap;
 } lg_region_hdr_t;

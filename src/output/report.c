@@ -142,10 +142,53 @@ static int load_frames(sqlite3 *db, lgr_site_t *s, int native) {
       skip++;
   s->frames = s->all_frames + skip;
   s->nframes = s->nall - skip;
+  if (!native && s->nframes > 0 && !strcmp(s->frames[0].module, "python")) {
+    /* A Python stack: fold the interpreter's own native frames away (--native keeps
+     * them). The dropped frames stay owned by all_frames. */
+    int w = 0;
+    for (int i = 0; i < s->nframes; i++) {
+      const char *m = s->frames[i].module;
+      if (!strncmp(m, "python3", 7) || !strncmp(m, "libpython3", 10)) continue;
+      lgr_frame_t tmp = s->frames[w];
+      s->frames[w++] = s->frames[i];
+      s->frames[i] = tmp;
+    }
+    s->nframes = w;
+  }
   return 0;
 }
 
+/* Holders of the site from the latest explain of its process, as a JSON array. */
+static void load_holders(sqlite3 *db, lgr_site_t *s) {
+  sqlite3_stmt *st;
+  const char *sql =
+      "SELECT kind, chain, objects, bytes, detail FROM holders WHERE proc=?1 AND stack=?2 AND"
+      " explain=(SELECT max(explain) FROM holders WHERE proc=?1) ORDER BY bytes DESC LIMIT 5";
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return; /* older database */
+  sqlite3_bind_int(st, 1, s->proc);
+  sqlite3_bind_int(st, 2, s->stack);
+  cJSON *arr = cJSON_CreateArray();
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    cJSON *h = cJSON_CreateObject();
+    const char *chain = (const char *)sqlite3_column_text(st, 1);
+    cJSON *c = chain ? cJSON_Parse(chain) : NULL;
+    cJSON_AddItemToObject(h, "chain", c ? c : cJSON_CreateArray());
+    cJSON_AddNumberToObject(h, "objects", (double)sqlite3_column_int64(st, 2));
+    cJSON_AddNumberToObject(h, "bytes", (double)sqlite3_column_int64(st, 3));
+    const char *kind = (const char *)sqlite3_column_text(st, 0);
+    cJSON_AddStringToObject(h, "kind", kind ? kind : "object");
+    const char *detail = (const char *)sqlite3_column_text(st, 4);
+    cJSON *d = detail ? cJSON_Parse(detail) : NULL;
+    if (d) cJSON_AddItemToObject(h, "detail", d);
+    cJSON_AddItemToArray(arr, h);
+  }
+  sqlite3_finalize(st);
+  if (cJSON_GetArraySize(arr) > 0) s->holders_json = cJSON_PrintUnformatted(arr);
+  cJSON_Delete(arr);
+}
+
 static void free_site(lgr_site_t *s) {
+  free(s->holders_json);
   for (int i = 0; i < s->nall; i++) {
     free(s->all_frames[i].function);
     free(s->all_frames[i].file);
@@ -279,6 +322,7 @@ static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr
     for (; next < nsnap; next++)
       if (!isnan(snaps[next].t)) lgd_series_add(&ser, snaps[next].t, val, snaps[next].step);
     site.oldest_age_s = oldest_null ? NAN : fmax(0, t_end - (double)oldest * 0.1);
+    site.peak_live_bytes = (int64_t)maxval;
     lgd_options_t dopt = {o->min_growth_bytes};
     lgd_analyze(ser.pts, ser.n, &dopt, &site.r);
     site.time_to_oom_s = NAN;
@@ -286,6 +330,7 @@ static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr
       site.time_to_oom_s = headroom / site.r.growth_bytes_per_s;
     if (site.r.leak) {
       load_frames(db, &site, o->native);
+      load_holders(db, &site);
       if (push_site(&r->suspects, &r->nsuspects, scap, &site)) free_site(&site);
     } else if (maxval > 0 && site.live_bytes > 0) {
       load_frames(db, &site, o->native);
@@ -394,14 +439,33 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
             lgu_fmt_bytes(b1, sizeof b1, s->r.growth_bytes_per_s));
     if (!isnan(s->r.growth_bytes_per_step))
       fprintf(f, " (+%s/step)", lgu_fmt_bytes(b2, sizeof b2, s->r.growth_bytes_per_step));
-    fprintf(f, "  live %s in %lld blocks  confidence %.2f", lgu_fmt_bytes(b3, sizeof b3, (double)s->live_bytes),
-            (long long)s->live_blocks, s->r.confidence);
+    fprintf(f, "  live %s in %lld blocks", lgu_fmt_bytes(b3, sizeof b3, (double)s->live_bytes),
+            (long long)s->live_blocks);
+    if (s->peak_live_bytes > s->live_bytes * 2)
+      fprintf(f, " (peak %s, freed at exit)", lgu_fmt_bytes(b2, sizeof b2, (double)s->peak_live_bytes));
+    fprintf(f, "  confidence %.2f", s->r.confidence);
     if (!isnan(s->time_to_oom_s)) fprintf(f, "  OOM in %s", lgu_fmt_duration(b1, sizeof b1, s->time_to_oom_s));
     fprintf(f, "\n   pid %d, %s memory", s->pid, s->space);
     if (!isnan(s->oldest_age_s)) fprintf(f, ", oldest live block ~%.0fs old", s->oldest_age_s);
     fprintf(f, "\n");
     for (int k = 0; k < s->nframes && k < 8; k++)
       print_frame(f, &s->frames[k], k == 0 ? "   allocated at " : "      called from ");
+    cJSON *hl = s->holders_json ? cJSON_Parse(s->holders_json) : NULL;
+    cJSON *h;
+    cJSON_ArrayForEach(h, hl) {
+      fprintf(f, "   held by ");
+      cJSON *c;
+      int first = 1;
+      cJSON_ArrayForEach(c, cJSON_GetObjectItem(h, "chain")) {
+        fprintf(f, "%s%s", first ? "" : " \u2192 ", cJSON_IsString(c) ? c->valuestring : "?");
+        first = 0;
+      }
+      const cJSON *kind = cJSON_GetObjectItem(h, "kind");
+      fprintf(f, "  (%s, %.0f objects, %s)\n", cJSON_IsString(kind) ? kind->valuestring : "object",
+              cJSON_GetNumberValue(cJSON_GetObjectItem(h, "objects")),
+              lgu_fmt_bytes(b1, sizeof b1, cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes"))));
+    }
+    cJSON_Delete(hl);
   }
   if (r->nothers) {
     fprintf(f, "\nLargest live sites that are not growing:\n");
@@ -428,6 +492,7 @@ static cJSON *site_json(const lgr_site_t *s, int rank, int with_rank) {
   cJSON_AddStringToObject(j, "space", s->space);
   cJSON_AddNumberToObject(j, "live_bytes", (double)s->live_bytes);
   cJSON_AddNumberToObject(j, "live_blocks", (double)s->live_blocks);
+  cJSON_AddNumberToObject(j, "peak_live_bytes", (double)s->peak_live_bytes);
   cJSON_AddNumberToObject(j, "allocated_bytes", (double)s->alloc_bytes);
   cJSON_AddNumberToObject(j, "allocated_blocks", (double)s->alloc_blocks);
   cJSON_AddItemToObject(j, "growth_bytes_per_s", num_or_null(round2(s->r.growth_bytes_per_s)));
@@ -437,6 +502,8 @@ static cJSON *site_json(const lgr_site_t *s, int rank, int with_rank) {
   cJSON_AddStringToObject(j, "pattern", lg_pattern_name(s->r.pattern));
   cJSON_AddItemToObject(j, "oldest_block_age_s", num_or_null(round2(s->oldest_age_s)));
   cJSON_AddNumberToObject(j, "stack", s->stack);
+  cJSON *hl = s->holders_json ? cJSON_Parse(s->holders_json) : NULL;
+  cJSON_AddItemToObject(j, "holders", hl ? hl : cJSON_CreateArray());
   cJSON *fr = cJSON_AddArrayToObject(j, "frames");
   for (int k = 0; k < s->nframes; k++) {
     cJSON *x = cJSON_CreateObject();

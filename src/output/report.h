@@ -23,8 +23,10 @@ typedef struct lgr_site {
   int proc, pid, stack;
   char space[16];
   int64_t live_bytes, live_blocks;
+  int64_t peak_live_bytes;    /* highest snapshot value */
   uint64_t alloc_bytes, alloc_blocks;
   double oldest_age_s;        /* NaN when unknown */
+  char *holders_json;         /* JSON array of holders from the database, or NULL */
   double time_to_oom_s;       /* NaN when not growing */
   lgd_result_t r;
   lgr_frame_t *frames;        /* allocation site first, machinery trimmed */

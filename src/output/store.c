@@ -37,7 +37,9 @@ static const char *SCHEMA =
     " PRIMARY KEY(proc, seq));"
     "CREATE TABLE samples(proc INTEGER, stack INTEGER, seq INTEGER, live_bytes INTEGER,"
     " live_blocks INTEGER, alloc_bytes INTEGER, alloc_blocks INTEGER, oldest_epoch INTEGER,"
-    " PRIMARY KEY(proc, stack, seq)) WITHOUT ROWID;";
+    " PRIMARY KEY(proc, stack, seq)) WITHOUT ROWID;"
+    "CREATE TABLE holders(proc INTEGER, stack INTEGER, explain INTEGER, step INTEGER, kind TEXT,"
+    " chain TEXT, objects INTEGER, bytes INTEGER, detail TEXT);";
 
 void *lgst_db(lgst_t *s) { return s->db; }
 
@@ -246,6 +248,25 @@ int lgst_stack(lgst_t *s, int proc, uint32_t id, unsigned space, const lgs_frame
     if (sqlite3_step(st) != SQLITE_DONE) return -EIO;
   }
   return 0;
+}
+
+int lgst_holder(lgst_t *s, int proc, const lgst_holder_t *h) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "INSERT INTO holders VALUES(?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+    return -EIO;
+  sqlite3_bind_int(st, 1, proc);
+  sqlite3_bind_int(st, 2, (int)h->stack);
+  sqlite3_bind_int(st, 3, h->explain);
+  sqlite3_bind_int64(st, 4, h->step);
+  sqlite3_bind_text(st, 5, h->kind ? h->kind : "object", -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 6, h->chain_json, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 7, h->objects);
+  sqlite3_bind_int64(st, 8, h->bytes);
+  if (h->detail_json) sqlite3_bind_text(st, 9, h->detail_json, -1, SQLITE_TRANSIENT);
+  else sqlite3_bind_null(st, 9);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
 int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint64_t limit, int full) {

@@ -34,6 +34,18 @@ int lgst_meta(lgst_t *s, const char *key, const char *value);
 int lgst_proc(lgst_t *s, const lgm_proc_t *p);
 int lgst_module(lgst_t *s, int proc, uint32_t idx, const lg_module_rec_t *m);
 int lgst_stack(lgst_t *s, int proc, uint32_t id, unsigned space, const lgs_frame_t *f, int nframes);
+/* One holder of a suspect's memory (Python reference chain), from an explain. */
+typedef struct lgst_holder {
+  uint32_t stack;
+  int explain;              /* sequence number of the explain in this process */
+  int64_t step;
+  const char *kind;         /* "tensor", "autograd-graph", "object" */
+  const char *chain_json;   /* JSON array of strings, root first */
+  int64_t objects, bytes;
+  const char *detail_json;  /* JSON object or NULL */
+} lgst_holder_t;
+int lgst_holder(lgst_t *s, int proc, const lgst_holder_t *h);
+
 /* Snapshot row plus one samples row per site changed since the last call (all
  * sites when full != 0). usage/limit: memory usage and limit at that time. */
 int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint64_t limit, int full);
