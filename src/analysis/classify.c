@@ -45,7 +45,8 @@ static const char *const feature_names[LGI_F_PROFILE] = {
   "jump_up_mass", "jump_down_mass", "jump_up_max", "jump_down_max", "resid", "noise",
   "zero_cross", "acf1", "acf_peak", "acf_lag", "outliers", "last_vs_max", "has_rss",
   "rss_growth", "live_growth_rss", "rss_excess", "rss_vs_live", "rss_tau", "rss_t50",
-  "vn_ratio",
+  "vn_ratio", "hinge_gain", "hinge_at",
+  "post_curv",
 };
 
 /* Name of feature i; profile features are all called "profile". NULL if out of range. */
@@ -473,11 +474,69 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
       b = (Gd * (gy1 * g4 - g3 * gy2) - gy0 * (g1 * g4 - g3 * g2) + g2 * (g1 * gy2 - gy1 * g2)) / gdet;
       c = (Gd * (g2 * gy2 - gy1 * g3) - g1 * (g1 * gy2 - gy1 * g2) + gy0 * (g1 * g3 - g2 * g2)) / gdet;
     }
+    /* Best hinge a + b max(0, x - c) against the quadratic (same parameter count). */
+    double gmean = gy0 / Gd, sst = 0;
+    for (int k = 0; k < G; k++)
+      sst += (gz[k] - gmean) * (gz[k] - gmean);
+    /* Sums over the cells right of c (x > c) of 1, x, x^2, y, x y, accumulated from
+     * the right, give each candidate's fit in O(1); ties keep the smallest c. */
+    enum { NC = 13 };
+    double ssr_c[NC + 1];
+    double h0 = 0, h1 = 0, h2 = 0, hy = 0, hxy = 0;
+    int kk = G - 1;
+    for (int ci = NC; ci >= 1; ci--) {
+      double cc = 0.05 * ci;
+      for (; kk >= 0 && (kk + 0.5) / G > cc; kk--) {
+        double x = (kk + 0.5) / G, yk = gz[kk] - gmean;
+        h0 += 1;
+        h1 += x;
+        h2 += x * x;
+        hy += yk;
+        hxy += x * yk;
+      }
+      double sh = h1 - cc * h0, shh = h2 - 2 * cc * h1 + cc * cc * h0, shy = hxy - cc * hy;
+      double vh = shh - sh * sh / Gd;
+      ssr_c[ci] = vh > 1e-12 ? sst - shy * shy / vh : INFINITY;
+    }
+    double best_ssr = sst, best_c = 0;
+    for (int ci = 1; ci <= NC; ci++)
+      if (ssr_c[ci] < best_ssr) {
+        best_ssr = ssr_c[ci];
+        best_c = 0.05 * ci;
+      }
     double var0 = 0;
     for (int k = 0; k < G; k++) {
       double x = (k + 0.5) / G - 0.5;
       gz[k] -= a + b * x + c * x * x;
       var0 += gz[k] * gz[k];
+    }
+    f[LGI_F_HINGE_GAIN] = sst > 1e-12 * G ? clampd((var0 - best_ssr) / sst, -1, 1) : 0.0;
+    f[LGI_F_HINGE_AT] = best_c;
+    /* Curvature after the hinge (gz is detrended now: add the quadratic back). */
+    {
+      double p0 = 0, p1 = 0, p2 = 0, p3 = 0, p4 = 0, q0 = 0, q1 = 0, q2 = 0;
+      for (int k = 0; k < G; k++) {
+        double x = (k + 0.5) / G, sx = (x - best_c) / (1 - best_c);
+        if (sx < 0)
+          continue;
+        double xc = x - 0.5, yk = gz[k] + a + b * xc + c * xc * xc, s2 = sx * sx;
+        p0 += 1;
+        p1 += sx;
+        p2 += s2;
+        p3 += s2 * sx;
+        p4 += s2 * s2;
+        q0 += yk;
+        q1 += sx * yk;
+        q2 += s2 * yk;
+      }
+      double pd = p0 * (p2 * p4 - p3 * p3) - p1 * (p1 * p4 - p3 * p2) + p2 * (p1 * p3 - p2 * p2);
+      double curv = 0;
+      if (p0 >= 6 && fabs(pd) > 1e-12) {
+        double pb = (p0 * (q1 * p4 - p3 * q2) - q0 * (p1 * p4 - p3 * p2) + p2 * (p1 * q2 - q1 * p2)) / pd;
+        double pq = (p0 * (p2 * q2 - q1 * p3) - p1 * (p1 * q2 - q1 * p2) + q0 * (p1 * p3 - p2 * p2)) / pd;
+        curv = pq / (fabs(pb) + fabs(pq) + 0.05);
+      }
+      f[LGI_F_POST_CURV] = curv;
     }
     double zc = 0, acf1 = 0, peak = 0, lag = 0;
     if (var0 > 1e-12 * G) {

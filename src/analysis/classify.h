@@ -32,7 +32,7 @@
 /* Longest uniform time grid used for the periodicity statistics. */
 #define LGI_CLS_GRID 128
 /* Hidden units of the MLP. */
-#define LGI_CLS_HIDDEN 32
+#define LGI_CLS_HIDDEN 48
 
 /* Feature indices. Values are scale-free: v is centred on its median and divided by
  * its robust range (p95 - p5, "scale units"), time is mapped to u in [0, 1]. */
@@ -81,6 +81,13 @@ enum lgi_cls_feature {
   LGI_F_RSS_T50,        /* u at which rss window means reach 50% of their growth */
   LGI_F_VN_RATIO,       /* von Neumann ratio of the unfiltered residual (about 2 for
                            white noise, near 0 for smooth curves) */
+  LGI_F_HINGE_GAIN,     /* on the time grid: (SSR(quadratic) - SSR(best hinge)) / SST,
+                           hinge = a + b max(0, u - c), c in {0.05, ..., 0.65}:
+                           > 0 for a late-starting straight line, < 0 for convex growth */
+  LGI_F_HINGE_AT,       /* the c of that best hinge */
+  LGI_F_POST_CURV,      /* after that c, with s = (u - c) / (1 - c) in [0, 1]: fitted
+                           y = a + b s + q s^2 gives q / (|b| + |q| + 0.05): about 0 for
+                           a straight line, > 0.4 for convex growth */
   LGI_F_PROFILE,        /* LGI_CLS_WIN window means minus the first one */
   LGI_CLS_NFEAT = LGI_F_PROFILE + LGI_CLS_WIN
 };

@@ -53,6 +53,8 @@ static double f_quad(double u) { return 10 + 90 * u * u * u; }
 static double f_steps(double u) { return 100 + 10 * floor(u * 4.999); }
 static double f_saw(double u) { return 50 + 40 * (u * 5 - floor(u * 5)); }
 static double f_plateau(double u) { return u < 0.3 ? 200 + 100 * u / 0.3 : 300; }
+static double f_hockey(double u) { return u < 0.4 ? 500 : 500 + 100 * (u - 0.4); }
+static double f_square(double u) { return 500 + 100 * u * u; }
 
 static void features(size_t n, const double *rss, double *f)
 {
@@ -178,6 +180,22 @@ static void test_feature_curvature(void **state)
   assert_true(f[LGI_F_ACCEL] > 0.5);
   assert_true(f[LGI_F_T50] > 0.7);
   assert_true(f[LGI_F_MK_TAU] == 1.0);
+}
+
+/* Hinge and post-onset curvature: a late-starting straight leak against x^2. */
+static void test_feature_hinge(void **state)
+{
+  (void)state;
+  double f[LGI_CLS_NFEAT];
+  fill(N, f_hockey);
+  features(N, NULL, f);
+  assert_true(f[LGI_F_HINGE_GAIN] > 0.01);        /* hinge fits better than quadratic */
+  assert_true(fabs(f[LGI_F_HINGE_AT] - 0.4) < 0.06);
+  assert_true(fabs(f[LGI_F_POST_CURV]) < 0.05);   /* straight after the onset */
+  fill(N, f_square);
+  features(N, NULL, f);
+  assert_true(f[LGI_F_HINGE_GAIN] < 0);           /* the quadratic fits exactly */
+  assert_true(f[LGI_F_POST_CURV] > 0.3);          /* still curved after the best c */
 }
 
 static void test_feature_steps(void **state)
@@ -571,6 +589,7 @@ int main(void)
     cmocka_unit_test(test_feature_linear),
     cmocka_unit_test(test_feature_constant),
     cmocka_unit_test(test_feature_curvature),
+    cmocka_unit_test(test_feature_hinge),
     cmocka_unit_test(test_feature_steps),
     cmocka_unit_test(test_feature_sawtooth),
     cmocka_unit_test(test_feature_plateau),

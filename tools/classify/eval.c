@@ -4,11 +4,15 @@
  * src/analysis/classify_model.c) on the held-out synthetic test split and on the
  * series recorded from real programs.
  *
- * Usage: lg-eval-classifier [--count N] [--recorded DIR] [--show-errors K]
- *   --count N        test-split series to generate (default 7000, 1000 per class)
- *   --recorded DIR   directory with labels.csv (file,label[,...]) and the CSV files
- *                    (default: tools/classify-data/recorded under the source tree)
+ * Usage: lg-eval-classifier [--count N] [--recorded DIR] [--set NAME] [--show-errors K]
+ *   --count N        test-split series to generate (default 7000, 1000 per class;
+ *                    0 skips the synthetic split)
+ *   --recorded DIR   directory with labels.csv and the CSV files (default:
+ *                    tools/classify-data/recorded under the source tree); columns
+ *                    file,label[,kind,program,args,interval_s,set]
+ *   --set NAME       only the recorded series whose `set` column is NAME
  *   --show-errors K  print up to K misclassified series of each set
+ * The recorded series are also summarised by kind (shapes, process, site) and set.
  * For each set prints accuracy, per-class precision/recall, the confusion matrix and
  * the rate of leak predictions on stable/plateau/sawtooth series. Exit status 0, or
  * 1 when a set cannot be read.
@@ -81,7 +85,29 @@ static int parse_label(const char *s)
 }
 
 /* Evaluates the recorded series listed in dir/labels.csv; returns 0 or -1. */
-static int eval_recorded(const char *dir, int show)
+typedef struct group {
+  char name[32];
+  long n, ok;
+} group_t;
+
+/* Counts one result in the group called name (up to 8 groups). */
+static void group_add(group_t *g, int *ng, const char *name, int ok)
+{
+  int i = 0;
+  while (i < *ng && strcmp(g[i].name, name))
+    i++;
+  if (i == *ng) {
+    if (*ng == 8)
+      return;
+    snprintf(g[i].name, sizeof g[i].name, "%s", name);
+    g[i].n = g[i].ok = 0;
+    (*ng)++;
+  }
+  g[i].n++;
+  g[i].ok += ok;
+}
+
+static int eval_recorded(const char *dir, const char *only, int show)
 {
   char path[4096], line[1024], err[512];
   snprintf(path, sizeof path, "%s/labels.csv", dir);
@@ -92,13 +118,27 @@ static int eval_recorded(const char *dir, int show)
   }
   tally_t t;
   memset(&t, 0, sizeof t);
-  int lineno = 0, shown = 0;
+  int lineno = 0, shown = 0, ngroups = 0;
+  group_t groups[8];
   while (fgets(line, sizeof line, lf)) {
     lineno++;
     line[strcspn(line, "\r\n")] = 0;
     if (!line[0] || line[0] == '#' || (lineno == 1 && !strncmp(line, "file,", 5)))
       continue;
-    char *file = strtok(line, ","), *lab = strtok(NULL, ",");
+    char *field[7] = {0};
+    int nf = 0;
+    for (char *p = line; nf < 7;) { /* empty fields kept */
+      field[nf++] = p;
+      p = strchr(p, ',');
+      if (!p)
+        break;
+      *p++ = 0;
+    }
+    char *file = field[0], *lab = field[1];
+    const char *kind = field[2] && *field[2] ? field[2] : "-";
+    const char *set = field[6] && *field[6] ? field[6] : "-";
+    if (only && strcmp(only, set))
+      continue;
     int y = lab ? parse_label(lab) : -1;
     if (!file || y < 0) {
       fprintf(stderr, "lg-eval-classifier: %s:%d: expected file,label\n", path, lineno);
@@ -123,14 +163,25 @@ static int eval_recorded(const char *dir, int show)
     }
     t.cm[y][p]++;
     t.n++;
+    char g[48];
+    snprintf(g, sizeof g, "kind %s", kind);
+    group_add(groups, &ngroups, g, (int)p == y);
+    snprintf(g, sizeof g, "set %s", set);
+    group_add(groups, &ngroups, g, (int)p == y);
     if ((int)p != y && shown++ < show)
       printf("  miss: %s truth %s predicted %s (p=%.2f)\n", file,
              lg_pattern_name((lg_pattern_t)y), lg_pattern_name(p), pr[p]);
     lgi_series_free(&s);
   }
   fclose(lf);
-  snprintf(path, sizeof path, "recorded series (%s)", dir);
+  snprintf(path, sizeof path, "recorded series (%s%s%s)", dir, only ? ", set " : "",
+           only ? only : "");
   report(path, &t);
+  printf("recorded accuracy by group:");
+  for (int i = 0; i < ngroups; i++)
+    printf("  %s: %.2f %% (%ld/%ld)", groups[i].name,
+           groups[i].n ? 100.0 * groups[i].ok / groups[i].n : 0.0, groups[i].ok, groups[i].n);
+  printf("\n");
   return 0;
 }
 
@@ -138,17 +189,20 @@ int main(int argc, char **argv)
 {
   unsigned long count = 7000;
   const char *dir = LG_RECORDED_SRC_DIR;
+  const char *only = NULL;
   int show = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--count") && i + 1 < argc)
       count = strtoul(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--recorded") && i + 1 < argc)
       dir = argv[++i];
+    else if (!strcmp(argv[i], "--set") && i + 1 < argc)
+      only = argv[++i];
     else if (!strcmp(argv[i], "--show-errors") && i + 1 < argc)
       show = atoi(argv[++i]);
     else {
       fprintf(stderr, "usage: lg-eval-classifier [--count N] [--recorded DIR] "
-                      "[--show-errors K]\n");
+                      "[--set NAME] [--show-errors K]\n");
       return 2;
     }
   }
@@ -180,11 +234,13 @@ int main(int argc, char **argv)
              s->desc);
   }
   free(s);
-  report("synthetic held-out test split", &t);
-  printf("accuracy by series length:");
-  for (int b = 0; b < 4; b++)
-    printf("  %zu-%zu: %.2f %% (%ld)", edges[b], edges[b + 1] - 1,
-           bucket_n[b] ? 100.0 * bucket_ok[b] / bucket_n[b] : 0.0, bucket_n[b]);
-  printf("\n\n");
-  return eval_recorded(dir, show) ? 1 : 0;
+  if (count) {
+    report("synthetic held-out test split", &t);
+    printf("accuracy by series length:");
+    for (int b = 0; b < 4; b++)
+      printf("  %zu-%zu: %.2f %% (%ld)", edges[b], edges[b + 1] - 1,
+             bucket_n[b] ? 100.0 * bucket_ok[b] / bucket_n[b] : 0.0, bucket_n[b]);
+    printf("\n\n");
+  }
+  return eval_recorded(dir, only, show) ? 1 : 0;
 }

@@ -106,13 +106,14 @@ void lgi_gen_make(int split, uint64_t index, lgi_gen_series_t *s)
 
 /* A periodic churn: cycles of jittered length and amplitude. */
 typedef struct saw {
-  int kind;           /* 0 ramp-and-drop, 1 on/off batch, 2 triangle */
+  int kind;           /* 0 ramp-and-drop, 1 on/off batch, 2 triangle, 3 smooth hump
+                         (a queue that swells and drains, flat floor between) */
   double duty;
   int ncyc;
   double start[80], amp[80];
 } saw_t;
 
-static void saw_init(lgi_gen_rng_t *r, saw_t *w, double periods, int kind)
+static void saw_init_irr(lgi_gen_rng_t *r, saw_t *w, double periods, int kind, int irregular)
 {
   w->kind = kind;
   w->duty = U(r, 0.3, 0.7);
@@ -120,13 +121,21 @@ static void saw_init(lgi_gen_rng_t *r, saw_t *w, double periods, int kind)
   double c = -U(r, 0, 1) * len;
   w->ncyc = 0;
   while (c <= 1.0 && w->ncyc < 79) {
+    /* irregular batches: lengths over a 1:6 range, amplitude in proportion (the
+     * batch fills at a steady rate until its randomly drawn size is reached) */
+    double x = irregular ? LU(r, 0.35, 2.1) : U(r, 0.85, 1.15);
     w->start[w->ncyc] = c;
-    w->amp[w->ncyc] = U(r, 0.85, 1.15);
+    w->amp[w->ncyc] = irregular ? x : U(r, 0.85, 1.15);
     w->ncyc++;
-    c += len * U(r, 0.85, 1.15);
+    c += len * x;
   }
   w->start[w->ncyc] = c > 1.0 ? c : 1.0 + 1e-9;
   w->amp[w->ncyc] = 1;
+}
+
+static void saw_init(lgi_gen_rng_t *r, saw_t *w, double periods, int kind)
+{
+  saw_init_irr(r, w, periods, kind, 0);
 }
 
 static double saw_at(const saw_t *w, double u)
@@ -140,6 +149,7 @@ static double saw_at(const saw_t *w, double u)
   switch (w->kind) {
   case 1: y = x < w->duty ? 1.0 : 0.0; break;
   case 2: y = 1.0 - fabs(2 * x - 1); break;
+  case 3: y = x < w->duty ? sin(3.141592653589793 * x / w->duty) : 0.0; y *= y; break;
   default: y = x; break;
   }
   return w->amp[k] * y;
@@ -272,7 +282,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
   case LG_PATTERN_FRAGMENTATION:
     if (label == LG_PATTERN_FRAGMENTATION && lgi_gen_unif(r) < 0.5) {
       double pmax = n / 6.0 < 24 ? n / 6.0 : 24;
-      saw_init(r, &w, U(r, 2, pmax > 2 ? pmax : 2), I(r, 0, 2));
+      saw_init(r, &w, U(r, 2, pmax > 2 ? pmax : 2), I(r, 0, 3));
       for (size_t i = 0; i < n; i++)
         f[i] = saw_at(&w, u[i]);
       sigma = U(r, 0.01, 0.15);
@@ -285,12 +295,12 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     spike_h = 1;
     break;
   case LG_PATTERN_LINEAR_LEAK: {
-    double us = lgi_gen_unif(r) < 0.6 ? 0 : U(r, 0.1, 0.5);
+    double us = lgi_gen_unif(r) < 0.6 ? 0 : U(r, 0.1, 0.6);
     for (size_t i = 0; i < n; i++)
       f[i] = u[i] > us ? (u[i] - us) / (1 - us) : 0;
     if (churn_ok && lgi_gen_unif(r) < 0.3) {
       double pmax = n / 5.0 < 24 ? n / 5.0 : 24;
-      saw_init(r, &w, U(r, 3, pmax), I(r, 0, 2));
+      saw_init(r, &w, U(r, 3, pmax), I(r, 0, 3));
       double c = U(r, 0.5, 2);
       for (size_t i = 0; i < n; i++)
         f[i] += c * saw_at(&w, u[i]);
@@ -303,8 +313,8 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
   case LG_PATTERN_ACCELERATING_LEAK: {
     double us = lgi_gen_unif(r) < 0.7 ? 0 : U(r, 0.05, 0.25);
     int ex = lgi_gen_unif(r) < 0.5;
-    double p = U(r, 2, 4), k = U(r, 3, 7);
-    double a = lgi_gen_unif(r) < 0.3 ? U(r, 0, 0.25) : 0;
+    double p = 2 + 2 * pow(lgi_gen_unif(r), 3), k = U(r, 3, 7); /* p dense near 2 */
+    double a = lgi_gen_unif(r) < 0.5 ? U(r, 0, 0.25) : 0;
     for (size_t i = 0; i < n; i++) {
       double x = u[i] > us ? (u[i] - us) / (1 - us) : 0;
       double g = ex ? (exp(k * x) - 1) / (exp(k) - 1) : pow(x, p);
@@ -352,7 +362,14 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     break;
   }
   case LG_PATTERN_PLATEAU: {
-    double up = U(r, 0.15, 0.6), u0 = lgi_gen_unif(r) < 0.6 ? 0 : U(r, 0, 0.1);
+    /* growth ends by u in [0.15, 0.6], or early (a cache filled at start-up) over
+     * at least 4 samples */
+    double emin = 4.0 / (double)n > 0.03 ? 4.0 / (double)n : 0.03;
+    int early = emin < 0.15 && lgi_gen_unif(r) < 0.3;
+    double up = early ? U(r, emin, 0.15) : U(r, 0.15, 0.6);
+    double u0 = early || lgi_gen_unif(r) < 0.6 ? 0 : U(r, 0, 0.1);
+    if (early)
+      strcat(s->desc, " early");
     double x = lgi_gen_unif(r);
     for (size_t i = 0; i < n; i++) {
       if (x < 0.4)
@@ -376,8 +393,14 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
   case LG_PATTERN_SAWTOOTH:
   default: {
     double pmax = n / 6.0 < 24 ? n / 6.0 : 24;
-    int kind = lgi_gen_unif(r) < 0.6 ? 0 : I(r, 1, 2);
-    saw_init(r, &w, U(r, 2, pmax > 2 ? pmax : 2), kind);
+    int kind = lgi_gen_unif(r) < 0.5 ? 0 : I(r, 1, 3);
+    int irr = lgi_gen_unif(r) < 0.3; /* irregular batches, down to ~3 samples each */
+    if (irr) {
+      kind = 0;
+      pmax = n / 4.0 < 24 ? n / 4.0 : 24;
+      strcat(s->desc, " irregular");
+    }
+    saw_init_irr(r, &w, U(r, 2, pmax > 2 ? pmax : 2), kind, irr);
     for (size_t i = 0; i < n; i++)
       f[i] = saw_at(&w, u[i]);
     sigma = U(r, 0.01, 0.15);
@@ -385,17 +408,45 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     break;
   }
   }
+  /* A per-site curve (one allocation site's live bytes, as the detector sees it):
+   * nearly noiseless (only that site's own blocks move it), starts near zero,
+   * quantised to about its block size, no rss. */
+  int site = label != LG_PATTERN_STABLE && label != LG_PATTERN_FRAGMENTATION &&
+             lgi_gen_unif(r) < 0.2;
+  if (site) {
+    sigma *= U(r, 0, 0.1);
+    strcat(s->desc, " site");
+  }
   if (label != LG_PATTERN_STABLE && label != LG_PATTERN_FRAGMENTATION)
     add_noise(r, n, u, f, sigma);
   if (lgi_gen_unif(r) < 0.25) {
     add_spikes(r, n, f, spike_h);
     strcat(s->desc, " spikes");
   }
+  /* Teardown: the program frees its data at exit, so the last sample (or two) falls
+   * below the starting level. Any class. */
+  if (n >= 16 && lgi_gen_unif(r) < 0.12) {
+    double lo = f[0], hi = f[0];
+    for (size_t i = 1; i < n; i++) {
+      lo = f[i] < lo ? f[i] : lo;
+      hi = f[i] > hi ? f[i] : hi;
+    }
+    size_t k = lgi_gen_unif(r) < 0.75 ? 1 : 2;
+    double to = lo - U(r, 0, 0.3) * (hi - lo);
+    for (size_t i = n - k; i < n; i++)
+      f[i] = to;
+    strcat(s->desc, " teardown");
+  }
 
   /* Bytes: baseline B, amplitude A (relative to B over several decades). */
   double B = LU(r, 1e4, 1e10);
   double A = B * LU(r, 3e-3, 2);
   double q = lgi_gen_unif(r) < 0.2 ? (A > 1e6 ? 4096 : 1) : 0;
+  if (site) { /* from (near) zero, in blocks of about A / n */
+    A = LU(r, 1e4, 1e9);
+    B = A * U(r, 0, 0.3);
+    q = A * U(r, 0.2, 1.0) / (double)n;
+  }
   double live_range = A * range_of(f, n);
   for (size_t i = 0; i < n; i++) {
     double x = B + A * f[i];
@@ -404,7 +455,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
   }
 
   /* rss: always for fragmentation, half the time otherwise. */
-  s->has_rss = label == LG_PATTERN_FRAGMENTATION || lgi_gen_unif(r) < 0.5;
+  s->has_rss = label == LG_PATTERN_FRAGMENTATION || (!site && lgi_gen_unif(r) < 0.5);
   if (s->has_rss) {
     double over = B * U(r, 0.05, 1.0) + LU(r, 1e5, 1e7);
     double mode = lgi_gen_unif(r);
@@ -432,19 +483,40 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
       strcat(s->desc, gk < 0.4 ? " rss=lin" : (gk < 0.7 ? " rss=concave" : " rss=steps"));
     } else {
       double warm = B * U(r, 0.05, 0.5), tau = U(r, 0.02, 0.08);
+      /* high-water mark, sometimes with allocator overhead on top (rss then grows by
+       * up to 2x live's range, below the fragmentation threshold) */
+      double hwk = lgi_gen_unif(r) < 0.5 ? 1.0 : U(r, 1.0, 2.0);
+      /* lag: memory reserved in one go becomes resident only as it is written, so
+       * rss follows live's high-water mark with a delay (and may sit below live) */
+      double lag = U(r, 0.02, 0.15), lagged = 0;
       for (size_t i = 0; i < n; i++) {
         hw = f[i] > hw || i == 0 ? f[i] : hw;
         double x;
-        if (mode < 0.5)
+        if (mode < 0.4)
           x = f[i] + over;
-        else if (mode < 0.8)
-          x = hw + over;
-        else
+        else if (mode < 0.65)
+          x = hw + (hwk - 1) * (hw - f[0]) + over;
+        else if (mode < 0.85)
           x = f[i] + over + warm * (1 - exp(-u[i] / tau));
+        else {
+          lagged = i ? lagged + (hw - lagged) * (1 - exp(-(u[i] - u[i - 1]) / lag)) : f[0];
+          x = lagged + over;
+        }
         s->rss[i] = x * (1 + 0.002 * lgi_gen_normal(r));
       }
-      strcat(s->desc, mode < 0.5 ? " rss=track" : (mode < 0.8 ? " rss=hwm" : " rss=warm"));
+      strcat(s->desc, mode < 0.4 ? " rss=track"
+                                 : (mode < 0.65 ? " rss=hwm" : (mode < 0.85 ? " rss=warm" : " rss=lag")));
     }
+  }
+
+  /* Start gap: the recorder's first snapshot is taken while the program is still
+   * starting up, so the first interval is long and nothing happens during it (the
+   * values keep their shape; only the times move). */
+  if (n >= 16 && lgi_gen_unif(r) < 0.25) {
+    double extra = LU(r, 0.5, 10) * u[1];
+    for (size_t i = 1; i < n; i++)
+      u[i] = (u[i] + extra) / (1 + extra);
+    strcat(s->desc, " startgap");
   }
 
   /* Times: random origin and unit. */

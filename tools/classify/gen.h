@@ -26,7 +26,7 @@ typedef struct lgi_gen_series {
   size_t n;
   int label;                 /* lg_pattern_t */
   int has_rss;
-  char desc[96];             /* generator variant, for debugging */
+  char desc[160];            /* generator variant, for debugging */
   double t[LGI_GEN_MAXN], v[LGI_GEN_MAXN], rss[LGI_GEN_MAXN];
 } lgi_gen_series_t;
 
