@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `import leakguard`: the Python face of the recorder.
+ *
+ *   leakguard.step()            step marker (training iteration, request)
+ *   leakguard.snapshot()        recorder state: steps, tags, current suspects
+ *   leakguard.suspects()        live results written by the collector for this process
+ *   with leakguard.tag("name"): attribute allocations to a label
+ *   leakguard.explain()         reference chains of the top suspects (holders file)
+ *
+ * The module never links libleakguard: the recorder's functions are looked up with
+ * dlsym(RTLD_DEFAULT, ...) at import. Without the recorder (or when it is not
+ * recording in this process) every call is a cheap no-op and the first one says so
+ * once on stderr.
+ */
+#include "python/lgpy.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+lgpy_api_t lgpy;
+
+static int warned;
+uint64_t lgpy_steps;             /* step() calls seen by this module */
+static long explain_at_step = -1; /* LEAKGUARD_EXPLAIN_AT_STEP */
+static int atexit_installed;
+
+static void resolve_api(void) {
+  memset(&lgpy, 0, sizeof lgpy);
+  lgpy.step = (uint64_t(*)(void))dlsym(RTLD_DEFAULT, "leakguard_step");
+  lgpy.recording = (int (*)(void))dlsym(RTLD_DEFAULT, "lg_recording");
+  lgpy.site_of = (int (*)(const void *, uint32_t *))dlsym(RTLD_DEFAULT, "lg_site_of");
+  lgpy.tag_push = (int (*)(const char *))dlsym(RTLD_DEFAULT, "lg_tag_push");
+  lgpy.tag_pop = (void (*)(void))dlsym(RTLD_DEFAULT, "lg_tag_pop");
+  lgpy.tag_stats = (int (*)(int, lg_tag_stats_t *))dlsym(RTLD_DEFAULT, "lg_tag_stats");
+  lgpy.active = lgpy.step && lgpy.recording && lgpy.recording();
+  const char *pm = getenv("PYTHONMALLOC");
+  lgpy.pymalloc_is_malloc = pm && strcmp(pm, "malloc") == 0;
+  const char *s = getenv("LEAKGUARD_EXPLAIN_AT_STEP");
+  if (s && *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end == 0 && v > 0) explain_at_step = v;
+  }
+}
+
+/* Recorder present and recording now (a forked child under --no-follow stops). */
+static int active_now(void) {
+  return lgpy.active && lgpy.recording();
+}
+
+static void say_noop_once(void) {
+  if (warned) return;
+  warned = 1;
+  PySys_WriteStderr("leakguard: not running under `leakguard run`; step/tag/explain are no-ops\n");
+}
+
+/* ------------------------------------------------------------------ step */
+
+static PyObject *py_step(PyObject *self, PyObject *unused) {
+  if (!active_now()) {
+    say_noop_once();
+    return PyLong_FromLong(0);
+  }
+  uint64_t n = lgpy.step();
+  lgpy_steps++;
+  if (explain_at_step > 0 && lgpy_steps == (uint64_t)explain_at_step) {
+    PyObject *r = lgpy_explain(NULL, 5, -1, 0, 1);
+    if (!r) {
+      /* never break the training loop over a diagnostic */
+      PyErr_WriteUnraisable(self);
+    }
+    Py_XDECREF(r);
+  }
+  return PyLong_FromUnsignedLongLong(n);
+}
+
+static PyObject *py_recording(PyObject *self, PyObject *unused) {
+  return PyBool_FromLong(active_now());
+}
+
+/* ------------------------------------------------------------------ suspects */
+
+PyObject *lgpy_read_suspects(void) {
+  const char *dir = getenv("LEAKGUARD_DIR");
+  if (!dir || !*dir) return PyList_New(0);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/suspects-%ld.json", dir, (long)getpid());
+  FILE *f = fopen(path, "rb");
+  if (!f) return PyList_New(0);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = PyMem_RawMalloc(cap);
+  if (!buf) {
+    fclose(f);
+    return PyErr_NoMemory();
+  }
+  for (;;) {
+    if (len == cap) {
+      char *nb = PyMem_RawRealloc(buf, cap * 2);
+      if (!nb) {
+        PyMem_RawFree(buf);
+        fclose(f);
+        return PyErr_NoMemory();
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    size_t k = fread(buf + len, 1, cap - len, f);
+    if (k == 0) break;
+    len += k;
+  }
+  fclose(f);
+  PyObject *text = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)len, "replace");
+  PyMem_RawFree(buf);
+  if (!text) return NULL;
+  PyObject *json = PyImport_ImportModule("json");
+  PyObject *doc = json ? PyObject_CallMethod(json, "loads", "O", text) : NULL;
+  Py_XDECREF(json);
+  Py_DECREF(text);
+  if (!doc) {
+    /* a half-written file cannot happen (tmp + rename); a malformed one is not ours */
+    PyErr_Clear();
+    return PyList_New(0);
+  }
+  PyObject *list = PyDict_Check(doc) ? PyDict_GetItemString(doc, "suspects") : NULL;
+  PyObject *r = (list && PyList_Check(list)) ? Py_NewRef(list) : PyList_New(0);
+  Py_DECREF(doc);
+  return r;
+}
+
+static PyObject *py_suspects(PyObject *self, PyObject *unused) {
+  if (!active_now()) return PyList_New(0);
+  return lgpy_read_suspects();
+}
+
+/* ------------------------------------------------------------------ snapshot */
+
+static PyObject *tag_stats_dict(void) {
+  PyObject *d = PyDict_New();
+  if (!d || !lgpy.tag_stats) return d;
+  for (int id = 1; id <= 1024; id++) {
+    lg_tag_stats_t st;
+    if (lgpy.tag_stats(id, &st) != 0) break;
+    PyObject *v = Py_BuildValue("{s:L,s:L,s:K}", "live_bytes", (long long)st.live_bytes,
+                                "peak_bytes", (long long)st.peak_bytes, "allocations",
+                                (unsigned long long)st.allocations);
+    if (!v || PyDict_SetItemString(d, st.name ? st.name : "?", v) < 0) {
+      Py_XDECREF(v);
+      Py_DECREF(d);
+      return NULL;
+    }
+    Py_DECREF(v);
+  }
+  return d;
+}
+
+static PyObject *py_snapshot(PyObject *self, PyObject *unused) {
+  int on = active_now();
+  if (!on) say_noop_once();
+  PyObject *tags = on ? tag_stats_dict() : PyDict_New();
+  PyObject *sus = on ? lgpy_read_suspects() : PyList_New(0);
+  PyObject *r = NULL;
+  if (tags && sus)
+    r = Py_BuildValue("{s:O,s:l,s:K,s:O,s:O}", "recording", on ? Py_True : Py_False, "pid",
+                      (long)getpid(), "steps", (unsigned long long)lgpy_steps, "tags", tags,
+                      "suspects", sus);
+  Py_XDECREF(tags);
+  Py_XDECREF(sus);
+  return r;
+}
+
+/* ------------------------------------------------------------------ explain */
+
+static PyObject *py_explain(PyObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"stacks", "top", "budget_s", "max_objects", "write", NULL};
+  PyObject *stacks = Py_None;
+  int top = 5, write = 1;
+  double budget = -1;
+  Py_ssize_t max_objects = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oidnp:explain", kwlist, &stacks, &top, &budget,
+                                   &max_objects, &write))
+    return NULL;
+  if (!active_now()) {
+    say_noop_once();
+    Py_RETURN_NONE;
+  }
+  return lgpy_explain(stacks == Py_None ? NULL : stacks, top, budget, max_objects, write);
+}
+
+static PyObject *atexit_explain(PyObject *self, PyObject *unused) {
+  if (!active_now() || !getenv("LEAKGUARD_DIR")) Py_RETURN_NONE;
+  PyObject *r = lgpy_explain(NULL, 5, -1, 0, 1);
+  if (!r) {
+    PyErr_Print();
+    Py_RETURN_NONE;
+  }
+  Py_DECREF(r);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef atexit_def = {"_explain_at_exit", atexit_explain, METH_NOARGS, NULL};
+
+/* Registers explain at interpreter exit (once; only under the recorder). */
+static PyObject *py_install_atexit(PyObject *self, PyObject *unused) {
+  if (atexit_installed || !active_now()) Py_RETURN_FALSE;
+  PyObject *fn = PyCFunction_NewEx(&atexit_def, NULL, NULL);
+  PyObject *ae = PyImport_ImportModule("atexit");
+  PyObject *r = (fn && ae) ? PyObject_CallMethod(ae, "register", "O", fn) : NULL;
+  Py_XDECREF(fn);
+  Py_XDECREF(ae);
+  if (!r) return NULL;
+  Py_DECREF(r);
+  atexit_installed = 1;
+  Py_RETURN_TRUE;
+}
+
+/* ------------------------------------------------------------------ test helpers */
+
+static PyObject *py_site_of_address(PyObject *self, PyObject *arg) {
+  void *p = PyLong_AsVoidPtr(arg);
+  if (!p && PyErr_Occurred()) return NULL;
+  if (!active_now() || !lgpy.site_of) Py_RETURN_NONE;
+  uint32_t s = lgpy_block_site(p, 1, NULL);
+  if (!s) Py_RETURN_NONE;
+  return PyLong_FromUnsignedLong(s);
+}
+
+static PyObject *py_site_of_object(PyObject *self, PyObject *arg) {
+  if (!active_now()) Py_RETURN_NONE;
+  size_t sz = 0;
+  uint32_t s = lgpy_object_site(arg, &sz);
+  if (!s) Py_RETURN_NONE;
+  return PyLong_FromUnsignedLong(s);
+}
+
+/* ------------------------------------------------------------------ tag */
+
+typedef struct {
+  PyObject_HEAD
+  PyObject *name; /* str */
+  int depth;      /* pushes not yet popped by this object */
+} TagObject;
+
+static int tag_init(TagObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"name", NULL};
+  PyObject *name;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "U:tag", kwlist, &name)) return -1;
+  Py_XSETREF(self->name, Py_NewRef(name));
+  return 0;
+}
+
+static void tag_dealloc(TagObject *self) {
+  Py_XDECREF(self->name);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *tag_enter(TagObject *self, PyObject *unused) {
+  if (!active_now() || !lgpy.tag_push) {
+    say_noop_once();
+    return Py_NewRef(self);
+  }
+  const char *n = PyUnicode_AsUTF8(self->name);
+  if (!n) return NULL;
+  int id = lgpy.tag_push(n);
+  if (id >= 1) self->depth++;
+  return Py_NewRef(self);
+}
+
+static PyObject *tag_exit(TagObject *self, PyObject *args) {
+  if (self->depth > 0 && lgpy.tag_pop) {
+    self->depth--;
+    lgpy.tag_pop();
+  }
+  Py_RETURN_FALSE;
+}
+
+static PyObject *tag_repr(TagObject *self) {
+  return PyUnicode_FromFormat("leakguard.tag(%R)", self->name);
+}
+
+static PyMethodDef tag_methods[] = {
+    {"__enter__", (PyCFunction)tag_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)tag_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject TagType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "leakguard.tag",
+    .tp_basicsize = sizeof(TagObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "with leakguard.tag(name): attribute this thread's allocations to name",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)tag_init,
+    .tp_dealloc = (destructor)tag_dealloc,
+    .tp_repr = (reprfunc)tag_repr,
+    .tp_methods = tag_methods,
+};
+
+/* ------------------------------------------------------------------ module */
+
+static PyMethodDef methods[] = {
+    {"step", py_step, METH_NOARGS,
+     "step() -> int: mark the end of one step (training iteration, request)."},
+    {"recording", py_recording, METH_NOARGS,
+     "recording() -> bool: True when running under `leakguard run`."},
+    {"snapshot", py_snapshot, METH_NOARGS,
+     "snapshot() -> dict: recording, pid, steps, tags (live/peak bytes), suspects."},
+    {"suspects", py_suspects, METH_NOARGS,
+     "suspects() -> list: the collector's current leak suspects for this process."},
+    {"explain", (PyCFunction)(void (*)(void))py_explain, METH_VARARGS | METH_KEYWORDS,
+     "explain(stacks=None, top=5, budget_s=2.0, max_objects=5000000, write=True) -> dict:\n"
+     "name the live objects holding the top suspects' memory and their shortest\n"
+     "reference chains from a root; writes holders-<pid>-<n>.json to LEAKGUARD_DIR."},
+    {"_install_atexit", py_install_atexit, METH_NOARGS, NULL},
+    {"_site_of_address", py_site_of_address, METH_O, NULL},
+    {"_site_of_object", py_site_of_object, METH_O, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moddef = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "leakguard",
+    .m_doc = "leakguard: live memory-leak detection (Python API)",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit_leakguard(void);
+PyMODINIT_FUNC PyInit_leakguard(void) {
+  resolve_api();
+  if (PyType_Ready(&TagType) < 0) return NULL;
+  PyObject *m = PyModule_Create(&moddef);
+  if (!m) return NULL;
+  Py_INCREF(&TagType);
+  if (PyModule_AddObject(m, "tag", (PyObject *)&TagType) < 0 ||
+      PyModule_AddStringConstant(m, "__version__", "0.1.0") < 0 ||
+      PyModule_AddIntConstant(m, "EXPLAIN_AT_STEP", explain_at_step) < 0) {
+    Py_DECREF(m);
+    return NULL;
+  }
+  /* Under the recorder, explain at exit (also for scripts that import us themselves). */
+  if (active_now() && getenv("LEAKGUARD_DIR")) {
+    PyObject *r = py_install_atexit(m, NULL);
+    if (!r) {
+      Py_DECREF(m);
+      return NULL;
+    }
+    Py_DECREF(r);
+  }
+  return m;
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal header of the `leakguard` CPython extension (src/python). */
+#ifndef LGPY_H
+#define LGPY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#include "leakguard.h"
+
+/* The recorder's entry points, resolved with dlsym(RTLD_DEFAULT, ...) at import so the
+ * module never links libleakguard and imports (as no-ops) without it. */
+typedef struct lgpy_api {
+  uint64_t (*step)(void);
+  int (*recording)(void);
+  int (*site_of)(const void *block, uint32_t *site);
+  int (*tag_push)(const char *name);
+  void (*tag_pop)(void);
+  int (*tag_stats)(int id, lg_tag_stats_t *out);
+  int active;         /* recorder loaded and recording in this process */
+  int pymalloc_is_malloc; /* PYTHONMALLOC=malloc: Python objects are malloc blocks */
+} lgpy_api_t;
+
+extern lgpy_api_t lgpy;
+
+/* Site of a heap block whose start is `block` and which holds at least min_size bytes;
+ * 0 when unknown. Conservative: refuses addresses inside loaded ELF images (static
+ * objects), unmapped header pages, and headers that do not look like ours. */
+uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size);
+
+/* Site and size of a Python object (GC pre-header accounted for), 0 when unknown. */
+uint32_t lgpy_object_site(PyObject *o, size_t *size);
+
+/* explain(): writes holders-<pid>-<n>.json (when write) and returns the dict. */
+PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects,
+                       int write);
+
+/* suspects-<pid>.json's "suspects" list (new ref; [] when none). */
+PyObject *lgpy_read_suspects(void);
+
+#endif
