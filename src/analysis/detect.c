@@ -188,7 +188,7 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
       out->pattern = LG_PATTERN_PLATEAU;
     else
       out->pattern = LG_PATTERN_STABLE;
-    int cls = classify_consistent(pts, n, 0);
+    int cls = opt && opt->leaks_only ? -1 : classify_consistent(pts, n, 0);
     if (cls >= 0) out->pattern = (lg_pattern_t)cls;
     out->confidence = 0;
   }

@@ -54,6 +54,7 @@ typedef struct lgd_result {
 
 typedef struct lgd_options {
   double min_growth_bytes;   /* ignore growth smaller than this over the run (default 4096) */
+  int leaks_only;            /* 1: do not classify the shape of non-leaking sites (live use) */
 } lgd_options_t;
 
 /* Analyses pts[0..n). Returns 0 (out filled; leak = 0 when there is too little data),

@@ -278,6 +278,16 @@ static uint32_t probe(lg_region_hdr_t *h, uint64_t hash, const uint64_t *ips, un
 
 uint32_t lgi_stack_intern(const uint64_t *ips, unsigned depth, unsigned space) {
   lg_region_hdr_t *h = lgi_g.hdr;
+  /* Reserve: with the table 90 % full, new stacks keep their two innermost frames
+   * only, so later sites are still told apart by their allocating line instead of all
+   * falling into the overflow site. */
+  if (depth > 2 && atomic_load_explicit(&h->nstacks, memory_order_relaxed) > h->stacks_cap / 10 * 9) {
+    uint64_t hash2 = hash_stack(ips, depth, space);
+    lg_index_slot_t *slot2;
+    uint32_t known = probe(h, hash2, ips, depth, space, &slot2);
+    if (known) return known;
+    depth = 2;
+  }
   uint64_t hash = hash_stack(ips, depth, space);
   lg_index_slot_t *slot;
   uint32_t id = probe(h, hash, ips, depth, space, &slot);
@@ -288,7 +298,8 @@ uint32_t lgi_stack_intern(const uint64_t *ips, unsigned depth, unsigned space) {
   uint32_t n = atomic_load_explicit(&h->nstacks, memory_order_relaxed);
   uint64_t fu = atomic_load_explicit(&h->frames_used, memory_order_relaxed);
   if (!slot || n >= h->stacks_cap || fu + depth > h->frames_cap || n * 2 > h->index_cap - 1) {
-    id = LGI_STACK_OVERFLOW;
+    id = LGI_STACK_OVERFLOW; /* attributed to the overflow site, and counted */
+    atomic_fetch_add_explicit(&h->dropped, 1, memory_order_relaxed);
     goto out;
   }
   modules_cover(h, ips, depth);

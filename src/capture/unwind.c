@@ -20,6 +20,8 @@
  */
 #include <pthread.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -28,19 +30,24 @@
 
 void lgi_unwind_init(void) {
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  /* A bigger register-state cache: a miss costs a dl_iterate_phdr and two sigprocmask
+   * system calls inside libunwind. */
+  unw_set_cache_size(unw_local_addr_space, 4096, 0);
 }
 
+/* Upper bound of this thread's stack, without pthread_getattr_np: it takes the
+ * thread's lock and allocates under it, so calling it from a malloc hook deadlocks
+ * when the program itself is inside pthread_getattr_np. The main thread's frames all
+ * lie below __libc_stack_end; a glibc thread's descriptor (pthread_self()) sits at
+ * the top of its stack block. A thread on a user-supplied stack elsewhere simply
+ * never uses the cache (its slots are not below the bound). */
+extern void *__libc_stack_end;
 static void stack_bounds(lgi_tls_t *t) {
-  pthread_attr_t a;
-  void *addr = NULL;
-  size_t size = 0;
-  t->stack_lo = t->stack_hi = 1; /* "looked up" even if it fails */
-  if (pthread_getattr_np(pthread_self(), &a) != 0) return;
-  if (pthread_attr_getstack(&a, &addr, &size) == 0 && addr) {
-    t->stack_lo = (uintptr_t)addr;
-    t->stack_hi = (uintptr_t)addr + size;
-  }
-  pthread_attr_destroy(&a);
+  uintptr_t hi;
+  if (syscall(SYS_gettid) == getpid()) hi = (uintptr_t)__libc_stack_end;
+  else hi = (uintptr_t)pthread_self();
+  t->stack_hi = hi;
+  t->stack_lo = hi > ((uintptr_t)1 << 30) ? hi - ((uintptr_t)1 << 30) : 1;
 }
 
 static lgi_scache_ent_t *scache_slot(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0) {
@@ -58,9 +65,29 @@ void lgi_unwind_thread_exit(lgi_tls_t *t) {
   t->scache = NULL;
 }
 
-uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
+#define LGI_PY_NATIVE 6
+
+/* trunc: stop after the first frame of the Python interpreter's own module (the
+ * Python frames stand for everything below it). */
+/* The innermost native frames of a Python thread's allocation (libunwind's fast trace:
+ * a per-IP cache, no system calls once warm), up to the interpreter's own frame. */
+static unsigned native_head(uintptr_t ra0, uint64_t *ips) {
+  unsigned n = 0;
+  ips[n++] = ra0;
+  void *bt[LGI_PY_NATIVE + 8];
+  int k = unw_backtrace(bt, (int)(sizeof bt / sizeof *bt)), i = 0;
+  while (i < k && (uintptr_t)bt[i] != ra0) i++;
+  for (i++; i < k && n < LGI_PY_NATIVE; i++) {
+    ips[n++] = (uint64_t)(uintptr_t)bt[i];
+    if (lgi_python_interp_frame((uintptr_t)bt[i])) break;
+  }
+  return n;
+}
+
+static uint32_t capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space, int trunc) {
+  unsigned key_space = space | (trunc ? 0x80u : 0);
   lgi_scache_ent_t *e = scache_slot(t, ra0, cfa0);
-  if (LGI_LIKELY(e && e->ra0 == ra0 && e->cfa0 == cfa0 && e->space == space && e->id)) {
+  if (LGI_LIKELY(e && e->ra0 == ra0 && e->cfa0 == cfa0 && e->space == key_space && e->id)) {
     unsigned i = 1;
     for (; i < e->depth; i++)
       if (*(const uint64_t *)(cfa0 + e->slot_off[i]) != e->ra[i]) break;
@@ -71,24 +98,40 @@ uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space
    * pointer is below the caller's). */
   uint64_t ips[LG_MAX_DEPTH];
   uint64_t sps[LG_MAX_DEPTH];
+  /* In a Python thread, the innermost native frames (extension code, allocator
+   * wrappers) are kept, not the whole native chain: the Python frames identify the
+   * site, and deep native recursion would multiply the stacks. */
   unsigned max = lgi_g.depth, n = 0;
-  unw_context_t ctx;
-  unw_cursor_t cur;
-  if (unw_getcontext(&ctx) == 0 && unw_init_local(&cur, &ctx) == 0) {
-    int started = 0;
-    while (n < max && unw_step(&cur) > 0) {
-      unw_word_t ip = 0, sp = 0;
-      unw_get_reg(&cur, UNW_REG_IP, &ip);
-      unw_get_reg(&cur, UNW_REG_SP, &sp);
-      if (!started) {
-        if (sp < cfa0) continue;
-        started = 1;
+  /* libunwind's fast trace (a per-IP frame cache, no system calls once warm) gives
+   * the return addresses; the slot of each on the stack, needed by the cache check, is
+   * found by scanning upward from the previous one (a return address sits at the top
+   * of its caller's frame, above the callee's). unw_step would give the stack pointers
+   * directly but costs two sigprocmask calls per frame. */
+  void *bt[LG_MAX_DEPTH + 8];
+  int k = unw_backtrace(bt, (int)(sizeof bt / sizeof *bt)), i = 0;
+  while (i < k && (uintptr_t)bt[i] != ra0) i++;
+  uintptr_t scan = cfa0, top = t->stack_hi;
+  int slots_ok = cfa0 >= t->stack_lo && cfa0 < top;
+  for (; i < k && n < max; i++) {
+    uint64_t ip = (uint64_t)(uintptr_t)bt[i];
+    if (ip == 0) break;
+    ips[n] = ip;
+    sps[n] = 0;
+    if (n == 0) {
+      sps[0] = cfa0;
+    } else if (slots_ok) {
+      /* bounded scan: frames larger than 64 KiB are not cached */
+      uintptr_t lim = scan + 65536 < top ? scan + 65536 : top;
+      uintptr_t a = scan;
+      while (a + 8 <= lim && *(const uint64_t *)a != ip) a += 8;
+      if (a + 8 <= lim) {
+        sps[n] = a + 8;
+        scan = a + 8;
+      } else {
+        slots_ok = 0;
       }
-      if (ip == 0) break;
-      ips[n] = ip;
-      sps[n] = sp;
-      n++;
     }
+    n++;
   }
   if (n == 0 || ips[0] != ra0) {
     /* The unwinder lost the chain (no CFI for a frame): keep at least the caller. */
@@ -99,21 +142,21 @@ uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space
   uint32_t id = lgi_stack_intern(ips, n, space);
 
   /* Cache it if every slot is inside this thread's stack. */
-  if (e && n <= LGI_SCACHE_DEPTH && cfa0 >= t->stack_lo && sps[0] == cfa0) {
-    unsigned i = 1;
-    for (; i < n; i++)
-      if (sps[i] - 8 < cfa0 || sps[i] > t->stack_hi || sps[i] - cfa0 > UINT32_MAX ||
-          *(const uint64_t *)(sps[i] - 8) != ips[i])
+  if (e && slots_ok && n <= LGI_SCACHE_DEPTH && cfa0 >= t->stack_lo && sps[0] == cfa0) {
+    unsigned j = 1;
+    for (; j < n; j++)
+      if (sps[j] - 8 < cfa0 || sps[j] > t->stack_hi || sps[j] - cfa0 > UINT32_MAX ||
+          *(const uint64_t *)(sps[j] - 8) != ips[j])
         break;
-    if (i == n) {
+    if (j == n) {
       e->id = 0; /* invalid while being rewritten (signal handlers may look) */
       e->ra0 = ra0;
       e->cfa0 = cfa0;
       e->depth = (uint16_t)n;
-      e->space = (uint8_t)space;
-      for (i = 1; i < n; i++) {
-        e->slot_off[i] = (uint32_t)(sps[i] - 8 - cfa0);
-        e->ra[i] = ips[i];
+      e->space = (uint8_t)key_space;
+      for (j = 1; j < n; j++) {
+        e->slot_off[j] = (uint32_t)(sps[j] - 8 - cfa0);
+        e->ra[j] = ips[j];
       }
       __atomic_store_n(&e->id, id, __ATOMIC_RELEASE);
     }
@@ -121,22 +164,24 @@ uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space
   return id;
 }
 
+uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
+  return capture(t, ra0, cfa0, space, 0);
+}
+
+#define LGI_PY_DEPTH 32
 uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
-  uint32_t native = lgi_capture(t, ra0, cfa0, space);
-  if (!lgi_python_active()) return native;
-  lg_region_hdr_t *h = lgi_g.hdr;
-  const lg_stack_rec_t *r = LG_PTR(h, h->stacks_off, const lg_stack_rec_t *) + native;
-  unsigned nd = native >= 2 ? r->depth : 0;
+  if (!lgi_python_active()) return capture(t, ra0, cfa0, space, 0);
   uint64_t ips[LG_MAX_DEPTH];
-  unsigned room = LG_MAX_DEPTH - nd, max = room < 64 ? room : 64;
-  unsigned np = lgi_python_frames(t, ips, max);
-  if (np == 0) return native;
-  /* Native frames up to the interpreter's own: below it the native stack only
-   * mirrors the Python frames (--native in reports shows the kept ones). */
-  const uint64_t *nf = LG_PTR(h, h->frames_off, const uint64_t *) + r->frames;
-  unsigned keep = 0;
-  while (keep < nd && !lgi_python_interp_frame(nf[keep])) keep++;
-  if (keep < nd) keep++; /* the interpreter frame that made the call */
-  memcpy(ips + np, nf, keep * sizeof *ips);
-  return lgi_stack_intern(ips, np + keep, space);
+  unsigned np = lgi_python_frames(t, ips, LGI_PY_DEPTH);
+  if (np == 0) return capture(t, ra0, cfa0, space, 0);
+  /* In a Python thread the native stack is needed only down to the interpreter's own
+   * frame: below it, it mirrors the Python frames, and unwinding it (deep, different
+   * for every Python call depth) would cost more than the whole allocation. */
+  /* Called from the interpreter itself (object, frame, dict allocations): the Python
+   * line is the site; which internal C path allocated does not matter to the user
+   * and would multiply the sites. */
+  if (lgi_python_interp_frame(ra0)) return lgi_stack_intern(ips, np, space);
+  (void)cfa0;
+  unsigned nd = native_head(ra0, ips + np);
+  return lgi_stack_intern(ips, np + nd, space);
 }

@@ -82,6 +82,7 @@ typedef struct collector {
   lgx_registry_t *reg;
   lgx_server_t *srv;
   char dir[64];         /* private directory: socket, suspects/holders files */
+  int in_txn;
   int explains;
 } collector_t;
 
@@ -335,10 +336,27 @@ static void track_series(proc_ext_t *p, double t) {
   }
 }
 
+/* One transaction per loop iteration that writes anything: opened on the first
+ * write, committed by db_commit (per-statement transactions would each take the
+ * file locks). */
+static void db_begin(collector_t *c) {
+  if (c->db && !c->db_failed && !c->in_txn) c->in_txn = lgst_begin(c->db) == 0;
+}
+
+static void db_commit(collector_t *c) {
+  if (!c->in_txn) return;
+  c->in_txn = 0;
+  if (lgst_commit(c->db) != 0 && !c->db_failed) {
+    lgu_err("cannot write the database %s; recording continues without storing", c->o.output);
+    c->db_failed = 1;
+  }
+}
+
 /* Takes one snapshot of p (and stores it). */
 static void snapshot(collector_t *c, proc_ext_t *p, int full) {
   lgm_proc_t *m = &p->m;
   uint64_t now = lgu_now_ns();
+  db_begin(c);
   if (lgm_collect(m) != 0) return;
   sync_symbols(c, p, full);
   if (!m->ended) {
@@ -364,6 +382,7 @@ static void snapshot(collector_t *c, proc_ext_t *p, int full) {
 }
 
 static void store_proc(collector_t *c, proc_ext_t *p) {
+  db_begin(c);
   if (c->db && !c->db_failed) lgst_proc(c->db, &p->m);
 }
 
@@ -588,6 +607,7 @@ static void ingest_holders(collector_t *c) {
     cJSON *root = buf ? cJSON_Parse(buf) : NULL;
     free(buf);
     proc_ext_t *p = find_proc(c, pid, 0);
+    db_begin(c);
     if (!root || !p || !c->db) {
       cJSON_Delete(root);
       continue;
@@ -640,7 +660,8 @@ static void live_update(collector_t *c, double elapsed) {
       lgd_series_t *se = &p->series[s];
       if (se->n < 6) continue;
       lgd_result_t r;
-      lgd_analyze(se->pts, se->n, NULL, &r);
+      lgd_options_t lo = {0, 1};
+      lgd_analyze(se->pts, se->n, &lo, &r);
       if (!r.leak) continue;
       fr.growth_bps += r.growth_bytes_per_s;
       proc_growth += r.growth_bytes_per_s;
@@ -757,7 +778,6 @@ static int collect_loop(collector_t *c) {
       c->next_guard = now + (uint64_t)(lgg_tick_interval(c->guard) * 1e9);
     }
     int full = now >= next_snap;
-    if (c->db) lgst_begin(c->db);
     for (int i = 0; i < c->nprocs; i++) {
       proc_ext_t *p = c->procs[i];
       if (p->m.ended) continue;
@@ -767,16 +787,9 @@ static int collect_loop(collector_t *c) {
         snapshot(c, p, 0);
       }
     }
-    if (c->db && lgst_commit(c->db) != 0 && !c->db_failed) {
-      lgu_err("cannot write the database %s; recording continues without storing", c->o.output);
-      c->db_failed = 1;
-    }
+    if (full) ingest_holders(c);
+    db_commit(c);
     if (full) {
-      if (c->db) {
-        lgst_begin(c->db);
-        ingest_holders(c);
-        lgst_commit(c->db);
-      }
       live_update(c, (double)(now - c->t0) / 1e9);
       next_snap += interval_ns;
       if (next_snap < now) next_snap = now + interval_ns;
@@ -797,7 +810,6 @@ static int collect_loop(collector_t *c) {
     if (!open) break;
   }
   reap(c);
-  if (c->db) lgst_begin(c->db);
   ingest_holders(c);
   for (int i = 0; i < c->nprocs; i++) {
     proc_ext_t *p = c->procs[i];
@@ -807,7 +819,7 @@ static int collect_loop(collector_t *c) {
     }
     store_proc(c, p);
   }
-  if (c->db) lgst_commit(c->db);
+  db_commit(c);
   free(pf);
   close(sfd);
   return 0;

@@ -31,6 +31,9 @@ void lgm_release(lgm_proc_t *p) {
   p->hdr = NULL;
   free(p->sites);
   free(p->stored);
+  free(p->eras);
+  p->eras = NULL;
+  p->eras_cap = 0;
   p->sites = p->stored = NULL;
   p->nsites = 0;
 }
@@ -97,8 +100,16 @@ int lgm_collect(lgm_proc_t *p) {
   const lg_region_hdr_t *h = p->hdr;
   uint32_t n = lgm_nstacks(p);
   if (grow(p, n) != 0) return -ENOMEM;
-  int32_t (*eras)[LG_ERAS] = calloc(n ? n : 1, sizeof *eras);
-  if (!eras) return -ENOMEM;
+  /* Reused between snapshots: a fresh calloc of this size would fault in zeroed pages
+   * every time. */
+  if (p->eras_cap < n) {
+    void *e = realloc(p->eras, (size_t)n * sizeof(int32_t[LG_ERAS]));
+    if (!e) return -ENOMEM;
+    p->eras = e;
+    p->eras_cap = n;
+  }
+  int32_t (*eras)[LG_ERAS] = p->eras;
+  memset(eras, 0, (size_t)n * sizeof *eras);
   for (uint32_t i = 0; i < n; i++) {
     uint8_t sp = p->sites[i].space;
     memset(&p->sites[i], 0, sizeof p->sites[i]);
@@ -143,7 +154,6 @@ int lgm_collect(lgm_proc_t *p) {
     if (t->space == 1) mm += t->live_bytes;
     else host += t->live_bytes;
   }
-  free(eras);
   p->live_bytes = live;
   p->live_blocks = blocks;
   p->host_bytes = host;

@@ -44,7 +44,23 @@ typedef struct strnode {
   char s[];
 } strnode_t;
 
+/* Sorted function symbols of one module. dwfl_module_addrinfo scans the whole
+ * symbol table on every call (elfutils 0.188), which takes milliseconds in libraries
+ * such as libtorch (10^5 symbols); this index is built once per module and searched
+ * in O(log n). */
+typedef struct symidx_ent {
+  uint64_t addr, size;
+  const char *name;
+} symidx_ent_t;
+typedef struct symidx {
+  Dwfl_Module *mod;
+  symidx_ent_t *e;
+  size_t n;
+} symidx_t;
+
 struct lgs_symbolizer {
+  symidx_t *idx;
+  size_t nidx, capidx;
   Dwfl *dwfl;
   Dwfl_Callbacks cb;
   char *debuginfo_path;
@@ -90,6 +106,8 @@ lgs_symbolizer_t *lgs_new(void) {
 void lgs_free(lgs_symbolizer_t *s) {
   if (!s) return;
   dwfl_end(s->dwfl);
+  for (size_t i = 0; i < s->nidx; i++) free(s->idx[i].e);
+  free(s->idx);
   free(s->cache);
   for (int i = 0; i < 4096; i++)
     for (strnode_t *n = s->strings[i], *nx; n; n = nx) {
@@ -107,10 +125,9 @@ int lgs_add_module(lgs_symbolizer_t *s, const char *path, uint64_t start, uint64
   const char *base = strrchr(path, '/');
   Dwfl_Module *m = dwfl_report_elf(s->dwfl, base ? base + 1 : path, path, -1, bias, false);
   dwfl_report_end(s->dwfl, NULL, NULL);
-  /* New modules can change lookups of addresses we failed on: drop the cache. */
-  free(s->cache);
-  s->cache = NULL;
-  s->cache_cap = s->cache_n = 0;
+  /* A new module can only change lookups that found no module: forget those. */
+  for (size_t i = 0; i < s->cache_cap; i++)
+    if (s->cache[i].ip && !s->cache[i].f[0].module[0]) s->cache[i].f[0].ip = 0, s->cache[i].n = -1;
   return m ? 0 : -EINVAL;
 }
 
@@ -133,6 +150,56 @@ static centry_t *cache_slot(lgs_symbolizer_t *s, uint64_t ip, int *found) {
   while (s->cache[j].ip && s->cache[j].ip != ip) j = (j + 1) & (s->cache_cap - 1);
   *found = s->cache[j].ip == ip;
   return &s->cache[j];
+}
+
+static int cmp_sym(const void *a, const void *b) {
+  const symidx_ent_t *x = a, *y = b;
+  return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+static symidx_t *symidx_of(lgs_symbolizer_t *s, Dwfl_Module *m) {
+  for (size_t i = 0; i < s->nidx; i++)
+    if (s->idx[i].mod == m) return &s->idx[i];
+  if (s->nidx == s->capidx) {
+    size_t nc = s->capidx ? s->capidx * 2 : 32;
+    symidx_t *n = realloc(s->idx, nc * sizeof *n);
+    if (!n) return NULL;
+    s->idx = n;
+    s->capidx = nc;
+  }
+  symidx_t *x = &s->idx[s->nidx++];
+  memset(x, 0, sizeof *x);
+  x->mod = m;
+  int nsym = dwfl_module_getsymtab(m);
+  if (nsym <= 0) return x;
+  x->e = malloc((size_t)nsym * sizeof *x->e);
+  if (!x->e) return x;
+  for (int i = 0; i < nsym; i++) {
+    GElf_Sym sym;
+    GElf_Addr addr = 0;
+    const char *name = dwfl_module_getsym_info(m, i, &sym, &addr, NULL, NULL, NULL);
+    int type = GELF_ST_TYPE(sym.st_info);
+    if (!name || !*name || !addr || (type != STT_FUNC && type != STT_GNU_IFUNC)) continue;
+    x->e[x->n++] = (symidx_ent_t){addr, sym.st_size, name};
+  }
+  qsort(x->e, x->n, sizeof *x->e, cmp_sym);
+  return x;
+}
+
+/* The function symbol containing pc, or NULL. */
+static const char *symidx_lookup(lgs_symbolizer_t *s, Dwfl_Module *m, uint64_t pc) {
+  symidx_t *x = symidx_of(s, m);
+  if (!x || !x->n) return NULL;
+  size_t lo = 0, hi = x->n;
+  while (hi - lo > 1) {
+    size_t mid = (lo + hi) / 2;
+    if (x->e[mid].addr <= pc) lo = mid;
+    else hi = mid;
+  }
+  const symidx_ent_t *e = &x->e[lo];
+  if (e->addr > pc) return NULL;
+  if (e->size && pc >= e->addr + e->size) return NULL;
+  return e->name;
 }
 
 static const char *die_name(Dwarf_Die *d) {
@@ -161,9 +228,7 @@ static int resolve(lgs_symbolizer_t *s, uint64_t ip, lgs_frame_t *f, int max) {
   if (!m) return 1;
   const char *mname = dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
   f[0].module = intern(s, mname);
-  GElf_Off off;
-  GElf_Sym sym;
-  const char *symname = dwfl_module_addrinfo(m, pc, &off, &sym, NULL, NULL, NULL);
+  const char *symname = symidx_lookup(s, m, pc);
   f[0].function = nice_name(s, symname);
   /* Only trust the line table when a compile unit covers pc: code without debug info
    * (crt1.o's _start) would otherwise borrow the nearest line of another unit. */
@@ -225,7 +290,7 @@ static int resolve(lgs_symbolizer_t *s, uint64_t ip, lgs_frame_t *f, int max) {
 int lgs_lookup(lgs_symbolizer_t *s, uint64_t ip, lgs_frame_t *out, int max) {
   int found = 0;
   centry_t *c = cache_slot(s, ip, &found);
-  if (c && found) {
+  if (c && found && c->n > 0) {
     int n = c->n < max ? c->n : max;
     memcpy(out, c->f, (size_t)n * sizeof *out);
     return n;
@@ -233,10 +298,10 @@ int lgs_lookup(lgs_symbolizer_t *s, uint64_t ip, lgs_frame_t *out, int max) {
   lgs_frame_t tmp[CACHE_MAX_FRAMES];
   int n = resolve(s, ip, tmp, CACHE_MAX_FRAMES);
   if (c) {
+    if (!found) s->cache_n++;
     c->ip = ip;
     c->n = n;
     memcpy(c->f, tmp, (size_t)n * sizeof *tmp);
-    s->cache_n++;
   }
   if (n > max) n = max;
   memcpy(out, tmp, (size_t)n * sizeof *out);

@@ -323,8 +323,11 @@ static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr
       if (!isnan(snaps[next].t)) lgd_series_add(&ser, snaps[next].t, val, snaps[next].step);
     site.oldest_age_s = oldest_null ? NAN : fmax(0, t_end - (double)oldest * 0.1);
     site.peak_live_bytes = (int64_t)maxval;
-    lgd_options_t dopt = {o->min_growth_bytes};
-    lgd_analyze(ser.pts, ser.n, &dopt, &site.r);
+    /* The classifier names the shape of suspects; other sites keep the rule-based
+     * shape (thousands of them in a Python program: it would cost seconds). */
+    lgd_options_t dopt = {o->min_growth_bytes, 1};
+    if (maxval >= (o->min_growth_bytes > 0 ? o->min_growth_bytes : 4096)) lgd_analyze(ser.pts, ser.n, &dopt, &site.r);
+    else memset(&site.r, 0, sizeof site.r), site.r.growth_bytes_per_step = NAN;
     site.time_to_oom_s = NAN;
     if (site.r.leak && site.r.growth_bytes_per_s > 0)
       site.time_to_oom_s = headroom / site.r.growth_bytes_per_s;

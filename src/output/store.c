@@ -291,6 +291,9 @@ int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint6
     lgm_site_t *c = &p->sites[k], *o = &p->stored[k];
     int changed = c->live_bytes != o->live_bytes || c->live_blocks != o->live_blocks;
     if (!changed && !(full && c->alloc_blocks > 0)) continue;
+    /* Between full snapshots, sites that never held 4 KiB (below the detector's
+     * minimum growth) are not written: programs like Python have 10^5 of them. */
+    if (!full && c->live_bytes < 4096 && o->live_bytes < 4096 && c->live_bytes >= 0) continue;
     sqlite3_reset(st);
     sqlite3_bind_int(st, 1, p->proc);
     sqlite3_bind_int(st, 2, (int)k);

@@ -233,9 +233,9 @@ static void test_create_and_write(void **state) {
   /* ---- seq 0, not full: sites 1..3 have live memory, site 4 is still empty, and
    * site 0 (LG_STACK_NONE, unattributed) is never written. */
   set_site(&p->sites[0], 999, 9, 999, 9, 0);
-  set_site(&p->sites[1], 100, 1, 100, 1, 0);
-  set_site(&p->sites[2], 2000, 2, 4000, 4, 1);
-  set_site(&p->sites[3], 300, 3, 300, 3, UINT32_MAX);
+  set_site(&p->sites[1], 10000, 1, 10000, 1, 0);
+  set_site(&p->sites[2], 200000, 2, 400000, 4, 1);
+  set_site(&p->sites[3], 30000, 3, 30000, 3, UINT32_MAX);
   p->live_bytes = 2400;
   p->live_blocks = 6;
   p->host_bytes = 2400;
@@ -245,7 +245,7 @@ static void test_create_and_write(void **state) {
   assert_int_equal(lgst_commit(s), 0);
   assert_true(p->seq == 1);
   assert_string_equal(stacks_at(db, 0, buf, sizeof buf), "1,2,3");
-  assert_int_equal(q_int(db, "SELECT live_bytes FROM samples WHERE proc=1 AND stack=2 AND seq=0"), 2000);
+  assert_int_equal(q_int(db, "SELECT live_bytes FROM samples WHERE proc=1 AND stack=2 AND seq=0"), 200000);
   assert_int_equal(q_int(db, "SELECT alloc_blocks FROM samples WHERE proc=1 AND stack=2 AND seq=0"), 4);
   assert_int_equal(q_int(db, "SELECT oldest_epoch FROM samples WHERE proc=1 AND stack=2 AND seq=0"), 1);
   assert_true(q_is_null(db, "SELECT oldest_epoch FROM samples WHERE proc=1 AND stack=3 AND seq=0"));
@@ -258,16 +258,16 @@ static void test_create_and_write(void **state) {
   assert_int_equal(q_int(db, "SELECT limit_bytes FROM snapshots WHERE proc=1 AND seq=0"), 2 * GiB);
   assert_int_equal(q_int(db, "SELECT dropped FROM snapshots WHERE proc=1 AND seq=0"), 2);
   /* what was written is remembered */
-  assert_true(p->stored[2].live_bytes == 2000 && p->stored[3].live_blocks == 3);
+  assert_true(p->stored[2].live_bytes == 200000 && p->stored[3].live_blocks == 3);
 
   /* ---- seq 1, not full: site 2 grew; site 3 allocated and freed a block in
    * between (alloc_blocks changed, live did not); site 1 is unchanged. Only 2. */
-  set_site(&p->sites[2], 2500, 3, 4500, 5, 1);
-  set_site(&p->sites[3], 300, 3, 400, 4, UINT32_MAX);
+  set_site(&p->sites[2], 250000, 3, 450000, 5, 1);
+  set_site(&p->sites[3], 30000, 3, 40000, 4, UINT32_MAX);
   atomic_store(&p->hdr->steps, 4);
   assert_int_equal(lgst_snapshot(s, p, p->start_ns + 2000000000ULL, 1 * GiB, 2 * GiB, 0), 0);
   assert_string_equal(stacks_at(db, 1, buf, sizeof buf), "2");
-  assert_int_equal(q_int(db, "SELECT live_bytes FROM samples WHERE proc=1 AND stack=2 AND seq=1"), 2500);
+  assert_int_equal(q_int(db, "SELECT live_bytes FROM samples WHERE proc=1 AND stack=2 AND seq=1"), 250000);
   assert_int_equal(q_int(db, "SELECT step FROM snapshots WHERE proc=1 AND seq=1"), 4);
 
   /* ---- seq 2, not full, nothing changed: a snapshot row, no sample rows. */
@@ -331,12 +331,12 @@ static void test_full_snapshot_writes_every_site(void **state) {
   assert_int_equal(lgst_create(path, &s, &err), 0);
   sqlite3 *db = lgst_db(s);
   lgm_proc_t *p = fake_proc(4);
-  set_site(&p->sites[1], 10, 1, 10, 1, 0);
-  set_site(&p->sites[2], 20, 2, 20, 2, 0);
-  set_site(&p->sites[3], 30, 3, 30, 3, 0);
+  set_site(&p->sites[1], 10000, 1, 10000, 1, 0);
+  set_site(&p->sites[2], 20000, 2, 20000, 2, 0);
+  set_site(&p->sites[3], 30000, 3, 30000, 3, 0);
   assert_int_equal(lgst_snapshot(s, p, p->start_ns + 1, 0, 0, 0), 0);
   assert_string_equal(stacks_at(db, 0, buf, sizeof buf), "1,2,3");
-  set_site(&p->sites[2], 25, 2, 25, 3, 0); /* only site 2 changes */
+  set_site(&p->sites[2], 25000, 2, 25000, 3, 0); /* only site 2 changes */
   assert_int_equal(lgst_snapshot(s, p, p->start_ns + 2, 0, 0, 0), 0);
   assert_string_equal(stacks_at(db, 1, buf, sizeof buf), "2"); /* non-full: changed only */
   assert_int_equal(lgst_snapshot(s, p, p->start_ns + 3, 0, 0, 1), 0);
@@ -368,7 +368,7 @@ static void make_valid_db(const char *path) {
   assert_int_equal(lgst_proc(s, p), 0);
   assert_int_equal(lgst_begin(s), 0);
   for (int k = 0; k < 40; k++) {
-    for (uint32_t i = 1; i < 64; i++) set_site(&p->sites[i], (int64_t)(i * 1000 + k), 1 + k, 0, 0, 0);
+    for (uint32_t i = 1; i < 64; i++) set_site(&p->sites[i], (int64_t)(i * 10000 + k), 1 + k, 0, 0, 0);
     assert_int_equal(lgst_snapshot(s, p, p->start_ns + (uint64_t)k * 1000000000ULL, 0, 0, 0), 0);
   }
   assert_int_equal(lgst_commit(s), 0);
@@ -393,6 +393,31 @@ static void expect_open_fails(const char *path, const char *must_contain) {
     print_error("reason \"%s\" lacks \"%s\"\n", why, must_contain);
     fail();
   }
+}
+
+/* store.c: between full snapshots, sites that never held 4 KiB are not written (a
+ * Python program has 10^5 of them); the full snapshot writes them. */
+static void test_small_sites_only_in_full(void **state) {
+  fixture_t *f = *state;
+  char path[256], buf[256];
+  path_in(f, path, sizeof path, "small.lgdb");
+  lgst_t *s = NULL;
+  const char *err = NULL;
+  assert_int_equal(lgst_create(path, &s, &err), 0);
+  lgm_proc_t *p = fake_proc(4);
+  sqlite3 *db = lgst_db(s);
+  set_site(&p->sites[1], 100, 1, 100, 1, 0);     /* small */
+  set_site(&p->sites[2], 8192, 1, 8192, 1, 0);   /* big */
+  set_site(&p->sites[3], 4095, 1, 4095, 1, 0);   /* just below */
+  assert_int_equal(lgst_snapshot(s, p, p->start_ns + 1, 0, 0, 0), 0);
+  assert_string_equal(stacks_at(db, 0, buf, sizeof buf), "2");
+  set_site(&p->sites[2], 100, 1, 8292, 2, 0);    /* big site drops: written */
+  assert_int_equal(lgst_snapshot(s, p, p->start_ns + 2, 0, 0, 0), 0);
+  assert_string_equal(stacks_at(db, 1, buf, sizeof buf), "2");
+  assert_int_equal(lgst_snapshot(s, p, p->start_ns + 3, 0, 0, 1), 0);
+  assert_string_equal(stacks_at(db, 2, buf, sizeof buf), "1,2,3");
+  lgst_close(s);
+  free_proc(p);
 }
 
 static void test_open_valid(void **state) {
@@ -696,6 +721,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_create_and_write, setup, teardown),
       cmocka_unit_test_setup_teardown(test_full_snapshot_writes_every_site, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_small_sites_only_in_full, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_valid, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_text_file, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_truncated, setup, teardown),
