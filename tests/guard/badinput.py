@@ -177,7 +177,9 @@ def main():
             for _ in range(50):
                 try:
                     body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=2).read().decode()
-                    if "leakguard_guard_level " in body:
+                    # the series of the sources appear after the first tick
+                    if all(k in body for k in ("leakguard_guard_level ", "leakguard_memory_pressure_avg10{",
+                                               "leakguard_time_to_oom_seconds{")):
                         break
                 except OSError:
                     pass
