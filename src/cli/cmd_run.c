@@ -705,16 +705,17 @@ static int any_connected(const collector_t *c) {
   return 0;
 }
 
+/* The signals the collector takes through its signalfd (blocked before the fork,
+ * restored in the child). */
+static void collector_signals(sigset_t *mask) {
+  static const int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  sigemptyset(mask);
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaddset(mask, sigs[i]);
+}
+
 static int collect_loop(collector_t *c) {
   sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGCHLD);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGHUP);
-  sigaddset(&mask, SIGQUIT);
-  sigaddset(&mask, SIGUSR1);
-  sigaddset(&mask, SIGUSR2);
+  collector_signals(&mask);
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   uint64_t interval_ns = (uint64_t)(c->o.interval * 1e9);
   uint64_t next_snap = lgu_now_ns() + interval_ns;
@@ -1034,14 +1035,7 @@ int lg_cmd_run(int argc, char **argv) {
   }
 
   sigset_t mask, old;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGCHLD);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGHUP);
-  sigaddset(&mask, SIGQUIT);
-  sigaddset(&mask, SIGUSR1);
-  sigaddset(&mask, SIGUSR2);
+  collector_signals(&mask);
   sigprocmask(SIG_BLOCK, &mask, &old);
   /* An inherited SIG_IGN for SIGCHLD would auto-reap the target and lose its status. */
   struct sigaction dfl = {.sa_handler = SIG_DFL}, old_chld;
