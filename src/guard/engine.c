@@ -321,6 +321,7 @@ static int proc_cmp(const void *a, const void *b) {
 
 static proc_t *proc_find(lgg_guard_t *g, int pid) {
   proc_t key = {.pid = pid};
+  if (!g->nprocs) return NULL; /* bsearch on a NULL array is undefined even when empty */
   return bsearch(&key, g->procs, (size_t)g->nprocs, sizeof *g->procs, proc_cmp);
 }
 
@@ -451,7 +452,7 @@ static void refresh_procs(lgg_guard_t *g, double t) {
     g->procs[g->nprocs++] = *p;
   }
   free(added);
-  qsort(g->procs, (size_t)g->nprocs, sizeof *g->procs, proc_cmp);
+  if (g->nprocs) qsort(g->procs, (size_t)g->nprocs, sizeof *g->procs, proc_cmp);
   w = 0;
   for (int i = 0; i < g->nprocs; i++) {
     proc_t *p = &g->procs[i];
