@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "leakguard.h"
@@ -94,16 +95,25 @@ int lgst_create(const char *path, lgst_t **out, const char **errmsg) {
 }
 
 int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen) {
-  if (access(path, R_OK) != 0) {
+  struct stat sb;
+  if (access(path, R_OK) != 0 || stat(path, &sb) != 0) {
     int e = errno;
     snprintf(why, whylen, "%s: %s", path, strerror(e));
     return -e;
+  }
+  if (S_ISDIR(sb.st_mode)) {
+    snprintf(why, whylen, "%s: is a directory, not a leakguard database", path);
+    return -EISDIR;
   }
   lgst_t *s = calloc(1, sizeof *s);
   if (!s) return -ENOMEM;
   /* Read-write open so that a WAL left by a killed collector is recovered. */
   int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE, NULL);
-  if (rc != SQLITE_OK) rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_close(s->db); /* a handle is returned even on failure */
+    s->db = NULL;
+    rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL);
+  }
   sqlite3_stmt *st = NULL;
   const char *reason = NULL;
   if (rc == SQLITE_OK)
