@@ -300,6 +300,11 @@ static void ex_free(ex_t *E) {
   Py_XDECREF((PyObject *)E->tensor);
 }
 
+static int root_kind_of(ex_t *E, int32_t i) {
+  while (E->parent[i] >= 0) i = E->parent[i];
+  return E->rkind[-E->parent[i] - 1];
+}
+
 /* ------------------------------------------------------------------ roots */
 
 static void add_module_roots(ex_t *E) {
@@ -366,8 +371,12 @@ static const char *short_tname(PyObject *o) {
 }
 
 /* str(key) for names, repr(key) (at most 60 characters) otherwise. */
+static PyTypeObject *g_tensor;
+static PyObject *tensor_desc(PyObject *t);
+
 static PyObject *key_text(PyObject *key, int as_name) {
   if (as_name && PyUnicode_Check(key)) return Py_NewRef(key);
+  if (g_tensor && PyObject_TypeCheck(key, g_tensor)) return tensor_desc(key);
   PyObject *r = PyObject_Repr(key);
   if (!r) {
     PyErr_Clear();
@@ -744,7 +753,8 @@ static uint32_t tensor_site(PyObject *t, uintptr_t *ptr, uint64_t *nbytes) {
 typedef struct {
   PyObject *groups;   /* key -> holder dict */
   PyObject *order;    /* list of holder dicts, in creation order */
-  PyObject *storages; /* storage ptr -> holder dict (views add to it) */
+  PyObject *storages; /* storage ptr -> holder dict (views add to it); True: a graph's */
+  PyObject *sto_first; /* storage ptr -> first (shallowest) tensor node using it */
   PyObject *targets;  /* set of site ids */
   uint32_t tgt[64];   /* the same, for the hot loops (no allocation) */
   int ntgt;
@@ -865,7 +875,12 @@ static void graph_saved_tensor(ex_t *E, hold_t *H, graph_t *G, PyObject *v) {
   PyObject *pk = PyLong_FromVoidPtr((void *)ptr);
   if (!pk) return;
   int seen = PyDict_Contains(H->storages, pk);
-  if (seen == 0) PyDict_SetItem(H->storages, pk, Py_None);
+  if (seen == 0) {
+    /* a tensor reachable from a root owns it directly: that chain wins */
+    PyObject *first = PyDict_GetItem(H->sto_first, pk);
+    if (first && root_kind_of(E, (int32_t)PyLong_AsLong(first)) != R_UNROOTED) seen = 1;
+  }
+  if (seen == 0) PyDict_SetItem(H->storages, pk, is_target(H, s) ? Py_True : Py_None);
   Py_DECREF(pk);
   if (seen != 0) return;
   G->saved++;
@@ -1134,8 +1149,9 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
   H.groups = PyDict_New();
   H.order = PyList_New(0);
   H.storages = PyDict_New();
+  H.sto_first = PyDict_New();
   H.targets = PySet_New(NULL);
-  if (!E.memo || !H.groups || !H.order || !H.storages || !H.targets) goto done;
+  if (!E.memo || !H.groups || !H.order || !H.storages || !H.sto_first || !H.targets) goto done;
   images_refresh();
   rev_cache = PyDict_New();
   {
@@ -1145,7 +1161,7 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
     PyObject *tt = torch ? PyObject_GetAttrString(torch, "Tensor") : NULL;
     Py_XDECREF(torch);
     if (tt && PyType_Check(tt))
-      E.tensor = (PyTypeObject *)tt;
+      g_tensor = E.tensor = (PyTypeObject *)tt;
     else
       Py_XDECREF(tt);
     PyErr_Clear();
@@ -1218,10 +1234,17 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
     uint64_t nb = 0;
     E.site[i] = tensor_site(E.obj[i], &sptr[i], &nb);
     E.bytes[i] = nb;
+    if (E.site[i]) {
+      PyObject *pk = PyLong_FromVoidPtr((void *)sptr[i]);
+      PyObject *iv = PyLong_FromSsize_t(i);
+      if (pk && iv && !PyDict_Contains(H.sto_first, pk)) PyDict_SetItem(H.sto_first, pk, iv);
+      Py_XDECREF(pk);
+      Py_XDECREF(iv);
+    }
   }
 
   if (dbg) fprintf(stderr, "explain: attributed %.3fs\n", now_s() - t0);
-  /* 4: owners of the target sites, grouped */
+  /* 4: the target sites */
   targets = pick_targets(&E, &H, stacks, top, sptr, &from);
   if (!targets) goto done;
   for (Py_ssize_t j = 0; j < PyList_GET_SIZE(targets) && H.ntgt < 64; j++) {
@@ -1229,58 +1252,19 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
     if (PyErr_Occurred()) goto done;
     H.tgt[H.ntgt++] = (uint32_t)v;
   }
-  long nown = 0;
-  for (Py_ssize_t i = 0; i < E.n; i++) {
-    int t1 = is_target(&H, E.site[i]), t2 = is_target(&H, E.site2[i]);
-    if (!t1 && !t2) continue;
-    if ((nown++ & 63) == 0 && now_s() > E.deadline) {
-      E.truncated = 1;
-      break;
-    }
-    PyObject *h;
-    if (E.flags[i] & F_TENSOR) {
-      PyObject *pk = PyLong_FromVoidPtr((void *)sptr[i]);
-      if (!pk) goto done;
-      h = PyDict_GetItem(H.storages, pk);
-      if (h && h != Py_None) { /* a view of a storage already counted */
-        Py_DECREF(pk);
-        add_detail(h, "tensors", 1);
-        continue;
-      }
-      h = holder_for(&E, &H, E.site[i], "tensor", (int32_t)i, NULL);
-      if (!h || PyDict_SetItem(H.storages, pk, h) < 0) {
-        Py_DECREF(pk);
-        goto done;
-      }
-      Py_DECREF(pk);
-      add_detail(h, "tensors", 1);
-      add_detail(h, "storages", 1);
-      dict_add_int(h, "objects", 1);
-      dict_add_int(h, "bytes", (long long)E.bytes[i]);
-      continue;
-    }
-    for (int k = 0; k < 2; k++) {
-      if (!(k ? t2 : t1)) continue;
-      h = holder_for(&E, &H, k ? E.site2[i] : E.site[i], "object", (int32_t)i, NULL);
-      if (!h) goto done;
-      dict_add_int(h, "objects", 1);
-      dict_add_int(h, "bytes", (long long)(k ? E.bytes2[i] : E.bytes[i]));
-    }
-  }
-
-  if (dbg) fprintf(stderr, "explain: owners %.3fs\n", now_s() - t0);
-  /* 5: autograd graphs rooted at reachable tensors */
+  /* 5: autograd graphs rooted at reachable tensors (they claim the saved tensors that
+   * no rooted tensor owns) */
   seen = PySet_New(NULL);
   keep = PyList_New(0);
   cache = PyDict_New();
   if (!seen || !keep || !cache) goto done;
+  int32_t best = -1;
+  graph_t bestg = {0};
   {
     int roots = 0;
     long budget_nodes = 500000;
-    int32_t best = -1;
-    graph_t bestg = {0};
     for (Py_ssize_t i = 0; E.tensor && i < E.n && roots < 256 && budget_nodes > 0; i++) {
-      if (!(E.flags[i] & F_TENSOR)) continue;
+      if (!(E.flags[i] & F_TENSOR) || root_kind_of(&E, (int32_t)i) == R_UNROOTED) continue;
       if (now_s() > E.deadline) {
         E.truncated = 1;
         break;
@@ -1327,6 +1311,53 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
       Py_DECREF(gf);
       if (PyErr_Occurred()) goto done;
     }
+  }
+  /* 6: owners of the target sites, grouped */
+  long nown = 0;
+  for (Py_ssize_t i = 0; i < E.n; i++) {
+    int t1 = is_target(&H, E.site[i]), t2 = is_target(&H, E.site2[i]);
+    if (!t1 && !t2) continue;
+    if ((nown++ & 63) == 0 && now_s() > E.deadline) {
+      E.truncated = 1;
+      break;
+    }
+    PyObject *h;
+    if (E.flags[i] & F_TENSOR) {
+      PyObject *pk = PyLong_FromVoidPtr((void *)sptr[i]);
+      if (!pk) goto done;
+      h = PyDict_GetItem(H.storages, pk);
+      if (h == Py_True) { /* saved by an autograd graph that holds it */
+        Py_DECREF(pk);
+        continue;
+      }
+      if (h && h != Py_None) { /* a view of a storage already counted */
+        Py_DECREF(pk);
+        add_detail(h, "tensors", 1);
+        continue;
+      }
+      h = holder_for(&E, &H, E.site[i], "tensor", (int32_t)i, NULL);
+      if (!h || PyDict_SetItem(H.storages, pk, h) < 0) {
+        Py_DECREF(pk);
+        goto done;
+      }
+      Py_DECREF(pk);
+      add_detail(h, "tensors", 1);
+      add_detail(h, "storages", 1);
+      dict_add_int(h, "objects", 1);
+      dict_add_int(h, "bytes", (long long)E.bytes[i]);
+      continue;
+    }
+    for (int k = 0; k < 2; k++) {
+      if (!(k ? t2 : t1)) continue;
+      h = holder_for(&E, &H, k ? E.site2[i] : E.site[i], "object", (int32_t)i, NULL);
+      if (!h) goto done;
+      dict_add_int(h, "objects", 1);
+      dict_add_int(h, "bytes", (long long)(k ? E.bytes2[i] : E.bytes[i]));
+    }
+  }
+
+  if (dbg) fprintf(stderr, "explain: owners %.3fs\n", now_s() - t0);
+  {
     /* A retained graph whose nodes are the leak (backward() freed the saved tensors,
      * the grad_fn nodes themselves are not Python objects): name the longest chain for
      * targets nothing else explains. */
@@ -1382,6 +1413,16 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
     long n = c ? PyLong_AsLong(c) : 0;
     if (n >= 8) continue;
     PyObject *nv = PyLong_FromLong(n + 1);
+    PyObject *kd = PyDict_GetItemString(h, "kind");
+    if (kd && PyUnicode_CompareWithASCIIString(kd, "autograd-graph") == 0) {
+      PyObject *det = PyDict_GetItemString(h, "detail");
+      PyObject *len = det ? PyDict_GetItemString(det, "grad_fn_chain_length") : NULL;
+      PyObject *sv = det ? PyDict_GetItemString(det, "saved_tensors") : NULL;
+      PyObject *ch = PyDict_GetItemString(h, "chain");
+      PyObject *it = (len && sv) ? PyUnicode_FromFormat("autograd graph (grad_fn chain %S, %S saved tensors)", len, sv) : NULL;
+      if (ch && it) PyList_Append(ch, it);
+      Py_XDECREF(it);
+    }
     if (!nv || PyDict_SetItem(per_stack, st, nv) < 0 || PyList_Append(out, h) < 0) {
       Py_XDECREF(nv);
       goto done;
@@ -1406,11 +1447,13 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
 
 done:
   Py_CLEAR(rev_cache);
+  g_tensor = NULL;
   free(sptr);
   ex_free(&E);
   Py_XDECREF(H.groups);
   Py_XDECREF(H.order);
   Py_XDECREF(H.storages);
+  Py_XDECREF(H.sto_first);
   Py_XDECREF(H.targets);
   Py_XDECREF(targets);
   Py_XDECREF(seen);

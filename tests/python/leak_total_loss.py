@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: MIT
+# Leak: `total_loss += loss` keeps every step's autograd graph alive.
+#   (default)   no backward(): the graph keeps the saved activations (hundreds of KiB
+#               per step, allocated where the activation is computed)
+#   --backward  backward() each step: the saved tensors are freed but the graph's
+#               nodes stay chained to total_loss (a few KiB per step)
+import sys
+
+import torch
+from _common import steps
+
+torch.manual_seed(0)
+backward = "--backward" in sys.argv
+w1 = torch.randn(128, 1024, requires_grad=True)
+w2 = torch.randn(1024, 1, requires_grad=True)
+total_loss = 0
+
+
+def train_step():
+    global total_loss
+    x = torch.randn(64, 128)
+    y = torch.randn(64, 1)
+    h = torch.tanh(x @ w1)  # LEAK-SITE
+    loss = ((h @ w2 - y) ** 2).mean()
+    if backward:
+        loss.backward()
+        w1.grad = None
+        w2.grad = None
+    total_loss += loss  # LEAK-HOLDER
+
+
+for _ in steps(pace=0.005 if backward else 0.01):
+    train_step()
