@@ -4,7 +4,7 @@
 # apt runs only when something is missing). Run as root.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libunwind-dev libdw-dev libelf-dev libsqlite3-dev
-      libcjson-dev libcmocka-dev python3 sqlite3 libc6-dev g++ libmicrohttpd-dev prometheus wrk libinih-dev)
+      libcjson-dev libcmocka-dev python3 sqlite3 libc6-dev g++ libmicrohttpd-dev prometheus wrk libinih-dev python3-torch python3-dev)
 PKGS+=("$@")
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1347,6 +1347,13 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
       dict_add_int(h, "bytes", (long long)E.bytes[i]);
       continue;
     }
+    if (t1 && t2 && E.site[i] == E.site2[i]) { /* object and its data from one line */
+      h = holder_for(&E, &H, E.site[i], "object", (int32_t)i, NULL);
+      if (!h) goto done;
+      dict_add_int(h, "objects", 1);
+      dict_add_int(h, "bytes", (long long)(E.bytes[i] + E.bytes2[i]));
+      continue;
+    }
     for (int k = 0; k < 2; k++) {
       if (!(k ? t2 : t1)) continue;
       h = holder_for(&E, &H, k ? E.site2[i] : E.site[i], "object", (int32_t)i, NULL);

@@ -10,7 +10,7 @@ if(NOT LG_PYTHON)
   return()
 endif()
 
-if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+if(EXISTS /usr/bin/python3)
   set(Python3_EXECUTABLE /usr/bin/python3)
 endif()
 find_package(Python3 COMPONENTS Interpreter Development.Module)

@@ -21,7 +21,7 @@ def train_step():
     x = torch.randn(64, 128)
     y = torch.randn(64, 1)
     h = torch.tanh(x @ w1)  # LEAK-SITE
-    loss = ((h @ w2 - y) ** 2).mean()
+    loss = ((h @ w2 - y) ** 2).mean()  # LEAK-NODES
     if backward:
         loss.backward()
         w1.grad = None

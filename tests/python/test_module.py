@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The `leakguard` extension on its own (no Python frames needed):
+
+1. without the recorder: importable from the build tree, every call a no-op, one line
+   on stderr, once;
+2. under `leakguard run` (LEAKGUARD_DIR set by hand): step/tag/snapshot, explain() on a
+   synthetic heap names `__main__.history (list) -> [i] -> bytearray`, a class
+   attribute chain, bounds (max_objects -> truncated), the holders file;
+3. sitecustomize: a script that never imports leakguard gets a holders file at exit,
+   and Debian's own sitecustomize still runs after ours;
+4. with torch (if installed): views of one storage are counted once, a retained
+   autograd graph is named with its chain length.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+fails = []
+
+
+def check(cond, what, **vals):
+    print(("  ok   " if cond else "  FAIL ") + what, flush=True)
+    if not cond:
+        for k, v in vals.items():
+            print("         %s = %s" % (k, json.dumps(v, default=str)[:3000]))
+        fails.append(what)
+    return cond
+
+
+def run(cmd, env, cwd, timeout=240):
+    r = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=timeout)
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--leakguard", required=True)
+    ap.add_argument("--pydir", required=True)
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    a.leakguard, a.pydir = os.path.abspath(a.leakguard), os.path.abspath(a.pydir)
+    tmp = tempfile.mkdtemp(prefix="lgpy-module-")
+    base = dict(os.environ)
+    for k in ("LEAKGUARD_DIR", "LD_PRELOAD", "LEAKGUARD_EXPLAIN_AT_STEP"):
+        base.pop(k, None)
+    base["PYTHONPATH"] = a.pydir
+
+    # 1. no recorder
+    print("== without the recorder", flush=True)
+    code = textwrap.dedent("""
+        import leakguard as lg
+        assert lg.recording() is False
+        assert lg.step() == 0 and lg.step() == 0
+        with lg.tag("req"):
+            pass
+        assert lg.explain() is None
+        assert lg.suspects() == []
+        s = lg.snapshot()
+        assert s["recording"] is False and s["tags"] == {}, s
+        print("OK", lg.__file__)
+    """)
+    r = run(["/usr/bin/python3", "-c", code], base, tmp)
+    check(r.returncode == 0 and "OK" in r.stdout, "no-op calls", stdout=r.stdout, stderr=r.stderr)
+    check(os.path.dirname(r.stdout.split()[-1]) == os.path.abspath(a.pydir) if r.stdout else False,
+          "imported from the build tree", stdout=r.stdout)
+    msg = "leakguard: not running under `leakguard run`; step/tag/explain are no-ops"
+    check(r.stderr.count(msg) == 1, "says so once on stderr", stderr=r.stderr)
+
+    # 2. under the recorder, full mode, synthetic heap
+    print("== under leakguard run", flush=True)
+    lgdir = os.path.join(tmp, "lgdir")
+    os.mkdir(lgdir)
+    env = dict(base, PYTHONMALLOC="malloc", LEAKGUARD_DIR=lgdir)
+    script = os.path.join(tmp, "synthetic.py")
+    with open(script, "w") as f:
+        f.write(textwrap.dedent("""
+            import json, leakguard as lg
+
+            class Registry:
+                entries = []          # a class attribute
+
+            history = []
+
+            def work(i):
+                history.append(bytearray(200000))
+                Registry.entries.append(bytes(60000))
+
+            for i in range(40):
+                with lg.tag("work"):
+                    work(i)
+                lg.step()
+            snap = lg.snapshot()
+            r = lg.explain(top=8)
+            small = lg.explain(top=8, max_objects=500, write=False)
+            site = lg._site_of_object(history[0])
+            import os
+            d = os.environ.get("LEAKGUARD_DIR")
+            print(json.dumps({"snap": snap, "r": r, "small_truncated": small["truncated"],
+                              "wrote": bool(r.get("path")) and os.path.exists(r["path"])
+                                       and os.path.dirname(r["path"]) == d,
+                              "small_scanned": small["objects_scanned"],
+                              "site_of_list": lg._site_of_object(history)}))
+        """))
+    r = run([a.leakguard, "run", "-q", "-i", "0.2", "-o", os.path.join(tmp, "syn.db"), "--",
+             "/usr/bin/python3", script], env, tmp)
+    ok = check(r.returncode == 0, "synthetic script exits 0", stderr=r.stderr[-3000:])
+    out = json.loads(r.stdout.strip().splitlines()[-1]) if ok else None
+    if out:
+        snap, res = out["snap"], out["r"]
+        check(snap["recording"] is True and snap["steps"] == 40, "snapshot: recording, 40 steps",
+              snap=snap)
+        check("work" in snap["tags"] and snap["tags"]["work"]["allocations"] > 0,
+              "tag 'work' has allocations", tags=snap["tags"])
+        chains = [" | ".join(h["chain"]) for h in res["holders"]]
+        hist = [h for h in res["holders"] if h["chain"][0] == "__main__.history (list)"]
+        check(bool(hist) and hist[0]["objects"] == 40 and hist[0]["bytes"] >= 40 * 200000,
+              "history list: 40 bytearrays, >= 8 MB", chains=chains, hist=hist)
+        if hist:
+            check(hist[0]["chain"][1].startswith("[") and hist[0]["chain"][2].startswith("bytearray("),
+                  "chain: __main__.history (list) -> [i] -> bytearray(...)", chain=hist[0]["chain"])
+        reg = [h for h in res["holders"] if h["chain"][:2] == ["__main__.Registry (type)",
+                                                               ".entries (list)"]]
+        check(bool(reg) and reg[0]["objects"] == 40, "class attribute: Registry.entries -> [i] -> bytes",
+              chains=chains)
+        check(res["truncated"] is False and res["pid"] > 0, "not truncated", res=res["truncated"])
+        check(out["small_truncated"] is True and out["small_scanned"] <= 500,
+              "max_objects bounds the walk (truncated)", small=out)
+        check(out["wrote"], "explain() wrote holders-<pid>-<n>.json into LEAKGUARD_DIR",
+              path=res.get("path"))
+
+    # 3. sitecustomize: explain at exit for scripts that never import leakguard
+    print("== sitecustomize", flush=True)
+    lgdir2 = os.path.join(tmp, "lgdir2")
+    os.mkdir(lgdir2)
+    env2 = dict(base, PYTHONMALLOC="malloc", LEAKGUARD_DIR=lgdir2)
+    plain = os.path.join(tmp, "plain.py")
+    with open(plain, "w") as f:
+        f.write("import sys, time\nkept = []\nfor i in range(150):\n"
+                "    kept.append(bytes(100000))\n    time.sleep(0.02)\n"
+                "print('leakguard' in sys.modules)\n")
+    db = os.path.join(tmp, "plain.db")
+    r = run([a.leakguard, "run", "-q", "-i", "0.2", "-o", db, "--", "/usr/bin/python3", plain],
+            env2, tmp)
+    check(r.returncode == 0 and r.stdout.startswith("True"), "sitecustomize imports leakguard",
+          stdout=r.stdout, stderr=r.stderr[-2000:])
+    rep = run([a.leakguard, "report", db, "--format", "json"], base, tmp)
+    doc = json.loads(rep.stdout) if rep.returncode == 0 else {}
+    sus = doc.get("suspects", [])
+    if sus and "holders" in sus[0]:
+        hs = [h for s in sus for h in (s.get("holders") or [])]
+        check(any(h["chain"][0] == "__main__.kept (list)" for h in hs),
+              "report: the suspect's holders (explained at exit) name __main__.kept (list)",
+              suspects=[(s["frames"][:1], s.get("holders")) for s in sus[:3]])
+    else:
+        files = glob.glob(os.path.join(lgdir2, "holders-*.json"))
+        hd = json.load(open(files[0])) if files else {"holders": []}
+        check(any(h["chain"][0] == "__main__.kept (list)" for h in hd["holders"]),
+              "holders file at exit names __main__.kept (list)", files=files,
+              verdict=doc.get("verdict"), chains=[h["chain"] for h in hd["holders"]][:5])
+    r = run(["/usr/bin/python3", "-c", "import sitecustomize, sys; print(sitecustomize.__file__)"],
+            dict(base, LEAKGUARD_DIR=lgdir2), tmp)
+    check(r.returncode == 0 and r.stdout.strip().startswith(os.path.abspath(a.pydir)),
+          "our sitecustomize is first and chains without the recorder", stdout=r.stdout,
+          stderr=r.stderr)
+
+    # 4. torch: views, autograd graph (sampled recording: importing torch is heavy)
+    have_torch = run(["/usr/bin/python3", "-c", "import torch"], base, tmp).returncode == 0
+    if have_torch:
+        print("== torch: views and autograd graphs", flush=True)
+        lgdir3 = os.path.join(tmp, "lgdir3")
+        os.mkdir(lgdir3)
+        env3 = dict(base, PYTHONMALLOC="malloc", LEAKGUARD_DIR=lgdir3)
+        ts = os.path.join(tmp, "views.py")
+        with open(ts, "w") as f:
+            f.write(textwrap.dedent("""
+                import json, torch, leakguard as lg
+                base = torch.randn(1024, 1024)            # 4 MiB: sampled for sure
+                rows = [base[i] for i in range(100)]      # 100 views of one storage
+                site = lg._site_of_address(base.storage().data_ptr())
+                w = torch.randn(256, 256, requires_grad=True)
+                acc = 0
+                for i in range(50):
+                    acc = acc + (torch.randn(512, 256) @ w).sum()
+                r = lg.explain(stacks=[site] if site else [], write=False)
+                print(json.dumps({"site": site, "r": r}))
+            """))
+        r = run([a.leakguard, "run", "-q", "-s", "65536", "-i", "0.5", "-o",
+                 os.path.join(tmp, "views.db"), "--", "/usr/bin/python3", ts], env3, tmp)
+        ok = check(r.returncode == 0, "torch script exits 0", stderr=r.stderr[-3000:])
+        out = json.loads(r.stdout.strip().splitlines()[-1]) if ok else None
+        if out:
+            check(out["site"] is not None, "the 4 MiB storage has a site", out=out["site"])
+            hs = [h for h in out["r"]["holders"] if h["stack"] == out["site"]]
+            h0 = hs[0] if hs else {}
+            check(h0.get("bytes") == 4 * 1024 * 1024 and h0.get("objects") == 1
+                  and h0.get("detail", {}).get("tensors") == 101,
+                  "101 tensors on one storage: bytes counted once", holders=hs)
+            check(h0.get("chain", [None])[0] in ("__main__.base", "__main__.rows (list)"),
+                  "chain starts at a module global", chain=h0.get("chain"))
+        # the retained graph: explain over the largest sites (no suspects file)
+        ts2 = os.path.join(tmp, "graph.py")
+        with open(ts2, "w") as f:
+            f.write(textwrap.dedent("""
+                import json, torch, leakguard as lg
+                w = torch.randn(256, 1024, requires_grad=True)
+                total = 0
+                for i in range(60):
+                    total = total + torch.tanh(torch.randn(64, 256) @ w).sum()
+                r = lg.explain(write=False)
+                print(json.dumps(r))
+            """))
+        r = run([a.leakguard, "run", "-q", "-s", "65536", "-i", "0.5", "-o",
+                 os.path.join(tmp, "graph.db"), "--", "/usr/bin/python3", ts2], env3, tmp)
+        ok = check(r.returncode == 0, "graph script exits 0", stderr=r.stderr[-3000:])
+        res = json.loads(r.stdout.strip().splitlines()[-1]) if ok else {"holders": []}
+        g = [h for h in res["holders"] if h["kind"] == "autograd-graph"]
+        d = g[0]["detail"] if g else {}
+        check(bool(g) and g[0]["chain"][0] == "__main__.total"
+              and d.get("grad_fn_chain_length", 0) >= 60 and d.get("saved_tensors", 0) >= 20,
+              "autograd graph rooted at __main__.total, chain >= 60, saved tensors",
+              holders=res["holders"][:4])
+    else:
+        print("  (torch not installed: views/autograd part skipped)")
+
+    if fails:
+        print("FAILED: %s (kept %s)" % ("; ".join(fails), tmp))
+        return 1
+    if not a.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("PASSED")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
