@@ -213,7 +213,8 @@ static int find_python_dir(char *out, size_t n) {
   char *slash = strrchr(self, '/');
   if (!slash) return -ENOENT;
   *slash = 0;
-  const char *rel[] = {"../python", "../lib/leakguard/python"};
+  const char *rel[] = {"../python", "../lib/leakguard/python", "../lib/x86_64-linux-gnu/leakguard/python",
+                       "../lib64/leakguard/python"};
   for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
     snprintf(out, n, "%s/%s/sitecustomize.py", self, rel[i]);
     if (access(out, R_OK) == 0) {
@@ -246,7 +247,7 @@ static proc_ext_t *find_proc(collector_t *c, int pid, int alive_only) {
 }
 
 /* Symbolizes and stores stacks lazily: a stack is written when its site first holds
- * 1 KiB or more (or, with final, any live byte). Programs such as Python make tens of
+ * 1 KiB or more (or, at the final snapshot, 256 bytes). Programs such as Python make tens of
  * thousands of short-lived stacks at start-up; storing every one costs the collector
  * seconds for nothing. Needs the sums of lgm_collect. */
 static void sync_symbols(collector_t *c, proc_ext_t *p, int final) {
@@ -277,7 +278,7 @@ static void sync_symbols(collector_t *c, proc_ext_t *p, int final) {
   for (uint32_t id = 2; id < ns; id++) {
     if (p->labels[id]) continue;
     int64_t live = m->sites[id].live_bytes;
-    if (!(live >= 1024 || (final && live > 0))) continue;
+    if (!(live >= 1024 || (final && live >= 256))) continue;
     const uint64_t *ips;
     unsigned space = 0;
     unsigned depth = lgm_stack(m, id, &ips, &space);

@@ -53,4 +53,8 @@ if(NOT LG_PYTHON_INSTALL_DIR)
   endif()
 endif()
 install(TARGETS leakguard_python LIBRARY DESTINATION ${LG_PYTHON_INSTALL_DIR})
-install(FILES python/sitecustomize.py DESTINATION ${LG_PYTHON_INSTALL_DIR})
+# The exit hook goes into leakguard's own directory, which `leakguard run` puts first on
+# the target's PYTHONPATH (in dist-packages it would be shadowed by Debian's
+# sitecustomize, and would load into every Python program on the system).
+install(FILES python/sitecustomize.py DESTINATION ${CMAKE_INSTALL_LIBDIR}/leakguard/python)
+install(TARGETS leakguard_python LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/leakguard/python)
