@@ -67,8 +67,6 @@ void lgi_unwind_thread_exit(lgi_tls_t *t) {
 
 #define LGI_PY_NATIVE 6
 
-/* trunc: stop after the first frame of the Python interpreter's own module (the
- * Python frames stand for everything below it). */
 /* The innermost native frames of a Python thread's allocation (libunwind's fast trace:
  * a per-IP cache, no system calls once warm), up to the interpreter's own frame. */
 static unsigned native_head(uintptr_t ra0, uint64_t *ips) {
@@ -84,10 +82,9 @@ static unsigned native_head(uintptr_t ra0, uint64_t *ips) {
   return n;
 }
 
-static uint32_t capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space, int trunc) {
-  unsigned key_space = space | (trunc ? 0x80u : 0);
+uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
   lgi_scache_ent_t *e = scache_slot(t, ra0, cfa0);
-  if (LGI_LIKELY(e && e->ra0 == ra0 && e->cfa0 == cfa0 && e->space == key_space && e->id)) {
+  if (LGI_LIKELY(e && e->ra0 == ra0 && e->cfa0 == cfa0 && e->space == space && e->id)) {
     unsigned i = 1;
     for (; i < e->depth; i++)
       if (*(const uint64_t *)(cfa0 + e->slot_off[i]) != e->ra[i]) break;
@@ -153,7 +150,7 @@ static uint32_t capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned sp
       e->ra0 = ra0;
       e->cfa0 = cfa0;
       e->depth = (uint16_t)n;
-      e->space = (uint8_t)key_space;
+      e->space = (uint8_t)space;
       for (j = 1; j < n; j++) {
         e->slot_off[j] = (uint32_t)(sps[j] - 8 - cfa0);
         e->ra[j] = ips[j];
@@ -164,16 +161,12 @@ static uint32_t capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned sp
   return id;
 }
 
-uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
-  return capture(t, ra0, cfa0, space, 0);
-}
-
 #define LGI_PY_DEPTH 32
 uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
-  if (!lgi_python_active()) return capture(t, ra0, cfa0, space, 0);
+  if (!lgi_python_active()) return lgi_capture(t, ra0, cfa0, space);
   uint64_t ips[LG_MAX_DEPTH];
   unsigned np = lgi_python_frames(t, ips, LGI_PY_DEPTH);
-  if (np == 0) return capture(t, ra0, cfa0, space, 0);
+  if (np == 0) return lgi_capture(t, ra0, cfa0, space);
   /* In a Python thread the native stack is needed only down to the interpreter's own
    * frame: below it, it mirrors the Python frames, and unwinding it (deep, different
    * for every Python call depth) would cost more than the whole allocation. */
