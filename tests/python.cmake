@@ -58,6 +58,9 @@ lg_py(raise          --script leak_raise.py "--args=--exit raise" --expect leak 
                      --holder "__main__.history (list)" --kind tensor)
 lg_py(os_exit        --script leak_raise.py "--args=--exit _exit" --expect leak --status 3
                      --no-holders)
+# os._exit skips the exit-time explain: the holders can only come from --explain-at-step
+lg_py(explain_at_step --script leak_raise.py "--args=--exit _exit" --expect leak --status 3
+                     --run-arg=--explain-at-step=30 --holder "__main__.history (list)" --kind tensor)
 # backward() every step: only the graph's nodes stay (a few KiB per step), allocated
 # by whichever op of the step creates the largest ones
 lg_py(total_loss_backward --script leak_total_loss.py "--args=--backward" --expect leak

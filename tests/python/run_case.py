@@ -43,6 +43,8 @@ def main():
     ap.add_argument("--seconds", default="4")
     ap.add_argument("--marker", default="LEAK-SITE",
                     help="regex: rank 1 must be a line marked # MARKER")
+    ap.add_argument("--run-arg", action="append", default=[],
+                    help="extra option for `leakguard run` (repeatable)")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     a.leakguard, a.pydir = os.path.abspath(a.leakguard), os.path.abspath(a.pydir)
@@ -60,6 +62,7 @@ def main():
     cmd = [a.leakguard, "run", "-q", "-i", a.interval, "-o", db]
     if a.sample and a.sample != "0":
         cmd += ["-s", a.sample]
+    cmd += a.run_arg
     cmd += ["--", "/usr/bin/python3", script] + a.args.split()
     print("$ " + " ".join(cmd), flush=True)
     fails = []
