@@ -40,7 +40,7 @@ endfunction()
 lg_py(list_history   --script leak_list_history.py --expect leak
                      --holder "__main__.history (list)" --kind tensor)
 lg_py(total_loss     --script leak_total_loss.py --expect leak
-                     --holder "__main__.total_loss" --kind autograd-graph)
+                     --holder "__main__.total_loss" --kind autograd-graph --holder-any)
 lg_py(tensor_cache   --script leak_tensor_cache.py --expect leak
                      --holder "__main__._cache (dict)" --kind tensor)
 # --- controls
@@ -64,5 +64,5 @@ lg_py(explain_at_step --script leak_raise.py "--args=--exit _exit" --expect leak
 # backward() every step: only the graph's nodes stay (a few KiB per step), allocated
 # by whichever op of the step creates the largest ones
 lg_py(total_loss_backward --script leak_total_loss.py "--args=--backward" --expect leak
-                     --marker "LEAK-SITE|LEAK-NODES|LEAK-HOLDER" --sample 4096 --seconds 6
-                     --holder "__main__.total_loss" --kind autograd-graph)
+                     --marker "LEAK-SITE|LEAK-NODES|LEAK-HOLDER" --sample 1024 --seconds 6
+                     --holder "__main__.total_loss" --kind autograd-graph --holder-any)

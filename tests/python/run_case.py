@@ -43,6 +43,9 @@ def main():
     ap.add_argument("--seconds", default="4")
     ap.add_argument("--marker", default="LEAK-SITE",
                     help="regex: rank 1 must be a line marked # MARKER")
+    ap.add_argument("--holder-any", action="store_true",
+                    help="the holder may be named for any suspect of the run, not only rank 1 "
+                         "(small leaks spread over several sites, e.g. autograd graph nodes)")
     ap.add_argument("--run-arg", action="append", default=[],
                     help="extra option for `leakguard run` (repeatable)")
     ap.add_argument("--keep", action="store_true")
@@ -108,10 +111,13 @@ def main():
         if a.no_holders:
             pass
         elif a.holder:
+            if a.holder_any and source == "report":
+                holders = [h for x in doc["suspects"] for h in (x.get("holders") or [])]
             hit = [h for h in holders if a.holder in " \u2192 ".join(h.get("chain", []))
                    and (not a.kind or h.get("kind") == a.kind)]
-            check(bool(hit), "holder of rank 1 names %r%s (from %s)" %
-                  (a.holder, " as %s" % a.kind if a.kind else "", source), holders=holders[:6])
+            check(bool(hit), "holder of %s names %r%s (from %s)" %
+                  ("a suspect" if a.holder_any else "rank 1", a.holder,
+                   " as %s" % a.kind if a.kind else "", source), holders=holders[:6])
             for h in hit[:1]:
                 print("         chain: " + " \u2192 ".join(h["chain"]))
         # file:line
