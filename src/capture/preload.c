@@ -606,6 +606,27 @@ static void mm_lock_take(void) {
 static void mm_lock_drop(void) { atomic_flag_clear_explicit(&mm_lock, memory_order_release); }
 static inline uint32_t mm_hash(uint64_t a) { return (uint32_t)((a >> 12) * 0x9E3779B1u) & (MM_CAP - 1); }
 
+/* Caller holds mm_lock. Returns 0 when the table is full. */
+static int mm_insert(mm_ent_t m) {
+  for (uint32_t k = mm_hash(m.addr), n = 0; n < MM_CAP / 2; k = (k + 1) & (MM_CAP - 1), n++)
+    if (!mm_tab[k].addr) {
+      mm_tab[k] = m;
+      return 1;
+    }
+  return 0;
+}
+
+/* Caller holds mm_lock. Empties slot i and reinserts the rest of its probe cluster
+ * (deletion without tombstones). */
+static void mm_remove_at(uint32_t i) {
+  mm_tab[i].addr = 0;
+  for (uint32_t j = (i + 1) & (MM_CAP - 1); mm_tab[j].addr; j = (j + 1) & (MM_CAP - 1)) {
+    mm_ent_t m = mm_tab[j];
+    mm_tab[j].addr = 0;
+    mm_insert(m); /* a slot was just freed: always fits */
+  }
+}
+
 static void mm_record(void *addr, size_t len, uintptr_t ra0, uintptr_t cfa0) {
   lgi_tls_t *t = &lgi_tls;
   if (t->guard || !(lgi_g.hdr && (lgi_g.hdr->flags & LG_RF_MMAP))) return;
@@ -621,13 +642,7 @@ static void mm_record(void *addr, size_t len, uintptr_t ra0, uintptr_t cfa0) {
   int stored = 0;
   if (mm_tab) {
     mm_lock_take();
-    for (uint32_t i = mm_hash((uint64_t)addr), n = 0; n < MM_CAP / 2; i = (i + 1) & (MM_CAP - 1), n++) {
-      if (mm_tab[i].addr == 0) {
-        mm_tab[i] = (mm_ent_t){(uint64_t)addr, len, site, ep};
-        stored = 1;
-        break;
-      }
-    }
+    stored = mm_insert((mm_ent_t){(uint64_t)addr, len, site, ep});
     mm_lock_drop();
   }
   if (stored) ctr_update(t, site, (int64_t)len, 1, ep, 1);
@@ -641,43 +656,27 @@ static void mm_forget(void *addr, size_t len) {
   if (!mm_tab || t->guard || !lgi_g.enabled) return;
   t->guard++;
   mm_ent_t e = {0, 0, 0, 0};
+  int whole = 0;
   mm_lock_take();
   uint32_t i = mm_hash((uint64_t)addr);
   for (uint32_t n = 0; n < MM_CAP / 2 && mm_tab[i].addr; i = (i + 1) & (MM_CAP - 1), n++) {
     if (mm_tab[i].addr != (uint64_t)addr) continue;
     e = mm_tab[i];
     size_t pg = 4096, l = (len + pg - 1) & ~(pg - 1);
-    if (l < e.len) { /* head unmapped: the rest moves to a new start address */
-      mm_tab[i].len -= l;
-      e.len = l;
-      mm_ent_t rest = mm_tab[i];
+    mm_remove_at(i);
+    if (l < e.len) { /* head unmapped: the rest lives on at a new start address */
+      mm_ent_t rest = e;
       rest.addr += l;
-      rest.len = mm_tab[i].len;
-      mm_tab[i].addr = 0;
-      /* backward-shift delete then reinsert the rest */
-      for (uint32_t j = (i + 1) & (MM_CAP - 1); mm_tab[j].addr; j = (j + 1) & (MM_CAP - 1)) {
-        mm_ent_t m = mm_tab[j];
-        mm_tab[j].addr = 0;
-        for (uint32_t k = mm_hash(m.addr);; k = (k + 1) & (MM_CAP - 1))
-          if (!mm_tab[k].addr) { mm_tab[k] = m; break; }
-      }
-      for (uint32_t k = mm_hash(rest.addr);; k = (k + 1) & (MM_CAP - 1))
-        if (!mm_tab[k].addr) { mm_tab[k] = rest; break; }
-      ctr_update(t, e.site, -(int64_t)l, 0, e.epoch, 0);
-      e.site = 0;
+      rest.len -= l;
+      mm_insert(rest);
+      e.len = l;
     } else {
-      mm_tab[i].addr = 0;
-      for (uint32_t j = (i + 1) & (MM_CAP - 1); mm_tab[j].addr; j = (j + 1) & (MM_CAP - 1)) {
-        mm_ent_t m = mm_tab[j];
-        mm_tab[j].addr = 0;
-        for (uint32_t k = mm_hash(m.addr);; k = (k + 1) & (MM_CAP - 1))
-          if (!mm_tab[k].addr) { mm_tab[k] = m; break; }
-      }
+      whole = 1;
     }
     break;
   }
   mm_lock_drop();
-  if (e.site) ctr_update(t, e.site, -(int64_t)e.len, -1, e.epoch, 0);
+  if (e.site) ctr_update(t, e.site, -(int64_t)e.len, whole ? -1 : 0, e.epoch, 0);
   t->guard--;
 }
 

@@ -81,8 +81,6 @@ static uint64_t layout(lg_region_hdr_t *h, uint32_t stacks_cap, uint32_t depth, 
   h->shards_cap = 256;
   uint32_t nchunks = stacks_cap / LG_SITES_PER_CHUNK;
   off = align64(off + (uint64_t)h->shards_cap * sizeof(lg_shard_desc_t));
-  lg_shard_desc_t *sd = (lg_shard_desc_t *)((char *)h + h->shards_off);
-  (void)sd;
   uint64_t dirs = off;
   off = align64(off + (uint64_t)h->shards_cap * nchunks * sizeof(uint64_t));
   h->arena_off = off;

@@ -169,12 +169,11 @@ uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned s
   if (np == 0) return lgi_capture(t, ra0, cfa0, space);
   /* In a Python thread the native stack is needed only down to the interpreter's own
    * frame: below it, it mirrors the Python frames, and unwinding it (deep, different
-   * for every Python call depth) would cost more than the whole allocation. */
-  /* Called from the interpreter itself (object, frame, dict allocations): the Python
-   * line is the site; which internal C path allocated does not matter to the user
+   * for every Python call depth) would cost more than the whole allocation. Called
+   * from the interpreter itself (object, frame, dict allocations), the Python line
+   * alone is the site: which internal C path allocated does not matter to the user
    * and would multiply the sites. */
   if (lgi_python_interp_frame(ra0)) return lgi_stack_intern(ips, np, space);
-  (void)cfa0;
   unsigned nd = native_head(ra0, ips + np);
   return lgi_stack_intern(ips, np + nd, space);
 }
