@@ -4,7 +4,8 @@
 # apt runs only when something is missing). Run as root.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libunwind-dev libdw-dev libelf-dev libsqlite3-dev
-      libcjson-dev libcmocka-dev python3 sqlite3 libc6-dev g++ libmicrohttpd-dev prometheus wrk libinih-dev python3-torch python3-dev)
+      libcjson-dev libcmocka-dev python3 sqlite3 libc6-dev g++ libmicrohttpd-dev prometheus wrk libinih-dev python3-torch python3-dev
+      libjemalloc2)
 PKGS+=("$@")
 missing=()
 for p in "${PKGS[@]}"; do

@@ -3,24 +3,27 @@
  * preload.c - libleakguard.so: the interposed allocation functions and the
  * recorder's lifecycle.
  *
- * Every block handed out carries a 16-byte header in front of it (lg_blk_t): the
- * stack id of its allocation site (0 when it is not recorded), its birth epoch, its
+ * A block that is recorded carries a 16-byte header in front of it (lg_blk_t,
+ * src/core/blockhdr.h): the stack id of its allocation site, its birth epoch, its
  * requested size and the offset back to the underlying allocator's pointer. free()
  * reads the header, so no global address table or lock is needed, and the recorder
- * memory per live block is those 16 bytes. This follows glibc's documented malloc
- * replacement contract: all of malloc, free, calloc, realloc, memalign,
- * posix_memalign, aligned_alloc, valloc, pvalloc, malloc_usable_size are replaced.
+ * memory per recorded block is those 16 bytes. Blocks that are not recorded (in
+ * sampled mode almost all) go to glibc as they are, without a header; free() tells
+ * them apart by a mark bit that glibc's own chunk header never has. This follows
+ * glibc's documented malloc replacement contract: all of malloc, free, calloc, realloc,
+ * memalign, posix_memalign, aligned_alloc, valloc, pvalloc, malloc_usable_size are
+ * replaced.
  *
  * Hot path: one per-thread countdown decides (a) sampling and (b) "not ready yet":
- * while it stays positive an allocation is only headed, not recorded. In full mode
- * it is always 0, so every allocation goes to record_alloc().
+ * while it stays positive an allocation is passed through untouched (a tail call). In
+ * full mode it is always 0, so every allocation is headed and recorded.
  *
  * Lifecycle: lazy init on the first hook (before main, in whatever constructor
  * allocates first); fork: the child copies the region into its own memfd and
  * registers as a new process; exec: the new image starts from scratch (the socket
  * and memfd are close-on-exec); exit: hooks keep working, the collector keeps the
  * mapping. Without LEAKGUARD_SOCK, or when the collector cannot be reached, the
- * library only adds headers and the target runs on unrecorded.
+ * library passes every call through and the target runs on unrecorded.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +42,7 @@
 #include <malloc.h>
 
 #include "capture/recorder.h"
+#include "core/blockhdr.h"
 #include "leakguard.h"
 
 #define LG_EXPORT __attribute__((visibility("default")))
@@ -46,22 +50,21 @@
 __thread lgi_tls_t lgi_tls __attribute__((tls_model("initial-exec")));
 lgi_global_t lgi_g = {.fd = -1};
 
-/* ------------------------------------------------------------------ block header */
+/* ------------------------------------------------------------------ block header
+ * Layout and the reason for the mark bit: src/core/blockhdr.h. */
 
-#define HDR 16u
-#define F_OFFSET_MASK 0x3fu /* log2 of (user pointer - underlying pointer) */
-#define F_TAG_SHIFT 6       /* bits 6..15: lg_tag_push() tag id */
-#define F_TAG_MASK (0x3ffu << F_TAG_SHIFT)
-typedef struct lg_blk {
-  uint32_t site;
-  uint32_t epoch;
-  uint64_t szf; /* size << 16 | flags */
-} lg_blk_t;
-
+#define HDR LG_BLK_HDR
 static inline lg_blk_t *blk_of(void *p) { return (lg_blk_t *)((char *)p - HDR); }
-static inline size_t blk_size(const lg_blk_t *b) { return (size_t)(b->szf >> 16); }
-static inline size_t blk_offset(const lg_blk_t *b) { return (size_t)1 << (b->szf & F_OFFSET_MASK); }
+static inline uint64_t word_of(const void *p) { return ((const uint64_t *)p)[-1]; }
+static inline size_t blk_size(const lg_blk_t *b) { return lg_blk_word_size(b->word); }
+static inline size_t blk_offset(const lg_blk_t *b) { return (size_t)1 << lg_blk_word_offlog2(b->word); }
 static inline void *blk_base(void *p) { return (char *)p - blk_offset(blk_of(p)); }
+static inline unsigned blk_tag(const lg_blk_t *b) { return lg_blk_word_tag(b->word); }
+
+/* 1 when every block gets a header: the allocator underneath is not glibc's, so the
+ * word in front of its blocks tells us nothing. Set by resolve_real() before the first
+ * block is handed out, never changed after. */
+static int head_all;
 
 /* ------------------------------------------------------------------ real allocator */
 
@@ -86,8 +89,31 @@ static void *boot_alloc(size_t n) {
   lg_blk_t *b = (lg_blk_t *)(boot_pool + at);
   b->site = 0;
   b->epoch = 0;
-  b->szf = ((uint64_t)n << 16) | 4;
+  b->word = lg_blk_word(n, 4, 0); /* marked: free() sends it to free_slow(), which ignores it */
   return boot_pool + at + HDR; /* zeroed: static storage is never reused */
+}
+
+/* 1 when all the real functions are glibc's own (libc.so.6), whose blocks can go
+ * without a header (src/core/blockhdr.h). Not a symbol comparison with __libc_malloc:
+ * jemalloc and others define those names too. dladdr() does not allocate. */
+static int next_is_glibc(void) {
+#if defined(__x86_64__) || defined(__aarch64__)
+  void *fn[] = {(void *)real_malloc, (void *)real_free, (void *)real_calloc,
+                (void *)real_realloc, (void *)real_memalign, (void *)real_usable};
+  void *base = NULL;
+  for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i++) {
+    Dl_info di;
+    if (!dladdr(fn[i], &di) || !di.dli_fname) return 0;
+    size_t n = strlen(di.dli_fname);
+    if (n < 9 || strcmp(di.dli_fname + n - 9, "libc.so.6") != 0) return 0;
+    if (n > 9 && di.dli_fname[n - 10] != '/') return 0;
+    if (base && di.dli_fbase != base) return 0;
+    base = di.dli_fbase;
+  }
+  return 1;
+#else
+  return 0; /* the mark bit argument needs 16-byte malloc alignment */
+#endif
 }
 
 static _Atomic int resolve_state; /* 0 no, 1 in progress, 2 done */
@@ -108,6 +134,7 @@ static void resolve_real(void) {
     (void)!write(2, msg, sizeof msg - 1);
     abort();
   }
+  head_all = !next_is_glibc();
   atomic_store(&resolve_state, 2);
 }
 
@@ -192,6 +219,7 @@ static void atfork_parent(void) {
   if (lgi_g.enabled) lgi_unlock();
   lgi_tls.guard--;
 }
+static double next_exp(lgi_tls_t *t, double mean);
 static void atfork_child(void) {
   if (lgi_g.enabled) {
     lgi_unlock();
@@ -203,7 +231,13 @@ static void atfork_child(void) {
       (void)p;
     }
   }
-  lgi_tls.countdown = lgi_g.enabled ? 0 : INT64_MAX;
+  if (!lgi_g.enabled) lgi_tls.countdown = INT64_MAX;
+  else if (lgi_g.sample_bytes) { /* a sample stream of its own, not the parent's */
+    lgi_tls.rng ^= (uint64_t)syscall(SYS_getpid) * 0x9E3779B97F4A7C15ULL;
+    if (!lgi_tls.rng) lgi_tls.rng = 1;
+    lgi_tls.countdown = (int64_t)next_exp(&lgi_tls, (double)lgi_g.sample_bytes);
+  }
+  else lgi_tls.countdown = 0;
   lgi_tls.guard--;
 }
 
@@ -370,11 +404,10 @@ static inline void ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_
   }
 }
 
-/* Records the block at user pointer p (header already holds size and offset).
- * Called when the countdown ran out. */
-static __attribute__((noinline)) void record_alloc(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
-  lgi_tls_t *t = &lgi_tls;
-  if (!thread_ready(t)) return;
+/* Records the block at user pointer p (its header already holds size and offset):
+ * the countdown ran out and thread_ready() said yes. */
+static __attribute__((noinline)) void record_alloc(lgi_tls_t *t, void *p, size_t size,
+                                                   uintptr_t ra0, uintptr_t cfa0) {
   t->guard++;
   if (lgi_g.sample_bytes) t->countdown = (int64_t)next_exp(t, (double)lgi_g.sample_bytes);
   else t->countdown = 0;
@@ -387,8 +420,7 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, uintptr
   t->guard--;
 }
 
-/* Out of line and cold: in sampled mode almost no freed block was recorded, and the
- * fast path of free() should be a load, a test and the real free. */
+/* Out of line and cold: in sampled mode almost no freed block was recorded. */
 static __attribute__((noinline, cold)) void record_free(lg_blk_t *b) {
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_g.enabled) return;
@@ -401,24 +433,22 @@ static __attribute__((noinline, cold)) void record_free(lg_blk_t *b) {
 
 /* Heads a fresh block from the real allocator; base is the underlying pointer,
  * offset (a power of two >= 16) the distance to the user pointer. */
-static inline void *head(void *base, size_t size, size_t offset_log2) {
+static inline void *head(void *base, size_t size, unsigned offset_log2) {
   char *p = (char *)base + ((size_t)1 << offset_log2);
   lg_blk_t *b = blk_of(p);
   b->site = 0;
   b->epoch = 0;
-  b->szf = ((uint64_t)size << 16) | offset_log2;
+  b->word = lg_blk_word(size, offset_log2, 0);
   return p;
 }
 
 #define CALLER_RA ((uintptr_t)__builtin_return_address(0))
 #define CALLER_CFA ((uintptr_t)__builtin_frame_address(0) + 16)
 
-static inline unsigned blk_tag(const lg_blk_t *b) { return (unsigned)((b->szf & F_TAG_MASK) >> F_TAG_SHIFT); }
-
 /* The block was allocated inside lg_tag_push(): count it, enforce the quota. */
 static __attribute__((noinline)) void *tag_finish(lgi_tls_t *t, void *p, size_t size) {
   lg_blk_t *b = blk_of(p);
-  b->szf |= (uint64_t)t->tag << F_TAG_SHIFT;
+  b->word |= (uint64_t)t->tag << LG_BLK_TAG_SHIFT;
   t->guard++;
   int fail = lgi_tag_alloc(t, t->tag, size, 1);
   t->guard--;
@@ -431,62 +461,124 @@ static __attribute__((noinline)) void *tag_finish(lgi_tls_t *t, void *p, size_t 
   return p;
 }
 
-static inline void *finish(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
-  lgi_tls_t *t = &lgi_tls;
-  if (LGI_UNLIKELY(t->guard)) return p;
+/* ------------------------------------------------------------------ the hot paths
+ * The per-thread countdown decides: while it stays positive a block goes to the real
+ * allocator as it is, without a header (sampled mode: almost every block; and every
+ * block when nothing is recorded). A block gets a header when it is recorded (the
+ * countdown ran out: sampling, full mode, or the thread's first allocation), when it
+ * is tagged (lg_tag_push), or always when head_all is set. free() tells the two kinds
+ * apart by the mark bit in the word in front of the block (src/core/blockhdr.h). */
+
+/* Fast-path test: 1 when a block of size bytes goes without a header (and then
+ * counts it down). */
+static inline int unheaded(lgi_tls_t *t, size_t size) {
+  int64_t c = t->countdown - (int64_t)size;
+  if (LGI_LIKELY(c > 0) && LGI_LIKELY(!t->tag) && LGI_LIKELY(!head_all)) {
+    t->countdown = c;
+    return 1;
+  }
+  return 0;
+}
+
+/* Slow path of the countdown: 1 when this block is to be recorded. Inside the
+ * recorder (guard) nothing is. */
+static int decide(lgi_tls_t *t, size_t size) {
+  if (t->guard) return 0;
   t->countdown -= (int64_t)size;
-  if (LGI_UNLIKELY(t->countdown <= 0)) record_alloc(p, size, ra0, cfa0);
-  if (LGI_UNLIKELY(t->tag)) return tag_finish(t, p, size);
+  if (t->countdown > 0) return 0;
+  if (LGI_UNLIKELY(t->state == 0)) {
+    /* The thread's first allocation: it starts the thread's Poisson process (the
+     * first sampled byte lies Exp(B) bytes ahead), so it is not recorded just for
+     * being first. */
+    if (!thread_ready(t)) return 0;
+    if (lgi_g.sample_bytes) {
+      t->countdown = (int64_t)next_exp(t, (double)lgi_g.sample_bytes) - (int64_t)size;
+      if (t->countdown > 0) return 0;
+    }
+    return 1;
+  }
+  return thread_ready(t);
+}
+
+static inline int need_head(const lgi_tls_t *t) { return head_all || (t->tag && !t->guard); }
+
+static inline void *finish(lgi_tls_t *t, void *p, size_t size, int rec, uintptr_t ra0,
+                           uintptr_t cfa0) {
+  if (rec) record_alloc(t, p, size, ra0, cfa0);
+  if (LGI_UNLIKELY(t->tag) && !t->guard) return tag_finish(t, p, size);
   return p;
 }
 
 /* ------------------------------------------------------------------ malloc family */
 
-static inline int too_big(size_t size, size_t extra) { return size > SIZE_MAX - extra || (size >> 47); }
+static inline int too_big(size_t size, size_t extra) {
+  return size > SIZE_MAX - extra || size > LG_BLK_MAX_SIZE;
+}
 
-static inline void *do_malloc(size_t size, uintptr_t ra0, uintptr_t cfa0) {
+static __attribute__((noinline)) void *malloc_slow(size_t size, uintptr_t ra0, uintptr_t cfa0) {
   if (LGI_UNLIKELY(!real_malloc)) {
     if (atomic_load(&resolve_state) == 1) return boot_alloc(size);
     resolve_real();
   }
+  lgi_tls_t *t = &lgi_tls;
+  int rec = decide(t, size);
+  if (!rec && !need_head(t)) return real_malloc(size);
   if (too_big(size, HDR)) {
     errno = ENOMEM;
     return NULL;
   }
   void *base = real_malloc(size + HDR);
   if (!base) return NULL;
-  return finish(head(base, size, 4), size, ra0, cfa0);
+  return finish(t, head(base, size, 4), size, rec, ra0, cfa0);
 }
 
 static void *do_memalign(size_t align, size_t size, uintptr_t ra0, uintptr_t cfa0) {
-  if (align <= HDR) return do_malloc(size, ra0, cfa0);
+  lgi_tls_t *t = &lgi_tls;
+  if (align <= HDR) {
+    if (LGI_LIKELY(unheaded(t, size))) return real_malloc(size);
+    return malloc_slow(size, ra0, cfa0);
+  }
   if (align & (align - 1)) align = (size_t)1 << (64 - __builtin_clzl(align)); /* as glibc */
+  if (LGI_LIKELY(unheaded(t, size))) return real_memalign(align, size);
   if (LGI_UNLIKELY(!real_memalign)) {
     if (atomic_load(&resolve_state) == 1) return NULL;
     resolve_real();
   }
+  int rec = decide(t, size);
+  if (!rec && !need_head(t)) return real_memalign(align, size);
   if (too_big(size, align) || align > ((size_t)1 << 40)) {
     errno = ENOMEM;
     return NULL;
   }
   void *base = real_memalign(align, size + align);
   if (!base) return NULL;
-  return finish(head(base, size, (size_t)__builtin_ctzl(align)), size, ra0, cfa0);
+  return finish(t, head(base, size, (unsigned)__builtin_ctzl(align)), size, rec, ra0, cfa0);
 }
 
 LG_EXPORT void *malloc(size_t size) {
-  return do_malloc(size, CALLER_RA, CALLER_CFA);
+  if (LGI_LIKELY(unheaded(&lgi_tls, size))) return real_malloc(size);
+  return malloc_slow(size, CALLER_RA, CALLER_CFA);
 }
 
-LG_EXPORT void free(void *p) {
-  if (!p || LGI_UNLIKELY(in_boot(p))) return;
+static __attribute__((noinline)) void free_slow(void *p) {
+  if (in_boot(p)) return;
   lg_blk_t *b = blk_of(p);
   if (b->site) record_free(b);
-  if (LGI_UNLIKELY(b->szf & F_TAG_MASK)) lgi_tag_free(blk_tag(b), blk_size(b));
+  if (LGI_UNLIKELY(b->word & LG_BLK_TAG_MASK)) lgi_tag_free(blk_tag(b), blk_size(b));
   real_free(blk_base(p));
 }
 
-LG_EXPORT void *calloc(size_t n, size_t size) {
+LG_EXPORT void free(void *p) {
+  if (LGI_UNLIKELY(!p)) return;
+  if (LGI_LIKELY(!lg_blk_marked(word_of(p)))) {
+    real_free(p);
+    return;
+  }
+  free_slow(p);
+}
+
+static __attribute__((noinline)) void *calloc_slow(size_t n, size_t size, uintptr_t ra0,
+                                                   uintptr_t cfa0) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total) || too_big(total, HDR)) {
     errno = ENOMEM;
@@ -496,22 +588,29 @@ LG_EXPORT void *calloc(size_t n, size_t size) {
     if (atomic_load(&resolve_state) == 1) return boot_alloc(total);
     resolve_real();
   }
+  lgi_tls_t *t = &lgi_tls;
+  int rec = decide(t, total);
+  if (!rec && !need_head(t)) return real_calloc(n, size);
   void *base = real_calloc(1, total + HDR);
   if (!base) return NULL;
-  return finish(head(base, total, 4), total, CALLER_RA, CALLER_CFA);
+  return finish(t, head(base, total, 4), total, rec, ra0, cfa0);
 }
 
-static void *do_realloc(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
-  if (!p) return do_malloc(size, ra0, cfa0);
-  if (size == 0) {
-    free(p);
-    return NULL;
-  }
+LG_EXPORT void *calloc(size_t n, size_t size) {
+  size_t total;
+  if (LGI_LIKELY(!__builtin_mul_overflow(n, size, &total)) && LGI_LIKELY(unheaded(&lgi_tls, total)))
+    return real_calloc(n, size);
+  return calloc_slow(n, size, CALLER_RA, CALLER_CFA);
+}
+
+/* realloc of a block with a header (recorded, tagged, bootstrap or over-aligned). */
+static __attribute__((noinline)) void *realloc_headed(void *p, size_t size, uintptr_t ra0,
+                                                      uintptr_t cfa0) {
   lg_blk_t *b = blk_of(p);
   size_t old = blk_size(b);
   if (in_boot(p) || blk_offset(b) != HDR) {
     /* Bootstrap or over-aligned block: move it by hand. */
-    void *q = do_malloc(size, ra0, cfa0);
+    void *q = LGI_LIKELY(unheaded(&lgi_tls, size)) ? real_malloc(size) : malloc_slow(size, ra0, cfa0);
     if (!q) return NULL;
     memcpy(q, p, old < size ? old : size);
     free(p);
@@ -522,20 +621,52 @@ static void *do_realloc(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
     return NULL;
   }
   /* Account the free before the real realloc: once it returns, another thread may
-   * get the old address from malloc. */
+   * get the old address from malloc. The block keeps a header (perhaps with site 0). */
   lg_blk_t saved = *b;
   if (saved.site) record_free(b);
-  if (saved.szf & F_TAG_MASK) lgi_tag_free(blk_tag(&saved), old);
+  if (saved.word & LG_BLK_TAG_MASK) lgi_tag_free(blk_tag(&saved), old);
   void *base = real_realloc(blk_base(p), size + HDR);
+  lgi_tls_t *t = &lgi_tls;
   if (!base) { /* the old block lives on: count it again */
-    lgi_tls_t *t = &lgi_tls;
     t->guard++;
     if (saved.site) ctr_update(t, saved.site, weight_bytes(old), weight_blocks(old), saved.epoch, 0);
-    if (saved.szf & F_TAG_MASK) lgi_tag_alloc(t, blk_tag(&saved), old, 0);
+    if (saved.word & LG_BLK_TAG_MASK) lgi_tag_alloc(t, blk_tag(&saved), old, 0);
     t->guard--;
     return NULL;
   }
-  return finish(head(base, size, 4), size, ra0, cfa0);
+  int rec = decide(t, size);
+  return finish(t, head(base, size, 4), size, rec, ra0, cfa0);
+}
+
+/* realloc of a block without a header whose new size needs one (recorded or tagged):
+ * it moves into a fresh headed block. */
+static __attribute__((noinline)) void *realloc_plain_slow(void *p, size_t size, uintptr_t ra0,
+                                                          uintptr_t cfa0) {
+  lgi_tls_t *t = &lgi_tls;
+  int rec = decide(t, size);
+  if (!rec && !need_head(t)) return real_realloc(p, size);
+  if (too_big(size, HDR)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *base = real_malloc(size + HDR);
+  if (!base) return NULL; /* p lives on, unchanged */
+  size_t old = real_usable(p);
+  memcpy((char *)base + HDR, p, old < size ? old : size);
+  real_free(p);
+  return finish(t, head(base, size, 4), size, rec, ra0, cfa0);
+}
+
+static inline void *do_realloc(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
+  lgi_tls_t *t = &lgi_tls;
+  if (!p) return LGI_LIKELY(unheaded(t, size)) ? real_malloc(size) : malloc_slow(size, ra0, cfa0);
+  if (size == 0) {
+    free(p);
+    return NULL;
+  }
+  if (LGI_UNLIKELY(lg_blk_marked(word_of(p)))) return realloc_headed(p, size, ra0, cfa0);
+  if (LGI_LIKELY(unheaded(t, size))) return real_realloc(p, size);
+  return realloc_plain_slow(p, size, ra0, cfa0);
 }
 
 LG_EXPORT void *realloc(void *p, size_t size) { return do_realloc(p, size, CALLER_RA, CALLER_CFA); }
@@ -584,7 +715,9 @@ LG_EXPORT void *pvalloc(size_t size) {
 
 LG_EXPORT size_t malloc_usable_size(void *p) {
   if (!p) return 0;
-  if (in_boot(p)) return blk_size(blk_of(p));
+  uint64_t w = word_of(p);
+  if (!lg_blk_marked(w)) return real_usable(p);
+  if (in_boot(p)) return lg_blk_word_size(w);
   return real_usable(blk_base(p)) - blk_offset(blk_of(p));
 }
 
@@ -710,6 +843,7 @@ LG_EXPORT uint64_t lg_step(void) { return leakguard_step(); }
 
 LG_EXPORT int lg_site_of(const void *block, uint32_t *site) {
   if (!block || !site || in_boot(block) || !lgi_g.enabled) return -ENOENT;
+  if (!lg_blk_marked(word_of(block))) return -ENOENT;
   uint32_t s = blk_of((void *)block)->site;
   if (!s) return -ENOENT;
   *site = s;

@@ -20,6 +20,7 @@
  * run by the attribution (torch calls, reprs) cannot free what we point at.
  */
 #include "python/lgpy.h"
+#include "core/blockhdr.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -93,25 +94,25 @@ static int in_image(uintptr_t a) {
   return 0;
 }
 
-/* The recorder's 16-byte block header precedes every malloc block: {u32 site, u32
- * epoch, u64 size<<16 | flags (low 6 bits: log2 of the offset to the underlying
- * pointer, >= 16)}. lg_site_of() reads it unconditionally; we check that it looks like
- * one first so that a pointer that is not a block start is (almost always) refused
- * instead of yielding a random site. */
+/* A recorded malloc block has the recorder's 16-byte header in front of it
+ * (src/core/blockhdr.h); others (in sampled mode, most) have glibc's chunk header
+ * there, without the mark bit. lg_site_of() checks the mark; we also check that the
+ * rest looks like a header first, so that a pointer that is not a block start is
+ * (almost always) refused instead of yielding a random site. */
 uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size) {
   if (!lgpy.site_of || !block) return 0;
   uintptr_t a = (uintptr_t)block;
   if ((a & 15) || a < 4096 || in_image(a)) return 0;
-  uintptr_t h = a - 16;
+  uintptr_t h = a - LG_BLK_HDR;
   long pg = 4096;
   if ((h & ~(uintptr_t)(pg - 1)) != (a & ~(uintptr_t)(pg - 1))) {
     unsigned char v;
     if (mincore((void *)(h & ~(uintptr_t)(pg - 1)), 1, &v) != 0) return 0;
   }
-  const uint64_t szf = ((const uint64_t *)h)[1];
-  unsigned off = (unsigned)(szf & 0x3f);
-  uint64_t size = szf >> 16;
-  if (off < 4 || off > 20 || size < min_size || size > ((uint64_t)1 << 44)) return 0;
+  const uint64_t w = ((const lg_blk_t *)h)->word;
+  unsigned off = lg_blk_word_offlog2(w);
+  uint64_t size = lg_blk_word_size(w);
+  if (!lg_blk_marked(w) || (w & 7) || off < 4 || off > 20 || size < min_size) return 0;
   uint32_t s = 0;
   if (lgpy.site_of(block, &s) != 0 || s == 0) return 0;
   if (block_size) *block_size = (size_t)size;

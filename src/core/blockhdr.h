@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * blockhdr.h - the 16-byte header libleakguard.so puts in front of the malloc blocks it
+ * records (and of tagged blocks, and of every block when the allocator underneath is
+ * not glibc's). Shared by the preload library (src/capture/preload.c), which writes and
+ * frees it, and the Python explainer (src/python/explain.c), which reads it to map an
+ * object to its allocation site.
+ *
+ *   p - 16: uint32 site (0: not recorded), uint32 birth epoch
+ *   p -  8: uint64 word: bit 3 LG_BLK_MARK, bits 4..9 log2 of the offset from the
+ *           underlying allocator's pointer to p (>= 4), bits 10..19 lg_tag_push() tag,
+ *           bits 20..63 requested size (so at most 16 TiB), bits 0..2 zero.
+ *
+ * Why the mark is bit 3: for a block that glibc's malloc returned, the word at p - 8 is
+ * its chunk's size field. Chunk sizes are multiples of MALLOC_ALIGNMENT (16 on x86-64
+ * and AArch64) and the low three bits are the flags PREV_INUSE, IS_MMAPPED and
+ * NON_MAIN_ARENA, so bit 3 is always clear there. A block without a header (sampled
+ * mode: almost every block) is therefore told apart by one load and one test, with no
+ * side table and no lock, and costs no memory at all. When the next allocator is not
+ * glibc's, the preload library heads every block instead (see preload.c).
+ */
+#ifndef LG_BLOCKHDR_H
+#define LG_BLOCKHDR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LG_BLK_HDR 16u
+#define LG_BLK_MARK 0x8u
+#define LG_BLK_OFF_SHIFT 4
+#define LG_BLK_OFF_MASK (0x3fULL << LG_BLK_OFF_SHIFT)
+#define LG_BLK_TAG_SHIFT 10
+#define LG_BLK_TAG_MASK (0x3ffULL << LG_BLK_TAG_SHIFT)
+#define LG_BLK_SIZE_SHIFT 20
+#define LG_BLK_MAX_SIZE (((uint64_t)1 << (64 - LG_BLK_SIZE_SHIFT)) - 1)
+
+typedef struct lg_blk {
+  uint32_t site;
+  uint32_t epoch;
+  uint64_t word;
+} lg_blk_t;
+
+static inline uint64_t lg_blk_word(size_t size, unsigned offset_log2, unsigned tag) {
+  return ((uint64_t)size << LG_BLK_SIZE_SHIFT) | ((uint64_t)tag << LG_BLK_TAG_SHIFT) |
+         ((uint64_t)offset_log2 << LG_BLK_OFF_SHIFT) | LG_BLK_MARK;
+}
+static inline int lg_blk_marked(uint64_t w) { return (w & LG_BLK_MARK) != 0; }
+static inline size_t lg_blk_word_size(uint64_t w) { return (size_t)(w >> LG_BLK_SIZE_SHIFT); }
+static inline unsigned lg_blk_word_offlog2(uint64_t w) {
+  return (unsigned)((w & LG_BLK_OFF_MASK) >> LG_BLK_OFF_SHIFT);
+}
+static inline unsigned lg_blk_word_tag(uint64_t w) {
+  return (unsigned)((w & LG_BLK_TAG_MASK) >> LG_BLK_TAG_SHIFT);
+}
+
+#endif
