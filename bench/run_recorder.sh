@@ -7,7 +7,8 @@
 #
 # 1. churn (4 threads, 16 B-4 KiB, 1024-slot working set per thread, fixed op count):
 #    bare, leakguard full, leakguard --sample 524288, heaptrack, valgrind (memcheck),
-#    plus "preload only" (libleakguard.so without a collector: headers, no recording);
+#    plus "preload only" (libleakguard.so without a collector: every call passed through,
+#    no header, nothing recorded);
 #    REPS repetitions, interleaved (rep 1 of every tool, then rep 2, ...); median wall
 #    time, CPU time and peak RSS, each as a ratio to bare. Each round also runs
 #    churn --ops 1 under every tool: the fixed start/exit cost of the tool.

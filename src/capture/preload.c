@@ -352,13 +352,13 @@ static double next_exp(lgi_tls_t *t, double mean) {
  * sampled with probability 1/B, so the block is with p = 1 - exp(-size/B). */
 static inline int64_t weight_bytes(size_t size) {
   uint64_t B = lgi_g.sample_bytes;
-  if (!B) return (int64_t)size;
+  if (!B || !size) return (int64_t)size; /* size 0: p = 0, size / p would be NaN */
   double p = -expm1(-(double)size / (double)B);
   return (int64_t)((double)size / p + 0.5);
 }
 static inline int64_t weight_blocks(size_t size) {
   uint64_t B = lgi_g.sample_bytes;
-  if (!B) return 1;
+  if (!B || !size) return 1;
   double p = -expm1(-(double)size / (double)B);
   int64_t w = (int64_t)(1.0 / p + 0.5);
   return w < 1 ? 1 : w;
@@ -486,6 +486,9 @@ static int decide(lgi_tls_t *t, size_t size) {
   if (t->guard) return 0;
   t->countdown -= (int64_t)size;
   if (t->countdown > 0) return 0;
+  /* Byte sampling never picks a block without bytes: the sampled byte still lies
+   * ahead, in the next allocation that has some. */
+  if (!size && lgi_g.sample_bytes && t->state != 0) return 0;
   if (LGI_UNLIKELY(t->state == 0)) {
     /* The thread's first allocation: it starts the thread's Poisson process (the
      * first sampled byte lies Exp(B) bytes ahead), so it is not recorded just for
@@ -493,7 +496,7 @@ static int decide(lgi_tls_t *t, size_t size) {
     if (!thread_ready(t)) return 0;
     if (lgi_g.sample_bytes) {
       t->countdown = (int64_t)next_exp(t, (double)lgi_g.sample_bytes) - (int64_t)size;
-      if (t->countdown > 0) return 0;
+      if (t->countdown > 0 || !size) return 0;
     }
     return 1;
   }
