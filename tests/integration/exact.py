@@ -13,6 +13,9 @@ and both runs exit 0 with no dropped records. Scenario-specific checks:
   stress     8 threads, millions of allocations (all allocation functions)
   sigalrm    the SIGALRM handler really ran at a high rate (no deadlock: the
              run must finish)
+  mmap_regions  anonymous mmap regions split by munmap holes, trimmed, replaced by
+             MAP_FIXED mappings, moved and resized by mremap, several unmapped by one
+             call (the runs' live bytes include the mmap space)
   lifecycle  the baseline's live bytes at exit are ~0 (allocations made before
              main and freed after exit are accounted for), and its peak shows the
              constructor's allocations
@@ -40,7 +43,7 @@ SAMPLE_TOLERANCE = 0.15
 
 
 def extra(ap):
-    ap.add_argument("--scenario", required=True, choices=("stress", "sigalrm", "lifecycle"))
+    ap.add_argument("--scenario", required=True, choices=("stress", "sigalrm", "lifecycle", "mmap_regions"))
     ap.add_argument("--arg", action="append", default=[])
     ap.add_argument("--under", help="allocator library preloaded after libleakguard.so")
     ap.add_argument("--sample", type=int, default=0, help="run with --sample B")
