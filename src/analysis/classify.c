@@ -8,7 +8,7 @@
  * fed to a one-hidden-layer perceptron whose weights are generated into
  * classify_model.c by tools/classify/train.c. The whole path is O(n) (series longer
  * than LGI_CLS_CAP are reduced to bucket means first; the remaining work is bounded
- * by that cap), uses only bounded stack buffers (about 22 KiB), no allocation, no
+ * by that cap), uses only bounded stack buffers (about 26 KiB), no allocation, no
  * mutable static state, and libm only; it is compiled both into the preload library
  * and into lgcore.
  */
@@ -46,7 +46,7 @@ static const char *const feature_names[LGI_F_PROFILE] = {
   "zero_cross", "acf1", "acf_peak", "acf_lag", "outliers", "last_vs_max", "has_rss",
   "rss_growth", "live_growth_rss", "rss_excess", "rss_vs_live", "rss_tau", "rss_t50",
   "vn_ratio", "hinge_gain", "hinge_at",
-  "post_curv",
+  "post_curv", "res_skew", "res_kurt", "res_geary", "inc_skew", "rel_spread",
 };
 
 /* Name of feature i; profile features are all called "profile". NULL if out of range. */
@@ -59,12 +59,16 @@ const char *lgi_classify_feature_name(int i)
 
 /* ------------------------------------------------------------------ helpers */
 
-/* k-th smallest of a[0..n-1] (Wirth's selection, reorders a). n >= 1, k < n. */
+/* k-th smallest of a[0..n-1] (Hoare-partition selection with a median-of-three pivot,
+ * insertion sort below 12 elements; reorders a, leaving a[0..k-1] <= a[k] <= a[k+1..]).
+ * n >= 1, k < n. */
 static double kth(double *a, long n, long k)
 {
   long lo = 0, hi = n - 1;
-  while (lo < hi) {
-    double x = a[k];
+  while (hi - lo >= 12) {
+    long md = lo + (hi - lo) / 2;
+    double p = a[lo], q = a[md], r = a[hi]; /* median of three as the pivot */
+    double x = p < q ? (q < r ? q : (p < r ? r : p)) : (p < r ? p : (q < r ? r : q));
     long i = lo, j = hi;
     do {
       while (a[i] < x)
@@ -79,10 +83,21 @@ static double kth(double *a, long n, long k)
         j--;
       }
     } while (i <= j);
-    if (j < k)
-      lo = i;
-    if (k < i)
+    if (k <= j)
       hi = j;
+    else if (k >= i)
+      lo = i;
+    else
+      return a[k]; /* j < k < i: a[k] == x, in place */
+  }
+  for (long i = lo + 1; i <= hi; i++) {
+    double x = a[i];
+    long j = i - 1;
+    while (j >= lo && a[j] > x) {
+      a[j + 1] = a[j];
+      j--;
+    }
+    a[j + 1] = x;
   }
   return a[k];
 }
@@ -239,8 +254,10 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
 
   /* 3. Values to scale units: centred on the median, divided by p95 - p5. */
   long ns = strided(y, m, w);
-  double med = kth(w, ns, (ns - 1) / 2);
-  double p5 = kth(w, ns, (ns - 1) * 5 / 100), p95 = kth(w, ns, (ns - 1) * 95 / 100);
+  long mid = (ns - 1) / 2, k95 = (ns - 1) * 95 / 100; /* ns >= 8: k5 < mid < k95 */
+  double med = kth(w, ns, mid);
+  /* kth leaves w partitioned around mid: search each quantile on its side only */
+  double p5 = kth(w, mid, (ns - 1) * 5 / 100), p95 = kth(w + mid + 1, ns - mid - 1, k95 - mid - 1);
   double vmin = y[0], vmax = y[0];
   for (long i = 1; i < m; i++) {
     vmin = y[i] < vmin ? y[i] : vmin;
@@ -250,6 +267,10 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   if (!(scale > 0))
     scale = vmax - vmin;
   int flat = !(scale > 1e-13 * fabs(med)) || !(scale > 0);
+  /* Spread relative to the level (invariant to the unit, like the rss ratios): batches
+   * that come and go are a visible part of live memory; the noise around a constant
+   * table is not. log10(range / |median|) + 6 in [0, 9]: 0 flat, 9 at a zero median. */
+  f[LGI_F_REL_SPREAD] = flat ? 0.0 : (med != 0 ? clampd(log10(scale / fabs(med)) + 6, 0, 9) : 9.0);
   if (flat)
     scale = fabs(med) > 0 ? fabs(med) : 1.0;
   double inv_scale = flat ? 0.0 : 1.0 / scale;
@@ -312,6 +333,69 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
     eprev = er;
   }
   f[LGI_F_VN_RATIO] = vn_den > 1e-20 * M ? clampd(vn_num / vn_den, 0, 4) : 0.0;
+  /* Shape of the distribution of the unfiltered samples around the quadratic fit, and
+   * of their increments, from the raw input (all of it up to LGI_CLS_CAP samples, else
+   * LGI_CLS_CAP strided samples, in units of their own p95 - p5: bucket means would
+   * average an aliased saw-tooth into Gaussian noise). Gaussian noise is symmetric
+   * (skewness 0, kurtosis 3); a saw-tooth sampled slower than its period scatters between a hard floor and the batch peaks:
+   * bunched near the floor (skewness > 0), uniform for a ramp (kurtosis 1.8) or
+   * two-valued for on/off batches (kurtosis near 1). Residuals are clipped to +-1
+   * scale unit (3 sigma of Gaussian noise) and increments to +-1.5, so that a few
+   * spikes cannot dominate. Sums are single pass. */
+  {
+    int raw = n > LGI_CLS_CAP;
+    long nr = raw ? LGI_CLS_CAP : m;
+    double e1 = 0, e2 = 0, e3 = 0, e4 = 0, d1 = 0, d2 = 0, d3 = 0;
+    double c0 = mu_y + qa, rt0 = t0 + 0.5 / inv_span; /* x = u - 1/2 (u from t - t[0]) */
+    double eb[LGI_CLS_CAP], rs = inv_scale, fk = 1.0;
+    if (raw) { /* raw scale units: bucket means shrink (or erase) fast teeth */
+      for (long k = 0; k < LGI_CLS_SEL; k++)
+        w[k] = v[(size_t)k * (n - 1) / LGI_CLS_SEL];
+      double lo = kth(w, LGI_CLS_SEL, (LGI_CLS_SEL - 1) * 5 / 100);
+      double hi = kth(w, LGI_CLS_SEL, (LGI_CLS_SEL - 1) * 95 / 100);
+      if (hi - lo > 1e-13 * fabs(med) && hi - lo > 0) {
+        rs = 1.0 / (hi - lo);
+        fk = flat ? 0.0 : scale * rs; /* the fit, from scale units to raw scale units */
+      }
+    }
+    for (long k = 0; k < nr; k++) {
+      double x, yi, d;
+      if (raw) {
+        size_t i = (size_t)k * (n - 1) / LGI_CLS_CAP;
+        x = ((t[i] - t[0]) - rt0) * inv_span;
+        yi = (v[i] - med) * rs;
+        d = (v[i + 1] - v[i]) * rs;
+      } else {
+        x = u[k] - 0.5;
+        yi = y[k];
+        d = k + 1 < m ? y[k + 1] - y[k] : 0.0;
+      }
+      double e = clampd(yi - fk * (c0 + (qb + qc * x) * x), -1, 1), ee = e * e;
+      eb[k] = e;
+      d = clampd(d, -1.5, 1.5);
+      double dd = d * d;
+      e1 += e;
+      e2 += ee;
+      e3 += ee * e;
+      e4 += ee * ee;
+      d1 += d;
+      d2 += dd;
+      d3 += dd * d;
+    }
+    double N = (double)nr, Nd = (double)(raw ? nr : nr - 1);
+    double a1 = e1 / N, c2 = e2 / N - a1 * a1;
+    double c3 = e3 / N - 3 * a1 * e2 / N + 2 * a1 * a1 * a1;
+    double c4 = e4 / N - 4 * a1 * e3 / N + 6 * a1 * a1 * e2 / N - 3 * a1 * a1 * a1 * a1;
+    int ok = c2 > 1e-10;
+    f[LGI_F_RES_SKEW] = ok ? clampd(c3 / (c2 * sqrt(c2)), -5, 5) : 0.0;
+    f[LGI_F_RES_KURT] = ok ? clampd(c4 / (c2 * c2), 1, 12) - 3 : 0.0;
+    double mad = 0;
+    for (long k = 0; k < nr; k++)
+      mad += fabs(eb[k] - a1);
+    f[LGI_F_RES_GEARY] = ok ? mad / N / sqrt(c2) - 0.8 : 0.0;
+    double b1 = d1 / Nd, q2 = d2 / Nd - b1 * b1, q3 = d3 / Nd - 3 * b1 * d2 / Nd + 2 * b1 * b1 * b1;
+    f[LGI_F_INC_SKEW] = q2 > 1e-10 ? clampd(q3 / (q2 * sqrt(q2)), -5, 5) : 0.0;
+  }
   double r2q = syy > 1e-24 ? 1.0 - ssq / syy : 0;
   double sl[3];
   for (int k = 0; k < 3; k++)
@@ -614,11 +698,20 @@ lg_pattern_t lgi_classify_infer(const lgi_classify_model_t *mdl, const double f[
   double z[LGI_CLS_NFEAT], h[LGI_CLS_HIDDEN], logit[LG_PATTERN_COUNT];
   for (int i = 0; i < LGI_CLS_NFEAT; i++)
     z[i] = clampd((f[i] - mdl->mean[i]) * mdl->inv_std[i], -LGI_CLS_ZCLIP, LGI_CLS_ZCLIP);
-  for (int j = 0; j < LGI_CLS_HIDDEN; j++) {
-    double a = mdl->b1[j];
-    for (int i = 0; i < LGI_CLS_NFEAT; i++)
-      a += mdl->w1[j][i] * z[i];
-    h[j] = tanh(a);
+  /* Four units at a time: four independent chains of additions (each unit's sum is
+   * still taken in the order i = 0, 1, ..., exactly as the trainer does). */
+  for (int j = 0; j + 3 < LGI_CLS_HIDDEN; j += 4) {
+    double a0 = mdl->b1[j], a1 = mdl->b1[j + 1], a2 = mdl->b1[j + 2], a3 = mdl->b1[j + 3];
+    for (int i = 0; i < LGI_CLS_NFEAT; i++) {
+      a0 += mdl->w1[j][i] * z[i];
+      a1 += mdl->w1[j + 1][i] * z[i];
+      a2 += mdl->w1[j + 2][i] * z[i];
+      a3 += mdl->w1[j + 3][i] * z[i];
+    }
+    h[j] = lgi_cls_tanh(a0);
+    h[j + 1] = lgi_cls_tanh(a1);
+    h[j + 2] = lgi_cls_tanh(a2);
+    h[j + 3] = lgi_cls_tanh(a3);
   }
   double top = -INFINITY;
   int best = 0;

@@ -20,6 +20,7 @@
 #ifndef LG_ANALYSIS_CLASSIFY_H
 #define LG_ANALYSIS_CLASSIFY_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -31,7 +32,7 @@
 #define LGI_CLS_WIN 12
 /* Longest uniform time grid used for the periodicity statistics. */
 #define LGI_CLS_GRID 128
-/* Hidden units of the MLP. */
+/* Hidden units of the MLP (a multiple of 4: lgi_classify_infer runs four at a time). */
 #define LGI_CLS_HIDDEN 48
 
 /* Feature indices. Values are scale-free: v is centred on its median and divided by
@@ -88,6 +89,21 @@ enum lgi_cls_feature {
   LGI_F_POST_CURV,      /* after that c, with s = (u - c) / (1 - c) in [0, 1]: fitted
                            y = a + b s + q s^2 gives q / (|b| + |q| + 0.05): about 0 for
                            a straight line, > 0.4 for convex growth */
+  LGI_F_RES_SKEW,       /* skewness of the unfiltered samples around the quadratic fit
+                           (raw input, at most LGI_CLS_CAP samples, residuals clipped to
+                           +-1): 0 for symmetric noise, > 0 when the samples bunch near a
+                           floor (a saw-tooth sampled slower than its period) */
+  LGI_F_RES_KURT,       /* kurtosis - 3 of those residuals (kurtosis clipped to [1, 12]):
+                           0 Gaussian, -1.2 uniform (a ramp at random phases), near -2
+                           two-valued (on/off batches), > 0 sparse spikes or bursts */
+  LGI_F_RES_GEARY,      /* Geary's ratio of those residuals, mean |e - mean| / sd, minus
+                           0.8: 0 Gaussian (0.798), +0.07 uniform, +0.2 two-valued, < 0
+                           sparse peaks; steadier than the kurtosis on short series */
+  LGI_F_INC_SKEW,       /* skewness of the raw increments (each clipped to +-1.5,
+                           the skewness to +-5): < 0
+                           for gradual rises and sudden falls, > 0 for steps up */
+  LGI_F_REL_SPREAD,     /* log10((p95 - p5) / |median|) + 6, clipped to [0, 9] (0 for a
+                           flat series, 9 at a zero median): spread relative to the level */
   LGI_F_PROFILE,        /* LGI_CLS_WIN window means minus the first one */
   LGI_CLS_NFEAT = LGI_F_PROFILE + LGI_CLS_WIN
 };
@@ -101,6 +117,13 @@ typedef struct lgi_classify_model {
   float w2[LG_PATTERN_COUNT][LGI_CLS_HIDDEN];
   float b2[LG_PATTERN_COUNT];    /* includes the conservative bias against leak classes */
 } lgi_classify_model_t;
+
+/* The hidden units' activation, tanh(a) = 1 - 2 / (e^2a + 1) (one exp instead of
+ * libm's tanh; the trainer uses the same function, so its derivative is 1 - h^2). */
+static inline double lgi_cls_tanh(double a)
+{
+  return 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
+}
 
 /* The committed model (src/analysis/classify_model.c). */
 extern const lgi_classify_model_t lgi_classify_model;

@@ -104,6 +104,8 @@ void lgi_gen_make(int split, uint64_t index, lgi_gen_series_t *s)
 
 /* ------------------------------------------------------------------ shapes */
 
+static double saw_shape(int kind, double duty, double x);
+
 /* A periodic churn: cycles of jittered length and amplitude. */
 typedef struct saw {
   int kind;           /* 0 ramp-and-drop, 1 on/off batch, 2 triangle, 3 smooth hump
@@ -145,14 +147,44 @@ static double saw_at(const saw_t *w, double u)
     k++;
   double x = (u - w->start[k]) / (w->start[k + 1] - w->start[k]);
   x = x < 0 ? 0 : (x >= 1 ? 0.999999 : x);
+  return w->amp[k] * saw_shape(w->kind, w->duty, x);
+}
+
+/* Value of one saw-tooth cycle of the given kind at phase x in [0, 1). */
+static double saw_shape(int kind, double duty, double x)
+{
   double y;
-  switch (w->kind) {
-  case 1: y = x < w->duty ? 1.0 : 0.0; break;
+  switch (kind) {
+  case 1: y = x < duty ? 1.0 : 0.0; break;
   case 2: y = 1.0 - fabs(2 * x - 1); break;
-  case 3: y = x < w->duty ? sin(3.141592653589793 * x / w->duty) : 0.0; y *= y; break;
+  case 3: y = x < duty ? sin(3.141592653589793 * x / duty) : 0.0; y *= y; break;
   default: y = x; break;
   }
-  return w->amp[k] * y;
+  return y;
+}
+
+/* A saw-tooth whose period is comparable to or shorter than the sampling interval
+ * (P mean sample intervals, P in [0.25, 4]): a training loop's per-step batch seen at
+ * the recorder's interval. Cycles are drawn one after the other (length jitter, or
+ * irregular batches over a 1:6 range with amplitude in proportion), so the phase at
+ * each sample wanders and the samples scatter between the floor and the batch peaks.
+ * Adds c times it to f; returns P. */
+static double add_aliased_saw(lgi_gen_rng_t *r, size_t n, const double *u, double *f, double c,
+                              int kind, int irregular)
+{
+  double P = LU(r, 0.25, 4.0), duty = kind == 3 ? U(r, 0.6, 1.0) : U(r, 0.3, 0.7);
+  double len = P / (double)(n - 1); /* u per cycle (u spans n - 1 mean intervals) */
+  double cs = -U(r, 0, 1) * len, cl = len * U(r, 0.85, 1.15), ca = U(r, 0.85, 1.15);
+  for (size_t i = 0; i < n; i++) {
+    while (u[i] >= cs + cl) {
+      cs += cl;
+      double x = irregular ? LU(r, 0.35, 2.1) : U(r, 0.85, 1.15);
+      cl = len * x;
+      ca = irregular ? x : U(r, 0.85, 1.15);
+    }
+    f[i] += c * ca * saw_shape(kind, duty, (u[i] - cs) / cl);
+  }
+  return P;
 }
 
 /* Smooth step from 0 to 1 over [a, a + width]. */
@@ -258,6 +290,19 @@ static void stable_shape(lgi_gen_rng_t *r, lgi_gen_series_t *s, const double *u,
     strcat(s->desc, " bursts");
   }
   add_noise(r, n, u, f, x > 0.97 ? 0.0 : 1.0);
+  /* A wandering working set (blocks replaced at random, so the total drifts and
+   * reverts in slow bumps): a purely correlated component on top, sometimes. */
+  if (x <= 0.97 && lgi_gen_unif(r) < 0.3) {
+    double L = LU(r, 0.02, 0.3), sd = U(r, 0.7, 2.0), ar = sd * lgi_gen_normal(r);
+    for (size_t i = 0; i < n; i++) {
+      if (i) {
+        double phi = exp(-(u[i] - u[i - 1]) / L);
+        ar = phi * ar + sqrt(1 - phi * phi) * sd * lgi_gen_normal(r);
+      }
+      f[i] += ar;
+    }
+    strcat(s->desc, " wander");
+  }
 }
 
 void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
@@ -275,22 +320,36 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
   make_times(r, n, u, s->desc, sizeof s->desc);
 
   double sigma = 0, spike_h = 0;
-  int churn_ok = n >= 60;
+  int churn_ok = n >= 60, aliased = 0, jitter = 0;
   saw_t w;
   switch (label) {
   case LG_PATTERN_STABLE:
   case LG_PATTERN_FRAGMENTATION:
     if (label == LG_PATTERN_FRAGMENTATION && lgi_gen_unif(r) < 0.5) {
       double pmax = n / 6.0 < 24 ? n / 6.0 : 24;
-      saw_init(r, &w, U(r, 2, pmax > 2 ? pmax : 2), I(r, 0, 3));
-      for (size_t i = 0; i < n; i++)
-        f[i] = saw_at(&w, u[i]);
+      if (lgi_gen_unif(r) < 0.3) {
+        for (size_t i = 0; i < n; i++)
+          f[i] = 0;
+        add_aliased_saw(r, n, u, f, 1.0, I(r, 0, 3), lgi_gen_unif(r) < 0.4);
+      } else {
+        saw_init(r, &w, U(r, 2, pmax > 2 ? pmax : 2), I(r, 0, 3));
+        for (size_t i = 0; i < n; i++)
+          f[i] = saw_at(&w, u[i]);
+      }
       sigma = U(r, 0.01, 0.15);
       add_noise(r, n, u, f, sigma);
       strcat(s->desc, " live=saw");
     } else {
       stable_shape(r, s, u, f, label == LG_PATTERN_STABLE);
       sigma = 1;
+      if (label == LG_PATTERN_STABLE && lgi_gen_unif(r) < 0.2) {
+        /* the jitter of a constant table: bounded (any distribution, here uniform,
+         * not Gaussian) and tiny relative to the level (see the amplitude below) */
+        for (size_t i = 0; i < n; i++)
+          f[i] = U(r, -1.7, 1.7) + 0.3 * f[i];
+        jitter = 1;
+        strcat(s->desc, " jitter");
+      }
     }
     spike_h = 1;
     break;
@@ -300,11 +359,16 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
       f[i] = u[i] > us ? (u[i] - us) / (1 - us) : 0;
     if (churn_ok && lgi_gen_unif(r) < 0.3) {
       double pmax = n / 5.0 < 24 ? n / 5.0 : 24;
-      saw_init(r, &w, U(r, 3, pmax), I(r, 0, 3));
       double c = U(r, 0.5, 2);
-      for (size_t i = 0; i < n; i++)
-        f[i] += c * saw_at(&w, u[i]);
-      strcat(s->desc, " churn");
+      if (lgi_gen_unif(r) < 0.3) {
+        add_aliased_saw(r, n, u, f, c, I(r, 0, 3), lgi_gen_unif(r) < 0.4);
+        strcat(s->desc, " churn-aliased");
+      } else {
+        saw_init(r, &w, U(r, 3, pmax), I(r, 0, 3));
+        for (size_t i = 0; i < n; i++)
+          f[i] += c * saw_at(&w, u[i]);
+        strcat(s->desc, " churn");
+      }
     }
     sigma = U(r, 0.01, 0.2);
     spike_h = 0.3;
@@ -392,6 +456,21 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
   }
   case LG_PATTERN_SAWTOOTH:
   default: {
+    /* batches faster than (or near) the sampling; under 32 samples such a curve
+     * cannot be told from noise, so it is not generated there */
+    if (lgi_gen_unif(r) < 0.3 && n >= 32) {
+      int irr = lgi_gen_unif(r) < 0.4, kind = irr ? 0 : I(r, 0, 3);
+      for (size_t i = 0; i < n; i++)
+        f[i] = 0;
+      double P = add_aliased_saw(r, n, u, f, 1.0, kind, irr);
+      aliased = 1;
+      char b[40];
+      snprintf(b, sizeof b, " aliased P=%.2f%s", P, irr ? " irregular" : "");
+      strcat(s->desc, b);
+      sigma = U(r, 0.01, 0.15);
+      spike_h = 0.3;
+      break;
+    }
     double pmax = n / 6.0 < 24 ? n / 6.0 : 24;
     int kind = lgi_gen_unif(r) < 0.5 ? 0 : I(r, 1, 3);
     int irr = lgi_gen_unif(r) < 0.3; /* irregular batches, down to ~3 samples each */
@@ -440,7 +519,11 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
 
   /* Bytes: baseline B, amplitude A (relative to B over several decades). */
   double B = LU(r, 1e4, 1e10);
-  double A = B * LU(r, 3e-3, 2);
+  /* Amplitude from 0.001 % of the level (a slow leak or the noise of a constant table
+   * on a large process) to 20x (a floor near zero). An aliased saw-tooth is a visible
+   * part of the memory (>= 5 % of the level): smaller batches, seen between the teeth,
+   * are indistinguishable from noise. The jitter of a constant table stays under 1 %. */
+  double A = B * (aliased ? LU(r, 0.05, 20) : (jitter ? LU(r, 1e-5, 0.01) : LU(r, 1e-5, 20)));
   double q = lgi_gen_unif(r) < 0.2 ? (A > 1e6 ? 4096 : 1) : 0;
   if (site) { /* from (near) zero, in blocks of about A / n */
     A = LU(r, 1e4, 1e9);

@@ -28,18 +28,24 @@
 # inspected while the generator was being improved; `holdout` series (shapes runs
 # 4-6, scenario runs 2-3) were first only evaluated, but their misses were then looked
 # at (and two generator changes tried on them), so they are "seen" too; `test` series
-# (shapes runs 7-8, scenario runs 4-5) were recorded after the generator, features
-# and training settings were frozen and evaluated once.
+# (shapes runs 7-8, scenario runs 4-5) were recorded after the previous round's
+# generator, features and training settings were frozen and evaluated once with that
+# model; the next round was built knowing that score and its misses, so `test` counts
+# as seen now. `test2` series (shapes runs 9-10, scenario runs 6-7, new seeds; run 10
+# and scenario run 7 sample at the default-like 1 s, long enough runs for >= 16
+# snapshots) were recorded after the second round's model was frozen and are
+# evaluated once: the blind set of that round.
 #
-# Usage: tools/classify/record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test]
-#   all = shapes + scenarios + test; shapes = shapes runs 1-6; scenarios = scenario
-#   runs 1-3; test = shapes runs 7-8 and scenario runs 4-5. A part replaces its rows.
+# Usage: tools/classify/record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2]
+#   all = shapes + scenarios + test + test2; shapes = shapes runs 1-6; scenarios =
+#   scenario runs 1-3; test = shapes runs 7-8 and scenario runs 4-5; test2 = shapes
+#   runs 9-10 and scenario runs 6-7. A part replaces its rows.
 #   BUILD_DIR holds bin/leakguard, bin/lgc-scn-shapes and tests/scenarios/* (the root
 #   build). Override with LEAKGUARD=, SHAPES=, SCENARIOS=DIR. Needs sqlite3.
 #   Recording everything takes about 13 minutes. Runs are not bit-reproducible (they are timed
 #   real programs), but every parameter and seed is fixed here.
 set -eu
-build=${1:?usage: record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test]}
+build=${1:?usage: record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2]}
 out=${2:-$(dirname "$0")/../classify-data/recorded}
 part=${3:-all}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -58,15 +64,17 @@ else # re-recording one part: keep the other parts' rows
     scenarios) grep -v -e ',process,.*,dev$' -e ',process,.*,holdout$' \
                  -e ',site,.*,dev$' -e ',site,.*,holdout$' "$labels" > "$tmp/l" || true ;;
     test) grep -v ',test$' "$labels" > "$tmp/l" || true ;;
+    test2) grep -v ',test2$' "$labels" > "$tmp/l" || true ;;
     *) echo "record.sh: unknown part '$part'" >&2; exit 2 ;;
   esac
   cp "$tmp/l" "$labels"
 fi
 case $part in
-  all) shape_runs="1 2 3 4 5 6 7 8"; scn_runs="1 2 3 4 5" ;;
+  all) shape_runs="1 2 3 4 5 6 7 8 9 10"; scn_runs="1 2 3 4 5 6 7" ;;
   shapes) shape_runs="1 2 3 4 5 6"; scn_runs="" ;;
   scenarios) shape_runs=""; scn_runs="1 2 3" ;;
   test) shape_runs="7 8"; scn_runs="4 5" ;;
+  test2) shape_runs="9 10"; scn_runs="6 7" ;;
 esac
 
 q() { sqlite3 -csv "$tmp/run.db" "$1"; }
@@ -103,6 +111,8 @@ if [ -n "$shape_runs" ]; then
         6) t=$((ticks * 4)); ms=25; iv=0.1; set=holdout ;;
         7) t=$((ticks * 3)); ms=20; iv=0.05; set=test ;;
         8) t=$((ticks * 2)); ms=30; iv=0.1; set=test ;;
+        9) t=$((ticks * 5 / 2)); ms=15; iv=0.1; set=test2 ;;
+        10) t=$((ticks * 8)); ms=25; iv=1; set=test2 ;; # 16-20 s: default-like 1 s
       esac
       s=$((seed + v)); name="$mode-$v.csv"
       "$lg" run -q -i "$iv" -o "$tmp/run.db" -- "$shapes" "$mode" "$t" "$ms" "$s" >/dev/null
@@ -133,6 +143,8 @@ if [ -n "$scn_runs" ]; then
         3) secs=9; iv=0.2; set=holdout ;;
         4) secs=7; iv=0.1; set=test ;;
         5) secs=5; iv=0.15; set=test ;;
+        6) secs=8; iv=0.1; set=test2 ;;
+        7) secs=16; iv=1; set=test2 ;; # default-like 1 s, >= 16 snapshots
       esac
       seed=$((1000 * r + 17))
       args="--seconds $secs --seed $seed"

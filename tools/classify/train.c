@@ -66,7 +66,7 @@ static double forward(const net_t *n, const double *z, int y, double *h, double 
     double a = n->b1[j];
     for (int i = 0; i < F; i++)
       a += n->w1[j][i] * z[i];
-    h[j] = tanh(a);
+    h[j] = lgi_cls_tanh(a);
   }
   double top = -INFINITY, sum = 0;
   for (int c = 0; c < C; c++) {
