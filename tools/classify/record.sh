@@ -33,8 +33,8 @@
 # model; the next round was built knowing that score and its misses, so `test` counts
 # as seen now. `test2` series (shapes runs 9-10, scenario runs 6-7, new seeds; run 10
 # and scenario run 7 sample at the default-like 1 s, long enough runs for >= 16
-# snapshots) were recorded after the second round's model was frozen and are
-# evaluated once: the blind set of that round.
+# snapshots) were recorded after the second round's model was frozen (commit 1d94058)
+# and evaluated once: the blind set of that round (87.88 %, bench/CLASSIFIER_RESULTS.md).
 #
 # Usage: tools/classify/record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2]
 #   all = shapes + scenarios + test + test2; shapes = shapes runs 1-6; scenarios =
@@ -42,8 +42,9 @@
 #   runs 9-10 and scenario runs 6-7. A part replaces its rows.
 #   BUILD_DIR holds bin/leakguard, bin/lgc-scn-shapes and tests/scenarios/* (the root
 #   build). Override with LEAKGUARD=, SHAPES=, SCENARIOS=DIR. Needs sqlite3.
-#   Recording everything takes about 13 minutes. Runs are not bit-reproducible (they are timed
-#   real programs), but every parameter and seed is fixed here.
+#   Recording everything takes about 21 minutes (test2 alone 8). Runs are not
+#   bit-reproducible (they are timed real programs), but every parameter and seed is
+#   fixed here.
 set -eu
 build=${1:?usage: record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2]}
 out=${2:-$(dirname "$0")/../classify-data/recorded}
