@@ -357,6 +357,25 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     double us = lgi_gen_unif(r) < 0.6 ? 0 : U(r, 0.1, 0.6);
     for (size_t i = 0; i < n; i++)
       f[i] = u[i] > us ? (u[i] - us) / (1 - us) : 0;
+    if (n >= 60 && lgi_gen_unif(r) < 0.25) {
+      /* chunked growth: the leak grows by irregular chunks between samples (a fine,
+       * uneven staircase: chunk sizes log-normal, a sample gains a chunk with
+       * probability pc in [1/6, 1], so treads last 1-6 samples and there are always
+       * far more than step-leak's 12 steps) */
+      double pc = U(r, 1.0 / 6.0, 1.0), sl = U(r, 0.2, 1.2), acc = 0;
+      size_t first = 0;
+      while (first + 1 < n && !(u[first] > us))
+        first++;
+      for (size_t i = 0; i < n; i++) {
+        if (i >= first && i > 0 && lgi_gen_unif(r) < pc)
+          acc += exp(sl * lgi_gen_normal(r));
+        f[i] = acc;
+      }
+      if (acc > 0)
+        for (size_t i = 0; i < n; i++)
+          f[i] /= acc;
+      strcat(s->desc, " chunks");
+    }
     if (churn_ok && lgi_gen_unif(r) < 0.3) {
       double pmax = n / 5.0 < 24 ? n / 5.0 : 24;
       double c = U(r, 0.5, 2);
@@ -434,6 +453,15 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     double u0 = early || lgi_gen_unif(r) < 0.6 ? 0 : U(r, 0, 0.1);
     if (early)
       strcat(s->desc, " early");
+    if (n >= 16 && lgi_gen_unif(r) < 0.15) {
+      /* filled at once at start-up: done by sample k (1-2, up to 2 % of the series),
+       * one jump at the very start and flat after - one level shift, not a step leak */
+      int kmax = (int)(0.02 * (double)n) > 2 ? (int)(0.02 * (double)n) : 2;
+      int k = I(r, 1, kmax);
+      u0 = 0;
+      up = u[k];
+      strcat(s->desc, " instant");
+    }
     double x = lgi_gen_unif(r);
     for (size_t i = 0; i < n; i++) {
       if (x < 0.4)
@@ -462,10 +490,26 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
       int irr = lgi_gen_unif(r) < 0.4, kind = irr ? 0 : I(r, 0, 3);
       for (size_t i = 0; i < n; i++)
         f[i] = 0;
-      double P = add_aliased_saw(r, n, u, f, 1.0, kind, irr);
+      double P = 0;
+      char b[48];
+      if (lgi_gen_unif(r) < 0.4) {
+        /* step-synchronised sampling: the program marks a step after each flush and
+         * the recorder snapshots at every marker, so most samples sit on the floor
+         * just after a flush (a little of the next batch in), the rest are interval
+         * snapshots at a random phase, up to the batch peak */
+        double pf = U(r, 0.5, 0.88), eps = U(r, 0, 0.15), duty = U(r, 0.3, 0.7);
+        kind = irr ? 0 : (lgi_gen_unif(r) < 0.5 ? 0 : I(r, 1, 3));
+        for (size_t i = 0; i < n; i++) {
+          double ca = irr ? LU(r, 0.35, 2.1) : U(r, 0.85, 1.15);
+          f[i] = lgi_gen_unif(r) < pf ? ca * U(r, 0, eps)
+                                      : ca * saw_shape(kind, duty, U(r, 0, 1));
+        }
+        snprintf(b, sizeof b, " stepsync pf=%.2f%s", pf, irr ? " irregular" : "");
+      } else {
+        P = add_aliased_saw(r, n, u, f, 1.0, kind, irr);
+        snprintf(b, sizeof b, " aliased P=%.2f%s", P, irr ? " irregular" : "");
+      }
       aliased = 1;
-      char b[40];
-      snprintf(b, sizeof b, " aliased P=%.2f%s", P, irr ? " irregular" : "");
       strcat(s->desc, b);
       sigma = U(r, 0.01, 0.15);
       spike_h = 0.3;

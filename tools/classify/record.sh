@@ -34,19 +34,26 @@
 # as seen now. `test2` series (shapes runs 9-10, scenario runs 6-7, new seeds; run 10
 # and scenario run 7 sample at the default-like 1 s, long enough runs for >= 16
 # snapshots) were recorded after the second round's model was frozen (commit 1d94058)
-# and evaluated once: the blind set of that round (87.88 %, bench/CLASSIFIER_RESULTS.md).
+# and evaluated once: the blind set of that round (87.88 %, bench/CLASSIFIER_RESULTS.md);
+# its misses were analysed for round 3, so `test2` counts as seen now. `test3` series
+# (shapes runs 11-12, scenario runs 8-9, new seeds; run 12 and scenario run 9 at the
+# default-like 1 s) were recorded after the third round's model was frozen and
+# evaluated once. Their lengths and intervals were drawn at random (Python
+# random.Random(20261129): shapes x2 ticks of 25 ms at 0.1 s; x8 ticks of 23 ms at
+# 1 s; scenarios 5 s at 0.15 s; 17 s at 1 s), not chosen.
 #
-# Usage: tools/classify/record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2]
-#   all = shapes + scenarios + test + test2; shapes = shapes runs 1-6; scenarios =
+# Usage: tools/classify/record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2|test3]
+#   all = shapes + scenarios + test + test2 + test3; shapes = shapes runs 1-6; scenarios =
 #   scenario runs 1-3; test = shapes runs 7-8 and scenario runs 4-5; test2 = shapes
-#   runs 9-10 and scenario runs 6-7. A part replaces its rows.
+#   runs 9-10 and scenario runs 6-7; test3 = shapes runs 11-12 and scenario runs 8-9.
+#   A part replaces its rows.
 #   BUILD_DIR holds bin/leakguard, bin/lgc-scn-shapes and tests/scenarios/* (the root
 #   build). Override with LEAKGUARD=, SHAPES=, SCENARIOS=DIR. Needs sqlite3.
-#   Recording everything takes about 21 minutes (test2 alone 8). Runs are not
+#   Recording everything takes about 21 minutes (test2 alone 8, test3 about 7). Runs are not
 #   bit-reproducible (they are timed real programs), but every parameter and seed is
 #   fixed here.
 set -eu
-build=${1:?usage: record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2]}
+build=${1:?usage: record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2|test3]}
 out=${2:-$(dirname "$0")/../classify-data/recorded}
 part=${3:-all}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -66,16 +73,18 @@ else # re-recording one part: keep the other parts' rows
                  -e ',site,.*,dev$' -e ',site,.*,holdout$' "$labels" > "$tmp/l" || true ;;
     test) grep -v ',test$' "$labels" > "$tmp/l" || true ;;
     test2) grep -v ',test2$' "$labels" > "$tmp/l" || true ;;
+    test3) grep -v ',test3$' "$labels" > "$tmp/l" || true ;;
     *) echo "record.sh: unknown part '$part'" >&2; exit 2 ;;
   esac
   cp "$tmp/l" "$labels"
 fi
 case $part in
-  all) shape_runs="1 2 3 4 5 6 7 8 9 10"; scn_runs="1 2 3 4 5 6 7" ;;
+  all) shape_runs="1 2 3 4 5 6 7 8 9 10 11 12"; scn_runs="1 2 3 4 5 6 7 8 9" ;;
   shapes) shape_runs="1 2 3 4 5 6"; scn_runs="" ;;
   scenarios) shape_runs=""; scn_runs="1 2 3" ;;
   test) shape_runs="7 8"; scn_runs="4 5" ;;
   test2) shape_runs="9 10"; scn_runs="6 7" ;;
+  test3) shape_runs="11 12"; scn_runs="8 9" ;;
 esac
 
 q() { sqlite3 -csv "$tmp/run.db" "$1"; }
@@ -114,6 +123,8 @@ if [ -n "$shape_runs" ]; then
         8) t=$((ticks * 2)); ms=30; iv=0.1; set=test ;;
         9) t=$((ticks * 5 / 2)); ms=15; iv=0.1; set=test2 ;;
         10) t=$((ticks * 8)); ms=25; iv=1; set=test2 ;; # 16-20 s: default-like 1 s
+        11) t=$((ticks * 2)); ms=25; iv=0.1; set=test3 ;;
+        12) t=$((ticks * 8)); ms=23; iv=1; set=test3 ;; # 15-18 s: default-like 1 s
       esac
       s=$((seed + v)); name="$mode-$v.csv"
       "$lg" run -q -i "$iv" -o "$tmp/run.db" -- "$shapes" "$mode" "$t" "$ms" "$s" >/dev/null
@@ -146,6 +157,8 @@ if [ -n "$scn_runs" ]; then
         5) secs=5; iv=0.15; set=test ;;
         6) secs=8; iv=0.1; set=test2 ;;
         7) secs=16; iv=1; set=test2 ;; # default-like 1 s, >= 16 snapshots
+        8) secs=5; iv=0.15; set=test3 ;;
+        9) secs=17; iv=1; set=test3 ;; # default-like 1 s
       esac
       seed=$((1000 * r + 17))
       args="--seconds $secs --seed $seed"
