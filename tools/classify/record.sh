@@ -49,7 +49,7 @@
 #   A part replaces its rows.
 #   BUILD_DIR holds bin/leakguard, bin/lgc-scn-shapes and tests/scenarios/* (the root
 #   build). Override with LEAKGUARD=, SHAPES=, SCENARIOS=DIR. Needs sqlite3.
-#   Recording everything takes about 21 minutes (test2 alone 8, test3 about 7). Runs are not
+#   Recording everything takes about 28 minutes (test2 alone 8, test3 about 7). Runs are not
 #   bit-reproducible (they are timed real programs), but every parameter and seed is
 #   fixed here.
 set -eu
