@@ -496,21 +496,18 @@ static int decide(lgi_tls_t *t, size_t size) {
   if (t->guard) return 0;
   t->countdown -= (int64_t)size;
   if (t->countdown > 0) return 0;
+  int first = t->state == 0;
+  if (!thread_ready(t)) return 0;
+  if (!lgi_g.sample_bytes) return 1;
+  /* The thread's first allocation starts its Poisson process (the first sampled byte
+   * lies Exp(B) bytes ahead): it is not recorded just for being first. */
+  if (LGI_UNLIKELY(first)) {
+    t->countdown = (int64_t)next_exp(t, (double)lgi_g.sample_bytes) - (int64_t)size;
+    if (t->countdown > 0) return 0;
+  }
   /* Byte sampling never picks a block without bytes: the sampled byte still lies
    * ahead, in the next allocation that has some. */
-  if (!size && lgi_g.sample_bytes && t->state != 0) return 0;
-  if (LGI_UNLIKELY(t->state == 0)) {
-    /* The thread's first allocation: it starts the thread's Poisson process (the
-     * first sampled byte lies Exp(B) bytes ahead), so it is not recorded just for
-     * being first. */
-    if (!thread_ready(t)) return 0;
-    if (lgi_g.sample_bytes) {
-      t->countdown = (int64_t)next_exp(t, (double)lgi_g.sample_bytes) - (int64_t)size;
-      if (t->countdown > 0 || !size) return 0;
-    }
-    return 1;
-  }
-  return thread_ready(t);
+  return size != 0;
 }
 
 static inline int need_head(const lgi_tls_t *t) { return head_all || (t->tag && !t->guard); }
@@ -545,12 +542,15 @@ static __attribute__((noinline)) void *malloc_slow(size_t size, uintptr_t ra0, u
   return finish(t, head(base, size, 4), size, rec, ra0, cfa0);
 }
 
+/* malloc(size) on behalf of the caller at (ra0, cfa0). */
+static inline void *do_malloc(size_t size, uintptr_t ra0, uintptr_t cfa0) {
+  if (LGI_LIKELY(unheaded(&lgi_tls, size))) return real_malloc(size);
+  return malloc_slow(size, ra0, cfa0);
+}
+
 static void *do_memalign(size_t align, size_t size, uintptr_t ra0, uintptr_t cfa0) {
+  if (align <= HDR) return do_malloc(size, ra0, cfa0);
   lgi_tls_t *t = &lgi_tls;
-  if (align <= HDR) {
-    if (LGI_LIKELY(unheaded(t, size))) return real_malloc(size);
-    return malloc_slow(size, ra0, cfa0);
-  }
   if (align & (align - 1)) align = (size_t)1 << (64 - __builtin_clzl(align)); /* as glibc */
   if (LGI_LIKELY(unheaded(t, size))) return real_memalign(align, size);
   if (LGI_UNLIKELY(!real_memalign)) {
@@ -570,7 +570,7 @@ static void *do_memalign(size_t align, size_t size, uintptr_t ra0, uintptr_t cfa
 
 LG_EXPORT void *malloc(size_t size) {
   if (LGI_LIKELY(unheaded(&lgi_tls, size))) return real_malloc(size);
-  return malloc_slow(size, CALLER_RA, CALLER_CFA);
+  return malloc_slow(size, CALLER_RA, CALLER_CFA); /* RA/CFA only on the slow path */
 }
 
 static __attribute__((noinline)) void free_slow(void *p) {
@@ -623,7 +623,7 @@ static __attribute__((noinline)) void *realloc_headed(void *p, size_t size, uint
   size_t old = blk_size(b);
   if (in_boot(p) || blk_offset(b) != HDR) {
     /* Bootstrap or over-aligned block: move it by hand. */
-    void *q = LGI_LIKELY(unheaded(&lgi_tls, size)) ? real_malloc(size) : malloc_slow(size, ra0, cfa0);
+    void *q = do_malloc(size, ra0, cfa0);
     if (!q) return NULL;
     memcpy(q, p, old < size ? old : size);
     free(p);
@@ -672,7 +672,7 @@ static __attribute__((noinline)) void *realloc_plain_slow(void *p, size_t size, 
 
 static inline void *do_realloc(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
   lgi_tls_t *t = &lgi_tls;
-  if (!p) return LGI_LIKELY(unheaded(t, size)) ? real_malloc(size) : malloc_slow(size, ra0, cfa0);
+  if (!p) return do_malloc(size, ra0, cfa0);
   if (size == 0) {
     free(p);
     return NULL;

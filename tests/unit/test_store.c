@@ -316,12 +316,7 @@ static void test_create_and_write(void **state) {
 
 /* store.h: "one samples row per site changed since the last call (all sites when
  * full != 0)"; docs/schema.md: "the final snapshot of each process writes every
- * site" (end_proc takes it with full = 1). KNOWN MISMATCH (store.c, reported to the lead; skipped while present):
- * a full snapshot writes only sites whose live bytes/blocks or alloc_blocks changed,
- * so an unchanged site gets no row. The report carries the last value forward, so
- * reports are unaffected; either store.c or store.h + docs/schema.md should change.
- * This test skips while the mismatch is present and asserts the documented contract
- * once store.c writes every site. */
+ * site" (end_proc takes it with full = 1). */
 static void test_full_snapshot_writes_every_site(void **state) {
   fixture_t *f = *state;
   char path[256], buf[64];
@@ -343,10 +338,6 @@ static void test_full_snapshot_writes_every_site(void **state) {
   stacks_at(db, 2, buf, sizeof buf);
   lgst_close(s);
   free_proc(p);
-  if (strcmp(buf, "1,2,3") != 0) {
-    print_message("known mismatch: full snapshot wrote sites \"%s\", store.h says all (1,2,3); skipping\n", buf);
-    skip();
-  }
   assert_string_equal(buf, "1,2,3");
 }
 
