@@ -47,7 +47,7 @@ set_target_properties(lg-gen-dataset lg-train lg-eval-classifier PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 
 # Regenerates the committed model from scratch (generator + trainer, deterministic).
-set(LGC_TRAIN_ARGS --train 280000 --val 3500 --epochs 120 --seed 1)
+set(LGC_TRAIN_ARGS --train 420000 --val 3500 --epochs 120 --seed 1)
 add_custom_target(regen-classifier-model
   COMMAND lg-train ${LGC_TRAIN_ARGS} --out ${LGC_ROOT}/src/analysis/classify_model.c
   DEPENDS lg-train

@@ -218,6 +218,13 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
       return -EDOM;
   }
 
+  /* 0. Teardown: a program that frees its data at exit ends with a collapse in its
+   * last sample or two (to under half of a positive value). The shape is what the
+   * program did while it ran, so those samples are left out, as the detector does
+   * (src/analysis/detect.c). */
+  for (int k = 0; k < 2 && n > 8 && v[n - 2] > 0 && v[n - 1] >= 0 && v[n - 1] < 0.5 * v[n - 2]; k++)
+    n--;
+
   /* 1. Bounded copy: bucket means when n > LGI_CLS_CAP (buckets by index). */
   double u[LGI_CLS_CAP], y[LGI_CLS_CAP], r[LGI_CLS_CAP], yf[LGI_CLS_CAP], w[LGI_CLS_SEL];
   long m;

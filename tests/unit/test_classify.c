@@ -517,6 +517,60 @@ static void test_classify_round3(void **state)
   assert_int_equal(classify(n, NULL), LG_PATTERN_LINEAR_LEAK);
 }
 
+/* Round 4: what the recorder produces around a leak. */
+static void test_classify_round4(void **state)
+{
+  (void)state;
+  double f1[LGI_CLS_NFEAT], f2[LGI_CLS_NFEAT];
+  /* Teardown: a collapse in the last sample or two (to under half) is left out, so
+   * the features are exactly those of the series without it; a fall to 60 % is kept. */
+  size_t n = 120;
+  fill(n, f_plateau);
+  features(n, NULL, f1);
+  V[n] = 0;
+  assert_int_equal(lgi_classify_features(T, V, NULL, n + 1, f2), 0);
+  assert_memory_equal(f1, f2, sizeof f1);
+  V[n] = 100;
+  V[n + 1] = 20;
+  assert_int_equal(lgi_classify_features(T, V, NULL, n + 2, f2), 0);
+  assert_memory_equal(f1, f2, sizeof f1);
+  V[n] = 0.6 * V[n - 1];
+  assert_int_equal(lgi_classify_features(T, V, NULL, n + 1, f2), 0);
+  assert_true(memcmp(f1, f2, sizeof f1) != 0);
+  /* Tables built at start-up over 16 snapshots of 0.2 s, then a steady loop that marks
+   * steps every 10 ms for 5.7 s, then the teardown: a plateau (it was called an
+   * accelerating leak before the teardown was left out). */
+  n = 0;
+  for (int i = 0; i < 16; i++, n++) {
+    T[n] = 0.2 * i;
+    V[n] = 41e6 + 1e6 * i + 2e4 * noise((unsigned)i);
+  }
+  for (int i = 0; i < 570; i++, n++) {
+    T[n] = 3.2 + 0.01 * i;
+    V[n] = 56e6 + 2e4 * noise((unsigned)i + 77);
+  }
+  T[n] = T[n - 1] + 0.3;
+  V[n++] = 0;
+  assert_int_equal(classify(n, NULL), LG_PATTERN_PLATEAU);
+  /* A connection leak snapshotted at every step marker (1600 samples, 10 ms): the
+   * working set is built in the first 0.4 s (500 kB), then 280 kB leak per 0.5 s, in
+   * blocks of ~1 kB. The start-up rise is not a step: a linear leak. */
+  n = 1600;
+  for (size_t i = 0; i < n; i++) {
+    double t = 0.01 * (double)i;
+    T[i] = t;
+    double q = 74e3 + 5e5 * (1 - exp(-t / 0.12)) + 5.6e5 * t;
+    V[i] = 1024 * floor((q + 3e3 * noise((unsigned)i + 31)) / 1024);
+  }
+  assert_int_equal(classify(n, NULL), LG_PATTERN_LINEAR_LEAK);
+  /* The same leak starting after 1 s of a 16 s run (a plugin loaded late): linear. */
+  for (size_t i = 0; i < n; i++) {
+    double t = 0.01 * (double)i;
+    V[i] = 4200 + (t > 1 ? 2.7e5 * (t - 1) : 0) + 2e3 * (noise((unsigned)i + 55) + 0.5);
+  }
+  assert_int_equal(classify(n, NULL), LG_PATTERN_LINEAR_LEAK);
+}
+
 /* The committed model on series it has never seen (indices past the evaluator's). */
 static void test_model_accuracy(void **state)
 {
@@ -540,12 +594,12 @@ static void test_model_accuracy(void **state)
   print_message("accuracy %.2f %%, leak predicted for benign %.2f %%\n", 100.0 * ok / total,
                 100.0 * false_leak / benign);
   /* The >= 97 % target is measured by lg-eval-classifier on the 7000-series test split
-   * (97.01 % for the committed round-3 model, on the round-3 generator). These 2100
+   * (97.13 % for the committed round-4 model, on the round-4 generator). These 2100
    * other series estimate the same accuracy with a standard error of about 0.37 %;
-   * the committed model scores 96.05 % here (round 2: 96.90 % on its own generator),
-   * so pooled over 9100 series it is about 96.8 %, i.e. at the target, not clearly
-   * above it. The guard sits just under that (a regression of ~1 % fails it). */
-  assert_true(ok >= 0.958 * total);
+   * the committed model scores 96.76 % here (round 3: 96.05 % on its own generator),
+   * so pooled over 9100 series it is about 97.0 %, i.e. at the target, not clearly
+   * above it. The guard sits under that (a regression of ~0.6 % fails it). */
+  assert_true(ok >= 0.962 * total);
   assert_true(false_leak <= 0.02 * benign);
 }
 
@@ -609,6 +663,37 @@ static void test_generator_round3(void **state)
   assert_true(stepsync >= 20);
   assert_true(instant >= 50);
   assert_true(chunks >= 100);
+}
+
+/* Generator variants added in round 4. */
+static void test_generator_round4(void **state)
+{
+  (void)state;
+  lgi_gen_series_t *s = malloc(sizeof *s);
+  assert_non_null(s);
+  int warmup = 0, denser = 0;
+  for (uint64_t k = 0; k < 7000; k++) {
+    lgi_gen_make(LGI_GEN_TRAIN, k, s);
+    if (strstr(s->desc, " warmup")) {
+      assert_true(lg_pattern_is_leak((lg_pattern_t)s->label));
+      assert_true(s->n >= 16);
+      warmup++;
+    }
+    if (strstr(s->desc, " denser") && strstr(s->desc, "jit=0.00 gaps=0") &&
+        !strstr(s->desc, "startgap")) {
+      /* without jitter, gaps or a start gap: the first three intervals are 2-10x as
+       * long as the last three */
+      size_t m = s->n;
+      double a = s->t[3] - s->t[0], b = s->t[m - 1] - s->t[m - 4];
+      assert_true(m >= 24);
+      assert_true(a >= 1.99 * b && a <= 10.01 * b);
+      denser++;
+    }
+  }
+  free(s);
+  print_message("warmup %d, denser %d of 7000\n", warmup, denser);
+  assert_true(warmup >= 500); /* 25 % of the 3/7 leak series of >= 16 samples */
+  assert_true(denser >= 50);
 }
 
 /* ------------------------------------------------------------------ CSV reader */
@@ -784,8 +869,10 @@ int main(void)
     cmocka_unit_test(test_long_series),
     cmocka_unit_test(test_classify_handmade),
     cmocka_unit_test(test_classify_round3),
+    cmocka_unit_test(test_classify_round4),
     cmocka_unit_test(test_generator),
     cmocka_unit_test(test_generator_round3),
+    cmocka_unit_test(test_generator_round4),
     cmocka_unit_test(test_model_accuracy),
     cmocka_unit_test(test_csv_ok),
     cmocka_unit_test(test_csv_errors),

@@ -202,9 +202,17 @@ static double ramp(double u, double a, double width)
 static void make_times(lgi_gen_rng_t *r, size_t n, double *u, char *desc, size_t dlen)
 {
   double jit = lgi_gen_unif(r) < 0.4 ? 0 : (lgi_gen_unif(r) < 0.66 ? U(r, 0, 0.5) : U(r, 0.5, 0.95));
+  /* Denser from sample c on: the program starts marking steps after its start-up and
+   * the recorder snapshots at every marker, D times as often as its interval. */
+  size_t c = 0;
+  double D = 1;
+  if (n >= 24 && lgi_gen_unif(r) < 0.1) {
+    c = (size_t)I(r, 3, (int)(n / 2));
+    D = LU(r, 2, 10);
+  }
   u[0] = 0;
   for (size_t i = 1; i < n; i++)
-    u[i] = u[i - 1] + 1.0 + jit * (2 * lgi_gen_unif(r) - 1);
+    u[i] = u[i - 1] + (i <= c ? D : 1.0) * (1.0 + jit * (2 * lgi_gen_unif(r) - 1));
   int gaps = 0;
   if (n >= 24 && lgi_gen_unif(r) < 0.3) {
     gaps = I(r, 1, 3);
@@ -219,7 +227,7 @@ static void make_times(lgi_gen_rng_t *r, size_t n, double *u, char *desc, size_t
   for (size_t i = 0; i < n; i++)
     u[i] /= span;
   size_t l = strlen(desc);
-  snprintf(desc + l, dlen - l, " jit=%.2f gaps=%d", jit, gaps);
+  snprintf(desc + l, dlen - l, " jit=%.2f gaps=%d%s", jit, gaps, c ? " denser" : "");
 }
 
 /* Correlated noise (Ornstein-Uhlenbeck in u) plus white noise, total sigma. */
@@ -354,7 +362,9 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     spike_h = 1;
     break;
   case LG_PATTERN_LINEAR_LEAK: {
-    double us = lgi_gen_unif(r) < 0.6 ? 0 : U(r, 0.1, 0.6);
+    /* onset: at once, soon (a plugin loaded after a second of a long run), or late */
+    double uo = lgi_gen_unif(r);
+    double us = uo < 0.55 ? 0 : (uo < 0.65 ? U(r, 0.02, 0.1) : U(r, 0.1, 0.6));
     for (size_t i = 0; i < n; i++)
       f[i] = u[i] > us ? (u[i] - us) / (1 - us) : 0;
     if (n >= 60 && lgi_gen_unif(r) < 0.25) {
@@ -530,6 +540,18 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     spike_h = 0.3;
     break;
   }
+  }
+  /* Start-up before a leak: the program builds its working set in the first moments
+   * of the run (a quick rise over 1 sample up to 8 % of the run, by 5 % to 80 % of the
+   * leak's growth), then leaks. The rise belongs to the start-up, not to the leak's
+   * shape: a linear leak stays linear, not a step leak. */
+  if (lg_pattern_is_leak((lg_pattern_t)label) && n >= 16 && lgi_gen_unif(r) < 0.25) {
+    int kmax = (int)(0.08 * (double)n) > 1 ? (int)(0.08 * (double)n) : 1;
+    double wu = u[I(r, 1, kmax)], m = LU(r, 0.05, 0.8);
+    int sat = lgi_gen_unif(r) < 0.5;
+    for (size_t i = 0; i < n; i++)
+      f[i] += m * (sat ? 1 - exp(-4 * u[i] / wu) : ramp(u[i], 0, wu));
+    strcat(s->desc, " warmup");
   }
   /* A per-site curve (one allocation site's live bytes, as the detector sees it):
    * nearly noiseless (only that site's own blocks move it), starts near zero,

@@ -40,12 +40,18 @@
 # default-like 1 s) were recorded after the third round's model was frozen and
 # evaluated once. Their lengths and intervals were drawn at random (Python
 # random.Random(20261129): shapes x2 ticks of 25 ms at 0.1 s; x8 ticks of 23 ms at
-# 1 s; scenarios 5 s at 0.15 s; 17 s at 1 s), not chosen.
+# 1 s; scenarios 5 s at 0.15 s; 17 s at 1 s), not chosen; their misses were analysed for
+# round 4, so `test3` counts as seen now. `test4` series (shapes runs 13-14, scenario
+# runs 10-11, new seeds) were recorded before round 4 changed anything and were not
+# looked at until its model was frozen; then evaluated once. Lengths and intervals
+# drawn with Python random.Random(20261130): shapes x2 ticks of 16 ms at 0.1 s; x9
+# ticks of 24 ms at 1 s; scenarios 4 s at 0.2 s; 17 s at 1 s.
 #
-# Usage: tools/classify/record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2|test3]
-#   all = shapes + scenarios + test + test2 + test3; shapes = shapes runs 1-6; scenarios =
-#   scenario runs 1-3; test = shapes runs 7-8 and scenario runs 4-5; test2 = shapes
-#   runs 9-10 and scenario runs 6-7; test3 = shapes runs 11-12 and scenario runs 8-9.
+# Usage: tools/classify/record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2|test3|test4]
+#   all = shapes + scenarios + test + test2 + test3 + test4; shapes = shapes runs 1-6;
+#   scenarios = scenario runs 1-3; test = shapes runs 7-8 and scenario runs 4-5; test2 =
+#   shapes runs 9-10 and scenario runs 6-7; test3 = shapes runs 11-12 and scenario runs
+#   8-9; test4 = shapes runs 13-14 and scenario runs 10-11.
 #   A part replaces its rows.
 #   BUILD_DIR holds bin/leakguard, bin/lgc-scn-shapes and tests/scenarios/* (the root
 #   build). Override with LEAKGUARD=, SHAPES=, SCENARIOS=DIR. Needs sqlite3.
@@ -53,7 +59,7 @@
 #   bit-reproducible (they are timed real programs), but every parameter and seed is
 #   fixed here.
 set -eu
-build=${1:?usage: record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2|test3]}
+build=${1:?usage: record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2|test3|test4]}
 out=${2:-$(dirname "$0")/../classify-data/recorded}
 part=${3:-all}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -74,17 +80,19 @@ else # re-recording one part: keep the other parts' rows
     test) grep -v ',test$' "$labels" > "$tmp/l" || true ;;
     test2) grep -v ',test2$' "$labels" > "$tmp/l" || true ;;
     test3) grep -v ',test3$' "$labels" > "$tmp/l" || true ;;
+    test4) grep -v ',test4$' "$labels" > "$tmp/l" || true ;;
     *) echo "record.sh: unknown part '$part'" >&2; exit 2 ;;
   esac
   cp "$tmp/l" "$labels"
 fi
 case $part in
-  all) shape_runs="1 2 3 4 5 6 7 8 9 10 11 12"; scn_runs="1 2 3 4 5 6 7 8 9" ;;
+  all) shape_runs="1 2 3 4 5 6 7 8 9 10 11 12 13 14"; scn_runs="1 2 3 4 5 6 7 8 9 10 11" ;;
   shapes) shape_runs="1 2 3 4 5 6"; scn_runs="" ;;
   scenarios) shape_runs=""; scn_runs="1 2 3" ;;
   test) shape_runs="7 8"; scn_runs="4 5" ;;
   test2) shape_runs="9 10"; scn_runs="6 7" ;;
   test3) shape_runs="11 12"; scn_runs="8 9" ;;
+  test4) shape_runs="13 14"; scn_runs="10 11" ;;
 esac
 
 q() { sqlite3 -csv "$tmp/run.db" "$1"; }
@@ -125,6 +133,8 @@ if [ -n "$shape_runs" ]; then
         10) t=$((ticks * 8)); ms=25; iv=1; set=test2 ;; # 16-20 s: default-like 1 s
         11) t=$((ticks * 2)); ms=25; iv=0.1; set=test3 ;;
         12) t=$((ticks * 8)); ms=23; iv=1; set=test3 ;; # 15-18 s: default-like 1 s
+        13) t=$((ticks * 2)); ms=16; iv=0.1; set=test4 ;;
+        14) t=$((ticks * 9)); ms=24; iv=1; set=test4 ;; # 17-22 s: default-like 1 s
       esac
       s=$((seed + v)); name="$mode-$v.csv"
       "$lg" run -q -i "$iv" -o "$tmp/run.db" -- "$shapes" "$mode" "$t" "$ms" "$s" >/dev/null
@@ -159,6 +169,8 @@ if [ -n "$scn_runs" ]; then
         7) secs=16; iv=1; set=test2 ;; # default-like 1 s, >= 16 snapshots
         8) secs=5; iv=0.15; set=test3 ;;
         9) secs=17; iv=1; set=test3 ;; # default-like 1 s
+        10) secs=4; iv=0.2; set=test4 ;;
+        11) secs=17; iv=1; set=test4 ;; # default-like 1 s
       esac
       seed=$((1000 * r + 17))
       args="--seconds $secs --seed $seed"
