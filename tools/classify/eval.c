@@ -90,14 +90,15 @@ typedef struct group {
   long n, ok;
 } group_t;
 
-/* Counts one result in the group called name (up to 8 groups). */
+/* Counts one result in the group called name (up to MAXG groups). */
+#define MAXG 32
 static void group_add(group_t *g, int *ng, const char *name, int ok)
 {
   int i = 0;
   while (i < *ng && strcmp(g[i].name, name))
     i++;
   if (i == *ng) {
-    if (*ng == 8)
+    if (*ng == MAXG)
       return;
     snprintf(g[i].name, sizeof g[i].name, "%s", name);
     g[i].n = g[i].ok = 0;
@@ -119,7 +120,7 @@ static int eval_recorded(const char *dir, const char *only, int show)
   tally_t t;
   memset(&t, 0, sizeof t);
   int lineno = 0, shown = 0, ngroups = 0;
-  group_t groups[8];
+  group_t groups[MAXG];
   while (fgets(line, sizeof line, lf)) {
     lineno++;
     line[strcspn(line, "\r\n")] = 0;
@@ -168,6 +169,9 @@ static int eval_recorded(const char *dir, const char *only, int show)
     group_add(groups, &ngroups, g, (int)p == y);
     snprintf(g, sizeof g, "set %s", set);
     group_add(groups, &ngroups, g, (int)p == y);
+    /* the recorder's interval: the default 1 s, or finer */
+    double iv = field[5] && *field[5] ? atof(field[5]) : 0;
+    group_add(groups, &ngroups, iv >= 1 ? "interval 1 s" : "interval < 1 s", (int)p == y);
     if ((int)p != y && shown++ < show)
       printf("  miss: %s truth %s predicted %s (p=%.2f)\n", file,
              lg_pattern_name((lg_pattern_t)y), lg_pattern_name(p), pr[p]);
