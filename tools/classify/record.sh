@@ -46,21 +46,28 @@
 # the repository and not looked at until its model was frozen (d2b8e79); then
 # evaluated once (96.88 %, bench/CLASSIFIER_RESULTS.md). Lengths and intervals
 # drawn with Python random.Random(20261130): shapes x2 ticks of 16 ms at 0.1 s; x9
-# ticks of 24 ms at 1 s; scenarios 4 s at 0.2 s; 17 s at 1 s.
+# ticks of 24 ms at 1 s; scenarios 4 s at 0.2 s; 17 s at 1 s. `test5` series (shapes
+# runs 15-16, scenario runs 12-13, new seeds) were recorded before a fifth round was
+# tried and kept unread; that round scored lower on the validation split and the seen
+# sets and was dropped without looking at test5, which was then evaluated once with
+# the committed round-4 model (98.44 %). Lengths and intervals drawn with Python
+# random.Random(20261131): shapes x3 ticks of 30 ms at 0.05 s; x10 ticks of 22 ms at
+# 1 s; scenarios 5 s at 0.2 s; 17 s at 1 s.
 #
-# Usage: tools/classify/record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2|test3|test4]
-#   all = shapes + scenarios + test + test2 + test3 + test4; shapes = shapes runs 1-6;
+# Usage: tools/classify/record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2|test3|test4|test5]
+#   all = shapes + scenarios + test + test2 + test3 + test4 + test5; shapes = shapes runs 1-6;
 #   scenarios = scenario runs 1-3; test = shapes runs 7-8 and scenario runs 4-5; test2 =
 #   shapes runs 9-10 and scenario runs 6-7; test3 = shapes runs 11-12 and scenario runs
-#   8-9; test4 = shapes runs 13-14 and scenario runs 10-11.
+#   8-9; test4 = shapes runs 13-14 and scenario runs 10-11; test5 = shapes runs 15-16
+#   and scenario runs 12-13.
 #   A part replaces its rows.
 #   BUILD_DIR holds bin/leakguard, bin/lgc-scn-shapes and tests/scenarios/* (the root
 #   build). Override with LEAKGUARD=, SHAPES=, SCENARIOS=DIR. Needs sqlite3.
-#   Recording everything takes about 36 minutes (test2 alone 8, test3 7, test4 8). Runs are not
+#   Recording everything takes about 44 minutes (test2 alone 8, test3 7, test4 8, test5 8). Runs are not
 #   bit-reproducible (they are timed real programs), but every parameter and seed is
 #   fixed here.
 set -eu
-build=${1:?usage: record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2|test3|test4]}
+build=${1:?usage: record.sh BUILD_DIR [OUT_DIR] [all|shapes|scenarios|test|test2|test3|test4|test5]}
 out=${2:-$(dirname "$0")/../classify-data/recorded}
 part=${3:-all}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -82,18 +89,20 @@ else # re-recording one part: keep the other parts' rows
     test2) grep -v ',test2$' "$labels" > "$tmp/l" || true ;;
     test3) grep -v ',test3$' "$labels" > "$tmp/l" || true ;;
     test4) grep -v ',test4$' "$labels" > "$tmp/l" || true ;;
+    test5) grep -v ',test5$' "$labels" > "$tmp/l" || true ;;
     *) echo "record.sh: unknown part '$part'" >&2; exit 2 ;;
   esac
   cp "$tmp/l" "$labels"
 fi
 case $part in
-  all) shape_runs="1 2 3 4 5 6 7 8 9 10 11 12 13 14"; scn_runs="1 2 3 4 5 6 7 8 9 10 11" ;;
+  all) shape_runs="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16"; scn_runs="1 2 3 4 5 6 7 8 9 10 11 12 13" ;;
   shapes) shape_runs="1 2 3 4 5 6"; scn_runs="" ;;
   scenarios) shape_runs=""; scn_runs="1 2 3" ;;
   test) shape_runs="7 8"; scn_runs="4 5" ;;
   test2) shape_runs="9 10"; scn_runs="6 7" ;;
   test3) shape_runs="11 12"; scn_runs="8 9" ;;
   test4) shape_runs="13 14"; scn_runs="10 11" ;;
+  test5) shape_runs="15 16"; scn_runs="12 13" ;;
 esac
 
 q() { sqlite3 -csv "$tmp/run.db" "$1"; }
@@ -136,6 +145,8 @@ if [ -n "$shape_runs" ]; then
         12) t=$((ticks * 8)); ms=23; iv=1; set=test3 ;; # 15-18 s: default-like 1 s
         13) t=$((ticks * 2)); ms=16; iv=0.1; set=test4 ;;
         14) t=$((ticks * 9)); ms=24; iv=1; set=test4 ;; # 17-22 s: default-like 1 s
+        15) t=$((ticks * 3)); ms=30; iv=0.05; set=test5 ;;
+        16) t=$((ticks * 10)); ms=22; iv=1; set=test5 ;; # 18-22 s: default-like 1 s
       esac
       s=$((seed + v)); name="$mode-$v.csv"
       "$lg" run -q -i "$iv" -o "$tmp/run.db" -- "$shapes" "$mode" "$t" "$ms" "$s" >/dev/null
@@ -172,6 +183,8 @@ if [ -n "$scn_runs" ]; then
         9) secs=17; iv=1; set=test3 ;; # default-like 1 s
         10) secs=4; iv=0.2; set=test4 ;;
         11) secs=17; iv=1; set=test4 ;; # default-like 1 s
+        12) secs=5; iv=0.2; set=test5 ;;
+        13) secs=17; iv=1; set=test5 ;; # default-like 1 s
       esac
       seed=$((1000 * r + 17))
       args="--seconds $secs --seed $seed"
