@@ -17,9 +17,10 @@ if(TARGET leakguard-cli)
             ${LGC_ROOT}/tools/classify-data/recorded/linear-1.csv)
   set_tests_properties(classify_cli_json PROPERTIES PASS_REGULAR_EXPRESSION
     "^{\"class\":\"linear-leak\",\"probabilities\":{\"stable\":[0-9.e-]+,\"linear-leak\":[0-9.e-]+,\"accelerating-leak\":[0-9.e-]+,\"step-leak\":[0-9.e-]+,\"plateau\":[0-9.e-]+,\"sawtooth\":[0-9.e-]+,\"fragmentation\":[0-9.e-]+}}")
-  # Real recorded curves the round-3 model got wrong (round 4 fixed them): a connection
-  # leak snapshotted at every step marker after a start-up rise, a plugin's leak that
-  # starts after 1 s, start-up tables then a steady loop and a teardown to zero.
+  # Real recorded curves: a connection leak snapshotted at every step marker after a
+  # start-up rise and a plugin's leak that starts after 1 s (the round-3 model called
+  # both step-leak), and start-up tables, a steady loop and a teardown to zero (an early
+  # round-4 model, before the teardown rule, called it an accelerating leak).
   foreach(case "scn-cxx_cycle-9-proc:linear-leak" "scn-dlopen_late-9-proc:linear-leak"
                "scn-startup_tables-3-proc:plateau")
     string(REPLACE ":" ";" parts "${case}")
