@@ -158,15 +158,17 @@ static int load_frames(sqlite3 *db, lgr_site_t *s, int native) {
   return 0;
 }
 
-/* Holders of the site from the latest explain of its process, as a JSON array. */
-static void load_holders(sqlite3 *db, lgr_site_t *s) {
+/* Holders explained for stack `stack` in the latest explain of the site's process, as a
+ * JSON array in s->holders_json (left NULL when there are none). `via`: they were
+ * explained for another stack with the same allocation site; each holder says which. */
+static void holders_of(sqlite3 *db, lgr_site_t *s, int stack, int via) {
   sqlite3_stmt *st;
   const char *sql =
       "SELECT kind, chain, objects, bytes, detail FROM holders WHERE proc=?1 AND stack=?2 AND"
       " explain=(SELECT max(explain) FROM holders WHERE proc=?1) ORDER BY bytes DESC LIMIT 5";
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return; /* older database */
   sqlite3_bind_int(st, 1, s->proc);
-  sqlite3_bind_int(st, 2, s->stack);
+  sqlite3_bind_int(st, 2, stack);
   cJSON *arr = cJSON_CreateArray();
   while (sqlite3_step(st) == SQLITE_ROW) {
     cJSON *h = cJSON_CreateObject();
@@ -180,11 +182,44 @@ static void load_holders(sqlite3 *db, lgr_site_t *s) {
     const char *detail = (const char *)sqlite3_column_text(st, 4);
     cJSON *d = detail ? cJSON_Parse(detail) : NULL;
     if (d) cJSON_AddItemToObject(h, "detail", d);
+    if (via) cJSON_AddNumberToObject(h, "via_stack", stack);
     cJSON_AddItemToArray(arr, h);
   }
   sqlite3_finalize(st);
   if (cJSON_GetArraySize(arr) > 0) s->holders_json = cJSON_PrintUnformatted(arr);
   cJSON_Delete(arr);
+}
+
+static void free_site(lgr_site_t *s);
+
+static int same_str(const char *a, const char *b) { return (!a && !b) || (a && b && !strcmp(a, b)); }
+
+/* Holders of a suspect (its frames loaded). The explain at exit names the owners of the
+ * collector's suspects *at that moment*; the final analysis, with every snapshot, can
+ * pick other native stacks of the same source line (a Python line reaches malloc through
+ * many paths, and sampling makes each path's series noisy). When the suspect's own stack
+ * was not explained, the holders of the explained stack with the same allocation site
+ * (frames[0]: function, file, line) are shown, each with `via_stack`. */
+static void load_holders(sqlite3 *db, lgr_site_t *s, int native) {
+  holders_of(db, s, s->stack, 0);
+  if (s->holders_json || s->nframes == 0) return;
+  sqlite3_stmt *st;
+  const char *sql =
+      "SELECT stack FROM holders WHERE proc=?1 AND stack<>?2 AND"
+      " explain=(SELECT max(explain) FROM holders WHERE proc=?1)"
+      " GROUP BY stack ORDER BY sum(bytes) DESC, stack LIMIT 64";
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return;
+  sqlite3_bind_int(st, 1, s->proc);
+  sqlite3_bind_int(st, 2, s->stack);
+  const lgr_frame_t *f0 = &s->frames[0];
+  while (!s->holders_json && sqlite3_step(st) == SQLITE_ROW) {
+    lgr_site_t o = {.proc = s->proc, .stack = sqlite3_column_int(st, 0)};
+    if (load_frames(db, &o, native) == 0 && o.nframes > 0 && o.frames[0].line == f0->line &&
+        same_str(o.frames[0].function, f0->function) && same_str(o.frames[0].file, f0->file))
+      holders_of(db, s, o.stack, 1);
+    free_site(&o);
+  }
+  sqlite3_finalize(st);
 }
 
 static void free_site(lgr_site_t *s) {
@@ -333,7 +368,7 @@ static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr
       site.time_to_oom_s = headroom / site.r.growth_bytes_per_s;
     if (site.r.leak) {
       load_frames(db, &site, o->native);
-      load_holders(db, &site);
+      load_holders(db, &site, o->native);
       if (push_site(&r->suspects, &r->nsuspects, scap, &site)) free_site(&site);
     } else if (maxval > 0 && site.live_bytes > 0) {
       load_frames(db, &site, o->native);
@@ -464,9 +499,11 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
         first = 0;
       }
       const cJSON *kind = cJSON_GetObjectItem(h, "kind");
-      fprintf(f, "  (%s, %.0f objects, %s)\n", cJSON_IsString(kind) ? kind->valuestring : "object",
+      const cJSON *via = cJSON_GetObjectItem(h, "via_stack");
+      fprintf(f, "  (%s, %.0f objects, %s%s)\n", cJSON_IsString(kind) ? kind->valuestring : "object",
               cJSON_GetNumberValue(cJSON_GetObjectItem(h, "objects")),
-              lgu_fmt_bytes(b1, sizeof b1, cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes"))));
+              lgu_fmt_bytes(b1, sizeof b1, cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes"))),
+              cJSON_IsNumber(via) ? "; explained for another stack of this line" : "");
     }
     cJSON_Delete(hl);
   }

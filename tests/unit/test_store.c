@@ -681,6 +681,56 @@ static void test_report_json(void **state) {
   cJSON_Delete(j);
 }
 
+/* Holders: a suspect whose own stack was not explained gets the holders explained for
+ * another stack with the same allocation site (frames[0]), marked with via_stack; never
+ * those of a stack allocating elsewhere; its own holders win when there are some. */
+static void test_report_holders_same_line(void **state) {
+  fixture_t *f = *state;
+  char path[256];
+  path_in(f, path, sizeof path, "holders.lgdb");
+  make_report_db(path);
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  /* stack 4: grow_cache (cache.c:42) reached through realloc and another caller;
+   * stack 5: another line of the same function, with more bytes explained */
+  const char *sql =
+      "INSERT INTO stacks VALUES(1,4,'host',3),(1,5,'host',2);"
+      "INSERT INTO frames VALUES(1,4,0,1,'libc.so.6','realloc',NULL,NULL,0),"
+      " (1,4,1,2,'app','grow_cache','/src/app/cache.c',42,0),"
+      " (1,4,2,3,'app','warm_up','/src/app/main.c',20,0),"
+      " (1,5,0,4,'app','grow_cache','/src/app/cache.c',43,0),"
+      " (1,5,1,5,'app','main','/src/app/main.c',10,0);"
+      "INSERT INTO holders VALUES(1,5,1,7,'object','[\"app.other\"]',9,999999,NULL),"
+      " (1,4,1,7,'object','[\"app.cache (dict)\", \"[k]\"]',20,1310720,NULL),"
+      " (1,2,0,3,'object','[\"stale (older explain)\"]',1,1,NULL);";
+  char *err = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) print_error("%s\n", err);
+  sqlite3_close(db);
+  lgr_options_t o = {0};
+  cJSON *j = report_json(path, &o);
+  const cJSON *s0 = cJSON_GetArrayItem(field(j, "suspects"), 0);
+  assert_true(num(s0, "stack") == 2);
+  const cJSON *hl = field(s0, "holders");
+  assert_int_equal(cJSON_GetArraySize(hl), 1);
+  const cJSON *h0 = cJSON_GetArrayItem(hl, 0);
+  assert_string_equal(cJSON_GetArrayItem(field(h0, "chain"), 0)->valuestring, "app.cache (dict)");
+  assert_true(num(h0, "via_stack") == 4);
+  assert_true(num(h0, "objects") == 20 && num(h0, "bytes") == 1310720);
+  cJSON_Delete(j);
+  /* the suspect's own stack explained in the latest explain: those, without via_stack */
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "INSERT INTO holders VALUES(1,2,1,7,'tensor','[\"app.own\"]',3,4096,NULL)",
+                                NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  j = report_json(path, &o);
+  hl = field(cJSON_GetArrayItem(field(j, "suspects"), 0), "holders");
+  assert_int_equal(cJSON_GetArraySize(hl), 1);
+  h0 = cJSON_GetArrayItem(hl, 0);
+  assert_string_equal(cJSON_GetArrayItem(field(h0, "chain"), 0)->valuestring, "app.own");
+  assert_null(cJSON_GetObjectItemCaseSensitive(h0, "via_stack"));
+  cJSON_Delete(j);
+}
+
 /* A database with only the flat site: verdict "no-leak", no suspects. */
 static void test_report_json_no_leak(void **state) {
   fixture_t *f = *state;
@@ -721,6 +771,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_open_future_schema, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_json, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_json_no_leak, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_report_holders_same_line, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
