@@ -83,9 +83,19 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
   out->growth_bytes_per_step = NAN;
   out->p = 1;
   /* Teardown: a program that frees everything at exit (destructors, interpreter
-   * finalisation) ends with a collapse in the last snapshot or two. What it did while
-   * running is the question: leave the collapse out. */
-  for (int k = 0; k < 2 && n > 6 && pts[n - 1].last < 0.5 * pts[n - 2].last; k++) n--;
+   * finalisation) ends with a collapse: its last snapshots, up to 2 or 5 % of them,
+   * all under half of the snapshot before the collapse (zeros for a while when the
+   * collector snapshots on until the process is gone). What it did while running is
+   * the question: leave the longest such collapse out. */
+  {
+    size_t kmax = n / 20 > 2 ? n / 20 : 2, cut = 0;
+    double tail = -INFINITY;
+    for (size_t k = 1; k <= kmax && n > 6 + k; k++) {
+      tail = fmax(tail, pts[n - k].last);
+      if (tail < 0.5 * pts[n - 1 - k].last) cut = k;
+    }
+    n -= cut;
+  }
   if (n < 6) return 0;
   double t0 = pts[0].t, t1 = pts[n - 1].t, d = t1 - t0;
   if (!(d > 0)) return 0;
