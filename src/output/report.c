@@ -190,7 +190,15 @@ static void holders_of(sqlite3 *db, lgr_site_t *s, int stack, int via) {
   cJSON_Delete(arr);
 }
 
-static void free_site(lgr_site_t *s);
+static void free_site(lgr_site_t *s) {
+  free(s->holders_json);
+  for (int i = 0; i < s->nall; i++) {
+    free(s->all_frames[i].function);
+    free(s->all_frames[i].file);
+    free(s->all_frames[i].module);
+  }
+  free(s->all_frames);
+}
 
 static int same_str(const char *a, const char *b) { return (!a && !b) || (a && b && !strcmp(a, b)); }
 
@@ -220,16 +228,6 @@ static void load_holders(sqlite3 *db, lgr_site_t *s, int native) {
     free_site(&o);
   }
   sqlite3_finalize(st);
-}
-
-static void free_site(lgr_site_t *s) {
-  free(s->holders_json);
-  for (int i = 0; i < s->nall; i++) {
-    free(s->all_frames[i].function);
-    free(s->all_frames[i].file);
-    free(s->all_frames[i].module);
-  }
-  free(s->all_frames);
 }
 
 static int cmp_suspect(const void *a, const void *b) {
