@@ -77,8 +77,9 @@ int lgd_process_pattern(const double *t, const double *live, const double *rss, 
 
 int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_result_t *out) {
   if (!pts || !out) return -EINVAL;
-  double min_growth = opt && opt->min_growth_bytes > 0 ? opt->min_growth_bytes : 4096.0;
+  double min_growth = opt && opt->min_growth_bytes > 0 ? opt->min_growth_bytes : LGD_MIN_GROWTH_BYTES;
   memset(out, 0, sizeof *out);
+  out->since_s = n ? pts[0].t : NAN;
   out->pattern = LG_PATTERN_STABLE;
   out->growth_bytes_per_step = NAN;
   out->p = 1;
@@ -96,6 +97,7 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
     }
     n -= cut;
   }
+  out->until_s = n ? pts[n - 1].t : NAN;
   if (n < 6) return 0;
   double t0 = pts[0].t, t1 = pts[n - 1].t, d = t1 - t0;
   if (!(d > 0)) return 0;
@@ -201,6 +203,43 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
     int cls = opt && opt->leaks_only ? -1 : classify_consistent(pts, n, 0);
     if (cls >= 0) out->pattern = (lg_pattern_t)cls;
     out->confidence = 0;
+  }
+  return 0;
+}
+
+int lgd_analyze_tail(const lgd_point_t *pts, size_t n, size_t from, const lgd_options_t *opt, lgd_result_t *out) {
+  if (!pts || !out || from > n) return -EINVAL;
+  lgd_result_t r;
+  int rc = lgd_analyze(pts + from, n - from, opt, &r);
+  if (rc != 0) return rc;
+  if (r.leak && from > 0) {
+    double min_growth = opt && opt->min_growth_bytes > 0 ? opt->min_growth_bytes : LGD_MIN_GROWTH_BYTES;
+    double before = -INFINITY;
+    for (size_t i = 0; i < from; i++) before = fmax(before, pts[i].hi);
+    double above = r.floor_last - before, grown = r.floor_last - r.floor_first;
+    if (above < min_growth || above < 0.5 * grown) {
+      r.leak = 0;
+      r.confidence = 0;
+    }
+  }
+  *out = r;
+  return 0;
+}
+
+int lgd_analyze_recent(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_result_t *out) {
+  int rc = lgd_analyze(pts, n, opt, out);
+  if (rc != 0 || out->leak || n < 2 * LGD_TAIL_MIN_POINTS) return rc;
+  double t0 = pts[0].t, t1 = pts[n - 1].t;
+  for (int k = 1; k <= 4; k++) {
+    double from = t1 - (t1 - t0) / (double)(1 << k);
+    size_t i0 = 0;
+    while (i0 < n && pts[i0].t < from) i0++;
+    if (n - i0 < LGD_TAIL_MIN_POINTS) break;
+    if (i0 == 0) continue;
+    lgd_result_t r;
+    if (lgd_analyze_tail(pts, n, i0, opt, &r) != 0 || !r.leak) continue;
+    *out = r;
+    return 0;
   }
   return 0;
 }

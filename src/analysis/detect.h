@@ -50,10 +50,15 @@ typedef struct lgd_result {
   double tau, p;             /* Mann-Kendall on the floors */
   double floor_first, floor_last;
   int windows;
+  double since_s;            /* start of the growing part (lgd_analyze_recent), else t of the first point */
+  double until_s;            /* t of the last point analysed (an exit-time teardown left out) */
 } lgd_result_t;
 
+/* The default smallest growth over a run that can be a leak (bytes). */
+#define LGD_MIN_GROWTH_BYTES 4096.0
+
 typedef struct lgd_options {
-  double min_growth_bytes;   /* ignore growth smaller than this over the run (default 4096) */
+  double min_growth_bytes;   /* ignore growth smaller than this over the run (default LGD_MIN_GROWTH_BYTES) */
   int leaks_only;            /* 1: do not classify the shape of non-leaking sites (live use) */
 } lgd_options_t;
 
@@ -63,6 +68,22 @@ typedef struct lgd_options {
  * that agree with the verdict (a leak class for a leak, else stable/plateau/sawtooth),
  * falling back to the rule-based shape when the series is too short. */
 int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_result_t *out);
+
+/* lgd_analyze, and when the whole series is not a leak, its recent part: a leak that
+ * began late (after a warm-up, at the 50th request) is a rise at the end of a long flat
+ * series, which the whole-run trend test cannot see. The last 1/2, 1/4, 1/8 and 1/16 of
+ * the series' time span (each with at least 12 points) are tried, longest first; one
+ * counts when lgd_analyze calls it a leak AND its last floor stands above everything the
+ * series held before it by at least half of its growth (a cache refilled after an
+ * eviction, or a saw-tooth's rising edge, stays under its earlier highs). out->since_s
+ * gives where the growing part begins. Same returns as lgd_analyze. */
+int lgd_analyze_recent(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_result_t *out);
+
+/* The fewest points a tail is analysed on. */
+#define LGD_TAIL_MIN_POINTS 12
+/* lgd_analyze of pts[from..n) alone, whose leak verdict then also needs the new-high
+ * condition of lgd_analyze_recent against pts[0..from). -EINVAL on bad arguments. */
+int lgd_analyze_tail(const lgd_point_t *pts, size_t n, size_t from, const lgd_options_t *opt, lgd_result_t *out);
 
 /* Process-level shape from live bytes and resident memory (can name fragmentation:
  * RSS growing while live bytes stay flat). Returns the class, or -1 when the series is

@@ -40,6 +40,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <malloc.h>
 
 #include "capture/recorder.h"
@@ -117,6 +118,29 @@ static int next_is_glibc(void) {
 #endif
 }
 
+/* The code of the next allocator when it is not glibc's: [alloc_lo, alloc_hi). jemalloc,
+ * tcmalloc and mimalloc map their arenas with mmap(), and the blocks inside an arena are
+ * already recorded through malloc: an anonymous mapping made from this range is the
+ * allocator's own bookkeeping and is not recorded again (it would count every byte
+ * twice, and an arena that grows in 4-64 MiB steps looks like a step leak). */
+static uintptr_t alloc_lo, alloc_hi;
+
+static int alloc_range_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  uintptr_t fn = (uintptr_t)arg, lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    uintptr_t a = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
+    if (a < lo) lo = a;
+    if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+  }
+  if (fn < lo || fn >= hi) return 0;
+  alloc_lo = lo;
+  alloc_hi = hi;
+  return 1;
+}
+
 static _Atomic int resolve_state; /* 0 no, 1 in progress, 2 done */
 static void resolve_real(void) {
   int z = 0;
@@ -136,6 +160,9 @@ static void resolve_real(void) {
     abort();
   }
   head_all = !next_is_glibc();
+  /* dladdr() above already took the loader's lock here: dl_iterate_phdr adds no new
+   * lock, and this runs once, in the first allocation. */
+  if (head_all) dl_iterate_phdr(alloc_range_cb, (void *)real_malloc);
   atomic_store(&resolve_state, 2);
 }
 
@@ -851,6 +878,7 @@ static int mm_ready(lgi_tls_t *t) {
 static void mm_mapped(void *addr, size_t len, int anon, uintptr_t ra0, uintptr_t cfa0) {
   lgi_tls_t *t = &lgi_tls;
   if (!mm_ready(t)) return;
+  if (ra0 - alloc_lo < alloc_hi - alloc_lo) anon = 0; /* the allocator's own arena */
   t->guard++;
   uint32_t site = anon ? lgi_capture_all(t, ra0, cfa0, LG_SPACE_MMAP) : 0;
   uint32_t ep = era_now();

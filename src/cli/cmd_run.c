@@ -34,6 +34,7 @@
 
 #include "analysis/detect.h"
 #include "cli/commands.h"
+#include "collector/sites.h"
 #include "core/model.h"
 #include "core/symbolize.h"
 #include "core/util.h"
@@ -57,11 +58,11 @@ typedef struct run_opts {
 typedef struct proc_ext {
   lgm_proc_t m;
   lgs_symbolizer_t *sym;
-  lgd_series_t *series; /* per site, for the live view (NULL until the site matters) */
-  char **labels;        /* per site: "function (file:line)" */
-  char **frames_json;   /* per site: JSON array of the first frames (suspects files) */
-  uint32_t nseries;
+  lgc_sites_t sites;    /* stacks grouped by allocation site, for the live analysis */
+  uint8_t *symbolized;  /* per stack: 1 once symbolized (stored, assigned to a site) */
+  uint32_t nsymbolized;
   uint64_t last_snap_ns;
+  uint64_t last_changed_ns; /* last LGST_CHANGED snapshot */
 } proc_ext_t;
 
 typedef struct collector {
@@ -94,7 +95,8 @@ static void usage(FILE *f) {
           "runs, stores everything in a SQLite database and prints a leak report at the end.\n"
           "\n"
           "  -o, --output FILE     database path (default leakguard-<program>-<pid>.db)\n"
-          "  -i, --interval SEC    snapshot interval in seconds, 0.05-3600 (default 1)\n"
+          "  -i, --interval SEC    snapshot interval in seconds, 0.05-3600 (default: 0.1 s\n"
+          "                        while the run is young, growing to 1 s after 30 s)\n"
           "  -s, --sample BYTES    sample allocations: one sample per BYTES allocated on\n"
           "                        average (Poisson, weighted); e.g. 512K. Default: record all\n"
           "  -d, --depth N         native stack depth, 1-256 (default 64)\n"
@@ -246,10 +248,13 @@ static proc_ext_t *find_proc(collector_t *c, int pid, int alive_only) {
   return NULL;
 }
 
-/* Symbolizes and stores stacks lazily: a stack is written when its site first holds
- * 1 KiB or more (or, at the final snapshot, 256 bytes). Programs such as Python make tens of
- * thousands of short-lived stacks at start-up; storing every one costs the collector
- * seconds for nothing. Needs the sums of lgm_collect. */
+/* Symbolizes and stores stacks lazily, and assigns them to their allocation site: a
+ * stack is written when it holds 1 KiB or more, or (at the final snapshot) 256 bytes,
+ * or when its Python line's stacks together hold 1 KiB (a line reaches malloc through
+ * many native paths). Programs such as Python make tens of thousands of short-lived
+ * stacks at start-up; storing every one costs the collector seconds for nothing. Needs
+ * the sums of lgm_collect. The site key follows the report's rule (output/report.c):
+ * the innermost Python line, else the first frame that is not allocator machinery. */
 static void sync_symbols(collector_t *c, proc_ext_t *p, int final) {
   lgm_proc_t *m = &p->m;
   uint32_t nm = lgm_nmodules(m);
@@ -263,25 +268,39 @@ static void sync_symbols(collector_t *c, proc_ext_t *p, int final) {
   }
   m->modules_stored = nm;
   uint32_t ns = m->nsites;
-  if (ns > m->stacks_stored) {
-  char **nl = realloc(p->labels, ns * sizeof *nl);
-  if (!nl) return;
-  p->labels = nl;
-  char **nj = realloc(p->frames_json, ns * sizeof *nj);
-  if (!nj) return;
-  p->frames_json = nj;
-  for (uint32_t i = m->stacks_stored; i < ns; i++) p->labels[i] = p->frames_json[i] = NULL;
+  if (ns > p->nsymbolized) {
+    uint8_t *n = realloc(p->symbolized, ns);
+    if (!n) return;
+    memset(n + p->nsymbolized, 0, ns - p->nsymbolized);
+    p->symbolized = n;
+    p->nsymbolized = ns;
+  }
   m->stacks_stored = ns;
+  /* live bytes per Python line (the innermost Python frame id) of unsymbolized stacks */
+  uint32_t npf = atomic_load(&m->hdr->npyframes);
+  if (npf > m->hdr->pyframes_cap) npf = m->hdr->pyframes_cap;
+  int64_t *pyline = npf ? calloc(npf, sizeof *pyline) : NULL;
+  for (uint32_t id = 2; pyline && id < ns; id++) {
+    if (p->symbolized[id]) continue;
+    const uint64_t *ips;
+    unsigned space = 0;
+    if (lgm_stack(m, id, &ips, &space) > 0 && (ips[0] & LG_PYFRAME_BIT) && (ips[0] & ~LG_PYFRAME_BIT) < npf)
+      pyline[ips[0] & ~LG_PYFRAME_BIT] += m->sites[id].live_bytes;
   }
   lgs_frame_t *fr = malloc(sizeof *fr * LG_MAX_DEPTH * 8);
-  if (!fr) return;
+  if (!fr) {
+    free(pyline);
+    return;
+  }
   for (uint32_t id = 2; id < ns; id++) {
-    if (p->labels[id]) continue;
+    if (p->symbolized[id]) continue;
     int64_t live = m->sites[id].live_bytes;
-    if (!(live >= 1024 || (final && live >= 256))) continue;
     const uint64_t *ips;
     unsigned space = 0;
     unsigned depth = lgm_stack(m, id, &ips, &space);
+    int line_big = pyline && depth > 0 && (ips[0] & LG_PYFRAME_BIT) && (ips[0] & ~LG_PYFRAME_BIT) < npf &&
+                   pyline[ips[0] & ~LG_PYFRAME_BIT] >= 1024 && live > 0;
+    if (!(live >= 1024 || line_big || (final && live >= 256))) continue;
     int nf = 0;
     for (unsigned k = 0; k < depth && nf < LG_MAX_DEPTH * 8 - 8; k++) {
       const char *pf, *pfn;
@@ -293,15 +312,20 @@ static void sync_symbols(collector_t *c, proc_ext_t *p, int final) {
       nf += p->sym ? lgs_lookup(p->sym, ips[k], fr + nf, 8) : 0;
     }
     if (c->db) lgst_stack(c->db, m->proc, id, space, fr, nf);
+    p->symbolized[id] = 1;
     int k = 0;
-    while (k < nf - 1 && lgr_is_machinery(fr[k].function, fr[k].file, fr[k].module)) k++;
-    char label[512];
+    if (!(nf > 0 && !strcmp(fr[0].module, "python")))
+      while (k < nf - 1 && lgr_is_machinery(fr[k].function, fr[k].file, fr[k].module)) k++;
+    char label[512], key[1200];
     if (nf == 0) snprintf(label, sizeof label, "??");
     else if (fr[k].file[0]) {
       const char *b = strrchr(fr[k].file, '/');
       snprintf(label, sizeof label, "%s (%s:%d)", fr[k].function, b ? b + 1 : fr[k].file, fr[k].line);
     } else snprintf(label, sizeof label, "%s [%s]", fr[k].function, fr[k].module);
-    p->labels[id] = strdup(label);
+    if (nf == 0) snprintf(key, sizeof key, "#%u", id);
+    else
+      snprintf(key, sizeof key, "%s\x1f%s\x1f%d\x1f%s\x1f%u", fr[k].function, fr[k].file, fr[k].line,
+               fr[k].file[0] ? "" : fr[k].module, space);
     cJSON *arr = cJSON_CreateArray();
     for (int q = k; q < nf && q < k + 8; q++) {
       cJSON *o = cJSON_CreateObject();
@@ -311,30 +335,13 @@ static void sync_symbols(collector_t *c, proc_ext_t *p, int final) {
       cJSON_AddStringToObject(o, "module", fr[q].module);
       cJSON_AddItemToArray(arr, o);
     }
-    p->frames_json[id] = cJSON_PrintUnformatted(arr);
+    char *fj = cJSON_PrintUnformatted(arr);
     cJSON_Delete(arr);
+    lgc_sites_assign(&p->sites, id, key, label, fj);
+    free(fj);
   }
   free(fr);
-}
-
-static void track_series(proc_ext_t *p, double t) {
-  lgm_proc_t *m = &p->m;
-  if (m->nsites > p->nseries) {
-    lgd_series_t *ns = realloc(p->series, m->nsites * sizeof *ns);
-    if (!ns) return;
-    for (uint32_t i = p->nseries; i < m->nsites; i++) ns[i].pts = NULL, ns[i].n = ns[i].cap = 0, ns[i].max_points = 0;
-    p->series = ns;
-    p->nseries = m->nsites;
-  }
-  double step = (double)atomic_load(&m->hdr->steps);
-  for (uint32_t i = 2; i < m->nsites; i++) {
-    lgd_series_t *s = &p->series[i];
-    if (!s->max_points) {
-      if (m->sites[i].live_bytes < 16384) continue;
-      lgd_series_init(s, 512);
-    }
-    lgd_series_add(s, t, (double)m->sites[i].live_bytes, step);
-  }
+  free(pyline);
 }
 
 /* One transaction per loop iteration that writes anything: opened on the first
@@ -353,8 +360,9 @@ static void db_commit(collector_t *c) {
   }
 }
 
-/* Takes one snapshot of p (and stores it). */
-static void snapshot(collector_t *c, proc_ext_t *p, int full) {
+/* Takes one snapshot of p and stores it (mode: LGST_*). */
+static void snapshot(collector_t *c, proc_ext_t *p, int mode) {
+  int full = mode == LGST_ALL;
   lgm_proc_t *m = &p->m;
   uint64_t now = lgu_now_ns();
   db_begin(c);
@@ -373,9 +381,8 @@ static void snapshot(collector_t *c, proc_ext_t *p, int full) {
   } else {
     usage = lgu_memory_usage();
   }
-  track_series(p, (double)(now - m->start_ns) / 1e9);
   if (c->db && !c->db_failed) {
-    lgst_snapshot(c->db, m, now, usage, c->limit, full);
+    lgst_snapshot(c->db, m, now, usage, c->limit, mode);
   } else {
     m->seq++;
   }
@@ -389,7 +396,7 @@ static void store_proc(collector_t *c, proc_ext_t *p) {
 
 static void end_proc(collector_t *c, proc_ext_t *p, const char *reason) {
   if (p->m.ended) return;
-  snapshot(c, p, 1);
+  snapshot(c, p, LGST_ALL);
   p->m.ended = 1;
   p->m.end_ns = lgu_now_ns();
   if (reason) snprintf(p->m.end_reason, sizeof p->m.end_reason, "%s", reason);
@@ -635,7 +642,32 @@ static void ingest_holders(collector_t *c) {
   closedir(d);
 }
 
-/* Live analysis of every running process: the live view, guard hints, metrics,
+/* Stores a flag row for every stack of group g (the report dates a suspect by them). */
+static void store_flags(collector_t *c, proc_ext_t *p, const lgc_group_t *g, int gi) {
+  if (!c->db || c->db_failed) return;
+  db_begin(c);
+  uint64_t t_ns = p->m.start_ns + (uint64_t)(g->flag_t * 1e9);
+  for (uint32_t id = 2; id < p->sites.nstacks && id < p->m.nsites; id++)
+    if (p->sites.group_of[id] == gi) lgst_flag(c->db, p->m.proc, id, t_ns, g->r.growth_bytes_per_s);
+}
+
+/* One live tick of every running process: sums its counters, samples its site groups
+ * and analyses them (stores the flags of groups that began to grow). */
+static void live_tick(collector_t *c, uint64_t now) {
+  for (int i = 0; i < c->nprocs; i++) {
+    proc_ext_t *p = c->procs[i];
+    if (p->m.ended || lgm_collect(&p->m) != 0) continue;
+    double t = (double)(now - p->m.start_ns) / 1e9;
+    if (p->m.live_bytes > p->m.peak_live_bytes) p->m.peak_live_bytes = p->m.live_bytes;
+    lgc_sites_tick(&p->sites, t, (double)atomic_load(&p->m.hdr->steps), p->m.sites, p->m.nsites);
+    double headroom = c->limit > lgu_memory_usage() ? (double)(c->limit - lgu_memory_usage()) : 0;
+    if (lgc_sites_analyse(&p->sites, t, (double)p->m.live_bytes, headroom) > 0)
+      for (int gi = 0; gi < p->sites.n; gi++)
+        if (p->sites.g[gi].growing && p->sites.g[gi].flag_t == t) store_flags(c, p, &p->sites.g[gi], gi);
+  }
+}
+
+/* The live results of every running process: the live view, guard hints, metrics,
  * suspects files for the Python module. */
 static void live_update(collector_t *c, double elapsed) {
   lgv_frame_t fr;
@@ -657,24 +689,30 @@ static void live_update(collector_t *c, double elapsed) {
     }
     double proc_growth = 0;
     cJSON *sus = cJSON_CreateArray();
-    for (uint32_t s = 2; s < p->nseries; s++) {
-      lgd_series_t *se = &p->series[s];
-      if (se->n < 6) continue;
-      lgd_result_t r;
-      lgd_options_t lo = {0, 1};
-      lgd_analyze(se->pts, se->n, &lo, &r);
-      if (!r.leak) continue;
-      fr.growth_bps += r.growth_bytes_per_s;
-      proc_growth += r.growth_bytes_per_s;
-      lgv_row_t row = {r.growth_bytes_per_s, (double)p->m.sites[s].live_bytes, r.pattern, p->m.pid,
-                       p->labels && s < p->m.stacks_stored && p->labels[s] ? p->labels[s] : "??"};
-      lgv_add_row(&fr, &row);
+    /* significant growth first, then sites that grow but not (yet) significantly: the
+     * Python module explains the first few of the list */
+    for (int pass = 0; pass < 2; pass++)
+    for (int gi = 0; gi < p->sites.n; gi++) {
+      const lgc_group_t *g = &p->sites.g[gi];
+      if (pass == 0 ? !g->growing : (g->growing || !g->r.leak)) continue;
+      const lgd_result_t *r = &g->r;
+      if (pass == 0) {
+        fr.growth_bps += r->growth_bytes_per_s;
+        proc_growth += r->growth_bytes_per_s;
+        lgv_row_t row = {r->growth_bytes_per_s, g->live, r->pattern, p->m.pid, g->label};
+        lgv_add_row(&fr, &row);
+      }
       cJSON *o = cJSON_CreateObject();
-      cJSON_AddNumberToObject(o, "stack", s);
-      cJSON_AddNumberToObject(o, "growth_bytes_per_s", r.growth_bytes_per_s);
-      cJSON_AddNumberToObject(o, "live_bytes", (double)p->m.sites[s].live_bytes);
-      cJSON_AddStringToObject(o, "pattern", lg_pattern_name(r.pattern));
-      cJSON *fj = p->frames_json && s < p->m.stacks_stored && p->frames_json[s] ? cJSON_Parse(p->frames_json[s]) : NULL;
+      cJSON_AddBoolToObject(o, "significant", pass == 0);
+      cJSON_AddNumberToObject(o, "stack", g->rep_stack);
+      cJSON *ids = cJSON_AddArrayToObject(o, "stacks");
+      for (uint32_t id = 2, k = 0; id < p->sites.nstacks && k < 256; id++)
+        if (p->sites.group_of[id] == gi) cJSON_AddItemToArray(ids, cJSON_CreateNumber(id)), k++;
+      cJSON_AddNumberToObject(o, "growth_bytes_per_s", r->growth_bytes_per_s);
+      cJSON_AddNumberToObject(o, "live_bytes", g->live);
+      cJSON_AddStringToObject(o, "pattern", lg_pattern_name(r->pattern));
+      cJSON_AddNumberToObject(o, "flagged_at_s", g->flag_t);
+      cJSON *fj = g->frames_json ? cJSON_Parse(g->frames_json) : NULL;
       cJSON_AddItemToObject(o, "frames", fj ? fj : cJSON_CreateArray());
       cJSON_AddItemToArray(sus, o);
     }
@@ -714,13 +752,29 @@ static void collector_signals(sigset_t *mask) {
   for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaddset(mask, sigs[i]);
 }
 
+/* The live analysis runs every LIVE_TICK_NS (in memory; the database gets snapshots at
+ * the snapshot interval), so a leak is flagged a few ticks after it begins whatever the
+ * interval. */
+#define LIVE_TICK_NS 250000000ULL
+#define CHANGED_EVERY_NS 2000000000ULL
+
+/* The snapshot interval at time now: -i when given, else adaptive: 0.1 s while the run
+ * is young, growing with its age (age / 30) up to 1 s after 30 s, so short runs get
+ * enough points for the detector and long ones a small database. */
+static uint64_t snapshot_interval_ns(const collector_t *c, uint64_t now) {
+  if (c->o.interval > 0) return (uint64_t)(c->o.interval * 1e9);
+  double age = (double)(now - c->t0) / 1e9, iv = age / 30.0;
+  if (iv < 0.1) iv = 0.1;
+  if (iv > 1.0) iv = 1.0;
+  return (uint64_t)(iv * 1e9);
+}
+
 static int collect_loop(collector_t *c) {
   sigset_t mask;
   collector_signals(&mask);
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  uint64_t interval_ns = (uint64_t)(c->o.interval * 1e9);
-  uint64_t next_snap = lgu_now_ns() + interval_ns;
-  uint64_t next_tick = lgu_now_ns();
+  uint64_t next_snap = lgu_now_ns() + snapshot_interval_ns(c, lgu_now_ns());
+  uint64_t next_tick = lgu_now_ns(), next_live = next_tick + LIVE_TICK_NS;
   struct pollfd *pf = NULL;
   int pfcap = 0;
   int stopping_since = 0;
@@ -786,15 +840,24 @@ static int collect_loop(collector_t *c) {
       uint64_t steps = atomic_load(&p->m.hdr->steps);
       if (full || (steps != p->m.steps_seen && now - p->last_snap_ns >= 10000000ULL)) {
         p->m.steps_seen = steps;
-        snapshot(c, p, 0);
+        /* every CHANGED_EVERY_NS, the small sites' changes too (store.h) */
+        int mode = full && now - p->last_changed_ns >= CHANGED_EVERY_NS ? LGST_CHANGED : LGST_PARTIAL;
+        if (mode == LGST_CHANGED) p->last_changed_ns = now;
+        snapshot(c, p, mode);
       }
+    }
+    int live = now >= next_live;
+    if (live) {
+      live_tick(c, now);
+      next_live += LIVE_TICK_NS;
+      if (next_live < now) next_live = now + LIVE_TICK_NS;
     }
     if (full) ingest_holders(c);
     db_commit(c);
+    if (live) live_update(c, (double)(now - c->t0) / 1e9);
     if (full) {
-      live_update(c, (double)(now - c->t0) / 1e9);
-      next_snap += interval_ns;
-      if (next_snap < now) next_snap = now + interval_ns;
+      next_snap += snapshot_interval_ns(c, now);
+      if (next_snap < now) next_snap = now + snapshot_interval_ns(c, now);
     }
   }
   /* Give the last connections a moment to close, then end everything. */
@@ -816,7 +879,7 @@ static int collect_loop(collector_t *c) {
   for (int i = 0; i < c->nprocs; i++) {
     proc_ext_t *p = c->procs[i];
     if (!p->m.ended) {
-      snapshot(c, p, 1);
+      snapshot(c, p, LGST_ALL);
       snprintf(p->m.end_reason, sizeof p->m.end_reason, "running");
     }
     store_proc(c, p);
@@ -833,7 +896,7 @@ enum { OPT_NO_FOLLOW = 256, OPT_FAIL_ON_LEAK, OPT_NO_MMAP, OPT_GUARD, OPT_GUARD_
        OPT_EXPLAIN_AT };
 
 int lg_cmd_run(int argc, char **argv) {
-  run_opts_t o = {.interval = 1.0, .follow = 1, .mmap = 1, .depth = LG_DEFAULT_DEPTH, .top = 10};
+  run_opts_t o = {.interval = 0, .follow = 1, .mmap = 1, .depth = LG_DEFAULT_DEPTH, .top = 10};
   static const struct option longopts[] = {
       {"output", required_argument, NULL, 'o'},    {"interval", required_argument, NULL, 'i'},
       {"sample", required_argument, NULL, 's'},    {"depth", required_argument, NULL, 'd'},
@@ -1087,7 +1150,8 @@ int lg_cmd_run(int argc, char **argv) {
   {
     char v[64];
     lgst_meta(c.db, "version", LG_VERSION);
-    snprintf(v, sizeof v, "%g", o.interval);
+    if (o.interval > 0) snprintf(v, sizeof v, "%g", o.interval);
+    else snprintf(v, sizeof v, "adaptive");
     lgst_meta(c.db, "interval_s", v);
     snprintf(v, sizeof v, "%" PRIu64, o.sample);
     lgst_meta(c.db, "sample_bytes", v);
@@ -1151,12 +1215,8 @@ int lg_cmd_run(int argc, char **argv) {
   for (int i = 0; i < c.nprocs; i++) {
     proc_ext_t *p = c.procs[i];
     lgs_free(p->sym);
-    for (uint32_t s = 0; s < p->nseries; s++) lgd_series_free(&p->series[s]);
-    free(p->series);
-    for (uint32_t s = 0; s < p->m.stacks_stored && p->labels; s++) free(p->labels[s]);
-    for (uint32_t s = 0; s < p->m.stacks_stored && p->frames_json; s++) free(p->frames_json[s]);
-    free(p->labels);
-    free(p->frames_json);
+    lgc_sites_free(&p->sites);
+    free(p->symbolized);
     lgm_release(&p->m);
     free(p);
   }

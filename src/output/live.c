@@ -52,7 +52,7 @@ void lgv_add_row(lgv_frame_t *f, const lgv_row_t *row) {
 }
 
 size_t lgv_render(const lgv_frame_t *f, int rows, int width, char *buf, size_t n) {
-  char a[32], b[32], c[32], d[32];
+  char a[32], b[32], c[32], d[32], e[32];
   size_t len = 0;
 #define OUT(...) do { if (len < n) len += (size_t)snprintf(buf + len, n - len, __VA_ARGS__); } while (0)
   double headroom = f->limit > f->usage ? (double)(f->limit - f->usage) : 0;
@@ -60,7 +60,7 @@ size_t lgv_render(const lgv_frame_t *f, int rows, int width, char *buf, size_t n
   OUT("leakguard %6.1fs  pid %d%s  live %s  rss %s  growth %s/s  OOM %s (limit %s, %s)", f->elapsed_s, f->pid,
       f->nprocs > 1 ? " +children" : "", lgu_fmt_bytes(a, sizeof a, (double)f->live_bytes),
       lgu_fmt_bytes(b, sizeof b, (double)f->rss_bytes), lgu_fmt_bytes(c, sizeof c, f->growth_bps),
-      lgu_fmt_duration(d, sizeof d, tto), lgu_fmt_bytes(a, sizeof a, (double)f->limit),
+      lgu_fmt_duration(d, sizeof d, tto), lgu_fmt_bytes(e, sizeof e, (double)f->limit),
       f->limit_source ? f->limit_source : "physical");
   if (f->steps) OUT("  steps %llu", (unsigned long long)f->steps);
   if (f->dropped) OUT("  DROPPED %llu", (unsigned long long)f->dropped);

@@ -3,6 +3,21 @@
  * report.h - builds the leak report from a leakguard database (and only from it)
  * and prints it as text, JSON (the scripting interface, docs/json.md) or folded
  * stacks.
+ *
+ * The units of the report, from the bottom up (docs/detection.md):
+ *  - a *stack*: one recorded call stack (what the recorder interns);
+ *  - a *site*: the stacks of one process that share an allocation site (the innermost
+ *    Python line when there is one, else the innermost native frame that is not
+ *    allocator machinery) and a memory space, merged: their live bytes are summed
+ *    before the detector looks at them, so a leak spread over the many native paths
+ *    of one line is one suspect, and one strong signal;
+ *  - a *suspect*: a site whose live memory keeps growing;
+ *  - a *leak*: one cause. Suspects held by the same root object (Python holders), or
+ *    without holders allocated by the same function, form one leak; growth spread
+ *    over many sites, none of which passes alone, is found as a group of sites under a
+ *    common caller and forms a leak of its own. A leak must be significant: growth
+ *    that is tiny against the process, or a handful of first-use blocks, is *minor
+ *    growth*, reported apart (its suspects too) and never a leak.
  */
 #ifndef LG_OUTPUT_REPORT_H
 #define LG_OUTPUT_REPORT_H
@@ -19,21 +34,52 @@ typedef struct lgr_frame {
   uint64_t ip;
 } lgr_frame_t;
 
+/* One recorded stack merged into a site. */
+typedef struct lgr_stackref {
+  int stack;
+  int64_t live_bytes;         /* at the end */
+  int64_t peak_live_bytes;
+} lgr_stackref_t;
+
 typedef struct lgr_site {
-  int proc, pid, stack;
+  int proc, pid;
+  int stack;                  /* the merged stack that held the most live bytes (its frames are shown) */
   char space[16];
   int64_t live_bytes, live_blocks;
-  int64_t peak_live_bytes;    /* highest snapshot value */
+  int64_t peak_live_bytes;    /* highest value of the merged series */
+  int64_t blocks_gained;      /* live blocks at the end minus at the start of the growth */
   uint64_t alloc_bytes, alloc_blocks;
   double oldest_age_s;        /* NaN when unknown */
   char *holders_json;         /* JSON array of holders from the database, or NULL */
   double time_to_oom_s;       /* NaN when not growing */
+  double detected_after_s;    /* first flag during the run (s after the process started); NaN: none */
+  double growth_bytes;        /* growth over the growing part (last floor - first floor) */
   lgd_result_t r;
-  lgr_frame_t *frames;        /* allocation site first, machinery trimmed */
+  lgr_frame_t *frames;        /* innermost first: native allocation frames, then the Python line, then its callers */
   int nframes;
+  int site_frame;             /* index in frames of the allocation site */
   lgr_frame_t *all_frames;    /* as recorded */
   int nall;
+  lgr_stackref_t *stacks;     /* the merged stacks, highest peak first */
+  int nstacks;
+  int spread_sites;           /* > 0: a group of that many sites under a common caller (frames: the caller's path) */
+  char *source;               /* text of the site's source line, or NULL */
+  int leak;                   /* index into lgr_report_t.leaks, -1 when none */
 } lgr_site_t;
+
+/* One cause. */
+typedef struct lgr_leak {
+  int *suspects;              /* indexes into lgr_report_t.suspects, the largest grower first */
+  int nsuspects;
+  char *by;                   /* what binds them: "holder", "function", "site" or "spread" */
+  char *holder_json;          /* the shared top holder {chain, objects, bytes, kind}, or NULL */
+  int proc, pid, rank;        /* rank: the process's RANK label, -1 when none */
+  int64_t live_bytes;
+  double growth_bytes_per_s, growth_bytes_per_step; /* sums over the suspects (NaN: no steps) */
+  lg_pattern_t pattern;       /* of the main suspect */
+  double detected_after_s;    /* earliest flag of its suspects, NaN: found at the end */
+  double time_to_oom_s;
+} lgr_leak_t;
 
 typedef struct lgr_run {
   int proc, pid, ppid, parent_proc;
@@ -44,13 +90,21 @@ typedef struct lgr_run {
   uint64_t dropped, steps, snapshots, sample_bytes;
   uint64_t limit_bytes, usage_bytes;
   int pattern;                /* lg_pattern_t of live bytes + RSS over time, -1 unknown */
+  double median_live_bytes;   /* the process's typical size (median of its snapshots) */
+  int rank, local_rank, world_size; /* from RANK / LOCAL_RANK / WORLD_SIZE (or MPI's); -1 none */
+  char *host;                 /* NULL when not recorded */
+  int leaking;                /* 1 when one of the leaks is in this process */
 } lgr_run_t;
 
 typedef struct lgr_report {
   lgr_run_t *runs;
   int nruns;
+  lgr_leak_t *leaks;          /* ranked: fastest growth first */
+  int nleaks;
   lgr_site_t *suspects;       /* ranked: fastest growth first */
   int nsuspects;
+  lgr_site_t *minor;          /* minor growth: growing, but not significantly (never a leak) */
+  int nminor;
   lgr_site_t *others;         /* largest non-leaking sites, for context */
   int nothers;
   char *limit_source;
@@ -74,5 +128,16 @@ int lgr_print_folded(FILE *f, lgst_t *db);
 /* 1 when a frame is allocator machinery (malloc family, operator new, C++ standard
  * library internals, leakguard itself) and not the allocation site. */
 int lgr_is_machinery(const char *function, const char *file, const char *module);
+
+/* Significance (docs/detection.md, "Minor growth"): 1 when a growth of growth_bytes,
+ * in a process whose live memory is typically size_bytes (the median of its
+ * snapshots), gaining blocks_gained blocks, with time_to_oom_s of headroom at its rate
+ * (NaN: unknown), is too small to be called a leak. A steady growth (lgr_is_steady) is
+ * never minor for being small: a little every step for the whole run is what a leak
+ * looks like in a short recording. */
+int lgr_is_minor(double growth_bytes, double size_bytes, double blocks_gained, double time_to_oom_s, int steady);
+/* 1 for a steady growth: a linear or accelerating leak, with confidence of at least
+ * LGR_STEADY_CONFIDENCE. */
+int lgr_is_steady(const lgd_result_t *r);
 
 #endif

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analysis/detect.h"
 #include "leakguard.h"
 
 struct lgst {
@@ -40,7 +41,10 @@ static const char *SCHEMA =
     " live_blocks INTEGER, alloc_bytes INTEGER, alloc_blocks INTEGER, oldest_epoch INTEGER,"
     " PRIMARY KEY(proc, stack, seq)) WITHOUT ROWID;"
     "CREATE TABLE holders(proc INTEGER, stack INTEGER, explain INTEGER, step INTEGER, kind TEXT,"
-    " chain TEXT, objects INTEGER, bytes INTEGER, detail TEXT);";
+    " chain TEXT, objects INTEGER, bytes INTEGER, detail TEXT);"
+    "CREATE TABLE flags(proc INTEGER, stack INTEGER, t_ns INTEGER, growth_bytes_per_s REAL,"
+    " PRIMARY KEY(proc, stack)) WITHOUT ROWID;"
+    "CREATE TABLE labels(proc INTEGER, key TEXT, value TEXT, PRIMARY KEY(proc, key)) WITHOUT ROWID;";
 
 void *lgst_db(lgst_t *s) { return s->db; }
 
@@ -186,7 +190,10 @@ int lgst_meta(lgst_t *s, const char *key, const char *value) {
 int lgst_proc(lgst_t *s, const lgm_proc_t *p) {
   sqlite3_stmt *st;
   const char *sql =
-      "INSERT OR REPLACE INTO processes VALUES(?,?,?,?,NULL,NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+      "INSERT OR REPLACE INTO processes VALUES(?1,?2,?3,?4,"
+      " (SELECT value FROM labels WHERE proc=?1 AND key='host'),"
+      " (SELECT CAST(value AS INTEGER) FROM labels WHERE proc=?1 AND key='rank'),"
+      " ?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)";
   if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
   int i = 1;
   sqlite3_bind_int(st, i++, p->proc);
@@ -279,7 +286,8 @@ int lgst_holder(lgst_t *s, int proc, const lgst_holder_t *h) {
   return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
-int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint64_t limit, int full) {
+int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint64_t limit, int mode) {
+  int full = mode;
   sqlite3_stmt *st = s->ins_snap;
   sqlite3_reset(st);
   int i = 1;
@@ -300,10 +308,14 @@ int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint6
   for (uint32_t k = 1; k < p->nsites; k++) {
     lgm_site_t *c = &p->sites[k], *o = &p->stored[k];
     int changed = c->live_bytes != o->live_bytes || c->live_blocks != o->live_blocks;
-    if (!changed && !(full && c->alloc_blocks > 0)) continue;
-    /* Between full snapshots, sites that never held 4 KiB (below the detector's
-     * minimum growth) are not written: programs like Python have 10^5 of them. */
-    if (!full && c->live_bytes < 4096 && o->live_bytes < 4096 && c->live_bytes >= 0) continue;
+    if (!changed && !(full == LGST_ALL && c->alloc_blocks > 0)) continue;
+    /* In partial snapshots, sites that never held 4 KiB (below the detector's minimum
+     * growth) are not written: programs like Python have 10^5 of them. The periodic
+     * LGST_CHANGED snapshots give them a coarser history (the report sums the stacks of
+     * one allocation site, and many small stacks can make a big site). */
+    if (full == LGST_PARTIAL && c->live_bytes < (int64_t)LGD_MIN_GROWTH_BYTES &&
+        o->live_bytes < (int64_t)LGD_MIN_GROWTH_BYTES && c->live_bytes >= 0)
+      continue;
     sqlite3_reset(st);
     sqlite3_bind_int(st, 1, p->proc);
     sqlite3_bind_int(st, 2, (int)k);
@@ -319,4 +331,29 @@ int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint6
   }
   p->seq++;
   return 0;
+}
+
+int lgst_flag(lgst_t *s, int proc, uint32_t stack, uint64_t t_ns, double growth_bytes_per_s) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO flags VALUES(?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+    return -EIO;
+  sqlite3_bind_int(st, 1, proc);
+  sqlite3_bind_int(st, 2, (int)stack);
+  sqlite3_bind_int64(st, 3, (sqlite3_int64)t_ns);
+  sqlite3_bind_double(st, 4, growth_bytes_per_s);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int lgst_label(lgst_t *s, int proc, const char *key, const char *value) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO labels VALUES(?,?,?)", -1, &st, NULL) != SQLITE_OK)
+    return -EIO;
+  sqlite3_bind_int(st, 1, proc);
+  sqlite3_bind_text(st, 2, key, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 3, value, -1, SQLITE_TRANSIENT);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
 }

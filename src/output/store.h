@@ -46,8 +46,21 @@ typedef struct lgst_holder {
 } lgst_holder_t;
 int lgst_holder(lgst_t *s, int proc, const lgst_holder_t *h);
 
-/* Snapshot row plus one samples row per site changed since the last call (all
- * sites when full != 0). usage/limit: memory usage and limit at that time. */
-int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint64_t limit, int full);
+/* When the live analysis flagged a stack's site as growing (the start of the current
+ * episode of growth: a later flag replaces an earlier one). */
+int lgst_flag(lgst_t *s, int proc, uint32_t stack, uint64_t t_ns, double growth_bytes_per_s);
+/* A label of a process ("rank", "local_rank", "world_size", "host"); "rank" and "host"
+ * also fill processes.rank and .host the next time the process row is written. */
+int lgst_label(lgst_t *s, int proc, const char *key, const char *value);
+
+/* What a snapshot writes (samples rows). */
+enum {
+  LGST_PARTIAL = 0, /* sites changed since the last snapshot that hold, or held, 4 KiB or more */
+  LGST_ALL = 1,     /* every site that ever allocated (the final snapshot of a process) */
+  LGST_CHANGED = 2, /* every site changed since the last snapshot */
+};
+/* Snapshot row plus samples rows as mode says (LGST_*). usage/limit: memory usage and
+ * limit at that time. */
+int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint64_t limit, int mode);
 
 #endif

@@ -983,12 +983,20 @@ static PyObject *pick_targets(ex_t *E, hold_t *H, PyObject *stacks, int top, uin
   PyObject *sus = lgpy_read_suspects();
   if (!sus) return NULL;
   list = PyList_New(0);
-  for (Py_ssize_t j = 0; list && j < PyList_GET_SIZE(sus) && PyList_GET_SIZE(list) < top; j++) {
+  /* A suspect is an allocation site: every stack of it ("stacks") is a target. */
+  for (Py_ssize_t j = 0, taken = 0; list && j < PyList_GET_SIZE(sus) && taken < top; j++) {
     PyObject *s = PyList_GET_ITEM(sus, j);
     PyObject *st = PyDict_Check(s) ? PyDict_GetItemString(s, "stack") : NULL;
-    if (st && PyLong_Check(st) && PySet_Contains(H->targets, st) == 0) {
-      PySet_Add(H->targets, st);
-      PyList_Append(list, st);
+    PyObject *all = PyDict_Check(s) ? PyDict_GetItemString(s, "stacks") : NULL;
+    if (!st || !PyLong_Check(st)) continue;
+    taken++;
+    Py_ssize_t n = all && PyList_Check(all) ? PyList_GET_SIZE(all) : 0;
+    for (Py_ssize_t k = -1; k < n; k++) {
+      PyObject *x = k < 0 ? st : PyList_GET_ITEM(all, k);
+      if (PyLong_Check(x) && PySet_Contains(H->targets, x) == 0) {
+        PySet_Add(H->targets, x);
+        PyList_Append(list, x);
+      }
     }
   }
   Py_DECREF(sus);

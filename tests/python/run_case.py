@@ -89,7 +89,7 @@ def main():
         return finish(fails, tmp, a.keep)
     doc = json.loads(rep.stdout)
     check(doc.get("verdict") == a.expect, "verdict %s" % a.expect, verdict=doc.get("verdict"),
-          suspects=[(s.get("frames") or [{}])[0] for s in doc.get("suspects", [])][:5])
+          suspects=[s.get("site") for s in doc.get("suspects", [])][:5])
     need_part1 = False
     if a.expect == "leak" and doc.get("suspects"):
         s = doc["suspects"][0]
@@ -121,20 +121,17 @@ def main():
             for h in hit[:1]:
                 print("         chain: " + " \u2192 ".join(h["chain"]))
         # file:line
+        # the allocation site (the innermost Python line) of rank 1
         wants = site_lines(script, a.marker)
+        f0 = s.get("site") or {}
+        check(os.path.basename(f0.get("file") or "") == os.path.basename(script)
+              and f0.get("line") in wants, "rank 1 is %s:%s" % (a.script, wants), site=f0,
+              others=[x.get("site") for x in doc["suspects"][1:4]])
+        # stacks read innermost first: the native frames under the line come before it
         frames = s.get("frames") or []
-        any_py = any((f.get("file") or "").endswith(".py") for x in doc["suspects"]
-                     for f in (x.get("frames") or []))
-        if not any_py:
-            need_part1 = True
-            print("  SKIP rank 1 at %s:%s: the report has no Python frames (needs the "
-                  "recorder's Python frames, issue #5 part 1); frames[0] = %s" %
-                  (a.script, wants, json.dumps(frames[:1])), flush=True)
-        else:
-            f0 = frames[0] if frames else {}
-            check(os.path.basename(f0.get("file") or "") == os.path.basename(script)
-                  and f0.get("line") in wants, "rank 1 is %s:%s" % (a.script, wants), frame0=f0,
-                  others=[(x.get("frames") or [{}])[0] for x in doc["suspects"][1:4]])
+        at = [i for i, f in enumerate(frames) if f.get("module") == "python"]
+        check(bool(at) and frames[at[0]] == {k: v for k, v in f0.items() if k != "source"},
+              "frames hold the site as their first Python frame", frames=frames[:4])
     return finish(fails, tmp, a.keep, skip=need_part1)
 
 

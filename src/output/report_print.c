@@ -1,0 +1,419 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * report_print.c - the report as text (for people), JSON (for scripts, docs/json.md)
+ * and folded stacks (for flame graphs).
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "output/report.h"
+#include "output/report_impl.h"
+
+/* ------------------------------------------------------------------ text */
+
+static const char *basename_of(const char *p) {
+  const char *s = strrchr(p, '/');
+  return s ? s + 1 : p;
+}
+
+static void print_frame(FILE *f, const lgr_frame_t *fr, const char *lead, const char *mark) {
+  fprintf(f, "%s%s", lead, fr->function[0] ? fr->function : "??");
+  if (fr->file[0]) fprintf(f, " (%s:%d)", fr->file, fr->line);
+  else if (fr->module[0]) fprintf(f, " [%s]", fr->module);
+  fprintf(f, "%s%s\n", fr->inlined ? " [inlined]" : "", mark);
+}
+
+static void print_run_end(FILE *f, const lgr_run_t *u) {
+  if (u->has_signal) fprintf(f, "killed by signal %d (SIG%s)", u->signal, sigabbrev_np(u->signal) ? sigabbrev_np(u->signal) : "?");
+  else if (u->has_exit) fprintf(f, "exited with status %d", u->exit_status);
+  else if (!strcmp(u->end_reason, "exec")) fprintf(f, "replaced itself (exec)");
+  else if (!strcmp(u->end_reason, "running")) fprintf(f, "was still running when recording stopped");
+  else if (!strcmp(u->end_reason, "ended")) fprintf(f, "ended (exit status unknown: reaped by a process that was not recorded)");
+  else fprintf(f, "ended (%s)", u->end_reason);
+}
+
+/* "site (file:line)" of a site, into buf. */
+static const char *site_label(char *buf, size_t n, const lgr_site_t *s) {
+  if (!s->nframes) {
+    snprintf(buf, n, "??");
+    return buf;
+  }
+  const lgr_frame_t *f = &s->frames[s->site_frame];
+  if (f->file[0]) snprintf(buf, n, "%s (%s:%d)", f->function, basename_of(f->file), f->line);
+  else snprintf(buf, n, "%s [%s]", f->function, f->module);
+  return buf;
+}
+
+static void print_chain(FILE *f, const cJSON *chain) {
+  const cJSON *c;
+  int first = 1;
+  cJSON_ArrayForEach(c, chain) {
+    fprintf(f, "%s%s", first ? "" : " \u2192 ", cJSON_IsString(c) ? c->valuestring : "?");
+    first = 0;
+  }
+}
+
+static const lgr_run_t *run_of(const lgr_report_t *r, int proc) {
+  for (int i = 0; i < r->nruns; i++)
+    if (r->runs[i].proc == proc) return &r->runs[i];
+  return NULL;
+}
+
+/* Frames of a suspect, innermost first: at most 3 native frames before the site frame
+ * (the rest summarised), the site with its source line, then up to 5 callers. */
+static void print_frames(FILE *f, const lgr_site_t *s) {
+  int shown = 0;
+  const char *lead_first = s->spread_sites ? "   under " : "   allocated at ";
+  for (int k = 0; k < s->nframes; k++) {
+    int before = k < s->site_frame;
+    if (before && k >= 3 && k < s->site_frame - 1) {
+      if (k == 3) fprintf(f, "      ... %d more native frames\n", s->site_frame - 4);
+      continue;
+    }
+    if (k > s->site_frame + 5) {
+      fprintf(f, "      ... %d more callers\n", s->nframes - k);
+      break;
+    }
+    const char *mark = k == s->site_frame && s->site_frame > 0 ? "   <- allocation site" : "";
+    print_frame(f, &s->frames[k], shown == 0 ? lead_first : "      called from ", mark);
+    if (k == s->site_frame && s->source) fprintf(f, "         %5d | %s\n", s->frames[k].line, s->source);
+    shown++;
+  }
+}
+
+static void print_holders(FILE *f, const char *holders_json) {
+  char b1[32];
+  cJSON *hl = holders_json ? cJSON_Parse(holders_json) : NULL;
+  cJSON *h;
+  cJSON_ArrayForEach(h, hl) {
+    fprintf(f, "   held by ");
+    print_chain(f, cJSON_GetObjectItem(h, "chain"));
+    const cJSON *kind = cJSON_GetObjectItem(h, "kind");
+    fprintf(f, "  (%s, %.0f objects, %s)\n", cJSON_IsString(kind) ? kind->valuestring : "object",
+            cJSON_GetNumberValue(cJSON_GetObjectItem(h, "objects")),
+            lgu_fmt_bytes(b1, sizeof b1, cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes"))));
+  }
+  cJSON_Delete(hl);
+}
+
+static void print_leaks(FILE *f, const lgr_report_t *r) {
+  char b1[32], b2[32], b3[32], lab[512];
+  fprintf(f, "\n%d leak%s (one cause each, fastest growth first):\n", r->nleaks, r->nleaks > 1 ? "s" : "");
+  for (int j = 0; j < r->nleaks; j++) {
+    const lgr_leak_t *L = &r->leaks[j];
+    const lgr_site_t *m = &r->suspects[L->suspects[0]];
+    fprintf(f, "  L%d  +%s/s", j + 1, lgu_fmt_bytes(b1, sizeof b1, L->growth_bytes_per_s));
+    if (!isnan(L->growth_bytes_per_step)) fprintf(f, " (+%s/step)", lgu_fmt_bytes(b2, sizeof b2, L->growth_bytes_per_step));
+    fprintf(f, "  live %s  %s", lgu_fmt_bytes(b3, sizeof b3, (double)L->live_bytes), lg_pattern_name(L->pattern));
+    if (!isnan(L->time_to_oom_s)) fprintf(f, "  OOM in %s", lgu_fmt_duration(b1, sizeof b1, L->time_to_oom_s));
+    fprintf(f, "  pid %d", L->pid);
+    if (L->rank >= 0) fprintf(f, " (rank %d)", L->rank);
+    fprintf(f, "\n      ");
+    if (m->spread_sites) fprintf(f, "spread over %d sites under %s", m->spread_sites, site_label(lab, sizeof lab, m));
+    else fprintf(f, "allocated at %s", site_label(lab, sizeof lab, m));
+    if (L->nsuspects > 1) fprintf(f, " and %d more site%s", L->nsuspects - 1, L->nsuspects > 2 ? "s" : "");
+    fprintf(f, ": suspect%s", L->nsuspects > 1 ? "s" : "");
+    for (int k = 0; k < L->nsuspects; k++) fprintf(f, "%s#%d", k ? ", " : " ", L->suspects[k] + 1);
+    fprintf(f, "\n");
+    cJSON *h = L->holder_json ? cJSON_Parse(L->holder_json) : NULL;
+    if (h) {
+      fprintf(f, "      held by ");
+      print_chain(f, cJSON_GetObjectItem(h, "chain"));
+      fprintf(f, "\n");
+      cJSON_Delete(h);
+    }
+    if (!isnan(L->detected_after_s)) fprintf(f, "      flagged %.1fs after the process started\n", L->detected_after_s);
+    else fprintf(f, "      found in the final analysis\n");
+  }
+}
+
+void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
+  char b1[32], b2[32], b3[32], lab[512];
+  int top = o->top > 0 ? o->top : 10;
+  if (r->nleaks) fprintf(f, "leakguard report: LEAK\n");
+  else fprintf(f, "leakguard report: no leak found\n");
+  for (int i = 0; i < r->nruns; i++) {
+    const lgr_run_t *u = &r->runs[i];
+    fprintf(f, "  process %d (%s) ", u->pid, u->command);
+    if (u->rank >= 0) {
+      fprintf(f, "rank %d", u->rank);
+      if (u->world_size > 0) fprintf(f, " of %d", u->world_size);
+      fprintf(f, "%s, ", u->leaking ? " LEAKS" : "");
+    }
+    print_run_end(f, u);
+    fprintf(f, " after %.1fs; live %s at the end, peak %s", u->duration_s,
+            lgu_fmt_bytes(b1, sizeof b1, (double)u->final_live_bytes),
+            lgu_fmt_bytes(b2, sizeof b2, (double)u->peak_live_bytes));
+    if (u->steps) fprintf(f, ", %llu steps", (unsigned long long)u->steps);
+    if (u->sample_bytes) fprintf(f, ", sampled every %s", lgu_fmt_bytes(b3, sizeof b3, (double)u->sample_bytes));
+    if (u->dropped) fprintf(f, ", %llu records DROPPED", (unsigned long long)u->dropped);
+    if (u->pattern >= 0) fprintf(f, "; memory curve: %s", lg_pattern_name((lg_pattern_t)u->pattern));
+    fprintf(f, "\n");
+  }
+  if (r->nleaks) print_leaks(f, r);
+  if (!r->nsuspects) {
+    fprintf(f, "\nNo allocation site's live memory keeps growing significantly.\n");
+  } else {
+    fprintf(f, "\n%d growing allocation site%s (fastest first):\n", r->nsuspects, r->nsuspects > 1 ? "s" : "");
+  }
+  for (int i = 0; i < r->nsuspects && i < top; i++) {
+    const lgr_site_t *s = &r->suspects[i];
+    fprintf(f, "\n#%d %s  +%s/s", i + 1, lg_pattern_name(s->r.pattern),
+            lgu_fmt_bytes(b1, sizeof b1, s->r.growth_bytes_per_s));
+    if (!isnan(s->r.growth_bytes_per_step))
+      fprintf(f, " (+%s/step)", lgu_fmt_bytes(b2, sizeof b2, s->r.growth_bytes_per_step));
+    fprintf(f, "  live %s in %lld blocks", lgu_fmt_bytes(b3, sizeof b3, (double)s->live_bytes),
+            (long long)s->live_blocks);
+    if (s->peak_live_bytes > s->live_bytes * 2)
+      fprintf(f, " (peak %s, freed at exit)", lgu_fmt_bytes(b2, sizeof b2, (double)s->peak_live_bytes));
+    fprintf(f, "  confidence %.2f", s->r.confidence);
+    if (!isnan(s->time_to_oom_s)) fprintf(f, "  OOM in %s", lgu_fmt_duration(b1, sizeof b1, s->time_to_oom_s));
+    fprintf(f, "\n   pid %d", s->pid);
+    const lgr_run_t *u = run_of(r, s->proc);
+    if (u && u->rank >= 0) fprintf(f, " (rank %d)", u->rank);
+    fprintf(f, ", %s memory", s->space);
+    if (s->spread_sites) fprintf(f, ", %d sites together", s->spread_sites);
+    else if (s->nstacks > 1) fprintf(f, ", %d stacks merged", s->nstacks);
+    if (!isnan(s->oldest_age_s)) fprintf(f, ", oldest live block ~%.0fs old", s->oldest_age_s);
+    if (!isnan(s->r.since_s) && s->r.since_s > 0.2 * (u ? u->duration_s : 0) && s->r.since_s > 1)
+      fprintf(f, ", growing since %.1fs", s->r.since_s);
+    if (!isnan(s->detected_after_s)) fprintf(f, ", flagged after %.1fs", s->detected_after_s);
+    if (s->leak >= 0) fprintf(f, "  [L%d]", s->leak + 1);
+    fprintf(f, "\n");
+    print_frames(f, s);
+    print_holders(f, s->holders_json);
+  }
+  if (r->nminor) {
+    fprintf(f, "\nMinor growth (not a leak: small against the process, or a handful of first uses):\n");
+    for (int i = 0; i < r->nminor && i < top; i++) {
+      const lgr_site_t *s = &r->minor[i];
+      fprintf(f, "  +%s/s  %s in %lld blocks  %-10s %s  pid %d\n", lgu_fmt_bytes(b1, sizeof b1, s->r.growth_bytes_per_s),
+              lgu_fmt_bytes(b2, sizeof b2, (double)s->live_bytes), (long long)s->live_blocks,
+              lg_pattern_name(s->r.pattern), site_label(lab, sizeof lab, s), s->pid);
+    }
+  }
+  if (r->nothers) {
+    fprintf(f, "\nLargest live sites that are not growing:\n");
+    for (int i = 0; i < r->nothers; i++) {
+      const lgr_site_t *s = &r->others[i];
+      fprintf(f, "  %10s  %-10s %s\n", lgu_fmt_bytes(b1, sizeof b1, (double)s->live_bytes),
+              lg_pattern_name(s->r.pattern), site_label(lab, sizeof lab, s));
+    }
+  }
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+static cJSON *num_or_null(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
+
+static double round2(double v) { return isfinite(v) ? round(v * 100) / 100 : v; }
+
+static cJSON *frame_json(const lgr_frame_t *fr) {
+  cJSON *x = cJSON_CreateObject();
+  cJSON_AddStringToObject(x, "function", fr->function);
+  if (fr->file[0]) cJSON_AddStringToObject(x, "file", fr->file);
+  else cJSON_AddNullToObject(x, "file");
+  if (fr->line) cJSON_AddNumberToObject(x, "line", fr->line);
+  else cJSON_AddNullToObject(x, "line");
+  cJSON_AddStringToObject(x, "module", fr->module);
+  if (fr->inlined) cJSON_AddTrueToObject(x, "inlined");
+  return x;
+}
+
+static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, int with_rank) {
+  cJSON *j = cJSON_CreateObject();
+  if (with_rank) cJSON_AddNumberToObject(j, "rank", rank);
+  cJSON_AddNumberToObject(j, "pid", s->pid);
+  const lgr_run_t *u = run_of(r, s->proc);
+  if (u && u->rank >= 0) cJSON_AddNumberToObject(j, "process_rank", u->rank);
+  cJSON_AddStringToObject(j, "space", s->space);
+  cJSON_AddNumberToObject(j, "live_bytes", (double)s->live_bytes);
+  cJSON_AddNumberToObject(j, "live_blocks", (double)s->live_blocks);
+  cJSON_AddNumberToObject(j, "peak_live_bytes", (double)s->peak_live_bytes);
+  cJSON_AddNumberToObject(j, "allocated_bytes", (double)s->alloc_bytes);
+  cJSON_AddNumberToObject(j, "allocated_blocks", (double)s->alloc_blocks);
+  cJSON_AddItemToObject(j, "growth_bytes_per_s", num_or_null(round2(s->r.growth_bytes_per_s)));
+  cJSON_AddItemToObject(j, "growth_bytes_per_step", num_or_null(round2(s->r.growth_bytes_per_step)));
+  cJSON_AddItemToObject(j, "time_to_oom_s", num_or_null(round2(s->time_to_oom_s)));
+  cJSON_AddNumberToObject(j, "confidence", round2(s->r.confidence));
+  cJSON_AddStringToObject(j, "pattern", lg_pattern_name(s->r.pattern));
+  cJSON_AddItemToObject(j, "oldest_block_age_s", num_or_null(round2(s->oldest_age_s)));
+  if (with_rank) {
+    cJSON_AddItemToObject(j, "detected_after_s", num_or_null(round2(s->detected_after_s)));
+    cJSON_AddItemToObject(j, "growing_since_s", num_or_null(round2(s->r.since_s)));
+    cJSON_AddNumberToObject(j, "blocks_gained", (double)s->blocks_gained);
+    if (s->leak >= 0) cJSON_AddNumberToObject(j, "leak", s->leak + 1);
+    else cJSON_AddNullToObject(j, "leak");
+  }
+  cJSON_AddNumberToObject(j, "stack", s->stack);
+  if (s->spread_sites) cJSON_AddNumberToObject(j, "spread_sites", s->spread_sites);
+  if (s->nframes) {
+    cJSON *site = frame_json(&s->frames[s->site_frame]);
+    if (s->source) cJSON_AddStringToObject(site, "source", s->source);
+    cJSON_AddItemToObject(j, "site", site);
+  } else {
+    cJSON_AddNullToObject(j, "site");
+  }
+  cJSON *hl = s->holders_json ? cJSON_Parse(s->holders_json) : NULL;
+  cJSON_AddItemToObject(j, "holders", hl ? hl : cJSON_CreateArray());
+  cJSON *fr = cJSON_AddArrayToObject(j, "frames");
+  for (int k = 0; k < s->nframes; k++) cJSON_AddItemToArray(fr, frame_json(&s->frames[k]));
+  cJSON *st = cJSON_AddArrayToObject(j, "stacks");
+  for (int k = 0; k < s->nstacks && k < 32; k++) {
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddNumberToObject(x, "stack", s->stacks[k].stack);
+    cJSON_AddNumberToObject(x, "live_bytes", (double)s->stacks[k].live_bytes);
+    cJSON_AddNumberToObject(x, "peak_live_bytes", (double)s->stacks[k].peak_live_bytes);
+    cJSON_AddItemToArray(st, x);
+  }
+  if (s->nstacks > 32) cJSON_AddNumberToObject(j, "stacks_omitted", s->nstacks - 32);
+  return j;
+}
+
+static cJSON *leak_json(const lgr_report_t *r, int j) {
+  const lgr_leak_t *L = &r->leaks[j];
+  cJSON *x = cJSON_CreateObject();
+  cJSON_AddNumberToObject(x, "rank", j + 1);
+  cJSON *sus = cJSON_AddArrayToObject(x, "suspects");
+  for (int k = 0; k < L->nsuspects; k++) cJSON_AddItemToArray(sus, cJSON_CreateNumber(L->suspects[k] + 1));
+  cJSON_AddStringToObject(x, "by", L->by);
+  cJSON *h = L->holder_json ? cJSON_Parse(L->holder_json) : NULL;
+  if (h) {
+    cJSON_DeleteItemFromObject(h, "detail");
+    cJSON_AddItemToObject(x, "holder", h);
+  } else {
+    cJSON_AddNullToObject(x, "holder");
+  }
+  cJSON_AddNumberToObject(x, "pid", L->pid);
+  if (L->rank >= 0) cJSON_AddNumberToObject(x, "process_rank", L->rank);
+  else cJSON_AddNullToObject(x, "process_rank");
+  cJSON_AddNumberToObject(x, "live_bytes", (double)L->live_bytes);
+  cJSON_AddItemToObject(x, "growth_bytes_per_s", num_or_null(round2(L->growth_bytes_per_s)));
+  cJSON_AddItemToObject(x, "growth_bytes_per_step", num_or_null(round2(L->growth_bytes_per_step)));
+  cJSON_AddStringToObject(x, "pattern", lg_pattern_name(L->pattern));
+  cJSON_AddItemToObject(x, "detected_after_s", num_or_null(round2(L->detected_after_s)));
+  cJSON_AddItemToObject(x, "time_to_oom_s", num_or_null(round2(L->time_to_oom_s)));
+  return x;
+}
+
+int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddNumberToObject(root, "schema", 1);
+  cJSON_AddStringToObject(root, "verdict", r->nleaks ? "leak" : "no-leak");
+  if (r->limit_source) cJSON_AddStringToObject(root, "limit_source", r->limit_source);
+  cJSON *runs = cJSON_AddArrayToObject(root, "runs");
+  for (int i = 0; i < r->nruns; i++) {
+    const lgr_run_t *u = &r->runs[i];
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "pid", u->pid);
+    cJSON_AddNumberToObject(j, "ppid", u->ppid);
+    cJSON_AddStringToObject(j, "command", u->command);
+    cJSON_AddStringToObject(j, "started_by", u->kind);
+    cJSON_AddStringToObject(j, "end", u->end_reason);
+    if (u->has_exit) cJSON_AddNumberToObject(j, "exit_status", u->exit_status);
+    else cJSON_AddNullToObject(j, "exit_status");
+    if (u->has_signal) cJSON_AddNumberToObject(j, "signal", u->signal);
+    else cJSON_AddNullToObject(j, "signal");
+    cJSON_AddNumberToObject(j, "duration_s", round2(u->duration_s));
+    cJSON_AddNumberToObject(j, "peak_live_bytes", (double)u->peak_live_bytes);
+    cJSON_AddNumberToObject(j, "final_live_bytes", (double)u->final_live_bytes);
+    cJSON_AddNumberToObject(j, "dropped_records", (double)u->dropped);
+    cJSON_AddNumberToObject(j, "steps", (double)u->steps);
+    cJSON_AddNumberToObject(j, "snapshots", (double)u->snapshots);
+    cJSON_AddNumberToObject(j, "sample_bytes", (double)u->sample_bytes);
+    cJSON_AddNumberToObject(j, "limit_bytes", (double)u->limit_bytes);
+    if (u->pattern >= 0) cJSON_AddStringToObject(j, "memory_pattern", lg_pattern_name((lg_pattern_t)u->pattern));
+    else cJSON_AddNullToObject(j, "memory_pattern");
+    if (u->rank >= 0) cJSON_AddNumberToObject(j, "rank", u->rank);
+    else cJSON_AddNullToObject(j, "rank");
+    if (u->local_rank >= 0) cJSON_AddNumberToObject(j, "local_rank", u->local_rank);
+    else cJSON_AddNullToObject(j, "local_rank");
+    if (u->world_size >= 0) cJSON_AddNumberToObject(j, "world_size", u->world_size);
+    else cJSON_AddNullToObject(j, "world_size");
+    if (u->host) cJSON_AddStringToObject(j, "host", u->host);
+    else cJSON_AddNullToObject(j, "host");
+    cJSON_AddBoolToObject(j, "leaking", u->leaking);
+    cJSON_AddItemToArray(runs, j);
+  }
+  cJSON *leaks = cJSON_AddArrayToObject(root, "leaks");
+  for (int j = 0; j < r->nleaks; j++) cJSON_AddItemToArray(leaks, leak_json(r, j));
+  cJSON *sus = cJSON_AddArrayToObject(root, "suspects");
+  int top = o->top > 0 ? o->top : 10;
+  for (int i = 0; i < r->nsuspects && i < top; i++) cJSON_AddItemToArray(sus, site_json(r, &r->suspects[i], i + 1, 1));
+  cJSON *mi = cJSON_AddArrayToObject(root, "minor_growth");
+  for (int i = 0; i < r->nminor && i < top; i++) cJSON_AddItemToArray(mi, site_json(r, &r->minor[i], 0, 0));
+  cJSON *oth = cJSON_AddArrayToObject(root, "largest_non_leaking");
+  for (int i = 0; i < r->nothers; i++) cJSON_AddItemToArray(oth, site_json(r, &r->others[i], 0, 0));
+  char *s = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!s) return -ENOMEM;
+  fputs(s, f);
+  fputc('\n', f);
+  free(s);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ folded */
+
+static void put_folded(FILE *f, const char *fn, int *first) {
+  fputs(*first ? "" : ";", f);
+  for (const char *p = fn && *fn ? fn : "??"; *p; p++) fputc(*p == ';' || *p == ' ' ? '_' : *p, f);
+  *first = 0;
+}
+
+int lgr_print_folded(FILE *f, lgst_t *store) {
+  sqlite3 *db = lgst_db(store);
+  sqlite3_stmt *st;
+  /* last sample per (proc, stack) with live bytes > 0 */
+  const char *sql =
+      "SELECT s.proc, s.stack, s.live_bytes FROM samples s"
+      " JOIN (SELECT proc, stack, max(seq) m FROM samples GROUP BY proc, stack) l"
+      " ON s.proc=l.proc AND s.stack=l.stack AND s.seq=l.m WHERE s.live_bytes > 0"
+      " ORDER BY s.proc, s.stack";
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
+  sqlite3_stmt *fr;
+  if (sqlite3_prepare_v2(db, "SELECT function, module FROM frames WHERE proc=? AND stack=? ORDER BY idx", -1, &fr,
+                         NULL) != SQLITE_OK) {
+    sqlite3_finalize(st);
+    return -EIO;
+  }
+  char **fn = NULL;
+  int cap = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    sqlite3_reset(fr);
+    sqlite3_bind_int(fr, 1, sqlite3_column_int(st, 0));
+    sqlite3_bind_int(fr, 2, sqlite3_column_int(st, 1));
+    int n = 0, npy = 0, leading = 1;
+    while (sqlite3_step(fr) == SQLITE_ROW) {
+      if (n == cap) {
+        cap = cap ? cap * 2 : 64;
+        char **nf = realloc(fn, (size_t)cap * sizeof *nf);
+        if (!nf) break;
+        fn = nf;
+      }
+      const char *m = (const char *)sqlite3_column_text(fr, 1);
+      if (leading && m && !strcmp(m, "python")) npy++;
+      else leading = 0;
+      const char *t = (const char *)sqlite3_column_text(fr, 0);
+      fn[n++] = strdup(t ? t : "??");
+    }
+    /* root first: the Python callers (outermost first), then the native frames under
+     * the innermost Python line, down to the allocation */
+    int first = 1;
+    for (int i = npy - 1; i >= 0; i--) put_folded(f, fn[i], &first);
+    for (int i = n - 1; i >= npy; i--) put_folded(f, fn[i], &first);
+    if (first) fprintf(f, "[unknown]");
+    fprintf(f, " %lld\n", (long long)sqlite3_column_int64(st, 2));
+    for (int i = 0; i < n; i++) free(fn[i]);
+  }
+  free(fn);
+  sqlite3_finalize(fr);
+  sqlite3_finalize(st);
+  return 0;
+}
