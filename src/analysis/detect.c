@@ -68,10 +68,18 @@ static int classify_consistent(const lgd_point_t *pts, size_t n, int leak) {
   return best;
 }
 
-int lgd_process_pattern(const double *t, const double *live, const double *rss, size_t n) {
+int lgd_process_pattern(const double *t, const double *live, const double *rss, size_t n, int *nonleak) {
+  if (nonleak) *nonleak = -1;
   if (n < 8) return -1;
   lg_pattern_t c;
-  if (lg_classify(t, live, rss, n, &c, NULL) != 0) return -1;
+  double pr[LG_PATTERN_COUNT];
+  if (lg_classify(t, live, rss, n, &c, pr) != 0) return -1;
+  if (nonleak) {
+    int best = -1;
+    for (int i = 0; i < LG_PATTERN_COUNT; i++)
+      if (!lg_pattern_is_leak((lg_pattern_t)i) && (best < 0 || pr[i] > pr[best])) best = i;
+    *nonleak = best;
+  }
   return (int)c;
 }
 
@@ -229,17 +237,26 @@ int lgd_analyze_tail(const lgd_point_t *pts, size_t n, size_t from, const lgd_op
 int lgd_analyze_recent(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_result_t *out) {
   int rc = lgd_analyze(pts, n, opt, out);
   if (rc != 0 || out->leak || n < 2 * LGD_TAIL_MIN_POINTS) return rc;
+  /* Every suffix that passes is a candidate; the fastest one says how fast the leak
+   * grows now, and the longest one growing at least 70 % as fast says since when. */
   double t0 = pts[0].t, t1 = pts[n - 1].t;
+  lgd_result_t cand[4];
+  int ok[4] = {0, 0, 0, 0}, best = -1;
   for (int k = 1; k <= 4; k++) {
     double from = t1 - (t1 - t0) / (double)(1 << k);
     size_t i0 = 0;
     while (i0 < n && pts[i0].t < from) i0++;
     if (n - i0 < LGD_TAIL_MIN_POINTS) break;
     if (i0 == 0) continue;
-    lgd_result_t r;
-    if (lgd_analyze_tail(pts, n, i0, opt, &r) != 0 || !r.leak) continue;
-    *out = r;
-    return 0;
+    if (lgd_analyze_tail(pts, n, i0, opt, &cand[k - 1]) != 0 || !cand[k - 1].leak) continue;
+    ok[k - 1] = 1;
+    if (best < 0 || cand[k - 1].growth_bytes_per_s > cand[best].growth_bytes_per_s) best = k - 1;
   }
+  if (best < 0) return 0;
+  for (int k = 0; k < 4; k++)
+    if (ok[k] && cand[k].growth_bytes_per_s >= 0.7 * cand[best].growth_bytes_per_s) {
+      *out = cand[k];
+      break;
+    }
   return 0;
 }

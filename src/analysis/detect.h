@@ -87,7 +87,8 @@ int lgd_analyze_tail(const lgd_point_t *pts, size_t n, size_t from, const lgd_op
 
 /* Process-level shape from live bytes and resident memory (can name fragmentation:
  * RSS growing while live bytes stay flat). Returns the class, or -1 when the series is
- * too short or invalid. */
-int lgd_process_pattern(const double *t, const double *live, const double *rss, size_t n);
+ * too short or invalid; *nonleak (if not NULL) gets the most probable class that is
+ * not a leak (for a process the report finds no leak in), or -1. */
+int lgd_process_pattern(const double *t, const double *live, const double *rss, size_t n, int *nonleak);
 
 #endif

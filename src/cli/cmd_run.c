@@ -35,6 +35,7 @@
 #include "analysis/detect.h"
 #include "cli/commands.h"
 #include "collector/sites.h"
+#include "collector/symq.h"
 #include "core/model.h"
 #include "core/symbolize.h"
 #include "core/util.h"
@@ -43,6 +44,14 @@
 #include "output/metrics.h"
 #include "output/report.h"
 #include "output/store.h"
+
+/* The live analysis runs every LIVE_TICK_NS, or at the snapshot interval when that is
+ * shorter (in memory; the database gets snapshots at the snapshot interval), so a leak
+ * is flagged a few ticks after it begins whatever the interval. Every snapshot, those
+ * at step markers too, is also a point of the live series. */
+#define LIVE_TICK_NS 250000000ULL
+/* Small sites' changes are written this often (LGST_CHANGED, store.h). */
+#define CHANGED_EVERY_NS 2000000000ULL
 
 typedef struct run_opts {
   const char *output;
@@ -63,6 +72,7 @@ typedef struct proc_ext {
   uint32_t nsymbolized;
   uint64_t last_snap_ns;
   uint64_t last_changed_ns; /* last LGST_CHANGED snapshot */
+  uint64_t last_tick_ns;    /* last point of the live site series */
 } proc_ext_t;
 
 typedef struct collector {
@@ -83,6 +93,7 @@ typedef struct collector {
   lgx_registry_t *reg;
   lgx_server_t *srv;
   char dir[64];         /* private directory: socket, suspects/holders files */
+  lgc_symq_t *symq;     /* symbolization worker */
   int in_txn;
   int explains;
 } collector_t;
@@ -248,13 +259,44 @@ static proc_ext_t *find_proc(collector_t *c, int pid, int alive_only) {
   return NULL;
 }
 
-/* Symbolizes and stores stacks lazily, and assigns them to their allocation site: a
- * stack is written when it holds 1 KiB or more, or (at the final snapshot) 256 bytes,
- * or when its Python line's stacks together hold 1 KiB (a line reaches malloc through
- * many native paths). Programs such as Python make tens of thousands of short-lived
+static void db_begin(collector_t *c);
+
+/* The site of a symbolized stack (the report's rule, output/report.c: the innermost
+ * Python line, else the first frame that is not allocator machinery): its key, a label
+ * for people and its first frames as JSON (for the suspects files). */
+static void site_of_frames(const lgs_frame_t *fr, int nf, unsigned space, uint32_t id, char *key, size_t keylen,
+                           char *label, size_t labellen, char **frames_json) {
+  int k = 0;
+  if (!(nf > 0 && !strcmp(fr[0].module, "python")))
+    while (k < nf - 1 && lgr_is_machinery(fr[k].function, fr[k].file, fr[k].module)) k++;
+  if (nf == 0) snprintf(label, labellen, "??");
+  else if (fr[k].file[0]) {
+    const char *b = strrchr(fr[k].file, '/');
+    snprintf(label, labellen, "%s (%s:%d)", fr[k].function, b ? b + 1 : fr[k].file, fr[k].line);
+  } else snprintf(label, labellen, "%s [%s]", fr[k].function, fr[k].module);
+  if (nf == 0) snprintf(key, keylen, "#%u", id);
+  else
+    snprintf(key, keylen, "%s\x1f%s\x1f%d\x1f%s\x1f%u", fr[k].function, fr[k].file, fr[k].line,
+             fr[k].file[0] ? "" : fr[k].module, space);
+  cJSON *arr = cJSON_CreateArray();
+  for (int q = k; q < nf && q < k + 8; q++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "function", fr[q].function);
+    cJSON_AddStringToObject(o, "file", fr[q].file);
+    cJSON_AddNumberToObject(o, "line", fr[q].line);
+    cJSON_AddStringToObject(o, "module", fr[q].module);
+    cJSON_AddItemToArray(arr, o);
+  }
+  *frames_json = cJSON_PrintUnformatted(arr);
+  cJSON_Delete(arr);
+}
+
+/* Queues stacks for symbolization and storage (the worker, collector/symq.c), and
+ * assigns Python stacks to their site at once (their site is a Python line, read from
+ * the region). A stack is queued when it holds 1 KiB or more, or (at the final
+ * snapshot) 256 bytes. Programs such as Python make tens of thousands of short-lived
  * stacks at start-up; storing every one costs the collector seconds for nothing. Needs
- * the sums of lgm_collect. The site key follows the report's rule (output/report.c):
- * the innermost Python line, else the first frame that is not allocator machinery. */
+ * the sums of lgm_collect. */
 static void sync_symbols(collector_t *c, proc_ext_t *p, int final) {
   lgm_proc_t *m = &p->m;
   uint32_t nm = lgm_nmodules(m);
@@ -263,7 +305,7 @@ static void sync_symbols(collector_t *c, proc_ext_t *p, int final) {
     char path[LG_MODULE_PATH + 1];
     memcpy(path, mod->path, LG_MODULE_PATH);
     path[LG_MODULE_PATH] = 0;
-    if (p->sym) lgs_add_module(p->sym, path, mod->start, mod->end, mod->bias);
+    if (p->sym) lgc_symq_module(c->symq, p->sym, path, mod->start, mod->end, mod->bias);
     if (c->db) lgst_module(c->db, m->proc, i, mod);
   }
   m->modules_stored = nm;
@@ -276,72 +318,52 @@ static void sync_symbols(collector_t *c, proc_ext_t *p, int final) {
     p->nsymbolized = ns;
   }
   m->stacks_stored = ns;
-  /* live bytes per Python line (the innermost Python frame id) of unsymbolized stacks */
-  uint32_t npf = atomic_load(&m->hdr->npyframes);
-  if (npf > m->hdr->pyframes_cap) npf = m->hdr->pyframes_cap;
-  int64_t *pyline = npf ? calloc(npf, sizeof *pyline) : NULL;
-  for (uint32_t id = 2; pyline && id < ns; id++) {
-    if (p->symbolized[id]) continue;
-    const uint64_t *ips;
-    unsigned space = 0;
-    if (lgm_stack(m, id, &ips, &space) > 0 && (ips[0] & LG_PYFRAME_BIT) && (ips[0] & ~LG_PYFRAME_BIT) < npf)
-      pyline[ips[0] & ~LG_PYFRAME_BIT] += m->sites[id].live_bytes;
-  }
-  lgs_frame_t *fr = malloc(sizeof *fr * LG_MAX_DEPTH * 8);
-  if (!fr) {
-    free(pyline);
-    return;
-  }
+  lgs_frame_t py[LG_MAX_DEPTH];
   for (uint32_t id = 2; id < ns; id++) {
     if (p->symbolized[id]) continue;
     int64_t live = m->sites[id].live_bytes;
     const uint64_t *ips;
     unsigned space = 0;
     unsigned depth = lgm_stack(m, id, &ips, &space);
-    int line_big = pyline && depth > 0 && (ips[0] & LG_PYFRAME_BIT) && (ips[0] & ~LG_PYFRAME_BIT) < npf &&
-                   pyline[ips[0] & ~LG_PYFRAME_BIT] >= 1024 && live > 0;
-    if (!(live >= 1024 || line_big || (final && live >= 256))) continue;
+    int is_py = depth > 0 && (ips[0] & LG_PYFRAME_BIT);
+    if (!(live >= 1024 || (final && live >= 256))) continue;
+    p->symbolized[id] = 1;
+    if (lgc_symq_stack(c->symq, p, p->sym, m, id) != 0) p->symbolized[id] = 0;
+    if (!is_py) continue;
     int nf = 0;
-    for (unsigned k = 0; k < depth && nf < LG_MAX_DEPTH * 8 - 8; k++) {
+    for (unsigned k = 0; k < depth && nf < LG_MAX_DEPTH; k++) {
       const char *pf, *pfn;
       int pl;
-      if (lgm_pyframe(m, ips[k], &pf, &pfn, &pl) == 0) {
-        fr[nf++] = (lgs_frame_t){ips[k], "python", pfn, pf, pl, 0};
-        continue;
-      }
-      nf += p->sym ? lgs_lookup(p->sym, ips[k], fr + nf, 8) : 0;
+      if (lgm_pyframe(m, ips[k], &pf, &pfn, &pl) != 0) break;
+      py[nf++] = (lgs_frame_t){ips[k], "python", pfn, pf, pl, 0};
     }
-    if (c->db) lgst_stack(c->db, m->proc, id, space, fr, nf);
-    p->symbolized[id] = 1;
-    int k = 0;
-    if (!(nf > 0 && !strcmp(fr[0].module, "python")))
-      while (k < nf - 1 && lgr_is_machinery(fr[k].function, fr[k].file, fr[k].module)) k++;
-    char label[512], key[1200];
-    if (nf == 0) snprintf(label, sizeof label, "??");
-    else if (fr[k].file[0]) {
-      const char *b = strrchr(fr[k].file, '/');
-      snprintf(label, sizeof label, "%s (%s:%d)", fr[k].function, b ? b + 1 : fr[k].file, fr[k].line);
-    } else snprintf(label, sizeof label, "%s [%s]", fr[k].function, fr[k].module);
-    if (nf == 0) snprintf(key, sizeof key, "#%u", id);
-    else
-      snprintf(key, sizeof key, "%s\x1f%s\x1f%d\x1f%s\x1f%u", fr[k].function, fr[k].file, fr[k].line,
-               fr[k].file[0] ? "" : fr[k].module, space);
-    cJSON *arr = cJSON_CreateArray();
-    for (int q = k; q < nf && q < k + 8; q++) {
-      cJSON *o = cJSON_CreateObject();
-      cJSON_AddStringToObject(o, "function", fr[q].function);
-      cJSON_AddStringToObject(o, "file", fr[q].file);
-      cJSON_AddNumberToObject(o, "line", fr[q].line);
-      cJSON_AddStringToObject(o, "module", fr[q].module);
-      cJSON_AddItemToArray(arr, o);
-    }
-    char *fj = cJSON_PrintUnformatted(arr);
-    cJSON_Delete(arr);
+    char label[512], key[1200], *fj = NULL;
+    site_of_frames(py, nf, space, id, key, sizeof key, label, sizeof label, &fj);
     lgc_sites_assign(&p->sites, id, key, label, fj);
     free(fj);
   }
-  free(fr);
-  free(pyline);
+}
+
+/* Stores the stacks the worker symbolized, and assigns the native ones to their site:
+ * for at most budget_ns (0: all of them), so that the loop keeps its pace while a
+ * program's start-up floods it with new stacks. */
+static void take_symbols(collector_t *c, uint64_t budget_ns) {
+  lgc_symres_t r;
+  uint64_t t0 = lgu_now_ns();
+  while ((!budget_ns || lgu_now_ns() - t0 < budget_ns) && lgc_symq_take(c->symq, &r)) {
+    proc_ext_t *p = r.owner;
+    if (c->db && !c->db_failed) {
+      db_begin(c);
+      lgst_stack(c->db, p->m.proc, r.id, r.space, r.frames, r.nframes);
+    }
+    if (!(r.nframes > 0 && !strcmp(r.frames[0].module, "python"))) {
+      char label[512], key[1200], *fj = NULL;
+      site_of_frames(r.frames, r.nframes, r.space, r.id, key, sizeof key, label, sizeof label, &fj);
+      lgc_sites_assign(&p->sites, r.id, key, label, fj);
+      free(fj);
+    }
+    lgc_symq_release(&r);
+  }
 }
 
 /* One transaction per loop iteration that writes anything: opened on the first
@@ -357,6 +379,48 @@ static void db_commit(collector_t *c) {
   if (lgst_commit(c->db) != 0 && !c->db_failed) {
     lgu_err("cannot write the database %s; recording continues without storing", c->o.output);
     c->db_failed = 1;
+  }
+}
+
+/* Labels a process with its rank in a distributed job, from the environment it was
+ * started with (torchrun and torch.distributed's launchers: RANK, LOCAL_RANK,
+ * WORLD_SIZE; Open MPI; MPICH/PMI; Slurm), and with the host it runs on. A rank given
+ * to the program another way (torch.multiprocessing.spawn's argument) reaches us later
+ * through the Python module's labels file. */
+static void label_process(collector_t *c, const lgm_proc_t *m) {
+  if (!c->db || c->db_failed) return;
+  static const char *const keys[][2] = {
+      {"RANK", "rank"}, {"LOCAL_RANK", "local_rank"}, {"WORLD_SIZE", "world_size"},
+      {"OMPI_COMM_WORLD_RANK", "rank"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "local_rank"},
+      {"OMPI_COMM_WORLD_SIZE", "world_size"}, {"PMI_RANK", "rank"}, {"PMI_SIZE", "world_size"},
+      {"SLURM_PROCID", "rank"}, {"SLURM_LOCALID", "local_rank"}, {"SLURM_NTASKS", "world_size"}};
+  char path[64], buf[65536];
+  snprintf(path, sizeof path, "/proc/%d/environ", m->pid);
+  long n = lgu_read_file(path, buf, sizeof buf);
+  int have[3] = {0, 0, 0};
+  db_begin(c);
+  for (long i = 0; n > 0 && i < n;) {
+    const char *e = buf + i;
+    size_t len = strnlen(e, (size_t)(n - i));
+    i += (long)len + 1;
+    const char *eq = memchr(e, '=', len);
+    if (!eq) continue;
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+      size_t kl = strlen(keys[k][0]);
+      int slot = !strcmp(keys[k][1], "rank") ? 0 : !strcmp(keys[k][1], "local_rank") ? 1 : 2;
+      if ((size_t)(eq - e) != kl || memcmp(e, keys[k][0], kl) != 0 || have[slot]) continue;
+      long v;
+      if (lgu_parse_long(eq + 1, 0, 1 << 24, &v) != 0) continue;
+      char num[24];
+      snprintf(num, sizeof num, "%ld", v);
+      lgst_label(c->db, m->proc, keys[k][1], num);
+      have[slot] = 1;
+    }
+  }
+  char host[256];
+  if (gethostname(host, sizeof host) == 0) {
+    host[sizeof host - 1] = 0;
+    lgst_label(c->db, m->proc, "host", host);
   }
 }
 
@@ -381,6 +445,10 @@ static void snapshot(collector_t *c, proc_ext_t *p, int mode) {
   } else {
     usage = lgu_memory_usage();
   }
+  /* every snapshot (step markers too) is a point of the live site series */
+  lgc_sites_tick(&p->sites, (double)(now - m->start_ns) / 1e9, (double)atomic_load(&m->hdr->steps), m->sites,
+                 m->nsites);
+  p->last_tick_ns = now;
   if (c->db && !c->db_failed) {
     lgst_snapshot(c->db, m, now, usage, c->limit, mode);
   } else {
@@ -470,6 +538,7 @@ static void accept_hello(collector_t *c) {
   p->sym = lgs_new();
   c->procs[c->nprocs++] = p;
   if (c->guard) lgg_watch_pid(c->guard, p->m.pid);
+  label_process(c, &p->m);
   store_proc(c, p);
   return;
 fail:
@@ -591,6 +660,34 @@ static void write_suspects(collector_t *c, proc_ext_t *p, double elapsed, cJSON 
   free(text);
 }
 
+/* Stores labels-PID.json files ({"rank": 1, "world_size": 2, ...}) that the Python
+ * module writes once a process knows its rank (torch.distributed initialised). */
+static void ingest_labels(collector_t *c, const char *name) {
+  int pid = 0;
+  char tail[8] = "";
+  if (sscanf(name, "labels-%d.jso%1s", &pid, tail) != 2) return;
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", c->dir, name);
+  char buf[4096];
+  long k = lgu_read_file(path, buf, sizeof buf);
+  unlink(path);
+  proc_ext_t *p = find_proc(c, pid, 0);
+  cJSON *root = k > 0 ? cJSON_Parse(buf) : NULL;
+  if (p && root && c->db && !c->db_failed) {
+    static const char *const keys[] = {"rank", "local_rank", "world_size"};
+    db_begin(c);
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+      const cJSON *v = cJSON_GetObjectItem(root, keys[i]);
+      if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (1 << 24)) continue;
+      char num[24];
+      snprintf(num, sizeof num, "%d", (int)v->valuedouble);
+      lgst_label(c->db, p->m.proc, keys[i], num);
+    }
+    lgst_proc(c->db, &p->m);
+  }
+  cJSON_Delete(root);
+}
+
 /* Stores the holders-PID-N.json files that explains in the targets wrote. */
 static void ingest_holders(collector_t *c) {
   DIR *d = opendir(c->dir);
@@ -598,6 +695,7 @@ static void ingest_holders(collector_t *c) {
   struct dirent *de;
   while ((de = readdir(d))) {
     int pid = 0, n = 0;
+    if (!strncmp(de->d_name, "labels-", 7)) ingest_labels(c, de->d_name);
     if (sscanf(de->d_name, "holders-%d-%d.json", &pid, &n) != 2) continue;
     char path[512];
     snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name);
@@ -656,10 +754,13 @@ static void store_flags(collector_t *c, proc_ext_t *p, const lgc_group_t *g, int
 static void live_tick(collector_t *c, uint64_t now) {
   for (int i = 0; i < c->nprocs; i++) {
     proc_ext_t *p = c->procs[i];
-    if (p->m.ended || lgm_collect(&p->m) != 0) continue;
+    if (p->m.ended) continue;
     double t = (double)(now - p->m.start_ns) / 1e9;
-    if (p->m.live_bytes > p->m.peak_live_bytes) p->m.peak_live_bytes = p->m.live_bytes;
-    lgc_sites_tick(&p->sites, t, (double)atomic_load(&p->m.hdr->steps), p->m.sites, p->m.nsites);
+    if (now - p->last_tick_ns >= LIVE_TICK_NS / 2) { /* no snapshot gave a point lately */
+      if (lgm_collect(&p->m) != 0) continue;
+      lgc_sites_tick(&p->sites, t, (double)atomic_load(&p->m.hdr->steps), p->m.sites, p->m.nsites);
+      p->last_tick_ns = now;
+    }
     double headroom = c->limit > lgu_memory_usage() ? (double)(c->limit - lgu_memory_usage()) : 0;
     if (lgc_sites_analyse(&p->sites, t, (double)p->m.live_bytes, headroom) > 0)
       for (int gi = 0; gi < p->sites.n; gi++)
@@ -752,12 +853,6 @@ static void collector_signals(sigset_t *mask) {
   for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaddset(mask, sigs[i]);
 }
 
-/* The live analysis runs every LIVE_TICK_NS (in memory; the database gets snapshots at
- * the snapshot interval), so a leak is flagged a few ticks after it begins whatever the
- * interval. */
-#define LIVE_TICK_NS 250000000ULL
-#define CHANGED_EVERY_NS 2000000000ULL
-
 /* The snapshot interval at time now: -i when given, else adaptive: 0.1 s while the run
  * is young, growing with its age (age / 30) up to 1 s after 30 s, so short runs get
  * enough points for the detector and long ones a small database. */
@@ -849,10 +944,12 @@ static int collect_loop(collector_t *c) {
     int live = now >= next_live;
     if (live) {
       live_tick(c, now);
-      next_live += LIVE_TICK_NS;
-      if (next_live < now) next_live = now + LIVE_TICK_NS;
+      uint64_t tick = snapshot_interval_ns(c, now) < LIVE_TICK_NS ? snapshot_interval_ns(c, now) : LIVE_TICK_NS;
+      next_live += tick;
+      if (next_live < now) next_live = now + tick;
     }
     if (full) ingest_holders(c);
+    take_symbols(c, 20000000ULL);
     db_commit(c);
     if (live) live_update(c, (double)(now - c->t0) / 1e9);
     if (full) {
@@ -884,6 +981,9 @@ static int collect_loop(collector_t *c) {
     }
     store_proc(c, p);
   }
+  /* every queued stack stored before the report reads the database */
+  lgc_symq_drain(c->symq);
+  take_symbols(c, 0);
   db_commit(c);
   free(pf);
   close(sfd);
@@ -1106,6 +1206,11 @@ int lg_cmd_run(int argc, char **argv) {
   sigaction(SIGCHLD, &dfl, &old_chld);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+  c.symq = lgc_symq_new();
+  if (!c.symq) {
+    lgu_err("cannot start the symbolization thread: %s", strerror(errno));
+    return LG_EXIT_INTERNAL;
+  }
   int go[2], err[2];
   if (pipe2(go, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
     lgu_err("cannot create a pipe: %s", strerror(errno));
@@ -1185,6 +1290,7 @@ int lg_cmd_run(int argc, char **argv) {
   }
 
   collect_loop(&c);
+  lgc_symq_free(c.symq);
   unlink(sock);
   remove_dir_files(dir);
   rmdir(dir);

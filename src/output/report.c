@@ -71,16 +71,16 @@ int lgr_is_machinery(const char *fn, const char *file, const char *module) {
 }
 
 /* Minor growth: the rule of docs/detection.md. */
-int lgr_is_minor(double growth, double size, double blocks_gained, double tto, int steady) {
+int lgr_is_minor(double growth, double rate, double size, double blocks_gained, double tto, int steady) {
   double rel = size > 0 ? growth / size : 1;
-  int slow = isnan(tto) || tto > LGR_MINOR_OOM_S;
+  int slow = (isnan(tto) || tto > LGR_MINOR_OOM_S) && !(rate > 0 && size / rate < LGR_MINOR_DOUBLING_S);
   if (rel < LGR_MINOR_REL && slow && !steady) return 1;          /* tiny against the process */
   if (blocks_gained < LGR_MINOR_BLOCKS && rel < LGR_FEW_BLOCKS_REL) return 1; /* a handful of first uses */
   return 0;
 }
 
 int lgr_is_steady(const lgd_result_t *r) {
-  return r->leak && r->confidence >= LGR_STEADY_CONFIDENCE &&
+  return r->leak && r->tau >= LGR_STEADY_TAU && r->p < LGR_STEADY_P && r->windows >= 10 &&
          (r->pattern == LG_PATTERN_LINEAR_LEAK || r->pattern == LG_PATTERN_ACCELERATING_LEAK);
 }
 
@@ -264,6 +264,7 @@ static void free_frames(lgr_frame_t *f, int n) {
 
 void lgr_site_free(lgr_site_t *s) {
   free(s->holders_json);
+  free(s->series);
   free_frames(s->all_frames, s->nall);
   free(s->stacks);
   free(s->source);
@@ -509,7 +510,10 @@ static void analyse_series(const pctx_t *c, const double *v, const double *blk, 
   for (int64_t i = 0; i < c->nsnap; i++) {
     if (isnan(c->t[i])) continue;
     if (isnan(b0) && c->t[i] >= s->r.since_s) b0 = blk ? blk[i] : 0;
-    if (c->t[i] <= s->r.until_s) b1 = blk ? blk[i] : 0; /* not after a teardown */
+    if (c->t[i] <= s->r.until_s) { /* not after a teardown */
+      b1 = blk ? blk[i] : 0;
+      s->held_bytes = (int64_t)v[i];
+    }
   }
   s->blocks_gained = (int64_t)fmax(0, b1 - (isnan(b0) ? 0 : b0));
 }
@@ -570,7 +574,7 @@ static int load_snapshots(pctx_t *c) {
     if (seq + 1 > c->nsnap) c->nsnap = seq + 1;
   }
   sqlite3_finalize(st);
-  c->run->pattern = lgd_process_pattern(pt, plive, prss, pn);
+  c->run->pattern = lgd_process_pattern(pt, plive, prss, pn, &c->run->pattern_nonleak);
   if (pn) {
     double *tmp = malloc(pn * sizeof *tmp);
     if (tmp) {
@@ -1011,6 +1015,8 @@ static void find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
       qsort(g.stacks, (size_t)g.nstacks, sizeof *g.stacks, cmp_stackref);
       for (int k = 0; k < g.nstacks; k++) g.live_bytes += g.stacks[k].live_bytes;
       g.detected_after_s = site_flag(c, &g);
+      g.series = malloc((size_t)c->nsnap * sizeof *g.series);
+      if (g.series) memcpy(g.series, sum, (size_t)c->nsnap * sizeof *g.series);
       load_holders(c->db, &g);
       int scap = c->r->nsuspects; /* push_site grows by doubling from the count */
       if (push_site(&c->r->suspects, &c->r->nsuspects, &scap, &g)) lgr_site_free(&g);
@@ -1075,6 +1081,8 @@ static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr
     site.detected_after_s = site_flag(&c, &site);
     if (site.r.leak) {
       used[i] = 1;
+      site.series = a->val; /* kept for the leak's summed series */
+      a->val = NULL;
       load_frames(db, &site, o->native);
       load_holders(db, &site);
       if (push_site(&r->suspects, &r->nsuspects, &scap, &site)) lgr_site_free(&site);
@@ -1091,8 +1099,9 @@ static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr
 out:
   for (int i = 0; i < c.nsites; i++) free_acc(&c.sites[i]);
   free(c.sites);
-  free(c.t);
-  free(c.step);
+  run->snap_t = c.t;       /* the leaks' series are read against them (lgr_free frees them) */
+  run->snap_step = c.step;
+  run->nsnap = c.nsnap;
   free(c.flag_t);
   return rc;
 }
@@ -1122,6 +1131,50 @@ static char *function_key(const lgr_site_t *s) {
   char *k = malloc(n);
   if (k) snprintf(k, n, "%s\x1f%s\x1f%s", f->function, f->file, f->file[0] ? "" : f->module);
   return k;
+}
+
+/* One event that leaks several blocks (a list node and its payload, a key and its
+ * value) makes suspects that grow in lockstep: the same number of blocks gained, from
+ * the same moment. Without holders to tie them, leaks of one process whose main
+ * suspects gained the same number of blocks (within 5 %, at least 16) since about the
+ * same time (1 s) are one cause. */
+static void merge_lockstep(lgr_report_t *r) {
+  for (int i = 0; i < r->nleaks; i++) {
+    lgr_leak_t *A = &r->leaks[i];
+    const lgr_site_t *a = &r->suspects[A->suspects[0]];
+    if (a->blocks_gained < 16 || a->spread_sites) continue;
+    for (int j = i + 1; j < r->nleaks; j++) {
+      lgr_leak_t *B = &r->leaks[j];
+      const lgr_site_t *b = &r->suspects[B->suspects[0]];
+      if (B->proc != A->proc || b->spread_sites || (A->holder_json && B->holder_json)) continue;
+      double ga = (double)a->blocks_gained, gb = (double)b->blocks_gained;
+      if (fabs(ga - gb) > 0.05 * fmax(ga, gb) || fabs(a->r.since_s - b->r.since_s) > 1.0) continue;
+      for (int k = 0; k < B->nsuspects; k++) {
+        A->suspects[A->nsuspects++] = B->suspects[k];
+        r->suspects[B->suspects[k]].leak = i;
+      }
+      A->live_bytes += B->live_bytes;
+      A->growth_bytes_per_s += B->growth_bytes_per_s;
+      if (!isnan(B->growth_bytes_per_step))
+        A->growth_bytes_per_step = (isnan(A->growth_bytes_per_step) ? 0 : A->growth_bytes_per_step) + B->growth_bytes_per_step;
+      if (!isnan(B->detected_after_s) && (isnan(A->detected_after_s) || B->detected_after_s < A->detected_after_s))
+        A->detected_after_s = B->detected_after_s;
+      if (!A->holder_json) {
+        A->holder_json = B->holder_json;
+        B->holder_json = NULL;
+      }
+      free(A->by);
+      A->by = strdup("lockstep");
+      free(B->suspects);
+      free(B->by);
+      free(B->holder_json);
+      memmove(B, B + 1, (size_t)(r->nleaks - j - 1) * sizeof *B);
+      r->nleaks--;
+      for (int x = 0; x < r->nsuspects; x++)
+        if (r->suspects[x].leak > j) r->suspects[x].leak--;
+      j--;
+    }
+  }
 }
 
 static void group_leaks(lgr_report_t *r) {
@@ -1183,13 +1236,14 @@ static void group_leaks(lgr_report_t *r) {
     lgr_leak_t *L = &r->leaks[l];
     if (L->suspects) L->suspects[L->nsuspects++] = i;
     s->leak = l;
-    L->live_bytes += s->live_bytes;
+    L->live_bytes += s->held_bytes;
     L->growth_bytes_per_s += s->r.growth_bytes_per_s;
     if (!isnan(s->r.growth_bytes_per_step))
       L->growth_bytes_per_step = (isnan(L->growth_bytes_per_step) ? 0 : L->growth_bytes_per_step) + s->r.growth_bytes_per_step;
     if (!isnan(s->detected_after_s) && (isnan(L->detected_after_s) || s->detected_after_s < L->detected_after_s))
       L->detected_after_s = s->detected_after_s;
   }
+  merge_lockstep(r);
   for (int j = 0; j < r->nleaks; j++) {
     lgr_leak_t *L = &r->leaks[j];
     for (int k = 0; k < r->nruns; k++)
@@ -1221,6 +1275,44 @@ static void free_leaks(lgr_report_t *r) {
   for (int i = 0; i < r->nruns; i++) r->runs[i].leaking = 0;
 }
 
+/* A leak of several suspects is described by their summed series: its shape, rate
+ * and confidence are the cause's (one noisy site of a spread-out leak says less). */
+static void analyse_leaks(lgr_report_t *r) {
+  lgd_series_t ser;
+  lgd_series_init(&ser, 4096);
+  for (int j = 0; j < r->nleaks; j++) {
+    lgr_leak_t *L = &r->leaks[j];
+    const lgr_site_t *m = &r->suspects[L->suspects[0]];
+    L->pattern = m->r.pattern;
+    L->confidence = m->r.confidence;
+    L->r = m->r;
+    const lgr_run_t *u = NULL;
+    for (int k = 0; k < r->nruns; k++)
+      if (r->runs[k].proc == L->proc) u = &r->runs[k];
+    if (L->nsuspects < 2 || !u || !u->snap_t) continue;
+    double *sum = calloc((size_t)u->nsnap, sizeof *sum);
+    if (!sum) continue;
+    int ok = 1;
+    for (int k = 0; k < L->nsuspects && ok; k++) {
+      const lgr_site_t *s = &r->suspects[L->suspects[k]];
+      if (!s->series) ok = 0;
+      for (int64_t i = 0; ok && i < u->nsnap; i++) sum[i] += s->series[i];
+    }
+    ser.n = 0;
+    for (int64_t i = 0; ok && i < u->nsnap; i++)
+      if (!isnan(u->snap_t[i])) lgd_series_add(&ser, u->snap_t[i], sum[i], u->snap_step[i]);
+    lgd_result_t lr;
+    lgd_options_t dopt = {0, 1};
+    if (ok && lgd_analyze_recent(ser.pts, ser.n, &dopt, &lr) == 0 && lr.leak) {
+      L->pattern = lr.pattern;
+      L->confidence = lr.confidence;
+      L->r = lr;
+    }
+    free(sum);
+  }
+  lgd_series_free(&ser);
+}
+
 /* Significance is judged per leak (a cause), on the growth of all its suspects
  * together: the suspects of a minor leak move to the minor-growth list, and the rest
  * are grouped again. */
@@ -1238,8 +1330,7 @@ static void split_minor(lgr_report_t *r) {
     for (int k = 0; k < r->nruns; k++)
       if (r->runs[k].proc == L->proc) u = &r->runs[k];
     double size = u ? u->median_live_bytes : 0;
-    const lgr_site_t *m = &r->suspects[L->suspects[0]];
-    if (!lgr_is_minor(growth, size, blocks, L->time_to_oom_s, lgr_is_steady(&m->r))) continue;
+    if (!lgr_is_minor(growth, L->growth_bytes_per_s, size, blocks, L->time_to_oom_s, lgr_is_steady(&L->r))) continue;
     for (int k = 0; k < L->nsuspects; k++) minor[L->suspects[k]] = 1;
     any = 1;
   }
@@ -1257,6 +1348,7 @@ static void split_minor(lgr_report_t *r) {
     free_leaks(r);
     for (int i = 0; i < r->nsuspects; i++) r->suspects[i].leak = -1;
     group_leaks(r);
+    analyse_leaks(r);
     if (r->nminor) qsort(r->minor, (size_t)r->nminor, sizeof *r->minor, cmp_suspect);
   }
   free(minor);
@@ -1294,7 +1386,12 @@ int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why,
     if (s->nframes) s->source = source_line(s->frames[s->site_frame].file, s->frames[s->site_frame].line);
   }
   group_leaks(r);
+  analyse_leaks(r);
   split_minor(r);
+  /* a process without a leak is not described by a leak's shape */
+  for (int i = 0; i < r->nruns; i++)
+    if (!r->runs[i].leaking && r->runs[i].pattern >= 0 && lg_pattern_is_leak((lg_pattern_t)r->runs[i].pattern))
+      r->runs[i].pattern = r->runs[i].pattern_nonleak;
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='limit_source'", -1, &st, NULL) == SQLITE_OK) {
     if (sqlite3_step(st) == SQLITE_ROW) r->limit_source = dupstr(sqlite3_column_text(st, 0));
@@ -1309,6 +1406,8 @@ void lgr_free(lgr_report_t *r) {
     free(r->runs[i].end_reason);
     free(r->runs[i].kind);
     free(r->runs[i].host);
+    free(r->runs[i].snap_t);
+    free(r->runs[i].snap_step);
   }
   free_leaks(r);
   for (int i = 0; i < r->nsuspects; i++) lgr_site_free(&r->suspects[i]);

@@ -48,6 +48,7 @@ typedef struct lgr_site {
   int64_t live_bytes, live_blocks;
   int64_t peak_live_bytes;    /* highest value of the merged series */
   int64_t blocks_gained;      /* live blocks at the end minus at the start of the growth */
+  int64_t held_bytes;         /* live bytes at the end of the analysed part (before an exit's teardown) */
   uint64_t alloc_bytes, alloc_blocks;
   double oldest_age_s;        /* NaN when unknown */
   char *holders_json;         /* JSON array of holders from the database, or NULL */
@@ -65,6 +66,7 @@ typedef struct lgr_site {
   int spread_sites;           /* > 0: a group of that many sites under a common caller (frames: the caller's path) */
   char *source;               /* text of the site's source line, or NULL */
   int leak;                   /* index into lgr_report_t.leaks, -1 when none */
+  double *series;             /* suspects: live bytes at each snapshot of its run (lgr_run_t.snap_t) */
 } lgr_site_t;
 
 /* One cause. */
@@ -74,9 +76,11 @@ typedef struct lgr_leak {
   char *by;                   /* what binds them: "holder", "function", "site" or "spread" */
   char *holder_json;          /* the shared top holder {chain, objects, bytes, kind}, or NULL */
   int proc, pid, rank;        /* rank: the process's RANK label, -1 when none */
-  int64_t live_bytes;
+  int64_t live_bytes;         /* held by its suspects when they last grew (before an exit's teardown) */
   double growth_bytes_per_s, growth_bytes_per_step; /* sums over the suspects (NaN: no steps) */
-  lg_pattern_t pattern;       /* of the main suspect */
+  lg_pattern_t pattern;       /* of the suspects' summed series */
+  double confidence;
+  lgd_result_t r;             /* the detector on the suspects' summed series (the main suspect's alone) */
   double detected_after_s;    /* earliest flag of its suspects, NaN: found at the end */
   double time_to_oom_s;
 } lgr_leak_t;
@@ -90,10 +94,13 @@ typedef struct lgr_run {
   uint64_t dropped, steps, snapshots, sample_bytes;
   uint64_t limit_bytes, usage_bytes;
   int pattern;                /* lg_pattern_t of live bytes + RSS over time, -1 unknown */
+  int pattern_nonleak;        /* the most probable class that is not a leak, -1 unknown */
   double median_live_bytes;   /* the process's typical size (median of its snapshots) */
   int rank, local_rank, world_size; /* from RANK / LOCAL_RANK / WORLD_SIZE (or MPI's); -1 none */
   char *host;                 /* NULL when not recorded */
   int leaking;                /* 1 when one of the leaks is in this process */
+  double *snap_t, *snap_step; /* per snapshot seq: seconds since start (NaN: missing), steps */
+  int64_t nsnap;
 } lgr_run_t;
 
 typedef struct lgr_report {
@@ -129,15 +136,17 @@ int lgr_print_folded(FILE *f, lgst_t *db);
  * library internals, leakguard itself) and not the allocation site. */
 int lgr_is_machinery(const char *function, const char *file, const char *module);
 
-/* Significance (docs/detection.md, "Minor growth"): 1 when a growth of growth_bytes,
- * in a process whose live memory is typically size_bytes (the median of its
- * snapshots), gaining blocks_gained blocks, with time_to_oom_s of headroom at its rate
- * (NaN: unknown), is too small to be called a leak. A steady growth (lgr_is_steady) is
- * never minor for being small: a little every step for the whole run is what a leak
- * looks like in a short recording. */
-int lgr_is_minor(double growth_bytes, double size_bytes, double blocks_gained, double time_to_oom_s, int steady);
-/* 1 for a steady growth: a linear or accelerating leak, with confidence of at least
- * LGR_STEADY_CONFIDENCE. */
+/* Significance (docs/detection.md, "Minor growth"): 1 when a growth of growth_bytes at
+ * rate bytes/s, in a process whose live memory is typically size_bytes (the median of
+ * its snapshots), gaining blocks_gained blocks, with time_to_oom_s of headroom at its
+ * rate (NaN: unknown), is too small to be called a leak. A steady growth
+ * (lgr_is_steady), or one that would double the process within LGR_MINOR_DOUBLING_S, is
+ * never minor for being small against the process: a little every step for the whole
+ * run is what a leak looks like in a short recording. */
+int lgr_is_minor(double growth_bytes, double rate, double size_bytes, double blocks_gained, double time_to_oom_s,
+                 int steady);
+/* 1 for a steady growth: a linear or accelerating leak whose trend is strong (Mann-Kendall
+ * tau of at least LGR_STEADY_TAU, p under LGR_STEADY_P, over at least 10 windows). */
 int lgr_is_steady(const lgd_result_t *r);
 
 #endif

@@ -110,7 +110,7 @@ static void print_leaks(FILE *f, const lgr_report_t *r) {
     const lgr_site_t *m = &r->suspects[L->suspects[0]];
     fprintf(f, "  L%d  +%s/s", j + 1, lgu_fmt_bytes(b1, sizeof b1, L->growth_bytes_per_s));
     if (!isnan(L->growth_bytes_per_step)) fprintf(f, " (+%s/step)", lgu_fmt_bytes(b2, sizeof b2, L->growth_bytes_per_step));
-    fprintf(f, "  live %s  %s", lgu_fmt_bytes(b3, sizeof b3, (double)L->live_bytes), lg_pattern_name(L->pattern));
+    fprintf(f, "  holds %s  %s", lgu_fmt_bytes(b3, sizeof b3, (double)L->live_bytes), lg_pattern_name(L->pattern));
     if (!isnan(L->time_to_oom_s)) fprintf(f, "  OOM in %s", lgu_fmt_duration(b1, sizeof b1, L->time_to_oom_s));
     fprintf(f, "  pid %d", L->pid);
     if (L->rank >= 0) fprintf(f, " (rank %d)", L->rank);
@@ -193,9 +193,10 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     fprintf(f, "\nMinor growth (not a leak: small against the process, or a handful of first uses):\n");
     for (int i = 0; i < r->nminor && i < top; i++) {
       const lgr_site_t *s = &r->minor[i];
-      fprintf(f, "  +%s/s  %s in %lld blocks  %-10s %s  pid %d\n", lgu_fmt_bytes(b1, sizeof b1, s->r.growth_bytes_per_s),
-              lgu_fmt_bytes(b2, sizeof b2, (double)s->live_bytes), (long long)s->live_blocks,
-              lg_pattern_name(s->r.pattern), site_label(lab, sizeof lab, s), s->pid);
+      fprintf(f, "  grew %s in %lld blocks (+%s/s)  %-10s %s  pid %d\n",
+              lgu_fmt_bytes(b2, sizeof b2, s->growth_bytes), (long long)s->blocks_gained,
+              lgu_fmt_bytes(b1, sizeof b1, s->r.growth_bytes_per_s), lg_pattern_name(s->r.pattern),
+              site_label(lab, sizeof lab, s), s->pid);
     }
   }
   if (r->nothers) {
@@ -248,6 +249,7 @@ static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, in
     cJSON_AddItemToObject(j, "detected_after_s", num_or_null(round2(s->detected_after_s)));
     cJSON_AddItemToObject(j, "growing_since_s", num_or_null(round2(s->r.since_s)));
     cJSON_AddNumberToObject(j, "blocks_gained", (double)s->blocks_gained);
+    cJSON_AddNumberToObject(j, "held_bytes", (double)s->held_bytes);
     if (s->leak >= 0) cJSON_AddNumberToObject(j, "leak", s->leak + 1);
     else cJSON_AddNullToObject(j, "leak");
   }
@@ -297,6 +299,7 @@ static cJSON *leak_json(const lgr_report_t *r, int j) {
   cJSON_AddItemToObject(x, "growth_bytes_per_s", num_or_null(round2(L->growth_bytes_per_s)));
   cJSON_AddItemToObject(x, "growth_bytes_per_step", num_or_null(round2(L->growth_bytes_per_step)));
   cJSON_AddStringToObject(x, "pattern", lg_pattern_name(L->pattern));
+  cJSON_AddNumberToObject(x, "confidence", round2(L->confidence));
   cJSON_AddItemToObject(x, "detected_after_s", num_or_null(round2(L->detected_after_s)));
   cJSON_AddItemToObject(x, "time_to_oom_s", num_or_null(round2(L->time_to_oom_s)));
   return x;

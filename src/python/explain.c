@@ -757,8 +757,8 @@ typedef struct {
   PyObject *storages; /* storage ptr -> holder dict (views add to it); True: a graph's */
   PyObject *sto_first; /* storage ptr -> first (shallowest) tensor node using it */
   PyObject *targets;  /* set of site ids */
-  uint32_t tgt[64];   /* the same, for the hot loops (no allocation) */
-  int ntgt;
+  uint8_t *tgt;       /* the same as a bitmap over site ids, for the hot loops */
+  uint32_t ntgt_bits;
   /* the last group of an element of a container: siblings come one after the other in
    * BFS order and share the wildcarded chain */
   uint32_t last_site;
@@ -832,10 +832,7 @@ found:
 }
 
 static int is_target(hold_t *H, uint32_t site) {
-  if (!site) return 0;
-  for (int j = 0; j < H->ntgt; j++)
-    if (H->tgt[j] == site) return 1;
-  return 0;
+  return site && site < H->ntgt_bits && (H->tgt[site >> 3] >> (site & 7) & 1);
 }
 
 /* Saved tensors of an autograd node type: its "_saved_*" attribute names (cached). */
@@ -1000,9 +997,10 @@ static PyObject *pick_targets(ex_t *E, hold_t *H, PyObject *stacks, int top, uin
     }
   }
   Py_DECREF(sus);
-  if (!list || PyList_GET_SIZE(list)) return list;
-  /* no suspects yet: the largest sites we can attribute (storages counted once) */
-  *from = "largest";
+  if (!list) return NULL;
+  /* and the largest sites we can attribute (storages counted once): the collector's
+   * suspects lag a leak's first second or so, and may still be a finished start-up's */
+  *from = PyList_GET_SIZE(list) ? "suspects+largest" : "largest";
   size_t hs = 1 << 16;
   while (hs < (size_t)E->n) hs <<= 1;
   uint32_t *hk = calloc(hs, sizeof *hk);
@@ -1054,6 +1052,7 @@ static PyObject *pick_targets(ex_t *E, hold_t *H, PyObject *stacks, int top, uin
   }
   for (Py_ssize_t j = 0; sorted && j < PyList_GET_SIZE(sorted) && j < top; j++) {
     PyObject *st = PyTuple_GET_ITEM(PyList_GET_ITEM(sorted, j), 0);
+    if (PySet_Contains(H->targets, st) != 0) continue;
     PySet_Add(H->targets, st);
     PyList_Append(list, st);
   }
@@ -1256,10 +1255,23 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
   /* 4: the target sites */
   targets = pick_targets(&E, &H, stacks, top, sptr, &from);
   if (!targets) goto done;
-  for (Py_ssize_t j = 0; j < PyList_GET_SIZE(targets) && H.ntgt < 64; j++) {
+  for (Py_ssize_t j = 0; j < PyList_GET_SIZE(targets); j++) {
     unsigned long v = PyLong_AsUnsignedLong(PyList_GET_ITEM(targets, j));
     if (PyErr_Occurred()) goto done;
-    H.tgt[H.ntgt++] = (uint32_t)v;
+    if (v >= (1UL << 26)) continue; /* not a stack id */
+    if (v >= H.ntgt_bits) {
+      uint32_t nb = H.ntgt_bits ? H.ntgt_bits : 4096;
+      while (nb <= v) nb *= 2;
+      uint8_t *t = PyMem_RawRealloc(H.tgt, nb / 8);
+      if (!t) {
+        PyErr_NoMemory();
+        goto done;
+      }
+      memset(t + H.ntgt_bits / 8, 0, (nb - H.ntgt_bits) / 8);
+      H.tgt = t;
+      H.ntgt_bits = nb;
+    }
+    H.tgt[v >> 3] |= (uint8_t)(1u << (v & 7));
   }
   /* 5: autograd graphs rooted at reachable tensors (they claim the saved tensors that
    * no rooted tensor owns) */
@@ -1471,6 +1483,7 @@ done:
   Py_XDECREF(H.storages);
   Py_XDECREF(H.sto_first);
   Py_XDECREF(H.targets);
+  PyMem_RawFree(H.tgt);
   Py_XDECREF(targets);
   Py_XDECREF(seen);
   Py_XDECREF(keep);

@@ -13,8 +13,16 @@ holding the LEAK-SITE marker), --seconds N, --allow-std (C++: skip leading frame
 the standard library before comparing), --exact (the program prints
 leaked_bytes=/leaked_blocks= for its LEAK-SITE: the suspect's live bytes and blocks
 must equal them), --arg X (extra target argument, repeatable).
+
+Findings (issue #10): a leak is exactly --leaks entries in `leaks` (default 1), whose
+main suspect is rank 1; --detected-within S: the leak was flagged during the run, at
+most S seconds after it began (the program's leak_start_s=, else 0); --minor: a
+no-leak run must list minor growth; --under LIB: another allocator (jemalloc) is
+preloaded after libleakguard.so; --hog N: N busy processes share the CPUs for the
+whole run (a verdict must not depend on a quiet machine).
 """
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -31,6 +39,17 @@ def extra(ap):
     ap.add_argument("--allow-std", action="store_true")
     ap.add_argument("--exact", action="store_true")
     ap.add_argument("--arg", action="append", default=[])
+    ap.add_argument("--leaks", type=int, default=1)
+    ap.add_argument("--detected-within", type=float)
+    ap.add_argument("--minor", action="store_true")
+    ap.add_argument("--under")
+    ap.add_argument("--hog", type=int, default=0)
+
+
+def start_hogs(n):
+    """N busy-looping processes (at the target's priority) for the length of the test."""
+    code = "import time\nt=time.time()\nwhile time.time()-t<600: pass\n"
+    return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
 
 
 def main():
@@ -41,7 +60,18 @@ def main():
     if site:
         print("  ground truth: %s" % site.describe())
 
-    p = t.lg_run([exe, "--seconds", args.seconds] + args.arg, extra=["--fail-on-leak"])
+    env = None
+    if args.under:
+        if not os.path.exists(args.under):
+            t.fatal("allocator library installed (scripts/deps.sh installs libjemalloc2)", under=args.under)
+        env = dict(os.environ, LD_PRELOAD=args.under)
+    hogs = start_hogs(args.hog)
+    try:
+        p = t.lg_run([exe, "--seconds", args.seconds] + args.arg, extra=["--fail-on-leak"], env=env)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
     want_rc = 97 if args.expect == "leak" else 0
     t.check(p.returncode == want_rc,
             "`run --fail-on-leak` exits %d (%s)" % (want_rc, args.expect),
@@ -73,9 +103,24 @@ def main():
             "runs[0]: peak_live_bytes >= final_live_bytes >= 0", run=run)
 
     if args.expect == "no-leak":
-        t.check(rep["verdict"] == "no-leak" and not sus, "verdict is no-leak, no suspects",
-                verdict=rep["verdict"], suspects=sus[:3])
+        t.check(rep["verdict"] == "no-leak" and not sus and not rep.get("leaks"),
+                "verdict is no-leak, no suspects, no leaks", verdict=rep["verdict"],
+                suspects=[x.get("site") for x in sus[:3]], leaks=rep.get("leaks"))
+        if args.minor:
+            t.check(bool(rep.get("minor_growth")), "the small growth is listed as minor growth",
+                    minor=rep.get("minor_growth"))
         t.finish()
+
+    leaks = rep.get("leaks") or []
+    t.check(len(leaks) == args.leaks and leaks and leaks[0].get("suspects", [None])[0] == 1,
+            "exactly %d leak(s), the first with suspect #1 as its main suspect" % args.leaks,
+            leaks=[dict(x, holder=None) for x in leaks[:4]])
+    if args.detected_within is not None and leaks:
+        began = float((prog_out or {}).get("leak_start_s", 0))
+        d = leaks[0].get("detected_after_s")
+        t.check(isinstance(d, (int, float)) and began <= d + 0.5 and d <= began + args.detected_within,
+                "the leak was flagged during the run within %gs of its start (%gs)"
+                % (args.detected_within, began), detected_after_s=d)
 
     t.check(rep["verdict"] == "leak", "verdict is leak", verdict=rep["verdict"])
     if not sus:
@@ -83,7 +128,7 @@ def main():
     top = sus[0]
     t.check_site(top, site, "rank-1 suspect is the planted site " + site.describe(),
                  allow_std=args.allow_std)
-    at = [s.get("rank") for s in sus if site.matches((s.get("frames") or [{}])[0])]
+    at = [s.get("rank") for s in sus if site.matches(s.get("site") or {})]
     print("  (info) %d suspects; planted site at rank(s) %s" % (len(sus), at or "none"))
     t.check(top.get("pid") == run.get("pid"), "rank-1 suspect is in the target's pid",
             suspect_pid=top.get("pid"), run_pid=run.get("pid"))

@@ -5,7 +5,8 @@ Every test script takes:
   --leakguard PATH   the leakguard CLI
   --bin DIR          the directory holding the scenario binaries
   --src DIR          the scenario sources (default: ../scenarios next to this file)
-  --interval S       sampling interval passed to `leakguard run` (default 0.1)
+  --interval S       snapshot interval passed to `leakguard run` (default 0.1; 0: none
+                     given, leakguard's adaptive default)
   --keep             keep the temporary directory even when the test passes
 
 A test calls `t = Test(description)`, runs things, records checks with
@@ -129,8 +130,10 @@ class Test:
     def lg_run(self, target_argv, db=None, extra=(), timeout=100, interval=None, **kw):
         """`leakguard run --quiet --output DB --interval I EXTRA -- TARGET...`."""
         db = db or self.path("run.db")
-        argv = [self.args.leakguard, "run", "--quiet", "--output", db,
-                "--interval", str(interval or self.args.interval)]
+        argv = [self.args.leakguard, "run", "--quiet", "--output", db]
+        iv = str(interval or self.args.interval)
+        if iv not in ("0", "0.0"):  # 0: leakguard's adaptive default
+            argv += ["--interval", iv]
         argv += list(extra) + ["--"] + list(target_argv)
         p = self.run(argv, timeout=timeout, **kw)
         p.db = db

@@ -453,8 +453,97 @@ static void test_series_then_analyze(void **state) {
   lgd_series_free(&s);
 }
 
+/* ------------------------------------------------------------------ recent growth */
+
+static lgd_result_t analyze_recent(const lgd_point_t *pts, size_t n) {
+  lgd_result_t r;
+  memset(&r, 0x5a, sizeof r);
+  assert_int_equal(lgd_analyze_recent(pts, n, NULL, &r), 0);
+  return r;
+}
+
+/* 13 s at 0.1 s: 4 MiB of tables and up to 1 MiB of churn, then from 10 s on 5.5 MiB/s
+ * kept (the 3-second leak at the end of a 13-second run of issue #10). The whole-run
+ * trend test cannot see it; the recent part can, with its rate and start. */
+static void test_recent_late_leak(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    rng_t g = {seed * 7919u};
+    lgd_point_t p[130];
+    for (int i = 0; i < 130; i++) {
+      double t = 0.1 * (i + 1), kept = t > 10 ? (t - 10) * 5.5 * MiB : 0;
+      set_point(&p[i], t, 4 * MiB + kept + rng_range(&g, 0, 1 * MiB), i);
+    }
+    lgd_result_t whole = analyze(p, 130), r = analyze_recent(p, 130);
+    if (!r.leak || !(r.since_s >= 9.0 && r.since_s <= 10.9)) {
+      dump("late leak", seed, &r);
+      print_error("late leak seed %u: want a leak since ~10 s, got since %.2f (whole run: leak=%d)\n", seed,
+                  r.since_s, whole.leak);
+      fail();
+    }
+    expect_rel("late leak rate", seed, r.growth_bytes_per_s, 5.5 * MiB, 0.15);
+    assert_true(r.until_s > 12.9);
+  }
+}
+
+/* A cache evicted at 8 s and refilling to the level it held before: the recent part
+ * rises, but never above what the site already held. */
+static void test_recent_refill_is_not_a_leak(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    rng_t g = {seed * 104729u};
+    lgd_point_t p[130];
+    for (int i = 0; i < 130; i++) {
+      double t = 0.1 * (i + 1), c;
+      if (t < 3) c = t / 3 * 2 * MiB;
+      else if (t < 8) c = 2 * MiB;
+      else c = (t - 8) / 5.5 * 2 * MiB;
+      set_point(&p[i], t, 1 * MiB + c + rng_range(&g, 0, 64 * KiB), i);
+    }
+    lgd_result_t r = analyze_recent(p, 130);
+    if (r.leak) {
+      dump("refill", seed, &r);
+      fail();
+    }
+  }
+}
+
+/* Batches of 3 s that are freed at once: the run ends on a rising edge. */
+static void test_recent_sawtooth_edge_is_not_a_leak(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    rng_t g = {seed * 15485863u};
+    lgd_point_t p[140];
+    for (int i = 0; i < 140; i++) {
+      double t = 0.1 * (i + 1), phase = fmod(t, 3.0);
+      set_point(&p[i], t, 2 * MiB + phase / 3.0 * 1 * MiB + rng_range(&g, 0, 32 * KiB), i);
+    }
+    lgd_result_t r = analyze_recent(p, 140);
+    if (r.leak) {
+      dump("sawtooth edge", seed, &r);
+      fail();
+    }
+  }
+}
+
+/* A teardown at exit is left out of the analysed part: until_s is before it. */
+static void test_until_before_teardown(void **state) {
+  (void)state;
+  lgd_point_t p[60];
+  for (int i = 0; i < 58; i++) set_point(&p[i], i + 1, (i + 1) * 64 * KiB, 0);
+  set_point(&p[58], 59, 0, 0);
+  set_point(&p[59], 60, 0, 0);
+  lgd_result_t r = analyze(p, 60);
+  assert_true(r.leak);
+  assert_true(r.until_s == 58);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_recent_late_leak),
+      cmocka_unit_test(test_recent_refill_is_not_a_leak),
+      cmocka_unit_test(test_recent_sawtooth_edge_is_not_a_leak),
+      cmocka_unit_test(test_until_before_teardown),
       cmocka_unit_test(test_linear_leak_under_churn),
       cmocka_unit_test(test_plateau_cache),
       cmocka_unit_test(test_sawtooth),

@@ -771,6 +771,225 @@ static void test_report_json_no_leak(void **state) {
   cJSON_Delete(j);
 }
 
+/* ------------------------------------------------------------------ findings (issue #10) */
+
+/* A database of one process whose stacks follow value(k, stack, &blocks) over nsnap
+ * snapshots 1 s apart (0.1 s when fine): stack ids 2.. with the frames given. */
+typedef int64_t (*value_fn)(int k, int stack, int64_t *blocks);
+typedef struct stack_def {
+  const lgs_frame_t *fr;
+  int nfr;
+} stack_def_t;
+
+static void make_series_db(const char *path, const stack_def_t *defs, int nstacks, int nsnap, value_fn value) {
+  lgst_t *s = NULL;
+  const char *err = NULL;
+  assert_int_equal(lgst_create(path, &s, &err), 0);
+  lgm_proc_t *p = fake_proc((uint32_t)nstacks + 2);
+  assert_int_equal(lgst_proc(s, p), 0);
+  for (int i = 0; i < nstacks; i++) assert_int_equal(lgst_stack(s, 1, (uint32_t)i + 2, LG_SPACE_HOST, defs[i].fr, defs[i].nfr), 0);
+  assert_int_equal(lgst_begin(s), 0);
+  for (int k = 0; k < nsnap; k++) {
+    p->live_bytes = 0;
+    for (int i = 0; i < nstacks; i++) {
+      int64_t blocks = 0, v = value(k, i, &blocks);
+      set_site(&p->sites[i + 2], v, blocks, (uint64_t)v, (uint64_t)blocks, 0);
+      p->live_bytes += v;
+    }
+    if (p->live_bytes > p->peak_live_bytes) p->peak_live_bytes = p->live_bytes;
+    assert_int_equal(lgst_snapshot(s, p, p->start_ns + (uint64_t)(k + 1) * 1000000000ULL, 1 * GiB, 2 * GiB,
+                                   k == nsnap - 1 ? LGST_ALL : LGST_CHANGED),
+                     0);
+  }
+  assert_int_equal(lgst_commit(s), 0);
+  p->ended = 1;
+  p->end_ns = p->start_ns + (uint64_t)nsnap * 1000000000ULL;
+  snprintf(p->end_reason, sizeof p->end_reason, "exit");
+  assert_int_equal(lgst_proc(s, p), 0);
+  lgst_close(s);
+  free_proc(p);
+}
+
+static const lgs_frame_t F_TABLE[2] = {{0x1, "app", "load_tables", "/src/app/tables.c", 12, 0},
+                                        {0x2, "app", "main", "/src/app/main.c", 5, 0}};
+static const lgs_frame_t F_ROUTE[3] = {{0x3, "libc.so.6", "calloc", "", 0, 0},
+                                        {0x4, "app", "route_for", "/src/app/routes.c", 30, 0},
+                                        {0x5, "app", "serve", "/src/app/main.c", 40, 0}};
+static const lgs_frame_t F_ROUTE2[3] = {{0x3, "libc.so.6", "calloc", "", 0, 0},
+                                         {0x4, "app", "route_for", "/src/app/routes.c", 30, 0},
+                                         {0x6, "app", "warm_up", "/src/app/main.c", 60, 0}};
+static const lgs_frame_t F_NODE[2] = {{0x7, "app", "keep_node", "/src/app/list.c", 8, 0},
+                                       {0x8, "app", "handle", "/src/app/main.c", 70, 0}};
+static const lgs_frame_t F_DATA[2] = {{0x9, "app", "copy_payload", "/src/app/payload.c", 21, 0},
+                                       {0x8, "app", "handle", "/src/app/main.c", 71, 0}};
+
+static int g_routes; /* routes first used during the run */
+
+/* A 4 MiB table, and a 16 KiB histogram per route at its first use. */
+static int64_t first_uses(int k, int stack, int64_t *blocks) {
+  if (stack == 0) {
+    *blocks = 1;
+    return 4 * MiB;
+  }
+  int64_t n = (int64_t)(k + 1) * g_routes / 40; /* routes opened so far, evenly over 40 s */
+  *blocks = n;
+  return n * 16 * KiB;
+}
+
+/* Minor growth, both sides of the rule: six first uses of 16 KiB in a 4 MiB process
+ * are minor (no leak, listed apart); forty are 640 KiB, 15 % of the process, and steady:
+ * a leak. */
+static void test_report_minor_first_uses(void **state) {
+  fixture_t *f = *state;
+  char path[256];
+  stack_def_t defs[2] = {{F_TABLE, 2}, {F_ROUTE, 3}};
+  lgr_options_t o = {0};
+  g_routes = 6;
+  path_in(f, path, sizeof path, "minor.lgdb");
+  make_series_db(path, defs, 2, 40, first_uses);
+  cJSON *j = report_json(path, &o);
+  assert_string_equal(str(j, "verdict"), "no-leak");
+  assert_int_equal(cJSON_GetArraySize(field(j, "leaks")), 0);
+  assert_int_equal(cJSON_GetArraySize(field(j, "suspects")), 0);
+  const cJSON *mi = field(j, "minor_growth");
+  assert_int_equal(cJSON_GetArraySize(mi), 1);
+  assert_string_equal(str(field(cJSON_GetArrayItem(mi, 0), "site"), "function"), "route_for");
+  cJSON_Delete(j);
+  g_routes = 40;
+  path_in(f, path, sizeof path, "many.lgdb");
+  make_series_db(path, defs, 2, 40, first_uses);
+  j = report_json(path, &o);
+  assert_string_equal(str(j, "verdict"), "leak");
+  assert_int_equal(cJSON_GetArraySize(field(j, "leaks")), 1);
+  assert_int_equal(cJSON_GetArraySize(field(j, "minor_growth")), 0);
+  cJSON_Delete(j);
+  /* the rule itself, at its edges */
+  /* (growth, rate, size, blocks, time to OOM, steady); 10 MiB at 2 KiB/s doubles in 85 min */
+  assert_true(lgr_is_minor(100 * KiB, 2 * KiB, 10 * MiB, 1000, 30 * 86400.0, 0));   /* 1 %, slow */
+  assert_false(lgr_is_minor(100 * KiB, 2 * KiB, 10 * MiB, 1000, 30 * 86400.0, 1));  /* steady */
+  assert_false(lgr_is_minor(100 * KiB, 2 * KiB, 10 * MiB, 1000, 3600.0, 0));        /* OOM in an hour */
+  assert_false(lgr_is_minor(100 * KiB, 10 * KiB, 10 * MiB, 1000, 30 * 86400.0, 0)); /* doubles in 17 min */
+  assert_false(lgr_is_minor(300 * KiB, 2 * KiB, 10 * MiB, 1000, 30 * 86400.0, 0));  /* 3 % */
+  assert_true(lgr_is_minor(2 * MiB, 2 * KiB, 10 * MiB, 7, 30 * 86400.0, 1));        /* 7 blocks, 20 % */
+  assert_false(lgr_is_minor(3 * MiB, 2 * KiB, 10 * MiB, 7, 30 * 86400.0, 0));       /* 7 blocks, 30 % */
+  assert_false(lgr_is_minor(2 * MiB, 2 * KiB, 10 * MiB, 8, 30 * 86400.0, 0));       /* 8 blocks, 20 % */
+}
+
+/* Two stacks of one site (route_for reached from serve and from warm_up), each filling
+ * once at a different time: a staircase that is two bounded fills, not a step leak.
+ * (A fill that ends in the last seconds of a run cannot be told from a leak that began
+ * there: docs/detection.md, limits.) */
+static int64_t staircase(int k, int stack, int64_t *blocks) {
+  if (stack == 0) {
+    *blocks = 1;
+    return 4 * MiB;
+  }
+  int from = stack == 1 ? 2 : 26, to = stack == 1 ? 8 : 32;
+  int64_t n = k < from ? 0 : k >= to ? 500 : (int64_t)(k - from) * 500 / (to - from);
+  *blocks = n;
+  return n * 1024;
+}
+
+static void test_report_staircase_of_fills(void **state) {
+  fixture_t *f = *state;
+  char path[256];
+  stack_def_t defs[3] = {{F_TABLE, 2}, {F_ROUTE, 3}, {F_ROUTE2, 3}};
+  lgr_options_t o = {0};
+  path_in(f, path, sizeof path, "stairs.lgdb");
+  make_series_db(path, defs, 3, 40, staircase);
+  cJSON *j = report_json(path, &o);
+  assert_string_equal(str(j, "verdict"), "no-leak");
+  /* the site is one entry of the context list, its two stacks merged */
+  const cJSON *oth = field(j, "largest_non_leaking");
+  int found = 0;
+  for (int i = 0; i < cJSON_GetArraySize(oth); i++) {
+    const cJSON *o0 = cJSON_GetArrayItem(oth, i);
+    if (strcmp(str(field(o0, "site"), "function"), "route_for") != 0) continue;
+    found = 1;
+    assert_int_equal(cJSON_GetArraySize(field(o0, "stacks")), 2);
+    assert_true(num(o0, "live_bytes") == 1000 * 1024);
+  }
+  assert_true(found);
+  cJSON_Delete(j);
+}
+
+/* A list node and its payload leak together, one of each per request: two sites in two
+ * functions that grow in lockstep are one leak. */
+static int64_t lockstep(int k, int stack, int64_t *blocks) {
+  if (stack == 0) {
+    *blocks = 1;
+    return 4 * MiB;
+  }
+  *blocks = (int64_t)(k + 1) * 50;
+  return *blocks * (stack == 1 ? 24 : 2048);
+}
+
+static void test_report_lockstep_is_one_leak(void **state) {
+  fixture_t *f = *state;
+  char path[256];
+  stack_def_t defs[3] = {{F_TABLE, 2}, {F_NODE, 2}, {F_DATA, 2}};
+  lgr_options_t o = {0};
+  path_in(f, path, sizeof path, "lockstep.lgdb");
+  make_series_db(path, defs, 3, 40, lockstep);
+  cJSON *j = report_json(path, &o);
+  assert_string_equal(str(j, "verdict"), "leak");
+  assert_int_equal(cJSON_GetArraySize(field(j, "suspects")), 2);
+  const cJSON *leaks = field(j, "leaks");
+  assert_int_equal(cJSON_GetArraySize(leaks), 1);
+  const cJSON *l0 = cJSON_GetArrayItem(leaks, 0);
+  assert_string_equal(str(l0, "by"), "lockstep");
+  const cJSON *ls = field(l0, "suspects");
+  assert_int_equal(cJSON_GetArraySize(ls), 2);
+  assert_true(cJSON_GetArrayItem(ls, 0)->valuedouble == 1 && cJSON_GetArrayItem(ls, 1)->valuedouble == 2);
+  /* the main suspect is the payload (faster growth) */
+  assert_string_equal(str(field(cJSON_GetArrayItem(field(j, "suspects"), 0), "site"), "function"), "copy_payload");
+  assert_true(fabs(num(l0, "growth_bytes_per_s") - 50 * (24 + 2048)) < 0.02 * 50 * (24 + 2048));
+  cJSON_Delete(j);
+}
+
+/* Growth spread over 12 sites under one caller (say, every op of a graph kept alive),
+ * each growing 3 KiB over the run (under the 4 KiB a site needs alone): one leak, the
+ * group, under the shared caller. */
+#define SPREAD_N 12
+static lgs_frame_t g_spread_fr[SPREAD_N][3];
+static char g_spread_fn[SPREAD_N][32];
+static int64_t spread(int k, int stack, int64_t *blocks) {
+  if (stack == 0) {
+    *blocks = 1;
+    return 256 * KiB;
+  }
+  *blocks = (k + 1) / 4;
+  return (int64_t)(k + 1) * 3 * KiB / 40;
+}
+
+static void test_report_spread_growth(void **state) {
+  fixture_t *f = *state;
+  char path[256];
+  stack_def_t defs[SPREAD_N + 1];
+  defs[0] = (stack_def_t){F_TABLE, 2};
+  for (int i = 0; i < SPREAD_N; i++) {
+    snprintf(g_spread_fn[i], sizeof g_spread_fn[i], "op_%d", i);
+    g_spread_fr[i][0] = (lgs_frame_t){0x100 + (uint64_t)i, "app", g_spread_fn[i], "/src/app/ops.c", 10 + i, 0};
+    g_spread_fr[i][1] = (lgs_frame_t){0x200, "app", "forward", "/src/app/model.c", 77, 0};
+    g_spread_fr[i][2] = (lgs_frame_t){0x300, "app", "main", "/src/app/main.c", 9, 0};
+    defs[i + 1] = (stack_def_t){g_spread_fr[i], 3};
+  }
+  lgr_options_t o = {0};
+  path_in(f, path, sizeof path, "spread.lgdb");
+  make_series_db(path, defs, SPREAD_N + 1, 40, spread);
+  cJSON *j = report_json(path, &o);
+  assert_string_equal(str(j, "verdict"), "leak");
+  const cJSON *sus = field(j, "suspects");
+  assert_int_equal(cJSON_GetArraySize(sus), 1);
+  const cJSON *s0 = cJSON_GetArrayItem(sus, 0);
+  assert_true(num(s0, "spread_sites") == SPREAD_N);
+  assert_string_equal(str(field(s0, "site"), "function"), "forward");
+  assert_true(num(field(s0, "site"), "line") == 77);
+  assert_int_equal(cJSON_GetArraySize(field(j, "leaks")), 1);
+  assert_string_equal(str(cJSON_GetArrayItem(field(j, "leaks"), 0), "by"), "spread");
+  cJSON_Delete(j);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_create_and_write, setup, teardown),
@@ -785,6 +1004,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_report_json, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_json_no_leak, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_holders_merged_site, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_report_minor_first_uses, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_report_staircase_of_fills, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_report_lockstep_is_one_leak, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_report_spread_growth, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
