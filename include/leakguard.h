@@ -51,8 +51,8 @@ LG_API int lg_recording(void);
  * header, so passing anything but a live block's start is undefined. */
 LG_API int lg_site_of(const void *block, uint32_t *site);
 
-/* Memory spaces: every allocation carries one. Only LG_SPACE_HOST is recorded today;
- * device, managed and pinned are reserved for the CUDA capture. */
+/* Memory spaces: every allocation carries one. Device, managed and pinned memory are
+ * recorded by the CUDA driver-API hooks (docs/cuda.md), with the GPU's ordinal. */
 typedef enum lg_space {
   LG_SPACE_HOST = 0,
   LG_SPACE_MMAP = 1,     /* anonymous mmap(2) regions, recorded as their own kind */
@@ -64,6 +64,13 @@ typedef enum lg_space {
 
 /* Stable name of a space: "host", "mmap", "device", "managed", "pinned". */
 LG_API const char *lg_space_name(lg_space_t space);
+
+/* GPU memory (docs/cuda.md). The allocation site of memory recorded by the CUDA
+ * driver-API hooks: addr is a device, managed or pinned address the driver returned,
+ * a cuMemMap'ed address, or an address inside such a block (found by a scan: meant
+ * for explain-time lookups, not hot paths). Returns 0 and sets *site (and *device
+ * when not NULL), or -ENOENT when addr is not recorded or the recorder is off. */
+LG_API int lg_cuda_site_of(uint64_t addr, uint32_t *site, int *device);
 
 /* ------------------------------------------------------------------ guard / breaker
  * A guard (`leakguard guard`, or `leakguard run --guard`) grades memory pressure

@@ -35,6 +35,7 @@
 #include "analysis/detect.h"
 #include "cli/commands.h"
 #include "core/model.h"
+#include "core/nvml.h"
 #include "core/symbolize.h"
 #include "core/util.h"
 #include "guard/guard.h"
@@ -84,6 +85,8 @@ typedef struct collector {
   char dir[64];         /* private directory: socket, suspects/holders files */
   int in_txn;
   int explains;
+  lgn_t *nvml;          /* GPU timeline (docs/cuda.md), opened when a process uses CUDA */
+  int nvml_tried;
 } collector_t;
 
 static void usage(FILE *f) {
@@ -353,6 +356,44 @@ static void db_commit(collector_t *c) {
   }
 }
 
+/* ---- GPU memory (docs/cuda.md): the CUDA part of a snapshot, and the notes of entry
+ * points the recorder passed through untracked, each printed once. */
+static void cuda_snapshot(collector_t *c, proc_ext_t *p) {
+  lgm_proc_t *m = &p->m;
+  uint32_t nn = atomic_load_explicit(&m->hdr->cuda_nnotes, memory_order_acquire);
+  for (; m->cuda_notes_seen < nn && m->cuda_notes_seen < LG_CUDA_NOTES; m->cuda_notes_seen++)
+    lgu_err("cuda: pid %d: %.*s", m->pid, LG_CUDA_NOTE_LEN, m->hdr->cuda_notes[m->cuda_notes_seen]);
+  if (c->db && !c->db_failed) lgst_cuda_snapshot(c->db, m);
+}
+
+/* The NVML timeline, at the snapshot interval, once a recorded process uses CUDA;
+ * without NVML, one line and nothing else. */
+static void gpu_timeline(collector_t *c, uint64_t now) {
+  int pids[LGN_MAX_PROC], procs[LGN_MAX_PROC], np = 0;
+  for (int i = 0; i < c->nprocs && np < LGN_MAX_PROC; i++) {
+    lgm_proc_t *m = &c->procs[i]->m;
+    if (m->ended || !atomic_load(&m->hdr->cuda_flags)) continue;
+    pids[np] = m->pid;
+    procs[np++] = m->proc;
+  }
+  if (!np) return;
+  if (!c->nvml_tried) {
+    char why[512];
+    c->nvml_tried = 1;
+    c->nvml = lgn_open(why, sizeof why);
+    if (!c->nvml) lgu_err("%s", why);
+    if (c->db) lgst_meta(c->db, "nvml", c->nvml ? "on" : why);
+  }
+  lgn_sample_t s;
+  if (!c->nvml || lgn_sample(c->nvml, pids, np, &s) != 0 || !c->db || c->db_failed) return;
+  db_begin(c);
+  for (int d = 0; d < s.ndev; d++)
+    if (s.dev[d].ok) lgst_nvml_device(c->db, now, d, s.dev[d].used, s.dev[d].total);
+  for (int k = 0; k < s.nproc; k++)
+    for (int i = 0; i < np; i++)
+      if (pids[i] == s.proc[k].pid) lgst_nvml_process(c->db, now, s.proc[k].dev, pids[i], procs[i], s.proc[k].used);
+}
+
 /* Takes one snapshot of p (and stores it). */
 static void snapshot(collector_t *c, proc_ext_t *p, int full) {
   lgm_proc_t *m = &p->m;
@@ -374,6 +415,7 @@ static void snapshot(collector_t *c, proc_ext_t *p, int full) {
     usage = lgu_memory_usage();
   }
   track_series(p, (double)(now - m->start_ns) / 1e9);
+  cuda_snapshot(c, p);
   if (c->db && !c->db_failed) {
     lgst_snapshot(c->db, m, now, usage, c->limit, full);
   } else {
@@ -790,6 +832,7 @@ static int collect_loop(collector_t *c) {
       }
     }
     if (full) ingest_holders(c);
+    if (full) gpu_timeline(c, now);
     db_commit(c);
     if (full) {
       live_update(c, (double)(now - c->t0) / 1e9);
@@ -1165,6 +1208,7 @@ int lg_cmd_run(int argc, char **argv) {
   if (c.srv) lgx_stop(c.srv);
   lgx_free(c.reg);
   lgg_free(c.guard);
+  lgn_close(c.nvml);
   if (o.fail_on_leak && leak) return LG_EXIT_LEAK;
   return rc;
 }

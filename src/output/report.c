@@ -27,6 +27,12 @@ int lgr_is_machinery(const char *fn, const char *file, const char *module) {
       "__libc_memalign", "xmalloc", "xcalloc", "xrealloc", "g_malloc", "g_malloc0", "g_realloc",
       NULL};
   if (module && strstr(module, "libleakguard")) return 1;
+  /* CUDA runtime and driver: the runtime linked statically has obfuscated names
+   * (__cudart123) and cudart:: internals; cudaMalloc* are the allocation calls. */
+  if (module && (strstr(module, "libcudart.so") || strstr(module, "libcuda.so"))) return 1;
+  if (fn && (!strncmp(fn, "__cudart", 8) || !strncmp(fn, "cudart::", 8) || !strncmp(fn, "cudaMalloc", 10) ||
+             !strcmp(fn, "cudaHostAlloc") || !strncmp(fn, "cuMem", 5)))
+    return 1;
   if (!fn) return 0;
   for (int i = 0; alloc_fns[i]; i++)
     if (!strcmp(fn, alloc_fns[i])) return 1;
@@ -253,6 +259,138 @@ static int push_site(lgr_site_t **arr, int *n, int *cap, const lgr_site_t *s) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ GPU memory
+ * (docs/cuda.md). Tables written by the collector only for processes that used CUDA;
+ * older databases have none, and every query here tolerates that. */
+
+static int gpu_space(const char *space) {
+  return !strcmp(space, "device") || !strcmp(space, "managed") || !strcmp(space, "pinned");
+}
+
+/* The GPU ordinal of a site of a GPU space (cuda_stacks), else -1. */
+static int gpu_site_device(sqlite3 *db, const lgr_site_t *s) {
+  if (!gpu_space(s->space)) return -1;
+  sqlite3_stmt *st;
+  int dev = 0;
+  if (sqlite3_prepare_v2(db, "SELECT device FROM cuda_stacks WHERE proc=? AND stack=?", -1, &st, NULL) != SQLITE_OK)
+    return 0;
+  sqlite3_bind_int(st, 1, s->proc);
+  sqlite3_bind_int(st, 2, s->stack);
+  if (sqlite3_step(st) == SQLITE_ROW) dev = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  return dev;
+}
+
+/* Room left for a growing site: device and managed memory grow toward the device's
+ * memory (NVML's use of the whole device when sampled, else what was recorded), host
+ * memory toward the host limit. */
+static double gpu_headroom(const lgr_report_t *r, const lgr_site_t *s, double host_headroom) {
+  if (s->device < 0 || !strcmp(s->space, "pinned")) return host_headroom;
+  for (int i = 0; i < r->ngpus; i++) {
+    const lgr_gpu_t *g = &r->gpus[i];
+    if (g->proc != s->proc || g->device != s->device) continue;
+    uint64_t total = g->total_bytes ? g->total_bytes : g->nvml_total_bytes;
+    if (!total) break;
+    double used = (double)(g->device_bytes + g->managed_bytes);
+    if (g->has_nvml && (double)g->nvml_used_bytes > used) used = (double)g->nvml_used_bytes;
+    return (double)total > used ? (double)total - used : 0;
+  }
+  return host_headroom;
+}
+
+static int64_t q_int64(sqlite3 *db, const char *sql, const int64_t *args, int nargs, int64_t dflt, int *found) {
+  sqlite3_stmt *st;
+  if (found) *found = 0;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return dflt;
+  for (int i = 0; i < nargs; i++) sqlite3_bind_int64(st, i + 1, args[i]);
+  int64_t v = dflt;
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+    v = sqlite3_column_int64(st, 0);
+    if (found) *found = 1;
+  }
+  sqlite3_finalize(st);
+  return v;
+}
+
+static void load_gpus(sqlite3 *db, lgr_report_t *r) {
+  sqlite3_stmt *st;
+  const char *sql =
+      "SELECT proc, device, device_bytes, managed_bytes, pinned_bytes, registered_bytes, pool_reserved_bytes,"
+      " pool_used_bytes, vmm_mapped_bytes, contexts, contexts_created, contexts_destroyed, contexts_recreated,"
+      " total_bytes, (SELECT max(device_bytes + managed_bytes) FROM cuda_devices x"
+      "  WHERE x.proc=c.proc AND x.device=c.device)"
+      " FROM cuda_devices c WHERE seq=(SELECT max(seq) FROM cuda_devices y WHERE y.proc=c.proc AND y.device=c.device)"
+      " ORDER BY proc, device";
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return; /* no GPU memory recorded */
+  int cap = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    if (r->ngpus == cap) {
+      cap = cap ? cap * 2 : 4;
+      lgr_gpu_t *n = realloc(r->gpus, (size_t)cap * sizeof *n);
+      if (!n) break;
+      r->gpus = n;
+    }
+    lgr_gpu_t *g = &r->gpus[r->ngpus++];
+    memset(g, 0, sizeof *g);
+    int c = 0;
+    g->proc = sqlite3_column_int(st, c++);
+    g->device = sqlite3_column_int(st, c++);
+    g->device_bytes = sqlite3_column_int64(st, c++);
+    g->managed_bytes = sqlite3_column_int64(st, c++);
+    g->pinned_bytes = sqlite3_column_int64(st, c++);
+    g->registered_bytes = sqlite3_column_int64(st, c++);
+    g->pool_reserved_bytes = sqlite3_column_int64(st, c++);
+    g->pool_used_bytes = sqlite3_column_int64(st, c++);
+    g->vmm_mapped_bytes = sqlite3_column_int64(st, c++);
+    g->contexts = sqlite3_column_int64(st, c++);
+    g->contexts_created = sqlite3_column_int64(st, c++);
+    g->contexts_destroyed = sqlite3_column_int64(st, c++);
+    g->contexts_recreated = sqlite3_column_int64(st, c++);
+    g->total_bytes = (uint64_t)sqlite3_column_int64(st, c++);
+    g->peak_device_bytes = sqlite3_column_int64(st, c++);
+    for (int i = 0; i < r->nruns; i++)
+      if (r->runs[i].proc == g->proc) g->pid = r->runs[i].pid;
+    /* NVML: the last sample that saw this process, and what was recorded then. */
+    int64_t a[2] = {g->proc, g->device}, t_ns;
+    int found;
+    t_ns = q_int64(db, "SELECT max(t_ns) FROM nvml_processes WHERE proc=? AND device=?", a, 2, 0, &found);
+    if (found) {
+      int64_t b[3] = {g->proc, g->device, t_ns}, d[2] = {t_ns, g->device};
+      g->has_nvml = 1;
+      g->nvml_process_bytes =
+          q_int64(db, "SELECT used_bytes FROM nvml_processes WHERE proc=?1 AND device=?2 AND t_ns=?3", b, 3, 0, NULL);
+      g->nvml_used_bytes = (uint64_t)q_int64(db, "SELECT used_bytes FROM nvml WHERE t_ns=?1 AND device=?2", d, 2, 0, NULL);
+      g->nvml_total_bytes = (uint64_t)q_int64(db, "SELECT total_bytes FROM nvml WHERE t_ns=?1 AND device=?2", d, 2, 0, NULL);
+      int64_t tracked = q_int64(db,
+                                "SELECT c.device_bytes FROM cuda_devices c JOIN snapshots s ON s.proc=c.proc AND"
+                                " s.seq=c.seq WHERE c.proc=?1 AND c.device=?2 AND s.t_ns<=?3 ORDER BY s.t_ns DESC LIMIT 1",
+                                b, 3, 0, NULL);
+      g->untracked_bytes = g->nvml_process_bytes - tracked;
+    }
+  }
+  sqlite3_finalize(st);
+  if (sqlite3_prepare_v2(db, "SELECT DISTINCT note FROM cuda_notes ORDER BY note", -1, &st, NULL) == SQLITE_OK) {
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      char **n = realloc(r->cuda_notes, (size_t)(r->ncuda_notes + 1) * sizeof *n);
+      if (!n) break;
+      r->cuda_notes = n;
+      r->cuda_notes[r->ncuda_notes++] = dupstr(sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+  }
+  int found;
+  q_int64(db, "SELECT 1 FROM modules WHERE path LIKE '%libc10_cuda.so%' OR path LIKE '%libtorch_cuda.so%' LIMIT 1",
+          NULL, 0, 0, &found);
+  r->torch_cuda = found && r->ngpus > 0;
+  if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='nvml'", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW && r->ngpus > 0) {
+      const unsigned char *v = sqlite3_column_text(st, 0);
+      if (v && strncmp((const char *)v, "on", 2) != 0) r->nvml_status = dupstr(v);
+    }
+    sqlite3_finalize(st);
+  }
+}
+
 /* Analyses every site of one process. */
 static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_report_t *r,
                         int *scap, int *ocap, lgr_site_t **others, int *nothers) {
@@ -332,6 +470,7 @@ static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr
     site.stack = sqlite3_column_int(st, 0);
     const unsigned char *sp = sqlite3_column_text(st, 7);
     snprintf(site.space, sizeof site.space, "%s", sp ? (const char *)sp : "host");
+    site.device = gpu_site_device(db, &site);
     ser.n = 0;
     double val = 0, maxval = 0;
     int64_t next = 0;
@@ -363,7 +502,7 @@ static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr
     else memset(&site.r, 0, sizeof site.r), site.r.growth_bytes_per_step = NAN;
     site.time_to_oom_s = NAN;
     if (site.r.leak && site.r.growth_bytes_per_s > 0)
-      site.time_to_oom_s = headroom / site.r.growth_bytes_per_s;
+      site.time_to_oom_s = gpu_headroom(r, &site, headroom) / site.r.growth_bytes_per_s;
     if (site.r.leak) {
       load_frames(db, &site, o->native);
       load_holders(db, &site, o->native);
@@ -386,6 +525,7 @@ int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why,
     snprintf(why, whylen, "cannot read runs: %s", sqlite3_errmsg(db));
     return -EIO;
   }
+  load_gpus(db, r);
   int scap = 0, ocap = 0;
   lgr_site_t *others = NULL;
   int nothers = 0;
@@ -422,6 +562,10 @@ void lgr_free(lgr_report_t *r) {
   free(r->suspects);
   free(r->others);
   free(r->limit_source);
+  free(r->gpus);
+  for (int i = 0; i < r->ncuda_notes; i++) free(r->cuda_notes[i]);
+  free(r->cuda_notes);
+  free(r->nvml_status);
   memset(r, 0, sizeof *r);
 }
 
@@ -447,6 +591,42 @@ static void print_run_end(FILE *f, const lgr_run_t *u) {
   else fprintf(f, "ended (%s)", u->end_reason);
 }
 
+/* The GPU section of the text report (docs/cuda.md). */
+static void print_gpus(FILE *f, const lgr_report_t *r) {
+  char b1[32], b2[32], b3[32], b4[32];
+  if (r->ngpus) fprintf(f, "\nGPU memory (recorded at the CUDA driver API):\n");
+  for (int i = 0; i < r->ngpus; i++) {
+    const lgr_gpu_t *g = &r->gpus[i];
+    fprintf(f, "  pid %d GPU %d: device %s, managed %s, pinned %s live at the end (device+managed peak %s)", g->pid,
+            g->device, lgu_fmt_bytes(b1, sizeof b1, (double)g->device_bytes),
+            lgu_fmt_bytes(b2, sizeof b2, (double)g->managed_bytes), lgu_fmt_bytes(b3, sizeof b3, (double)g->pinned_bytes),
+            lgu_fmt_bytes(b4, sizeof b4, (double)g->peak_device_bytes));
+    if (g->total_bytes) fprintf(f, " of %s", lgu_fmt_bytes(b1, sizeof b1, (double)g->total_bytes));
+    fprintf(f, "\n     contexts: %lld created, %lld destroyed, %lld recreated", (long long)g->contexts_created,
+            (long long)g->contexts_destroyed, (long long)g->contexts_recreated);
+    if (g->pool_reserved_bytes || g->pool_used_bytes)
+      fprintf(f, "; pools: %s reserved, %s used", lgu_fmt_bytes(b1, sizeof b1, (double)g->pool_reserved_bytes),
+              lgu_fmt_bytes(b2, sizeof b2, (double)g->pool_used_bytes));
+    if (g->registered_bytes)
+      fprintf(f, "; host registered %s", lgu_fmt_bytes(b1, sizeof b1, (double)g->registered_bytes));
+    if (g->vmm_mapped_bytes) fprintf(f, "; VMM mapped %s", lgu_fmt_bytes(b1, sizeof b1, (double)g->vmm_mapped_bytes));
+    fprintf(f, "\n");
+    if (g->has_nvml)
+      fprintf(f, "     NVML: this process %s, untracked %s (contexts, modules, pool and driver caches); device %s of %s used\n",
+              lgu_fmt_bytes(b1, sizeof b1, (double)g->nvml_process_bytes),
+              lgu_fmt_bytes(b2, sizeof b2, (double)g->untracked_bytes),
+              lgu_fmt_bytes(b3, sizeof b3, (double)g->nvml_used_bytes),
+              lgu_fmt_bytes(b4, sizeof b4, (double)g->nvml_total_bytes));
+  }
+  if (r->nvml_status) fprintf(f, "  %s\n", r->nvml_status);
+  for (int i = 0; i < r->ncuda_notes; i++) fprintf(f, "  note: %s\n", r->cuda_notes[i]);
+  if (r->torch_cuda)
+    fprintf(f, "  PyTorch CUDA: its caching allocator keeps freed blocks, so the driver sees reserved segments; a\n"
+               "  site is the Python line that made a segment grow. leakguard.cuda_memory() shows\n"
+               "  torch.cuda.memory_allocated/reserved per device; PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync\n"
+               "  makes every tensor one cuMemAllocAsync, attributed exactly (docs/cuda.md).\n");
+}
+
 void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   char b1[32], b2[32], b3[32];
   int top = o->top > 0 ? o->top : 10;
@@ -464,6 +644,7 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     if (u->pattern >= 0) fprintf(f, "; memory curve: %s", lg_pattern_name((lg_pattern_t)u->pattern));
     fprintf(f, "\n");
   }
+  print_gpus(f, r);
   if (!r->nsuspects) {
     fprintf(f, "\nNo allocation site's live memory keeps growing.\n");
   } else {
@@ -482,6 +663,7 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     fprintf(f, "  confidence %.2f", s->r.confidence);
     if (!isnan(s->time_to_oom_s)) fprintf(f, "  OOM in %s", lgu_fmt_duration(b1, sizeof b1, s->time_to_oom_s));
     fprintf(f, "\n   pid %d, %s memory", s->pid, s->space);
+    if (s->device >= 0) fprintf(f, " on GPU %d", s->device);
     if (!isnan(s->oldest_age_s)) fprintf(f, ", oldest live block ~%.0fs old", s->oldest_age_s);
     fprintf(f, "\n");
     for (int k = 0; k < s->nframes && k < 8; k++)
@@ -528,6 +710,7 @@ static cJSON *site_json(const lgr_site_t *s, int rank, int with_rank) {
   if (with_rank) cJSON_AddNumberToObject(j, "rank", rank);
   cJSON_AddNumberToObject(j, "pid", s->pid);
   cJSON_AddStringToObject(j, "space", s->space);
+  if (s->device >= 0) cJSON_AddNumberToObject(j, "device", s->device);
   cJSON_AddNumberToObject(j, "live_bytes", (double)s->live_bytes);
   cJSON_AddNumberToObject(j, "live_blocks", (double)s->live_blocks);
   cJSON_AddNumberToObject(j, "peak_live_bytes", (double)s->peak_live_bytes);
@@ -555,6 +738,44 @@ static cJSON *site_json(const lgr_site_t *s, int rank, int with_rank) {
     cJSON_AddItemToArray(fr, x);
   }
   return j;
+}
+
+/* "gpus", "cuda_notes", "torch_cuda", "nvml" (docs/json.md). */
+static void gpus_json(cJSON *root, const lgr_report_t *r) {
+  cJSON *arr = cJSON_AddArrayToObject(root, "gpus");
+  for (int i = 0; i < r->ngpus; i++) {
+    const lgr_gpu_t *g = &r->gpus[i];
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "pid", g->pid);
+    cJSON_AddNumberToObject(j, "device", g->device);
+    cJSON_AddNumberToObject(j, "device_bytes", (double)g->device_bytes);
+    cJSON_AddNumberToObject(j, "managed_bytes", (double)g->managed_bytes);
+    cJSON_AddNumberToObject(j, "pinned_bytes", (double)g->pinned_bytes);
+    cJSON_AddNumberToObject(j, "peak_device_bytes", (double)g->peak_device_bytes);
+    cJSON_AddNumberToObject(j, "registered_bytes", (double)g->registered_bytes);
+    cJSON_AddNumberToObject(j, "pool_reserved_bytes", (double)g->pool_reserved_bytes);
+    cJSON_AddNumberToObject(j, "pool_used_bytes", (double)g->pool_used_bytes);
+    cJSON_AddNumberToObject(j, "vmm_mapped_bytes", (double)g->vmm_mapped_bytes);
+    cJSON_AddNumberToObject(j, "contexts_created", (double)g->contexts_created);
+    cJSON_AddNumberToObject(j, "contexts_destroyed", (double)g->contexts_destroyed);
+    cJSON_AddNumberToObject(j, "contexts_recreated", (double)g->contexts_recreated);
+    if (g->total_bytes) cJSON_AddNumberToObject(j, "total_bytes", (double)g->total_bytes);
+    else cJSON_AddNullToObject(j, "total_bytes");
+    if (g->has_nvml) {
+      cJSON *n = cJSON_AddObjectToObject(j, "nvml");
+      cJSON_AddNumberToObject(n, "process_bytes", (double)g->nvml_process_bytes);
+      cJSON_AddNumberToObject(n, "untracked_bytes", (double)g->untracked_bytes);
+      cJSON_AddNumberToObject(n, "device_used_bytes", (double)g->nvml_used_bytes);
+      cJSON_AddNumberToObject(n, "device_total_bytes", (double)g->nvml_total_bytes);
+    } else {
+      cJSON_AddNullToObject(j, "nvml");
+    }
+    cJSON_AddItemToArray(arr, j);
+  }
+  cJSON *notes = cJSON_AddArrayToObject(root, "cuda_notes");
+  for (int i = 0; i < r->ncuda_notes; i++) cJSON_AddItemToArray(notes, cJSON_CreateString(r->cuda_notes[i]));
+  if (r->torch_cuda) cJSON_AddTrueToObject(root, "torch_cuda");
+  if (r->nvml_status) cJSON_AddStringToObject(root, "nvml", r->nvml_status);
 }
 
 int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
@@ -590,6 +811,7 @@ int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   cJSON *sus = cJSON_AddArrayToObject(root, "suspects");
   int top = o->top > 0 ? o->top : 10;
   for (int i = 0; i < r->nsuspects && i < top; i++) cJSON_AddItemToArray(sus, site_json(&r->suspects[i], i + 1, 1));
+  gpus_json(root, r);
   cJSON *oth = cJSON_AddArrayToObject(root, "largest_non_leaking");
   for (int i = 0; i < r->nothers; i++) cJSON_AddItemToArray(oth, site_json(&r->others[i], 0, 0));
   char *s = cJSON_Print(root);

@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: MIT
+# GPU memory tests (issue #9), without a GPU: a stand-in driver (libcuda.so.1) and a
+# stand-in NVML. Included from tests/CMakeLists.txt.
+#   ctest -L cuda               all of them
+#   ctest -L cuda-toolkit       the real libcudart (nvcc) against the stand-in driver
+# The stand-in driver lands alone in ${LGC_DRIVER_DIR}, which the tests put on
+# LD_LIBRARY_PATH so that dlopen("libcuda.so.1") finds it.
+set(LGC_SRC ${CMAKE_CURRENT_SOURCE_DIR}/cuda)
+set(LGC_OUT ${CMAKE_BINARY_DIR}/tests/cuda)
+set(LGC_DRIVER_DIR ${LGC_OUT}/driver)
+
+# -Bsymbolic: the stand-in's own calls (cuMemAllocHost_v2 -> cuMemHostAlloc) bind
+# inside it, as in the real driver; an interposer that caught them would double count
+# and a test could pass for the wrong reason.
+add_library(lgc_standin_cuda SHARED ${LGC_SRC}/standin_cuda.c)
+set_target_properties(lgc_standin_cuda PROPERTIES OUTPUT_NAME cuda SOVERSION 1
+  LIBRARY_OUTPUT_DIRECTORY ${LGC_DRIVER_DIR} C_VISIBILITY_PRESET hidden)
+target_link_options(lgc_standin_cuda PRIVATE -Wl,-Bsymbolic)
+target_link_libraries(lgc_standin_cuda PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+
+function(lgc_program name)
+  cmake_parse_arguments(P "" "" "SOURCES;LIBS;DEFS" ${ARGN})
+  add_executable(${name} ${P_SOURCES})
+  target_compile_options(${name} PRIVATE -O2 -g)
+  target_compile_definitions(${name} PRIVATE ${P_DEFS})
+  target_link_libraries(${name} PRIVATE ${P_LIBS} ${CMAKE_DL_LIBS} Threads::Threads)
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${LGC_OUT})
+endfunction()
+
+lgc_program(cuda_ways SOURCES ${LGC_SRC}/cuda_ways.c)                 # dlsym, cuGetProcAddress
+lgc_program(cuda_lcuda SOURCES ${LGC_SRC}/cuda_ways.c LIBS lgc_standin_cuda DEFS LINKED)  # -lcuda
+lgc_program(cuda_probe SOURCES ${LGC_SRC}/cuda_probe.c)               # no driver at all
+lgc_program(cuda_scen SOURCES ${LGC_SRC}/cuda_scen.c LIBS lgc_standin_cuda)
+add_dependencies(cuda_ways lgc_standin_cuda)
+
+set(LGC_T ${Python3_EXECUTABLE} ${LGC_SRC}/cuda_test.py --leakguard $<TARGET_FILE:leakguard-cli>
+  --bin ${LGC_OUT} --src ${LGC_SRC} --driver-dir ${LGC_DRIVER_DIR}
+  --fake-nvml $<TARGET_FILE:guard_fake_nvml>)
+foreach(case ways probe async vmm managed pinned ctx threads fork arrays notes nvml no_nvml
+             kvcache workspace pool ring)
+  add_test(NAME cuda_${case} COMMAND ${LGC_T} --case ${case})
+  set_tests_properties(cuda_${case} PROPERTIES LABELS "cuda" TIMEOUT 120 SKIP_RETURN_CODE 77)
+endforeach()

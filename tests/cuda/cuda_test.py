@@ -1,0 +1,421 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""GPU memory tests on the stand-in driver (no GPU): one --case per behaviour.
+
+The programs (tests/cuda/*.c) reach the stand-in libcuda.so.1 in each of the three
+ways and allocate GPU memory of every kind at lines marked KEEP:x / LEAK:x. Each
+case runs one under `leakguard run` and compares the database (and the report) with
+what the program knows it holds, exactly. Cases:
+  ways       -lcuda, dlsym and cuGetProcAddress: the program checks inside that its
+             entry points are leakguard's wrappers forwarding to exactly the driver's
+             implementation (plain vs per-thread variant, v1 vs v2 ABI, cuCtxCreate by
+             version); the same programs without leakguard check they get the
+             driver's own pointers. Sites, bytes and blocks exact.
+  probe      a program without libcuda probing for CUDA sees none under leakguard
+  notes      an unknown cuMem* entry point is passed through and noted once
+  async, vmm, managed, pinned, ctx, threads, fork, arrays   (see cuda_scen.c)
+  nvml       NVML timeline from a stand-in NVML fed by the stand-in driver:
+             untracked = NVML - recorded = the stand-in's context overhead, exactly
+  no_nvml    no NVML library: one line, nothing else changes
+  kvcache, workspace   leaks: the site at rank 1, space device, GPU 0
+  pool, ring           controls: no leak
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import lgtest  # noqa: E402
+
+KiB = 1024
+MiB = 1024 * 1024
+CTX_OVERHEAD = 300 * MiB  # the stand-in's per-context device memory seen by NVML
+
+
+def extra(ap):
+    ap.add_argument("--case", required=True)
+    ap.add_argument("--driver-dir", required=True)
+    ap.add_argument("--fake-nvml", required=True)
+
+
+def env_with(args, **kv):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = args.driver_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env.setdefault("LEAKGUARD_NVML", "/nonexistent/libnvidia-ml.so.1")  # no NVML unless a case wants one
+    for k, v in kv.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = str(v)
+    return env
+
+
+def gpu_sites(db):
+    """Every site of a GPU space at the end: dicts with proc, stack, space, device,
+    live/alloc bytes/blocks and frames [(function, file, line, module)]."""
+    rows = lgtest.db_query(db, """
+        SELECT s.proc, s.stack, st.space, c.device, s.live_bytes, s.live_blocks, s.alloc_bytes, s.alloc_blocks
+        FROM samples s JOIN stacks st ON st.proc=s.proc AND st.stack=s.stack
+        LEFT JOIN cuda_stacks c ON c.proc=s.proc AND c.stack=s.stack
+        WHERE s.seq=(SELECT max(seq) FROM samples x WHERE x.proc=s.proc AND x.stack=s.stack)""")
+    out = []
+    for r in rows:
+        frames = lgtest.db_query(db, "SELECT function, file, line, module FROM frames WHERE proc=? AND stack=? "
+                                     "ORDER BY idx", (r[0], r[1]))
+        out.append(dict(proc=r[0], stack=r[1], space=r[2], device=r[3], live_bytes=r[4], live_blocks=r[5],
+                        alloc_bytes=r[6], alloc_blocks=r[7], frames=frames))
+    return out
+
+
+def find_site(t, sites, src, marker, proc=None):
+    """The allocation site of the line marked MARKER in SRC: the stacks whose first
+    frame is that line, summed (a loop unrolled by the compiler calls from several
+    return addresses of one line: several stacks). They must agree on space and
+    device."""
+    want = t.site(src, marker)
+    hits = [s for s in sites if (proc is None or s["proc"] == proc) and s["frames"] and s["frames"][0][1]
+            and os.path.basename(s["frames"][0][1]) == os.path.basename(want.path) and s["frames"][0][2] == want.line]
+    kinds = {(s["space"], s["device"]) for s in hits}
+    t.check(len(hits) >= 1 and len(kinds) == 1, "stacks allocating at %s:%d (%s), one space and device"
+            % (os.path.basename(want.path), want.line, marker), found=len(hits), kinds=sorted(kinds, key=str),
+            sites=[(s["stack"], s["space"], s["frames"][:3]) for s in sites][:20])
+    if not hits:
+        return None
+    m = dict(hits[0])
+    for k in ("live_bytes", "live_blocks", "alloc_bytes", "alloc_blocks"):
+        m[k] = sum(s[k] for s in hits)
+    m["stacks"] = [s["stack"] for s in hits]
+    return m
+
+
+def expect_site(t, s, what, space="device", device=0, live=None, blocks=None, alloc=None, alloc_blocks=None):
+    if s is None:
+        return
+    got = dict(space=s["space"], device=s["device"], live_bytes=s["live_bytes"], live_blocks=s["live_blocks"],
+               alloc_bytes=s["alloc_bytes"], alloc_blocks=s["alloc_blocks"])
+    want = dict(space=space, device=device)
+    if live is not None:
+        want["live_bytes"] = live
+    if blocks is not None:
+        want["live_blocks"] = blocks
+    if alloc is not None:
+        want["alloc_bytes"] = alloc
+    if alloc_blocks is not None:
+        want["alloc_blocks"] = alloc_blocks
+    t.check(all(got[k] == v for k, v in want.items()), "%s: %s" % (what, ", ".join(
+        "%s %s" % (k, v) for k, v in want.items())), got=got)
+
+
+def run(t, args, argv, db_name, env=None, expect_rc=0, interval=None, extra=()):
+    p = t.lg_run(argv, db=t.path(db_name), env=env or env_with(args), interval=interval, extra=extra)
+    t.check(p.returncode == expect_rc, "%s exits %d" % (os.path.basename(argv[0]) + " " + " ".join(argv[1:2]),
+                                                         expect_rc),
+            exit=p.returncode, stderr=p.stderr[-3000:], stdout=p.stdout[-2000:])
+    if not os.path.exists(p.db):
+        t.fatal("database written", db=p.db)
+    return p
+
+
+def kv_of(t, p, prefix):
+    kv = lgtest.parse_kv(p.stdout, prefix)
+    if kv is None:
+        t.fatal("the program printed its figures", stdout=p.stdout[-2000:])
+    return {k: int(v) if v.lstrip("-").isdigit() else v for k, v in kv.items()}
+
+
+def devices(db, proc=1):
+    """Last cuda_devices row per device of proc, as dicts."""
+    cols = [r[1] for r in lgtest.db_query(db, "PRAGMA table_info(cuda_devices)")]
+    rows = lgtest.db_query(db, "SELECT * FROM cuda_devices c WHERE proc=? AND seq=(SELECT max(seq) FROM cuda_devices"
+                               " y WHERE y.proc=c.proc AND y.device=c.device) ORDER BY device", (proc,))
+    return {r[cols.index("device")]: dict(zip(cols, r)) for r in rows}
+
+
+def space_total(db, space, proc=1):
+    rows = lgtest.db_query(db, """
+        SELECT coalesce(sum(s.live_bytes), 0) FROM samples s JOIN stacks st ON st.proc=s.proc AND st.stack=s.stack
+        WHERE s.proc=? AND st.space=? AND s.seq=(SELECT max(seq) FROM samples x WHERE x.proc=s.proc AND x.stack=s.stack)
+        """, (proc, space))
+    return rows[0][0]
+
+
+def alloc_total(db, space="device", proc=1):
+    """alloc_bytes summed over every site of SPACE (the final snapshot writes them all,
+    symbolized or not)."""
+    rows = lgtest.db_query(db, """
+        SELECT coalesce(sum(s.alloc_bytes), 0), coalesce(sum(s.alloc_blocks), 0) FROM samples s
+        WHERE s.proc=? AND s.seq=(SELECT max(seq) FROM samples x WHERE x.proc=s.proc AND x.stack=s.stack)
+        AND s.stack IN (SELECT stack FROM cuda_stacks c WHERE c.proc=s.proc)""", (proc,))
+    return rows[0]
+
+
+# ---------------------------------------------------------------------- cases
+
+def case_ways(t, args):
+    for exe, mode, marker, extra_alloc in (("cuda_lcuda", "lcuda", "/* KEEP:lcuda */", 4096),
+                                           ("cuda_ways", "dlsym", "/* KEEP:fp */", 0),
+                                           ("cuda_ways", "getproc", "/* KEEP:fp */", 2 * 4096)):
+        b = t.bin(exe)
+        plain = t.run([b, mode, "--expect-wrapped", "0"], env=env_with(args))
+        t.check(plain.returncode == 0, "%s %s without leakguard: the driver's own entry points" % (exe, mode),
+                exit=plain.returncode, stderr=plain.stderr[-2000:])
+        p = run(t, args, [b, mode, "--expect-wrapped", "1"], mode + ".db")
+        kv = kv_of(t, p, "cuda_ways:")
+        s = find_site(t, gpu_sites(p.db), "cuda_ways.c", marker)
+        expect_site(t, s, "%s: the kept blocks" % mode, live=kv["keep_bytes"], blocks=kv["keep_blocks"],
+                    alloc=kv["keep_bytes"], alloc_blocks=kv["keep_blocks"])
+        ab, an = alloc_total(p.db)
+        t.check(ab == kv["keep_bytes"] + 5 * MiB + extra_alloc,
+                "%s: every device allocation recorded (alloc bytes summed over device sites)" % mode,
+                got=ab, want=kv["keep_bytes"] + 5 * MiB + extra_alloc)
+        t.check(space_total(p.db, "device") == kv["keep_bytes"], "%s: live device bytes at the end" % mode,
+                got=space_total(p.db, "device"))
+        rep = t.report_json(p.db)
+        g = rep.get("gpus") or [{}]
+        t.check(len(rep.get("gpus", [])) == 1 and g[0].get("device_bytes") == kv["keep_bytes"]
+                and g[0].get("device") == 0 and g[0].get("contexts_created") == 1,
+                "%s: report gpus[]: GPU 0, device bytes, one context" % mode, gpus=rep.get("gpus"))
+
+
+def case_probe(t, args):
+    b = t.bin("cuda_probe")
+    env = env_with(args, LD_LIBRARY_PATH=None)
+    plain = t.run([b], env=env)
+    t.check(plain.returncode == 0, "cuda_probe without leakguard", stderr=plain.stderr)
+    p = run(t, args, [b], "probe.db", env=env)
+    t.check("cuda_probe: ok" in p.stdout, "under leakguard the program sees no CUDA driver", stdout=p.stdout,
+            stderr=p.stderr)
+    t.check("cuda" not in p.stderr.lower(), "and leakguard says nothing about CUDA", stderr=p.stderr)
+    rep = t.report_json(p.db)
+    t.check(rep.get("gpus") == [], "no GPU section in the report", gpus=rep.get("gpus"))
+
+
+def case_notes(t, args):
+    p = run(t, args, [t.bin("cuda_ways"), "getproc", "--expect-wrapped", "1"], "notes.db")
+    lines = [l for l in p.stderr.splitlines() if "cuMemImportFromShareableHandle" in l]
+    t.check(len(lines) == 1 and lines[0].startswith("leakguard: cuda: pid ") and "untracked" in lines[0],
+            "the unknown cuMem* entry point is reported once, on one line", stderr=p.stderr)
+    rep = t.report_json(p.db)
+    notes = rep.get("cuda_notes") or []
+    t.check(len(notes) == 1 and notes[0].startswith("cuMemImportFromShareableHandle:"),
+            "and once in the report's cuda_notes", notes=notes)
+
+
+def case_async(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "async"], "async.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:pool */"), "cuMemAllocFromPoolAsync",
+                live=kv["pool_bytes"], blocks=kv["pool_blocks"], alloc_blocks=12)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:async */"), "cuMemAllocAsync (freed by both variants)",
+                live=kv["async_bytes"], blocks=kv["async_blocks"], alloc_blocks=6)
+    d = devices(p.db).get(0, {})
+    t.check(d.get("pool_used_bytes") == kv["pool_used"] and d.get("pool_reserved_bytes") == kv["pool_reserved"],
+            "pool used and reserved bytes (read from the driver's pool attributes)", device=d, want=kv)
+    rep = t.report_json(p.db)
+    g = (rep.get("gpus") or [{}])[0]
+    t.check(g.get("pool_reserved_bytes") == kv["pool_reserved"], "report: pools reserved", gpu=g)
+
+
+def case_vmm(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "vmm"], "vmm.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    s = find_site(t, gpu_sites(p.db), "cuda_scen.c", "/* KEEP:vmm */")
+    expect_site(t, s, "cuMemCreate bytes by handle (6 created, 3 released)", live=kv["vmm_bytes"],
+                blocks=kv["vmm_blocks"], alloc=12 * MiB, alloc_blocks=6)
+    d = devices(p.db).get(0, {})
+    t.check(d.get("vmm_mapped_bytes") == kv["mapped"], "cuMemMap'ed bytes after an unmap of four mappings",
+            device=d)
+    t.check(s is not None and kv["found"] == 1 and kv["site_of_mapped"] in s["stacks"],
+            "lg_cuda_site_of(a mapped address) is the site of the handle mapped there", kv=kv,
+            site=s and s["stacks"])
+
+
+def case_managed(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "managed"], "managed.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    expect_site(t, find_site(t, gpu_sites(p.db), "cuda_scen.c", "/* KEEP:managed */"), "cuMemAllocManaged",
+                space="managed", live=kv["managed_bytes"], blocks=kv["managed_blocks"])
+    mm = space_total(p.db, "mmap")
+    t.check(mm < 1 * MiB, "the driver's mmap of managed pages is not also mmap memory", mmap_live=mm)
+
+
+def case_pinned(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "pinned"], "pinned.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:pinned_host */"),
+                "cuMemAllocHost_v2 (the driver calls cuMemHostAlloc inside: counted once)", space="pinned",
+                live=kv["host_bytes"], blocks=kv["host_blocks"], alloc_blocks=4)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:pinned_hostalloc */"), "cuMemHostAlloc",
+                space="pinned", live=kv["hostalloc_bytes"], blocks=kv["hostalloc_blocks"], alloc_blocks=2)
+    mm = space_total(p.db, "mmap")
+    t.check(mm < 256 * KiB, "pinned pages (mmap'ed by the driver inside the call) are not also mmap memory",
+            mmap_live=mm)
+    inside = [s for s in sites if any("libcuda" in (f[3] or "") for f in s["frames"][:1])]
+    t.check(not inside, "no host or mmap site inside the driver (its bookkeeping malloc was inside a hooked call)",
+            sites=[(s["space"], s["live_bytes"], s["frames"][:2]) for s in inside])
+    d = devices(p.db).get(0, {})
+    t.check(d.get("registered_bytes") == kv["registered"], "cuMemHostRegister: its own gauge", device=d)
+
+
+def case_ctx(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "ctx"], "ctx.db", env=env_with(args, LG_STANDIN_DEVICES=2))
+    kv = kv_of(t, p, "cuda_scen:")
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:ctx_a */"), "destroyed context: records released",
+                live=0, blocks=0, alloc_blocks=5)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:ctx_b */"), "context made again", live=kv["b_bytes"],
+                blocks=kv["b_blocks"])
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:prim1 */"), "primary context reset: released",
+                live=0, blocks=0, alloc_blocks=2)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:prim2 */"), "primary context retained again",
+                live=kv["prim2_bytes"], blocks=1)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:dev1 */"), "a context on GPU 1", device=1,
+                live=kv["dev1_bytes"], blocks=kv["dev1_blocks"])
+    d = devices(p.db)
+    d0, d1 = d.get(0, {}), d.get(1, {})
+    t.check((d0.get("contexts_created"), d0.get("contexts_destroyed"), d0.get("contexts_recreated")) ==
+            (kv["created0"], kv["destroyed0"], kv["recreated0"]),
+            "GPU 0 contexts: created, destroyed, recreated", device0=d0, want=kv)
+    t.check(d1.get("contexts_created") == kv["created1"] and d1.get("contexts_recreated") == 0,
+            "GPU 1: one context, not recreated", device1=d1)
+    rep = t.report_json(p.db)
+    t.check(sorted(g["device"] for g in rep.get("gpus", [])) == [0, 1], "report: both GPUs", gpus=rep.get("gpus"))
+
+
+def case_threads(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "threads"], "threads.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:thread */"), "8 threads' kept blocks",
+                live=kv["thread_bytes"], blocks=kv["thread_blocks"])
+    ab, an = alloc_total(p.db)
+    t.check(an == kv["churn_blocks"] + kv["thread_blocks"], "every allocation of every thread counted",
+            got=an, want=kv["churn_blocks"] + kv["thread_blocks"])
+    t.check(space_total(p.db, "device") == kv["thread_bytes"], "live device bytes: only the kept blocks",
+            got=space_total(p.db, "device"))
+    rep = t.report_json(p.db)
+    t.check(rep["runs"][0]["dropped_records"] == 0, "nothing dropped", run=rep["runs"][0])
+
+
+def case_fork(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "fork"], "fork.db")
+    kv = kv_of(t, p, "cuda_scen: mode=fork ")
+    ckv = kv_of(t, p, "cuda_scen: mode=fork-child")
+    procs = lgtest.db_query(p.db, "SELECT proc, kind FROM processes ORDER BY proc")
+    t.check([k for _, k in procs] == ["start", "fork"], "two processes: the program and its forked child",
+            procs=procs)
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:parent */", proc=1), "parent",
+                live=kv["parent_bytes"], blocks=kv["parent_blocks"])
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:child */", proc=2), "child's own",
+                live=ckv["child_bytes"], blocks=ckv["child_blocks"])
+    t.check(not [s for s in sites if s["proc"] == 1 and any(f[2] == t.site("cuda_scen.c", "/* KEEP:child */").line
+                                                            for f in s["frames"])],
+            "the child's allocations are not the parent's", sites=[(s["proc"], s["frames"][:1]) for s in sites])
+
+
+def case_arrays(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "arrays"], "arrays.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:array2d */"), "cuArrayCreate_v2",
+                live=kv["array2d_bytes"], blocks=kv["array2d_blocks"], alloc_blocks=3)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:array3d */"), "cuArray3DCreate_v2",
+                live=kv["array3d_bytes"], blocks=kv["array3d_blocks"])
+
+
+def nvml_env(t, args):
+    f = t.path("nvml.txt")
+    return f, env_with(args, LEAKGUARD_NVML=args.fake_nvml, LEAKGUARD_FAKE_NVML=f, LG_STANDIN_NVML_FILE=f,
+                       LG_STANDIN_CTX_OVERHEAD=CTX_OVERHEAD)
+
+
+def case_nvml(t, args):
+    f, env = nvml_env(t, args)
+    p = run(t, args, [t.bin("cuda_scen"), "hold", "1.5"], "nvml.db", env=env, interval="0.2")
+    kv = kv_of(t, p, "cuda_scen:")
+    t.check("nvml" not in p.stderr.lower(), "NVML found: nothing said", stderr=p.stderr)
+    dev = lgtest.db_query(p.db, "SELECT count(*), min(total_bytes), max(used_bytes) FROM nvml WHERE device=0")[0]
+    t.check(dev[0] >= 3 and dev[1] == 16 * 1024 * MiB, "NVML device samples at the snapshot interval", nvml=dev)
+    pr = lgtest.db_query(p.db, "SELECT count(*), max(used_bytes), min(proc), max(pid) FROM nvml_processes")[0]
+    pid = lgtest.db_query(p.db, "SELECT pid FROM processes WHERE proc=1")[0][0]
+    t.check(pr[0] >= 3 and pr[1] == kv["hold_bytes"] + CTX_OVERHEAD and pr[2] == 1 and pr[3] == pid,
+            "NVML per-process samples of the recorded process", nvml_processes=pr, pid=pid)
+    # same clock: NVML samples lie within the snapshots' time span
+    span = lgtest.db_query(p.db, "SELECT min(t_ns), max(t_ns) FROM snapshots")[0]
+    nspan = lgtest.db_query(p.db, "SELECT min(t_ns), max(t_ns) FROM nvml")[0]
+    t.check(span[0] - 1e9 <= nspan[0] and nspan[1] <= span[1] + 1e9, "NVML on the collector's clock",
+            snapshots=span, nvml=nspan)
+    rep = t.report_json(p.db)
+    g = (rep.get("gpus") or [{}])[0]
+    n = g.get("nvml") or {}
+    t.check(n.get("process_bytes") == kv["hold_bytes"] + CTX_OVERHEAD and n.get("untracked_bytes") == CTX_OVERHEAD,
+            "untracked = NVML - recorded = the context's overhead", gpu=g)
+    text = t.run([args.leakguard, "report", p.db])
+    t.check("untracked 300 MiB" in text.stdout, "the text report says the untracked bytes", stdout=text.stdout)
+
+
+def case_no_nvml(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "hold", "0.5"], "nonvml.db", interval="0.2")
+    kv = kv_of(t, p, "cuda_scen:")
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    t.check(len(lines) == 1 and lines[0].startswith("leakguard: ") and "NVML" in lines[0]
+            and "not found" in lines[0], "no NVML: exactly one line says so", stderr=p.stderr)
+    expect_site(t, find_site(t, gpu_sites(p.db), "cuda_scen.c", "/* KEEP:hold */"), "recording is unchanged",
+                live=kv["hold_bytes"], blocks=10)
+    rep = t.report_json(p.db)
+    g = (rep.get("gpus") or [{}])[0]
+    t.check(g.get("nvml", 0) is None and "not found" in (rep.get("nvml") or ""),
+            "report: no NVML figures, and why", gpus=rep.get("gpus"), nvml=rep.get("nvml"))
+    plain = t.run([t.bin("cuda_probe")], env=env_with(args, LD_LIBRARY_PATH=None))
+    q = run(t, args, [t.bin("cuda_probe")], "nocuda.db", env=env_with(args, LD_LIBRARY_PATH=None))
+    t.check(plain.returncode == 0 and q.stderr.strip() == "", "a program without CUDA: not a word about NVML",
+            stderr=q.stderr)
+
+
+def case_leak(t, args, mode, marker):
+    p = run(t, args, [t.bin("cuda_scen"), mode, "4"], mode + ".db", interval="0.1")
+    rep = t.report_json(p.db)
+    site = t.site("cuda_scen.c", marker)
+    t.check(rep["verdict"] == "leak", "%s: verdict leak" % mode, verdict=rep["verdict"])
+    if not rep["suspects"]:
+        t.finish()
+    top = rep["suspects"][0]
+    t.check_site(top, site, "rank-1 suspect is the planted site " + site.describe())
+    t.check(top.get("space") == "device" and top.get("device") == 0, "rank 1: space device, device 0",
+            suspect={k: top.get(k) for k in ("space", "device", "live_bytes", "pattern")})
+    t.check(top.get("time_to_oom_s") is not None and top["time_to_oom_s"] > 0,
+            "time to OOM against the device's memory", suspect=top)
+    text = t.run([args.leakguard, "report", p.db]).stdout
+    t.check("device memory on GPU 0" in text, "the text report names the GPU", text=text[:3000])
+
+
+def case_control(t, args, mode):
+    p = run(t, args, [t.bin("cuda_scen"), mode, "4"], mode + ".db", interval="0.1")
+    rep = t.report_json(p.db)
+    t.check(rep["verdict"] == "no-leak", "%s: no leak" % mode, suspects=rep["suspects"][:3])
+    g = rep.get("gpus") or [{}]
+    t.check(g[0].get("peak_device_bytes", 0) > 0, "%s: GPU memory was recorded" % mode, gpus=rep.get("gpus"))
+
+
+def main():
+    args = lgtest.parse_args(extra)
+    args.driver_dir = os.path.abspath(args.driver_dir)
+    args.fake_nvml = os.path.abspath(args.fake_nvml)
+    t = lgtest.Test("cuda-" + args.case, args)
+    c = args.case
+    if c in ("kvcache", "workspace"):
+        case_leak(t, args, c, "/* LEAK:%s */" % c)
+    elif c in ("pool", "ring"):
+        case_control(t, args, c)
+    elif "case_" + c in globals():
+        globals()["case_" + c](t, args)
+    else:
+        t.fatal("known case", case=c)
+    t.finish()
+
+
+if __name__ == "__main__":
+    main()
