@@ -36,6 +36,29 @@ add_dependencies(cuda_ways lgc_standin_cuda)
 set(LGC_T ${Python3_EXECUTABLE} ${LGC_SRC}/cuda_test.py --leakguard $<TARGET_FILE:leakguard-cli>
   --bin ${LGC_OUT} --src ${LGC_SRC} --driver-dir ${LGC_DRIVER_DIR}
   --fake-nvml $<TARGET_FILE:guard_fake_nvml>)
+# The real libcudart (CUDA toolkit) against the stand-in driver: nvcc-built, with the
+# static runtime (nvcc's default) and the shared one. Without a toolkit the two tests
+# say so and are skipped (exit 77).
+find_program(LGC_NVCC nvcc PATHS /usr/local/cuda/bin NO_DEFAULT_PATH)
+if(LGC_NVCC)
+  get_filename_component(LGC_CUDA_ROOT ${LGC_NVCC} DIRECTORY)
+  get_filename_component(LGC_CUDA_ROOT ${LGC_CUDA_ROOT} DIRECTORY)
+  add_custom_command(OUTPUT ${LGC_OUT}/cudart_route_static
+    COMMAND ${LGC_NVCC} -g -O2 -cudart static -o ${LGC_OUT}/cudart_route_static ${LGC_SRC}/cudart_route.cu
+    DEPENDS ${LGC_SRC}/cudart_route.cu COMMENT "nvcc: cudart_route (static libcudart)")
+  add_custom_command(OUTPUT ${LGC_OUT}/cudart_route_shared
+    COMMAND ${LGC_NVCC} -g -O2 -cudart shared -Xlinker -rpath=${LGC_CUDA_ROOT}/lib64
+            -o ${LGC_OUT}/cudart_route_shared ${LGC_SRC}/cudart_route.cu
+    DEPENDS ${LGC_SRC}/cudart_route.cu COMMENT "nvcc: cudart_route (shared libcudart)")
+  add_custom_target(lgc_cudart_route ALL DEPENDS ${LGC_OUT}/cudart_route_static ${LGC_OUT}/cudart_route_shared)
+else()
+  message(STATUS "cuda tests: nvcc not found in /usr/local/cuda/bin: the real-libcudart tests will be skipped")
+endif()
+foreach(v static shared)
+  add_test(NAME cuda_cudart_${v} COMMAND ${LGC_T} --case cudart --variant ${v} --nvcc "${LGC_NVCC}")
+  set_tests_properties(cuda_cudart_${v} PROPERTIES LABELS "cuda;cuda-toolkit" TIMEOUT 120 SKIP_RETURN_CODE 77)
+endforeach()
+
 foreach(case ways probe async vmm managed pinned ctx threads fork arrays notes nvml no_nvml
              kvcache workspace pool ring)
   add_test(NAME cuda_${case} COMMAND ${LGC_T} --case ${case})

@@ -17,6 +17,9 @@ what the program knows it holds, exactly. Cases:
   nvml       NVML timeline from a stand-in NVML fed by the stand-in driver:
              untracked = NVML - recorded = the stand-in's context overhead, exactly
   no_nvml    no NVML library: one line, nothing else changes
+  cudart     the real libcudart (static or shared, nvcc-built) against the stand-in:
+             its entry points are routed through the wrappers (its allocations
+             cannot run without the real driver's private export tables)
   kvcache, workspace   leaks: the site at rank 1, space device, GPU 0
   pool, ring           controls: no leak
 """
@@ -36,6 +39,8 @@ def extra(ap):
     ap.add_argument("--case", required=True)
     ap.add_argument("--driver-dir", required=True)
     ap.add_argument("--fake-nvml", required=True)
+    ap.add_argument("--variant", choices=("static", "shared"))
+    ap.add_argument("--nvcc", default="")
 
 
 def env_with(args, **kv):
@@ -324,6 +329,25 @@ def case_arrays(t, args):
                 live=kv["array2d_bytes"], blocks=kv["array2d_blocks"], alloc_blocks=3)
     expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:array3d */"), "cuArray3DCreate_v2",
                 live=kv["array3d_bytes"], blocks=kv["array3d_blocks"])
+
+
+def case_cudart(t, args):
+    exe = os.path.join(args.bin, "cudart_route_" + args.variant)
+    if not args.nvcc or "NOTFOUND" in args.nvcc or not os.path.exists(exe):
+        print("SKIP: no CUDA toolkit (nvcc not found in /usr/local/cuda/bin): the real libcudart (%s) is not "
+              "tested against the stand-in driver" % args.variant, flush=True)
+        sys.exit(77)
+    plain = t.run([exe, "0"], env=env_with(args))
+    t.check(plain.returncode == 0, "%s cudart without leakguard holds the driver's own entry points" % args.variant,
+            exit=plain.returncode, stderr=plain.stderr[-3000:])
+    p = run(t, args, [exe, "1"], "cudart.db")
+    kv = kv_of(t, p, "cudart_route:")
+    t.check(kv["wrapped"] >= 20 and kv["requests"] >= 100,
+            "%s cudart: %d entry points asked through cuGetProcAddress_v2, %d tracked ones wrapped"
+            % (args.variant, kv["requests"], kv["wrapped"]), kv=kv)
+    s = find_site(t, gpu_sites(p.db), "cudart_route.cu", "/* KEEP:cudart */")
+    expect_site(t, s, "an allocation through cudart's own pointer, at the caller's line", live=kv["keep_bytes"],
+                blocks=kv["keep_blocks"])
 
 
 def nvml_env(t, args):

@@ -148,6 +148,7 @@ CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t fl
 long standin_calls(const char *impl);          /* calls of one implementation, e.g. "cuMemAllocAsync_ptsz" */
 long long standin_live_bytes(int dev);         /* device memory the stand-in holds for the process */
 int standin_check_bindings(char *report, size_t n); /* see standin_cuda.c */
+void *standin_binding(const char *name);       /* what a caller of cuGetProcAddress holds now */
 
 /* Function pointer types (cudaTypedefs.h style). */
 typedef CUresult (*PFN_cuGetProcAddress_v12000)(const char *, void **, int, cuuint64_t, int *);

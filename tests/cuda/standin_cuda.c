@@ -904,6 +904,16 @@ EXPORT int standin_check_bindings(char *report, size_t n) {
   return checked ? bad : -1;
 }
 
+/* The pointer now stored where the last caller that asked cuGetProcAddress for name
+ * (a base name) wanted it stored, or NULL. */
+EXPORT void *standin_binding(const char *name) {
+  void *p = NULL;
+  int k = atomic_load(&nreqs);
+  for (int i = 0; i < k && i < MAXREQ; i++)
+    if (!strcmp(reqs[i].name, name)) p = *reqs[i].loc;
+  return p;
+}
+
 EXPORT long long standin_live_bytes(int dev) {
   pthread_mutex_lock(&mu);
   long long v = dev >= 0 && dev < MAXDEV ? dev_live[dev] : -1;
