@@ -72,6 +72,12 @@ LG_API const char *lg_space_name(lg_space_t space);
  * when not NULL), or -ENOENT when addr is not recorded or the recorder is off. */
 LG_API int lg_cuda_site_of(uint64_t addr, uint32_t *site, int *device);
 
+/* Counts one Python garbage collection that freed objects holding CUDA memory while
+ * the CUDA caching allocator returned none of it to the driver (the metric
+ * gc_triggered_without_cuda_cleanup_count, docs/cuda.md); the leakguard Python module
+ * calls it from its gc callback. Returns the new count (0 when not recording). */
+LG_API uint64_t lg_cuda_gc_without_cleanup(void);
+
 /* ------------------------------------------------------------------ guard / breaker
  * A guard (`leakguard guard`, or `leakguard run --guard`) grades memory pressure
  * into levels and publishes the level to every process running with the recorder.

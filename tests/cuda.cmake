@@ -59,8 +59,8 @@ foreach(v static shared)
   set_tests_properties(cuda_cudart_${v} PROPERTIES LABELS "cuda;cuda-toolkit" TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()
 
-foreach(case ways probe async vmm managed pinned ctx threads fork arrays notes nvml no_nvml
-             kvcache workspace pool ring)
+foreach(case ways probe async vmm managed pinned ctx threads fork arrays notes live metrics nvml
+             no_nvml kvcache workspace pool ring)
   add_test(NAME cuda_${case} COMMAND ${LGC_T} --case ${case})
   set_tests_properties(cuda_${case} PROPERTIES LABELS "cuda" TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()

@@ -63,6 +63,8 @@
 #include "leakguard.h"
 
 #define LG_EXPORT __attribute__((visibility("default")))
+/* src/guard/regions.c maps the header page only (and reads the CUDA gauges there). */
+_Static_assert(sizeof(lg_region_hdr_t) <= 4096, "the region header must fit one page");
 #define CALLER_RA ((uintptr_t)__builtin_return_address(0))
 #define CALLER_CFA ((uintptr_t)__builtin_frame_address(0) + 16)
 #define LGC_UNPACK(...) __VA_ARGS__
@@ -628,6 +630,9 @@ static void count(lgi_tls_t *t, const cu_ent_t *e, int sign, int alloc) {
   case NS_HANDLE:
   case NS_ARRAY:
     lgi_count(t, e->site, sign * (int64_t)e->size, sign, e->epoch, alloc && sign > 0);
+    /* per-device totals for readers that do not sum sites (the guard) */
+    if (g && e->space == LG_SPACE_DEVICE) atomic_fetch_add(&g->device_bytes, sign * (int64_t)e->size);
+    else if (g && e->space == LG_SPACE_MANAGED) atomic_fetch_add(&g->managed_bytes, sign * (int64_t)e->size);
     break;
   case NS_REG:
     if (g) atomic_fetch_add(&g->registered_bytes, sign * (int64_t)e->size);
@@ -1426,4 +1431,9 @@ LG_EXPORT int lg_cuda_site_of(uint64_t addr, uint32_t *site, int *device) {
     if (device) *device = dev;
   }
   return rc;
+}
+
+LG_EXPORT uint64_t lg_cuda_gc_without_cleanup(void) {
+  if (!lgi_g.enabled) return 0;
+  return atomic_fetch_add(&lgi_g.hdr->gc_without_cuda_cleanup, 1) + 1;
 }

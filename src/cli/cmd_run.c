@@ -541,7 +541,6 @@ static void reap(collector_t *c) {
 /* Publishes the live analysis as Prometheus metrics (top sites only: bounded). */
 static void publish_metrics(collector_t *c, const lgv_frame_t *fr, uint64_t usage) {
   lgx_registry_t *r = c->reg;
-  lgx_declare(r, "leakguard_live_bytes", LGX_GAUGE, "Live bytes recorded in the watched processes");
   lgx_declare(r, "leakguard_rss_bytes", LGX_GAUGE, "Resident memory of the recorded processes");
   lgx_declare(r, "leakguard_leak_suspects", LGX_GAUGE, "Allocation sites whose live bytes keep growing");
   lgx_declare(r, "leakguard_site_live_bytes", LGX_GAUGE, "Live bytes of the fastest-growing sites (top 10)");
@@ -551,7 +550,13 @@ static void publish_metrics(collector_t *c, const lgv_frame_t *fr, uint64_t usag
   lgx_declare(r, "leakguard_steps_total", LGX_COUNTER, "Step markers (leakguard_step) seen");
   lgx_declare(r, "leakguard_tag_live_bytes", LGX_GAUGE, "Live bytes per request tag (top 10 tags)");
   lgx_declare(r, "leakguard_tag_peak_bytes", LGX_GAUGE, "Peak live bytes per request tag (top 10 tags)");
-  lgx_set(r, "leakguard_live_bytes", NULL, (double)fr->live_bytes);
+  {
+    /* leakguard_live_bytes by space and GPU, and the CUDA metrics (docs/cuda.md) */
+    const lgm_proc_t *ps[256];
+    int np = 0;
+    for (int i = 0; i < c->nprocs && np < 256; i++) ps[np++] = &c->procs[i]->m;
+    lgx_publish_memory(r, ps, np);
+  }
   lgx_set(r, "leakguard_rss_bytes", NULL, (double)fr->rss_bytes);
   lgx_set(r, "leakguard_leak_suspects", NULL, fr->nrows);
   lgx_set(r, "leakguard_dropped_records_total", NULL, (double)fr->dropped);
@@ -677,6 +682,28 @@ static void ingest_holders(collector_t *c) {
   closedir(d);
 }
 
+/* GPU memory in the live view (docs/cuda.md): 1 when site s is GPU memory (the row
+ * then names the GPU and space; device and managed growth counts toward the GPU). */
+static int live_gpu_row(lgv_frame_t *fr, const lgm_proc_t *m, uint32_t s, lgv_row_t *row, double growth) {
+  unsigned sp = m->sites[s].space;
+  if (sp < LG_SPACE_DEVICE || sp > LG_SPACE_PINNED) return 0;
+  row->space = lg_space_name((lg_space_t)sp);
+  row->device = m->sites[s].device;
+  if (sp != LG_SPACE_PINNED) fr->gpu_growth_bps += growth;
+  return sp != LG_SPACE_PINNED; /* pinned memory is host memory: it counts toward the host limit */
+}
+
+/* GPU totals of the live view: recorded bytes, and the memory of the GPUs used. */
+static void live_gpu_totals(lgv_frame_t *fr, const lgm_proc_t *m) {
+  fr->gpu_bytes += m->gpu_bytes;
+  uint32_t nd = atomic_load(&m->hdr->cuda_ndev);
+  for (uint32_t d = 0; d < nd && d < LG_CUDA_MAX_DEVICES; d++) {
+    fr->gpu_usage += (uint64_t)(m->gpu_space_bytes[d][0] + m->gpu_space_bytes[d][1]);
+    uint64_t t = atomic_load(&m->hdr->cuda[d].total_bytes);
+    if (t > fr->gpu_total) fr->gpu_total = t; /* several processes on one GPU: counted once */
+  }
+}
+
 /* Live analysis of every running process: the live view, guard hints, metrics,
  * suspects files for the Python module. */
 static void live_update(collector_t *c, double elapsed) {
@@ -693,6 +720,7 @@ static void live_update(collector_t *c, double elapsed) {
     fr.rss_bytes += p->m.rss_bytes;
     fr.steps += atomic_load(&p->m.hdr->steps);
     fr.dropped += atomic_load(&p->m.hdr->dropped);
+    live_gpu_totals(&fr, &p->m);
     if (!fr.pid) {
       fr.pid = p->m.pid;
       snprintf(fr.command, sizeof fr.command, "%s", p->m.command);
@@ -706,10 +734,14 @@ static void live_update(collector_t *c, double elapsed) {
       lgd_options_t lo = {0, 1};
       lgd_analyze(se->pts, se->n, &lo, &r);
       if (!r.leak) continue;
-      fr.growth_bps += r.growth_bytes_per_s;
-      proc_growth += r.growth_bytes_per_s;
       lgv_row_t row = {r.growth_bytes_per_s, (double)p->m.sites[s].live_bytes, r.pattern, p->m.pid,
-                       p->labels && s < p->m.stacks_stored && p->labels[s] ? p->labels[s] : "??"};
+                       p->labels && s < p->m.stacks_stored && p->labels[s] ? p->labels[s] : "??", NULL, 0};
+      if (live_gpu_row(&fr, &p->m, s, &row, r.growth_bytes_per_s)) {
+        /* GPU memory grows toward the GPU's memory, not the host limit */
+      } else {
+        fr.growth_bps += r.growth_bytes_per_s;
+        proc_growth += r.growth_bytes_per_s;
+      }
       lgv_add_row(&fr, &row);
       cJSON *o = cJSON_CreateObject();
       cJSON_AddNumberToObject(o, "stack", s);

@@ -114,6 +114,8 @@ typedef struct lg_shard_desc {
 #define LG_CUDA_ALLOCATED 0x2u  /* a GPU allocation was recorded */
 typedef struct lg_cuda_dev {
   _Atomic uint64_t total_bytes;         /* cuDeviceTotalMem_v2, 0 = unknown */
+  _Atomic int64_t device_bytes;         /* live device-space bytes (also per site) */
+  _Atomic int64_t managed_bytes;        /* live managed-space bytes (also per site) */
   _Atomic int64_t registered_bytes;     /* host memory page-locked by cuMemHostRegister */
   _Atomic int64_t pool_reserved_bytes;  /* stream-ordered pools: RESERVED_MEM_CURRENT (last read) */
   _Atomic int64_t pool_used_bytes;      /* USED_MEM_CURRENT (last read) */
@@ -173,6 +175,7 @@ typedef struct lg_region_hdr {
   _Atomic uint32_t cuda_ndev;   /* highest device ordinal seen + 1 (gauges: < LG_CUDA_MAX_DEVICES) */
   _Atomic uint64_t cuda_calls;  /* tracked driver calls that succeeded */
   _Atomic uint64_t cuda_unknown_frees; /* frees of GPU memory that was not recorded */
+  _Atomic uint64_t gc_without_cuda_cleanup; /* Python gc runs that freed no CUDA memory (docs/cuda.md) */
   _Atomic uint32_t cuda_nnotes; /* published notes (written under the slow-path lock) */
   uint32_t cuda_pad;
   char cuda_notes[LG_CUDA_NOTES][LG_CUDA_NOTE_LEN]; /* "cuMemFoo: passed through untracked"... */

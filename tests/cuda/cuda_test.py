@@ -14,6 +14,10 @@ what the program knows it holds, exactly. Cases:
   probe      a program without libcuda probing for CUDA sees none under leakguard
   notes      an unknown cuMem* entry point is passed through and noted once
   async, vmm, managed, pinned, ctx, threads, fork, arrays   (see cuda_scen.c)
+  live       the live view on a terminal shows GPU memory and names the GPU of a site
+  metrics    Prometheus: leakguard_live_bytes{space,device}, cuda_memory_allocated_bytes,
+             cuda_context_recreated_total, gc_triggered_without_cuda_cleanup_count; the
+             guard (no NVML) watches the GPU as "gpu0-recorded"
   nvml       NVML timeline from a stand-in NVML fed by the stand-in driver:
              untracked = NVML - recorded = the stand-in's context overhead, exactly
   no_nvml    no NVML library: one line, nothing else changes
@@ -25,7 +29,14 @@ what the program knows it holds, exactly. Cases:
 """
 import json
 import os
+import pty
+import re
+import select
+import socket
+import subprocess
 import sys
+import time
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import lgtest  # noqa: E402
@@ -348,6 +359,86 @@ def case_cudart(t, args):
     s = find_site(t, gpu_sites(p.db), "cudart_route.cu", "/* KEEP:cudart */")
     expect_site(t, s, "an allocation through cudart's own pointer, at the caller's line", live=kv["keep_bytes"],
                 blocks=kv["keep_blocks"])
+
+
+def case_live(t, args):
+    argv = [args.leakguard, "run", "--interval", "0.2", "--output", t.path("live.db"), "--",
+            t.bin("cuda_scen"), "workspace", "3"]
+    print("  $ (pty) %s" % " ".join(argv), flush=True)
+    env = env_with(args)
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(t.tmp)
+        os.execve(argv[0], argv, env)
+    buf = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.5)
+        if r:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+    _, status = os.waitpid(pid, 0)
+    text = buf.decode(errors="replace")
+    t.check(os.WEXITSTATUS(status) == 0, "run on a terminal exits 0", status=status)
+    t.check("GPU live " in text and "GPU memory 16.0 GiB" in text, "the live view has a GPU line (OOM against the GPU)",
+            out=text[-3000:])
+    t.check("[GPU0 device] custom_op" in text, "the growing site is named with its GPU and space", out=text[-3000:])
+
+
+def scrape(url):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        body = r.read().decode()
+    out = {}
+    for line in body.splitlines():
+        m = re.match(r'^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$', line)
+        if m:
+            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out, body
+
+
+def case_metrics(t, args):
+    sk = socket.socket()
+    sk.bind(("127.0.0.1", 0))
+    port = sk.getsockname()[1]
+    sk.close()
+    argv = [args.leakguard, "run", "--quiet", "--interval", "0.2", "--output", t.path("m.db"),
+            "--metrics", "127.0.0.1:%d" % port, "--guard-dry-run", "--", t.bin("cuda_scen"), "workspace", "4"]
+    print("  $ %s" % " ".join(argv), flush=True)
+    p = subprocess.Popen(argv, cwd=t.tmp, env=env_with(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    got, body = {}, ""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.5)
+        try:
+            got, body = scrape("http://127.0.0.1:%d/metrics" % port)
+        except OSError:
+            continue
+        if got.get('leakguard_gpu_memory_used_bytes{device="0",source="recorder"}', 0) > 0 and \
+                got.get('cuda_memory_allocated_bytes{device="0"}', 0) > 8 * MiB:
+            break
+    out, err = p.communicate(timeout=60)
+    t.check(p.returncode == 0, "run exits 0", exit=p.returncode, stderr=err[-3000:])
+    dev = got.get('leakguard_live_bytes{space="device",device="0"}')
+    t.check(dev is not None and dev > 8 * MiB, "leakguard_live_bytes{space=\"device\",device=\"0\"}", value=dev,
+            body=body[-3000:])
+    t.check(got.get('cuda_memory_allocated_bytes{device="0"}') == dev, "cuda_memory_allocated_bytes{device} "
+            "(same snapshot)", got=got.get('cuda_memory_allocated_bytes{device="0"}'), dev=dev)
+    t.check(got.get('leakguard_live_bytes{space="host"}', -1) >= 0 and "leakguard_live_bytes" not in got,
+            "leakguard_live_bytes has a space label on every series", body=body[-3000:])
+    t.check(got.get('cuda_context_recreated_total{device="0"}') == 0 and "# TYPE cuda_context_recreated_total counter"
+            in body, "cuda_context_recreated_total{device} (a counter)", body=body[-3000:])
+    t.check(got.get("gc_triggered_without_cuda_cleanup_count") == 0, "gc_triggered_without_cuda_cleanup_count",
+            body=body[-3000:])
+    t.check('leakguard_guard_source_level{source="gpu0-recorded"}' in got and
+            got.get('leakguard_gpu_memory_total_bytes{device="0",source="recorder"}') == 16 * 1024 * MiB,
+            "no NVML: the guard watches GPU 0 from what the recorder saw", body=body[-3000:])
+    t.check("GPU source off" in err, "and says once that NVML is absent", stderr=err[-2000:])
 
 
 def nvml_env(t, args):
