@@ -77,6 +77,24 @@ LG_API int lg_cuda_site_of(uint64_t addr, uint32_t *site, int *device);
  * gc_triggered_without_cuda_cleanup_count, docs/cuda.md); the leakguard Python module
  * calls it from its gc callback. Returns the new count (0 when not recording). */
 LG_API uint64_t lg_cuda_gc_without_cleanup(void);
+/* The count so far (0 when not recording). */
+LG_API uint64_t lg_cuda_gc_without_cleanup_count(void);
+
+/* GPU memory the recorder saw in this process on one device (bytes are exact: GPU
+ * allocations are never sampled). */
+typedef struct lg_cuda_stats {
+  int64_t device_bytes, managed_bytes, pinned_bytes; /* live, recorded at the driver API */
+  int64_t registered_bytes;                          /* host memory cuMemHostRegister'ed */
+  int64_t pool_reserved_bytes, pool_used_bytes;      /* stream-ordered pools (last read) */
+  uint64_t total_bytes;                              /* the device's memory, 0 unknown */
+  uint32_t contexts, contexts_recreated;
+  uint64_t gc_without_cuda_cleanup;                  /* process-wide, see above */
+} lg_cuda_stats_t;
+
+/* Devices used in this process (highest ordinal + 1); 0 when none or not recording. */
+LG_API int lg_cuda_devices(void);
+/* Fills *out for device dev: 0, -ENODEV (dev not used), -ENOENT (not recording). */
+LG_API int lg_cuda_stats(int dev, lg_cuda_stats_t *out);
 
 /* ------------------------------------------------------------------ guard / breaker
  * A guard (`leakguard guard`, or `leakguard run --guard`) grades memory pressure

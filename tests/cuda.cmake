@@ -35,7 +35,7 @@ add_dependencies(cuda_ways lgc_standin_cuda)
 
 set(LGC_T ${Python3_EXECUTABLE} ${LGC_SRC}/cuda_test.py --leakguard $<TARGET_FILE:leakguard-cli>
   --bin ${LGC_OUT} --src ${LGC_SRC} --driver-dir ${LGC_DRIVER_DIR}
-  --fake-nvml $<TARGET_FILE:guard_fake_nvml>)
+  --fake-nvml $<TARGET_FILE:guard_fake_nvml> --pydir ${CMAKE_BINARY_DIR}/python)
 # The real libcudart (CUDA toolkit) against the stand-in driver: nvcc-built, with the
 # static runtime (nvcc's default) and the shared one. Without a toolkit the two tests
 # say so and are skipped (exit 77).
@@ -60,7 +60,7 @@ foreach(v static shared)
 endforeach()
 
 foreach(case ways probe async vmm managed pinned ctx threads fork arrays notes live metrics nvml
-             no_nvml kvcache workspace pool ring)
+             no_nvml kvcache workspace pool ring python)
   add_test(NAME cuda_${case} COMMAND ${LGC_T} --case ${case})
   set_tests_properties(cuda_${case} PROPERTIES LABELS "cuda" TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()

@@ -633,6 +633,7 @@ static void count(lgi_tls_t *t, const cu_ent_t *e, int sign, int alloc) {
     /* per-device totals for readers that do not sum sites (the guard) */
     if (g && e->space == LG_SPACE_DEVICE) atomic_fetch_add(&g->device_bytes, sign * (int64_t)e->size);
     else if (g && e->space == LG_SPACE_MANAGED) atomic_fetch_add(&g->managed_bytes, sign * (int64_t)e->size);
+    else if (g && e->space == LG_SPACE_PINNED) atomic_fetch_add(&g->pinned_bytes, sign * (int64_t)e->size);
     break;
   case NS_REG:
     if (g) atomic_fetch_add(&g->registered_bytes, sign * (int64_t)e->size);
@@ -1436,4 +1437,31 @@ LG_EXPORT int lg_cuda_site_of(uint64_t addr, uint32_t *site, int *device) {
 LG_EXPORT uint64_t lg_cuda_gc_without_cleanup(void) {
   if (!lgi_g.enabled) return 0;
   return atomic_fetch_add(&lgi_g.hdr->gc_without_cuda_cleanup, 1) + 1;
+}
+
+LG_EXPORT uint64_t lg_cuda_gc_without_cleanup_count(void) {
+  return lgi_g.enabled ? atomic_load(&lgi_g.hdr->gc_without_cuda_cleanup) : 0;
+}
+
+LG_EXPORT int lg_cuda_devices(void) {
+  if (!lgi_g.enabled) return 0;
+  uint32_t n = atomic_load(&lgi_g.hdr->cuda_ndev);
+  return n > LG_CUDA_MAX_DEVICES ? LG_CUDA_MAX_DEVICES : (int)n;
+}
+
+LG_EXPORT int lg_cuda_stats(int dev, lg_cuda_stats_t *out) {
+  if (!out || !lgi_g.enabled) return -ENOENT;
+  if (dev < 0 || dev >= lg_cuda_devices()) return -ENODEV;
+  lg_cuda_dev_t *g = &lgi_g.hdr->cuda[dev];
+  out->device_bytes = atomic_load(&g->device_bytes);
+  out->managed_bytes = atomic_load(&g->managed_bytes);
+  out->pinned_bytes = atomic_load(&g->pinned_bytes);
+  out->registered_bytes = atomic_load(&g->registered_bytes);
+  out->pool_reserved_bytes = atomic_load(&g->pool_reserved_bytes);
+  out->pool_used_bytes = atomic_load(&g->pool_used_bytes);
+  out->total_bytes = atomic_load(&g->total_bytes);
+  out->contexts = atomic_load(&g->contexts);
+  out->contexts_recreated = atomic_load(&g->contexts_recreated);
+  out->gc_without_cuda_cleanup = atomic_load(&lgi_g.hdr->gc_without_cuda_cleanup);
+  return 0;
 }

@@ -116,6 +116,7 @@ typedef struct lg_cuda_dev {
   _Atomic uint64_t total_bytes;         /* cuDeviceTotalMem_v2, 0 = unknown */
   _Atomic int64_t device_bytes;         /* live device-space bytes (also per site) */
   _Atomic int64_t managed_bytes;        /* live managed-space bytes (also per site) */
+  _Atomic int64_t pinned_bytes;         /* live pinned-space bytes (also per site) */
   _Atomic int64_t registered_bytes;     /* host memory page-locked by cuMemHostRegister */
   _Atomic int64_t pool_reserved_bytes;  /* stream-ordered pools: RESERVED_MEM_CURRENT (last read) */
   _Atomic int64_t pool_used_bytes;      /* USED_MEM_CURRENT (last read) */

@@ -21,6 +21,9 @@ what the program knows it holds, exactly. Cases:
   nvml       NVML timeline from a stand-in NVML fed by the stand-in driver:
              untracked = NVML - recorded = the stand-in's context overhead, exactly
   no_nvml    no NVML library: one line, nothing else changes
+  python     the Python module: device memory allocated from Python is named by the
+             Python line, CUDA tensors holding it are explained as its holders,
+             leakguard.cuda_memory(), and the gc_triggered_without_cuda_cleanup_count rule
   cudart     the real libcudart (static or shared, nvcc-built) against the stand-in:
              its entry points are routed through the wrappers (its allocations
              cannot run without the real driver's private export tables)
@@ -52,6 +55,7 @@ def extra(ap):
     ap.add_argument("--fake-nvml", required=True)
     ap.add_argument("--variant", choices=("static", "shared"))
     ap.add_argument("--nvcc", default="")
+    ap.add_argument("--pydir", default="")
 
 
 def env_with(args, **kv):
@@ -340,6 +344,40 @@ def case_arrays(t, args):
                 live=kv["array2d_bytes"], blocks=kv["array2d_blocks"], alloc_blocks=3)
     expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:array3d */"), "cuArray3DCreate_v2",
                 live=kv["array3d_bytes"], blocks=kv["array3d_blocks"])
+
+
+def case_python(t, args):
+    py = "/usr/bin/python3"
+    if not args.pydir or not os.path.exists(args.pydir):
+        print("SKIP: the leakguard Python module is not built (python3-dev)", flush=True)
+        sys.exit(77)
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
+        print("SKIP: python3-torch is not installed (scripts/deps.sh installs it)", flush=True)
+        sys.exit(77)
+    script = os.path.join(args.src, "py_cuda.py")
+    env = env_with(args, PYTHONPATH=args.pydir, PYTHONMALLOC="malloc")
+    p = run(t, args, [py, script, "gc"], "gc.db", env=env)
+    kv = kv_of(t, p, "py_cuda: mode=gc")
+    t.check(kv.get("after_first") == 1 and kv.get("after_all") == 1,
+            "gc_triggered_without_cuda_cleanup_count: counted when a collection freed CUDA objects and the "
+            "allocator kept its reserve; not when it gave memory back, not when nothing was collected", kv=kv)
+    p = run(t, args, [py, script, "holders", "3"], "holders.db", env=env, interval="0.2")
+    kv = kv_of(t, p, "py_cuda: mode=holders")
+    t.check(kv["device_bytes"] == kv["steps"] * MiB and kv["total"] == 16 * 1024 * MiB,
+            "leakguard.cuda_memory(): the recorded device bytes and the GPU's memory", kv=kv)
+    rep = t.report_json(p.db)
+    if not rep["suspects"]:
+        t.fatal("a suspect", report=rep)
+    s = rep["suspects"][0]
+    f0 = (s.get("frames") or [{}])[0]
+    line = next(i + 1 for i, l in enumerate(open(script)) if l.rstrip().endswith("# LEAK-SITE"))
+    t.check(s.get("space") == "device" and os.path.basename(f0.get("file") or "") == "py_cuda.py"
+            and f0.get("line") == line, "rank 1: device memory at the Python line py_cuda.py:%d" % line,
+            frame0=f0, space=s.get("space"))
+    chains = [" \u2192 ".join(h.get("chain", [])) for h in s.get("holders", [])]
+    t.check(any("kv_cache" in c and "CudaTensor" in c for c in chains),
+            "held by the list of CUDA tensors (the holder explanation reads their device storage)",
+            holders=s.get("holders"))
 
 
 def case_cudart(t, args):
