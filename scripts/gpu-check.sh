@@ -255,9 +255,11 @@ if "$LG" run --help | grep -q -- --cuda-um; then
   detail=$("$LG" report "$WORK/um.db" --format json | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-um = [s.get("unified_memory") for s in r.get("largest_non_leaking", []) + r.get("suspects", []) if s.get("unified_memory")]
-print(json.dumps({"ok": bool(um) and any(u.get("page_faults", 0) > 0 for u in um), "unified_memory": um,
-                  "cupti": r.get("cupti")}))') || detail='{"ok": false, "error": "no report of the managed run"}'
+um = r.get("unified_memory") or []
+ok = any("gpu_prog.cu" in u.get("site", "") and u.get("gpu_page_faults", 0) + u.get("cpu_page_faults", 0) > 0
+         and u.get("bytes_to_device", 0) > 0 for u in um)
+print(json.dumps({"ok": ok, "unified_memory": um, "cuda_notes": r.get("cuda_notes")}))') ||
+    detail='{"ok": false, "error": "no report of the managed run"}'
   record "Unified Memory: page faults and migrations next to the managed site" \
     "$(python3 -c 'import json,sys; print(1 if json.loads(sys.argv[1])["ok"] else 0)' "$detail")" "$detail"
 else

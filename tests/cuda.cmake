@@ -18,6 +18,12 @@ set_target_properties(lgc_standin_cuda PROPERTIES OUTPUT_NAME cuda SOVERSION 1
 target_link_options(lgc_standin_cuda PRIVATE -Wl,-Bsymbolic)
 target_link_libraries(lgc_standin_cuda PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 
+# A stand-in CUPTI for --cuda-um (tests/cuda/standin_cupti.c), alone in its directory.
+add_library(lgc_standin_cupti SHARED ${LGC_SRC}/standin_cupti.c)
+set_target_properties(lgc_standin_cupti PROPERTIES OUTPUT_NAME cupti
+  LIBRARY_OUTPUT_DIRECTORY ${LGC_OUT}/cupti C_VISIBILITY_PRESET hidden)
+target_link_libraries(lgc_standin_cupti PRIVATE Threads::Threads)
+
 function(lgc_program name)
   cmake_parse_arguments(P "" "" "SOURCES;LIBS;DEFS" ${ARGN})
   add_executable(${name} ${P_SOURCES})
@@ -32,10 +38,12 @@ lgc_program(cuda_lcuda SOURCES ${LGC_SRC}/cuda_ways.c LIBS lgc_standin_cuda DEFS
 lgc_program(cuda_probe SOURCES ${LGC_SRC}/cuda_probe.c)               # no driver at all
 lgc_program(cuda_scen SOURCES ${LGC_SRC}/cuda_scen.c LIBS lgc_standin_cuda)
 add_dependencies(cuda_ways lgc_standin_cuda)
+add_dependencies(cuda_scen lgc_standin_cupti)
 
 set(LGC_T ${Python3_EXECUTABLE} ${LGC_SRC}/cuda_test.py --leakguard $<TARGET_FILE:leakguard-cli>
   --bin ${LGC_OUT} --src ${LGC_SRC} --driver-dir ${LGC_DRIVER_DIR}
-  --fake-nvml $<TARGET_FILE:guard_fake_nvml> --pydir ${CMAKE_BINARY_DIR}/python)
+  --fake-nvml $<TARGET_FILE:guard_fake_nvml> --pydir ${CMAKE_BINARY_DIR}/python
+  --cupti $<TARGET_FILE:lgc_standin_cupti>)
 # The real libcudart (CUDA toolkit) against the stand-in driver: nvcc-built, with the
 # static runtime (nvcc's default) and the shared one. Without a toolkit the two tests
 # say so and are skipped (exit 77).
@@ -60,7 +68,7 @@ foreach(v static shared)
 endforeach()
 
 foreach(case ways probe async vmm managed pinned ctx threads fork arrays notes live metrics nvml
-             no_nvml kvcache workspace pool ring python)
+             no_nvml kvcache workspace pool ring python um um_off)
   add_test(NAME cuda_${case} COMMAND ${LGC_T} --case ${case})
   set_tests_properties(cuda_${case} PROPERTIES LABELS "cuda" TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()

@@ -368,7 +368,9 @@ __attribute__((used)) int lgi_cuda_export_name(const char *name) { return export
 
 /* ------------------------------------------------------------------ notes, flags */
 
-static void note(const char *name, const char *what) {
+void lgi_cuda_note(const char *name, const char *what);
+static void note(const char *name, const char *what) { lgi_cuda_note(name, what); }
+void lgi_cuda_note(const char *name, const char *what) {
   lg_region_hdr_t *h = lgi_g.hdr;
   if (!lgi_g.enabled || !h || !name) return;
   char buf[LG_CUDA_NOTE_LEN];
@@ -616,6 +618,10 @@ static int tab_take(uint64_t key, unsigned ns, cu_ent_t *out) {
   return 1;
 }
 
+/* The last managed block found by lgi_cuda_managed_site (below). */
+static _Atomic uint64_t um_last_key, um_last_size;
+static _Atomic uint32_t um_last_site;
+
 /* ------------------------------------------------------------------ accounting */
 
 static lg_cuda_dev_t *gauge(int dev) {
@@ -632,7 +638,10 @@ static void count(lgi_tls_t *t, const cu_ent_t *e, int sign, int alloc) {
     lgi_count(t, e->site, sign * (int64_t)e->size, sign, e->epoch, alloc && sign > 0);
     /* per-device totals for readers that do not sum sites (the guard) */
     if (g && e->space == LG_SPACE_DEVICE) atomic_fetch_add(&g->device_bytes, sign * (int64_t)e->size);
-    else if (g && e->space == LG_SPACE_MANAGED) atomic_fetch_add(&g->managed_bytes, sign * (int64_t)e->size);
+    else if (g && e->space == LG_SPACE_MANAGED) {
+      atomic_fetch_add(&g->managed_bytes, sign * (int64_t)e->size);
+      if (sign < 0) atomic_store(&um_last_site, 0); /* the UM lookup's cache may name it */
+    }
     else if (g && e->space == LG_SPACE_PINNED) atomic_fetch_add(&g->pinned_bytes, sign * (int64_t)e->size);
     break;
   case NS_REG:
@@ -788,6 +797,7 @@ static void ctx_created(uint64_t c, int dev, int primary) {
   }
   atomic_fetch_add_explicit(&lgi_g.hdr->cuda_calls, 1, memory_order_relaxed);
   dev_seen(dev);
+  lgi_cuda_um_start(); /* --cuda-um: CUPTI needs a context */
 }
 
 /* The context is gone: every record made in it is released. */
@@ -1403,6 +1413,30 @@ static lgc_result_t h_PRIMRESET(void *real, lgc_device_t d, uintptr_t ra, uintpt
   }
   leave(t);
   return rc;
+}
+
+/* ------------------------------------------------------------------ managed sites (CUPTI) */
+
+/* CUPTI delivers records in batches about the same few buffers: the last block found
+ * is tried first. */
+uint32_t lgi_cuda_managed_site(uint64_t addr) {
+  uint64_t k = atomic_load(&um_last_key), n = atomic_load(&um_last_size);
+  uint32_t s = atomic_load(&um_last_site);
+  if (s && addr >= k && addr - k < n) return s;
+  s = LG_CUDA_UM_UNKNOWN;
+  tab_lock();
+  for (uint32_t i = 0; tab && i < tab_cap; i++)
+    if (tab[i].ns == NS_ADDR && tab[i].space == LG_SPACE_MANAGED && addr >= tab[i].key &&
+        addr - tab[i].key < tab[i].size) {
+      s = tab[i].site;
+      atomic_store(&um_last_site, 0);
+      atomic_store(&um_last_key, tab[i].key);
+      atomic_store(&um_last_size, tab[i].size);
+      atomic_store(&um_last_site, s);
+      break;
+    }
+  tab_unlock();
+  return s;
 }
 
 /* ------------------------------------------------------------------ public API */

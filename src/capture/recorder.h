@@ -118,6 +118,16 @@ LGI_HIDDEN uint32_t lgi_epoch(void);
 
 /* fork: 0 prepare (takes the CUDA table lock), 1 parent, 2 child (release it). */
 LGI_HIDDEN void lgi_cuda_atfork(int phase);
+/* The site of the recorded managed block containing addr (LG_CUDA_UM_UNKNOWN: none). */
+LGI_HIDDEN uint32_t lgi_cuda_managed_site(uint64_t addr);
+/* Notes name: what (a line the collector prints once, docs/cuda.md). */
+LGI_HIDDEN void lgi_cuda_note(const char *name, const char *what);
+
+/* ---- cuda_um.c (CUPTI Unified Memory counters, --cuda-um) */
+
+/* Starts the counters once a context exists (LEAKGUARD_CUDA_UM=1); says in a note
+ * why when CUPTI is missing, unsupported or taken by another profiler. */
+LGI_HIDDEN void lgi_cuda_um_start(void);
 
 /* ---- breaker.c */
 

@@ -51,6 +51,7 @@ typedef struct run_opts {
   uint64_t sample, limit;
   long depth;
   int guard, guard_dry_run;
+  int cuda_um;          /* --cuda-um: CUPTI Unified Memory counters (docs/cuda.md) */
   const char *guard_config, *metrics;
   long explain_at_step;
 } run_opts_t;
@@ -112,6 +113,8 @@ static void usage(FILE *f) {
           "      --guard-dry-run   the guard only logs what it would do (implies --guard)\n"
           "      --metrics ADDR    serve Prometheus metrics on ADDR:PORT (e.g. 127.0.0.1:9464;\n"
           "                        loopback unless another address is given)\n"
+          "      --cuda-um         CUDA Unified Memory: page faults and migrations per managed\n"
+          "                        allocation site (CUPTI; docs/cuda.md)\n"
           "      --explain-at-step N  Python: find who holds the suspects' memory at step N\n"
           "                        (also done at exit; docs/python.md)\n"
           "  -n, --top N           suspects in the final report (default 10)\n"
@@ -905,7 +908,7 @@ static int collect_loop(collector_t *c) {
 /* ------------------------------------------------------------------ entry */
 
 enum { OPT_NO_FOLLOW = 256, OPT_FAIL_ON_LEAK, OPT_NO_MMAP, OPT_GUARD, OPT_GUARD_CONFIG, OPT_GUARD_DRY, OPT_METRICS,
-       OPT_EXPLAIN_AT };
+       OPT_EXPLAIN_AT, OPT_CUDA_UM };
 
 int lg_cmd_run(int argc, char **argv) {
   run_opts_t o = {.interval = 1.0, .follow = 1, .mmap = 1, .depth = LG_DEFAULT_DEPTH, .top = 10};
@@ -919,6 +922,7 @@ int lg_cmd_run(int argc, char **argv) {
       {"guard-config", required_argument, NULL, OPT_GUARD_CONFIG},
       {"guard-dry-run", no_argument, NULL, OPT_GUARD_DRY}, {"metrics", required_argument, NULL, OPT_METRICS},
       {"explain-at-step", required_argument, NULL, OPT_EXPLAIN_AT},
+      {"cuda-um", no_argument, NULL, OPT_CUDA_UM},
       {NULL, 0, NULL, 0}};
   optind = 1;
   opterr = 0;
@@ -968,6 +972,7 @@ int lg_cmd_run(int argc, char **argv) {
     case OPT_GUARD_CONFIG: o.guard = 1; o.guard_config = optarg; break;
     case OPT_GUARD_DRY: o.guard = 1; o.guard_dry_run = 1; break;
     case OPT_METRICS: o.metrics = optarg; break;
+    case OPT_CUDA_UM: o.cuda_um = 1; break;
     case OPT_EXPLAIN_AT:
       if (lgu_parse_long(optarg, 1, LONG_MAX, &lv) != 0) {
         lgu_err("run: --explain-at-step must be a positive step number, not '%s'", optarg);
@@ -1090,6 +1095,7 @@ int lg_cmd_run(int argc, char **argv) {
   setenv(LG_ENV_DEPTH, num, 1);
   setenv(LG_ENV_FOLLOW, o.follow ? "1" : "0", 1);
   setenv(LG_ENV_MMAP, o.mmap ? "1" : "0", 1);
+  if (o.cuda_um) setenv("LEAKGUARD_CUDA_UM", "1", 1);
   setenv("LEAKGUARD_DIR", dir, 1);
   if (o.explain_at_step) {
     snprintf(num, sizeof num, "%ld", o.explain_at_step);

@@ -108,10 +108,22 @@ typedef struct lg_shard_desc {
 
 /* CUDA: per-device gauges (bytes are exact: GPU allocations are never sampled). */
 #define LG_CUDA_MAX_DEVICES 16
-#define LG_CUDA_NOTES 16
+#define LG_CUDA_NOTES 12
 #define LG_CUDA_NOTE_LEN 96
 #define LG_CUDA_SEEN 0x1u       /* a driver entry point was bound to a wrapper */
 #define LG_CUDA_ALLOCATED 0x2u  /* a GPU allocation was recorded */
+#define LG_CUDA_UM 0x4u         /* CUPTI Unified Memory counters are on (--cuda-um) */
+#define LG_CUDA_UM_SITES 16
+/* Unified Memory counters of one managed allocation site (CUPTI, --cuda-um). site 0:
+ * free entry; LG_CUDA_UM_UNKNOWN: addresses no recorded managed block contains. */
+#define LG_CUDA_UM_UNKNOWN 1u
+typedef struct lg_cuda_um {
+  _Atomic uint32_t site;
+  uint32_t pad;
+  _Atomic uint64_t cpu_page_faults, gpu_page_faults; /* fault counts */
+  _Atomic uint64_t bytes_htod, bytes_dtoh;           /* bytes migrated to / from the device */
+  _Atomic uint64_t thrashing;                        /* thrashing events */
+} lg_cuda_um_t;
 typedef struct lg_cuda_dev {
   _Atomic uint64_t total_bytes;         /* cuDeviceTotalMem_v2, 0 = unknown */
   _Atomic int64_t device_bytes;         /* live device-space bytes (also per site) */
@@ -181,6 +193,7 @@ typedef struct lg_region_hdr {
   uint32_t cuda_pad;
   char cuda_notes[LG_CUDA_NOTES][LG_CUDA_NOTE_LEN]; /* "cuMemFoo: passed through untracked"... */
   lg_cuda_dev_t cuda[LG_CUDA_MAX_DEVICES];
+  lg_cuda_um_t cuda_um[LG_CUDA_UM_SITES];
 } lg_region_hdr_t;
 
 /* Stack index slot: hash (0 = empty) and the stack id once published (0 = pending). */

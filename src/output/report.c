@@ -281,6 +281,28 @@ static int gpu_site_device(sqlite3 *db, const lgr_site_t *s) {
   return dev;
 }
 
+/* CUPTI Unified Memory counters of a managed site (--cuda-um). */
+static void gpu_site_um(sqlite3 *db, lgr_site_t *s) {
+  if (strcmp(s->space, "managed") != 0) return;
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT cpu_page_faults, gpu_page_faults, bytes_htod, bytes_dtoh, thrashing FROM cuda_um"
+                         " WHERE proc=? AND stack=?",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_int(st, 1, s->proc);
+  sqlite3_bind_int(st, 2, s->stack);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    s->has_um = 1;
+    s->um_cpu_faults = sqlite3_column_int64(st, 0);
+    s->um_gpu_faults = sqlite3_column_int64(st, 1);
+    s->um_bytes_htod = sqlite3_column_int64(st, 2);
+    s->um_bytes_dtoh = sqlite3_column_int64(st, 3);
+    s->um_thrashing = sqlite3_column_int64(st, 4);
+  }
+  sqlite3_finalize(st);
+}
+
 /* Room left for a growing site: device and managed memory grow toward the device's
  * memory (NVML's use of the whole device when sampled, else what was recorded), host
  * memory toward the host limit. */
@@ -310,6 +332,54 @@ static int64_t q_int64(sqlite3 *db, const char *sql, const int64_t *args, int na
   }
   sqlite3_finalize(st);
   return v;
+}
+
+/* CUPTI Unified Memory counters (--cuda-um), every managed site that has some. */
+static void load_um(sqlite3 *db, lgr_report_t *r) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT proc, stack, cpu_page_faults, gpu_page_faults, bytes_htod, bytes_dtoh, thrashing"
+                         " FROM cuda_um ORDER BY gpu_page_faults + cpu_page_faults DESC",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  cJSON *arr = cJSON_CreateArray();
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    cJSON *u = cJSON_CreateObject();
+    lgr_site_t o;
+    memset(&o, 0, sizeof o);
+    o.proc = sqlite3_column_int(st, 0);
+    o.stack = sqlite3_column_int(st, 1);
+    for (int i = 0; i < r->nruns; i++)
+      if (r->runs[i].proc == o.proc) cJSON_AddNumberToObject(u, "pid", r->runs[i].pid);
+    cJSON_AddNumberToObject(u, "stack", o.stack);
+    char where[600] = "(not in a recorded managed block)";
+    if (o.stack >= 2 && load_frames(db, &o, 0) == 0 && o.nframes > 0) {
+      const lgr_frame_t *f = &o.frames[0];
+      if (f->file[0]) snprintf(where, sizeof where, "%s (%s:%d)", f->function, f->file, f->line);
+      else snprintf(where, sizeof where, "%s [%s]", f->function, f->module);
+    }
+    free_site(&o);
+    cJSON_AddStringToObject(u, "site", where);
+    static const char *const keys[] = {"cpu_page_faults", "gpu_page_faults", "bytes_to_device", "bytes_to_host",
+                                       "thrashing"};
+    /* Stacks of one line (a loop unrolled, several return addresses) are one site here. */
+    cJSON *same = NULL, *x;
+    cJSON_ArrayForEach(x, arr) {
+      if (cJSON_GetNumberValue(cJSON_GetObjectItem(x, "pid")) == cJSON_GetNumberValue(cJSON_GetObjectItem(u, "pid")) &&
+          !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(x, "site")), where))
+        same = x;
+    }
+    for (int k = 0; k < 5; k++) {
+      double v = (double)sqlite3_column_int64(st, 2 + k);
+      if (same) cJSON_SetNumberValue(cJSON_GetObjectItem(same, keys[k]), cJSON_GetNumberValue(cJSON_GetObjectItem(same, keys[k])) + v);
+      else cJSON_AddNumberToObject(u, keys[k], v);
+    }
+    if (same) cJSON_Delete(u);
+    else cJSON_AddItemToArray(arr, u);
+  }
+  sqlite3_finalize(st);
+  if (cJSON_GetArraySize(arr) > 0) r->um_json = cJSON_PrintUnformatted(arr);
+  cJSON_Delete(arr);
 }
 
 static void load_gpus(sqlite3 *db, lgr_report_t *r) {
@@ -378,6 +448,7 @@ static void load_gpus(sqlite3 *db, lgr_report_t *r) {
     }
     sqlite3_finalize(st);
   }
+  load_um(db, r);
   int found;
   q_int64(db, "SELECT 1 FROM modules WHERE path LIKE '%libc10_cuda.so%' OR path LIKE '%libtorch_cuda.so%' LIMIT 1",
           NULL, 0, 0, &found);
@@ -471,6 +542,7 @@ static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr
     const unsigned char *sp = sqlite3_column_text(st, 7);
     snprintf(site.space, sizeof site.space, "%s", sp ? (const char *)sp : "host");
     site.device = gpu_site_device(db, &site);
+    gpu_site_um(db, &site);
     ser.n = 0;
     double val = 0, maxval = 0;
     int64_t next = 0;
@@ -566,6 +638,7 @@ void lgr_free(lgr_report_t *r) {
   for (int i = 0; i < r->ncuda_notes; i++) free(r->cuda_notes[i]);
   free(r->cuda_notes);
   free(r->nvml_status);
+  free(r->um_json);
   memset(r, 0, sizeof *r);
 }
 
@@ -619,6 +692,20 @@ static void print_gpus(FILE *f, const lgr_report_t *r) {
               lgu_fmt_bytes(b4, sizeof b4, (double)g->nvml_total_bytes));
   }
   if (r->nvml_status) fprintf(f, "  %s\n", r->nvml_status);
+  cJSON *um = r->um_json ? cJSON_Parse(r->um_json) : NULL, *u;
+  if (um) fprintf(f, "  Unified Memory (CUPTI, --cuda-um), per managed allocation site:\n");
+  cJSON_ArrayForEach(u, um) {
+    fprintf(f, "    pid %.0f %s: %.0f GPU page faults, %.0f CPU page faults, %s to the GPU, %s to the host",
+            cJSON_GetNumberValue(cJSON_GetObjectItem(u, "pid")), cJSON_GetStringValue(cJSON_GetObjectItem(u, "site")),
+            cJSON_GetNumberValue(cJSON_GetObjectItem(u, "gpu_page_faults")),
+            cJSON_GetNumberValue(cJSON_GetObjectItem(u, "cpu_page_faults")),
+            lgu_fmt_bytes(b1, sizeof b1, cJSON_GetNumberValue(cJSON_GetObjectItem(u, "bytes_to_device"))),
+            lgu_fmt_bytes(b2, sizeof b2, cJSON_GetNumberValue(cJSON_GetObjectItem(u, "bytes_to_host"))));
+    double th = cJSON_GetNumberValue(cJSON_GetObjectItem(u, "thrashing"));
+    if (th > 0) fprintf(f, ", %.0f thrashing", th);
+    fprintf(f, "\n");
+  }
+  cJSON_Delete(um);
   for (int i = 0; i < r->ncuda_notes; i++) fprintf(f, "  note: %s\n", r->cuda_notes[i]);
   if (r->torch_cuda)
     fprintf(f, "  PyTorch CUDA: its caching allocator keeps freed blocks, so the driver sees reserved segments; a\n"
@@ -711,6 +798,14 @@ static cJSON *site_json(const lgr_site_t *s, int rank, int with_rank) {
   cJSON_AddNumberToObject(j, "pid", s->pid);
   cJSON_AddStringToObject(j, "space", s->space);
   if (s->device >= 0) cJSON_AddNumberToObject(j, "device", s->device);
+  if (s->has_um) {
+    cJSON *u = cJSON_AddObjectToObject(j, "unified_memory");
+    cJSON_AddNumberToObject(u, "cpu_page_faults", (double)s->um_cpu_faults);
+    cJSON_AddNumberToObject(u, "gpu_page_faults", (double)s->um_gpu_faults);
+    cJSON_AddNumberToObject(u, "bytes_to_device", (double)s->um_bytes_htod);
+    cJSON_AddNumberToObject(u, "bytes_to_host", (double)s->um_bytes_dtoh);
+    cJSON_AddNumberToObject(u, "thrashing", (double)s->um_thrashing);
+  }
   cJSON_AddNumberToObject(j, "live_bytes", (double)s->live_bytes);
   cJSON_AddNumberToObject(j, "live_blocks", (double)s->live_blocks);
   cJSON_AddNumberToObject(j, "peak_live_bytes", (double)s->peak_live_bytes);
@@ -776,6 +871,8 @@ static void gpus_json(cJSON *root, const lgr_report_t *r) {
   for (int i = 0; i < r->ncuda_notes; i++) cJSON_AddItemToArray(notes, cJSON_CreateString(r->cuda_notes[i]));
   if (r->torch_cuda) cJSON_AddTrueToObject(root, "torch_cuda");
   if (r->nvml_status) cJSON_AddStringToObject(root, "nvml", r->nvml_status);
+  cJSON *um = r->um_json ? cJSON_Parse(r->um_json) : NULL;
+  cJSON_AddItemToObject(root, "unified_memory", um ? um : cJSON_CreateArray());
 }
 
 int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {

@@ -34,6 +34,8 @@ typedef struct lgr_site {
   lgr_frame_t *all_frames;    /* as recorded */
   int nall;
   int device;                 /* GPU ordinal for the device, managed and pinned spaces, else -1 */
+  int has_um;                 /* CUPTI Unified Memory counters of a managed site (--cuda-um) */
+  int64_t um_cpu_faults, um_gpu_faults, um_bytes_htod, um_bytes_dtoh, um_thrashing;
 } lgr_site_t;
 
 /* GPU memory of one process on one device at the end of the recording (docs/cuda.md). */
@@ -75,6 +77,7 @@ typedef struct lgr_report {
   int ncuda_notes;
   int torch_cuda;             /* a process loaded PyTorch's CUDA libraries */
   char *nvml_status;          /* "NVML: ..." when the GPU timeline could not be recorded, or NULL */
+  char *um_json;              /* JSON array: CUPTI Unified Memory counters per managed site, or NULL */
 } lgr_report_t;
 
 typedef struct lgr_options {

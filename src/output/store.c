@@ -328,6 +328,7 @@ int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint6
  *   cuda_stacks(proc, stack, device)            the GPU ordinal of a GPU site
  *   cuda_devices(proc, seq, device, ...)        the recorder's per-device gauges
  *   cuda_notes(proc, note)                      entry points passed through untracked
+ *   cuda_um(proc, stack, ...)                   CUPTI Unified Memory counters (--cuda-um)
  *   nvml(t_ns, device, used_bytes, total_bytes) NVML, machine-wide, same clock
  *   nvml_processes(t_ns, device, pid, proc, used_bytes)  NVML, a recorded process */
 static const char *CUDA_SCHEMA =
@@ -339,6 +340,8 @@ static const char *CUDA_SCHEMA =
     " contexts_created INTEGER, contexts_destroyed INTEGER, contexts_recreated INTEGER, total_bytes INTEGER,"
     " PRIMARY KEY(proc, seq, device));"
     "CREATE TABLE IF NOT EXISTS cuda_notes(proc INTEGER, note TEXT, PRIMARY KEY(proc, note));"
+    "CREATE TABLE IF NOT EXISTS cuda_um(proc INTEGER, stack INTEGER, cpu_page_faults INTEGER,"
+    " gpu_page_faults INTEGER, bytes_htod INTEGER, bytes_dtoh INTEGER, thrashing INTEGER, PRIMARY KEY(proc, stack));"
     "CREATE TABLE IF NOT EXISTS nvml(t_ns INTEGER, device INTEGER, used_bytes INTEGER, total_bytes INTEGER,"
     " PRIMARY KEY(t_ns, device));"
     "CREATE TABLE IF NOT EXISTS nvml_processes(t_ns INTEGER, device INTEGER, pid INTEGER, proc INTEGER,"
@@ -382,6 +385,15 @@ int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
                      atomic_load(&g->contexts_created), atomic_load(&g->contexts_destroyed),
                      atomic_load(&g->contexts_recreated), (int64_t)atomic_load(&g->total_bytes)};
     rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_devices VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", v, 15, NULL);
+  }
+  for (int i = 0; i < LG_CUDA_UM_SITES; i++) {
+    lg_cuda_um_t *u = (lg_cuda_um_t *)&h->cuda_um[i];
+    uint32_t site = atomic_load(&u->site);
+    if (!site) continue;
+    int64_t v[7] = {p->proc, site, (int64_t)atomic_load(&u->cpu_page_faults), (int64_t)atomic_load(&u->gpu_page_faults),
+                    (int64_t)atomic_load(&u->bytes_htod), (int64_t)atomic_load(&u->bytes_dtoh),
+                    (int64_t)atomic_load(&u->thrashing)};
+    rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_um VALUES(?,?,?,?,?,?,?)", v, 7, NULL);
   }
   uint32_t nn = atomic_load_explicit(&((lg_region_hdr_t *)h)->cuda_nnotes, memory_order_acquire);
   for (uint32_t i = 0; i < nn && i < LG_CUDA_NOTES; i++) {

@@ -20,6 +20,7 @@
  *   pool      control: a pool of blocks filled at start, then reused
  *   ring      control: a ring of in-flight buffers (allocated, freed K steps later)
  *   hold      10 MiB of device memory held for argv[2] seconds (NVML timeline)
+ *   um        managed buffers and Unified Memory records made by the stand-in CUPTI
  * Leak and control modes run for argv[2] seconds (default 4) with step markers.
  */
 #include <pthread.h>
@@ -399,6 +400,44 @@ static int run_ring_control(double secs) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ Unified Memory (--cuda-um) */
+
+static NOINLINE CUdeviceptr um_a(void) {
+  CUdeviceptr d;
+  CHECK(cuMemAllocManaged(&d, 4 * MiB, CU_MEM_ATTACH_GLOBAL)); /* KEEP:um_a */
+  return d;
+}
+static NOINLINE CUdeviceptr um_b(void) {
+  CUdeviceptr d;
+  CHECK(cuMemAllocManaged(&d, 1 * MiB, CU_MEM_ATTACH_GLOBAL)); /* KEEP:um_b */
+  return d;
+}
+
+/* The stand-in CUPTI (LEAKGUARD_CUPTI) turns these calls into the activity records a
+ * GPU would make: faults and migrations at addresses inside each managed buffer. */
+static int mode_um(void) {
+  setup();
+  CUdeviceptr a[2] = {um_a(), um_a()}, b = um_b();
+  const char *lib = getenv("LEAKGUARD_CUPTI");
+  void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  int (*rec)(uint64_t, uint32_t, uint64_t) = NULL;
+  if (h) *(void **)&rec = dlsym(h, "standin_cupti_record");
+  int made = 0;
+  if (rec) {
+    for (int i = 0; i < 2; i++) {
+      made += rec(a[i] + 4096, 4 /* GPU page faults */, 10) == 0;
+      made += rec(a[i] + 2 * MiB, 1 /* bytes to the device */, 4 * MiB) == 0;
+    }
+    made += rec(b + 100, 3 /* CPU page faults */, 3) == 0;
+    made += rec(b, 2 /* bytes to the host */, 1 * MiB) == 0;
+    made += rec(b + 8192, 5 /* thrashing */, 2) == 0;
+    made += rec(0x42, 4, 1) == 0; /* not in a managed block */
+  }
+  printf("cuda_scen: mode=um records=%d a_gpu_faults=20 a_bytes_htod=%llu b_cpu_faults=3 b_bytes_dtoh=%llu "
+         "b_thrashing=2 unknown_gpu_faults=1\n", made, 8 * MiB, 1 * MiB);
+  return 0;
+}
+
 /* Holds 10 MiB of device memory still for a while (the NVML timeline test). */
 static NOINLINE void hold_alloc(CUdeviceptr *d) {
   CHECK(cuMemAlloc_v2(d, 1 * MiB)); /* KEEP:hold */
@@ -430,6 +469,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "pool")) rc = run_pool_control(secs);
   else if (!strcmp(m, "ring")) rc = run_ring_control(secs);
   else if (!strcmp(m, "hold")) rc = run_hold(secs);
+  else if (!strcmp(m, "um")) rc = mode_um();
   else {
     fprintf(stderr, "usage: %s MODE [SECONDS]\n", argv[0]);
     return 2;

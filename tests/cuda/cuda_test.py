@@ -24,6 +24,10 @@ what the program knows it holds, exactly. Cases:
   python     the Python module: device memory allocated from Python is named by the
              Python line, CUDA tensors holding it are explained as its holders,
              leakguard.cuda_memory(), and the gc_triggered_without_cuda_cleanup_count rule
+  um         --cuda-um: Unified Memory records (a stand-in CUPTI) attributed to the
+             managed allocation sites that contain their addresses; report and JSON
+  um_off     --cuda-um when CUPTI is missing, does not support UM counters, or is held
+             by another profiler: one line, and the run goes on as before
   cudart     the real libcudart (static or shared, nvcc-built) against the stand-in:
              its entry points are routed through the wrappers (its allocations
              cannot run without the real driver's private export tables)
@@ -56,6 +60,7 @@ def extra(ap):
     ap.add_argument("--variant", choices=("static", "shared"))
     ap.add_argument("--nvcc", default="")
     ap.add_argument("--pydir", default="")
+    ap.add_argument("--cupti", default="")
 
 
 def env_with(args, **kv):
@@ -378,6 +383,69 @@ def case_python(t, args):
     t.check(any("kv_cache" in c and "CudaTensor" in c for c in chains),
             "held by the list of CUDA tensors (the holder explanation reads their device storage)",
             holders=s.get("holders"))
+
+
+def um_rows(db):
+    try:
+        return {r[0]: r[1:] for r in lgtest.db_query(
+            db, "SELECT stack, cpu_page_faults, gpu_page_faults, bytes_htod, bytes_dtoh, thrashing FROM cuda_um")}
+    except Exception:  # noqa: BLE001 - no table
+        return {}
+
+
+def case_um(t, args):
+    env = env_with(args, LEAKGUARD_CUPTI=args.cupti)
+    p = run(t, args, [t.bin("cuda_scen"), "um"], "um.db", env=env, extra=["--cuda-um"])
+    kv = kv_of(t, p, "cuda_scen:")
+    t.check(kv["records"] == 8, "the stand-in CUPTI took the records (the counters were enabled)", kv=kv)
+    t.check("CUPTI" not in p.stderr, "nothing said when CUPTI works", stderr=p.stderr)
+    sites = gpu_sites(p.db)
+    a = find_site(t, sites, "cuda_scen.c", "/* KEEP:um_a */")
+    b = find_site(t, sites, "cuda_scen.c", "/* KEEP:um_b */")
+    rows = um_rows(p.db)
+    ua = [sum(rows[x][i] for x in (a or {}).get("stacks", []) if x in rows) for i in range(5)]
+    ub = [sum(rows[x][i] for x in (b or {}).get("stacks", []) if x in rows) for i in range(5)]
+    t.check(ua == [0, kv["a_gpu_faults"], kv["a_bytes_htod"], 0, 0],
+            "managed site A: GPU page faults and bytes to the device (records inside its two blocks)", got=ua,
+            rows=rows)
+    t.check(ub == [kv["b_cpu_faults"], 0, 0, kv["b_bytes_dtoh"], kv["b_thrashing"]],
+            "managed site B: CPU page faults, bytes to the host, thrashing", got=ub)
+    t.check(rows.get(1) == (0, kv["unknown_gpu_faults"], 0, 0, 0),
+            "a record outside every managed block is counted as not attributed", rows=rows)
+    rep = t.report_json(p.db)
+    um = rep.get("unified_memory") or []
+    t.check(any("um_a" in u.get("site", "") and u.get("gpu_page_faults") == kv["a_gpu_faults"] for u in um),
+            "report: unified_memory names the site", unified_memory=um)
+    text = t.run([args.leakguard, "report", p.db]).stdout
+    t.check("Unified Memory (CUPTI" in text and "20 GPU page faults" in text, "text report: the counters by site",
+            text=text[-2500:])
+
+
+def case_um_off(t, args):
+    cases = [("missing", dict(LEAKGUARD_CUPTI="/nonexistent/libcupti.so"), "not found"),
+             ("no UM support", dict(LEAKGUARD_CUPTI=args.cupti, LG_STANDIN_CUPTI_NO_UM=1),
+              "UM_PROFILING_NOT_SUPPORTED"),
+             ("another profiler", dict(LEAKGUARD_CUPTI=args.cupti, LG_STANDIN_CUPTI_BUSY=1),
+              "MULTIPLE_SUBSCRIBERS")]
+    for what, kv_env, word in cases:
+        p = run(t, args, [t.bin("cuda_scen"), "managed"], what.replace(" ", "_") + ".db", env=env_with(args, **kv_env),
+                extra=["--cuda-um"])
+        lines = [l for l in p.stderr.splitlines() if "CUPTI" in l or "cuda-um" in l]
+        t.check(len(lines) == 1 and lines[0].startswith("leakguard: cuda: pid ") and "CUPTI" in lines[0]
+                and word in lines[0] and "--cuda-um off" in lines[0],
+                "CUPTI %s: exactly one line says so" % what, stderr=p.stderr)
+        kv = kv_of(t, p, "cuda_scen:")
+        expect_site(t, find_site(t, gpu_sites(p.db), "cuda_scen.c", "/* KEEP:managed */"),
+                    "CUPTI %s: managed memory recorded as before" % what, space="managed", live=kv["managed_bytes"])
+    real = "/usr/local/cuda/lib64/libcupti.so"
+    if os.path.exists(real):
+        p = run(t, args, [t.bin("cuda_scen"), "managed"], "real.db", env=env_with(args, LEAKGUARD_CUPTI=real),
+                extra=["--cuda-um"])
+        lines = [l for l in p.stderr.splitlines() if "CUPTI" in l or "cuda-um" in l]
+        t.check(len(lines) == 1 and "CUPTI" in lines[0] and "--cuda-um off" in lines[0],
+                "the toolkit's CUPTI on the stand-in driver: refused, one line", stderr=p.stderr)
+    else:
+        print("  (no CUDA toolkit: the real CUPTI on the stand-in driver is not tried)", flush=True)
 
 
 def case_cudart(t, args):
