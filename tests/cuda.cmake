@@ -24,6 +24,19 @@ set_target_properties(lgc_standin_cupti PROPERTIES OUTPUT_NAME cupti
   LIBRARY_OUTPUT_DIRECTORY ${LGC_OUT}/cupti C_VISIBILITY_PRESET hidden)
 target_link_libraries(lgc_standin_cupti PRIVATE Threads::Threads)
 
+# A library with the name of PyTorch's CUDA allocator library (the report's notice).
+add_library(lgc_fake_c10_cuda SHARED ${LGC_SRC}/fake_c10_cuda.c)
+set_target_properties(lgc_fake_c10_cuda PROPERTIES OUTPUT_NAME c10_cuda LIBRARY_OUTPUT_DIRECTORY ${LGC_OUT}/torchlike)
+
+# Unit tests of the GPU tables and report (tests/unit/test_cuda_store.c).
+pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+add_executable(test_cuda_store ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cuda_store.c)
+target_link_libraries(test_cuda_store PRIVATE lgcore PkgConfig::CMOCKA)
+target_compile_options(test_cuda_store PRIVATE ${LG_SAN_FLAGS})
+target_link_options(test_cuda_store PRIVATE ${LG_SAN_FLAGS})
+add_test(NAME cuda_unit_store COMMAND test_cuda_store)
+set_tests_properties(cuda_unit_store PROPERTIES LABELS "cuda;unit" TIMEOUT 60)
+
 function(lgc_program name)
   cmake_parse_arguments(P "" "" "SOURCES;LIBS;DEFS" ${ARGN})
   add_executable(${name} ${P_SOURCES})
@@ -38,12 +51,12 @@ lgc_program(cuda_lcuda SOURCES ${LGC_SRC}/cuda_ways.c LIBS lgc_standin_cuda DEFS
 lgc_program(cuda_probe SOURCES ${LGC_SRC}/cuda_probe.c)               # no driver at all
 lgc_program(cuda_scen SOURCES ${LGC_SRC}/cuda_scen.c LIBS lgc_standin_cuda)
 add_dependencies(cuda_ways lgc_standin_cuda)
-add_dependencies(cuda_scen lgc_standin_cupti)
+add_dependencies(cuda_scen lgc_standin_cupti lgc_fake_c10_cuda)
 
 set(LGC_T ${Python3_EXECUTABLE} ${LGC_SRC}/cuda_test.py --leakguard $<TARGET_FILE:leakguard-cli>
   --bin ${LGC_OUT} --src ${LGC_SRC} --driver-dir ${LGC_DRIVER_DIR}
   --fake-nvml $<TARGET_FILE:guard_fake_nvml> --pydir ${CMAKE_BINARY_DIR}/python
-  --cupti $<TARGET_FILE:lgc_standin_cupti>)
+  --cupti $<TARGET_FILE:lgc_standin_cupti> --c10 $<TARGET_FILE:lgc_fake_c10_cuda>)
 # The real libcudart (CUDA toolkit) against the stand-in driver: nvcc-built, with the
 # static runtime (nvcc's default) and the shared one. Without a toolkit the two tests
 # say so and are skipped (exit 77).
@@ -68,7 +81,7 @@ foreach(v static shared)
 endforeach()
 
 foreach(case ways probe async vmm managed pinned ctx threads fork arrays notes live metrics nvml
-             no_nvml kvcache workspace pool ring python um um_off)
+             no_nvml kvcache workspace pool ring python um um_off torch_notice)
   add_test(NAME cuda_${case} COMMAND ${LGC_T} --case ${case})
   set_tests_properties(cuda_${case} PROPERTIES LABELS "cuda" TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()

@@ -51,6 +51,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -781,6 +782,14 @@ static int current_dev(uint64_t *ctx_out) {
   return dev;
 }
 
+/* PyTorch's CUDA allocator library loaded? (For the report's notice: its caching
+ * allocator hides tensors behind segments, docs/cuda.md.) */
+static int torch_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size, (void)arg;
+  const char *n = info->dlpi_name;
+  return n && (strstr(n, "libc10_cuda.so") || strstr(n, "libtorch_cuda.so"));
+}
+
 static void ctx_created(uint64_t c, int dev, int primary) {
   dev = clamp_dev(dev);
   tab_lock();
@@ -797,6 +806,8 @@ static void ctx_created(uint64_t c, int dev, int primary) {
   }
   atomic_fetch_add_explicit(&lgi_g.hdr->cuda_calls, 1, memory_order_relaxed);
   dev_seen(dev);
+  if (!(atomic_load(&lgi_g.hdr->cuda_flags) & LG_CUDA_TORCH) && dl_iterate_phdr(torch_cb, NULL))
+    set_flag(LG_CUDA_TORCH);
   lgi_cuda_um_start(); /* --cuda-um: CUPTI needs a context */
 }
 

@@ -113,6 +113,7 @@ typedef struct lg_shard_desc {
 #define LG_CUDA_SEEN 0x1u       /* a driver entry point was bound to a wrapper */
 #define LG_CUDA_ALLOCATED 0x2u  /* a GPU allocation was recorded */
 #define LG_CUDA_UM 0x4u         /* CUPTI Unified Memory counters are on (--cuda-um) */
+#define LG_CUDA_TORCH 0x8u      /* PyTorch's CUDA libraries are loaded (libc10_cuda.so) */
 #define LG_CUDA_UM_SITES 16
 /* Unified Memory counters of one managed allocation site (CUPTI, --cuda-um). site 0:
  * free entry; LG_CUDA_UM_UNKNOWN: addresses no recorded managed block contains. */

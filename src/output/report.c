@@ -450,7 +450,8 @@ static void load_gpus(sqlite3 *db, lgr_report_t *r) {
   }
   load_um(db, r);
   int found;
-  q_int64(db, "SELECT 1 FROM modules WHERE path LIKE '%libc10_cuda.so%' OR path LIKE '%libtorch_cuda.so%' LIMIT 1",
+  q_int64(db, "SELECT 1 FROM meta WHERE key='torch_cuda' UNION ALL SELECT 1 FROM modules WHERE path LIKE"
+          " '%libc10_cuda.so%' OR path LIKE '%libtorch_cuda.so%' LIMIT 1",
           NULL, 0, 0, &found);
   r->torch_cuda = found && r->ngpus > 0;
   if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='nvml'", -1, &st, NULL) == SQLITE_OK) {

@@ -395,6 +395,7 @@ int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
                     (int64_t)atomic_load(&u->thrashing)};
     rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_um VALUES(?,?,?,?,?,?,?)", v, 7, NULL);
   }
+  if (atomic_load(&((lg_region_hdr_t *)h)->cuda_flags) & LG_CUDA_TORCH) rc |= lgst_meta(s, "torch_cuda", "1");
   uint32_t nn = atomic_load_explicit(&((lg_region_hdr_t *)h)->cuda_nnotes, memory_order_acquire);
   for (uint32_t i = 0; i < nn && i < LG_CUDA_NOTES; i++) {
     char note[LG_CUDA_NOTE_LEN + 1];

@@ -21,6 +21,7 @@
  *   ring      control: a ring of in-flight buffers (allocated, freed K steps later)
  *   hold      10 MiB of device memory held for argv[2] seconds (NVML timeline)
  *   um        managed buffers and Unified Memory records made by the stand-in CUPTI
+ *   torchlike loads argv[2] (a library named libc10_cuda.so), allocates device memory
  * Leak and control modes run for argv[2] seconds (default 4) with step markers.
  */
 #include <pthread.h>
@@ -438,6 +439,24 @@ static int mode_um(void) {
   return 0;
 }
 
+/* A process that loaded a library named like PyTorch's CUDA allocator (argv[2]). */
+static NOINLINE void torch_like_alloc(CUdeviceptr *d) {
+  CHECK(cuMemAlloc_v2(d, 2 * MiB)); /* KEEP:torchlike */
+}
+
+static int mode_torchlike(const char *lib) {
+  void *h = dlopen(lib, RTLD_NOW);
+  if (!h) {
+    fprintf(stderr, "dlopen %s: %s\n", lib, dlerror());
+    return 3;
+  }
+  setup();
+  CUdeviceptr d;
+  for (int i = 0; i < 3; i++) torch_like_alloc(&d);
+  printf("cuda_scen: mode=torchlike bytes=%llu\n", 6 * MiB);
+  return 0;
+}
+
 /* Holds 10 MiB of device memory still for a while (the NVML timeline test). */
 static NOINLINE void hold_alloc(CUdeviceptr *d) {
   CHECK(cuMemAlloc_v2(d, 1 * MiB)); /* KEEP:hold */
@@ -470,6 +489,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "ring")) rc = run_ring_control(secs);
   else if (!strcmp(m, "hold")) rc = run_hold(secs);
   else if (!strcmp(m, "um")) rc = mode_um();
+  else if (!strcmp(m, "torchlike") && argc > 2) rc = mode_torchlike(argv[2]);
   else {
     fprintf(stderr, "usage: %s MODE [SECONDS]\n", argv[0]);
     return 2;

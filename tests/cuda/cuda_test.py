@@ -28,6 +28,8 @@ what the program knows it holds, exactly. Cases:
              managed allocation sites that contain their addresses; report and JSON
   um_off     --cuda-um when CUPTI is missing, does not support UM counters, or is held
              by another profiler: one line, and the run goes on as before
+  torch_notice  a process that loads PyTorch's CUDA allocator library (by its name,
+             libc10_cuda.so) gets the report's PyTorch notice; others do not
   cudart     the real libcudart (static or shared, nvcc-built) against the stand-in:
              its entry points are routed through the wrappers (its allocations
              cannot run without the real driver's private export tables)
@@ -61,6 +63,7 @@ def extra(ap):
     ap.add_argument("--nvcc", default="")
     ap.add_argument("--pydir", default="")
     ap.add_argument("--cupti", default="")
+    ap.add_argument("--c10", default="")
 
 
 def env_with(args, **kv):
@@ -383,6 +386,19 @@ def case_python(t, args):
     t.check(any("kv_cache" in c and "CudaTensor" in c for c in chains),
             "held by the list of CUDA tensors (the holder explanation reads their device storage)",
             holders=s.get("holders"))
+
+
+def case_torch_notice(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "torchlike", args.c10], "torch.db")
+    rep = t.report_json(p.db)
+    t.check(rep.get("torch_cuda") is True, "report JSON: torch_cuda", torch_cuda=rep.get("torch_cuda"))
+    text = t.run([args.leakguard, "report", p.db]).stdout
+    t.check("PyTorch CUDA:" in text and "backend:cudaMallocAsync" in text and "cuda_memory()" in text,
+            "the text report explains the caching allocator and how to see through it", text=text[-2500:])
+    q = run(t, args, [t.bin("cuda_scen"), "arrays"], "plain.db")
+    rq = t.report_json(q.db)
+    t.check("torch_cuda" not in rq and "PyTorch" not in t.run([args.leakguard, "report", q.db]).stdout,
+            "no PyTorch notice for a program without it", torch_cuda=rq.get("torch_cuda"))
 
 
 def um_rows(db):
