@@ -51,8 +51,8 @@ LG_API int lg_recording(void);
  * header, so passing anything but a live block's start is undefined. */
 LG_API int lg_site_of(const void *block, uint32_t *site);
 
-/* Memory spaces: every allocation carries one. Only LG_SPACE_HOST is recorded today;
- * device, managed and pinned are reserved for the CUDA capture. */
+/* Memory spaces: every allocation carries one. Device, managed and pinned memory are
+ * recorded by the CUDA driver-API hooks (docs/cuda.md), with the GPU's ordinal. */
 typedef enum lg_space {
   LG_SPACE_HOST = 0,
   LG_SPACE_MMAP = 1,     /* anonymous mmap(2) regions, recorded as their own kind */
@@ -64,6 +64,37 @@ typedef enum lg_space {
 
 /* Stable name of a space: "host", "mmap", "device", "managed", "pinned". */
 LG_API const char *lg_space_name(lg_space_t space);
+
+/* GPU memory (docs/cuda.md). The allocation site of memory recorded by the CUDA
+ * driver-API hooks: addr is a device, managed or pinned address the driver returned,
+ * a cuMemMap'ed address, or an address inside such a block (found by a scan: meant
+ * for explain-time lookups, not hot paths). Returns 0 and sets *site (and *device
+ * when not NULL), or -ENOENT when addr is not recorded or the recorder is off. */
+LG_API int lg_cuda_site_of(uint64_t addr, uint32_t *site, int *device);
+
+/* Counts one Python garbage collection that freed objects holding CUDA memory while
+ * the CUDA caching allocator returned none of it to the driver (the metric
+ * gc_triggered_without_cuda_cleanup_count, docs/cuda.md); the leakguard Python module
+ * calls it from its gc callback. Returns the new count (0 when not recording). */
+LG_API uint64_t lg_cuda_gc_without_cleanup(void);
+/* The count so far (0 when not recording). */
+LG_API uint64_t lg_cuda_gc_without_cleanup_count(void);
+
+/* GPU memory the recorder saw in this process on one device (bytes are exact: GPU
+ * allocations are never sampled). */
+typedef struct lg_cuda_stats {
+  int64_t device_bytes, managed_bytes, pinned_bytes; /* live, recorded at the driver API */
+  int64_t registered_bytes;                          /* host memory cuMemHostRegister'ed */
+  int64_t pool_reserved_bytes, pool_used_bytes;      /* stream-ordered pools (last read) */
+  uint64_t total_bytes;                              /* the device's memory, 0 unknown */
+  uint32_t contexts, contexts_recreated;
+  uint64_t gc_without_cuda_cleanup;                  /* process-wide, see above */
+} lg_cuda_stats_t;
+
+/* Devices used in this process (highest ordinal + 1); 0 when none or not recording. */
+LG_API int lg_cuda_devices(void);
+/* Fills *out for device dev: 0, -ENODEV (dev not used), -ENOENT (not recording). */
+LG_API int lg_cuda_stats(int dev, lg_cuda_stats_t *out);
 
 /* ------------------------------------------------------------------ guard / breaker
  * A guard (`leakguard guard`, or `leakguard run --guard`) grades memory pressure

@@ -244,12 +244,14 @@ static void mm_lock_drop(void);
 static void atfork_prepare(void) {
   lgi_tls.guard++;
   if (lgi_g.enabled) {
+    lgi_cuda_atfork(0); /* order: CUDA table, region, mmap table (never held the other way) */
     lgi_lock(); /* no stack insert is half done while we copy */
     mm_lock_take(); /* nor a change of the mmap table */
   }
 }
 static void atfork_parent(void) {
   if (lgi_g.enabled) {
+    lgi_cuda_atfork(1);
     mm_lock_drop();
     lgi_unlock();
   }
@@ -258,6 +260,7 @@ static void atfork_parent(void) {
 static double next_exp(lgi_tls_t *t, double mean);
 static void atfork_child(void) {
   if (lgi_g.enabled) {
+    lgi_cuda_atfork(2);
     mm_lock_drop();
     lgi_unlock();
     if (!lgi_g.follow || lgi_region_fork_copy() != 0 || send_hello(LG_HELLO_FORK) < 0) {
@@ -440,6 +443,13 @@ static inline void ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_
     }
   }
 }
+
+/* For the other hooks (cuda.c): recorder.h. */
+int lgi_thread_ready(lgi_tls_t *t) { return thread_ready(t); }
+void lgi_count(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch, int alloc) {
+  ctr_update(t, site, bytes, blocks, epoch, alloc);
+}
+uint32_t lgi_epoch(void) { return era_now(); }
 
 /* Records the block at user pointer p (its header already holds size and offset):
  * the countdown ran out and thread_ready() said yes. */

@@ -37,7 +37,7 @@ typedef struct lgi_scache_ent {
   uint32_t id;
   uint16_t depth;
   uint8_t space;
-  uint8_t pad;
+  uint8_t pad;    /* GPU ordinal of GPU spaces (the site key is space + device) */
   uint32_t slot_off[LGI_SCACHE_DEPTH]; /* slot address - cfa0 of frame i's return address */
   uint64_t ra[LGI_SCACHE_DEPTH];
 } lgi_scache_ent_t;
@@ -98,6 +98,36 @@ LGI_HIDDEN void lgi_unlock(void);
 /* Pages from the kernel, never from malloc. */
 LGI_HIDDEN void *lgi_pages_alloc(size_t bytes);
 LGI_HIDDEN void lgi_pages_free(void *p, size_t bytes);
+
+/* ---- preload.c, for the other hooks (cuda.c) */
+
+/* 1 when the process records and this thread is set up (initialising both if needed). */
+LGI_HIDDEN int lgi_thread_ready(lgi_tls_t *t);
+/* Adds bytes/blocks to site in this thread's shard (alloc: also to the allocation
+ * totals). The caller holds the recursion guard exactly once. */
+LGI_HIDDEN void lgi_count(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch,
+                          int alloc);
+/* The region's epoch (birth time of a block). */
+LGI_HIDDEN uint32_t lgi_epoch(void);
+
+/* The `space` argument of lgi_stack_intern/lgi_capture*: lg_space_t in bits 0-7 and,
+ * for GPU spaces, the device ordinal in bits 8-15 (sites differ by device). */
+#define LGI_SITE_SPACE(space, dev) ((unsigned)(space) | ((unsigned)((dev) & 0xff) << 8))
+
+/* ---- cuda.c */
+
+/* fork: 0 prepare (takes the CUDA table lock), 1 parent, 2 child (release it). */
+LGI_HIDDEN void lgi_cuda_atfork(int phase);
+/* The site of the recorded managed block containing addr (LG_CUDA_UM_UNKNOWN: none). */
+LGI_HIDDEN uint32_t lgi_cuda_managed_site(uint64_t addr);
+/* Notes name: what (a line the collector prints once, docs/cuda.md). */
+LGI_HIDDEN void lgi_cuda_note(const char *name, const char *what);
+
+/* ---- cuda_um.c (CUPTI Unified Memory counters, --cuda-um) */
+
+/* Starts the counters once a context exists (LEAKGUARD_CUDA_UM=1); says in a note
+ * why when CUPTI is missing, unsupported or taken by another profiler. */
+LGI_HIDDEN void lgi_cuda_um_start(void);
 
 /* ---- breaker.c */
 

@@ -236,9 +236,11 @@ static void modules_cover(lg_region_hdr_t *h, const uint64_t *ips, unsigned dept
 
 /* ------------------------------------------------------------------ stacks */
 
+/* space: lg_space_t in bits 0-7, the GPU ordinal in bits 8-15 (LGI_SITE_SPACE). */
 static uint64_t hash_stack(const uint64_t *ips, unsigned depth, unsigned space) {
   /* FNV-1a over 64-bit words, finished with a murmur mix. */
-  uint64_t x = 0xcbf29ce484222325ULL ^ ((uint64_t)space << 56) ^ depth;
+  uint64_t x = 0xcbf29ce484222325ULL ^ ((uint64_t)(space & 0xff) << 56) ^
+               ((uint64_t)((space >> 8) & 0xff) << 48) ^ depth;
   for (unsigned i = 0; i < depth; i++) x = (x ^ ips[i]) * 0x100000001b3ULL;
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
@@ -249,7 +251,7 @@ static uint64_t hash_stack(const uint64_t *ips, unsigned depth, unsigned space) 
 static int same_stack(lg_region_hdr_t *h, uint32_t id, const uint64_t *ips, unsigned depth,
                       unsigned space) {
   lg_stack_rec_t *r = LG_PTR(h, h->stacks_off, lg_stack_rec_t *) + id;
-  if (r->depth != depth || r->space != space) return 0;
+  if (r->depth != depth || r->space != (space & 0xff) || r->device != ((space >> 8) & 0xff)) return 0;
   uint64_t *f = LG_PTR(h, h->frames_off, uint64_t *) + r->frames;
   return memcmp(f, ips, depth * sizeof *ips) == 0;
 }
@@ -307,6 +309,7 @@ uint32_t lgi_stack_intern(const uint64_t *ips, unsigned depth, unsigned space) {
   r->frames = (uint32_t)fu;
   r->depth = (uint16_t)depth;
   r->space = (uint8_t)space;
+  r->device = (uint8_t)(space >> 8);
   atomic_store_explicit(&h->frames_used, fu + depth, memory_order_relaxed);
   atomic_store_explicit(&slot->id, n, memory_order_relaxed);
   atomic_store_explicit(&slot->hash, hash, memory_order_release);

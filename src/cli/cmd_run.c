@@ -37,6 +37,7 @@
 #include "collector/sites.h"
 #include "collector/symq.h"
 #include "core/model.h"
+#include "core/nvml.h"
 #include "core/symbolize.h"
 #include "core/util.h"
 #include "guard/guard.h"
@@ -60,6 +61,7 @@ typedef struct run_opts {
   uint64_t sample, limit;
   long depth;
   int guard, guard_dry_run;
+  int cuda_um;          /* --cuda-um: CUPTI Unified Memory counters (docs/cuda.md) */
   const char *guard_config, *metrics;
   long explain_at_step;
 } run_opts_t;
@@ -94,6 +96,8 @@ typedef struct collector {
   lgx_server_t *srv;
   char dir[64];         /* private directory: socket, suspects/holders files */
   lgc_symq_t *symq;     /* symbolization worker */
+  lgn_t *nvml;          /* GPU timeline (docs/cuda.md), opened when a process uses CUDA */
+  int nvml_tried;
   int in_txn;
   int explains;
 } collector_t;
@@ -122,6 +126,8 @@ static void usage(FILE *f) {
           "      --guard-dry-run   the guard only logs what it would do (implies --guard)\n"
           "      --metrics ADDR    serve Prometheus metrics on ADDR:PORT (e.g. 127.0.0.1:9464;\n"
           "                        loopback unless another address is given)\n"
+          "      --cuda-um         CUDA Unified Memory: page faults and migrations per managed\n"
+          "                        allocation site (CUPTI; docs/cuda.md)\n"
           "      --explain-at-step N  Python: find who holds the suspects' memory at step N\n"
           "                        (also done at exit; docs/python.md)\n"
           "  -n, --top N           suspects in the final report (default 10)\n"
@@ -277,7 +283,7 @@ static void site_of_frames(const lgs_frame_t *fr, int nf, unsigned space, uint32
   if (nf == 0) snprintf(key, keylen, "#%u", id);
   else
     snprintf(key, keylen, "%s\x1f%s\x1f%d\x1f%s\x1f%u", fr[k].function, fr[k].file, fr[k].line,
-             fr[k].file[0] ? "" : fr[k].module, space);
+             fr[k].file[0] ? "" : fr[k].module, space); /* space: space | device << 8 */
   cJSON *arr = cJSON_CreateArray();
   for (int q = k; q < nf && q < k + 8; q++) {
     cJSON *o = cJSON_CreateObject();
@@ -338,8 +344,9 @@ static void sync_symbols(collector_t *c, proc_ext_t *p, int final) {
       py[nf++] = (lgs_frame_t){ips[k], "python", pfn, pf, pl, 0};
     }
     char label[512], key[1200], *fj = NULL;
-    site_of_frames(py, nf, space, id, key, sizeof key, label, sizeof label, &fj);
-    lgc_sites_assign(&p->sites, id, key, label, fj);
+    unsigned dev = lgm_stack_device(m, id);
+    site_of_frames(py, nf, space | dev << 8, id, key, sizeof key, label, sizeof label, &fj);
+    lgc_sites_assign(&p->sites, id, key, label, fj, space, dev);
     free(fj);
   }
 }
@@ -358,8 +365,9 @@ static void take_symbols(collector_t *c, uint64_t budget_ns) {
     }
     if (!(r.nframes > 0 && !strcmp(r.frames[0].module, "python"))) {
       char label[512], key[1200], *fj = NULL;
-      site_of_frames(r.frames, r.nframes, r.space, r.id, key, sizeof key, label, sizeof label, &fj);
-      lgc_sites_assign(&p->sites, r.id, key, label, fj);
+      unsigned dev = lgm_stack_device(&p->m, r.id);
+      site_of_frames(r.frames, r.nframes, r.space | dev << 8, r.id, key, sizeof key, label, sizeof label, &fj);
+      lgc_sites_assign(&p->sites, r.id, key, label, fj, r.space, dev);
       free(fj);
     }
     lgc_symq_release(&r);
@@ -380,6 +388,44 @@ static void db_commit(collector_t *c) {
     lgu_err("cannot write the database %s; recording continues without storing", c->o.output);
     c->db_failed = 1;
   }
+}
+
+/* ---- GPU memory (docs/cuda.md): the CUDA part of a snapshot, and the notes of entry
+ * points the recorder passed through untracked, each printed once. */
+static void cuda_snapshot(collector_t *c, proc_ext_t *p) {
+  lgm_proc_t *m = &p->m;
+  uint32_t nn = atomic_load_explicit(&m->hdr->cuda_nnotes, memory_order_acquire);
+  for (; m->cuda_notes_seen < nn && m->cuda_notes_seen < LG_CUDA_NOTES; m->cuda_notes_seen++)
+    lgu_err("cuda: pid %d: %.*s", m->pid, LG_CUDA_NOTE_LEN, m->hdr->cuda_notes[m->cuda_notes_seen]);
+  if (c->db && !c->db_failed) lgst_cuda_snapshot(c->db, m);
+}
+
+/* The NVML timeline, at the snapshot interval, once a recorded process uses CUDA;
+ * without NVML, one line and nothing else. */
+static void gpu_timeline(collector_t *c, uint64_t now) {
+  int pids[LGN_MAX_PROC], procs[LGN_MAX_PROC], np = 0;
+  for (int i = 0; i < c->nprocs && np < LGN_MAX_PROC; i++) {
+    lgm_proc_t *m = &c->procs[i]->m;
+    if (m->ended || !atomic_load(&m->hdr->cuda_flags)) continue;
+    pids[np] = m->pid;
+    procs[np++] = m->proc;
+  }
+  if (!np) return;
+  if (!c->nvml_tried) {
+    char why[512];
+    c->nvml_tried = 1;
+    c->nvml = lgn_open(why, sizeof why);
+    if (!c->nvml) lgu_err("%s", why);
+    if (c->db) lgst_meta(c->db, "nvml", c->nvml ? "on" : why);
+  }
+  lgn_sample_t s;
+  if (!c->nvml || lgn_sample(c->nvml, pids, np, &s) != 0 || !c->db || c->db_failed) return;
+  db_begin(c);
+  for (int d = 0; d < s.ndev; d++)
+    if (s.dev[d].ok) lgst_nvml_device(c->db, now, d, s.dev[d].used, s.dev[d].total);
+  for (int k = 0; k < s.nproc; k++)
+    for (int i = 0; i < np; i++)
+      if (pids[i] == s.proc[k].pid) lgst_nvml_process(c->db, now, s.proc[k].dev, pids[i], procs[i], s.proc[k].used);
 }
 
 /* Labels a process with its rank in a distributed job, from the environment it was
@@ -449,6 +495,7 @@ static void snapshot(collector_t *c, proc_ext_t *p, int mode) {
   lgc_sites_tick(&p->sites, (double)(now - m->start_ns) / 1e9, (double)atomic_load(&m->hdr->steps), m->sites,
                  m->nsites);
   p->last_tick_ns = now;
+  cuda_snapshot(c, p);
   if (c->db && !c->db_failed) {
     lgst_snapshot(c->db, m, now, usage, c->limit, mode);
   } else {
@@ -575,7 +622,6 @@ static void reap(collector_t *c) {
 /* Publishes the live analysis as Prometheus metrics (top sites only: bounded). */
 static void publish_metrics(collector_t *c, const lgv_frame_t *fr, uint64_t usage) {
   lgx_registry_t *r = c->reg;
-  lgx_declare(r, "leakguard_live_bytes", LGX_GAUGE, "Live bytes recorded in the watched processes");
   lgx_declare(r, "leakguard_rss_bytes", LGX_GAUGE, "Resident memory of the recorded processes");
   lgx_declare(r, "leakguard_leak_suspects", LGX_GAUGE, "Allocation sites whose live bytes keep growing");
   lgx_declare(r, "leakguard_site_live_bytes", LGX_GAUGE, "Live bytes of the fastest-growing sites (top 10)");
@@ -585,7 +631,13 @@ static void publish_metrics(collector_t *c, const lgv_frame_t *fr, uint64_t usag
   lgx_declare(r, "leakguard_steps_total", LGX_COUNTER, "Step markers (leakguard_step) seen");
   lgx_declare(r, "leakguard_tag_live_bytes", LGX_GAUGE, "Live bytes per request tag (top 10 tags)");
   lgx_declare(r, "leakguard_tag_peak_bytes", LGX_GAUGE, "Peak live bytes per request tag (top 10 tags)");
-  lgx_set(r, "leakguard_live_bytes", NULL, (double)fr->live_bytes);
+  {
+    /* leakguard_live_bytes by space and GPU, and the CUDA metrics (docs/cuda.md) */
+    const lgm_proc_t *ps[256];
+    int np = 0;
+    for (int i = 0; i < c->nprocs && np < 256; i++) ps[np++] = &c->procs[i]->m;
+    lgx_publish_memory(r, ps, np);
+  }
   lgx_set(r, "leakguard_rss_bytes", NULL, (double)fr->rss_bytes);
   lgx_set(r, "leakguard_leak_suspects", NULL, fr->nrows);
   lgx_set(r, "leakguard_dropped_records_total", NULL, (double)fr->dropped);
@@ -740,6 +792,17 @@ static void ingest_holders(collector_t *c) {
   closedir(d);
 }
 
+/* GPU totals of the live view: recorded bytes, and the memory of the GPUs used. */
+static void live_gpu_totals(lgv_frame_t *fr, const lgm_proc_t *m) {
+  fr->gpu_bytes += m->gpu_bytes;
+  uint32_t nd = atomic_load(&m->hdr->cuda_ndev);
+  for (uint32_t d = 0; d < nd && d < LG_CUDA_MAX_DEVICES; d++) {
+    fr->gpu_usage += (uint64_t)(m->gpu_space_bytes[d][0] + m->gpu_space_bytes[d][1]);
+    uint64_t t = atomic_load(&m->hdr->cuda[d].total_bytes);
+    if (t > fr->gpu_total) fr->gpu_total = t; /* several processes on one GPU: counted once */
+  }
+}
+
 /* Stores a flag row for every stack of group g (the report dates a suspect by them). */
 static void store_flags(collector_t *c, proc_ext_t *p, const lgc_group_t *g, int gi) {
   if (!c->db || c->db_failed) return;
@@ -784,6 +847,7 @@ static void live_update(collector_t *c, double elapsed) {
     fr.rss_bytes += p->m.rss_bytes;
     fr.steps += atomic_load(&p->m.hdr->steps);
     fr.dropped += atomic_load(&p->m.hdr->dropped);
+    live_gpu_totals(&fr, &p->m);
     if (!fr.pid) {
       fr.pid = p->m.pid;
       snprintf(fr.command, sizeof fr.command, "%s", p->m.command);
@@ -798,9 +862,17 @@ static void live_update(collector_t *c, double elapsed) {
       if (pass == 0 ? !g->growing : (g->growing || !g->r.leak)) continue;
       const lgd_result_t *r = &g->r;
       if (pass == 0) {
-        fr.growth_bps += r->growth_bytes_per_s;
-        proc_growth += r->growth_bytes_per_s;
-        lgv_row_t row = {r->growth_bytes_per_s, g->live, r->pattern, p->m.pid, g->label};
+        lgv_row_t row = {r->growth_bytes_per_s, g->live, r->pattern, p->m.pid, g->label, NULL, 0};
+        if (g->space >= LG_SPACE_DEVICE && g->space <= LG_SPACE_PINNED) {
+          row.space = lg_space_name((lg_space_t)g->space);
+          row.device = g->device;
+        }
+        if (g->space == LG_SPACE_DEVICE || g->space == LG_SPACE_MANAGED) {
+          fr.gpu_growth_bps += r->growth_bytes_per_s; /* grows toward the GPU's memory, not the host limit */
+        } else {
+          fr.growth_bps += r->growth_bytes_per_s;
+          proc_growth += r->growth_bytes_per_s;
+        }
         lgv_add_row(&fr, &row);
       }
       cJSON *o = cJSON_CreateObject();
@@ -949,6 +1021,7 @@ static int collect_loop(collector_t *c) {
       if (next_live < now) next_live = now + tick;
     }
     if (full) ingest_holders(c);
+    if (full) gpu_timeline(c, now);
     take_symbols(c, 20000000ULL);
     db_commit(c);
     if (live) live_update(c, (double)(now - c->t0) / 1e9);
@@ -993,7 +1066,7 @@ static int collect_loop(collector_t *c) {
 /* ------------------------------------------------------------------ entry */
 
 enum { OPT_NO_FOLLOW = 256, OPT_FAIL_ON_LEAK, OPT_NO_MMAP, OPT_GUARD, OPT_GUARD_CONFIG, OPT_GUARD_DRY, OPT_METRICS,
-       OPT_EXPLAIN_AT };
+       OPT_EXPLAIN_AT, OPT_CUDA_UM };
 
 int lg_cmd_run(int argc, char **argv) {
   run_opts_t o = {.interval = 0, .follow = 1, .mmap = 1, .depth = LG_DEFAULT_DEPTH, .top = 10};
@@ -1007,6 +1080,7 @@ int lg_cmd_run(int argc, char **argv) {
       {"guard-config", required_argument, NULL, OPT_GUARD_CONFIG},
       {"guard-dry-run", no_argument, NULL, OPT_GUARD_DRY}, {"metrics", required_argument, NULL, OPT_METRICS},
       {"explain-at-step", required_argument, NULL, OPT_EXPLAIN_AT},
+      {"cuda-um", no_argument, NULL, OPT_CUDA_UM},
       {NULL, 0, NULL, 0}};
   optind = 1;
   opterr = 0;
@@ -1056,6 +1130,7 @@ int lg_cmd_run(int argc, char **argv) {
     case OPT_GUARD_CONFIG: o.guard = 1; o.guard_config = optarg; break;
     case OPT_GUARD_DRY: o.guard = 1; o.guard_dry_run = 1; break;
     case OPT_METRICS: o.metrics = optarg; break;
+    case OPT_CUDA_UM: o.cuda_um = 1; break;
     case OPT_EXPLAIN_AT:
       if (lgu_parse_long(optarg, 1, LONG_MAX, &lv) != 0) {
         lgu_err("run: --explain-at-step must be a positive step number, not '%s'", optarg);
@@ -1178,6 +1253,7 @@ int lg_cmd_run(int argc, char **argv) {
   setenv(LG_ENV_DEPTH, num, 1);
   setenv(LG_ENV_FOLLOW, o.follow ? "1" : "0", 1);
   setenv(LG_ENV_MMAP, o.mmap ? "1" : "0", 1);
+  if (o.cuda_um) setenv("LEAKGUARD_CUDA_UM", "1", 1);
   setenv("LEAKGUARD_DIR", dir, 1);
   if (o.explain_at_step) {
     snprintf(num, sizeof num, "%ld", o.explain_at_step);
@@ -1331,6 +1407,7 @@ int lg_cmd_run(int argc, char **argv) {
   if (c.srv) lgx_stop(c.srv);
   lgx_free(c.reg);
   lgg_free(c.guard);
+  lgn_close(c.nvml);
   if (o.fail_on_leak && leak) return LG_EXIT_LEAK;
   return rc;
 }

@@ -33,7 +33,8 @@ void lgc_sites_free(lgc_sites_t *s) {
   memset(s, 0, sizeof *s);
 }
 
-int lgc_sites_assign(lgc_sites_t *s, uint32_t stack, const char *key, const char *label, const char *frames_json) {
+int lgc_sites_assign(lgc_sites_t *s, uint32_t stack, const char *key, const char *label, const char *frames_json,
+                     unsigned space, unsigned device) {
   if (!s->index && !(s->index = calloc(1, sizeof(lgu_strmap_t)))) return -ENOMEM;
   if (stack >= s->nstacks) {
     uint32_t nc = s->nstacks ? s->nstacks : 1024;
@@ -61,6 +62,8 @@ int lgc_sites_assign(lgc_sites_t *s, uint32_t stack, const char *key, const char
     g->label = strdup(label ? label : "??");
     g->frames_json = frames_json ? strdup(frames_json) : NULL;
     g->rep_stack = stack;
+    g->space = space;
+    g->device = device;
     g->flag_t = NAN;
     g->t_tracked = NAN;
     if (!g->key || !g->label) return -ENOMEM;

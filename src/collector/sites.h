@@ -30,6 +30,7 @@ typedef struct lgc_group {
   char *label;          /* "function (file:line)" for people */
   char *frames_json;    /* the site's first frames (JSON array), for suspects files */
   uint32_t rep_stack;   /* its first stack */
+  unsigned space, device; /* lg_space_t, and the GPU ordinal of a GPU space */
   double live;          /* summed live bytes at the last tick */
   double peak;
   lgd_series_t hist;    /* the whole run (decimated, floors kept); empty until it mattered */
@@ -55,8 +56,9 @@ void lgc_sites_init(lgc_sites_t *s);
 void lgc_sites_free(lgc_sites_t *s);
 
 /* Assigns a (symbolized) stack to the group of key, creating it with label and
- * frames_json (both copied). 0 or -ENOMEM. */
-int lgc_sites_assign(lgc_sites_t *s, uint32_t stack, const char *key, const char *label, const char *frames_json);
+ * frames_json (both copied), space and device. 0 or -ENOMEM. */
+int lgc_sites_assign(lgc_sites_t *s, uint32_t stack, const char *key, const char *label, const char *frames_json,
+                     unsigned space, unsigned device);
 
 /* One live tick at t seconds (process clock): sums the sites' live bytes per group and
  * appends a point to the groups that hold 16 KiB or more, or did once. */

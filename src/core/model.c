@@ -53,6 +53,12 @@ unsigned lgm_stack(const lgm_proc_t *p, uint32_t id, const uint64_t **ips, unsig
   return r->depth;
 }
 
+unsigned lgm_stack_device(const lgm_proc_t *p, uint32_t id) {
+  const lg_region_hdr_t *h = p->hdr;
+  if (id < 2 || id >= lgm_nstacks(p)) return 0;
+  return (LG_PTR(h, h->stacks_off, const lg_stack_rec_t *) + id)->device;
+}
+
 int lgm_pyframe(const lgm_proc_t *p, uint64_t ip, const char **file, const char **func, int *line) {
   const lg_region_hdr_t *h = p->hdr;
   if (!(ip & LG_PYFRAME_BIT)) return -ENOENT;
@@ -90,7 +96,10 @@ static int grow(lgm_proc_t *p, uint32_t n) {
   for (uint32_t i = p->nsites; i < n; i++) {
     unsigned space = 0;
     const uint64_t *ips;
-    if (lgm_stack(p, i, &ips, &space)) a[i].space = b[i].space = (uint8_t)space;
+    if (lgm_stack(p, i, &ips, &space)) {
+      a[i].space = b[i].space = (uint8_t)space;
+      a[i].device = b[i].device = (uint8_t)lgm_stack_device(p, i);
+    }
   }
   p->nsites = n;
   return 0;
@@ -111,9 +120,10 @@ int lgm_collect(lgm_proc_t *p) {
   int32_t (*eras)[LG_ERAS] = p->eras;
   memset(eras, 0, (size_t)n * sizeof *eras);
   for (uint32_t i = 0; i < n; i++) {
-    uint8_t sp = p->sites[i].space;
+    uint8_t sp = p->sites[i].space, dev = p->sites[i].device;
     memset(&p->sites[i], 0, sizeof p->sites[i]);
     p->sites[i].space = sp;
+    p->sites[i].device = dev;
   }
   const lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, const lg_shard_desc_t *);
   uint32_t nshards = atomic_load(&((lg_region_hdr_t *)h)->nshards);
@@ -140,7 +150,8 @@ int lgm_collect(lgm_proc_t *p) {
       }
     }
   }
-  int64_t live = 0, blocks = 0, host = 0, mm = 0;
+  int64_t live = 0, blocks = 0, host = 0, mm = 0, gpu = 0;
+  memset(p->gpu_space_bytes, 0, sizeof p->gpu_space_bytes);
   for (uint32_t i = 0; i < n; i++) {
     lgm_site_t *t = &p->sites[i];
     t->oldest_epoch = UINT32_MAX;
@@ -152,12 +163,16 @@ int lgm_collect(lgm_proc_t *p) {
     live += t->live_bytes;
     blocks += t->live_blocks;
     if (t->space == 1) mm += t->live_bytes;
-    else host += t->live_bytes;
+    else if (t->space >= 2 && t->space <= 4) { /* device, managed, pinned (lg_space_t) */
+      gpu += t->live_bytes;
+      if (t->device < LG_CUDA_MAX_DEVICES) p->gpu_space_bytes[t->device][t->space - 2] += t->live_bytes;
+    } else host += t->live_bytes;
   }
   p->live_bytes = live;
   p->live_blocks = blocks;
   p->host_bytes = host;
   p->mmap_bytes = mm;
+  p->gpu_bytes = gpu;
   if (live > p->peak_live_bytes) p->peak_live_bytes = live;
   return 0;
 }

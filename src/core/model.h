@@ -20,6 +20,7 @@ typedef struct lgm_site {
   uint64_t alloc_bytes, alloc_blocks;
   uint32_t oldest_epoch; /* lower bound of the birth epoch of the oldest live block */
   uint8_t space;
+  uint8_t device;        /* GPU ordinal (spaces device, managed, pinned) */
 } lgm_site_t;
 
 /* How a recorded process image came to be. */
@@ -51,6 +52,12 @@ typedef struct lgm_proc {
   int64_t live_bytes, live_blocks, peak_live_bytes;
   int64_t host_bytes, mmap_bytes;
   uint64_t rss_bytes;
+  /* GPU memory recorded by the CUDA hooks, per device: [d][0] device, [1] managed,
+   * [2] pinned bytes (docs/cuda.md); gpu_bytes: their sum over every device. */
+  int64_t gpu_bytes;
+  int64_t gpu_space_bytes[LG_CUDA_MAX_DEVICES][3];
+  uint32_t gpu_stacks_stored;  /* stacks whose device ordinal is in the store */
+  uint32_t cuda_notes_seen;    /* hdr->cuda_notes already reported */
 } lgm_proc_t;
 
 /* Maps the region behind fd (read-only) and fills hdr/map_size. 0 or -errno. */
@@ -64,6 +71,8 @@ int lgm_collect(lgm_proc_t *p);
 uint32_t lgm_nstacks(const lgm_proc_t *p);
 /* Frames of stack id (innermost first); returns depth, 0 if invalid. */
 unsigned lgm_stack(const lgm_proc_t *p, uint32_t id, const uint64_t **ips, unsigned *space);
+/* The GPU ordinal of stack id (0 for host spaces and invalid ids). */
+unsigned lgm_stack_device(const lgm_proc_t *p, uint32_t id);
 /* Python frame LG_PYFRAME_BIT|id of the region: 0 and its file, function and line,
  * or -ENOENT. Strings point into the region. */
 int lgm_pyframe(const lgm_proc_t *p, uint64_t ip, const char **file, const char **func, int *line);

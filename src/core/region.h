@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define LG_REGION_MAGIC 0x4e4f494745524c47ULL /* "GLREGION" little endian */
-#define LG_REGION_VERSION 1
+#define LG_REGION_VERSION 2 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header) */
 
 #define LG_MAX_DEPTH 256
 #define LG_DEFAULT_DEPTH 64
@@ -64,7 +64,7 @@ typedef struct lg_stack_rec {
   uint32_t frames;  /* index of the first frame in the frame arena */
   uint16_t depth;
   uint8_t space;    /* lg_space_t */
-  uint8_t pad;
+  uint8_t device;   /* GPU ordinal for the device, managed and pinned spaces; 0 otherwise */
 } lg_stack_rec_t;
 
 typedef struct lg_module_rec {
@@ -106,6 +106,42 @@ typedef struct lg_shard_desc {
   uint64_t chunk_dir;       /* offset of uint64_t[nchunks_cap]: chunk offsets (0 = none) */
 } lg_shard_desc_t;
 
+/* CUDA: per-device gauges (bytes are exact: GPU allocations are never sampled). */
+#define LG_CUDA_MAX_DEVICES 16
+#define LG_CUDA_NOTES 12
+#define LG_CUDA_NOTE_LEN 96
+#define LG_CUDA_SEEN 0x1u       /* a driver entry point was bound to a wrapper */
+#define LG_CUDA_ALLOCATED 0x2u  /* a GPU allocation was recorded */
+#define LG_CUDA_UM 0x4u         /* CUPTI Unified Memory counters are on (--cuda-um) */
+#define LG_CUDA_TORCH 0x8u      /* PyTorch's CUDA libraries are loaded (libc10_cuda.so) */
+#define LG_CUDA_UM_SITES 16
+/* Unified Memory counters of one managed allocation site (CUPTI, --cuda-um). site 0:
+ * free entry; LG_CUDA_UM_UNKNOWN: addresses no recorded managed block contains. */
+#define LG_CUDA_UM_UNKNOWN 1u
+typedef struct lg_cuda_um {
+  _Atomic uint32_t site;
+  uint32_t pad;
+  _Atomic uint64_t cpu_page_faults, gpu_page_faults; /* fault counts */
+  _Atomic uint64_t bytes_htod, bytes_dtoh;           /* bytes migrated to / from the device */
+  _Atomic uint64_t thrashing;                        /* thrashing events */
+} lg_cuda_um_t;
+typedef struct lg_cuda_dev {
+  _Atomic uint64_t total_bytes;         /* cuDeviceTotalMem_v2, 0 = unknown */
+  _Atomic int64_t device_bytes;         /* live device-space bytes (also per site) */
+  _Atomic int64_t managed_bytes;        /* live managed-space bytes (also per site) */
+  _Atomic int64_t pinned_bytes;         /* live pinned-space bytes (also per site) */
+  _Atomic int64_t registered_bytes;     /* host memory page-locked by cuMemHostRegister */
+  _Atomic int64_t pool_reserved_bytes;  /* stream-ordered pools: RESERVED_MEM_CURRENT (last read) */
+  _Atomic int64_t pool_used_bytes;      /* USED_MEM_CURRENT (last read) */
+  _Atomic int64_t vmm_mapped_bytes;     /* cuMemMap'ed and not yet unmapped */
+  _Atomic uint32_t contexts;            /* live contexts (a retained primary context counts once) */
+  _Atomic uint32_t contexts_created;
+  _Atomic uint32_t contexts_destroyed;
+  _Atomic uint32_t contexts_recreated;  /* created after a context of the device was destroyed */
+  _Atomic uint32_t pools;               /* live pools known to the recorder */
+  uint32_t pad;
+} lg_cuda_dev_t;
+
 typedef struct lg_region_hdr {
   uint64_t magic;
   uint32_t version;
@@ -145,6 +181,20 @@ typedef struct lg_region_hdr {
   uint64_t pystr_off;  _Atomic uint32_t pystr_used; uint32_t pystr_cap;
   uint64_t shards_off;
   uint64_t arena_off;  uint64_t arena_cap;
+
+  /* v2: CUDA (written by src/capture/cuda.c; docs/cuda.md). GPU allocations are
+   * ordinary sites (space device/managed/pinned, device ordinal in the stack record);
+   * what is not an allocation with a stack lives here. */
+  _Atomic uint32_t cuda_flags;  /* LG_CUDA_* */
+  _Atomic uint32_t cuda_ndev;   /* highest device ordinal seen + 1 (gauges: < LG_CUDA_MAX_DEVICES) */
+  _Atomic uint64_t cuda_calls;  /* tracked driver calls that succeeded */
+  _Atomic uint64_t cuda_unknown_frees; /* frees of GPU memory that was not recorded */
+  _Atomic uint64_t gc_without_cuda_cleanup; /* Python gc runs that freed no CUDA memory (docs/cuda.md) */
+  _Atomic uint32_t cuda_nnotes; /* published notes (written under the slow-path lock) */
+  uint32_t cuda_pad;
+  char cuda_notes[LG_CUDA_NOTES][LG_CUDA_NOTE_LEN]; /* "cuMemFoo: passed through untracked"... */
+  lg_cuda_dev_t cuda[LG_CUDA_MAX_DEVICES];
+  lg_cuda_um_t cuda_um[LG_CUDA_UM_SITES];
 } lg_region_hdr_t;
 
 /* Stack index slot: hash (0 = empty) and the stack id once published (0 = pending). */

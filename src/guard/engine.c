@@ -33,7 +33,7 @@ extern char **environ;
 
 #define MAX_SOURCES 64
 #define GROWTH_N 16
-enum { SRC_CGROUP = 0, SRC_PIDS, SRC_SYSTEM, SRC_GPU };
+enum { SRC_CGROUP = 0, SRC_PIDS, SRC_SYSTEM, SRC_GPU, SRC_GPU_REC /* GPU memory the recorder saw */ };
 static const char *const lvname[LGG_NLEVELS] = {"normal", "warn", "breaker", "emergency"};
 
 /* action counters (leakguard_guard_actions_total{action}) */
@@ -542,6 +542,12 @@ static int sample(lgg_guard_t *g, source_t *s, double t) {
     s->psi_full = s->psi_some = -1;
     if (lgu_read_file("/proc/pressure/memory", buf, sizeof buf) > 0)
       lgg_psi_parse(buf, &s->psi_some, &s->psi_full);
+  } else if (s->kind == SRC_GPU_REC) {
+    /* no NVML: the recorded processes' device memory against the device's */
+    if (lgg_regions_gpu(g->regions, s->gpu, &s->gpu_used, &s->gpu_total) != 0 || !s->gpu_total) return -1;
+    s->usage = (double)s->gpu_used;
+    s->limit = (double)s->gpu_total;
+    s->psi_full = s->psi_some = -1;
   } else if (s->kind == SRC_GPU) {
     if (lgg_nvml_mem(g->nvml, s->gpu, &s->gpu_used, &s->gpu_total) != 0 || !s->gpu_total) {
       read_error(g, s, EIO);
@@ -949,6 +955,23 @@ static int published_by(const lgg_guard_t *g, int lvl) {
   return 0;
 }
 
+/* Without NVML, every GPU that recorded processes use is a source of its own, from
+ * what the recorder saw at the CUDA driver API (docs/cuda.md, docs/guard.md). */
+static void gpu_rec_sources(lgg_guard_t *g) {
+  int n = lgg_regions_gpu_count(g->regions);
+  for (int d = 0; d < n; d++) {
+    int have = 0;
+    for (int i = 0; i < g->nsrc; i++) have |= g->src[i].kind == SRC_GPU_REC && g->src[i].gpu == d;
+    if (have) continue;
+    char name[32];
+    snprintf(name, sizeof name, "gpu%d-recorded", d);
+    source_t *s = add_source(g, SRC_GPU_REC, name);
+    if (!s) return;
+    s->gpu = d;
+    event_watch(g, s);
+  }
+}
+
 int lgg_tick(lgg_guard_t *g, double t) {
   g->ticks++;
   if (!g->ticked) {
@@ -995,6 +1018,7 @@ int lgg_tick(lgg_guard_t *g, double t) {
       }
     }
   }
+  if (!g->nvml && g->cfg.gpu != 0) gpu_rec_sources(g);
   if (g->nvml && t - g->last_gpu >= g->cfg.gpu_interval_s) {
     g->last_gpu = t;
     for (int i = 0; i < g->nprocs; i++) g->procs[i].gpu = 0;
@@ -1076,8 +1100,9 @@ void lgg_export(lgg_guard_t *g, lgx_registry_t *r) {
   lgx_declare(r, "leakguard_cgroup_memory_bytes", LGX_GAUGE, "Memory cgroup values, by kind");
   lgx_declare(r, "leakguard_cgroup_oom_kills_total", LGX_COUNTER, "OOM kills in the cgroup since the guard started watching");
   lgx_declare(r, "leakguard_memory_pressure_avg10", LGX_GAUGE, "PSI memory pressure (percent of time stalled, 10s average)");
-  lgx_declare(r, "leakguard_gpu_memory_used_bytes", LGX_GAUGE, "GPU memory in use, per device (NVML)");
-  lgx_declare(r, "leakguard_gpu_memory_total_bytes", LGX_GAUGE, "GPU memory, per device (NVML)");
+  lgx_declare(r, "leakguard_gpu_memory_used_bytes", LGX_GAUGE,
+              "GPU memory in use, per device (NVML; without it, what the recorder saw)");
+  lgx_declare(r, "leakguard_gpu_memory_total_bytes", LGX_GAUGE, "GPU memory, per device");
   lgx_set(r, "leakguard_guard_level", NULL, g->level);
   for (int c = 0; c < C_NCOUNT; c++) {
     const char *l[] = {"action", cname[c], NULL};
@@ -1113,10 +1138,10 @@ void lgg_export(lgg_guard_t *g, lgx_registry_t *r) {
         lgx_set(r, "leakguard_memory_pressure_avg10", lf, s->psi_full);
       }
     }
-    if (s->kind == SRC_GPU) {
+    if (s->kind == SRC_GPU || s->kind == SRC_GPU_REC) {
       char dev[16];
       num_label(dev, sizeof dev, s->gpu);
-      const char *l[] = {"device", dev, NULL};
+      const char *l[] = {"device", dev, "source", s->kind == SRC_GPU ? "nvml" : "recorder", NULL};
       lgx_set(r, "leakguard_gpu_memory_used_bytes", l, (double)s->gpu_used);
       lgx_set(r, "leakguard_gpu_memory_total_bytes", l, (double)s->gpu_total);
     }

@@ -147,5 +147,11 @@ int lgg_regions_count(const lgg_regions_t *r);
 /* Pid of region i (for victim candidates in system mode). */
 int lgg_regions_pid(const lgg_regions_t *r, int i);
 void lgg_regions_free(lgg_regions_t *r);
+/* GPU memory the recorder saw (docs/cuda.md): devices used by a mapped region (the
+ * highest ordinal + 1), and for device dev the device + managed bytes and the pools'
+ * unused reserve, summed over the regions, and the device's memory (cuDeviceTotalMem).
+ * 0, or -1 when no region uses dev. */
+int lgg_regions_gpu_count(const lgg_regions_t *r);
+int lgg_regions_gpu(const lgg_regions_t *r, int dev, uint64_t *used, uint64_t *total);
 
 #endif

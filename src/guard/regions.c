@@ -157,3 +157,35 @@ void lgg_regions_free(lgg_regions_t *r) {
   free(r->r);
   free(r);
 }
+
+/* ------------------------------------------------------------------ GPU memory */
+
+int lgg_regions_gpu_count(const lgg_regions_t *r) {
+  uint32_t n = 0;
+  for (int i = 0; r && i < r->n; i++) {
+    uint32_t k = atomic_load(&r->r[i].hdr->cuda_ndev);
+    if (k > n) n = k;
+  }
+  return n > LG_CUDA_MAX_DEVICES ? LG_CUDA_MAX_DEVICES : (int)n;
+}
+
+int lgg_regions_gpu(const lgg_regions_t *r, int dev, uint64_t *used, uint64_t *total) {
+  if (!r || dev < 0 || dev >= LG_CUDA_MAX_DEVICES) return -1;
+  int64_t u = 0;
+  uint64_t tot = 0;
+  int any = 0;
+  for (int i = 0; i < r->n; i++) {
+    lg_region_hdr_t *h = r->r[i].hdr;
+    if ((int)atomic_load(&h->cuda_ndev) <= dev) continue;
+    lg_cuda_dev_t *g = &h->cuda[dev];
+    int64_t cache = atomic_load(&g->pool_reserved_bytes) - atomic_load(&g->pool_used_bytes);
+    u += atomic_load(&g->device_bytes) + atomic_load(&g->managed_bytes) + (cache > 0 ? cache : 0);
+    uint64_t t = atomic_load(&g->total_bytes);
+    if (t > tot) tot = t;
+    any = 1;
+  }
+  if (!any) return -1;
+  *used = u > 0 ? (uint64_t)u : 0;
+  *total = tot;
+  return 0;
+}

@@ -65,15 +65,25 @@ size_t lgv_render(const lgv_frame_t *f, int rows, int width, char *buf, size_t n
   if (f->steps) OUT("  steps %llu", (unsigned long long)f->steps);
   if (f->dropped) OUT("  DROPPED %llu", (unsigned long long)f->dropped);
   OUT("\n");
+  if (f->gpu_bytes) {
+    double gh = f->gpu_total > f->gpu_usage ? (double)(f->gpu_total - f->gpu_usage) : 0;
+    OUT("  GPU live %s  growth %s/s", lgu_fmt_bytes(a, sizeof a, (double)f->gpu_bytes),
+        lgu_fmt_bytes(b, sizeof b, f->gpu_growth_bps));
+    if (f->gpu_total)
+      OUT("  OOM %s (GPU memory %s)", lgu_fmt_duration(d, sizeof d, f->gpu_growth_bps > 0 ? gh / f->gpu_growth_bps : INFINITY),
+          lgu_fmt_bytes(c, sizeof c, (double)f->gpu_total));
+    OUT("\n");
+  }
   if (f->nrows == 0) {
     OUT("  no growing allocation site yet\n");
   } else {
     OUT("  %12s %12s  %-18s %s\n", "GROWTH/s", "LIVE", "PATTERN", "SITE");
     for (int i = 0; i < f->nrows && i < rows; i++) {
       const lgv_row_t *r = &f->rows[i];
-      char line[1024];
-      snprintf(line, sizeof line, "  %12s %12s  %-18s %s", lgu_fmt_bytes(a, sizeof a, r->growth_bps),
-               lgu_fmt_bytes(b, sizeof b, r->live_bytes), lg_pattern_name(r->pattern), r->label);
+      char line[1024], where[48] = "";
+      if (r->space) snprintf(where, sizeof where, "[GPU%d %s] ", r->device, r->space);
+      snprintf(line, sizeof line, "  %12s %12s  %-18s %s%s", lgu_fmt_bytes(a, sizeof a, r->growth_bps),
+               lgu_fmt_bytes(b, sizeof b, r->live_bytes), lg_pattern_name(r->pattern), where, r->label);
       if (width > 10 && (int)strlen(line) > width - 1) line[width - 1] = 0;
       OUT("%s\n", line);
     }

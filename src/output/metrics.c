@@ -34,6 +34,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/model.h"
+
 #define LGX_MAX_FAMILIES 256
 #define LGX_MAX_SERIES 4096 /* per family; callers bound cardinality, this is a backstop */
 #define LGX_MAX_LABELS 16   /* label pairs per series */
@@ -566,4 +568,67 @@ void lgx_stop(lgx_server_t *s) {
   if (!s) return;
   if (s->daemon) MHD_stop_daemon(s->daemon); /* closes the listening socket too */
   free(s);
+}
+
+/* ------------------------------------------------------------------ memory by space, GPU
+ * leakguard_live_bytes{space,device} and the field guide's CUDA metrics, verbatim
+ * (docs/metrics.md, docs/cuda.md). Live bytes come from the processes still running;
+ * counters from every recorded process (a counter must not go down when one ends). */
+void lgx_publish_memory(lgx_registry_t *r, const lgm_proc_t *const *procs, int n) {
+  lgx_declare(r, "leakguard_live_bytes", LGX_GAUGE,
+              "Live bytes recorded in the watched processes, by memory space (and GPU for device, managed, pinned)");
+  int64_t host = 0, mm = 0, gpu[LG_CUDA_MAX_DEVICES][3];
+  double recreated[LG_CUDA_MAX_DEVICES], gc = 0;
+  memset(gpu, 0, sizeof gpu);
+  memset(recreated, 0, sizeof recreated);
+  int ndev = 0, cuda = 0;
+  for (int i = 0; i < n; i++) {
+    const lgm_proc_t *p = procs[i];
+    const lg_region_hdr_t *h = p->hdr;
+    if (!h) continue;
+    int nd = (int)atomic_load(&((lg_region_hdr_t *)h)->cuda_ndev);
+    if (nd > LG_CUDA_MAX_DEVICES) nd = LG_CUDA_MAX_DEVICES;
+    if (nd > ndev) ndev = nd;
+    cuda |= atomic_load(&((lg_region_hdr_t *)h)->cuda_flags) != 0;
+    for (int d = 0; d < nd; d++)
+      recreated[d] += (double)atomic_load(&((lg_region_hdr_t *)h)->cuda[d].contexts_recreated);
+    gc += (double)atomic_load(&((lg_region_hdr_t *)h)->gc_without_cuda_cleanup);
+    if (p->ended) continue;
+    host += p->host_bytes;
+    mm += p->mmap_bytes;
+    for (int d = 0; d < LG_CUDA_MAX_DEVICES; d++)
+      for (int k = 0; k < 3; k++) gpu[d][k] += p->gpu_space_bytes[d][k];
+  }
+  /* Spaces without memory are left out (host always), so sum() is the total. */
+  lgx_clear(r, "leakguard_live_bytes");
+  const char *lh[] = {"space", "host", NULL};
+  lgx_set(r, "leakguard_live_bytes", lh, (double)host);
+  if (mm) {
+    const char *l[] = {"space", "mmap", NULL};
+    lgx_set(r, "leakguard_live_bytes", l, (double)mm);
+  }
+  static const char *const spaces[3] = {"device", "managed", "pinned"};
+  for (int d = 0; d < ndev; d++)
+    for (int k = 0; k < 3; k++) {
+      if (!gpu[d][k]) continue;
+      char dev[16];
+      snprintf(dev, sizeof dev, "%d", d);
+      const char *l[] = {"space", spaces[k], "device", dev, NULL};
+      lgx_set(r, "leakguard_live_bytes", l, (double)gpu[d][k]);
+    }
+  if (!cuda) return;
+  lgx_declare(r, "cuda_memory_allocated_bytes", LGX_GAUGE,
+              "CUDA device memory allocated and not freed, per GPU (recorded at the CUDA driver API)");
+  lgx_declare(r, "cuda_context_recreated_total", LGX_COUNTER,
+              "CUDA contexts created for a GPU after a context of that GPU was destroyed");
+  lgx_declare(r, "gc_triggered_without_cuda_cleanup_count", LGX_COUNTER,
+              "Python gc collections that freed objects holding CUDA memory while the CUDA allocator returned none");
+  for (int d = 0; d < ndev; d++) {
+    char dev[16];
+    snprintf(dev, sizeof dev, "%d", d);
+    const char *l[] = {"device", dev, NULL};
+    lgx_set(r, "cuda_memory_allocated_bytes", l, (double)gpu[d][0]);
+    lgx_set(r, "cuda_context_recreated_total", l, recreated[d]);
+  }
+  lgx_set(r, "gc_triggered_without_cuda_cleanup_count", NULL, gc);
 }

@@ -42,4 +42,10 @@ typedef struct lgx_server lgx_server_t;
 int lgx_serve(lgx_registry_t *r, const char *addr, lgx_server_t **out, char *why, size_t whylen);
 void lgx_stop(lgx_server_t *s);
 
+/* Publishes leakguard_live_bytes{space,device} and the CUDA metrics
+ * (cuda_memory_allocated_bytes{device}, cuda_context_recreated_total{device},
+ * gc_triggered_without_cuda_cleanup_count) from the processes' latest snapshots. */
+struct lgm_proc;
+void lgx_publish_memory(lgx_registry_t *r, const struct lgm_proc *const *procs, int n);
+
 #endif

@@ -67,7 +67,24 @@ typedef struct lgr_site {
   char *source;               /* text of the site's source line, or NULL */
   int leak;                   /* index into lgr_report_t.leaks, -1 when none */
   double *series;             /* suspects: live bytes at each snapshot of its run (lgr_run_t.snap_t) */
+  int device;                 /* GPU ordinal for the device, managed and pinned spaces, else -1 */
+  int has_um;                 /* CUPTI Unified Memory counters of a managed site (--cuda-um) */
+  int64_t um_cpu_faults, um_gpu_faults, um_bytes_htod, um_bytes_dtoh, um_thrashing;
 } lgr_site_t;
+
+/* GPU memory of one process on one device at the end of the recording (docs/cuda.md). */
+typedef struct lgr_gpu {
+  int proc, pid, device;
+  int64_t device_bytes, managed_bytes, pinned_bytes;  /* recorded sites, live at the end */
+  int64_t peak_device_bytes;                          /* device + managed, highest snapshot */
+  int64_t registered_bytes, pool_reserved_bytes, pool_used_bytes, vmm_mapped_bytes;
+  int64_t contexts, contexts_created, contexts_destroyed, contexts_recreated;
+  uint64_t total_bytes;                               /* the device's memory, 0 unknown */
+  int has_nvml;                                       /* NVML samples for this process */
+  uint64_t nvml_used_bytes, nvml_total_bytes;         /* the device, machine-wide */
+  int64_t nvml_process_bytes;                         /* this process, per NVML */
+  int64_t untracked_bytes;                            /* nvml_process_bytes - device_bytes */
+} lgr_gpu_t;
 
 /* One cause. */
 typedef struct lgr_leak {
@@ -115,6 +132,13 @@ typedef struct lgr_report {
   lgr_site_t *others;         /* largest non-leaking sites, for context */
   int nothers;
   char *limit_source;
+  lgr_gpu_t *gpus;            /* per process and device that used CUDA */
+  int ngpus;
+  char **cuda_notes;          /* driver entry points passed through untracked */
+  int ncuda_notes;
+  int torch_cuda;             /* a process loaded PyTorch's CUDA libraries */
+  char *nvml_status;          /* "NVML: ..." when the GPU timeline could not be recorded, or NULL */
+  char *um_json;              /* JSON array: CUPTI Unified Memory counters per managed site, or NULL */
 } lgr_report_t;
 
 typedef struct lgr_options {

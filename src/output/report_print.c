@@ -133,6 +133,57 @@ static void print_leaks(FILE *f, const lgr_report_t *r) {
   }
 }
 
+/* The GPU section of the text report (docs/cuda.md). */
+static void print_gpus(FILE *f, const lgr_report_t *r) {
+  char b1[32], b2[32], b3[32], b4[32];
+  if (r->ngpus) fprintf(f, "\nGPU memory (recorded at the CUDA driver API):\n");
+  for (int i = 0; i < r->ngpus; i++) {
+    const lgr_gpu_t *g = &r->gpus[i];
+    fprintf(f, "  pid %d GPU %d: device %s, managed %s, pinned %s live at the end (device+managed peak %s)", g->pid,
+            g->device, lgu_fmt_bytes(b1, sizeof b1, (double)g->device_bytes),
+            lgu_fmt_bytes(b2, sizeof b2, (double)g->managed_bytes), lgu_fmt_bytes(b3, sizeof b3, (double)g->pinned_bytes),
+            lgu_fmt_bytes(b4, sizeof b4, (double)g->peak_device_bytes));
+    if (g->total_bytes) fprintf(f, " of %s", lgu_fmt_bytes(b1, sizeof b1, (double)g->total_bytes));
+    fprintf(f, "\n     contexts: %lld created, %lld destroyed, %lld recreated", (long long)g->contexts_created,
+            (long long)g->contexts_destroyed, (long long)g->contexts_recreated);
+    if (g->pool_reserved_bytes || g->pool_used_bytes)
+      fprintf(f, "; pools: %s reserved, %s used", lgu_fmt_bytes(b1, sizeof b1, (double)g->pool_reserved_bytes),
+              lgu_fmt_bytes(b2, sizeof b2, (double)g->pool_used_bytes));
+    if (g->registered_bytes)
+      fprintf(f, "; host registered %s", lgu_fmt_bytes(b1, sizeof b1, (double)g->registered_bytes));
+    if (g->vmm_mapped_bytes) fprintf(f, "; VMM mapped %s", lgu_fmt_bytes(b1, sizeof b1, (double)g->vmm_mapped_bytes));
+    fprintf(f, "\n");
+    if (g->has_nvml)
+      fprintf(f, "     NVML: this process %s, untracked %s (contexts, modules, pool and driver caches); device %s of %s used\n",
+              lgu_fmt_bytes(b1, sizeof b1, (double)g->nvml_process_bytes),
+              lgu_fmt_bytes(b2, sizeof b2, (double)g->untracked_bytes),
+              lgu_fmt_bytes(b3, sizeof b3, (double)g->nvml_used_bytes),
+              lgu_fmt_bytes(b4, sizeof b4, (double)g->nvml_total_bytes));
+  }
+  if (r->nvml_status) fprintf(f, "  %s\n", r->nvml_status);
+  cJSON *um = r->um_json ? cJSON_Parse(r->um_json) : NULL, *u;
+  if (um) fprintf(f, "  Unified Memory (CUPTI, --cuda-um), per managed allocation site:\n");
+  cJSON_ArrayForEach(u, um) {
+    fprintf(f, "    pid %.0f %s: %.0f GPU page faults, %.0f CPU page faults, %s to the GPU, %s to the host",
+            cJSON_GetNumberValue(cJSON_GetObjectItem(u, "pid")), cJSON_GetStringValue(cJSON_GetObjectItem(u, "site")),
+            cJSON_GetNumberValue(cJSON_GetObjectItem(u, "gpu_page_faults")),
+            cJSON_GetNumberValue(cJSON_GetObjectItem(u, "cpu_page_faults")),
+            lgu_fmt_bytes(b1, sizeof b1, cJSON_GetNumberValue(cJSON_GetObjectItem(u, "bytes_to_device"))),
+            lgu_fmt_bytes(b2, sizeof b2, cJSON_GetNumberValue(cJSON_GetObjectItem(u, "bytes_to_host"))));
+    double th = cJSON_GetNumberValue(cJSON_GetObjectItem(u, "thrashing"));
+    if (th > 0) fprintf(f, ", %.0f thrashing", th);
+    fprintf(f, "\n");
+  }
+  cJSON_Delete(um);
+  for (int i = 0; i < r->ncuda_notes; i++) fprintf(f, "  note: %s\n", r->cuda_notes[i]);
+  if (r->torch_cuda)
+    fprintf(f, "  PyTorch CUDA: its caching allocator keeps freed blocks, so the driver sees reserved segments; a\n"
+               "  site is the Python line that made a segment grow. leakguard.cuda_memory() shows\n"
+               "  torch.cuda.memory_allocated/reserved per device; PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync\n"
+               "  makes every tensor one cuMemAllocAsync, attributed exactly (docs/cuda.md).\n");
+}
+
+
 void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   char b1[32], b2[32], b3[32], lab[512];
   int top = o->top > 0 ? o->top : 10;
@@ -156,6 +207,7 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     if (u->pattern >= 0) fprintf(f, "; memory curve: %s", lg_pattern_name((lg_pattern_t)u->pattern));
     fprintf(f, "\n");
   }
+  print_gpus(f, r);
   if (r->nleaks) print_leaks(f, r);
   if (!r->nsuspects) {
     fprintf(f, "\nNo allocation site's live memory keeps growing significantly.\n");
@@ -178,6 +230,7 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     const lgr_run_t *u = run_of(r, s->proc);
     if (u && u->rank >= 0) fprintf(f, " (rank %d)", u->rank);
     fprintf(f, ", %s memory", s->space);
+    if (s->device >= 0) fprintf(f, " on GPU %d", s->device);
     if (s->spread_sites) fprintf(f, ", %d sites together", s->spread_sites);
     else if (s->nstacks > 1) fprintf(f, ", %d stacks merged", s->nstacks);
     if (!isnan(s->oldest_age_s)) fprintf(f, ", oldest live block ~%.0fs old", s->oldest_age_s);
@@ -234,6 +287,15 @@ static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, in
   const lgr_run_t *u = run_of(r, s->proc);
   if (u && u->rank >= 0) cJSON_AddNumberToObject(j, "process_rank", u->rank);
   cJSON_AddStringToObject(j, "space", s->space);
+  if (s->device >= 0) cJSON_AddNumberToObject(j, "device", s->device);
+  if (s->has_um) {
+    cJSON *um = cJSON_AddObjectToObject(j, "unified_memory");
+    cJSON_AddNumberToObject(um, "cpu_page_faults", (double)s->um_cpu_faults);
+    cJSON_AddNumberToObject(um, "gpu_page_faults", (double)s->um_gpu_faults);
+    cJSON_AddNumberToObject(um, "bytes_to_device", (double)s->um_bytes_htod);
+    cJSON_AddNumberToObject(um, "bytes_to_host", (double)s->um_bytes_dtoh);
+    cJSON_AddNumberToObject(um, "thrashing", (double)s->um_thrashing);
+  }
   cJSON_AddNumberToObject(j, "live_bytes", (double)s->live_bytes);
   cJSON_AddNumberToObject(j, "live_blocks", (double)s->live_blocks);
   cJSON_AddNumberToObject(j, "peak_live_bytes", (double)s->peak_live_bytes);
@@ -305,6 +367,47 @@ static cJSON *leak_json(const lgr_report_t *r, int j) {
   return x;
 }
 
+/* "gpus", "cuda_notes", "torch_cuda", "nvml" (docs/json.md). */
+static void gpus_json(cJSON *root, const lgr_report_t *r) {
+  cJSON *arr = cJSON_AddArrayToObject(root, "gpus");
+  for (int i = 0; i < r->ngpus; i++) {
+    const lgr_gpu_t *g = &r->gpus[i];
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "pid", g->pid);
+    cJSON_AddNumberToObject(j, "device", g->device);
+    cJSON_AddNumberToObject(j, "device_bytes", (double)g->device_bytes);
+    cJSON_AddNumberToObject(j, "managed_bytes", (double)g->managed_bytes);
+    cJSON_AddNumberToObject(j, "pinned_bytes", (double)g->pinned_bytes);
+    cJSON_AddNumberToObject(j, "peak_device_bytes", (double)g->peak_device_bytes);
+    cJSON_AddNumberToObject(j, "registered_bytes", (double)g->registered_bytes);
+    cJSON_AddNumberToObject(j, "pool_reserved_bytes", (double)g->pool_reserved_bytes);
+    cJSON_AddNumberToObject(j, "pool_used_bytes", (double)g->pool_used_bytes);
+    cJSON_AddNumberToObject(j, "vmm_mapped_bytes", (double)g->vmm_mapped_bytes);
+    cJSON_AddNumberToObject(j, "contexts_created", (double)g->contexts_created);
+    cJSON_AddNumberToObject(j, "contexts_destroyed", (double)g->contexts_destroyed);
+    cJSON_AddNumberToObject(j, "contexts_recreated", (double)g->contexts_recreated);
+    if (g->total_bytes) cJSON_AddNumberToObject(j, "total_bytes", (double)g->total_bytes);
+    else cJSON_AddNullToObject(j, "total_bytes");
+    if (g->has_nvml) {
+      cJSON *n = cJSON_AddObjectToObject(j, "nvml");
+      cJSON_AddNumberToObject(n, "process_bytes", (double)g->nvml_process_bytes);
+      cJSON_AddNumberToObject(n, "untracked_bytes", (double)g->untracked_bytes);
+      cJSON_AddNumberToObject(n, "device_used_bytes", (double)g->nvml_used_bytes);
+      cJSON_AddNumberToObject(n, "device_total_bytes", (double)g->nvml_total_bytes);
+    } else {
+      cJSON_AddNullToObject(j, "nvml");
+    }
+    cJSON_AddItemToArray(arr, j);
+  }
+  cJSON *notes = cJSON_AddArrayToObject(root, "cuda_notes");
+  for (int i = 0; i < r->ncuda_notes; i++) cJSON_AddItemToArray(notes, cJSON_CreateString(r->cuda_notes[i]));
+  if (r->torch_cuda) cJSON_AddTrueToObject(root, "torch_cuda");
+  if (r->nvml_status) cJSON_AddStringToObject(root, "nvml", r->nvml_status);
+  cJSON *um = r->um_json ? cJSON_Parse(r->um_json) : NULL;
+  cJSON_AddItemToObject(root, "unified_memory", um ? um : cJSON_CreateArray());
+}
+
+
 int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddNumberToObject(root, "schema", 1);
@@ -349,6 +452,7 @@ int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   cJSON *sus = cJSON_AddArrayToObject(root, "suspects");
   int top = o->top > 0 ? o->top : 10;
   for (int i = 0; i < r->nsuspects && i < top; i++) cJSON_AddItemToArray(sus, site_json(r, &r->suspects[i], i + 1, 1));
+  gpus_json(root, r);
   cJSON *mi = cJSON_AddArrayToObject(root, "minor_growth");
   for (int i = 0; i < r->nminor && i < top; i++) cJSON_AddItemToArray(mi, site_json(r, &r->minor[i], 0, 0));
   cJSON *oth = cJSON_AddArrayToObject(root, "largest_non_leaking");

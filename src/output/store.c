@@ -16,6 +16,7 @@
 struct lgst {
   sqlite3 *db;
   sqlite3_stmt *ins_sample, *ins_snap, *ins_frame, *ins_stack;
+  int cuda_schema; /* the CUDA tables exist (made on first use, end of this file) */
 };
 
 static const char *SCHEMA =
@@ -331,6 +332,103 @@ int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint6
   }
   p->seq++;
   return 0;
+}
+
+/* ------------------------------------------------------------------ CUDA and NVML
+ * Tables made on first use, so a database of a program without GPU memory has none
+ * (docs/schema.md, docs/cuda.md):
+ *   cuda_stacks(proc, stack, device)            the GPU ordinal of a GPU site
+ *   cuda_devices(proc, seq, device, ...)        the recorder's per-device gauges
+ *   cuda_notes(proc, note)                      entry points passed through untracked
+ *   cuda_um(proc, stack, ...)                   CUPTI Unified Memory counters (--cuda-um)
+ *   nvml(t_ns, device, used_bytes, total_bytes) NVML, machine-wide, same clock
+ *   nvml_processes(t_ns, device, pid, proc, used_bytes)  NVML, a recorded process */
+static const char *CUDA_SCHEMA =
+    "CREATE TABLE IF NOT EXISTS cuda_stacks(proc INTEGER, stack INTEGER, device INTEGER,"
+    " PRIMARY KEY(proc, stack));"
+    "CREATE TABLE IF NOT EXISTS cuda_devices(proc INTEGER, seq INTEGER, device INTEGER,"
+    " device_bytes INTEGER, managed_bytes INTEGER, pinned_bytes INTEGER, registered_bytes INTEGER,"
+    " pool_reserved_bytes INTEGER, pool_used_bytes INTEGER, vmm_mapped_bytes INTEGER, contexts INTEGER,"
+    " contexts_created INTEGER, contexts_destroyed INTEGER, contexts_recreated INTEGER, total_bytes INTEGER,"
+    " PRIMARY KEY(proc, seq, device));"
+    "CREATE TABLE IF NOT EXISTS cuda_notes(proc INTEGER, note TEXT, PRIMARY KEY(proc, note));"
+    "CREATE TABLE IF NOT EXISTS cuda_um(proc INTEGER, stack INTEGER, cpu_page_faults INTEGER,"
+    " gpu_page_faults INTEGER, bytes_htod INTEGER, bytes_dtoh INTEGER, thrashing INTEGER, PRIMARY KEY(proc, stack));"
+    "CREATE TABLE IF NOT EXISTS nvml(t_ns INTEGER, device INTEGER, used_bytes INTEGER, total_bytes INTEGER,"
+    " PRIMARY KEY(t_ns, device));"
+    "CREATE TABLE IF NOT EXISTS nvml_processes(t_ns INTEGER, device INTEGER, pid INTEGER, proc INTEGER,"
+    " used_bytes INTEGER, PRIMARY KEY(t_ns, device, pid));";
+
+static int cuda_schema(lgst_t *s) {
+  if (s->cuda_schema) return 0;
+  if (sqlite3_exec(s->db, CUDA_SCHEMA, NULL, NULL, NULL) != SQLITE_OK) return -EIO;
+  s->cuda_schema = 1;
+  return 0;
+}
+
+static int exec_row(lgst_t *s, const char *sql, const int64_t *v, int n, const char *text) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) return -EIO;
+  for (int i = 0; i < n; i++) sqlite3_bind_int64(st, i + 1, v[i]);
+  if (text) sqlite3_bind_text(st, n + 1, text, -1, SQLITE_TRANSIENT);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
+  const lg_region_hdr_t *h = p->hdr;
+  if (!h || !atomic_load(&((lg_region_hdr_t *)h)->cuda_flags)) return 0;
+  if (cuda_schema(s) != 0) return -EIO;
+  int rc = 0;
+  for (uint32_t id = p->gpu_stacks_stored > 2 ? p->gpu_stacks_stored : 2; id < p->nsites; id++) {
+    if (p->sites[id].space < LG_SPACE_DEVICE || p->sites[id].space > LG_SPACE_PINNED) continue;
+    int64_t v[3] = {p->proc, id, p->sites[id].device};
+    rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_stacks VALUES(?,?,?)", v, 3, NULL);
+  }
+  p->gpu_stacks_stored = p->nsites;
+  uint32_t nd = atomic_load(&((lg_region_hdr_t *)h)->cuda_ndev);
+  for (uint32_t d = 0; d < nd && d < LG_CUDA_MAX_DEVICES; d++) {
+    lg_cuda_dev_t *g = (lg_cuda_dev_t *)&h->cuda[d];
+    int64_t v[15] = {p->proc, (int64_t)p->seq, d, p->gpu_space_bytes[d][0], p->gpu_space_bytes[d][1],
+                     p->gpu_space_bytes[d][2], atomic_load(&g->registered_bytes),
+                     atomic_load(&g->pool_reserved_bytes), atomic_load(&g->pool_used_bytes),
+                     atomic_load(&g->vmm_mapped_bytes), atomic_load(&g->contexts),
+                     atomic_load(&g->contexts_created), atomic_load(&g->contexts_destroyed),
+                     atomic_load(&g->contexts_recreated), (int64_t)atomic_load(&g->total_bytes)};
+    rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_devices VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", v, 15, NULL);
+  }
+  for (int i = 0; i < LG_CUDA_UM_SITES; i++) {
+    lg_cuda_um_t *u = (lg_cuda_um_t *)&h->cuda_um[i];
+    uint32_t site = atomic_load(&u->site);
+    if (!site) continue;
+    int64_t v[7] = {p->proc, site, (int64_t)atomic_load(&u->cpu_page_faults), (int64_t)atomic_load(&u->gpu_page_faults),
+                    (int64_t)atomic_load(&u->bytes_htod), (int64_t)atomic_load(&u->bytes_dtoh),
+                    (int64_t)atomic_load(&u->thrashing)};
+    rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_um VALUES(?,?,?,?,?,?,?)", v, 7, NULL);
+  }
+  if (atomic_load(&((lg_region_hdr_t *)h)->cuda_flags) & LG_CUDA_TORCH) rc |= lgst_meta(s, "torch_cuda", "1");
+  uint32_t nn = atomic_load_explicit(&((lg_region_hdr_t *)h)->cuda_nnotes, memory_order_acquire);
+  for (uint32_t i = 0; i < nn && i < LG_CUDA_NOTES; i++) {
+    char note[LG_CUDA_NOTE_LEN + 1];
+    memcpy(note, h->cuda_notes[i], LG_CUDA_NOTE_LEN);
+    note[LG_CUDA_NOTE_LEN] = 0;
+    int64_t v[1] = {p->proc};
+    rc |= exec_row(s, "INSERT OR IGNORE INTO cuda_notes VALUES(?,?)", v, 1, note);
+  }
+  return rc ? -EIO : 0;
+}
+
+int lgst_nvml_device(lgst_t *s, uint64_t t_ns, int device, uint64_t used, uint64_t total) {
+  if (cuda_schema(s) != 0) return -EIO;
+  int64_t v[4] = {(int64_t)t_ns, device, (int64_t)used, (int64_t)total};
+  return exec_row(s, "INSERT OR REPLACE INTO nvml VALUES(?,?,?,?)", v, 4, NULL);
+}
+
+int lgst_nvml_process(lgst_t *s, uint64_t t_ns, int device, int pid, int proc, uint64_t used) {
+  if (cuda_schema(s) != 0) return -EIO;
+  int64_t v[5] = {(int64_t)t_ns, device, pid, proc, (int64_t)used};
+  return exec_row(s, "INSERT OR REPLACE INTO nvml_processes VALUES(?,?,?,?,?)", v, 5, NULL);
 }
 
 int lgst_flag(lgst_t *s, int proc, uint32_t stack, uint64_t t_ns, double growth_bytes_per_s) {

@@ -63,4 +63,15 @@ enum {
  * limit at that time. */
 int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint64_t limit, int mode);
 
+/* ------------------------------------------------------------------ CUDA, NVML
+ * (end of store.c; tables made on first use, docs/schema.md) */
+
+/* The GPU part of p's snapshot number p->seq (call before lgst_snapshot, which
+ * advances seq): devices of new GPU sites, the per-device gauges, the notes. Nothing
+ * when the process never used CUDA. 0 or -EIO. */
+int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p);
+/* NVML samples on the collector's clock: a device, and a recorded process on it. */
+int lgst_nvml_device(lgst_t *s, uint64_t t_ns, int device, uint64_t used, uint64_t total);
+int lgst_nvml_process(lgst_t *s, uint64_t t_ns, int device, int pid, int proc, uint64_t used);
+
 #endif

@@ -745,6 +745,8 @@ static int tensor_storage(PyObject *t, uintptr_t *ptr, uint64_t *nbytes) {
 }
 
 static uint32_t tensor_site(PyObject *t, uintptr_t *ptr, uint64_t *nbytes) {
+  uint32_t cs;
+  if (lgpy_cuda_tensor_site(t, ptr, nbytes, &cs)) return cs; /* CUDA: src/python/cuda.c */
   if (!tensor_storage(t, ptr, nbytes)) return 0;
   return lgpy_block_site((const void *)*ptr, (size_t)*nbytes, NULL);
 }

@@ -314,6 +314,8 @@ static PyMethodDef methods[] = {
      "explain(stacks=None, top=5, budget_s=2.0, max_objects=5000000, write=True) -> dict:\n"
      "name the live objects holding the top suspects' memory and their shortest\n"
      "reference chains from a root; writes holders-<pid>-<n>.json to LEAKGUARD_DIR."},
+    {"cuda_memory", lgpy_cuda_memory, METH_NOARGS, /* src/python/cuda.c */
+     "cuda_memory() -> dict: GPU memory per device (recorded, and torch.cuda's view)."},
     {"_install_atexit", py_install_atexit, METH_NOARGS, NULL},
     {"_site_of_address", py_site_of_address, METH_O, NULL},
     {"_site_of_object", py_site_of_object, METH_O, NULL},
@@ -340,6 +342,7 @@ PyMODINIT_FUNC PyInit_leakguard(void) {
     Py_DECREF(m);
     return NULL;
   }
+  if (lgpy_cuda_init(m) != 0) PyErr_Clear(); /* GPU side: src/python/cuda.c */
   /* Under the recorder, explain at exit (also for scripts that import us themselves). */
   if (active_now() && getenv("LEAKGUARD_DIR")) {
     PyObject *r = py_install_atexit(m, NULL);

@@ -39,4 +39,14 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
 /* suspects-<pid>.json's "suspects" list (new ref; [] when none). */
 PyObject *lgpy_read_suspects(void);
 
+/* ---- cuda.c (GPU memory, docs/cuda.md) */
+/* Resolves the recorder's CUDA entry points; under the recorder, adds the gc callback
+ * that counts gc_triggered_without_cuda_cleanup_count. 0 or -1 (exception set). */
+int lgpy_cuda_init(PyObject *module);
+/* 1 when t is a CUDA tensor (then *ptr, *nbytes: its storage; *site: the recorded
+ * GPU allocation holding it, 0 when unknown), 0 otherwise. */
+int lgpy_cuda_tensor_site(PyObject *t, uintptr_t *ptr, uint64_t *nbytes, uint32_t *site);
+/* leakguard.cuda_memory() */
+PyObject *lgpy_cuda_memory(PyObject *self, PyObject *noargs);
+
 #endif

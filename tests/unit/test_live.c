@@ -27,8 +27,8 @@ static void test_header_limit_and_rows(void **state) {
   f.limit = 24ULL << 30;                  /* 24 GiB */
   f.usage = 8ULL << 30;
   f.limit_source = "physical";
-  lgv_row_t slow = {1024, 65536, LG_PATTERN_LINEAR_LEAK, 4242, "slow (a.c:1)"};
-  lgv_row_t fast = {1 << 20, 1 << 24, LG_PATTERN_STEP_LEAK, 4242, "fast (b.c:2)"};
+  lgv_row_t slow = {1024, 65536, LG_PATTERN_LINEAR_LEAK, 4242, "slow (a.c:1)", NULL, 0};
+  lgv_row_t fast = {1 << 20, 1 << 24, LG_PATTERN_STEP_LEAK, 4242, "fast (b.c:2)", NULL, 0};
   lgv_add_row(&f, &slow);
   lgv_add_row(&f, &fast);
   f.growth_bps = slow.growth_bps + fast.growth_bps;

@@ -1,0 +1,665 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""GPU memory tests on the stand-in driver (no GPU): one --case per behaviour.
+
+The programs (tests/cuda/*.c) reach the stand-in libcuda.so.1 in each of the three
+ways and allocate GPU memory of every kind at lines marked KEEP:x / LEAK:x. Each
+case runs one under `leakguard run` and compares the database (and the report) with
+what the program knows it holds, exactly. Cases:
+  ways       -lcuda, dlsym and cuGetProcAddress: the program checks inside that its
+             entry points are leakguard's wrappers forwarding to exactly the driver's
+             implementation (plain vs per-thread variant, v1 vs v2 ABI, cuCtxCreate by
+             version); the same programs without leakguard check they get the
+             driver's own pointers. Sites, bytes and blocks exact.
+  probe      a program without libcuda probing for CUDA sees none under leakguard
+  notes      an unknown cuMem* entry point is passed through and noted once
+  async, vmm, managed, pinned, ctx, threads, fork, arrays   (see cuda_scen.c)
+  live       the live view on a terminal shows GPU memory and names the GPU of a site
+  metrics    Prometheus: leakguard_live_bytes{space,device}, cuda_memory_allocated_bytes,
+             cuda_context_recreated_total, gc_triggered_without_cuda_cleanup_count; the
+             guard (no NVML) watches the GPU as "gpu0-recorded"
+  nvml       NVML timeline from a stand-in NVML fed by the stand-in driver:
+             untracked = NVML - recorded = the stand-in's context overhead, exactly
+  no_nvml    no NVML library: one line, nothing else changes
+  python     the Python module: device memory allocated from Python is named by the
+             Python line, CUDA tensors holding it are explained as its holders,
+             leakguard.cuda_memory(), and the gc_triggered_without_cuda_cleanup_count rule
+  um         --cuda-um: Unified Memory records (a stand-in CUPTI) attributed to the
+             managed allocation sites that contain their addresses; report and JSON
+  um_off     --cuda-um when CUPTI is missing, does not support UM counters, or is held
+             by another profiler: one line, and the run goes on as before
+  torch_notice  a process that loads PyTorch's CUDA allocator library (by its name,
+             libc10_cuda.so) gets the report's PyTorch notice; others do not
+  cudart     the real libcudart (static or shared, nvcc-built) against the stand-in:
+             its entry points are routed through the wrappers (its allocations
+             cannot run without the real driver's private export tables)
+  kvcache, workspace   leaks: the site at rank 1, space device, GPU 0
+  pool, ring           controls: no leak
+"""
+import json
+import os
+import pty
+import shutil
+import re
+import select
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import lgtest  # noqa: E402
+
+KiB = 1024
+MiB = 1024 * 1024
+CTX_OVERHEAD = 300 * MiB  # the stand-in's per-context device memory seen by NVML
+
+
+def extra(ap):
+    ap.add_argument("--case", required=True)
+    ap.add_argument("--driver-dir", required=True)
+    ap.add_argument("--fake-nvml", required=True)
+    ap.add_argument("--variant", choices=("static", "shared"))
+    ap.add_argument("--nvcc", default="")
+    ap.add_argument("--pydir", default="")
+    ap.add_argument("--cupti", default="")
+    ap.add_argument("--c10", default="")
+
+
+def env_with(args, **kv):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = args.driver_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env.setdefault("LEAKGUARD_NVML", "/nonexistent/libnvidia-ml.so.1")  # no NVML unless a case wants one
+    for k, v in kv.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = str(v)
+    return env
+
+
+def gpu_sites(db):
+    """Every site of a GPU space at the end: dicts with proc, stack, space, device,
+    live/alloc bytes/blocks and frames [(function, file, line, module)]."""
+    rows = lgtest.db_query(db, """
+        SELECT s.proc, s.stack, st.space, c.device, s.live_bytes, s.live_blocks, s.alloc_bytes, s.alloc_blocks
+        FROM samples s JOIN stacks st ON st.proc=s.proc AND st.stack=s.stack
+        LEFT JOIN cuda_stacks c ON c.proc=s.proc AND c.stack=s.stack
+        WHERE s.seq=(SELECT max(seq) FROM samples x WHERE x.proc=s.proc AND x.stack=s.stack)""")
+    out = []
+    for r in rows:
+        frames = lgtest.db_query(db, "SELECT function, file, line, module FROM frames WHERE proc=? AND stack=? "
+                                     "ORDER BY idx", (r[0], r[1]))
+        out.append(dict(proc=r[0], stack=r[1], space=r[2], device=r[3], live_bytes=r[4], live_blocks=r[5],
+                        alloc_bytes=r[6], alloc_blocks=r[7], frames=frames))
+    return out
+
+
+def find_site(t, sites, src, marker, proc=None):
+    """The allocation site of the line marked MARKER in SRC: the stacks whose first
+    frame is that line, summed (a loop unrolled by the compiler calls from several
+    return addresses of one line: several stacks). They must agree on space and
+    device."""
+    want = t.site(src, marker)
+    hits = [s for s in sites if (proc is None or s["proc"] == proc) and s["frames"] and s["frames"][0][1]
+            and os.path.basename(s["frames"][0][1]) == os.path.basename(want.path) and s["frames"][0][2] == want.line]
+    kinds = {(s["space"], s["device"]) for s in hits}
+    t.check(len(hits) >= 1 and len(kinds) == 1, "stacks allocating at %s:%d (%s), one space and device"
+            % (os.path.basename(want.path), want.line, marker), found=len(hits), kinds=sorted(kinds, key=str),
+            sites=[(s["stack"], s["space"], s["frames"][:3]) for s in sites][:20])
+    if not hits:
+        return None
+    m = dict(hits[0])
+    for k in ("live_bytes", "live_blocks", "alloc_bytes", "alloc_blocks"):
+        m[k] = sum(s[k] for s in hits)
+    m["stacks"] = [s["stack"] for s in hits]
+    return m
+
+
+def expect_site(t, s, what, space="device", device=0, live=None, blocks=None, alloc=None, alloc_blocks=None):
+    if s is None:
+        return
+    got = dict(space=s["space"], device=s["device"], live_bytes=s["live_bytes"], live_blocks=s["live_blocks"],
+               alloc_bytes=s["alloc_bytes"], alloc_blocks=s["alloc_blocks"])
+    want = dict(space=space, device=device)
+    if live is not None:
+        want["live_bytes"] = live
+    if blocks is not None:
+        want["live_blocks"] = blocks
+    if alloc is not None:
+        want["alloc_bytes"] = alloc
+    if alloc_blocks is not None:
+        want["alloc_blocks"] = alloc_blocks
+    t.check(all(got[k] == v for k, v in want.items()), "%s: %s" % (what, ", ".join(
+        "%s %s" % (k, v) for k, v in want.items())), got=got)
+
+
+def run(t, args, argv, db_name, env=None, expect_rc=0, interval=None, extra=()):
+    p = t.lg_run(argv, db=t.path(db_name), env=env or env_with(args), interval=interval, extra=extra)
+    t.check(p.returncode == expect_rc, "%s exits %d" % (os.path.basename(argv[0]) + " " + " ".join(argv[1:2]),
+                                                         expect_rc),
+            exit=p.returncode, stderr=p.stderr[-3000:], stdout=p.stdout[-2000:])
+    if not os.path.exists(p.db):
+        t.fatal("database written", db=p.db)
+    return p
+
+
+def kv_of(t, p, prefix):
+    kv = lgtest.parse_kv(p.stdout, prefix)
+    if kv is None:
+        t.fatal("the program printed its figures", stdout=p.stdout[-2000:])
+    return {k: int(v) if v.lstrip("-").isdigit() else v for k, v in kv.items()}
+
+
+def devices(db, proc=1):
+    """Last cuda_devices row per device of proc, as dicts."""
+    cols = [r[1] for r in lgtest.db_query(db, "PRAGMA table_info(cuda_devices)")]
+    rows = lgtest.db_query(db, "SELECT * FROM cuda_devices c WHERE proc=? AND seq=(SELECT max(seq) FROM cuda_devices"
+                               " y WHERE y.proc=c.proc AND y.device=c.device) ORDER BY device", (proc,))
+    return {r[cols.index("device")]: dict(zip(cols, r)) for r in rows}
+
+
+def space_total(db, space, proc=1):
+    rows = lgtest.db_query(db, """
+        SELECT coalesce(sum(s.live_bytes), 0) FROM samples s JOIN stacks st ON st.proc=s.proc AND st.stack=s.stack
+        WHERE s.proc=? AND st.space=? AND s.seq=(SELECT max(seq) FROM samples x WHERE x.proc=s.proc AND x.stack=s.stack)
+        """, (proc, space))
+    return rows[0][0]
+
+
+def alloc_total(db, space="device", proc=1):
+    """alloc_bytes summed over every site of SPACE (the final snapshot writes them all,
+    symbolized or not)."""
+    rows = lgtest.db_query(db, """
+        SELECT coalesce(sum(s.alloc_bytes), 0), coalesce(sum(s.alloc_blocks), 0) FROM samples s
+        WHERE s.proc=? AND s.seq=(SELECT max(seq) FROM samples x WHERE x.proc=s.proc AND x.stack=s.stack)
+        AND s.stack IN (SELECT stack FROM cuda_stacks c WHERE c.proc=s.proc)""", (proc,))
+    return rows[0]
+
+
+# ---------------------------------------------------------------------- cases
+
+def case_ways(t, args):
+    for exe, mode, marker, extra_alloc in (("cuda_lcuda", "lcuda", "/* KEEP:lcuda */", 4096),
+                                           ("cuda_ways", "dlsym", "/* KEEP:fp */", 0),
+                                           ("cuda_ways", "getproc", "/* KEEP:fp */", 2 * 4096)):
+        b = t.bin(exe)
+        plain = t.run([b, mode, "--expect-wrapped", "0"], env=env_with(args))
+        t.check(plain.returncode == 0, "%s %s without leakguard: the driver's own entry points" % (exe, mode),
+                exit=plain.returncode, stderr=plain.stderr[-2000:])
+        p = run(t, args, [b, mode, "--expect-wrapped", "1"], mode + ".db")
+        kv = kv_of(t, p, "cuda_ways:")
+        s = find_site(t, gpu_sites(p.db), "cuda_ways.c", marker)
+        expect_site(t, s, "%s: the kept blocks" % mode, live=kv["keep_bytes"], blocks=kv["keep_blocks"],
+                    alloc=kv["keep_bytes"], alloc_blocks=kv["keep_blocks"])
+        ab, an = alloc_total(p.db)
+        t.check(ab == kv["keep_bytes"] + 5 * MiB + extra_alloc,
+                "%s: every device allocation recorded (alloc bytes summed over device sites)" % mode,
+                got=ab, want=kv["keep_bytes"] + 5 * MiB + extra_alloc)
+        t.check(space_total(p.db, "device") == kv["keep_bytes"], "%s: live device bytes at the end" % mode,
+                got=space_total(p.db, "device"))
+        rep = t.report_json(p.db)
+        g = rep.get("gpus") or [{}]
+        t.check(len(rep.get("gpus", [])) == 1 and g[0].get("device_bytes") == kv["keep_bytes"]
+                and g[0].get("device") == 0 and g[0].get("contexts_created") == 1,
+                "%s: report gpus[]: GPU 0, device bytes, one context" % mode, gpus=rep.get("gpus"))
+
+
+def case_probe(t, args):
+    b = t.bin("cuda_probe")
+    env = env_with(args, LD_LIBRARY_PATH=None)
+    plain = t.run([b], env=env)
+    t.check(plain.returncode == 0, "cuda_probe without leakguard", stderr=plain.stderr)
+    p = run(t, args, [b], "probe.db", env=env)
+    t.check("cuda_probe: ok" in p.stdout, "under leakguard the program sees no CUDA driver", stdout=p.stdout,
+            stderr=p.stderr)
+    t.check("cuda" not in p.stderr.lower(), "and leakguard says nothing about CUDA", stderr=p.stderr)
+    rep = t.report_json(p.db)
+    t.check(rep.get("gpus") == [], "no GPU section in the report", gpus=rep.get("gpus"))
+
+
+def case_notes(t, args):
+    p = run(t, args, [t.bin("cuda_ways"), "getproc", "--expect-wrapped", "1"], "notes.db")
+    lines = [l for l in p.stderr.splitlines() if "cuMemImportFromShareableHandle" in l]
+    t.check(len(lines) == 1 and lines[0].startswith("leakguard: cuda: pid ") and "untracked" in lines[0],
+            "the unknown cuMem* entry point is reported once, on one line", stderr=p.stderr)
+    rep = t.report_json(p.db)
+    notes = rep.get("cuda_notes") or []
+    t.check(len(notes) == 1 and notes[0].startswith("cuMemImportFromShareableHandle:"),
+            "and once in the report's cuda_notes", notes=notes)
+
+
+def case_async(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "async"], "async.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:pool */"), "cuMemAllocFromPoolAsync",
+                live=kv["pool_bytes"], blocks=kv["pool_blocks"], alloc_blocks=12)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:async */"), "cuMemAllocAsync (freed by both variants)",
+                live=kv["async_bytes"], blocks=kv["async_blocks"], alloc_blocks=6)
+    d = devices(p.db).get(0, {})
+    t.check(d.get("pool_used_bytes") == kv["pool_used"] and d.get("pool_reserved_bytes") == kv["pool_reserved"],
+            "pool used and reserved bytes (read from the driver's pool attributes)", device=d, want=kv)
+    rep = t.report_json(p.db)
+    g = (rep.get("gpus") or [{}])[0]
+    t.check(g.get("pool_reserved_bytes") == kv["pool_reserved"], "report: pools reserved", gpu=g)
+
+
+def case_vmm(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "vmm"], "vmm.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    s = find_site(t, gpu_sites(p.db), "cuda_scen.c", "/* KEEP:vmm */")
+    expect_site(t, s, "cuMemCreate bytes by handle (6 created, 3 released)", live=kv["vmm_bytes"],
+                blocks=kv["vmm_blocks"], alloc=12 * MiB, alloc_blocks=6)
+    d = devices(p.db).get(0, {})
+    t.check(d.get("vmm_mapped_bytes") == kv["mapped"], "cuMemMap'ed bytes after an unmap of four mappings",
+            device=d)
+    t.check(s is not None and kv["found"] == 1 and kv["site_of_mapped"] in s["stacks"],
+            "lg_cuda_site_of(a mapped address) is the site of the handle mapped there", kv=kv,
+            site=s and s["stacks"])
+
+
+def case_managed(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "managed"], "managed.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    expect_site(t, find_site(t, gpu_sites(p.db), "cuda_scen.c", "/* KEEP:managed */"), "cuMemAllocManaged",
+                space="managed", live=kv["managed_bytes"], blocks=kv["managed_blocks"])
+    mm = space_total(p.db, "mmap")
+    t.check(mm < 1 * MiB, "the driver's mmap of managed pages is not also mmap memory", mmap_live=mm)
+
+
+def case_pinned(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "pinned"], "pinned.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:pinned_host */"),
+                "cuMemAllocHost_v2 (the driver calls cuMemHostAlloc inside: counted once)", space="pinned",
+                live=kv["host_bytes"], blocks=kv["host_blocks"], alloc_blocks=4)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:pinned_hostalloc */"), "cuMemHostAlloc",
+                space="pinned", live=kv["hostalloc_bytes"], blocks=kv["hostalloc_blocks"], alloc_blocks=2)
+    mm = space_total(p.db, "mmap")
+    t.check(mm < 256 * KiB, "pinned pages (mmap'ed by the driver inside the call) are not also mmap memory",
+            mmap_live=mm)
+    inside = [s for s in sites if any("libcuda" in (f[3] or "") for f in s["frames"][:1])]
+    t.check(not inside, "no host or mmap site inside the driver (its bookkeeping malloc was inside a hooked call)",
+            sites=[(s["space"], s["live_bytes"], s["frames"][:2]) for s in inside])
+    d = devices(p.db).get(0, {})
+    t.check(d.get("registered_bytes") == kv["registered"], "cuMemHostRegister: its own gauge", device=d)
+
+
+def case_ctx(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "ctx"], "ctx.db", env=env_with(args, LG_STANDIN_DEVICES=2))
+    kv = kv_of(t, p, "cuda_scen:")
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:ctx_a */"), "destroyed context: records released",
+                live=0, blocks=0, alloc_blocks=5)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:ctx_b */"), "context made again", live=kv["b_bytes"],
+                blocks=kv["b_blocks"])
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:prim1 */"), "primary context reset: released",
+                live=0, blocks=0, alloc_blocks=2)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:prim2 */"),
+                "primary context retained again, then its last reference released: released",
+                live=0, blocks=0, alloc_blocks=1)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:dev1 */"), "a context on GPU 1", device=1,
+                live=kv["dev1_bytes"], blocks=kv["dev1_blocks"])
+    d = devices(p.db)
+    d0, d1 = d.get(0, {}), d.get(1, {})
+    t.check((d0.get("contexts_created"), d0.get("contexts_destroyed"), d0.get("contexts_recreated")) ==
+            (kv["created0"], kv["destroyed0"], kv["recreated0"]),
+            "GPU 0 contexts: created, destroyed, recreated (a second retain is not a new context)", device0=d0,
+            want=kv)
+    t.check(d1.get("contexts_created") == kv["created1"] and d1.get("contexts_recreated") == 0,
+            "GPU 1: one context, not recreated", device1=d1)
+    rep = t.report_json(p.db)
+    t.check(sorted(g["device"] for g in rep.get("gpus", [])) == [0, 1], "report: both GPUs", gpus=rep.get("gpus"))
+
+
+def case_threads(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "threads"], "threads.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:thread */"), "8 threads' kept blocks",
+                live=kv["thread_bytes"], blocks=kv["thread_blocks"])
+    ab, an = alloc_total(p.db)
+    t.check(an == kv["churn_blocks"] + kv["thread_blocks"], "every allocation of every thread counted",
+            got=an, want=kv["churn_blocks"] + kv["thread_blocks"])
+    t.check(space_total(p.db, "device") == kv["thread_bytes"], "live device bytes: only the kept blocks",
+            got=space_total(p.db, "device"))
+    rep = t.report_json(p.db)
+    t.check(rep["runs"][0]["dropped_records"] == 0, "nothing dropped", run=rep["runs"][0])
+
+
+def case_fork(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "fork"], "fork.db")
+    kv = kv_of(t, p, "cuda_scen: mode=fork ")
+    ckv = kv_of(t, p, "cuda_scen: mode=fork-child")
+    procs = lgtest.db_query(p.db, "SELECT proc, kind FROM processes ORDER BY proc")
+    t.check([k for _, k in procs] == ["start", "fork"], "two processes: the program and its forked child",
+            procs=procs)
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:parent */", proc=1), "parent",
+                live=kv["parent_bytes"], blocks=kv["parent_blocks"])
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:child */", proc=2), "child's own",
+                live=ckv["child_bytes"], blocks=ckv["child_blocks"])
+    t.check(not [s for s in sites if s["proc"] == 1 and any(f[2] == t.site("cuda_scen.c", "/* KEEP:child */").line
+                                                            for f in s["frames"])],
+            "the child's allocations are not the parent's", sites=[(s["proc"], s["frames"][:1]) for s in sites])
+
+
+def case_arrays(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "arrays"], "arrays.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:array2d */"), "cuArrayCreate_v2",
+                live=kv["array2d_bytes"], blocks=kv["array2d_blocks"], alloc_blocks=3)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:array3d */"), "cuArray3DCreate_v2",
+                live=kv["array3d_bytes"], blocks=kv["array3d_blocks"])
+
+
+def skip(t, why):
+    """Exit 77 (ctest: skipped) saying why; only for a missing optional tool."""
+    print("SKIP: " + why, flush=True)
+    shutil.rmtree(t.tmp, ignore_errors=True)
+    sys.exit(77)
+
+
+def case_python(t, args):
+    py = "/usr/bin/python3"
+    if not args.pydir or not os.path.exists(args.pydir):
+        skip(t, "the leakguard Python module is not built (python3-dev)")
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
+        skip(t, "python3-torch is not installed (scripts/deps.sh installs it)")
+    script = os.path.join(args.src, "py_cuda.py")
+    env = env_with(args, PYTHONPATH=args.pydir, PYTHONMALLOC="malloc")
+    p = run(t, args, [py, script, "gc"], "gc.db", env=env)
+    kv = kv_of(t, p, "py_cuda: mode=gc")
+    t.check(kv.get("after_first") == 1 and kv.get("after_all") == 1,
+            "gc_triggered_without_cuda_cleanup_count: counted when a collection freed CUDA objects and the "
+            "allocator kept its reserve; not when it gave memory back, not when nothing was collected", kv=kv)
+    p = run(t, args, [py, script, "holders", "3"], "holders.db", env=env, interval="0.2")
+    kv = kv_of(t, p, "py_cuda: mode=holders")
+    t.check(kv["device_bytes"] == kv["steps"] * MiB and kv["total"] == 16 * 1024 * MiB,
+            "leakguard.cuda_memory(): the recorded device bytes and the GPU's memory", kv=kv)
+    rep = t.report_json(p.db)
+    if not rep["suspects"]:
+        t.fatal("a suspect", report=rep)
+    s = rep["suspects"][0]
+    f0 = s.get("site") or {}  # the allocation site: the innermost Python line
+    line = next(i + 1 for i, l in enumerate(open(script)) if l.rstrip().endswith("# LEAK-SITE"))
+    t.check(s.get("space") == "device" and os.path.basename(f0.get("file") or "") == "py_cuda.py"
+            and f0.get("line") == line, "rank 1: device memory at the Python line py_cuda.py:%d" % line,
+            site=f0, space=s.get("space"))
+    chains = [" \u2192 ".join(h.get("chain", [])) for h in s.get("holders", [])]
+    t.check(any("kv_cache" in c and "CudaTensor" in c for c in chains),
+            "held by the list of CUDA tensors (the holder explanation reads their device storage)",
+            holders=s.get("holders"))
+
+
+def case_torch_notice(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "torchlike", args.c10], "torch.db")
+    rep = t.report_json(p.db)
+    t.check(rep.get("torch_cuda") is True, "report JSON: torch_cuda", torch_cuda=rep.get("torch_cuda"))
+    text = t.run([args.leakguard, "report", p.db]).stdout
+    t.check("PyTorch CUDA:" in text and "backend:cudaMallocAsync" in text and "cuda_memory()" in text,
+            "the text report explains the caching allocator and how to see through it", text=text[-2500:])
+    q = run(t, args, [t.bin("cuda_scen"), "arrays"], "plain.db")
+    rq = t.report_json(q.db)
+    t.check("torch_cuda" not in rq and "PyTorch" not in t.run([args.leakguard, "report", q.db]).stdout,
+            "no PyTorch notice for a program without it", torch_cuda=rq.get("torch_cuda"))
+
+
+def um_rows(db):
+    try:
+        return {r[0]: r[1:] for r in lgtest.db_query(
+            db, "SELECT stack, cpu_page_faults, gpu_page_faults, bytes_htod, bytes_dtoh, thrashing FROM cuda_um")}
+    except Exception:  # noqa: BLE001 - no table
+        return {}
+
+
+def case_um(t, args):
+    env = env_with(args, LEAKGUARD_CUPTI=args.cupti)
+    p = run(t, args, [t.bin("cuda_scen"), "um"], "um.db", env=env, extra=["--cuda-um"])
+    kv = kv_of(t, p, "cuda_scen:")
+    t.check(kv["records"] == 8, "the stand-in CUPTI took the records (the counters were enabled)", kv=kv)
+    t.check("CUPTI" not in p.stderr, "nothing said when CUPTI works", stderr=p.stderr)
+    sites = gpu_sites(p.db)
+    a = find_site(t, sites, "cuda_scen.c", "/* KEEP:um_a */")
+    b = find_site(t, sites, "cuda_scen.c", "/* KEEP:um_b */")
+    rows = um_rows(p.db)
+    ua = [sum(rows[x][i] for x in (a or {}).get("stacks", []) if x in rows) for i in range(5)]
+    ub = [sum(rows[x][i] for x in (b or {}).get("stacks", []) if x in rows) for i in range(5)]
+    t.check(ua == [0, kv["a_gpu_faults"], kv["a_bytes_htod"], 0, 0],
+            "managed site A: GPU page faults and bytes to the device (records inside its two blocks)", got=ua,
+            rows=rows)
+    t.check(ub == [kv["b_cpu_faults"], 0, 0, kv["b_bytes_dtoh"], kv["b_thrashing"]],
+            "managed site B: CPU page faults, bytes to the host, thrashing", got=ub)
+    t.check(rows.get(1) == (0, kv["unknown_gpu_faults"], 0, 0, 0),
+            "a record outside every managed block is counted as not attributed", rows=rows)
+    rep = t.report_json(p.db)
+    um = rep.get("unified_memory") or []
+    t.check(any("um_a" in u.get("site", "") and u.get("gpu_page_faults") == kv["a_gpu_faults"] for u in um),
+            "report: unified_memory names the site", unified_memory=um)
+    text = t.run([args.leakguard, "report", p.db]).stdout
+    t.check("Unified Memory (CUPTI" in text and "20 GPU page faults" in text, "text report: the counters by site",
+            text=text[-2500:])
+
+
+def case_um_off(t, args):
+    cases = [("missing", dict(LEAKGUARD_CUPTI="/nonexistent/libcupti.so"), "not found"),
+             ("no UM support", dict(LEAKGUARD_CUPTI=args.cupti, LG_STANDIN_CUPTI_NO_UM=1),
+              "UM_PROFILING_NOT_SUPPORTED"),
+             ("another profiler", dict(LEAKGUARD_CUPTI=args.cupti, LG_STANDIN_CUPTI_BUSY=1),
+              "MULTIPLE_SUBSCRIBERS")]
+    for what, kv_env, word in cases:
+        p = run(t, args, [t.bin("cuda_scen"), "managed"], what.replace(" ", "_") + ".db", env=env_with(args, **kv_env),
+                extra=["--cuda-um"])
+        lines = [l for l in p.stderr.splitlines() if "CUPTI" in l or "cuda-um" in l]
+        t.check(len(lines) == 1 and lines[0].startswith("leakguard: cuda: pid ") and "CUPTI" in lines[0]
+                and word in lines[0] and "--cuda-um off" in lines[0],
+                "CUPTI %s: exactly one line says so" % what, stderr=p.stderr)
+        kv = kv_of(t, p, "cuda_scen:")
+        expect_site(t, find_site(t, gpu_sites(p.db), "cuda_scen.c", "/* KEEP:managed */"),
+                    "CUPTI %s: managed memory recorded as before" % what, space="managed", live=kv["managed_bytes"])
+    real = "/usr/local/cuda/lib64/libcupti.so"
+    if os.path.exists(real):
+        p = run(t, args, [t.bin("cuda_scen"), "managed"], "real.db", env=env_with(args, LEAKGUARD_CUPTI=real),
+                extra=["--cuda-um"])
+        lines = [l for l in p.stderr.splitlines() if "CUPTI" in l or "cuda-um" in l]
+        t.check(len(lines) == 1 and "CUPTI" in lines[0] and "--cuda-um off" in lines[0],
+                "the toolkit's CUPTI on the stand-in driver: refused, one line", stderr=p.stderr)
+    else:
+        print("  (no CUDA toolkit: the real CUPTI on the stand-in driver is not tried)", flush=True)
+
+
+def case_cudart(t, args):
+    exe = os.path.join(args.bin, "cudart_route_" + args.variant)
+    if not args.nvcc or "NOTFOUND" in args.nvcc or not os.path.exists(exe):
+        skip(t, "no CUDA toolkit (nvcc not found in /usr/local/cuda/bin): the real libcudart (%s) is not "
+             "tested against the stand-in driver" % args.variant)
+    plain = t.run([exe, "0"], env=env_with(args))
+    t.check(plain.returncode == 0, "%s cudart without leakguard holds the driver's own entry points" % args.variant,
+            exit=plain.returncode, stderr=plain.stderr[-3000:])
+    p = run(t, args, [exe, "1"], "cudart.db")
+    kv = kv_of(t, p, "cudart_route:")
+    t.check(kv["wrapped"] >= 20 and kv["requests"] >= 100,
+            "%s cudart: %d entry points asked through cuGetProcAddress_v2, %d tracked ones wrapped"
+            % (args.variant, kv["requests"], kv["wrapped"]), kv=kv)
+    s = find_site(t, gpu_sites(p.db), "cudart_route.cu", "/* KEEP:cudart */")
+    expect_site(t, s, "an allocation through cudart's own pointer, at the caller's line", live=kv["keep_bytes"],
+                blocks=kv["keep_blocks"])
+
+
+def case_live(t, args):
+    argv = [args.leakguard, "run", "--interval", "0.2", "--output", t.path("live.db"), "--",
+            t.bin("cuda_scen"), "workspace", "3"]
+    print("  $ (pty) %s" % " ".join(argv), flush=True)
+    env = env_with(args)
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(t.tmp)
+        os.execve(argv[0], argv, env)
+    buf = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.5)
+        if r:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+    _, status = os.waitpid(pid, 0)
+    text = buf.decode(errors="replace")
+    t.check(os.WEXITSTATUS(status) == 0, "run on a terminal exits 0", status=status)
+    t.check("GPU live " in text and "GPU memory 16.0 GiB" in text, "the live view has a GPU line (OOM against the GPU)",
+            out=text[-3000:])
+    t.check("[GPU0 device] custom_op" in text, "the growing site is named with its GPU and space", out=text[-3000:])
+
+
+def scrape(url):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        body = r.read().decode()
+    out = {}
+    for line in body.splitlines():
+        m = re.match(r'^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$', line)
+        if m:
+            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out, body
+
+
+def case_metrics(t, args):
+    sk = socket.socket()
+    sk.bind(("127.0.0.1", 0))
+    port = sk.getsockname()[1]
+    sk.close()
+    argv = [args.leakguard, "run", "--quiet", "--interval", "0.2", "--output", t.path("m.db"),
+            "--metrics", "127.0.0.1:%d" % port, "--guard-dry-run", "--", t.bin("cuda_scen"), "workspace", "4"]
+    print("  $ %s" % " ".join(argv), flush=True)
+    p = subprocess.Popen(argv, cwd=t.tmp, env=env_with(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    got, body = {}, ""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.5)
+        try:
+            got, body = scrape("http://127.0.0.1:%d/metrics" % port)
+        except OSError:
+            continue
+        if got.get('leakguard_gpu_memory_used_bytes{device="0",source="recorder"}', 0) > 0 and \
+                got.get('cuda_memory_allocated_bytes{device="0"}', 0) > 8 * MiB:
+            break
+    out, err = p.communicate(timeout=60)
+    t.check(p.returncode == 0, "run exits 0", exit=p.returncode, stderr=err[-3000:])
+    dev = got.get('leakguard_live_bytes{space="device",device="0"}')
+    t.check(dev is not None and dev > 8 * MiB, "leakguard_live_bytes{space=\"device\",device=\"0\"}", value=dev,
+            body=body[-3000:])
+    t.check(got.get('cuda_memory_allocated_bytes{device="0"}') == dev, "cuda_memory_allocated_bytes{device} "
+            "(same snapshot)", got=got.get('cuda_memory_allocated_bytes{device="0"}'), dev=dev)
+    t.check(got.get('leakguard_live_bytes{space="host"}', -1) >= 0 and "leakguard_live_bytes" not in got,
+            "leakguard_live_bytes has a space label on every series", body=body[-3000:])
+    t.check(got.get('cuda_context_recreated_total{device="0"}') == 0 and "# TYPE cuda_context_recreated_total counter"
+            in body, "cuda_context_recreated_total{device} (a counter)", body=body[-3000:])
+    t.check(got.get("gc_triggered_without_cuda_cleanup_count") == 0, "gc_triggered_without_cuda_cleanup_count",
+            body=body[-3000:])
+    t.check('leakguard_guard_source_level{source="gpu0-recorded"}' in got and
+            got.get('leakguard_gpu_memory_total_bytes{device="0",source="recorder"}') == 16 * 1024 * MiB,
+            "no NVML: the guard watches GPU 0 from what the recorder saw", body=body[-3000:])
+    t.check("GPU source off" in err, "and says once that NVML is absent", stderr=err[-2000:])
+
+
+def nvml_env(t, args):
+    f = t.path("nvml.txt")
+    return f, env_with(args, LEAKGUARD_NVML=args.fake_nvml, LEAKGUARD_FAKE_NVML=f, LG_STANDIN_NVML_FILE=f,
+                       LG_STANDIN_CTX_OVERHEAD=CTX_OVERHEAD)
+
+
+def case_nvml(t, args):
+    f, env = nvml_env(t, args)
+    p = run(t, args, [t.bin("cuda_scen"), "hold", "1.5"], "nvml.db", env=env, interval="0.2")
+    kv = kv_of(t, p, "cuda_scen:")
+    t.check("nvml" not in p.stderr.lower(), "NVML found: nothing said", stderr=p.stderr)
+    dev = lgtest.db_query(p.db, "SELECT count(*), min(total_bytes), max(used_bytes) FROM nvml WHERE device=0")[0]
+    t.check(dev[0] >= 3 and dev[1] == 16 * 1024 * MiB, "NVML device samples at the snapshot interval", nvml=dev)
+    pr = lgtest.db_query(p.db, "SELECT count(*), max(used_bytes), min(proc), max(pid) FROM nvml_processes")[0]
+    pid = lgtest.db_query(p.db, "SELECT pid FROM processes WHERE proc=1")[0][0]
+    t.check(pr[0] >= 3 and pr[1] == kv["hold_bytes"] + CTX_OVERHEAD and pr[2] == 1 and pr[3] == pid,
+            "NVML per-process samples of the recorded process", nvml_processes=pr, pid=pid)
+    # same clock: NVML samples lie within the snapshots' time span
+    span = lgtest.db_query(p.db, "SELECT min(t_ns), max(t_ns) FROM snapshots")[0]
+    nspan = lgtest.db_query(p.db, "SELECT min(t_ns), max(t_ns) FROM nvml")[0]
+    t.check(span[0] - 1e9 <= nspan[0] and nspan[1] <= span[1] + 1e9, "NVML on the collector's clock",
+            snapshots=span, nvml=nspan)
+    rep = t.report_json(p.db)
+    g = (rep.get("gpus") or [{}])[0]
+    n = g.get("nvml") or {}
+    t.check(n.get("process_bytes") == kv["hold_bytes"] + CTX_OVERHEAD and n.get("untracked_bytes") == CTX_OVERHEAD,
+            "untracked = NVML - recorded = the context's overhead", gpu=g)
+    text = t.run([args.leakguard, "report", p.db])
+    t.check("untracked 300 MiB" in text.stdout, "the text report says the untracked bytes", stdout=text.stdout)
+
+
+def case_no_nvml(t, args):
+    p = run(t, args, [t.bin("cuda_scen"), "hold", "0.5"], "nonvml.db", interval="0.2")
+    kv = kv_of(t, p, "cuda_scen:")
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    t.check(len(lines) == 1 and lines[0].startswith("leakguard: ") and "NVML" in lines[0]
+            and "not found" in lines[0], "no NVML: exactly one line says so", stderr=p.stderr)
+    expect_site(t, find_site(t, gpu_sites(p.db), "cuda_scen.c", "/* KEEP:hold */"), "recording is unchanged",
+                live=kv["hold_bytes"], blocks=10)
+    rep = t.report_json(p.db)
+    g = (rep.get("gpus") or [{}])[0]
+    t.check(g.get("nvml", 0) is None and "not found" in (rep.get("nvml") or ""),
+            "report: no NVML figures, and why", gpus=rep.get("gpus"), nvml=rep.get("nvml"))
+    plain = t.run([t.bin("cuda_probe")], env=env_with(args, LD_LIBRARY_PATH=None))
+    q = run(t, args, [t.bin("cuda_probe")], "nocuda.db", env=env_with(args, LD_LIBRARY_PATH=None))
+    t.check(plain.returncode == 0 and q.stderr.strip() == "", "a program without CUDA: not a word about NVML",
+            stderr=q.stderr)
+
+
+def case_leak(t, args, mode, marker):
+    p = run(t, args, [t.bin("cuda_scen"), mode, "4"], mode + ".db", interval="0.1")
+    rep = t.report_json(p.db)
+    site = t.site("cuda_scen.c", marker)
+    t.check(rep["verdict"] == "leak", "%s: verdict leak" % mode, verdict=rep["verdict"])
+    if not rep["suspects"]:
+        t.finish()
+    top = rep["suspects"][0]
+    t.check_site(top, site, "rank-1 suspect is the planted site " + site.describe())
+    t.check(top.get("space") == "device" and top.get("device") == 0, "rank 1: space device, device 0",
+            suspect={k: top.get(k) for k in ("space", "device", "live_bytes", "pattern")})
+    t.check(top.get("time_to_oom_s") is not None and top["time_to_oom_s"] > 0,
+            "time to OOM against the device's memory", suspect=top)
+    text = t.run([args.leakguard, "report", p.db]).stdout
+    t.check("device memory on GPU 0" in text, "the text report names the GPU", text=text[:3000])
+
+
+def case_control(t, args, mode):
+    p = run(t, args, [t.bin("cuda_scen"), mode, "4"], mode + ".db", interval="0.1")
+    rep = t.report_json(p.db)
+    t.check(rep["verdict"] == "no-leak", "%s: no leak" % mode, suspects=rep["suspects"][:3])
+    g = rep.get("gpus") or [{}]
+    t.check(g[0].get("peak_device_bytes", 0) > 0, "%s: GPU memory was recorded" % mode, gpus=rep.get("gpus"))
+
+
+def main():
+    args = lgtest.parse_args(extra)
+    args.driver_dir = os.path.abspath(args.driver_dir)
+    args.fake_nvml = os.path.abspath(args.fake_nvml)
+    t = lgtest.Test("cuda-" + args.case, args)
+    c = args.case
+    if c in ("kvcache", "workspace"):
+        case_leak(t, args, c, "/* LEAK:%s */" % c)
+    elif c in ("pool", "ring"):
+        case_control(t, args, c)
+    elif "case_" + c in globals():
+        globals()["case_" + c](t, args)
+    else:
+        t.fatal("known case", case=c)
+    t.finish()
+
+
+if __name__ == "__main__":
+    main()

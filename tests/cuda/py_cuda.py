@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: MIT
+"""py_cuda.py - the Python module's GPU side on the stand-in driver (tests only).
+
+    python3 py_cuda.py holders SECONDS   device memory allocated from Python (ctypes,
+                                         cuMemAlloc_v2) held by "CUDA tensors" in a
+                                         list that never shrinks (# LEAK-SITE)
+    python3 py_cuda.py gc                the gc_triggered_without_cuda_cleanup_count rule
+
+There is no CUDA build of PyTorch here: a torch.Tensor subclass reports device
+"cuda" and a storage whose data_ptr() is the device address the stand-in driver
+returned, which is all the holder explanation reads of a CUDA tensor. For the gc rule,
+leakguard._cuda_probe stands in for torch.cuda.memory_allocated/memory_reserved.
+Prints "py_cuda: mode=M k=v ...".
+"""
+import ctypes
+import gc
+import sys
+import time
+
+import leakguard
+
+MiB = 1 << 20
+kv_cache = []  # a module global: still there when the exit-time explain runs
+
+
+def holders(secs):
+    import torch
+
+    cu = ctypes.CDLL("libcuda.so.1")
+    ctx = ctypes.c_void_p()
+    assert cu.cuInit(0) == 0 and cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, 0) == 0
+
+    class FakeDevice:
+        type = "cuda"
+        index = 0
+
+    class DeviceStorage:
+        def __init__(self, ptr, n):
+            self.ptr, self.n = ptr, n
+
+        def data_ptr(self):
+            return self.ptr
+
+        def nbytes(self):
+            return self.n
+
+    class CudaTensor(torch.Tensor):
+        @property
+        def device(self):
+            return FakeDevice()
+
+        def storage(self):
+            return self._lg_storage
+
+        untyped_storage = storage
+
+    def device_alloc(n):
+        d = ctypes.c_uint64()
+        rc = cu.cuMemAlloc_v2(ctypes.byref(d), ctypes.c_size_t(n))  # LEAK-SITE
+        assert rc == 0, rc
+        return d.value
+
+    end = time.monotonic() + secs
+    steps = 0
+    while time.monotonic() < end:
+        t = torch.empty(0).as_subclass(CudaTensor)
+        t._lg_storage = DeviceStorage(device_alloc(MiB), MiB)
+        kv_cache.append(t)
+        steps += 1
+        leakguard.step()
+        time.sleep(0.02)
+    mem = leakguard.cuda_memory()
+    d0 = mem["devices"].get(0, {})
+    print("py_cuda: mode=holders steps=%d device_bytes=%d total=%d torch_cuda=%d" % (
+        steps, d0.get("device_bytes", -1), d0.get("total_bytes", -1), mem["torch_cuda"]), flush=True)
+
+
+def gc_rule():
+    state = {"allocated": 100 * MiB, "reserved": 200 * MiB}
+    leakguard._cuda_probe = lambda: (state["allocated"], state["reserved"])
+
+    class Holder:
+        """Stands for an object holding a CUDA tensor: freeing it lowers "allocated"."""
+
+        def __init__(self, frees_reserved):
+            self.other = None
+            self.frees_reserved = frees_reserved
+
+        def __del__(self):
+            state["allocated"] -= MiB
+            if self.frees_reserved:
+                state["reserved"] -= 2 * MiB
+
+    def cycle(frees_reserved):
+        a, b = Holder(frees_reserved), Holder(frees_reserved)
+        a.other, b.other = b, a
+
+    gc.collect()
+    base = leakguard.cuda_memory()["gc_triggered_without_cuda_cleanup_count"]
+    cycle(False)
+    gc.collect()  # freed holders, the allocator kept its reserve: counted
+    one = leakguard.cuda_memory()["gc_triggered_without_cuda_cleanup_count"] - base
+    cycle(True)
+    gc.collect()  # the allocator gave memory back: not counted
+    gc.collect()  # nothing collected: not counted
+    two = leakguard.cuda_memory()["gc_triggered_without_cuda_cleanup_count"] - base
+    print("py_cuda: mode=gc after_first=%d after_all=%d" % (one, two), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "holders":
+        holders(float(sys.argv[2]))
+    else:
+        gc_rule()
