@@ -51,6 +51,14 @@ LG_API int lg_recording(void);
  * header, so passing anything but a live block's start is undefined. */
 LG_API int lg_site_of(const void *block, uint32_t *site);
 
+/* Pauses (pause != 0) or resumes (pause == 0) the recording of the calling thread's
+ * allocations; pauses nest. For code that works inside the target on leakguard's
+ * behalf (the Python module's holder explanation walks every object and allocates
+ * tables for it: that memory is leakguard's, not the program's). Frees of recorded
+ * blocks still count while paused. Returns the nesting depth after the call; 0 when
+ * nothing is recorded. */
+LG_API int lg_pause_recording(int pause);
+
 /* Memory spaces: every allocation carries one. Device, managed and pinned memory are
  * recorded by the CUDA driver-API hooks (docs/cuda.md), with the GPU's ordinal. */
 typedef enum lg_space {

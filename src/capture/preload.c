@@ -987,6 +987,16 @@ LG_EXPORT int lg_site_of(const void *block, uint32_t *site) {
 
 LG_EXPORT int lg_recording(void) { return lgi_g.enabled; }
 
+/* The recursion guard is what makes the hooks pass a call through: a paused thread
+ * is, for the recorder, a thread inside it. */
+LG_EXPORT int lg_pause_recording(int pause) {
+  if (!lgi_g.enabled) return 0;
+  lgi_tls_t *t = &lgi_tls;
+  if (pause) t->guard++;
+  else if (t->guard > 0) t->guard--;
+  return t->guard;
+}
+
 /* Make sure the recorder is set up before main even if nothing allocates. */
 __attribute__((constructor)) static void lg_ctor(void) {
   try_init();

@@ -1145,6 +1145,8 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
   if (top > 64) top = 64;
 
   int gc_was = PyGC_Disable(); /* no collection while we hold raw pointers */
+  /* the walk's tables are leakguard's memory, not the program's */
+  if (lgpy.pause) lgpy.pause(1);
   ex_t E;
   hold_t H;
   memset(&E, 0, sizeof E);
@@ -1476,6 +1478,7 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
   }
 
 done:
+  if (lgpy.pause) lgpy.pause(0);
   Py_CLEAR(rev_cache);
   g_tensor = NULL;
   free(sptr);

@@ -37,6 +37,7 @@ static void resolve_api(void) {
   lgpy.tag_push = (int (*)(const char *))dlsym(RTLD_DEFAULT, "lg_tag_push");
   lgpy.tag_pop = (void (*)(void))dlsym(RTLD_DEFAULT, "lg_tag_pop");
   lgpy.tag_stats = (int (*)(int, lg_tag_stats_t *))dlsym(RTLD_DEFAULT, "lg_tag_stats");
+  lgpy.pause = (int (*)(int))dlsym(RTLD_DEFAULT, "lg_pause_recording");
   lgpy.active = lgpy.step && lgpy.recording && lgpy.recording();
   const char *pm = getenv("PYTHONMALLOC");
   lgpy.pymalloc_is_malloc = pm && strcmp(pm, "malloc") == 0;
