@@ -75,6 +75,11 @@ typedef struct proc_ext {
   uint64_t last_snap_ns;
   uint64_t last_changed_ns; /* last LGST_CHANGED snapshot */
   uint64_t last_tick_ns;    /* last point of the live site series */
+  int python;               /* runs Python code (Python frames seen): live explains */
+  double *explained;        /* per site group: its live bytes when last explained (0: never) */
+  uint32_t nexplained;
+  uint64_t last_explain_ns;
+  int explain_seq;
 } proc_ext_t;
 
 typedef struct collector {
@@ -336,6 +341,7 @@ static void sync_symbols(collector_t *c, proc_ext_t *p, int final) {
     p->symbolized[id] = 1;
     if (lgc_symq_stack(c->symq, p, p->sym, m, id) != 0) p->symbolized[id] = 0;
     if (!is_py) continue;
+    p->python = 1;
     int nf = 0;
     for (unsigned k = 0; k < depth && nf < LG_MAX_DEPTH; k++) {
       const char *pf, *pfn;
@@ -831,6 +837,51 @@ static void live_tick(collector_t *c, uint64_t now) {
   }
 }
 
+/* Asks a Python process to explain who holds its growing sites while it runs (the
+ * module's watcher thread polls explain-PID.json, docs/python.md): when a site still grows
+ * a second after it was flagged, and again when its live memory doubled since it was
+ * last asked about. At
+ * most one request a second per process: each explain pauses the program's Python
+ * threads while it walks the objects. A list in a function's locals can only be
+ * explained while that function runs. */
+static void request_explain(collector_t *c, proc_ext_t *p, uint64_t now) {
+  if (!p->python || now - p->last_explain_ns < 1000000000ULL) return;
+  if ((uint32_t)p->sites.n > p->nexplained) {
+    double *n = realloc(p->explained, (size_t)p->sites.n * sizeof *n);
+    if (!n) return;
+    for (uint32_t i = p->nexplained; i < (uint32_t)p->sites.n; i++) n[i] = 0;
+    p->explained = n;
+    p->nexplained = (uint32_t)p->sites.n;
+  }
+  cJSON *ids = NULL;
+  for (int gi = 0; gi < p->sites.n; gi++) {
+    const lgc_group_t *g = &p->sites.g[gi];
+    /* still growing a second after it was flagged: a start-up burst (imports) is over by then */
+    double age = (double)(now - p->m.start_ns) / 1e9 - g->flag_t;
+    if (!g->growing || age < 1.0 || (p->explained[gi] > 0 && g->live < 2 * p->explained[gi])) continue;
+    if (!ids) ids = cJSON_CreateArray();
+    p->explained[gi] = g->live > 1 ? g->live : 1;
+    for (uint32_t id = 2, k = 0; id < p->sites.nstacks && k < 256; id++)
+      if (p->sites.group_of[id] == gi) cJSON_AddItemToArray(ids, cJSON_CreateNumber(id)), k++;
+  }
+  if (!ids) return;
+  p->last_explain_ns = now;
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddNumberToObject(root, "seq", ++p->explain_seq);
+  cJSON_AddItemToObject(root, "stacks", ids);
+  char *text = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  char tmp[128], path[128];
+  snprintf(tmp, sizeof tmp, "%s/.explain-%d.tmp", c->dir, p->m.pid);
+  snprintf(path, sizeof path, "%s/explain-%d.json", c->dir, p->m.pid);
+  FILE *f = text ? fopen(tmp, "w") : NULL;
+  if (f) {
+    fputs(text, f);
+    if (fclose(f) == 0) rename(tmp, path);
+  }
+  free(text);
+}
+
 /* The live results of every running process: the live view, guard hints, metrics,
  * suspects files for the Python module. */
 static void live_update(collector_t *c, double elapsed) {
@@ -891,6 +942,7 @@ static void live_update(collector_t *c, double elapsed) {
     }
     if (c->guard && proc_growth > 0) lgg_hint_growth(c->guard, p->m.pid, proc_growth);
     write_suspects(c, p, elapsed, sus);
+    request_explain(c, p, lgu_now_ns());
   }
   uint64_t usage = c->o.limit ? (uint64_t)fr.rss_bytes : lgu_memory_usage();
   fr.usage = usage;
@@ -1398,6 +1450,7 @@ int lg_cmd_run(int argc, char **argv) {
     proc_ext_t *p = c.procs[i];
     lgs_free(p->sym);
     lgc_sites_free(&p->sites);
+    free(p->explained);
     free(p->symbolized);
     lgm_release(&p->m);
     free(p);
