@@ -92,12 +92,13 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
   out->growth_bytes_per_step = NAN;
   out->p = 1;
   /* Teardown: a program that frees everything at exit (destructors, interpreter
-   * finalisation) ends with a collapse: its last snapshots, up to 2 or 5 % of them,
+   * finalisation) ends with a collapse: its last snapshots, up to 2 or 10 % of them,
    * all under half of the snapshot before the collapse (zeros for a while when the
-   * collector snapshots on until the process is gone). What it did while running is
-   * the question: leave the longest such collapse out. */
+   * collector snapshots on until the process is gone: a torch worker takes 2 s of a
+   * 15-s run to shut its process group and interpreter down). What it did while
+   * running is the question: leave the longest such collapse out. */
   {
-    size_t kmax = n / 20 > 2 ? n / 20 : 2, cut = 0;
+    size_t kmax = n / 10 > 2 ? n / 10 : 2, cut = 0;
     double tail = -INFINITY;
     for (size_t k = 1; k <= kmax && n > 6 + k; k++) {
       tail = fmax(tail, pts[n - k].last);
