@@ -23,7 +23,11 @@ endif()
 set(LG_PYTHON_DIR ${CMAKE_BINARY_DIR}/python)
 Python3_add_library(leakguard_python MODULE WITH_SOABI
   ${CMAKE_SOURCE_DIR}/src/python/leakguardmodule.c
-  ${CMAKE_SOURCE_DIR}/src/python/explain.c)
+  ${CMAKE_SOURCE_DIR}/src/python/explain.c
+  ${CMAKE_SOURCE_DIR}/src/python/blocks.c
+  ${CMAKE_SOURCE_DIR}/src/python/graph.c
+  ${CMAKE_SOURCE_DIR}/src/python/naming.c
+  ${CMAKE_SOURCE_DIR}/src/python/torch.c)
 set_target_properties(leakguard_python PROPERTIES
   OUTPUT_NAME leakguard
   LIBRARY_OUTPUT_DIRECTORY ${LG_PYTHON_DIR}
