@@ -89,10 +89,7 @@ uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size)
 
 uint32_t lgpy_object_site(PyObject *o, size_t *size) {
   if (!lgpy.pymalloc_is_malloc || !o) return 0;
-  PyTypeObject *tp = Py_TYPE(o);
-  size_t pre = 0;
-  if (PyObject_IS_GC(o)) pre += 16; /* sizeof(PyGC_Head) in 3.11 */
-  if (tp->tp_flags & Py_TPFLAGS_MANAGED_DICT) pre += 2 * sizeof(PyObject *);
+  size_t pre = lgpy_preheader(o);
   size_t minsz = pre + sizeof(PyObject);
   size_t bs = 0;
   uint32_t s = lgpy_block_site((const char *)o - pre, minsz, &bs);

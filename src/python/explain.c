@@ -271,7 +271,7 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
   if (top <= 0) top = 5;
   if (top > 64) top = 64;
 
-  int gc_was = PyGC_Disable(); /* no collection while we hold raw pointers */
+  int gc_was = lgpy_gc_disable(); /* no collection while we hold raw pointers */
   ex_t E;
   hold_t H;
   memset(&E, 0, sizeof E);
@@ -606,7 +606,7 @@ done:
   Py_XDECREF(sorted);
   Py_XDECREF(out);
   Py_XDECREF(per_stack);
-  if (gc_was) PyGC_Enable();
+  if (gc_was) lgpy_gc_enable();
   if (!doc && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "leakguard: explain failed");
   return doc;
 }

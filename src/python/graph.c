@@ -194,9 +194,8 @@ void add_frame_roots(ex_t *E) {
     PyFrameObject *f = (PyFrameObject *)Py_NewRef(v);
     int depth = 0;
     while (f && depth++ < 1000) {
-      PyObject *loc = PyFrame_GetLocals(f);
-      if (!loc) PyErr_Clear();
-      if (loc && PyDict_Check(loc)) {
+      PyObject *loc = lgpy_frame_locals(f);
+      if (loc) {
         PyCodeObject *co = PyFrame_GetCode(f);
         PyObject *nm = co ? Py_NewRef(co->co_name) : PyUnicode_FromString("?");
         Py_XDECREF(co);

@@ -81,7 +81,7 @@ int is_collapsed_dict(ex_t *E, int32_t i) {
   PyObject *o = E->obj[p];
   if (PyType_Check(o)) return ((PyTypeObject *)o)->tp_dict == d;
   if (PyModule_Check(o)) return PyModule_GetDict(o) == d;
-  if (Py_TYPE(o)->tp_dictoffset == 0 && !(Py_TYPE(o)->tp_flags & Py_TPFLAGS_MANAGED_DICT)) return 0;
+  if (Py_TYPE(o)->tp_dictoffset == 0 && !(Py_TYPE(o)->tp_flags & LGPY_MANAGED_DICT)) return 0;
   PyObject **dp = _PyObject_GetDictPtr(o);
   if (!dp) PyErr_Clear();
   return dp && *dp == d;
@@ -93,7 +93,7 @@ static PyObject *attr_name_of(PyObject *o, PyObject *child) {
   PyObject *d = NULL;
   if (PyType_Check(o)) {
     d = Py_XNewRef(((PyTypeObject *)o)->tp_dict);
-  } else if (tp->tp_dictoffset != 0 || (tp->tp_flags & Py_TPFLAGS_MANAGED_DICT)) {
+  } else if (tp->tp_dictoffset != 0 || (tp->tp_flags & LGPY_MANAGED_DICT)) {
     d = PyObject_GenericGetDict(o, NULL);
     if (!d) PyErr_Clear();
   }
@@ -180,13 +180,12 @@ static PyObject *edge_label(ex_t *E, int32_t p, int32_t c, int real) {
   }
   if (PyAnySet_Check(po)) return PyUnicode_FromString("{item}");
   if (PyFrame_Check(po)) {
-    PyObject *loc = PyFrame_GetLocals((PyFrameObject *)po);
-    if (!loc) PyErr_Clear();
-    if (loc && PyDict_Check(loc)) {
+    PyObject *loc = lgpy_frame_locals((PyFrameObject *)po);
+    if (loc) {
       int is_key;
       PyObject *k = dict_key_of(loc, co, &is_key);
       if (k) {
-        PyObject *kt = key_text(k, 1);
+        PyObject *kt = key_text(k, 1); /* before loc goes: in 3.13 a copy owns k */
         Py_DECREF(loc);
         if (!kt) return NULL;
         PyObject *out = PyUnicode_FromFormat(":%U", kt);
