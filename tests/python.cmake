@@ -7,6 +7,7 @@
 # 1. Per CPython version (issue #12), for X in 9..13, each its own test:
 #      python_3.X_layout    src/capture/pylayout.h against that version's headers
 #      python_3.X_frames    the recorder's frame reader against sys._getframe()
+#      python_3.X_module    the extension on its own (tests/python/test_module.py)
 #      python_3.X_<case>    a pure-Python scenario under `leakguard run`: rank 1 is the
 #                           line marked # LEAK-SITE, the holder chain has the right root
 #    The interpreters are found at run time (tests/python/pyinterp.py: pyenv, then
@@ -60,6 +61,12 @@ foreach(m 9 10 11 12 13)
   set_tests_properties(python_3.${m}_frames PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                        LABELS "python;pyver")
 
+  # the module on its own: no-op mode, step/tag/snapshot, explain() chains and bounds,
+  # the sitecustomize hook
+  add_test(NAME python_3.${m}_module
+           COMMAND ${LG_PY_DRIVER} ${LG_PY_DIR}/test_module.py ${LG_PY_COMMON} --python 3.${m})
+  set_tests_properties(python_3.${m}_module PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                       LABELS "python;pyver")
   lg_pyver(${m} sessions  --script pure_sessions.py --expect leak
                           --holder "__main__.sessions (dict)" --kind object)
   # the holder of a list in a running function's local is its frame: explained at a
