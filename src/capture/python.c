@@ -72,8 +72,11 @@ int lgi_python_interp_frame(uint64_t ip) { return ip >= interp_lo && ip < interp
 
 /* ---------------------------------------------------------------- detection */
 
-/* One line on stderr, assembled without stdio: "leakguard: <a><3.N><b>\n". */
+/* One line on stderr, assembled without stdio: "leakguard: <a><3.N><b>\n"; at most
+ * once per process, whichever thread gets here first. */
 static void say(const char *a, unsigned major, unsigned minor, const char *b) {
+  static int said;
+  if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) return;
   char buf[256];
   size_t n = 0;
   const char *parts[2] = {a, b};
