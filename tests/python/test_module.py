@@ -122,8 +122,9 @@ def main():
             import os
             d = os.environ.get("LEAKGUARD_DIR")
             print(json.dumps({"snap": snap, "r": r, "small_truncated": small["truncated"],
-                              "wrote": bool(r.get("path")) and os.path.exists(r["path"])
-                                       and os.path.dirname(r["path"]) == d,
+                              "wrote": bool(r.get("path")) and os.path.dirname(r["path"]) == d
+                                       and os.path.basename(r["path"]) ==
+                                           "holders-%d-1.json" % os.getpid(),
                               "small_scanned": small["objects_scanned"],
                               "site_of_list": lg._site_of_object(history)}))
         """))
@@ -151,8 +152,16 @@ def main():
         check(res["truncated"] is False and res["pid"] > 0, "not truncated", res=res["truncated"])
         check(out["small_truncated"] is True and out["small_scanned"] <= 500,
               "max_objects bounds the walk (truncated)", small=out)
-        check(out["wrote"], "explain() wrote holders-<pid>-<n>.json into LEAKGUARD_DIR",
-              path=res.get("path"))
+        # the collector ingests (and removes) the file within a tick: look for it in the
+        # database rather than on disk
+        import sqlite3
+        con = sqlite3.connect(os.path.join(tmp, "syn.db"))
+        stored = con.execute("SELECT count(*) FROM holders WHERE chain LIKE ?",
+                             ('["__main__.history (list)"%',)).fetchone()[0]
+        con.close()
+        check(out["wrote"] and stored > 0,
+              "explain() wrote holders-<pid>-1.json into LEAKGUARD_DIR; the collector stored it",
+              path=res.get("path"), stored_rows=stored)
 
     # 3. sitecustomize: explain at exit for scripts that never import leakguard
     print("== sitecustomize", flush=True)
