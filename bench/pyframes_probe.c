@@ -24,6 +24,7 @@
 #define LGT_API __attribute__((visibility("default")))
 LGT_API int lgt_init(void);
 LGT_API int lgt_frames(char *buf, size_t cap);
+LGT_API int lgt_frame_ids(uint64_t *out, int max);
 LGT_API double lgt_bench(int what, long iters, int *nframes);
 
 /* ---- what python.c uses from the rest of libleakguard */
@@ -82,6 +83,11 @@ LGT_API int lgt_frames(char *buf, size_t cap) {
     w += (size_t)k;
   }
   return (int)n;
+}
+
+/* The pyframe ids of the calling thread's frames (what a recorded stack holds). */
+LGT_API int lgt_frame_ids(uint64_t *out, int max) {
+  return (int)lgi_python_frames(&tls, out, max > 0 ? (unsigned)max : 0);
 }
 
 static double now_ns(void) {

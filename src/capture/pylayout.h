@@ -70,7 +70,6 @@ typedef struct lgi_pylayout {
 #define LGI_PY_OB_SIZE 16
 #define LGI_PY_BYTES_SVAL 32
 #define LGI_PY_STR_LENGTH 16 /* PyASCIIObject.length */
-#define LGI_PY_STR_HASH 24   /* PyASCIIObject.hash (Py_hash_t, -1 until computed) */
 #define LGI_PY_STR_KIND(st) (((st) >> 2) & 7u)
 #define LGI_PY_STR_COMPACT 0x20u
 #define LGI_PY_STR_ASCII 0x40u

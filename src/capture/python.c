@@ -219,35 +219,32 @@ static uint32_t str_intern(lg_region_hdr_t *h, const char *s) {
 /* A freed code object's address is soon reused by another one (a class body's code
  * object dies once the class exists), and so are the addresses of its file name and
  * function name strings, so pointers alone do not identify a function. The fingerprint
- * paired with the code address mixes the first line, the name's hash (names are
- * interned, so it is computed) and the file name's length, hash and last 8 bytes
- * (where paths differ). About ten loads per frame, no call. */
+ * paired with the code address mixes the first line and, of the file name and the
+ * function name, the length and first and last 8 bytes (paths differ at the end).
+ * Only immutable contents: a string's hash field is not used, it changes from -1 when
+ * first computed, and the same frame would then be interned twice. About a dozen loads
+ * per frame, no call. */
 static inline uint64_t str_fp(const lgi_pylayout_t *l, uintptr_t o) {
   if (!ptr_ok(o)) return 0;
   uint32_t st = *(const uint32_t *)(o + l->str_state);
   intptr_t len = rd_ssize(o, LGI_PY_STR_LENGTH);
-  uint64_t fp = (uint64_t)len * 0x9E3779B97F4A7C15ull ^ (uint64_t)rd_ssize(o, LGI_PY_STR_HASH);
   unsigned kind = LGI_PY_STR_KIND(st);
   if (!(st & LGI_PY_STR_COMPACT) || (l->str_ready && !(st & l->str_ready)) || len <= 0 ||
       len > (1 << 20) || (kind != 1 && kind != 2 && kind != 4))
-    return fp ^ o;
+    return o; /* not a string python.c can read: its address is all there is */
   const unsigned char *d =
       (const unsigned char *)o + ((st & LGI_PY_STR_ASCII) ? l->str_ascii_data : l->str_compact_data);
   size_t nb = (size_t)len * kind;
-  uint64_t tail = 0;
-  if (nb >= 8) {
-    memcpy(&tail, d + nb - 8, 8);
-  } else {
-    memcpy(&tail, d, nb);
-  }
-  return fp ^ tail * 0xC2B2AE3D27D4EB4Full;
+  uint64_t head = 0, tail = 0;
+  memcpy(&head, d, nb < 8 ? nb : 8);
+  if (nb > 8) memcpy(&tail, d + nb - 8, 8);
+  return (uint64_t)nb * 0x9E3779B97F4A7C15ull ^ head * 0xC2B2AE3D27D4EB4Full ^
+         tail * 0x165667B19E3779F9ull;
 }
 
 static inline uint64_t code_fp(const lgi_pylayout_t *l, uintptr_t co) {
-  uint64_t fp = str_fp(l, rd_ptr(co, l->co_filename));
-  uintptr_t name = rd_ptr(co, l->co_name);
-  if (ptr_ok(name)) fp ^= (uint64_t)rd_ssize(name, LGI_PY_STR_HASH) * 0x165667B19E3779F9ull ^ name;
-  return fp ^ (uint64_t)(uint32_t)rd_int(co, l->co_firstlineno);
+  uint64_t fn = str_fp(l, rd_ptr(co, l->co_filename)), nm = str_fp(l, rd_ptr(co, l->co_name));
+  return fn ^ (nm << 29 | nm >> 35) ^ (uint64_t)(uint32_t)rd_int(co, l->co_firstlineno);
 }
 
 /* Process-wide index (code, fingerprint, line) -> pyframe id, in private pages;

@@ -163,6 +163,28 @@ def child(lib_path):
     if bad:
         fails.append("reused code addresses")
 
+    # the same frame read again after its file name's hash was computed (it is -1 until
+    # then) must give the same pyframe ids: a changing fingerprint would split one
+    # allocation site into two
+    ids = []
+    fname = "hash_later_%d.py" % os.getpid()
+    ns = {}
+    exec(compile("def f(rd):\n    return rd()\n", fname, "exec"), ns)
+    arr = (ctypes.c_uint64 * 64)()
+
+    def rd_ids():
+        return tuple(arr[:lib.lgt_frame_ids(arr, 64)])
+
+    for k in range(2):
+        ids.append(ns["f"](rd_ids))
+        if k == 0:
+            hash(ns["f"].__code__.co_filename)
+    ok = ids[0] == ids[1]
+    print(("  ok   " if ok else "  FAIL ") + "same ids after the file name's hash was computed",
+          flush=True)
+    if not ok:
+        fails.append("ids changed")
+
     if fails:
         print("FAILED: " + "; ".join(fails))
         return 1

@@ -63,8 +63,6 @@ int main(void) {
   CHECK("PyCodeObject.co_firstlineno", l->co_firstlineno, offsetof(PyCodeObject, co_firstlineno));
   CHECK("sizeof co_firstlineno", sizeof(int), FSIZE(PyCodeObject, co_firstlineno));
   CHECK("PyASCIIObject.length", LGI_PY_STR_LENGTH, offsetof(PyASCIIObject, length));
-  CHECK("PyASCIIObject.hash", LGI_PY_STR_HASH, offsetof(PyASCIIObject, hash));
-  CHECK("sizeof hash", sizeof(intptr_t), FSIZE(PyASCIIObject, hash));
   CHECK("PyASCIIObject.state", l->str_state, offsetof(PyASCIIObject, state));
   CHECK("sizeof(PyASCIIObject)", l->str_ascii_data, sizeof(PyASCIIObject));
   CHECK("sizeof(PyCompactUnicodeObject)", l->str_compact_data, sizeof(PyCompactUnicodeObject));
