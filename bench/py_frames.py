@@ -7,11 +7,11 @@ Run by bench/py_frames.sh under every interpreter. At DEPTH Python frames (defau
 it calls, through ctypes (GIL released, as inside malloc), src/capture/python.c's
 reader and, in the same run, two baselines: malloc(64)+free, and unw_backtrace of the
 same native stack (what recording this allocation's stack natively costs without the
-recorder's stack cache). Prints one JSON line: nanoseconds per call, median of 7.
+recorder's stack cache). Prints one JSON line: nanoseconds per call, the best of 15
+runs (the CPU cost without interference from other processes on a shared machine).
 """
 import ctypes
 import json
-import statistics
 import sys
 
 lib = ctypes.CDLL(sys.argv[1])
@@ -29,9 +29,9 @@ def measure():
     out, nf = {}, ctypes.c_int(0)
     for name, (what, iters) in WHAT.items():
         runs = []
-        for _ in range(7):
+        for _ in range(15):
             runs.append(lib.lgt_bench(what, iters, ctypes.byref(nf)))
-        out[name] = round(statistics.median(runs), 1)
+        out[name] = round(min(runs), 1)
     out["frames"] = nf.value
     return out
 
