@@ -16,13 +16,12 @@ def _leakguard_setup():
     try:
         import leakguard  # registers the explain-at-exit hook under the recorder
     except ImportError as e:
-        if sys.version_info[:2] != (3, 11):
-            sys.stderr.write(
-                "leakguard: Python %d.%d is not supported by the leakguard Python module "
-                "(built for 3.11, Debian's /usr/bin/python3); allocations are still "
-                "recorded, without Python-level holders\n" % sys.version_info[:2])
-        else:
-            sys.stderr.write("leakguard: cannot import the leakguard module: %s\n" % e)
+        if not (3, 9) <= sys.version_info[:2] <= (3, 13) or "t" in getattr(sys, "abiflags", ""):
+            return  # the recorder already said, in one line, that it cannot read this Python
+        sys.stderr.write(
+            "leakguard: no leakguard module for Python %d.%d here (%s): allocations are "
+            "recorded with Python lines, without holders; build leakguard with this "
+            "interpreter's headers installed\n" % (sys.version_info[:2] + (e,)))
         return
     except Exception as e:  # never break the program over a diagnostic
         sys.stderr.write("leakguard: %s\n" % e)

@@ -1,44 +1,55 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * python.c - Python frames for allocations made while CPython 3.11 runs Python code.
+ * python.c - Python frames for allocations made while CPython 3.9 to 3.13 runs Python
+ * code.
  *
  * Mechanism (chosen by measurement, see docs/python.md): read the interpreter's own
  * frame chain of the *allocating* thread. PyGILState_GetThisThreadState() is a
- * pthread_getspecific (no GIL, no allocation); from its tstate, cframe->current_frame
- * and ->previous link the _PyInterpreterFrame structs of this thread, which only this
- * thread pushes and pops, so they are stable while it sits in malloc (also when
- * PyTorch released the GIL around an op). No frame objects are created, no reference
- * counts touched, nothing allocated: the public frame C-API would do all three and can
- * run a garbage collection inside malloc.
+ * pthread_getspecific (no GIL, no allocation; NULL before Py_Initialize and after
+ * finalization); from its thread state the innermost frame and the links to its
+ * callers are read, which only this thread pushes and pops, so they are stable while it
+ * sits in malloc (also when PyTorch released the GIL around an op). No frame objects
+ * are created, no reference counts touched, nothing allocated: the public frame C-API
+ * would do all three and can run a garbage collection inside malloc.
  *
- * Each (code object, instruction) pair maps to a pyframe record (file, qualified
- * name, line from PyCode_Addr2Line, which only decodes the immutable line table),
- * interned in the shared region on first sight and cached per thread. The stack of an
- * allocation is then [Python frames innermost first..., native frames...].
+ * The layouts differ per minor version (PyFrameObject chains up to 3.10,
+ * _PyInterpreterFrame since 3.11, no _PyCFrame in 3.13, ...): src/capture/pylayout.h
+ * holds one table entry per version, each number with the header and field it comes
+ * from. The entry is chosen at run time from the loaded interpreter's version
+ * (Py_Version from 3.11, Py_GetVersion() before), so nothing is built per version and
+ * nothing includes Python.h. Any other version, and the free-threaded build, records
+ * native frames only, with one line on stderr. Symbols are found with dlsym: nothing
+ * links libpython.
  *
- * Layouts come from CPython 3.11's own headers (Py_BUILD_CORE); the interpreter's
- * Py_Version is checked at run time, and any other version records native frames only
- * (one message). Symbols are found with dlsym: nothing links libpython.
+ * Every pointer read from the interpreter is checked before it is followed (non-NULL,
+ * aligned, in the user half of the address space), and a code object or string must
+ * have the interpreter's own type object (PyCode_Type, PyUnicode_Type); instruction
+ * indices must lie inside their code object. A chain that fails a check (a frame
+ * caught half pushed, e.g. by a signal handler that allocates) ends there. The walk is
+ * bounded by `max` frames and LGI_PY_HOPS links.
+ *
+ * Each (code object, instruction) pair maps to a pyframe record (file, function name,
+ * line from the interpreter's PyCode_Addr2Line, which only decodes the immutable line
+ * table), interned in the shared region on first sight and cached per thread. The stack
+ * of an allocation is then [Python frames innermost first..., native frames...].
  */
-#define Py_BUILD_CORE 1
-#include <Python.h>
-#include <internal/pycore_code.h>
-#include <internal/pycore_frame.h>
-
 #include <dlfcn.h>
 #include <link.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "capture/pylayout.h"
 #include "capture/recorder.h"
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
-#error "python.c reads CPython 3.11 frames; build against Python 3.11 headers"
-#endif
+#define LGI_PY_HOPS 256 /* links followed at most (incomplete and shim frames included) */
 
-static PyThreadState *(*get_tstate)(void);
-static uintptr_t interp_lo, interp_hi; /* the module holding the interpreter loop */
+static const lgi_pylayout_t *lay;        /* the running interpreter's layout */
+static void *(*get_tstate)(void);        /* PyGILState_GetThisThreadState */
+static int (*addr2line)(void *, int);    /* PyCode_Addr2Line(PyCodeObject *, int) */
+static uintptr_t code_type, str_type;   /* &PyCode_Type, &PyUnicode_Type */
+static uintptr_t interp_lo, interp_hi;  /* the module holding the interpreter loop */
+static int py_state;                     /* 0 unknown, 1 active, -1 off */
 
 static int find_interp_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
   (void)sz;
@@ -58,44 +69,142 @@ static int find_interp_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
 }
 
 int lgi_python_interp_frame(uint64_t ip) { return ip >= interp_lo && ip < interp_hi; }
-static int (*addr2line)(PyCodeObject *, int);
-static int py_state; /* 0 unknown, 1 active, -1 off */
+
+/* ---------------------------------------------------------------- detection */
+
+/* One line on stderr, assembled without stdio: "leakguard: <a><3.N><b>\n"; at most
+ * once per process, whichever thread gets here first. */
+static void say(const char *a, unsigned major, unsigned minor, const char *b) {
+  static int said;
+  if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) return;
+  char buf[256];
+  size_t n = 0;
+  const char *parts[2] = {a, b};
+  for (int p = 0; p < 2; p++) {
+    for (const char *s = parts[p]; *s && n < sizeof buf - 16; s++) buf[n++] = *s;
+    if (p == 0 && major) {
+      unsigned v[2] = {major, minor};
+      for (int k = 0; k < 2; k++) {
+        char d[10];
+        int nd = 0;
+        unsigned x = v[k];
+        do d[nd++] = (char)('0' + x % 10); while ((x /= 10) && nd < 10);
+        while (nd) buf[n++] = d[--nd];
+        if (k == 0) buf[n++] = '.';
+      }
+    }
+  }
+  buf[n++] = '\n';
+  (void)!write(2, buf, n);
+}
+
+/* The loaded interpreter's version: Py_Version (PY_VERSION_HEX, 3.11+), else the
+ * leading "3.9.18" of Py_GetVersion() (a static buffer filled with snprintf: no
+ * allocation, callable before Py_Initialize). 0 when unknown. */
+static int py_version(unsigned *major, unsigned *minor) {
+  const unsigned long *hex = dlsym(RTLD_DEFAULT, "Py_Version");
+  if (hex) {
+    *major = (unsigned)(*hex >> 24) & 0xff;
+    *minor = (unsigned)(*hex >> 16) & 0xff;
+    return 1;
+  }
+  const char *(*gv)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+  const char *s = gv ? gv() : NULL;
+  if (!s) return 0;
+  unsigned v[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    if (*s < '0' || *s > '9') return 0;
+    while (*s >= '0' && *s <= '9') v[k] = v[k] * 10 + (unsigned)(*s++ - '0');
+    if (k == 0 && *s++ != '.') return 0;
+  }
+  *major = v[0];
+  *minor = v[1];
+  return 1;
+}
 
 void lgi_python_detect(void) {
-  if (py_state == 1) return;
+  if (py_state != 0) return;
   void *gt = dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
   void *al = dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
-  const unsigned long *ver = dlsym(RTLD_DEFAULT, "Py_Version");
   if (!gt || !al) return; /* not a Python process (yet) */
-  if (!ver || (*ver >> 16) != 0x030B) {
-    if (py_state == 0) {
-      static const char msg[] =
-          "leakguard: this Python is not CPython 3.11: recording native frames only\n";
-      (void)!write(2, msg, sizeof msg - 1);
-    }
+  unsigned major = 0, minor = 0;
+  const lgi_pylayout_t *l = py_version(&major, &minor) ? lgi_pylayout_find(major, minor) : NULL;
+  void *ct = dlsym(RTLD_DEFAULT, "PyCode_Type"), *st = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+  if (l && dlsym(RTLD_DEFAULT, "_Py_MergeZeroLocalRefcount")) {
+    /* only the free-threaded build (Py_GIL_DISABLED) has it: other object header */
+    say("leakguard: free-threaded CPython ", major, minor,
+        "t: Python frames are not read (docs/python.md): recording native frames only");
     py_state = -1;
     return;
   }
-  addr2line = (int (*)(PyCodeObject *, int))al;
+  if (!l || !ct || !st) {
+    say(major ? "leakguard: CPython " : "leakguard: this CPython", major, minor,
+        " is not supported for Python frames (3.9 to 3.13): recording native frames only");
+    py_state = -1;
+    return;
+  }
+  lay = l;
+  addr2line = (int (*)(void *, int))al;
+  code_type = (uintptr_t)ct;
+  str_type = (uintptr_t)st;
   dl_iterate_phdr(find_interp_cb, gt);
-  get_tstate = (PyThreadState * (*)(void)) gt;
+  get_tstate = (void *(*)(void))gt;
   __atomic_store_n(&py_state, 1, __ATOMIC_RELEASE);
 }
 
 int lgi_python_active(void) { return __atomic_load_n(&py_state, __ATOMIC_ACQUIRE) == 1; }
 
-/* Copies a str object's text when it is a compact Latin-1/ASCII string (file names
- * and identifiers are); else "?". Never calls into Python. */
-static void str_copy(PyObject *o, char *out, size_t n) {
+/* ---------------------------------------------------------------- reading */
+
+/* A pointer worth following: non-NULL, 8-aligned, in the user half of the x86-64 /
+ * AArch64 48-bit address space. Cheap; not a proof that it is mapped. */
+static inline int ptr_ok(uintptr_t p) { return p >= 4096 && p < (1ULL << 47) && (p & 7) == 0; }
+static inline uintptr_t rd_ptr(uintptr_t base, unsigned off) {
+  return *(const uintptr_t *)(base + off);
+}
+static inline int rd_int(uintptr_t base, unsigned off) { return *(const int *)(base + off); }
+static inline intptr_t rd_ssize(uintptr_t base, unsigned off) {
+  return *(const intptr_t *)(base + off);
+}
+
+/* Copies a str object's text as UTF-8 when it is a compact string (identifiers and
+ * file names are), truncated on a character boundary; else "?". Never calls into
+ * Python. */
+static void str_copy(uintptr_t o, char *out, size_t n) {
   out[0] = '?';
   out[1] = 0;
-  if (!o || !PyUnicode_Check(o) || !PyUnicode_IS_READY(o) || !PyUnicode_IS_COMPACT(o)) return;
-  if (PyUnicode_KIND(o) != PyUnicode_1BYTE_KIND) return;
-  const char *d = (const char *)PyUnicode_DATA(o);
-  size_t len = (size_t)PyUnicode_GET_LENGTH(o);
-  if (len >= n) len = n - 1;
-  memcpy(out, d, len);
-  out[len] = 0;
+  const lgi_pylayout_t *l = lay;
+  if (!ptr_ok(o) || rd_ptr(o, LGI_PY_OB_TYPE) != str_type) return;
+  uint32_t st = *(const uint32_t *)(o + l->str_state);
+  if (!(st & LGI_PY_STR_COMPACT) || (l->str_ready && !(st & l->str_ready))) return;
+  unsigned kind = LGI_PY_STR_KIND(st);
+  intptr_t len = rd_ssize(o, LGI_PY_STR_LENGTH);
+  if (len < 0 || len > (1 << 20) || (kind != 1 && kind != 2 && kind != 4)) return;
+  const unsigned char *d =
+      (const unsigned char *)o + ((st & LGI_PY_STR_ASCII) ? l->str_ascii_data : l->str_compact_data);
+  size_t w = 0;
+  for (intptr_t i = 0; i < len; i++) {
+    uint32_t c = kind == 1 ? d[i] : kind == 2 ? ((const uint16_t *)d)[i] : ((const uint32_t *)d)[i];
+    if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) c = '?';
+    size_t need = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    if (w + need >= n) break;
+    if (need == 1) {
+      out[w++] = (char)c;
+    } else if (need == 2) {
+      out[w++] = (char)(0xC0 | (c >> 6));
+      out[w++] = (char)(0x80 | (c & 0x3F));
+    } else if (need == 3) {
+      out[w++] = (char)(0xE0 | (c >> 12));
+      out[w++] = (char)(0x80 | ((c >> 6) & 0x3F));
+      out[w++] = (char)(0x80 | (c & 0x3F));
+    } else {
+      out[w++] = (char)(0xF0 | (c >> 18));
+      out[w++] = (char)(0x80 | ((c >> 12) & 0x3F));
+      out[w++] = (char)(0x80 | ((c >> 6) & 0x3F));
+      out[w++] = (char)(0x80 | (c & 0x3F));
+    }
+  }
+  out[w] = 0;
 }
 
 static uint32_t str_intern(lg_region_hdr_t *h, const char *s) {
@@ -107,23 +216,56 @@ static uint32_t str_intern(lg_region_hdr_t *h, const char *s) {
   return at;
 }
 
-/* Process-wide index (code, line) -> pyframe id, in private pages; guarded by the
- * region lock (only taken on a per-thread cache miss). */
+/* A freed code object's address is soon reused by another one (a class body's code
+ * object dies once the class exists), and so is the address of its file name string,
+ * so pointers alone do not identify a function. The fingerprint paired with the code
+ * address mixes the first line, the function name's address (names are interned: one
+ * object per name) and the file name's length and last 8 bytes (paths differ at the
+ * end). Only immutable contents: a string's hash field changes from -1 when first
+ * computed, and the same frame would then be interned twice. Seven loads per frame,
+ * about 2 ns more than addresses alone (bench/py_frames.py); reading the name's text
+ * too cost 3 ns more. */
+static inline uint64_t str_fp(const lgi_pylayout_t *l, uintptr_t o) {
+  if (!ptr_ok(o)) return 0;
+  uint32_t st = *(const uint32_t *)(o + l->str_state);
+  intptr_t len = rd_ssize(o, LGI_PY_STR_LENGTH);
+  unsigned kind = LGI_PY_STR_KIND(st);
+  if (!(st & LGI_PY_STR_COMPACT) || (l->str_ready && !(st & l->str_ready)) || len <= 0 ||
+      len > (1 << 20) || (kind != 1 && kind != 2 && kind != 4))
+    return o; /* not a string python.c can read: its address is all there is */
+  const unsigned char *d =
+      (const unsigned char *)o + ((st & LGI_PY_STR_ASCII) ? l->str_ascii_data : l->str_compact_data);
+  size_t nb = (size_t)len * kind;
+  uint64_t w = 0;
+  if (nb >= 8)
+    __builtin_memcpy(&w, d + nb - 8, 8);
+  else
+    for (size_t k = 0; k < nb; k++) w = w << 8 | d[k];
+  return (uint64_t)nb * 0x9E3779B97F4A7C15ull ^ w * 0xC2B2AE3D27D4EB4Full;
+}
+
+static inline uint64_t code_fp(const lgi_pylayout_t *l, uintptr_t co) {
+  uint64_t fn = str_fp(l, rd_ptr(co, l->co_filename)), nm = rd_ptr(co, l->co_name);
+  return fn ^ (nm << 29 | nm >> 35) ^ (uint64_t)(uint32_t)rd_int(co, l->co_firstlineno);
+}
+
+/* Process-wide index (code, fingerprint, line) -> pyframe id, in private pages;
+ * guarded by the region lock (only taken on a per-thread cache miss). */
 #define PIX_CAP (1u << 18)
-typedef struct { uint64_t code; int32_t line; uint32_t id; } pix_t;
+typedef struct { uint64_t code, fp; int32_t line; uint32_t id; } pix_t;
 static pix_t *pix;
 
-static uint32_t pyframe_intern(PyCodeObject *co, int line) {
+static uint32_t pyframe_intern(uintptr_t co, uint64_t fp, int line) {
   lg_region_hdr_t *h = lgi_g.hdr;
   uint32_t id = 0;
   lgi_lock();
   if (!pix) pix = lgi_pages_alloc(sizeof(pix_t) * PIX_CAP);
   if (!pix) goto out;
   if (atomic_load(&h->pystr_used) == 0) atomic_store(&h->pystr_used, 1); /* "" at 0 */
-  uint64_t key = (uint64_t)(uintptr_t)co;
+  uint64_t key = (uint64_t)co;
   uint32_t i = (uint32_t)((key >> 4) * 0x9E3779B1u ^ (uint32_t)line * 0x85EBCA6Bu) & (PIX_CAP - 1);
   for (uint32_t n = 0; n < PIX_CAP / 2; n++, i = (i + 1) & (PIX_CAP - 1)) {
-    if (pix[i].code == key && pix[i].line == line) {
+    if (pix[i].code == key && pix[i].fp == fp && pix[i].line == line) {
       id = pix[i].id;
       goto out;
     }
@@ -132,15 +274,17 @@ static uint32_t pyframe_intern(PyCodeObject *co, int line) {
       if (k == 0) k = 1; /* id 0: none */
       if (k >= h->pyframes_cap) goto out;
       char file[512], func[256];
-      str_copy(co->co_filename, file, sizeof file);
-      str_copy(co->co_qualname, func, sizeof func);
+      const lgi_pylayout_t *l = lay;
+      str_copy(rd_ptr(co, l->co_filename), file, sizeof file);
+      str_copy(rd_ptr(co, l->co_qualname >= 0 ? (unsigned)l->co_qualname : l->co_name), func,
+               sizeof func);
       lg_pyframe_rec_t *r = LG_PTR(h, h->pyframes_off, lg_pyframe_rec_t *) + k;
       r->code = key;
       r->line = line;
       r->file = str_intern(h, file);
       r->func = str_intern(h, func);
       atomic_store_explicit(&h->npyframes, k + 1, memory_order_release);
-      pix[i] = (pix_t){key, line, k};
+      pix[i] = (pix_t){key, fp, line, k};
       id = k;
       goto out;
     }
@@ -150,38 +294,84 @@ out:
   return id;
 }
 
-/* Per-thread cache: (code, instruction) -> pyframe id. */
+/* Per-thread cache: (code, fingerprint, instruction) -> pyframe id. */
 #define PCACHE 512
-typedef struct { uint64_t code; const void *instr; uint32_t id; } pcache_t;
+typedef struct { uint64_t code, fp, instr; uint32_t id; } pcache_t;
+
+/* The innermost frame of the calling thread, 0 when it runs no Python code. */
+static uintptr_t innermost(const lgi_pylayout_t *l) {
+  uintptr_t ts = (uintptr_t)get_tstate();
+  if (!ptr_ok(ts)) return 0;
+  if (l->ts_cframe >= 0) {
+    uintptr_t cf = rd_ptr(ts, (unsigned)l->ts_cframe);
+    if (!ptr_ok(cf)) return 0;
+    return rd_ptr(cf, l->ts_frame);
+  }
+  return rd_ptr(ts, l->ts_frame);
+}
+
+/* The frame's code object and instruction: *co, *ikey (cache key) and *addrq (byte
+ * offset for PyCode_Addr2Line, -1 for "before the first instruction"). Returns 1 for a
+ * frame to report, 0 for one to skip (not started, C-stack shim), -1 when the chain
+ * cannot be trusted from here on. */
+static int frame_at(const lgi_pylayout_t *l, uintptr_t f, uintptr_t *co, uint64_t *ikey,
+                    int *addrq) {
+  uintptr_t c = rd_ptr(f, l->f_code);
+  if (l->model == LGI_PYF_INTERP) {
+    int owner = *(const signed char *)(f + l->f_owner);
+    if (owner == l->owner_cstack) return 0;
+    if (!ptr_ok(c) || rd_ptr(c, LGI_PY_OB_TYPE) != code_type) return -1;
+    uintptr_t ip = rd_ptr(f, l->f_instr);
+    intptr_t idx = ((intptr_t)ip - (intptr_t)(c + l->co_code)) / 2;
+    /* _PyFrame_IsIncomplete: a frame that has not run its first traceable instruction */
+    if (owner != l->owner_generator && idx < rd_int(c, (unsigned)l->co_firsttraceable)) return 0;
+    if (idx >= rd_ssize(c, LGI_PY_OB_SIZE)) return -1; /* Py_SIZE(co): code units */
+    *addrq = idx < 0 ? -1 : (int)idx * 2;
+    *ikey = ip;
+  } else {
+    if (!ptr_ok(c) || rd_ptr(c, LGI_PY_OB_TYPE) != code_type) return -1;
+    int lasti = rd_int(f, l->f_instr);
+    uintptr_t bytes = rd_ptr(c, l->co_code);
+    if (!ptr_ok(bytes)) return -1;
+    long off = lasti < 0 ? -1 : (long)lasti * l->lasti_bytes;
+    if (off >= rd_ssize(bytes, LGI_PY_OB_SIZE)) return -1;
+    *addrq = (int)off;
+    *ikey = (uint64_t)(uint32_t)lasti;
+  }
+  *co = c;
+  return 1;
+}
 
 unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max) {
   if (!lgi_python_active()) return 0;
-  PyThreadState *ts = get_tstate();
-  if (!ts || !ts->cframe) return 0;
+  const lgi_pylayout_t *l = lay;
+  uintptr_t f = innermost(l);
+  if (!f) return 0;
   if (!t->pycache) {
     t->pycache = lgi_pages_alloc(sizeof(pcache_t) * PCACHE);
     if (!t->pycache) return 0;
   }
   pcache_t *pc = t->pycache;
   unsigned n = 0;
-  for (_PyInterpreterFrame *f = ts->cframe->current_frame; f && n < max; f = f->previous) {
-    PyCodeObject *co = f->f_code;
-    if (!co) break;
-    if (f->owner != FRAME_OWNED_BY_GENERATOR &&
-        f->prev_instr < _PyCode_CODE(co) + co->_co_firsttraceable)
-      continue; /* incomplete frame: not started yet */
-    uint64_t key = (uint64_t)(uintptr_t)co;
-    uint32_t slot = (uint32_t)(((uintptr_t)f->prev_instr >> 1) * 0x9E3779B1u ^ (uint32_t)(key >> 4)) & (PCACHE - 1);
+  for (unsigned hops = 0; f && n < max && hops < LGI_PY_HOPS; hops++) {
+    if (!ptr_ok(f)) break;
+    uintptr_t next = rd_ptr(f, l->f_back), co;
+    uint64_t ikey;
+    int addrq, r = frame_at(l, f, &co, &ikey, &addrq);
+    f = next;
+    if (r < 0) break;
+    if (r == 0) continue;
+    uint64_t key = (uint64_t)co, fp = code_fp(l, co);
+    uint32_t slot = (uint32_t)((ikey >> 1) * 0x9E3779B1u ^ (uint32_t)(key >> 4)) & (PCACHE - 1);
     uint32_t id;
-    if (pc[slot].code == key && pc[slot].instr == f->prev_instr) {
+    if (pc[slot].code == key && pc[slot].instr == ikey && pc[slot].fp == fp) {
       id = pc[slot].id;
     } else {
-      int lasti = (int)(f->prev_instr - _PyCode_CODE(co));
-      int line = addr2line(co, lasti * (int)sizeof(_Py_CODEUNIT));
-      id = pyframe_intern(co, line);
+      id = pyframe_intern(co, fp, addr2line((void *)co, addrq));
       if (!id) break;
       pc[slot].code = key;
-      pc[slot].instr = f->prev_instr;
+      pc[slot].fp = fp;
+      pc[slot].instr = ikey;
       pc[slot].id = id;
     }
     out[n++] = LG_PYFRAME_BIT | id;

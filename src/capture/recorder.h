@@ -138,15 +138,16 @@ LGI_HIDDEN void lgi_tag_free(unsigned tag, size_t size);
 /* Runs a pending quota callback (outside the allocator's bookkeeping). */
 LGI_HIDDEN void lgi_tag_fire(lgi_tls_t *t);
 
-/* ---- python.c (CPython 3.11 frames; stubs when built without Python headers) */
+/* ---- python.c (CPython 3.9-3.13 frames, layouts in pylayout.h) */
 
-/* Looks for a CPython 3.11 interpreter in the process (again after dlopen). */
+/* Looks for a CPython interpreter in the process (again after dlopen); picks its
+ * layout, or says once on stderr that its frames cannot be read. */
 LGI_HIDDEN void lgi_python_detect(void);
 LGI_HIDDEN int lgi_python_active(void);
 /* Writes up to max Python frames (LG_PYFRAME_BIT | pyframe id), innermost first, of
  * the calling thread; 0 when it runs no Python code. */
 LGI_HIDDEN unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max);
-/* 1 when ip lies in the interpreter's own module (python3.11 or libpython3.11). */
+/* 1 when ip lies in the interpreter's own module (python3.X or libpython3.X). */
 LGI_HIDDEN int lgi_python_interp_frame(uint64_t ip);
 
 /* ---- unwind.c */

@@ -88,7 +88,7 @@ typedef struct lg_tag_rec {
   uint32_t fail;            /* 1: allocations over the quota fail (no callback) */
 } lg_tag_rec_t;
 
-/* Python frames (CPython 3.11): a stack's frame word with LG_PYFRAME_BIT set is not a
+/* Python frames (CPython 3.9-3.13): a stack's frame word with LG_PYFRAME_BIT set is not a
  * native address but LG_PYFRAME_BIT | index into the pyframe table. Python frames come
  * first in a stack (innermost first), then the native frames. */
 #define LG_PYFRAME_BIT (1ULL << 63)
@@ -96,7 +96,7 @@ typedef struct lg_pyframe_rec {
   uint64_t code;          /* PyCodeObject address (identity only) */
   int32_t line;
   uint32_t file;          /* offset of the NUL-terminated file name in the string arena */
-  uint32_t func;          /* offset of the qualified function name */
+  uint32_t func;          /* offset of the function name (qualified from 3.11) */
   uint32_t pad;
 } lg_pyframe_rec_t;
 

@@ -9,8 +9,11 @@
    attribute chain, bounds (max_objects -> truncated), the holders file;
 3. sitecustomize: a script that never imports leakguard gets a holders file at exit,
    and Debian's own sitecustomize still runs after ours;
-4. with torch (if installed): views of one storage are counted once, a retained
-   autograd graph is named with its chain length.
+4. with torch (if installed for that interpreter): views of one storage are counted
+   once, a retained autograd graph is named with its chain length.
+
+--python 3.X runs all of it with CPython 3.X, found at run time (tests/python/pyinterp.py;
+absent: exit 77, saying which); default Debian's /usr/bin/python3.
 """
 import argparse
 import glob
@@ -44,9 +47,24 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--leakguard", required=True)
     ap.add_argument("--pydir", required=True)
+    ap.add_argument("--python", help="CPython minor version to run (3.X), found at run time")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     a.leakguard, a.pydir = os.path.abspath(a.leakguard), os.path.abspath(a.pydir)
+    py = "/usr/bin/python3"
+    if a.python:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import pyinterp
+        py, how = pyinterp.find(a.python)
+        if not py:
+            print("SKIP: " + how, flush=True)
+            return 77
+        print("CPython %s: %s" % (how, py), flush=True)
+        suffix = pyinterp.ext_suffix(py)
+        if not suffix or not os.path.exists(os.path.join(a.pydir, "leakguard" + suffix)):
+            print("FAILED: no leakguard%s in %s: this interpreter's headers were not found when "
+                  "the build was configured" % (suffix, a.pydir), flush=True)
+            return 1
     tmp = tempfile.mkdtemp(prefix="lgpy-module-")
     base = dict(os.environ)
     for k in ("LEAKGUARD_DIR", "LD_PRELOAD", "LEAKGUARD_EXPLAIN_AT_STEP"):
@@ -67,7 +85,7 @@ def main():
         assert s["recording"] is False and s["tags"] == {}, s
         print("OK", lg.__file__)
     """)
-    r = run(["/usr/bin/python3", "-c", code], base, tmp)
+    r = run([py, "-c", code], base, tmp)
     check(r.returncode == 0 and "OK" in r.stdout, "no-op calls", stdout=r.stdout, stderr=r.stderr)
     check(os.path.dirname(r.stdout.split()[-1]) == os.path.abspath(a.pydir) if r.stdout else False,
           "imported from the build tree", stdout=r.stdout)
@@ -104,13 +122,14 @@ def main():
             import os
             d = os.environ.get("LEAKGUARD_DIR")
             print(json.dumps({"snap": snap, "r": r, "small_truncated": small["truncated"],
-                              "wrote": bool(r.get("path")) and os.path.exists(r["path"])
-                                       and os.path.dirname(r["path"]) == d,
+                              "wrote": bool(r.get("path")) and os.path.dirname(r["path"]) == d
+                                       and os.path.basename(r["path"]) ==
+                                           "holders-%d-1.json" % os.getpid(),
                               "small_scanned": small["objects_scanned"],
                               "site_of_list": lg._site_of_object(history)}))
         """))
     r = run([a.leakguard, "run", "-q", "-i", "0.2", "-o", os.path.join(tmp, "syn.db"), "--",
-             "/usr/bin/python3", script], env, tmp)
+             py, script], env, tmp)
     ok = check(r.returncode == 0, "synthetic script exits 0", stderr=r.stderr[-3000:])
     out = json.loads(r.stdout.strip().splitlines()[-1]) if ok else None
     if out:
@@ -133,8 +152,16 @@ def main():
         check(res["truncated"] is False and res["pid"] > 0, "not truncated", res=res["truncated"])
         check(out["small_truncated"] is True and out["small_scanned"] <= 500,
               "max_objects bounds the walk (truncated)", small=out)
-        check(out["wrote"], "explain() wrote holders-<pid>-<n>.json into LEAKGUARD_DIR",
-              path=res.get("path"))
+        # the collector ingests (and removes) the file within a tick: look for it in the
+        # database rather than on disk
+        import sqlite3
+        con = sqlite3.connect(os.path.join(tmp, "syn.db"))
+        stored = con.execute("SELECT count(*) FROM holders WHERE chain LIKE ?",
+                             ('["__main__.history (list)"%',)).fetchone()[0]
+        con.close()
+        check(out["wrote"] and stored > 0,
+              "explain() wrote holders-<pid>-1.json into LEAKGUARD_DIR; the collector stored it",
+              path=res.get("path"), stored_rows=stored)
 
     # 3. sitecustomize: explain at exit for scripts that never import leakguard
     print("== sitecustomize", flush=True)
@@ -147,7 +174,7 @@ def main():
                 "    kept.append(bytes(100000))\n    time.sleep(0.02)\n"
                 "print('leakguard' in sys.modules)\n")
     db = os.path.join(tmp, "plain.db")
-    r = run([a.leakguard, "run", "-q", "-i", "0.2", "-o", db, "--", "/usr/bin/python3", plain],
+    r = run([a.leakguard, "run", "-q", "-i", "0.2", "-o", db, "--", py, plain],
             env2, tmp)
     check(r.returncode == 0 and r.stdout.startswith("True"), "sitecustomize imports leakguard",
           stdout=r.stdout, stderr=r.stderr[-2000:])
@@ -165,14 +192,14 @@ def main():
         check(any(h["chain"][0] == "__main__.kept (list)" for h in hd["holders"]),
               "holders file at exit names __main__.kept (list)", files=files,
               verdict=doc.get("verdict"), chains=[h["chain"] for h in hd["holders"]][:5])
-    r = run(["/usr/bin/python3", "-c", "import sitecustomize, sys; print(sitecustomize.__file__)"],
+    r = run([py, "-c", "import sitecustomize, sys; print(sitecustomize.__file__)"],
             dict(base, LEAKGUARD_DIR=lgdir2), tmp)
     check(r.returncode == 0 and r.stdout.strip().startswith(os.path.abspath(a.pydir)),
           "our sitecustomize is first and chains without the recorder", stdout=r.stdout,
           stderr=r.stderr)
 
     # 4. torch: views, autograd graph (sampled recording: importing torch is heavy)
-    have_torch = run(["/usr/bin/python3", "-c", "import torch"], base, tmp).returncode == 0
+    have_torch = run([py, "-c", "import torch"], base, tmp).returncode == 0
     if have_torch:
         print("== torch: views and autograd graphs", flush=True)
         lgdir3 = os.path.join(tmp, "lgdir3")
@@ -193,7 +220,7 @@ def main():
                 print(json.dumps({"site": site, "r": r}))
             """))
         r = run([a.leakguard, "run", "-q", "-s", "65536", "-i", "0.5", "-o",
-                 os.path.join(tmp, "views.db"), "--", "/usr/bin/python3", ts], env3, tmp)
+                 os.path.join(tmp, "views.db"), "--", py, ts], env3, tmp)
         ok = check(r.returncode == 0, "torch script exits 0", stderr=r.stderr[-3000:])
         out = json.loads(r.stdout.strip().splitlines()[-1]) if ok else None
         if out:
@@ -218,7 +245,7 @@ def main():
                 print(json.dumps(r))
             """))
         r = run([a.leakguard, "run", "-q", "-s", "65536", "-i", "0.5", "-o",
-                 os.path.join(tmp, "graph.db"), "--", "/usr/bin/python3", ts2], env3, tmp)
+                 os.path.join(tmp, "graph.db"), "--", py, ts2], env3, tmp)
         ok = check(r.returncode == 0, "graph script exits 0", stderr=r.stderr[-3000:])
         res = json.loads(r.stdout.strip().splitlines()[-1]) if ok else {"holders": []}
         g = [h for h in res["holders"] if h["kind"] == "autograd-graph"]

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * blocks.c - block attribution for leakguard.explain(): a heap block or a Python object
+ * -> the allocation site the recorder gave it (lg_site_of), refusing anything that is
+ * not the start of a recorded block (static objects, unmapped header pages).
+ */
+#include "python/explain.h"
+#include "core/blockhdr.h"
+
+#include <link.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+typedef struct {
+  uintptr_t lo, hi;
+} range_t;
+static range_t *img;
+static size_t nimg, capimg;
+
+static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    if (nimg == capimg) {
+      size_t nc = capimg ? capimg * 2 : 256;
+      range_t *n = realloc(img, nc * sizeof *n);
+      if (!n) return 1;
+      img = n;
+      capimg = nc;
+    }
+    img[nimg].lo = info->dlpi_addr + ph->p_vaddr;
+    img[nimg].hi = img[nimg].lo + ph->p_memsz;
+    nimg++;
+  }
+  return 0;
+}
+
+static int range_cmp(const void *a, const void *b) {
+  const range_t *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+void images_refresh(void) {
+  nimg = 0;
+  dl_iterate_phdr(phdr_cb, NULL);
+  qsort(img, nimg, sizeof *img, range_cmp);
+}
+
+/* Inside a loaded ELF image (static objects: small ints, builtin types, ...). */
+static int in_image(uintptr_t a) {
+  if (!nimg) images_refresh();
+  size_t lo = 0, hi = nimg;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (img[mid].hi <= a)
+      lo = mid + 1;
+    else if (img[mid].lo > a)
+      hi = mid;
+    else
+      return 1;
+  }
+  return 0;
+}
+
+/* A recorded malloc block has the recorder's 16-byte header in front of it
+ * (src/core/blockhdr.h); others (in sampled mode, most) have glibc's chunk header
+ * there, without the mark bit. lg_site_of() checks the mark; we also check that the
+ * rest looks like a header first, so that a pointer that is not a block start is
+ * (almost always) refused instead of yielding a random site. */
+uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size) {
+  if (!lgpy.site_of || !block) return 0;
+  uintptr_t a = (uintptr_t)block;
+  if ((a & 15) || a < 4096 || in_image(a)) return 0;
+  uintptr_t h = a - LG_BLK_HDR;
+  long pg = 4096;
+  if ((h & ~(uintptr_t)(pg - 1)) != (a & ~(uintptr_t)(pg - 1))) {
+    unsigned char v;
+    if (mincore((void *)(h & ~(uintptr_t)(pg - 1)), 1, &v) != 0) return 0;
+  }
+  const uint64_t w = ((const lg_blk_t *)h)->word;
+  unsigned off = lg_blk_word_offlog2(w);
+  uint64_t size = lg_blk_word_size(w);
+  if (!lg_blk_marked(w) || (w & 7) || off < 4 || off > 20 || size < min_size) return 0;
+  uint32_t s = 0;
+  if (lgpy.site_of(block, &s) != 0 || s == 0) return 0;
+  if (block_size) *block_size = (size_t)size;
+  return s;
+}
+
+uint32_t lgpy_object_site(PyObject *o, size_t *size) {
+  if (!lgpy.pymalloc_is_malloc || !o) return 0;
+  size_t pre = lgpy_preheader(o);
+  size_t minsz = pre + sizeof(PyObject);
+  size_t bs = 0;
+  uint32_t s = lgpy_block_site((const char *)o - pre, minsz, &bs);
+  if (s && size) *size = bs;
+  return s;
+}

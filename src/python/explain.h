@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * explain.h - internals of leakguard.explain(), shared by its files:
+ *
+ *   blocks.c   block attribution: Python object / heap block -> allocation site
+ *   graph.c    the object table, the roots (modules, frame locals) and the BFS
+ *   naming.c   chain items: edge labels, object descriptions, chains
+ *   torch.c    tensors: storages, descriptions, retained autograd graphs
+ *   explain.c  holders grouped by site, target choice, output (lgpy_explain)
+ *
+ * Names keep explain.c's original ones (ex_*, edge_label, ...): the extension is built
+ * with hidden visibility, so they cannot clash with the interpreter's.
+ */
+#ifndef LGPY_EXPLAIN_H
+#define LGPY_EXPLAIN_H
+
+#include "python/lgpy.h"
+
+#include <time.h>
+
+static inline double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------ blocks.c */
+
+/* Re-reads the loaded ELF images (static objects are never heap blocks). */
+void images_refresh(void);
+
+/* ------------------------------------------------------------------ graph.c */
+
+enum { R_MODULE = 1, R_FRAME = 2, R_UNROOTED = 3 };
+enum { F_TENSOR = 1, F_OWNER_DONE = 2 };
+
+typedef struct {
+  PyObject **obj;
+  int32_t *parent; /* >= 0: BFS parent; < 0: root number -parent-1 */
+  uint32_t *site;
+  uint64_t *bytes;
+  uint32_t *site2;  /* a second block the object owns: list items, bytearray data */
+  uint64_t *bytes2;
+  uint8_t *flags;
+  Py_ssize_t n, cap, max;
+  int32_t *ht; /* node index + 1, open addressing */
+  size_t ht_size;
+  PyObject **rname;
+  uint8_t *rkind;
+  int nroots, rcap;
+  int32_t cur;
+  int full;
+  int truncated;
+  double deadline;
+  PyTypeObject *tensor;
+  PyObject *memo; /* node index -> list (chain prefix) */
+} ex_t;
+
+/* Index of o in the table, -1 when absent. */
+int32_t ex_find(ex_t *E, PyObject *o);
+/* Grows the table (first call: allocates it); -1 when out of memory. */
+int ex_grow(ex_t *E);
+/* Adds o (strong reference) unless present; returns its index, -1 when full. */
+int32_t ex_add(ex_t *E, PyObject *o, int32_t parent);
+/* Adds o as root number nroots of `kind` named `name` (stolen); -1 on error. */
+int ex_add_root(ex_t *E, PyObject *o, int kind, PyObject *name);
+/* BFS from node *q on; returns 1 when stopped by the budget. */
+int ex_bfs(ex_t *E, Py_ssize_t *q);
+void ex_free(ex_t *E);
+/* Kind (R_*) of the root node i descends from. */
+int root_kind_of(ex_t *E, int32_t i);
+/* Roots: every module's __dict__ (__main__ first), every thread's frame locals. */
+void add_module_roots(ex_t *E);
+void add_frame_roots(ex_t *E);
+
+/* ------------------------------------------------------------------ naming.c */
+
+/* torch.Tensor while an explain runs (keys that are tensors are shown by shape). */
+extern PyTypeObject *g_tensor;
+/* Reverse maps of big dicts (id(dict) -> {id(value): key}), built once per explain. */
+extern PyObject *rev_cache;
+
+const char *short_tname(PyObject *o);
+int is_collapsed_dict(ex_t *E, int32_t i);
+/* Full chain naming owner i: prefix(parent) + [edge label, description]. real=0 gives
+ * the grouping key (indices and keys wildcarded). New list, NULL with an exception. */
+PyObject *owner_chain(ex_t *E, int32_t i, int real, PyObject *extra_desc);
+
+/* ------------------------------------------------------------------ explain.c */
+
+typedef struct {
+  PyObject *groups;   /* key -> holder dict */
+  PyObject *order;    /* list of holder dicts, in creation order */
+  PyObject *storages; /* storage ptr -> holder dict (views add to it); True: a graph's */
+  PyObject *sto_first; /* storage ptr -> first (shallowest) tensor node using it */
+  PyObject *targets;  /* set of site ids */
+  uint8_t *tgt;       /* the same as a bitmap over site ids, for the hot loops */
+  uint32_t ntgt_bits;
+  /* the last group of an element of a container: siblings come one after the other in
+   * BFS order and share the wildcarded chain */
+  uint32_t last_site;
+  int32_t last_parent;
+  PyTypeObject *last_type;
+  const char *last_kind;
+  PyObject *last_h;
+} hold_t;
+
+static inline int is_target(hold_t *H, uint32_t site) {
+  return site && site < H->ntgt_bits && (H->tgt[site >> 3] >> (site & 7) & 1);
+}
+
+/* ------------------------------------------------------------------ torch.c */
+
+typedef struct {
+  long nodes, depth, saved, saved_bytes;
+  PyObject *per_site; /* site -> [count, bytes] */
+} graph_t;
+
+/* "Tensor(64×512, float32[, grad_fn=X])" (new reference, never NULL unless out of memory). */
+PyObject *tensor_desc(PyObject *t);
+/* Site of a CPU tensor's storage block (0: unknown); *ptr, *nbytes its storage. */
+uint32_t tensor_site(PyObject *t, uintptr_t *ptr, uint64_t *nbytes);
+/* Walks the autograd graph of grad_fn gf (nodes shared with earlier roots are not
+ * walked again), attributing the tensors its nodes saved to G. */
+void graph_walk(ex_t *E, hold_t *H, PyObject *seen, PyObject *keep, PyObject *cache,
+                PyObject *gf, graph_t *G, long cap);
+
+#endif

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# -*- coding: utf-8 -*-
+"""The recorder's Python frame reader against the interpreter's own view (issue #12).
+
+  frames_check.py --python 3.X --lib BUILD/lib/liblg_pyframes_probe.so
+
+finds CPython 3.X at run time (tests/python/pyinterp.py; absent: exit 77, saying which)
+and re-runs itself under it. There, src/capture/python.c (in the probe library, called
+through ctypes with the GIL released, as inside malloc) reads the calling thread's
+frames, and every (file, function, line) must equal what sys._getframe() shows at the
+same point: nested calls, a method, a generator, a coroutine, a comprehension, a
+thread, deep recursion, non-ASCII names, and functions created after many code objects
+were freed (their addresses are reused). Function names are qualified from 3.11
+(co_qualname), plain before (3.9/3.10 code objects have no qualified name).
+"""
+import os
+import subprocess
+import sys
+
+SKIP = 77
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def driver():
+    import argparse
+    sys.path.insert(0, HERE)
+    import pyinterp
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", required=True, help="3.X")
+    ap.add_argument("--lib", required=True)
+    a = ap.parse_args()
+    exe, how = pyinterp.find(a.python)
+    if not exe:
+        print("SKIP: " + how, flush=True)
+        return SKIP
+    print("CPython %s: %s" % (how, exe), flush=True)
+    return subprocess.call([exe, os.path.abspath(__file__), "--child", os.path.abspath(a.lib)])
+
+
+# ----------------------------------------------------------------- under the target
+
+def child(lib_path):
+    import ctypes
+    import threading
+
+    lib = ctypes.CDLL(lib_path)
+    lib.lgt_frames.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    buf = ctypes.create_string_buffer(1 << 16)
+    if not lib.lgt_init():
+        print("FAIL: the reader does not accept CPython %d.%d" % sys.version_info[:2])
+        return 1
+    qual = sys.version_info >= (3, 11)
+    fails = []
+
+    def read():
+        n = lib.lgt_frames(buf, len(buf))
+        assert n >= 0, "buffer too small"
+        out = []
+        for ln in buf.value.decode("utf-8").splitlines():
+            f, fn, line = ln.split("\t")
+            out.append((f, fn, int(line)))
+        return out
+
+    def want(depth=1):
+        out = []
+        f = sys._getframe(depth + 1)
+        while f is not None:
+            co = f.f_code
+            out.append((co.co_filename, co.co_qualname if qual else co.co_name, f.f_lineno))
+            f = f.f_back
+        return out
+
+    def check(what):
+        # read() and this frame are the reader's first two; the 64 it returns at most
+        # then leave 62 of the caller's chain
+        got, exp = read()[2:], want()[:62]
+        ok = got == exp
+        print(("  ok   " if ok else "  FAIL ") + "%s (%d frames)" % (what, len(exp)), flush=True)
+        if not ok:
+            for i in range(max(len(got), len(exp))):
+                g = got[i] if i < len(got) else None
+                e = exp[i] if i < len(exp) else None
+                print("      %s %r\n         want %r" % ("  " if g == e else "!=", g, e))
+            fails.append(what)
+
+    # nested calls
+    def a():
+        return b()
+
+    def b():
+        return c()
+
+    def c():
+        check("nested calls")
+
+    a()
+
+    class Cache:
+        def get(self):
+            check("method (qualified name from 3.11)")
+
+    Cache().get()
+
+    def gen():
+        yield 1
+        check("generator frame")
+        yield 2
+
+    for _ in gen():
+        pass
+
+    async def coro():
+        check("coroutine frame")
+
+    co = coro()
+    try:
+        co.send(None)
+    except StopIteration:
+        pass
+
+    [check("comprehension") for _ in range(1)]
+
+    def deep(n):
+        if n == 0:
+            check("recursion 80 deep (first 62)")
+        else:
+            deep(n - 1)
+
+    deep(80)
+
+    def größe():
+        check("Latin-1 name")
+
+    def 函数():
+        check("non-Latin-1 name")
+
+    größe()
+    函数()
+
+    th = threading.Thread(target=lambda: check("thread"))
+    th.start()
+    th.join()
+
+    # Code objects read by the reader, then freed: their addresses come back for new
+    # ones, which must not be taken for the old (the cache keys on more than the address).
+    bad = []
+    for rnd in range(40):
+        for i in range(20):
+            ns = {}
+            exec(compile("class K%d:\n    def m(self, rd):\n        return rd()\n" % i,
+                         "<old%d>" % i, "exec"), ns)
+            ns["K%d" % i]().m(read)
+            del ns
+        ns = {}
+        exec(compile("def fresh(rd):\n    return rd()\n", "fresh%d.py" % rnd, "exec"), ns)
+        got = ns["fresh"](read)[1]
+        if got != ("fresh%d.py" % rnd, "fresh", 2):
+            bad.append(got)
+    ok = not bad
+    print(("  ok   " if ok else "  FAIL ") + "40 functions made after 800 read and freed code "
+          "objects%s" % ("" if ok else ": %d read as %r" % (len(bad), bad[:3])), flush=True)
+    if bad:
+        fails.append("reused code addresses")
+
+    # the same frame read again after its file name's hash was computed (it is -1 until
+    # then) must give the same pyframe ids: a changing fingerprint would split one
+    # allocation site into two
+    ids = []
+    fname = "hash_later_%d.py" % os.getpid()
+    ns = {}
+    exec(compile("def f(rd):\n    return rd()\n", fname, "exec"), ns)
+    arr = (ctypes.c_uint64 * 64)()
+
+    def rd_ids():
+        return tuple(arr[:lib.lgt_frame_ids(arr, 64)])
+
+    for k in range(2):
+        ids.append(ns["f"](rd_ids))
+        if k == 0:
+            hash(ns["f"].__code__.co_filename)
+    ok = ids[0] == ids[1]
+    print(("  ok   " if ok else "  FAIL ") + "same ids after the file name's hash was computed",
+          flush=True)
+    if not ok:
+        fails.append("ids changed")
+
+    if fails:
+        print("FAILED: " + "; ".join(fails))
+        return 1
+    print("PASSED (CPython %s)" % sys.version.split()[0])
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        sys.exit(child(sys.argv[2]))
+    sys.exit(driver())

@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: MIT
+"""Finds a CPython interpreter of a given minor version at run time (issue #12).
+
+  find("3.12") -> (executable, "3.12.1 (pyenv)")   or   (None, why it is absent)
+
+Looked for, in order: $LG_PYTHON_3_12 (an executable), pyenv's newest 3.12.x
+(`pyenv versions --bare`, `pyenv prefix`), /usr/bin/python3.12, /usr/local/bin/python3.12.
+Used by the per-version tests (a missing interpreter makes them skip, saying which) and
+by bench/py_frames.sh. Runs on Python 3.6+.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+
+def _pyenv():
+    for cand in (shutil.which("pyenv"),
+                 os.path.join(os.environ.get("PYENV_ROOT", ""), "bin", "pyenv"),
+                 os.path.expanduser("~/.pyenv/bin/pyenv")):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def _version_of(exe):
+    try:
+        out = subprocess.run([exe, "-c", "import sys;print('%d.%d.%d' % sys.version_info[:3])"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def find(minor):
+    """minor: "3.X". Returns (exe, description) or (None, reason)."""
+    env = "LG_PYTHON_" + minor.replace(".", "_")
+    tried = []
+    if os.environ.get(env):
+        exe = os.environ[env]
+        v = _version_of(exe)
+        if v and v.startswith(minor + "."):
+            return exe, "%s (%s)" % (v, env)
+        tried.append("%s=%s is not a CPython %s" % (env, exe, minor))
+    pyenv = _pyenv()
+    if pyenv:
+        try:
+            vs = subprocess.run([pyenv, "versions", "--bare", "--skip-aliases"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                universal_newlines=True, timeout=60).stdout.split()
+        except (OSError, subprocess.SubprocessError):
+            vs = []
+        pat = re.compile(r"^%s\.(\d+)$" % re.escape(minor))
+        found = sorted((int(m.group(1)), v) for v in vs for m in [pat.match(v)] if m)
+        for _, v in reversed(found):
+            prefix = subprocess.run([pyenv, "prefix", v], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, universal_newlines=True,
+                                    timeout=60).stdout.strip()
+            exe = os.path.join(prefix, "bin", "python" + minor)
+            if prefix and _version_of(exe):
+                return exe, "%s (pyenv)" % v
+        tried.append("pyenv lists no %s.x" % minor)
+    else:
+        tried.append("no pyenv")
+    for d in ("/usr/bin", "/usr/local/bin"):
+        exe = os.path.join(d, "python" + minor)
+        v = _version_of(exe) if os.access(exe, os.X_OK) else None
+        if v:
+            return exe, v
+    tried.append("no python%s in /usr/bin or /usr/local/bin" % minor)
+    return None, "CPython %s not found (%s; set %s)" % (minor, ", ".join(tried), env)
+
+
+def ext_suffix(exe):
+    """The interpreter's extension-module suffix (its ABI tag), or None."""
+    out = subprocess.run([exe, "-c", "import sysconfig;print(sysconfig.get_config_var('EXT_SUFFIX'))"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         universal_newlines=True, timeout=60)
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+if __name__ == "__main__":
+    for m in sys.argv[1:] or ["3.9", "3.10", "3.11", "3.12", "3.13"]:
+        print(m, *find(m))
