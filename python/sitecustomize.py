@@ -35,8 +35,8 @@ def _leakguard_setup():
 
 def _leakguard_watch(lg):
     """A daemon thread that does, while the program runs, what the collector asks:
-    explain who holds a site that began to grow (explain-PID.json: the collector writes
-    it when a site is first flagged and when its memory doubled), and tell the collector
+    have the main thread explain who holds a site that began to grow (explain-PID.json:
+    the collector writes it when a site is flagged and when its memory doubled), and tell the collector
     the process's rank once torch.distributed knows it (labels-PID.json). Restarted in
     forked children. It sleeps 0.1 s between looks at one file (a stat)."""
     import json
@@ -80,7 +80,9 @@ def _leakguard_watch(lg):
         if req.get("seq", 0) <= state["seq"]:
             return
         state["seq"] = req["seq"]
-        lg.explain(stacks=req.get("stacks") or None, write=True)
+        # in the main thread, between two bytecodes: not here, while the main thread
+        # may be inside torch's C++ code working on the objects the walk reads
+        lg._explain_soon(req.get("stacks") or None)
 
     def loop():
         while True:

@@ -270,6 +270,7 @@ static void free_frames(lgr_frame_t *f, int n) {
 
 void lgr_site_free(lgr_site_t *s) {
   free(s->holders_json);
+  free(s->bounded);
   free(s->series);
   free_frames(s->all_frames, s->nall);
   free(s->stacks);
@@ -357,6 +358,34 @@ static void load_holders(sqlite3 *db, lgr_site_t *s) {
   cJSON_Delete(arr);
   if (cJSON_GetArraySize(sorted) > 0) s->holders_json = cJSON_PrintUnformatted(sorted);
   cJSON_Delete(sorted);
+}
+
+/* Holder-aware verdict (issue #10): when holders that own at least half of the explained
+ * bytes of a site hold it through a bounded container at its bound (an lru_cache at its
+ * maxsize, a deque at its maxlen: the Python module's detail "bound"), the site is a
+ * plateau whatever its curve looks like: returns that bound as JSON, else NULL. */
+static char *full_bound(const char *holders_json) {
+  cJSON *hl = holders_json ? cJSON_Parse(holders_json) : NULL, *h, *bound = NULL;
+  double all = 0, held = 0;
+  cJSON_ArrayForEach(h, hl) {
+    double b = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes"));
+    if (!(b > 0)) continue;
+    all += b;
+    cJSON *bd = cJSON_GetObjectItem(cJSON_GetObjectItem(h, "detail"), "bound");
+    if (cJSON_IsTrue(cJSON_GetObjectItem(bd, "full"))) {
+      held += b;
+      if (!bound) bound = bd;
+    }
+  }
+  char *out = NULL;
+  if (bound && held >= 0.5 * all) {
+    cJSON *c = cJSON_Duplicate(bound, 1);
+    cJSON_DeleteItemFromObject(c, "full");
+    out = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
+  }
+  cJSON_Delete(hl);
+  return out;
 }
 
 /* The text of line `line` of file, trimmed, or NULL (the file is not here). */
@@ -1317,6 +1346,16 @@ static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr
       a->val = NULL;
       load_frames(db, &site, o->native);
       load_holders(db, &site);
+      if ((site.bounded = full_bound(site.holders_json))) { /* a full bounded cache: a plateau */
+        site.r.leak = 0;
+        site.r.confidence = 0;
+        site.r.pattern = LG_PATTERN_PLATEAU;
+        site.time_to_oom_s = NAN;
+        free(site.series);
+        site.series = NULL;
+        if (push_site(others, nothers, ocap, &site)) lgr_site_free(&site);
+        continue;
+      }
       if (push_site(&r->suspects, &r->nsuspects, &scap, &site)) lgr_site_free(&site);
     } else if (site.peak_live_bytes > 0 && site.live_bytes > 0) {
       load_frames(db, &site, o->native);
@@ -1611,8 +1650,12 @@ int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why,
   if (r->nsuspects) qsort(r->suspects, (size_t)r->nsuspects, sizeof *r->suspects, cmp_suspect);
   if (r->nminor) qsort(r->minor, (size_t)r->nminor, sizeof *r->minor, cmp_suspect);
   if (nothers) qsort(others, (size_t)nothers, sizeof *others, cmp_live);
-  int keep = nothers < 5 ? nothers : 5;
-  for (int i = keep; i < nothers; i++) lgr_site_free(&others[i]);
+  /* the five largest, and every site found bounded (it looked like a leak) */
+  int keep = 0;
+  for (int i = 0; i < nothers; i++) {
+    if (keep < 5 || others[i].bounded) others[keep++] = others[i];
+    else lgr_site_free(&others[i]);
+  }
   r->others = others;
   r->nothers = keep;
   for (int i = 0; i < r->nsuspects; i++) {

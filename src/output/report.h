@@ -67,6 +67,7 @@ typedef struct lgr_site {
   char *source;               /* text of the site's source line, or NULL */
   int leak;                   /* index into lgr_report_t.leaks, -1 when none */
   double *series;             /* suspects: live bytes at each snapshot of its run (lgr_run_t.snap_t) */
+  char *bounded;              /* JSON {container, maxsize, size}: held through a full bounded container, so a plateau */
   int device;                 /* GPU ordinal for the device, managed and pinned spaces, else -1 */
   int has_um;                 /* CUPTI Unified Memory counters of a managed site (--cuda-um) */
   int64_t um_cpu_faults, um_gpu_faults, um_bytes_htod, um_bytes_dtoh, um_thrashing;

@@ -256,8 +256,16 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     fprintf(f, "\nLargest live sites that are not growing:\n");
     for (int i = 0; i < r->nothers; i++) {
       const lgr_site_t *s = &r->others[i];
-      fprintf(f, "  %10s  %-10s %s\n", lgu_fmt_bytes(b1, sizeof b1, (double)s->live_bytes),
+      fprintf(f, "  %10s  %-10s %s", lgu_fmt_bytes(b1, sizeof b1, (double)s->live_bytes),
               lg_pattern_name(s->r.pattern), site_label(lab, sizeof lab, s));
+      cJSON *bd = s->bounded ? cJSON_Parse(s->bounded) : NULL;
+      if (bd)
+        fprintf(f, "  (held by a %s at its bound, %.0f of %.0f: not a leak)",
+                cJSON_GetStringValue(cJSON_GetObjectItem(bd, "container")),
+                cJSON_GetNumberValue(cJSON_GetObjectItem(bd, "size")),
+                cJSON_GetNumberValue(cJSON_GetObjectItem(bd, "maxsize")));
+      cJSON_Delete(bd);
+      fprintf(f, "\n");
     }
   }
 }
@@ -326,6 +334,8 @@ static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, in
   }
   cJSON *hl = s->holders_json ? cJSON_Parse(s->holders_json) : NULL;
   cJSON_AddItemToObject(j, "holders", hl ? hl : cJSON_CreateArray());
+  cJSON *bd = s->bounded ? cJSON_Parse(s->bounded) : NULL;
+  if (bd) cJSON_AddItemToObject(j, "bounded", bd);
   cJSON *fr = cJSON_AddArrayToObject(j, "frames");
   for (int k = 0; k < s->nframes; k++) cJSON_AddItemToArray(fr, frame_json(&s->frames[k]));
   cJSON *st = cJSON_AddArrayToObject(j, "stacks");

@@ -40,6 +40,43 @@ static int dict_add_int(PyObject *d, const char *k, long long add) {
   return r;
 }
 
+/* A container on the way from a root to node i whose size has a bound: an
+ * functools.lru_cache with a maxsize, a collections.deque with a maxlen. The nearest
+ * such container becomes the holder's detail "bound": {container, maxsize, size, full}.
+ * The report calls a suspect held through a full bounded container a plateau (issue #10:
+ * a bounded lru_cache of variable-size tensors looked like a step leak). Only C methods
+ * of the standard library's own types are called: no program code runs. */
+static PyObject *bound_of(ex_t *E, int32_t i) {
+  for (int depth = 0; i >= 0 && depth < 64; depth++, i = E->parent[i]) {
+    PyObject *o = E->obj[i];
+    const char *tn = Py_TYPE(o)->tp_name;
+    long long maxsize = -1, size = -1;
+    const char *container = NULL;
+    if (!strcmp(tn, "functools._lru_cache_wrapper")) {
+      PyObject *ci = PyObject_CallMethod(o, "cache_info", NULL);
+      if (ci && PyTuple_Check(ci) && PyTuple_GET_SIZE(ci) >= 4 && PyLong_Check(PyTuple_GET_ITEM(ci, 2))) {
+        maxsize = PyLong_AsLongLong(PyTuple_GET_ITEM(ci, 2));
+        size = PyLong_AsLongLong(PyTuple_GET_ITEM(ci, 3));
+        container = "lru_cache";
+      }
+      Py_XDECREF(ci);
+    } else if (!strcmp(tn, "collections.deque")) {
+      PyObject *ml = PyObject_GetAttrString(o, "maxlen");
+      if (ml && PyLong_Check(ml)) {
+        maxsize = PyLong_AsLongLong(ml);
+        size = (long long)PyObject_Length(o);
+        container = "deque";
+      }
+      Py_XDECREF(ml);
+    }
+    PyErr_Clear();
+    if (container && maxsize >= 0 && size >= 0)
+      return Py_BuildValue("{s:s,s:L,s:L,s:O}", "container", container, "maxsize", maxsize, "size", size, "full",
+                           size >= maxsize ? Py_True : Py_False);
+  }
+  return NULL;
+}
+
 /* Adds one owner to its group (creating it). chain_norm is the grouping key. */
 static PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind, int32_t i,
                             PyObject *extra_desc) {
@@ -76,6 +113,12 @@ static PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind,
                             "bytes", 0ULL, "kind", kind, "detail")
             : NULL;
   Py_XDECREF(chain);
+  PyObject *bound = h ? bound_of(E, i) : NULL;
+  if (bound) {
+    PyObject *d = PyDict_GetItemString(h, "detail");
+    if (d) PyDict_SetItemString(d, "bound", bound);
+    Py_DECREF(bound);
+  }
   if (!h || PyDict_SetItem(H->groups, key, h) < 0 || PyList_Append(H->order, h) < 0) {
     Py_XDECREF(h);
     Py_DECREF(key);
@@ -268,8 +311,21 @@ static int write_doc(PyObject *doc, char *path, size_t pathsz) {
   return rc;
 }
 
-PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects,
-                       int write) {
+/* One explain at a time: the walk keeps process-wide state, and Python code it calls
+ * (torch's Tensor.storage) can run a pending explain (leakguard._explain_soon) inside it. */
+static int explaining;
+
+static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write);
+
+PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write) {
+  if (explaining) Py_RETURN_NONE;
+  explaining = 1;
+  PyObject *r = explain_once(stacks, top, budget_s, max_objects, write);
+  explaining = 0;
+  return r;
+}
+
+static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write) {
   double t0 = now_s();
   if (budget_s <= 0) {
     const char *b = getenv("LEAKGUARD_EXPLAIN_BUDGET_S");

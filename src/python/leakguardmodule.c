@@ -176,6 +176,29 @@ static PyObject *py_snapshot(PyObject *self, PyObject *unused) {
 
 /* ------------------------------------------------------------------ explain */
 
+/* leakguard._explain_soon(stacks): the explain runs in the main thread at its next
+ * bytecode boundary (Py_AddPendingCall), not in the calling thread. The watcher thread
+ * of sitecustomize asks for it when the collector flags a site: run there, the walk
+ * would read torch objects (autograd graphs, storages) while the main thread works on
+ * them in C++ without the GIL. Returns False when it could not be scheduled. */
+static int pending_explain(void *arg) {
+  PyObject *stacks = arg;
+  PyObject *r = lgpy_explain(stacks == Py_None ? NULL : stacks, 64, -1, 0, 1);
+  if (!r) PyErr_WriteUnraisable(stacks); /* never break the program over a diagnostic */
+  Py_XDECREF(r);
+  Py_DECREF(stacks);
+  return 0;
+}
+
+static PyObject *py_explain_soon(PyObject *self, PyObject *stacks) {
+  Py_INCREF(stacks);
+  if (Py_AddPendingCall(pending_explain, stacks) != 0) {
+    Py_DECREF(stacks);
+    Py_RETURN_FALSE;
+  }
+  Py_RETURN_TRUE;
+}
+
 static PyObject *py_explain(PyObject *self, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"stacks", "top", "budget_s", "max_objects", "write", NULL};
   PyObject *stacks = Py_None;
@@ -318,6 +341,7 @@ static PyMethodDef methods[] = {
     {"cuda_memory", lgpy_cuda_memory, METH_NOARGS, /* src/python/cuda.c */
      "cuda_memory() -> dict: GPU memory per device (recorded, and torch.cuda's view)."},
     {"_install_atexit", py_install_atexit, METH_NOARGS, NULL},
+    {"_explain_soon", py_explain_soon, METH_O, NULL},
     {"_site_of_address", py_site_of_address, METH_O, NULL},
     {"_site_of_object", py_site_of_object, METH_O, NULL},
     {NULL, NULL, 0, NULL}};

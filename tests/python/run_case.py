@@ -10,6 +10,13 @@
                     (tests/python/pyinterp.py); absent: exit 77 (skipped), saying which.
                     Default: Debian's /usr/bin/python3.
 
+Findings (issue #10): --leaks N: the verdict leak comes with 1..N entries in `leaks`
+(one cause; 2 for an autograd graph whose ops split), the first with rank 1 as its main
+suspect; --leak-rank R: that leak is in the process of rank R of a distributed job;
+--detected-within S: the leak was flagged while the program ran, at most S seconds
+after its first step marker; --bounded: a no-leak run whose growing site the holder
+explanation found held by a full bounded container (lru_cache, deque).
+
 A leak report without any Python frame fails (the recorder reads the frames of every
 CPython 3.9-3.13), and so does a `leakguard:` complaint about the Python version or the
 module on stderr. Holders come from the report (suspects[].holders) or, until the
@@ -53,6 +60,12 @@ def main():
     ap.add_argument("--run-arg", action="append", default=[],
                     help="extra option for `leakguard run` (repeatable)")
     ap.add_argument("--python", help="CPython minor version to run (3.X), found at run time")
+    ap.add_argument("--leaks", type=int, default=0, help="at most N leak entries (at least 1)")
+    ap.add_argument("--leak-rank", type=int, help="the leak is in the process of this rank")
+    ap.add_argument("--detected-within", type=float,
+                    help="flagged at most S seconds after the first step marker")
+    ap.add_argument("--bounded", action="store_true",
+                    help="no-leak: a site is reported held by a full bounded container")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     a.leakguard, a.pydir = os.path.abspath(a.leakguard), os.path.abspath(a.pydir)
@@ -115,6 +128,33 @@ def main():
     doc = json.loads(rep.stdout)
     check(doc.get("verdict") == a.expect, "verdict %s" % a.expect, verdict=doc.get("verdict"),
           suspects=[s.get("site") for s in doc.get("suspects", [])][:5])
+    leaks = doc.get("leaks") or []
+    if a.expect == "no-leak":
+        check(not leaks, "no leak entries", leaks=leaks[:3])
+        if a.bounded:
+            b = [x for x in doc.get("largest_non_leaking", []) if x.get("bounded")]
+            check(bool(b), "a site is held by a full bounded container (not a leak)",
+                  others=[(x.get("site"), x.get("pattern"), x.get("bounded"))
+                          for x in doc.get("largest_non_leaking", [])][:6])
+    if a.expect == "leak" and a.leaks:
+        check(1 <= len(leaks) <= a.leaks and leaks[0].get("suspects", [0])[0] == 1,
+              "1..%d leak entries, the first with suspect #1 as its main one" % a.leaks,
+              leaks=[dict(x, holder=(x.get("holder") or {}).get("chain")) for x in leaks[:4]])
+    if a.expect == "leak" and a.leak_rank is not None and leaks:
+        check(leaks[0].get("process_rank") == a.leak_rank, "the leak is in rank %d" % a.leak_rank,
+              leak=leaks[0], runs=[(r.get("pid"), r.get("rank"), r.get("leaking")) for r in doc["runs"]])
+    if a.expect == "leak" and a.detected_within is not None and leaks:
+        import sqlite3
+        con = sqlite3.connect(db)
+        pid = leaks[0].get("pid")
+        row = con.execute("SELECT min(s.t_ns) - p.start_ns FROM snapshots s JOIN processes p"
+                          " ON p.proc = s.proc WHERE p.pid = ? AND s.step > 0", (pid,)).fetchone()
+        con.close()
+        first = row[0] / 1e9 if row and row[0] is not None else None
+        d = leaks[0].get("detected_after_s")
+        check(first is not None and isinstance(d, (int, float)) and d <= first + a.detected_within,
+              "flagged while running, within %gs of the first step" % a.detected_within,
+              detected_after_s=d, first_step_s=first)
     if a.expect == "leak" and doc.get("suspects"):
         s = doc["suspects"][0]
         if a.child:
