@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define LG_REGION_MAGIC 0x4e4f494745524c47ULL /* "GLREGION" little endian */
-#define LG_REGION_VERSION 1
+#define LG_REGION_VERSION 2 /* 2: reaped-children ring at the end of the header */
 
 #define LG_MAX_DEPTH 256
 #define LG_DEFAULT_DEPTH 64
@@ -106,6 +106,18 @@ typedef struct lg_shard_desc {
   uint64_t chunk_dir;       /* offset of uint64_t[nchunks_cap]: chunk offsets (0 = none) */
 } lg_shard_desc_t;
 
+/* One child reaped by the recorded process (wait, waitpid, wait3, wait4, waitid).
+ * Writer: claims entry n with a fetch-add on reaped_head, stores seq = 0, pid and
+ * status, then seq = n + 1 (release). Reader: entry n is valid when seq == n + 1 both
+ * before and after reading pid and status (acquire); seq > n + 1 means the ring
+ * wrapped and entry n was lost. status is a wait(2) status word. */
+#define LG_REAPED_RING 64
+typedef struct lg_reaped {
+  _Atomic uint64_t seq;
+  int32_t pid;
+  int32_t status;
+} lg_reaped_t;
+
 typedef struct lg_region_hdr {
   uint64_t magic;
   uint32_t version;
@@ -145,6 +157,12 @@ typedef struct lg_region_hdr {
   uint64_t pystr_off;  _Atomic uint32_t pystr_used; uint32_t pystr_cap;
   uint64_t shards_off;
   uint64_t arena_off;  uint64_t arena_cap;
+
+  /* written by the recorder's wait-family hooks (version 2): children this process
+   * reaped itself, so that the collector learns the exit status of processes it is
+   * not the parent of (see lg_reaped_t). */
+  _Atomic uint64_t reaped_head;         /* entries ever written; entry n is in slot n % LG_REAPED_RING */
+  lg_reaped_t reaped[LG_REAPED_RING];
 } lg_region_hdr_t;
 
 /* Stack index slot: hash (0 = empty) and the stack id once published (0 = pending). */
