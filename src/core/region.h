@@ -111,7 +111,7 @@ typedef struct lg_shard_desc {
  * status, then seq = n + 1 (release). Reader: entry n is valid when seq == n + 1 both
  * before and after reading pid and status (acquire); seq > n + 1 means the ring
  * wrapped and entry n was lost. status is a wait(2) status word. */
-#define LG_REAPED_RING 64
+#define LG_REAPED_RING 1024 /* 16 KiB; the collector reads it every 10 ms or so */
 typedef struct lg_reaped {
   _Atomic uint64_t seq;
   int32_t pid;
