@@ -7,6 +7,8 @@
  * through this program's RUNPATH, so the dlopen hook must keep the caller's identity
  * (a tail call). Then a planted leak.
  *   tt_deepbind dlopen|dlmopen
+ *   tt_deepbind newlm     the plugin in a new link-map namespace (dlmopen LM_ID_NEWLM):
+ *                         its own libc and heap, not recorded (said once), no crash
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -15,8 +17,34 @@
 
 #include "tt.h"
 
+/* A new namespace: blocks stay on its side (crossing heaps is an error bare too). */
+static int newlm(void)
+{
+  void *h = dlmopen(LM_ID_NEWLM, "libtt_plugin.so", RTLD_NOW);
+  if (!h) {
+    fprintf(stderr, "dlmopen: %s\n", dlerror());
+    return 1;
+  }
+  void (*pfree)(void *) = (void (*)(void *))dlsym(h, "tt_plugin_free");
+  char *(*pstrdup)(const char *) = (char *(*)(const char *))dlsym(h, "tt_plugin_strdup");
+  if (!pfree || !pstrdup)
+    return 2;
+  unsigned long sum = 0;
+  for (int i = 0; i < 2000; i++) {
+    char *b = pstrdup("allocated and freed in the other namespace");
+    sum += strlen(b);
+    pfree(b);
+  }
+  printf("newlm: %lu bytes copied inside the namespace\n", sum);
+  tt_leak(2000, 32768);
+  printf("newlm: leaked %zu blocks\n", tt_nkept);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
+  if (argc > 1 && !strcmp(argv[1], "newlm"))
+    return newlm();
   int use_dlmopen = argc > 1 && !strcmp(argv[1], "dlmopen");
   void *h = use_dlmopen ? dlmopen(LM_ID_BASE, "libtt_plugin.so", RTLD_NOW | RTLD_DEEPBIND)
                         : dlopen("libtt_plugin.so", RTLD_NOW | RTLD_DEEPBIND);

@@ -21,8 +21,13 @@
  *             at the bottom
  *   threads   2,000 short-lived threads, each allocating
  *   longjmp   siglongjmp out of handlers that allocated
+ *   libcbufs  buffers that glibc allocates or grows inside (getline, getdelim,
+ *             open_memstream, asprintf, strdup, realpath, scandir, obstack) freed by
+ *             the program, and program buffers that glibc reallocs; then a leak
  */
+#include <dirent.h>
 #include <malloc.h>
+#include <obstack.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -465,6 +470,70 @@ static int mode_longjmp(void)
   return jumps != 1000;
 }
 
+/* ------------------------------------------------------------------ libcbufs */
+#define obstack_chunk_alloc malloc
+#define obstack_chunk_free free
+
+static int mode_libcbufs(void)
+{
+  unsigned long bad = 0, bytes = 0;
+  char text[4096];
+  for (size_t i = 0; i < sizeof text; i++)
+    text[i] = i % 61 == 60 ? '\n' : (char)('a' + i % 26);
+  for (int r = 0; r < 200; r++) {
+    /* getline with a buffer of ours that glibc grows, and one glibc allocates */
+    FILE *f = fmemopen(text, sizeof text, "r");
+    size_t cap = 4;
+    char *line = malloc(cap), *line2 = NULL;
+    size_t cap2 = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
+      bytes += (size_t)n;
+      if (getdelim(&line2, &cap2, 'z', f) < 0)
+        break;
+    }
+    fclose(f);
+    free(line);
+    free(line2);
+    /* open_memstream: glibc owns and grows the buffer until fclose */
+    char *ms = NULL;
+    size_t msz = 0;
+    FILE *m = open_memstream(&ms, &msz);
+    for (int k = 0; k < 100; k++)
+      fprintf(m, "%d:%s;", k, "open_memstream");
+    fclose(m);
+    bad += msz == 0;
+    free(ms);
+    char *as = NULL;
+    if (asprintf(&as, "%s-%d-%s", "asprintf", r, text + 100) < 0)
+      bad++;
+    free(as);
+    free(strdup(text));
+    free(strndup(text, 77));
+    char *rp = realpath("/proc/self/exe", NULL);
+    bad += rp == NULL;
+    free(rp);
+    struct dirent **list;
+    int nd = scandir("/proc/self", &list, NULL, alphasort);
+    for (int k = 0; k < nd; k++)
+      free(list[k]);
+    if (nd >= 0)
+      free(list);
+    else
+      bad++;
+    struct obstack ob;
+    obstack_init(&ob);
+    for (int k = 0; k < 500; k++)
+      obstack_grow(&ob, text, 100);
+    char *done = obstack_finish(&ob);
+    bad += done[0] != 'a';
+    obstack_free(&ob, NULL);
+  }
+  printf("libcbufs: %lu line bytes, %lu bad\n", bytes, bad);
+  tt_leak(2000, 32768);
+  return bad != 0;
+}
+
 int main(int argc, char **argv)
 {
   static const struct {
@@ -473,7 +542,7 @@ int main(int argc, char **argv)
   } modes[] = {{"usable", mode_usable},     {"aligned", mode_aligned}, {"mallopt", mode_mallopt},
                {"signals", mode_signals},   {"forks", mode_forks},     {"cancel", mode_cancel},
                {"altstack", mode_altstack}, {"tlsdtor", mode_tlsdtor}, {"deep", mode_deep},
-               {"threads", mode_threads},   {"longjmp", mode_longjmp}};
+               {"threads", mode_threads},   {"longjmp", mode_longjmp}, {"libcbufs", mode_libcbufs}};
   if (argc != 2) {
     fprintf(stderr, "usage: tt_fine MODE\n");
     return 2;
