@@ -19,10 +19,13 @@
  * full mode it is always 0, so every allocation is headed and recorded.
  *
  * Lifecycle: lazy init on the first hook (before main, in whatever constructor
- * allocates first); fork: the child copies the region into its own memfd and
- * registers as a new process; exec: the new image starts from scratch (the socket
- * and memfd are close-on-exec); exit: hooks keep working, the collector keeps the
- * mapping. Without LEAKGUARD_SOCK, or when the collector cannot be reached, the
+ * allocates first); fork (and _Fork): the child copies the region into its own memfd
+ * and registers as a new process through the socket path; exec: the new image starts
+ * from scratch (the socket and memfd are close-on-exec; procs.c marks the region);
+ * exit: hooks keep working, the collector keeps the mapping. The program may close or
+ * reuse our descriptors at any time: they are used only after an fstat identity check.
+ * Also here: glibc's __libc_* allocator names and free_sized, which must not reach
+ * glibc with our header (docs/design.md, "Mismatched allocator paths"). Without LEAKGUARD_SOCK, or when the collector cannot be reached, the
  * library passes every call through and the target runs on unrecorded.
  */
 #include <errno.h>

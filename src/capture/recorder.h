@@ -4,6 +4,8 @@
  *
  * preload.c        the interposed functions (malloc family, mmap) and lifecycle
  *                  (lazy init, fork, exec, thread exit)
+ * dl.c             dlopen/dlmopen: RTLD_DEEPBIND dropped, new namespaces reported
+ * procs.c          exec family (LG_PS_EXECED) and wait family (reaped-children ring)
  * unwind.c         stack capture: a per-thread cache of verified stacks in front of
  *                  libunwind
  * region_writer.c  the shared region: stack interning, module map, counter shards

@@ -46,7 +46,8 @@
 #define LG_RF_FOLLOW 0x1u     /* children are followed */
 #define LG_RF_MMAP 0x2u       /* anonymous mmap is recorded */
 
-/* Process state (hdr.state), written by the recorder. */
+/* Process state (hdr.state), written by the recorder. LG_PS_EXECED is set by the exec
+ * hooks just before the real exec (and undone if it fails). */
 enum { LG_PS_RUNNING = 1, LG_PS_EXITING = 2, LG_PS_EXECED = 3 };
 
 /* Per-site counters of one shard; 128 bytes, two cache lines. Signed: a block freed
@@ -189,8 +190,11 @@ static inline uint32_t lg_era_start(unsigned b) { return b == 0 ? 0u : (1u << (b
  * The collector listens on a Unix SOCK_SEQPACKET socket whose path is in the
  * LEAKGUARD_SOCK environment variable. Each recorded process image connects once and
  * sends one lg_hello_t with the region's memfd attached (SCM_RIGHTS). The connection
- * then stays open, idle: its end (EOF) tells the collector the image is gone (exit,
- * exec, or crash); the region stays mapped in the collector for the final snapshot. */
+ * then stays open, idle. Its end (EOF) tells the collector the image is gone when the
+ * region's state is LG_PS_EXECED or the process has exited; otherwise the program
+ * closed the descriptor (close_range, dup2) and the collector goes on recording,
+ * watching the process with a pidfd. The region stays mapped in the collector for the
+ * final snapshot. */
 #define LG_HELLO_MAGIC 0x4f4c4c4548474cULL
 enum { LG_HELLO_START = 0, LG_HELLO_FORK = 1 };
 typedef struct lg_hello {
