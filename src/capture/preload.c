@@ -43,6 +43,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <malloc.h>
 
 #include "capture/recorder.h"
@@ -345,8 +346,13 @@ static void drop_preload_env(void) {
 static void check_first_malloc(void) {
   void *first = dlsym(RTLD_DEFAULT, "malloc");
   Dl_info di, me;
+  const ElfW(Sym) *sym = NULL;
   if (!first || !dladdr((void *)check_first_malloc, &me)) return;
-  if (!dladdr(first, &di) || di.dli_fbase != me.dli_fbase) {
+  if (!dladdr1(first, &di, (void **)&sym, RTLD_DL_SYMENT)) return;
+  /* A non-PIE program that takes malloc's address gets a canonical PLT entry, an
+   * undefined symbol with a value: not a definition, it leads to ours. */
+  if (sym && sym->st_shndx == SHN_UNDEF) return;
+  if (di.dli_fbase != me.dli_fbase) {
     const char *who = di.dli_fname ? di.dli_fname : "another library";
     lgi_say("the program's malloc is ", who, "'s, which comes before leakguard's: heap allocations are not recorded");
   }

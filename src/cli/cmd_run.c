@@ -91,6 +91,12 @@ typedef struct collector {
   char dir[64];         /* private directory: socket, suspects/holders files */
   int in_txn;
   int explains;
+  /* Children that a recorded process reaped before their hello was accepted (a
+   * short-lived child of a busy collector): applied when it arrives. */
+  struct {
+    int pid, status;
+  } pending[64];
+  int npending;
 } collector_t;
 
 static void usage(FILE *f) {
@@ -498,13 +504,37 @@ static void read_reaped(collector_t *c, proc_ext_t *p) {
     p->reaped_next++;
     if (s1 != n + 1 || s2 != n + 1) continue; /* overwritten: lost */
     proc_ext_t *q = find_proc(c, pid, 0);
-    if (q && q != p && !q->status_known && pid != c->child) set_status(c, q, st);
+    if (q && q != p && !q->status_known && pid != c->child) {
+      set_status(c, q, st);
+    } else if (!q && pid != c->child) { /* its hello may still be in the backlog */
+      const int cap = (int)(sizeof c->pending / sizeof c->pending[0]);
+      if (c->npending == cap) { /* the oldest goes */
+        memmove(&c->pending[0], &c->pending[1], (size_t)(cap - 1) * sizeof c->pending[0]);
+        c->npending--;
+      }
+      c->pending[c->npending].pid = pid;
+      c->pending[c->npending].status = st;
+      c->npending++;
+    }
   }
 }
 
-static void accept_hello(collector_t *c) {
+/* A new image with pid: the status its parent reaped before we saw it, if any. */
+static void apply_pending(collector_t *c, proc_ext_t *p) {
+  for (int i = c->npending - 1; i >= 0; i--) {
+    if (c->pending[i].pid != p->m.pid) continue;
+    int st = c->pending[i].status;
+    memmove(&c->pending[i], &c->pending[i + 1], (size_t)(c->npending - i - 1) * sizeof c->pending[0]);
+    c->npending--;
+    set_status(c, p, st);
+    return;
+  }
+}
+
+/* Accepts one pending connection; 1 when there was one. */
+static int accept_hello(collector_t *c) {
   int s = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-  if (s < 0) return;
+  if (s < 0) return 0;
   lg_hello_t h;
   union {
     char buf[CMSG_SPACE(sizeof(int))];
@@ -525,7 +555,7 @@ static void accept_hello(collector_t *c) {
   if (k != (ssize_t)sizeof h || h.magic != LG_HELLO_MAGIC || h.version != LG_REGION_VERSION || fd < 0) {
     if (fd >= 0) close(fd);
     close(s);
-    return;
+    return 1;
   }
   h.exe[sizeof h.exe - 1] = 0;
   /* An image that connects with the pid of an earlier one that was not reaped has
@@ -570,10 +600,12 @@ static void accept_hello(collector_t *c) {
   c->procs[c->nprocs++] = p;
   if (c->guard) lgg_watch_pid(c->guard, p->m.pid);
   store_proc(c, p);
-  return;
+  if (c->npending) apply_pending(c, p);
+  return 1;
 fail:
   close(fd);
   close(s);
+  return 1;
 }
 
 /* ------------------------------------------------------------------ main loop */
@@ -857,7 +889,9 @@ static int collect_loop(collector_t *c) {
           if (!c->procs[i]->m.ended) end_proc(c, c->procs[i], "ended");
         }
       }
-      if (pf[1].revents & POLLIN) accept_hello(c);
+      /* Every pending hello (a burst of forks must not wait 10 ms each). */
+      if (pf[1].revents & POLLIN)
+        for (int a = 0; a < 256 && accept_hello(c); a++) continue;
       if (pf[0].revents & POLLIN) {
         struct signalfd_siginfo si;
         while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
