@@ -32,7 +32,8 @@ SLOW = {"forks": 150}
 # name: argv (list; "{bin}", "{src}", "{suid}" substituted), leak (file, marker) or
 # None, children: [(exit_status, count)] expected among reaped children's runs,
 # child_leak: the exit status of a child whose own run must have the planted leak,
-# stderr_once: a text the recorded run's stderr must contain exactly once.
+# stderr_once: a text the recorded run's stderr must contain exactly once; lg_extra:
+# options of `leakguard run`; runs: the number of runs[] entries expected.
 C_LEAK = ("tt.h", "/* TT-LEAK */")
 PY_LEAK_CR = ("tt_closerange.py", "# TT-PY-LEAK")
 CASES = {
@@ -43,6 +44,11 @@ CASES = {
     "newlm": dict(argv=["{bin}/tt_deepbind", "newlm"], leak=C_LEAK,
                   stderr_once="into another link-map namespace"),
     "libcbufs": dict(argv=["{bin}/tt_fine", "libcbufs"], leak=C_LEAK),
+    "xfork": dict(argv=["{bin}/tt_fine", "_Fork"], leak=C_LEAK, children=[(4, 1)], child_leak=4),
+    # --no-follow after close_range: the unrecorded child must stop writing into the
+    # parent's region although the memfd descriptor is gone (anonymous pages instead).
+    "close_range_nofollow": dict(argv=["{bin}/tt_closefds", "close_range"], leak=C_LEAK,
+                                 lg_extra=["--no-follow"], runs=1),
     "libc_direct": dict(argv=["{bin}/tt_libc"], leak=("tt_libc.c", "/* TT-LEAK-LIBC */")),
     "close_range": dict(argv=["{bin}/tt_closefds", "close_range"], leak=C_LEAK,
                         children=[(7, 1)], child_leak=7),
@@ -145,7 +151,8 @@ def main():
     timeout = SLOW.get(args.case, TIMEOUT)
     rc_b, out_b, err_b = run(t, argv, timeout)
     db = t.path("run.db")
-    lg = [args.leakguard, "run", "--quiet", "--output", db, "--interval", "0.1", "--"] + argv
+    lg = [args.leakguard, "run", "--quiet", "--output", db, "--interval", "0.1"]
+    lg += case.get("lg_extra", []) + ["--"] + argv
     rc_r, out_r, err_r = run(t, lg, timeout)
     t.check(rc_b == rc_r, "same exit status bare and recorded", bare=rc_b, recorded=rc_r,
             bare_stderr=err_b[-1500:], recorded_stderr=err_r[-1500:])
@@ -166,6 +173,9 @@ def main():
     runs = rep["runs"]
     t.check(runs and runs[0].get("exit_status") == (rc_b if rc_b < 128 else None),
             "the target's run has its exit status", run=runs[:1], expected=rc_b)
+    if case.get("runs"):
+        t.check(len(runs) == case["runs"], "%d run(s) recorded" % case["runs"],
+                runs=[(r.get("pid"), r.get("started_by"), r.get("end")) for r in runs])
     for status, count in case.get("children", []):
         got = [r for r in runs[1:] if r.get("exit_status") == status]
         t.check(len(got) >= count,

@@ -21,6 +21,8 @@
  *             at the bottom
  *   threads   2,000 short-lived threads, each allocating
  *   longjmp   siglongjmp out of handlers that allocated
+ *   _Fork     glibc's _Fork(), which runs no atfork handlers: its child, which leaks
+ *             and exits 4, must be recorded as a process of its own
  *   libcbufs  buffers that glibc allocates or grows inside (getline, getdelim,
  *             open_memstream, asprintf, strdup, realpath, scandir, obstack) freed by
  *             the program, and program buffers that glibc reallocs; then a leak
@@ -470,6 +472,25 @@ static int mode_longjmp(void)
   return jumps != 1000;
 }
 
+/* ------------------------------------------------------------------ _Fork */
+static int mode_xfork(void)
+{
+  fflush(stdout);
+  pid_t pid = _Fork();
+  if (pid < 0)
+    tt_die("_Fork");
+  if (pid == 0) {
+    tt_leak(2000, 16384);
+    _exit(4);
+  }
+  tt_leak(2000, 32768);
+  int st;
+  if (waitpid(pid, &st, 0) != pid)
+    tt_die("waitpid");
+  printf("_Fork: child exited with %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  return 0;
+}
+
 /* ------------------------------------------------------------------ libcbufs */
 #define obstack_chunk_alloc malloc
 #define obstack_chunk_free free
@@ -542,7 +563,8 @@ int main(int argc, char **argv)
   } modes[] = {{"usable", mode_usable},     {"aligned", mode_aligned}, {"mallopt", mode_mallopt},
                {"signals", mode_signals},   {"forks", mode_forks},     {"cancel", mode_cancel},
                {"altstack", mode_altstack}, {"tlsdtor", mode_tlsdtor}, {"deep", mode_deep},
-               {"threads", mode_threads},   {"longjmp", mode_longjmp}, {"libcbufs", mode_libcbufs}};
+               {"threads", mode_threads},   {"longjmp", mode_longjmp}, {"libcbufs", mode_libcbufs},
+               {"_Fork", mode_xfork}};
   if (argc != 2) {
     fprintf(stderr, "usage: tt_fine MODE\n");
     return 2;
