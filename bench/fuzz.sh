@@ -31,10 +31,8 @@ command -v afl-fuzz >/dev/null || { echo "fuzz.sh: afl-fuzz not found (apt-get i
 B=$ROOT/build-fuzz
 OUT=${FUZZ_OUT:-$B/out}
 # clang (afl-clang-fast) does not know some of the GCC warning options the build uses.
-if [ ! -f "$B/CMakeCache.txt" ]; then
-  CC=afl-clang-fast CXX=afl-clang-fast++ cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DLG_SANITIZE=ON -DCMAKE_C_FLAGS=-Wno-unknown-warning-option >/dev/null
-fi
+CC=afl-clang-fast CXX=afl-clang-fast++ cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DLG_SANITIZE=ON -DCMAKE_C_FLAGS=-Wno-unknown-warning-option >/dev/null
 for t in "${TARGETS[@]}"; do
   AFL_USE_ASAN=1 AFL_USE_UBSAN=1 nice -n 19 cmake --build "$B" -j2 --target "fuzz_$t" >/dev/null
 done
