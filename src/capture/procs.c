@@ -192,8 +192,8 @@ static void post_reaped(pid_t pid, int status) {
   lg_reaped_t *e = &h->reaped[n % LG_REAPED_RING];
   atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
   atomic_thread_fence(memory_order_release);
-  e->pid = (int32_t)pid;
-  e->status = status;
+  __atomic_store_n(&e->pid, (int32_t)pid, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->status, status, __ATOMIC_RELAXED);
   atomic_store_explicit(&e->seq, n + 1, memory_order_release);
 }
 

@@ -498,7 +498,7 @@ static void read_reaped(collector_t *c, proc_ext_t *p) {
     lg_reaped_t *e = &h->reaped[n % LG_REAPED_RING];
     uint64_t s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
     if (s1 < n + 1) break; /* being written: next time */
-    int32_t pid = e->pid, st = e->status;
+    int32_t pid = __atomic_load_n(&e->pid, __ATOMIC_RELAXED), st = __atomic_load_n(&e->status, __ATOMIC_RELAXED);
     atomic_thread_fence(memory_order_acquire);
     uint64_t s2 = atomic_load_explicit(&e->seq, memory_order_relaxed);
     p->reaped_next++;
