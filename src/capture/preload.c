@@ -829,6 +829,7 @@ void *__libc_memalign(size_t align, size_t size);
 void *__libc_valloc(size_t size);
 void *__libc_pvalloc(size_t size);
 void free_sized(void *p, size_t size);
+void cfree(void *p);
 void free_aligned_sized(void *p, size_t align, size_t size);
 
 LG_EXPORT void *__libc_malloc(size_t size) {
@@ -869,6 +870,10 @@ LG_EXPORT void free_aligned_sized(void *p, size_t align, size_t size) {
   (void)size;
   free(p);
 }
+
+/* cfree: removed from glibc 2.26 but still exported for old binaries, as glibc's own
+ * free (which would abort on our header). */
+LG_EXPORT void cfree(void *p) { free(p); }
 
 /* ------------------------------------------------------------------ anonymous mmap
  * Regions have no header. Recorded regions live in a sorted array of disjoint
