@@ -140,7 +140,8 @@ static int load_frames(sqlite3 *db, lgr_site_t *s, int native) {
     while (skip < s->nall - 1 &&
            lgr_is_machinery(s->all_frames[skip].function, s->all_frames[skip].file, s->all_frames[skip].module))
       skip++;
-  s->frames = s->all_frames + skip;
+  /* No frames (a damaged database): no pointer arithmetic on NULL (fuzz, issue #17). */
+  s->frames = s->all_frames ? s->all_frames + skip : NULL;
   s->nframes = s->nall - skip;
   if (!native && s->nframes > 0 && !strcmp(s->frames[0].module, "python")) {
     /* A Python stack: fold the interpreter's own native frames away (--native keeps
@@ -355,7 +356,7 @@ static int analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr
     for (; next < nsnap; next++)
       if (!isnan(snaps[next].t)) lgd_series_add(&ser, snaps[next].t, val, snaps[next].step);
     site.oldest_age_s = oldest_null ? NAN : fmax(0, t_end - (double)oldest * 0.1);
-    site.peak_live_bytes = (int64_t)maxval;
+    site.peak_live_bytes = maxval >= 9.2e18 ? INT64_MAX : (int64_t)maxval; /* huge counts (fuzz) */
     /* The classifier names the shape of suspects; other sites keep the rule-based
      * shape (thousands of them in a Python program: it would cost seconds). */
     lgd_options_t dopt = {o->min_growth_bytes, 1};
