@@ -25,8 +25,9 @@
  * exit: hooks keep working, the collector keeps the mapping. The program may close or
  * reuse our descriptors at any time: they are used only after an fstat identity check.
  * Also here: glibc's __libc_* allocator names and free_sized, which must not reach
- * glibc with our header (docs/design.md, "Mismatched allocator paths"). Without LEAKGUARD_SOCK, or when the collector cannot be reached, the
- * library passes every call through and the target runs on unrecorded.
+ * glibc with our header (docs/design.md, "Mismatched allocator paths"). Without
+ * LEAKGUARD_SOCK, or when the collector cannot be reached, the library passes every
+ * call through and the target runs on unrecorded.
  */
 #include <errno.h>
 #include <fcntl.h>
