@@ -102,7 +102,8 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
       u->final_live_bytes = final;
       if ((uint64_t)dropped > u->dropped) u->dropped = (uint64_t)dropped;
     }
-    u->duration_s = (double)((has_end ? end : last_snap) - start) / 1e9;
+    /* In doubles: hostile values must not overflow an int64 subtraction (fuzz). */
+    u->duration_s = ((double)(has_end ? end : last_snap) - (double)start) / 1e9;
     if (u->duration_s < 0) u->duration_s = 0;
   }
   sqlite3_finalize(st);
@@ -385,6 +386,7 @@ int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why,
   memset(r, 0, sizeof *r);
   if (load_runs(db, r) != 0) {
     snprintf(why, whylen, "cannot read runs: %s", sqlite3_errmsg(db));
+    lgr_free(r);
     return -EIO;
   }
   int scap = 0, ocap = 0;
@@ -393,7 +395,10 @@ int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why,
   for (int i = 0; i < r->nruns; i++) {
     if (analyse_proc(db, &r->runs[i], o, r, &scap, &ocap, &others, &nothers) != 0) {
       snprintf(why, whylen, "cannot read snapshots: %s", sqlite3_errmsg(db));
+      /* Nothing of the half-built report survives (leaks found by the fuzzer). */
+      for (int k = 0; k < nothers; k++) free_site(&others[k]);
       free(others);
+      lgr_free(r);
       return -EIO;
     }
   }
