@@ -16,11 +16,17 @@ target_include_directories(lgclassify PUBLIC ${LGC_ROOT}/include ${LGC_ROOT}/src
 target_compile_options(lgclassify PRIVATE ${LGC_FP_FLAGS})
 target_link_libraries(lgclassify PUBLIC m)
 
-# CSV reader + `classify` command (cmd_classify.c), for the evaluator and the tests.
+# `classify` command (cmd_classify.c) and the CSV reader (src/analysis/csv.c), for the
+# evaluator and the tests.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LGC_CJSON REQUIRED IMPORTED_TARGET libcjson)
+if(NOT TARGET lgcsv)
+  add_library(lgcsv STATIC ${LGC_ROOT}/src/analysis/csv.c)
+  target_include_directories(lgcsv PUBLIC ${LGC_ROOT}/src)
+  target_link_libraries(lgcsv PUBLIC m)
+endif()
 add_library(lgclassify_cli STATIC ${LGC_ROOT}/src/cli/cmd_classify.c)
-target_link_libraries(lgclassify_cli PUBLIC lgclassify PkgConfig::LGC_CJSON)
+target_link_libraries(lgclassify_cli PUBLIC lgclassify lgcsv PkgConfig::LGC_CJSON)
 
 # Synthetic labelled curves.
 add_library(lgclassify_gen STATIC ${LGC_ROOT}/tools/classify/gen.c)

@@ -145,30 +145,7 @@ const char *lgi_classify_feature_name(int i);
 lg_pattern_t lgi_classify_infer(const lgi_classify_model_t *m, const double f[LGI_CLS_NFEAT],
                                 double probs[LG_PATTERN_COUNT]);
 
-/* ------------------------------------------------------------------ CSV input
- * Implemented in src/cli/cmd_classify.c (it allocates, so it is not part of the
- * preload library); declared here so that the evaluator and the tests share it. */
-
-/* A series read from a CSV file; rss is NULL when the file has no rss column. */
-typedef struct lgi_series {
-  double *t, *v, *rss;
-  size_t n, cap;
-} lgi_series_t;
-
-/* Reads samples "time,value[,rss]" from fp. A header row is optional (recognised
- * when its first field is not a number; columns may then be named time/t/timestamp,
- * value/v/live/bytes, rss/resident in any order), '#' lines are comments, fields may
- * be surrounded by blanks, trailing blank lines are ignored. name is used in error
- * messages. On success returns 0 and fills *s (free with lgi_series_free). On error
- * returns -1, leaves *s empty and writes one line "NAME:LINE: reason" (or
- * "NAME: reason" when no line applies) to err. Rejects: empty rows, wrong column
- * counts, non-numbers, NaN/Inf, time not strictly increasing, fewer than 8 rows. */
-int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, size_t errlen);
-
-/* Opens path ("-" for stdin) and calls lgi_series_read_csv. */
-int lgi_series_load(const char *path, lgi_series_t *s, char *err, size_t errlen);
-
-/* Frees a series' arrays and empties it. */
-void lgi_series_free(lgi_series_t *s);
+/* The CSV series reader (lgi_series_t, lgi_series_read_csv) is in analysis/csv.h. */
+#include "analysis/csv.h"
 
 #endif /* LG_ANALYSIS_CLASSIFY_H */

@@ -124,8 +124,10 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
     st[w] = 0;
   }
   for (size_t i = 0; i < n; i++) {
-    size_t w = (size_t)((pts[i].t - t0) / d * (double)W);
-    if (w >= W) w = W - 1;
+    /* Times out of order or out of range (a damaged database) must not convert a
+     * negative, huge or NaN double to size_t (fuzz, issue #17). */
+    double x = (pts[i].t - t0) / d * (double)W;
+    size_t w = x >= (double)W ? W - 1 : x > 0 ? (size_t)x : 0;
     fl[w] = fmin(fl[w], pts[i].lo);
     ce[w] = fmax(ce[w], pts[i].hi);
     tm[w] += pts[i].t;

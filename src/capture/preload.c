@@ -19,11 +19,15 @@
  * full mode it is always 0, so every allocation is headed and recorded.
  *
  * Lifecycle: lazy init on the first hook (before main, in whatever constructor
- * allocates first); fork: the child copies the region into its own memfd and
- * registers as a new process; exec: the new image starts from scratch (the socket
- * and memfd are close-on-exec); exit: hooks keep working, the collector keeps the
- * mapping. Without LEAKGUARD_SOCK, or when the collector cannot be reached, the
- * library passes every call through and the target runs on unrecorded.
+ * allocates first); fork (and _Fork): the child copies the region into its own memfd
+ * and registers as a new process through the socket path; exec: the new image starts
+ * from scratch (the socket and memfd are close-on-exec; procs.c marks the region);
+ * exit: hooks keep working, the collector keeps the mapping. The program may close or
+ * reuse our descriptors at any time: they are used only after an fstat identity check.
+ * Also here: glibc's __libc_* allocator names and free_sized, which must not reach
+ * glibc with our header (docs/design.md, "Mismatched allocator paths"). Without
+ * LEAKGUARD_SOCK, or when the collector cannot be reached, the library passes every
+ * call through and the target runs on unrecorded.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,7 +54,7 @@
 #define LG_EXPORT __attribute__((visibility("default")))
 
 __thread lgi_tls_t lgi_tls __attribute__((tls_model("initial-exec")));
-lgi_global_t lgi_g = {.fd = -1};
+lgi_global_t lgi_g = {.fd = -1, .conn = -1};
 
 /* ------------------------------------------------------------------ block header
  * Layout and the reason for the mark bit: src/core/blockhdr.h. */
@@ -141,6 +145,25 @@ static int alloc_range_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   return 1;
 }
 
+/* The dynamic loader's code: [rtld_lo, rtld_hi) (see record_alloc). */
+static uintptr_t rtld_lo, rtld_hi;
+
+static int rtld_range_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  uintptr_t fn = (uintptr_t)arg, lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    uintptr_t a = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
+    if (a < lo) lo = a;
+    if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+  }
+  if (fn < lo || fn >= hi) return 0;
+  rtld_lo = lo;
+  rtld_hi = hi;
+  return 1;
+}
+
 static _Atomic int resolve_state; /* 0 no, 1 in progress, 2 done */
 static void resolve_real(void) {
   int z = 0;
@@ -163,6 +186,9 @@ static void resolve_real(void) {
   /* dladdr() above already took the loader's lock here: dl_iterate_phdr adds no new
    * lock, and this runs once, in the first allocation. */
   if (head_all) dl_iterate_phdr(alloc_range_cb, (void *)real_malloc);
+  /* ld.so defines __tls_get_addr (libc's _dl_find_object is only a forwarder) */
+  void *in_rtld = dlsym(RTLD_DEFAULT, "__tls_get_addr");
+  if (in_rtld) dl_iterate_phdr(rtld_range_cb, in_rtld);
   atomic_store(&resolve_state, 2);
 }
 
@@ -223,7 +249,12 @@ static int send_hello(unsigned kind) {
   do rc = (int)syscall(SYS_sendmsg, s, &m, MSG_NOSIGNAL);
   while (rc < 0 && errno == EINTR);
   if (rc != (int)sizeof h) goto fail;
-  return s; /* kept open until exit/exec: its EOF tells the collector we are gone */
+  /* Kept open until exit/exec (close-on-exec). Its EOF is a hint for the collector,
+   * not the proof that we are gone: the program may close it (close_range, dup2),
+   * and the collector then watches the process itself (pidfd). */
+  lgi_g.conn = s;
+  lgi_fd_identity(s, &lgi_g.conn_dev, &lgi_g.conn_ino);
+  return s;
 fail:
   syscall(SYS_close, s);
   return -1;
@@ -241,7 +272,7 @@ static void thread_exit(void *arg) {
 
 static void mm_lock_take(void);
 static void mm_lock_drop(void);
-static void atfork_prepare(void) {
+void lgi_atfork_prepare(void) {
   lgi_tls.guard++;
   if (lgi_g.enabled) {
     lgi_cuda_atfork(0); /* order: CUDA table, region, mmap table (never held the other way) */
@@ -249,7 +280,7 @@ static void atfork_prepare(void) {
     mm_lock_take(); /* nor a change of the mmap table */
   }
 }
-static void atfork_parent(void) {
+void lgi_atfork_parent(void) {
   if (lgi_g.enabled) {
     lgi_cuda_atfork(1);
     mm_lock_drop();
@@ -257,18 +288,40 @@ static void atfork_parent(void) {
   }
   lgi_tls.guard--;
 }
+
+/* An unrecorded child must stop writing into its parent's region. With the memfd
+ * still ours, a private copy-on-write mapping of it keeps every counter readable;
+ * when the program has closed or reused the descriptor, anonymous pages take the
+ * region's place, with the header copied (the rest reads as zeros, and nothing is
+ * recorded any more). */
+static void region_make_private(void) {
+  lg_region_hdr_t *h = lgi_g.hdr;
+  size_t size = h->size;
+  if (lgi_fd_is(lgi_g.fd, lgi_g.fd_dev, lgi_g.fd_ino)) {
+    void *p = (void *)syscall(SYS_mmap, h, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, lgi_g.fd, 0);
+    if (p == (void *)h) return;
+  }
+  lg_region_hdr_t copy;
+  memcpy(&copy, h, sizeof copy);
+  void *p = (void *)syscall(SYS_mmap, h, size, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  if (p == (void *)h) memcpy(h, &copy, sizeof copy);
+}
+
 static double next_exp(lgi_tls_t *t, double mean);
-static void atfork_child(void) {
+void lgi_atfork_child(void) {
   if (lgi_g.enabled) {
     lgi_cuda_atfork(2);
     mm_lock_drop();
     lgi_unlock();
+    /* The parent's connection is the parent's: closed here (if the descriptor is
+     * still it) so that its EOF follows the parent alone. */
+    if (lgi_fd_is(lgi_g.conn, lgi_g.conn_dev, lgi_g.conn_ino)) syscall(SYS_close, lgi_g.conn);
+    lgi_g.conn = -1;
     if (!lgi_g.follow || lgi_region_fork_copy() != 0 || send_hello(LG_HELLO_FORK) < 0) {
       /* Unrecorded child: make it stop writing into the parent's region. */
       lgi_g.enabled = 0;
-      void *p = (void *)syscall(SYS_mmap, lgi_g.hdr, lgi_g.hdr->size, PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_FIXED, lgi_g.fd, 0);
-      (void)p;
+      region_make_private();
     }
   }
   if (!lgi_g.enabled) lgi_tls.countdown = INT64_MAX;
@@ -279,6 +332,37 @@ static void atfork_child(void) {
   }
   else lgi_tls.countdown = 0;
   lgi_tls.guard--;
+}
+
+/* _Fork() (glibc 2.34) runs no pthread_atfork handlers: without this its child would
+ * keep writing into the parent's region. */
+LG_EXPORT pid_t _Fork(void) {
+  static pid_t (*real)(void);
+  if (!real) real = (pid_t(*)(void))dlsym(RTLD_NEXT, "_Fork");
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  lgi_atfork_prepare();
+  pid_t pid = real();
+  if (pid == 0) lgi_atfork_child();
+  else lgi_atfork_parent();
+  return pid;
+}
+
+void lgi_say(const char *a, const char *b, const char *c) {
+  char buf[512];
+  size_t n = 0;
+  const char *parts[] = {"leakguard: ", a, b, c};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    for (const char *q = parts[i]; q && *q && n < sizeof buf - 1; q++) buf[n++] = *q;
+  buf[n++] = '\n';
+  for (size_t off = 0; off < n;) {
+    ssize_t k = (ssize_t)syscall(SYS_write, 2, buf + off, n - off);
+    if (k > 0) off += (size_t)k;
+    else if (k < 0 && errno == EINTR) continue;
+    else break;
+  }
 }
 
 /* Removes our library from LD_PRELOAD so that exec'd children run unrecorded. */
@@ -307,6 +391,25 @@ static void drop_preload_env(void) {
   }
 }
 
+/* Says so (one line) when the program's malloc is not ours: another allocator comes
+ * before libleakguard.so in the search order (e.g. LD_PRELOAD=libjemalloc.so:...),
+ * so its blocks never pass through the hooks and nothing is recorded. Not a crash
+ * risk: our hooks then never see those blocks. */
+static void check_first_malloc(void) {
+  void *first = dlsym(RTLD_DEFAULT, "malloc");
+  Dl_info di, me;
+  const ElfW(Sym) *sym = NULL;
+  if (!first || !dladdr((void *)check_first_malloc, &me)) return;
+  if (!dladdr1(first, &di, (void **)&sym, RTLD_DL_SYMENT)) return;
+  /* A non-PIE program that takes malloc's address gets a canonical PLT entry, an
+   * undefined symbol with a value: not a definition, it leads to ours. */
+  if (sym && sym->st_shndx == SHN_UNDEF) return;
+  if (di.dli_fbase != me.dli_fbase) {
+    const char *who = di.dli_fname ? di.dli_fname : "another library";
+    lgi_say("the program's malloc is ", who, "'s, which comes before leakguard's: heap allocations are not recorded");
+  }
+}
+
 /* Returns 0 when done, -EAGAIN when it is too early (before libc has set up the
  * environment, e.g. in a .preinit_array function): allocations pass through until a
  * later hook or our constructor retries. */
@@ -315,6 +418,7 @@ static int do_init(void) {
   if (!environ) return -EAGAIN;
   lgi_tls.guard++;
   resolve_real();
+  lgi_procs_init();
   const char *sock = secure_getenv(LG_ENV_SOCK);
   unsigned long depth = parse_ul(secure_getenv(LG_ENV_DEPTH), LG_DEFAULT_DEPTH);
   if (depth < 1) depth = 1;
@@ -333,7 +437,7 @@ static int do_init(void) {
     if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, flags) == 0) {
       if (send_hello(LG_HELLO_START) >= 0) {
         pthread_key_create(&thread_key, thread_exit);
-        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+        pthread_atfork(lgi_atfork_prepare, lgi_atfork_parent, lgi_atfork_child);
         lgi_g.enabled = 1;
       } else {
         static const char msg[] = "leakguard: collector not reachable, running unrecorded\n";
@@ -341,6 +445,7 @@ static int do_init(void) {
       }
     }
   }
+  if (lgi_g.enabled) check_first_malloc();
   atomic_store(&init_state, 2);
   lgi_tls.guard--;
   return 0;
@@ -458,6 +563,15 @@ static __attribute__((noinline)) void record_alloc(lgi_tls_t *t, void *p, size_t
   t->guard++;
   if (lgi_g.sample_bytes) t->countdown = (int64_t)next_exp(t, (double)lgi_g.sample_bytes);
   else t->countdown = 0;
+  /* The dynamic loader's own blocks (a thread's TLS vector, link maps) are not
+   * recorded: ld.so reallocates a thread's DTV from inside __tls_get_addr, and
+   * unwinding from there needs libunwind's TLS, whose __tls_get_addr would resize the
+   * same DTV again, freeing the block the outer call is moving (glibc aborts in
+   * mremap_chunk: seen with torch, a thread started before its libraries were loaded). */
+  if (ra0 - rtld_lo < rtld_hi - rtld_lo) {
+    t->guard--;
+    return;
+  }
   uint32_t site = lgi_capture_all(t, ra0, cfa0, LG_SPACE_HOST);
   uint32_t ep = era_now();
   ctr_update(t, site, weight_bytes(size), weight_blocks(size), ep, 1);
@@ -770,6 +884,64 @@ LG_EXPORT size_t malloc_usable_size(void *p) {
   if (in_boot(p)) return lg_blk_word_size(w);
   return real_usable(blk_base(p)) - blk_offset(blk_of(p));
 }
+
+/* glibc exports its allocator under these names too, and some libraries call them
+ * directly. Each is the same function as its public name here, so that a block with
+ * our header never reaches glibc's free or realloc, and a block allocated through
+ * them is recorded like any other. (__libc_reallocarray is GLIBC_PRIVATE.) */
+void *__libc_malloc(size_t size);
+void __libc_free(void *p);
+void *__libc_calloc(size_t n, size_t size);
+void *__libc_realloc(void *p, size_t size);
+void *__libc_memalign(size_t align, size_t size);
+void *__libc_valloc(size_t size);
+void *__libc_pvalloc(size_t size);
+void free_sized(void *p, size_t size);
+void cfree(void *p);
+void free_aligned_sized(void *p, size_t align, size_t size);
+
+LG_EXPORT void *__libc_malloc(size_t size) {
+  if (LGI_LIKELY(unheaded(&lgi_tls, size))) return real_malloc(size);
+  return malloc_slow(size, CALLER_RA, CALLER_CFA);
+}
+LG_EXPORT void __libc_free(void *p) { free(p); }
+LG_EXPORT void *__libc_calloc(size_t n, size_t size) {
+  size_t total;
+  if (LGI_LIKELY(!__builtin_mul_overflow(n, size, &total)) && LGI_LIKELY(unheaded(&lgi_tls, total)))
+    return real_calloc(n, size);
+  return calloc_slow(n, size, CALLER_RA, CALLER_CFA);
+}
+LG_EXPORT void *__libc_realloc(void *p, size_t size) { return do_realloc(p, size, CALLER_RA, CALLER_CFA); }
+LG_EXPORT void *__libc_memalign(size_t align, size_t size) {
+  return do_memalign(align, size, CALLER_RA, CALLER_CFA);
+}
+LG_EXPORT void *__libc_valloc(size_t size) {
+  return do_memalign((size_t)sysconf(_SC_PAGESIZE), size, CALLER_RA, CALLER_CFA);
+}
+LG_EXPORT void *__libc_pvalloc(size_t size) {
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  if (too_big(size, pg)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return do_memalign(pg, (size + pg - 1) & ~(pg - 1), CALLER_RA, CALLER_CFA);
+}
+
+/* C23's sized frees (glibc 2.39 and later): defined here so that a program built
+ * against a newer glibc never hands one of our blocks to them. */
+LG_EXPORT void free_sized(void *p, size_t size) {
+  (void)size;
+  free(p);
+}
+LG_EXPORT void free_aligned_sized(void *p, size_t align, size_t size) {
+  (void)align;
+  (void)size;
+  free(p);
+}
+
+/* cfree: removed from glibc 2.26 but still exported for old binaries, as glibc's own
+ * free (which would abort on our header). */
+LG_EXPORT void cfree(void *p) { free(p); }
 
 /* ------------------------------------------------------------------ anonymous mmap
  * Regions have no header. Recorded regions live in a sorted array of disjoint

@@ -4,6 +4,8 @@
  *
  * preload.c        the interposed functions (malloc family, mmap) and lifecycle
  *                  (lazy init, fork, exec, thread exit)
+ * dl.c             dlopen/dlmopen: RTLD_DEEPBIND dropped, new namespaces reported
+ * procs.c          exec family (LG_PS_EXECED) and wait family (reaped-children ring)
  * unwind.c         stack capture: a per-thread cache of verified stacks in front of
  *                  libunwind
  * region_writer.c  the shared region: stack interning, module map, counter shards
@@ -66,7 +68,11 @@ LGI_HIDDEN extern __thread lgi_tls_t lgi_tls;
 /* Global recorder state. */
 typedef struct lgi_global {
   lg_region_hdr_t *hdr;   /* NULL when not recording */
-  int fd;                 /* the region's memfd */
+  int fd;                 /* the region's memfd: the program may close or reuse the
+                           * number (close_range, dup2), so check lgi_fd_is() first */
+  uint64_t fd_dev, fd_ino;    /* identity of the memfd when it was created */
+  int conn;               /* the connection to the collector, -1 if none; same caveat */
+  uint64_t conn_dev, conn_ino;
   int enabled;            /* recording into hdr */
   uint32_t depth;
   uint64_t sample_bytes;
@@ -77,6 +83,12 @@ typedef struct lgi_global {
 LGI_HIDDEN extern lgi_global_t lgi_g;
 
 /* ---- region_writer.c */
+
+/* 1 when fd is still open on the file whose device and inode were saved (the program
+ * has not closed it or put another file at that number). No allocation, raw fstat. */
+LGI_HIDDEN int lgi_fd_is(int fd, uint64_t dev, uint64_t ino);
+/* Saves fd's device and inode in *dev, *ino (0, 0 when fstat fails). */
+LGI_HIDDEN void lgi_fd_identity(int fd, uint64_t *dev, uint64_t *ino);
 
 /* Creates and maps a region sized for `depth`-frame stacks; returns 0 or -errno. */
 LGI_HIDDEN int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags);
@@ -128,6 +140,21 @@ LGI_HIDDEN void lgi_cuda_note(const char *name, const char *what);
 /* Starts the counters once a context exists (LEAKGUARD_CUDA_UM=1); says in a note
  * why when CUPTI is missing, unsupported or taken by another profiler. */
 LGI_HIDDEN void lgi_cuda_um_start(void);
+
+/* ---- preload.c: lifecycle helpers used by the other hooks */
+
+/* The fork handlers (pthread_atfork), also run around _Fork(), which skips them. */
+LGI_HIDDEN void lgi_atfork_prepare(void);
+LGI_HIDDEN void lgi_atfork_parent(void);
+LGI_HIDDEN void lgi_atfork_child(void);
+/* One line on stderr with write(2) (no stdio, no allocation); "leakguard: " is
+ * prepended and a newline appended. */
+LGI_HIDDEN void lgi_say(const char *a, const char *b, const char *c);
+
+/* ---- procs.c (exec and wait families) */
+
+/* Resolves the real exec and wait functions (called from the recorder's init). */
+LGI_HIDDEN void lgi_procs_init(void);
 
 /* ---- breaker.c */
 

@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +29,22 @@ void *lgi_pages_alloc(size_t bytes) {
 
 void lgi_pages_free(void *p, size_t bytes) {
   if (p) syscall(SYS_munmap, p, bytes);
+}
+
+void lgi_fd_identity(int fd, uint64_t *dev, uint64_t *ino) {
+  struct stat st;
+  *dev = *ino = 0;
+  if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0) {
+    *dev = (uint64_t)st.st_dev;
+    *ino = (uint64_t)st.st_ino;
+  }
+}
+
+int lgi_fd_is(int fd, uint64_t dev, uint64_t ino) {
+  uint64_t d, i;
+  if (fd < 0 || (!dev && !ino)) return 0;
+  lgi_fd_identity(fd, &d, &i);
+  return d == dev && i == ino;
 }
 
 void lgi_lock(void) {
@@ -77,6 +94,8 @@ static uint64_t layout(lg_region_hdr_t *h, uint32_t stacks_cap, uint32_t depth, 
   h->tags_off = off;
   h->tags_cap = LG_MAX_TAGS;
   off = align64(off + (uint64_t)h->tags_cap * sizeof(lg_tag_rec_t));
+  h->reaped_off = off;
+  off = align64(off + (uint64_t)LG_REAPED_RING * sizeof(lg_reaped_t));
   h->shards_off = off;
   h->shards_cap = 256;
   uint32_t nchunks = stacks_cap / LG_SITES_PER_CHUNK;
@@ -126,6 +145,7 @@ int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags) {
     atomic_store(&h->nshards, 1); /* shard 0: shared, atomic */
     lgi_g.hdr = h;
     lgi_g.fd = fd;
+    lgi_fd_identity(fd, &lgi_g.fd_dev, &lgi_g.fd_ino);
     return 0;
   }
   int e = errno;
@@ -133,37 +153,84 @@ int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags) {
   return -(e ? e : ENOMEM);
 }
 
+/* Copies the used part of the region old into the empty mapping dst, section by
+ * section, from the published counts: for when the memfd is no longer ours to read
+ * (the program closed the descriptor, or reused its number), so SEEK_DATA cannot find
+ * the data. Reading a hole of a shared memfd mapping would allocate it, so only used
+ * ranges are read; the stack index is rebuilt from the stack records (each keeps its
+ * hash) rather than copied, as it is spread over the whole index section. */
+static void copy_used(lg_region_hdr_t *dst, const lg_region_hdr_t *old) {
+  char *d = (char *)dst;
+  const char *o = (const char *)old;
+#define CP(off, bytes) memcpy(d + (off), o + (off), (size_t)(bytes))
+  CP(0, sizeof *old);
+  uint32_t n = atomic_load(&old->nstacks);
+  CP(old->stacks_off, (uint64_t)n * sizeof(lg_stack_rec_t));
+  CP(old->frames_off, atomic_load(&old->frames_used) * sizeof(uint64_t));
+  CP(old->modules_off, (uint64_t)atomic_load(&old->nmodules) * sizeof(lg_module_rec_t));
+  uint32_t nt = atomic_load(&old->ntags); /* ids 1..ntags-1 */
+  CP(old->tags_off, (uint64_t)(nt < old->tags_cap ? nt : old->tags_cap) * sizeof(lg_tag_rec_t));
+  CP(old->pyframes_off, (uint64_t)atomic_load(&old->npyframes) * sizeof(lg_pyframe_rec_t));
+  CP(old->pystr_off, atomic_load(&old->pystr_used));
+  uint32_t ns = atomic_load(&old->nshards);
+  CP(old->shards_off, (uint64_t)old->shards_cap * sizeof(lg_shard_desc_t));
+  const lg_shard_desc_t *sd = LG_PTR(old, old->shards_off, const lg_shard_desc_t *);
+  for (uint32_t i = 0; i < ns && i < old->shards_cap; i++)
+    CP(sd[i].chunk_dir, (uint64_t)sd[i].nchunks_cap * sizeof(uint64_t));
+  uint64_t used = atomic_load(&old->arena_used);
+  CP(old->arena_off, used < old->arena_cap ? used : old->arena_cap);
+#undef CP
+  lg_index_slot_t *ix = LG_PTR(dst, dst->index_off, lg_index_slot_t *);
+  const lg_stack_rec_t *r = LG_PTR(dst, dst->stacks_off, const lg_stack_rec_t *);
+  uint32_t mask = dst->index_cap - 1;
+  for (uint32_t id = 2; id < n; id++) {
+    uint32_t i = (uint32_t)r[id].hash & mask;
+    while (atomic_load_explicit(&ix[i].hash, memory_order_relaxed)) i = (i + 1) & mask;
+    atomic_store_explicit(&ix[i].id, id, memory_order_relaxed);
+    atomic_store_explicit(&ix[i].hash, r[id].hash, memory_order_relaxed);
+  }
+}
+
 int lgi_region_fork_copy(void) {
   lg_region_hdr_t *old = lgi_g.hdr;
   uint64_t size = old->size;
+  /* The inherited descriptor is used only if it is still the region's memfd. */
+  int own = lgi_fd_is(lgi_g.fd, lgi_g.fd_dev, lgi_g.fd_ino);
   int fd = (int)syscall(SYS_memfd_create, "leakguard-region", MFD_CLOEXEC);
   if (fd < 0) return -errno;
   if (syscall(SYS_ftruncate, fd, (long)size) != 0) goto fail;
   void *tmp = (void *)syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (tmp == MAP_FAILED) goto fail;
-  /* Copy only the parts of the sparse file that hold data. */
-  off_t pos = 0;
-  for (;;) {
-    off_t d = lseek(lgi_g.fd, pos, SEEK_DATA);
-    if (d < 0) break;
-    off_t e = lseek(lgi_g.fd, d, SEEK_HOLE);
-    if (e < 0) e = (off_t)size;
-    memcpy((char *)tmp + d, (char *)old + d, (size_t)(e - d));
-    pos = e;
-    if ((uint64_t)pos >= size) break;
+  if (own) {
+    /* Copy only the parts of the sparse file that hold data. */
+    off_t pos = 0;
+    for (;;) {
+      off_t d = lseek(lgi_g.fd, pos, SEEK_DATA);
+      if (d < 0 || (uint64_t)d >= size) break;
+      off_t e = lseek(lgi_g.fd, d, SEEK_HOLE);
+      if (e < 0 || (uint64_t)e > size) e = (off_t)size;
+      memcpy((char *)tmp + d, (char *)old + d, (size_t)(e - d));
+      pos = e;
+      if ((uint64_t)pos >= size) break;
+    }
+  } else {
+    copy_used(tmp, old);
   }
   syscall(SYS_munmap, tmp, size);
   /* Same address: every pointer into the region stays valid. */
   void *p = (void *)syscall(SYS_mmap, old, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
   if (p != (void *)old) goto fail;
-  syscall(SYS_close, lgi_g.fd);
+  if (own) syscall(SYS_close, lgi_g.fd); /* never a descriptor the program owns now */
   lgi_g.fd = fd;
+  lgi_fd_identity(fd, &lgi_g.fd_dev, &lgi_g.fd_ino);
   lg_region_hdr_t *h = old;
   h->ppid = h->pid;
   h->pid = (int32_t)syscall(SYS_getpid);
   h->start_ns = now_ns();
   atomic_store(&h->epoch, 0);
   atomic_store(&h->lock, 0);
+  atomic_store(&h->reaped_head, 0);
+  memset(LG_PTR(h, h->reaped_off, lg_reaped_t *), 0, LG_REAPED_RING * sizeof(lg_reaped_t));
   /* Only the forking thread survives: free every shard but its own. */
   lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, lg_shard_desc_t *);
   uint32_t n = atomic_load(&h->nshards);

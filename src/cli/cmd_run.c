@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -80,6 +81,12 @@ typedef struct proc_ext {
   uint32_t nexplained;
   uint64_t last_explain_ns;
   int explain_seq;
+  /* Process lifetime (see conn_eof): the connection's EOF alone does not end an
+   * image, the program may have closed our socket. */
+  int pidfd;            /* the process, -1 if pidfd_open is not available */
+  int detached;         /* connection closed while the process lives on */
+  int status_known;     /* exit status or signal set (by our waitpid or a reaper's ring) */
+  uint64_t reaped_next; /* next entry of the region's reaped ring to read */
 } proc_ext_t;
 
 typedef struct collector {
@@ -105,6 +112,12 @@ typedef struct collector {
   int nvml_tried;
   int in_txn;
   int explains;
+  /* Children that a recorded process reaped before their hello was accepted (a
+   * short-lived child of a busy collector): applied when it arrives. */
+  struct {
+    int pid, status;
+  } pending[64];
+  int npending;
 } collector_t;
 
 static void usage(FILE *f) {
@@ -523,12 +536,136 @@ static void end_proc(collector_t *c, proc_ext_t *p, const char *reason) {
   if (reason) snprintf(p->m.end_reason, sizeof p->m.end_reason, "%s", reason);
   if (p->m.conn >= 0) close(p->m.conn);
   p->m.conn = -1;
+  if (p->pidfd >= 0) close(p->pidfd);
+  p->pidfd = -1;
   store_proc(c, p);
 }
 
-static void accept_hello(collector_t *c) {
+/* ------------------------------------------------------------------ process lifetime
+ * An image's connection reaching EOF means: it exec'd (the recorder marked its region
+ * LG_PS_EXECED before calling exec), it is gone, or the program closed our socket
+ * (close_range, closefrom, Python's closerange, a dup2 over it) and runs on. Only the
+ * process itself tells the last two apart: a pidfd (Linux 5.3), polled with the
+ * connections, becomes readable when the process exits; without one, /proc is read. */
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5: a pidfd of the peer, race-free */
+#endif
+
+static int open_pidfd(int conn, int pid) {
+  int fd = -1;
+  socklen_t len = sizeof fd;
+  if (getsockopt(conn, SOL_SOCKET, SO_PEERPIDFD, &fd, &len) == 0 && fd >= 0) {
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return fd;
+  }
+#ifdef SYS_pidfd_open
+  fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return fd;
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+/* 1 while the process of p has not exited (a zombie has). */
+static int proc_alive(const proc_ext_t *p) {
+  if (p->pidfd >= 0) {
+    struct pollfd q = {p->pidfd, POLLIN, 0};
+    return poll(&q, 1, 0) == 0;
+  }
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", p->m.pid);
+  long k = lgu_read_file(path, buf, sizeof buf - 1);
+  if (k <= 0) return 0;
+  buf[k] = 0;
+  const char *r = strrchr(buf, ')');
+  return r && r[1] == ' ' && r[2] != 'Z' && r[2] != 'X';
+}
+
+/* The connection of p reached EOF (or failed). */
+static void conn_eof(collector_t *c, proc_ext_t *p) {
+  if (p->m.conn >= 0) close(p->m.conn);
+  p->m.conn = -1;
+  if (atomic_load(&p->m.hdr->state) == LG_PS_EXECED || !proc_alive(p)) {
+    end_proc(c, p, "ended");
+    return;
+  }
+  /* The program closed our socket: the region is still mapped on both sides, so
+   * recording goes on until the process exits. */
+  p->detached = 1;
+}
+
+/* Sets the exit status of the image q from a wait(2) status word. */
+static void set_status(collector_t *c, proc_ext_t *q, int st) {
+  /* The region is still mapped: the final snapshot loses nothing. */
+  if (!q->m.ended) end_proc(c, q, NULL);
+  if (WIFEXITED(st)) {
+    q->m.exit_status = WEXITSTATUS(st);
+    snprintf(q->m.end_reason, sizeof q->m.end_reason, "exit");
+  } else if (WIFSIGNALED(st)) {
+    q->m.signal = WTERMSIG(st);
+    snprintf(q->m.end_reason, sizeof q->m.end_reason, "signal");
+  } else {
+    return;
+  }
+  q->status_known = 1;
+  store_proc(c, q);
+}
+
+/* Reads the children that p reaped itself (its region's ring, lg_reaped_t) and gives
+ * their images the exit status. */
+static void read_reaped(collector_t *c, proc_ext_t *p) {
+  lg_region_hdr_t *h = p->m.hdr;
+  if (!h || h->hdr_size < offsetof(lg_region_hdr_t, reaped_off) + sizeof h->reaped_off || !h->reaped_off ||
+      h->reaped_off + (uint64_t)LG_REAPED_RING * sizeof(lg_reaped_t) > p->m.map_size)
+    return;
+  lg_reaped_t *ring = LG_PTR(h, h->reaped_off, lg_reaped_t *);
+  uint64_t head = atomic_load_explicit(&h->reaped_head, memory_order_acquire);
+  if (head - p->reaped_next > LG_REAPED_RING) p->reaped_next = head - LG_REAPED_RING; /* lost */
+  while (p->reaped_next < head) {
+    uint64_t n = p->reaped_next;
+    lg_reaped_t *e = &ring[n % LG_REAPED_RING];
+    uint64_t s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
+    if (s1 < n + 1) break; /* being written: next time */
+    int32_t pid = __atomic_load_n(&e->pid, __ATOMIC_RELAXED), st = __atomic_load_n(&e->status, __ATOMIC_RELAXED);
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t s2 = atomic_load_explicit(&e->seq, memory_order_relaxed);
+    p->reaped_next++;
+    if (s1 != n + 1 || s2 != n + 1) continue; /* overwritten: lost */
+    proc_ext_t *q = find_proc(c, pid, 0);
+    if (q && q != p && !q->status_known && pid != c->child) {
+      set_status(c, q, st);
+    } else if (!q && pid != c->child) { /* its hello may still be in the backlog */
+      const int cap = (int)(sizeof c->pending / sizeof c->pending[0]);
+      if (c->npending == cap) { /* the oldest goes */
+        memmove(&c->pending[0], &c->pending[1], (size_t)(cap - 1) * sizeof c->pending[0]);
+        c->npending--;
+      }
+      c->pending[c->npending].pid = pid;
+      c->pending[c->npending].status = st;
+      c->npending++;
+    }
+  }
+}
+
+/* A new image with pid: the status its parent reaped before we saw it, if any. */
+static void apply_pending(collector_t *c, proc_ext_t *p) {
+  for (int i = c->npending - 1; i >= 0; i--) {
+    if (c->pending[i].pid != p->m.pid) continue;
+    int st = c->pending[i].status;
+    memmove(&c->pending[i], &c->pending[i + 1], (size_t)(c->npending - i - 1) * sizeof c->pending[0]);
+    c->npending--;
+    set_status(c, p, st);
+    return;
+  }
+}
+
+/* Accepts one pending connection; 1 when there was one. */
+static int accept_hello(collector_t *c) {
   int s = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-  if (s < 0) return;
+  if (s < 0) return 0;
   lg_hello_t h;
   union {
     char buf[CMSG_SPACE(sizeof(int))];
@@ -549,7 +686,7 @@ static void accept_hello(collector_t *c) {
   if (k != (ssize_t)sizeof h || h.magic != LG_HELLO_MAGIC || h.version != LG_REGION_VERSION || fd < 0) {
     if (fd >= 0) close(fd);
     close(s);
-    return;
+    return 1;
   }
   h.exe[sizeof h.exe - 1] = 0;
   /* An image that connects with the pid of an earlier one that was not reaped has
@@ -569,6 +706,7 @@ static void accept_hello(collector_t *c) {
   }
   proc_ext_t *p = calloc(1, sizeof *p);
   if (!p) goto fail;
+  p->pidfd = -1;
   if (lgm_attach(&p->m, fd, h.region_size) != 0) {
     free(p);
     goto fail;
@@ -579,6 +717,7 @@ static void accept_hello(collector_t *c) {
   p->m.ppid = h.ppid;
   p->m.kind = h.kind == LG_HELLO_FORK ? LGM_FORK : prev ? LGM_EXEC : c->nprocs == 0 ? LGM_START : LGM_SPAWN;
   p->m.conn = s;
+  p->pidfd = open_pidfd(s, h.pid);
   p->m.start_ns = lgu_now_ns();
   snprintf(p->m.exe, sizeof p->m.exe, "%s", h.exe);
   proc_ext_t *parent = prev ? prev : find_proc(c, h.ppid, 0);
@@ -593,10 +732,12 @@ static void accept_hello(collector_t *c) {
   if (c->guard) lgg_watch_pid(c->guard, p->m.pid);
   label_process(c, &p->m);
   store_proc(c, p);
-  return;
+  if (c->npending) apply_pending(c, p);
+  return 1;
 fail:
   close(fd);
   close(s);
+  return 1;
 }
 
 /* ------------------------------------------------------------------ main loop */
@@ -606,18 +747,7 @@ static void reap(collector_t *c) {
   pid_t pid;
   while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
     proc_ext_t *p = find_proc(c, pid, 0);
-    if (p) {
-      /* The region is still mapped: the final snapshot loses nothing. */
-      if (!p->m.ended) end_proc(c, p, NULL);
-      if (WIFEXITED(st)) {
-        p->m.exit_status = WEXITSTATUS(st);
-        snprintf(p->m.end_reason, sizeof p->m.end_reason, "exit");
-      } else if (WIFSIGNALED(st)) {
-        p->m.signal = WTERMSIG(st);
-        snprintf(p->m.end_reason, sizeof p->m.end_reason, "signal");
-      }
-      store_proc(c, p);
-    }
+    if (p) set_status(c, p, st);
     if (pid == c->child) {
       c->child_done = 1;
       c->child_status = st;
@@ -1000,7 +1130,7 @@ static int collect_loop(collector_t *c) {
   /* Like strace -f: recording ends when the target and every recorded descendant
    * (still connected) are gone. */
   while (!c->child_done || any_connected(c)) {
-    int n = 2 + c->nprocs;
+    int n = 2 + 2 * c->nprocs;
     if (n > pfcap) {
       pfcap = n * 2;
       pf = realloc(pf, (size_t)pfcap * sizeof *pf);
@@ -1008,22 +1138,36 @@ static int collect_loop(collector_t *c) {
     }
     pf[0] = (struct pollfd){sfd, POLLIN, 0};
     pf[1] = (struct pollfd){c->listen_fd, POLLIN, 0};
-    int k = 2;
-    for (int i = 0; i < c->nprocs; i++)
-      pf[k++] = (struct pollfd){c->procs[i]->m.ended ? -1 : c->procs[i]->m.conn, POLLIN, 0};
+    /* Per image: its connection, then its pidfd (-1: not polled). */
+    int k = 2, np = c->nprocs;
+    for (int i = 0; i < np; i++) {
+      proc_ext_t *p = c->procs[i];
+      pf[k++] = (struct pollfd){p->m.ended ? -1 : p->m.conn, POLLIN, 0};
+      pf[k++] = (struct pollfd){p->m.ended ? -1 : p->pidfd, POLLIN, 0};
+    }
     int r = poll(pf, (nfds_t)k, 10);
     uint64_t now = lgu_now_ns();
     if (r > 0) {
       /* EOFs before accepts: an exec'd image's old connection closes first. */
-      for (int i = 0; i < c->nprocs; i++) {
-        struct pollfd *q = &pf[2 + i];
+      for (int i = 0; i < np; i++) {
+        struct pollfd *q = &pf[2 + 2 * i];
         if (q->fd >= 0 && (q->revents & (POLLIN | POLLHUP | POLLERR))) {
           char b;
           ssize_t got = recv(q->fd, &b, 1, MSG_DONTWAIT);
-          if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) end_proc(c, c->procs[i], "ended");
+          if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) conn_eof(c, c->procs[i]);
         }
       }
-      if (pf[1].revents & POLLIN) accept_hello(c);
+      /* Exited processes (a reaper's ring may give the status; else reap() does). */
+      for (int i = 0; i < np; i++) {
+        struct pollfd *q = &pf[3 + 2 * i];
+        if (q->fd >= 0 && (q->revents & (POLLIN | POLLHUP | POLLERR)) && !c->procs[i]->m.ended) {
+          for (int j = 0; j < c->nprocs; j++) read_reaped(c, c->procs[j]);
+          if (!c->procs[i]->m.ended) end_proc(c, c->procs[i], "ended");
+        }
+      }
+      /* Every pending hello (a burst of forks must not wait 10 ms each). */
+      if (pf[1].revents & POLLIN)
+        for (int a = 0; a < 256 && accept_hello(c); a++) continue;
       if (pf[0].revents & POLLIN) {
         struct signalfd_siginfo si;
         while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
@@ -1041,6 +1185,12 @@ static int collect_loop(collector_t *c) {
       }
     }
     reap(c);
+    for (int i = 0; i < c->nprocs; i++) {
+      proc_ext_t *p = c->procs[i];
+      read_reaped(c, p);
+      /* No pidfd: a detached image is watched through /proc. */
+      if (!p->m.ended && p->detached && p->pidfd < 0 && !proc_alive(p)) end_proc(c, p, "ended");
+    }
     if (now >= next_tick) {
       for (int i = 0; i < c->nprocs; i++) {
         proc_ext_t *p = c->procs[i];
@@ -1097,6 +1247,7 @@ static int collect_loop(collector_t *c) {
     if (!open) break;
   }
   reap(c);
+  for (int i = 0; i < c->nprocs; i++) read_reaped(c, c->procs[i]);
   ingest_holders(c);
   for (int i = 0; i < c->nprocs; i++) {
     proc_ext_t *p = c->procs[i];

@@ -30,7 +30,8 @@
 #include <stdint.h>
 
 #define LG_REGION_MAGIC 0x4e4f494745524c47ULL /* "GLREGION" little endian */
-#define LG_REGION_VERSION 2 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header) */
+#define LG_REGION_VERSION 3 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
+                             3: reaped-children ring (its own section, reaped_off) */
 
 #define LG_MAX_DEPTH 256
 #define LG_DEFAULT_DEPTH 64
@@ -46,7 +47,8 @@
 #define LG_RF_FOLLOW 0x1u     /* children are followed */
 #define LG_RF_MMAP 0x2u       /* anonymous mmap is recorded */
 
-/* Process state (hdr.state), written by the recorder. */
+/* Process state (hdr.state), written by the recorder. LG_PS_EXECED is set by the exec
+ * hooks just before the real exec (and undone if it fails). */
 enum { LG_PS_RUNNING = 1, LG_PS_EXITING = 2, LG_PS_EXECED = 3 };
 
 /* Per-site counters of one shard; 128 bytes, two cache lines. Signed: a block freed
@@ -142,6 +144,18 @@ typedef struct lg_cuda_dev {
   uint32_t pad;
 } lg_cuda_dev_t;
 
+/* One child reaped by the recorded process (wait, waitpid, wait3, wait4, waitid).
+ * Writer: claims entry n with a fetch-add on reaped_head, stores seq = 0, pid and
+ * status, then seq = n + 1 (release). Reader: entry n is valid when seq == n + 1 both
+ * before and after reading pid and status (acquire); seq > n + 1 means the ring
+ * wrapped and entry n was lost. status is a wait(2) status word. */
+#define LG_REAPED_RING 1024 /* 16 KiB; the collector reads it every 10 ms or so */
+typedef struct lg_reaped {
+  _Atomic uint64_t seq;
+  int32_t pid;
+  int32_t status;
+} lg_reaped_t;
+
 typedef struct lg_region_hdr {
   uint64_t magic;
   uint32_t version;
@@ -195,6 +209,12 @@ typedef struct lg_region_hdr {
   char cuda_notes[LG_CUDA_NOTES][LG_CUDA_NOTE_LEN]; /* "cuMemFoo: passed through untracked"... */
   lg_cuda_dev_t cuda[LG_CUDA_MAX_DEVICES];
   lg_cuda_um_t cuda_um[LG_CUDA_UM_SITES];
+  /* version 3: written by the recorder's wait-family hooks: children this process
+   * reaped itself, so that the collector learns the exit status of processes it is not
+   * the parent of. The ring (LG_REAPED_RING lg_reaped_t) is its own section, at
+   * reaped_off, so that the header stays within its first page. */
+  _Atomic uint64_t reaped_head;         /* entries ever written; entry n is in slot n % LG_REAPED_RING */
+  uint64_t reaped_off;                  /* the ring; 0: none */
 } lg_region_hdr_t;
 
 /* Stack index slot: hash (0 = empty) and the stack id once published (0 = pending). */
@@ -221,8 +241,11 @@ static inline uint32_t lg_era_start(unsigned b) { return b == 0 ? 0u : (1u << (b
  * The collector listens on a Unix SOCK_SEQPACKET socket whose path is in the
  * LEAKGUARD_SOCK environment variable. Each recorded process image connects once and
  * sends one lg_hello_t with the region's memfd attached (SCM_RIGHTS). The connection
- * then stays open, idle: its end (EOF) tells the collector the image is gone (exit,
- * exec, or crash); the region stays mapped in the collector for the final snapshot. */
+ * then stays open, idle. Its end (EOF) tells the collector the image is gone when the
+ * region's state is LG_PS_EXECED or the process has exited; otherwise the program
+ * closed the descriptor (close_range, dup2) and the collector goes on recording,
+ * watching the process with a pidfd. The region stays mapped in the collector for the
+ * final snapshot. */
 #define LG_HELLO_MAGIC 0x4f4c4c4548474cULL
 enum { LG_HELLO_START = 0, LG_HELLO_FORK = 1 };
 typedef struct lg_hello {

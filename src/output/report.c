@@ -159,7 +159,8 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
       u->final_live_bytes = final;
       if ((uint64_t)dropped > u->dropped) u->dropped = (uint64_t)dropped;
     }
-    u->duration_s = (double)((has_end ? end : last_snap) - start) / 1e9;
+    /* In doubles: hostile values must not overflow an int64 subtraction (fuzz). */
+    u->duration_s = ((double)(has_end ? end : last_snap) - (double)start) / 1e9;
     if (u->duration_s < 0) u->duration_s = 0;
   }
   sqlite3_finalize(st);
@@ -233,7 +234,8 @@ static int load_frames(sqlite3 *db, lgr_site_t *s, int native) {
     while (skip < s->nall - 1 &&
            lgr_is_machinery(s->all_frames[skip].function, s->all_frames[skip].file, s->all_frames[skip].module))
       skip++;
-  s->frames = s->all_frames + skip;
+  /* No frames (a damaged database): no pointer arithmetic on NULL (fuzz, issue #17). */
+  s->frames = s->all_frames ? s->all_frames + skip : NULL;
   s->nframes = s->nall - skip;
   s->site_frame = 0;
   if (npy > 0) {
@@ -731,7 +733,7 @@ static void analyse_series(const pctx_t *c, const double *v, const double *blk, 
   double maxval = 0;
   for (int64_t i = 0; i < c->nsnap; i++)
     if (v[i] > maxval) maxval = v[i];
-  s->peak_live_bytes = (int64_t)maxval;
+  s->peak_live_bytes = maxval >= 9.2e18 ? INT64_MAX : (int64_t)maxval; /* huge counts (fuzz) */
   memset(&s->r, 0, sizeof s->r);
   s->r.growth_bytes_per_step = NAN;
   s->r.since_s = NAN;
@@ -1633,6 +1635,7 @@ int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why,
   memset(r, 0, sizeof *r);
   if (load_runs(db, r) != 0) {
     snprintf(why, whylen, "cannot read runs: %s", sqlite3_errmsg(db));
+    lgr_free(r);
     return -EIO;
   }
   load_gpus(db, r);
@@ -1644,6 +1647,7 @@ int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why,
       snprintf(why, whylen, "cannot read snapshots: %s", sqlite3_errmsg(db));
       for (int k = 0; k < nothers; k++) lgr_site_free(&others[k]);
       free(others);
+      lgr_free(r);
       return -EIO;
     }
   }

@@ -10,7 +10,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import SECONDS, steps  # noqa: E402
+from _common import SECONDS, leakguard  # noqa: E402
+
+# Every rank runs the same number of steps (a collective per step: a time-based loop
+# could end one rank a step early and leave the other waiting in its allreduce).
+STEPS = int(SECONDS * 40)
 
 
 def worker(rank, world, port):
@@ -21,7 +25,7 @@ def worker(rank, world, port):
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(256, 256))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     kept = []
-    for _ in steps(pace=0.01):
+    for _ in range(STEPS):
         opt.zero_grad()
         out = model(torch.randn(64, 256))
         loss = out.pow(2).mean()
@@ -29,6 +33,8 @@ def worker(rank, world, port):
         opt.step()
         if rank == 1:
             kept.append(torch.relu(out.detach() * 2))  # LEAK-SITE
+        if leakguard is not None:
+            leakguard.step()
     dist.barrier()
     dist.destroy_process_group()
 

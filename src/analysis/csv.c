@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * csv.c - the CSV series reader (see csv.h). Hand-written rather than a CSV library:
+ * the format is two or three numeric columns, and the error messages must name the
+ * line and column, which is most of this file.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "analysis/csv.h"
+
+void lgi_series_free(lgi_series_t *s)
+{
+  free(s->t);
+  free(s->v);
+  free(s->rss);
+  memset(s, 0, sizeof *s);
+}
+
+/* Appends one sample; returns 0 or -1 when out of memory. */
+static int series_push(lgi_series_t *s, double t, double v, const double *rss)
+{
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 256;
+    double *nt = realloc(s->t, cap * sizeof *nt);
+    if (nt)
+      s->t = nt;
+    double *nv = realloc(s->v, cap * sizeof *nv);
+    if (nv)
+      s->v = nv;
+    double *nr = s->rss;
+    if (rss) {
+      nr = realloc(s->rss, cap * sizeof *nr);
+      if (nr)
+        s->rss = nr;
+    }
+    if (!nt || !nv || (rss && !nr))
+      return -1;
+    s->cap = cap;
+  }
+  s->t[s->n] = t;
+  s->v[s->n] = v;
+  if (rss)
+    s->rss[s->n] = *rss;
+  s->n++;
+  return 0;
+}
+
+/* Trims blanks (and one pair of double quotes) in place; returns the start. */
+static char *trim(char *p)
+{
+  while (isspace((unsigned char)*p))
+    p++;
+  char *e = p + strlen(p);
+  while (e > p && isspace((unsigned char)e[-1]))
+    *--e = 0;
+  if (e - p >= 2 && *p == '"' && e[-1] == '"') {
+    e[-1] = 0;
+    p++;
+  }
+  return p;
+}
+
+/* Splits line at commas into at most max fields (trimmed); returns the field count
+ * (which may exceed max: extra fields are counted but not stored). */
+static int split_fields(char *line, char **fields, int max)
+{
+  int nf = 0;
+  char *p = line;
+  for (;;) {
+    char *comma = strchr(p, ',');
+    if (comma)
+      *comma = 0;
+    if (nf < max)
+      fields[nf] = trim(p);
+    nf++;
+    if (!comma)
+      return nf;
+    p = comma + 1;
+  }
+}
+
+/* Parses a whole field as a number; returns 0 or -1. */
+static int parse_number(const char *f, double *out)
+{
+  char *end;
+  if (!*f)
+    return -1;
+  errno = 0;
+  double x = strtod(f, &end);
+  if (end == f || *end)
+    return -1;
+  *out = x;
+  return 0;
+}
+
+enum { COL_TIME, COL_VALUE, COL_RSS, COL_UNKNOWN };
+
+/* Role of a header name. */
+static int column_role(const char *name)
+{
+  static const char *const times[] = {"time", "t", "timestamp", "ts", "seconds", "time_s",
+                                      "t_s", "elapsed", NULL};
+  static const char *const values[] = {"value", "v", "live", "live_bytes", "bytes", "used",
+                                       "memory", "mem", NULL};
+  static const char *const rsss[] = {"rss", "rss_bytes", "resident", NULL};
+  for (int i = 0; times[i]; i++)
+    if (!strcasecmp(name, times[i]))
+      return COL_TIME;
+  for (int i = 0; values[i]; i++)
+    if (!strcasecmp(name, values[i]))
+      return COL_VALUE;
+  for (int i = 0; rsss[i]; i++)
+    if (!strcasecmp(name, rsss[i]))
+      return COL_RSS;
+  return COL_UNKNOWN;
+}
+
+/* Formats a short, printable excerpt of a field for an error message. */
+static const char *excerpt(const char *f, char *buf, size_t len)
+{
+  snprintf(buf, len, "%.24s%s", f, strlen(f) > 24 ? "..." : "");
+  return buf;
+}
+
+int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, size_t errlen)
+{
+  char *line = NULL, *fields[3], ex[32];
+  size_t lcap = 0;
+  long lineno = 0, blank = 0, merged = 1;
+  int ncols = 0, role[3] = {COL_TIME, COL_VALUE, COL_RSS}, header_done = 0;
+  memset(s, 0, sizeof *s);
+  err[0] = 0;
+  while (getline(&line, &lcap, fp) >= 0) {
+    lineno++;
+    char *p = trim(line);
+    if (!*p) {
+      if (!blank)
+        blank = lineno;
+      continue;
+    }
+    if (*p == '#')
+      continue;
+    if (blank && (s->n || header_done)) {
+      snprintf(err, errlen, "%s:%ld: empty row", name, blank);
+      goto fail;
+    }
+    blank = 0;
+    int nf = split_fields(p, fields, 3);
+    if (nf < 2 || nf > 3 || (ncols && nf != ncols)) {
+      if (ncols)
+        snprintf(err, errlen, "%s:%ld: expected %d columns, got %d", name, lineno, ncols, nf);
+      else
+        snprintf(err, errlen, "%s:%ld: expected 2 or 3 columns (time,value[,rss]), got %d",
+                 name, lineno, nf);
+      goto fail;
+    }
+    double x[3];
+    if (!header_done && !s->n && parse_number(fields[0], &x[0])) {
+      /* Header row: map known names, otherwise keep positional roles. */
+      int r[3], seen[3] = {0}, known = 1;
+      for (int i = 0; i < nf; i++) {
+        r[i] = column_role(fields[i]);
+        if (r[i] == COL_UNKNOWN || seen[r[i]]++)
+          known = 0;
+      }
+      if (known && seen[COL_TIME] && seen[COL_VALUE])
+        memcpy(role, r, sizeof r);
+      ncols = nf;
+      header_done = 1;
+      continue;
+    }
+    header_done = 1;
+    ncols = nf;
+    double tv = 0, vv = 0, rv = 0;
+    for (int i = 0; i < nf; i++) {
+      if (!*fields[i]) {
+        snprintf(err, errlen, "%s:%ld: column %d is empty", name, lineno, i + 1);
+        goto fail;
+      }
+      if (parse_number(fields[i], &x[i])) {
+        snprintf(err, errlen, "%s:%ld: column %d: '%s' is not a number", name, lineno, i + 1,
+                 excerpt(fields[i], ex, sizeof ex));
+        goto fail;
+      }
+      if (!isfinite(x[i])) {
+        snprintf(err, errlen, "%s:%ld: column %d: non-finite value '%s'", name, lineno, i + 1,
+                 excerpt(fields[i], ex, sizeof ex));
+        goto fail;
+      }
+      if (role[i] == COL_TIME)
+        tv = x[i];
+      else if (role[i] == COL_VALUE)
+        vv = x[i];
+      else
+        rv = x[i];
+    }
+    if (s->n && tv < s->t[s->n - 1]) {
+      snprintf(err, errlen, "%s:%ld: time %.17g is before the previous sample's %.17g",
+               name, lineno, tv, s->t[s->n - 1]);
+      goto fail;
+    }
+    if (s->n && tv == s->t[s->n - 1]) {
+      /* Same time as the previous sample: merged, the running mean of the values.
+       * Written as mean + (x - mean) / k so that it stays finite for any finite
+       * inputs (a sum of values near DBL_MAX would overflow). */
+      merged++;
+      s->v[s->n - 1] += (vv - s->v[s->n - 1]) / (double)merged;
+      if (s->rss)
+        s->rss[s->n - 1] += (rv - s->rss[s->n - 1]) / (double)merged;
+      continue;
+    }
+    merged = 1;
+    if (series_push(s, tv, vv, nf == 3 ? &rv : NULL)) {
+      snprintf(err, errlen, "%s:%ld: out of memory", name, lineno);
+      goto fail;
+    }
+  }
+  if (ferror(fp)) {
+    snprintf(err, errlen, "%s: read error", name);
+    goto fail;
+  }
+  if (s->n < 8) {
+    snprintf(err, errlen, "%s: need at least 8 samples, got %zu", name, s->n);
+    goto fail;
+  }
+  free(line);
+  return 0;
+fail:
+  free(line);
+  lgi_series_free(s);
+  return -1;
+}
+
+int lgi_series_load(const char *path, lgi_series_t *s, char *err, size_t errlen)
+{
+  memset(s, 0, sizeof *s);
+  int is_stdin = !strcmp(path, "-");
+  FILE *fp = is_stdin ? stdin : fopen(path, "r");
+  if (!fp) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    return -1;
+  }
+  int rc = lgi_series_read_csv(fp, is_stdin ? "<stdin>" : path, s, err, errlen);
+  if (!is_stdin)
+    fclose(fp);
+  return rc;
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * csv.h - the series reader of `leakguard classify` (and of the classifier's
+ * evaluator and tests): samples "time,value[,rss]" from a CSV file.
+ *
+ * Analysis layer, libc only. It allocates, so it is not part of the preload library.
+ */
+#ifndef LG_ANALYSIS_CSV_H
+#define LG_ANALYSIS_CSV_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* A series read from a CSV file; rss is NULL when the file has no rss column. */
+typedef struct lgi_series {
+  double *t, *v, *rss;
+  size_t n, cap;
+} lgi_series_t;
+
+/* Reads samples "time,value[,rss]" from fp. A header row is optional (recognised
+ * when its first field is not a number; columns may then be named time/t/timestamp,
+ * value/v/live/bytes, rss/resident in any order), '#' lines are comments, fields may
+ * be surrounded by blanks, trailing blank lines are ignored. Consecutive samples with
+ * the same time (common in exported monitoring data) are merged into one whose
+ * value (and rss) is the mean of theirs. name is used in error messages. On success
+ * returns 0 and fills *s (free with lgi_series_free). On error returns -1, leaves *s
+ * empty and writes one line "NAME:LINE: reason" (or "NAME: reason" when no line
+ * applies) to err. Rejects: empty rows, wrong column counts, non-numbers, NaN/Inf, a
+ * time before the previous sample's, fewer than 8 (merged) samples. */
+int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, size_t errlen);
+
+/* Opens path ("-" for stdin) and calls lgi_series_read_csv. */
+int lgi_series_load(const char *path, lgi_series_t *s, char *err, size_t errlen);
+
+/* Frees a series' arrays and empties it. */
+void lgi_series_free(lgi_series_t *s);
+
+#endif /* LG_ANALYSIS_CSV_H */

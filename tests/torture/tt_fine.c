@@ -1,0 +1,580 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tt_fine.c - allocator and process corners that must keep working under the
+ * recorder (issue #17, "fine today, keep fine", and more). One mode per run:
+ *
+ *   usable    malloc_usable_size() bytes fully written, realloc within it; then a leak
+ *   aligned   posix_memalign, aligned_alloc, memalign, valloc, pvalloc at many
+ *             alignments, written to the last byte; then a leak
+ *   mallopt   mallopt(M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, M_ARENA_MAX...), malloc_trim;
+ *             then a leak
+ *   signals   every signal blocked, then every catchable one ignored (SIGCHLD too:
+ *             children are reaped by the kernel); fork, wait; then a leak
+ *   forks     200 forks from a program whose 4 other threads allocate all the while;
+ *             each child allocates, frees and exits with a known status
+ *   cancel    threads cancelled (deferred) while they allocate, with signal handlers
+ *             that allocate, delivered between allocations
+ *   altstack  handlers on a sigaltstack that allocate (many stacks: recorded slowly)
+ *   tlsdtor   threads whose TLS destructors free (and allocate) while the thread's
+ *             own state is torn down, after the recorder's destructor
+ *   deep      recursion to within 4 KiB of the end of a thread's stack, with malloc
+ *             at the bottom
+ *   threads   2,000 short-lived threads, each allocating
+ *   longjmp   siglongjmp out of handlers that allocated
+ *   _Fork     glibc's _Fork(), which runs no atfork handlers: its child, which leaks
+ *             and exits 4, must be recorded as a process of its own
+ *   libcbufs  buffers that glibc allocates or grows inside (getline, getdelim,
+ *             open_memstream, asprintf, strdup, realpath, scandir, obstack) freed by
+ *             the program, and program buffers that glibc reallocs; then a leak
+ */
+#include <dirent.h>
+#include <malloc.h>
+#include <obstack.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tt.h"
+
+/* ------------------------------------------------------------------ usable */
+static int mode_usable(void)
+{
+  unsigned long bad = 0;
+  for (size_t n = 0; n < 70000; n += 1 + n / 8) {
+    char *p = malloc(n);
+    size_t u = malloc_usable_size(p);
+    bad += u < n;
+    memset(p, 0xa5, u); /* every usable byte is ours to write */
+    p = realloc(p, u);  /* grow to exactly what was usable */
+    bad += p[u ? u - 1 : 0] != (char)0xa5 && u;
+    size_t u2 = malloc_usable_size(p);
+    memset(p, 0x5a, u2);
+    free(p);
+  }
+  printf("usable: %lu bad\n", bad);
+  tt_leak(2000, 32768);
+  return bad != 0;
+}
+
+/* ------------------------------------------------------------------ aligned */
+static int mode_aligned(void)
+{
+  unsigned long bad = 0, n = 0;
+  for (size_t al = sizeof(void *); al <= (1u << 16); al *= 2) {
+    for (size_t sz = 0; sz < 20000; sz = sz * 3 + 1) {
+      void *p[5] = {0};
+      if (posix_memalign(&p[0], al, sz) != 0)
+        bad++;
+      p[1] = aligned_alloc(al, (sz + al - 1) / al * al);
+      p[2] = memalign(al, sz);
+      p[3] = valloc(sz);
+      p[4] = pvalloc(sz);
+      for (int i = 0; i < 5; i++) {
+        size_t want = i >= 3 ? 4096 : al;
+        bad += !p[i] || ((uintptr_t)p[i] & (want - 1)) != 0;
+        if (p[i] && sz)
+          memset(p[i], i, malloc_usable_size(p[i]));
+        n++;
+      }
+      p[2] = realloc(p[2], sz + 100); /* realloc of an over-aligned block */
+      if (p[2])
+        memset(p[2], 9, sz + 100);
+      for (int i = 0; i < 5; i++)
+        free(p[i]);
+    }
+  }
+  printf("aligned: %lu blocks, %lu bad\n", n, bad);
+  tt_leak(2000, 32768);
+  return bad != 0;
+}
+
+/* ------------------------------------------------------------------ mallopt */
+static int mode_mallopt(void)
+{
+  int ok = mallopt(M_MMAP_THRESHOLD, 64 * 1024) && mallopt(M_TRIM_THRESHOLD, 128 * 1024) &&
+           mallopt(M_TOP_PAD, 0) && mallopt(M_ARENA_MAX, 2) && mallopt(M_PERTURB, 0x55) &&
+           mallopt(M_MXFAST, 64);
+  unsigned long bad = 0;
+  for (int r = 0; r < 20; r++) {
+    void *v[256];
+    for (int i = 0; i < 256; i++) {
+      v[i] = malloc((size_t)(i * 997) % 200000);
+      if (!v[i])
+        bad++;
+    }
+    for (int i = 0; i < 256; i += 2)
+      free(v[i]);
+    malloc_trim(0);
+    for (int i = 1; i < 256; i += 2)
+      free(v[i]);
+    malloc_trim(4096);
+  }
+  struct mallinfo2 mi = mallinfo2();
+  (void)mi;
+  printf("mallopt: options %s, %lu bad\n", ok ? "accepted" : "refused", bad);
+  tt_leak(2000, 32768);
+  return bad != 0;
+}
+
+/* ------------------------------------------------------------------ signals */
+static int mode_signals(void)
+{
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, NULL);
+  int ignored = 0;
+  for (int s = 1; s < NSIG; s++) {
+    if (s == SIGKILL || s == SIGSTOP)
+      continue;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    if (sigaction(s, &sa, NULL) == 0)
+      ignored++;
+  }
+  pid_t pid = fork();
+  if (pid < 0)
+    tt_die("fork");
+  if (pid == 0) {
+    free(malloc(1000));
+    _exit(3);
+  }
+  /* SIGCHLD ignored: the kernel reaps the child; waitpid fails with ECHILD. */
+  int st;
+  pid_t w = waitpid(pid, &st, 0);
+  printf("signals: all blocked, %s ignored, child reaped by the kernel: %s\n",
+         ignored > 30 ? "all catchable" : "some", w < 0 && errno == ECHILD ? "yes" : "no");
+  tt_leak(2000, 32768);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ forks */
+static atomic_int stop_flag;
+static void *churn(void *arg)
+{
+  size_t k = (size_t)(uintptr_t)arg;
+  while (!atomic_load(&stop_flag)) {
+    void *v[32];
+    for (int i = 0; i < 32; i++)
+      v[i] = malloc(16 + (k * 131 + (size_t)i * 57) % 3000);
+    for (int i = 0; i < 32; i++)
+      free(v[i]);
+    k++;
+  }
+  return NULL;
+}
+
+static int mode_forks(void)
+{
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++)
+    pthread_create(&th[i], NULL, churn, (void *)(uintptr_t)i);
+  int good = 0;
+  for (int i = 0; i < 200; i++) {
+    pid_t pid = fork();
+    if (pid < 0)
+      tt_die("fork");
+    if (pid == 0) {
+      char *p = malloc(100 + (size_t)i);
+      memset(p, 1, 100 + (size_t)i);
+      free(p);
+      _exit(i % 50);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == i % 50)
+      good++;
+  }
+  atomic_store(&stop_flag, 1);
+  for (int i = 0; i < 4; i++)
+    pthread_join(th[i], NULL);
+  printf("forks: %d of 200 children exited as expected\n", good);
+  return good != 200;
+}
+
+/* ------------------------------------------------------------------ cancel */
+static atomic_long handled;
+static void alloc_handler(int sig)
+{
+  (void)sig;
+  char *p = malloc(64);
+  if (p) {
+    p[0] = 1;
+    free(p);
+  }
+  atomic_fetch_add(&handled, 1);
+}
+
+static void cleanup_free(void *p)
+{
+  free(*(void **)p);
+  *(void **)p = NULL;
+}
+
+static void *cancellable(void *arg)
+{
+  (void)arg;
+  sigset_t usr;
+  sigemptyset(&usr);
+  sigaddset(&usr, SIGUSR1);
+  void *held = NULL;
+  pthread_cleanup_push(cleanup_free, &held);
+  for (unsigned i = 0;; i++) {
+    /* Signals arrive only between allocations: a handler that allocates while
+     * malloc itself is interrupted would deadlock in glibc, recorded or not. */
+    pthread_sigmask(SIG_BLOCK, &usr, NULL);
+    held = malloc(32 + i % 4000);
+    for (int k = 0; k < 50; k++)
+      free(malloc(16 + (size_t)k * 31));
+    free(held);
+    held = malloc(100);
+    pthread_sigmask(SIG_UNBLOCK, &usr, NULL);
+    pthread_testcancel();
+    if (i % 64 == 0)
+      tt_sleep_ms(1); /* nanosleep: a cancellation point, signals land here */
+  }
+  pthread_cleanup_pop(1);
+  return NULL;
+}
+
+static int mode_cancel(void)
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = alloc_handler;
+  sigaction(SIGUSR1, &sa, NULL);
+  sigset_t usr;
+  sigemptyset(&usr);
+  sigaddset(&usr, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &usr, NULL); /* only the workers take it */
+  int cancelled = 0;
+  for (int round = 0; round < 10; round++) {
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++)
+      pthread_create(&th[i], NULL, cancellable, NULL);
+    for (int k = 0; k < 20; k++) {
+      for (int i = 0; i < 8; i++)
+        pthread_kill(th[i], SIGUSR1);
+      tt_sleep_ms(2);
+    }
+    for (int i = 0; i < 8; i++)
+      pthread_cancel(th[i]);
+    for (int i = 0; i < 8; i++) {
+      void *r;
+      pthread_join(th[i], &r);
+      cancelled += r == PTHREAD_CANCELED;
+    }
+  }
+  printf("cancel: %d of 80 threads cancelled, handlers ran: %s\n", cancelled,
+         atomic_load(&handled) > 0 ? "yes" : "no");
+  return cancelled != 80;
+}
+
+/* ------------------------------------------------------------------ altstack */
+static volatile sig_atomic_t alt_ok;
+static void alt_handler(int sig)
+{
+  (void)sig;
+  stack_t ss;
+  sigaltstack(NULL, &ss);
+  char *p = malloc(200);
+  char *q = calloc(10, 100);
+  if (p && q && (ss.ss_flags & SS_ONSTACK))
+    alt_ok++;
+  free(p);
+  free(q);
+}
+
+static __attribute__((noinline)) void alt_depth(int d)
+{
+  if (d > 0) {
+    alt_depth(d - 1);
+    __asm__ volatile("" ::: "memory");
+    return;
+  }
+  raise(SIGUSR2);
+}
+
+static int mode_altstack(void)
+{
+  size_t sz = 64 * 1024;
+  stack_t ss = {.ss_sp = malloc(sz), .ss_size = sz, .ss_flags = 0};
+  if (!ss.ss_sp || sigaltstack(&ss, NULL) != 0)
+    tt_die("sigaltstack");
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = alt_handler;
+  sa.sa_flags = SA_ONSTACK;
+  sigaction(SIGUSR2, &sa, NULL);
+  for (int i = 0; i < 2000; i++)
+    alt_depth(i % 40); /* different call chains: new stacks to record */
+  printf("altstack: %d of 2000 handlers allocated on the alternate stack\n", (int)alt_ok);
+  return alt_ok != 2000;
+}
+
+/* ------------------------------------------------------------------ tlsdtor */
+static pthread_key_t keys[4];
+static atomic_int dtor_runs;
+static void tls_dtor(void *p)
+{
+  free(p);
+  void *q = malloc(50); /* allocation during teardown */
+  free(q);
+  atomic_fetch_add(&dtor_runs, 1);
+}
+
+static __thread char *tls_buf;
+static void *tls_thread(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < 4; i++)
+    pthread_setspecific(keys[i], malloc(100 + (size_t)i));
+  tls_buf = malloc(300);
+  /* the value is freed by a key destructor, after the recorder's own */
+  pthread_setspecific(keys[3], tls_buf);
+  return NULL;
+}
+
+static int mode_tlsdtor(void)
+{
+  for (int i = 0; i < 4; i++)
+    pthread_key_create(&keys[i], tls_dtor);
+  for (int round = 0; round < 50; round++) {
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++)
+      pthread_create(&th[i], NULL, tls_thread, NULL);
+    for (int i = 0; i < 8; i++)
+      pthread_join(th[i], NULL);
+  }
+  printf("tlsdtor: %d destructor runs\n", atomic_load(&dtor_runs));
+  tt_leak(2000, 32768);
+  return atomic_load(&dtor_runs) != 50 * 8 * 4;
+}
+
+/* ------------------------------------------------------------------ deep */
+static uintptr_t deep_lo;
+static size_t deep_left = 4 * 1024; /* stop with this much stack left (TT_DEEP_LEFT) */
+static __attribute__((noinline)) size_t recurse(unsigned d)
+{
+  volatile char pad[256];
+  pad[0] = (char)d;
+  if ((uintptr_t)pad - deep_lo > deep_left) {
+    size_t r = recurse(d + 1);
+    return r + pad[0] * 0;
+  }
+  char *p = malloc(1000 + d % 100); /* malloc at the bottom */
+  memset(p, 1, 1000);
+  size_t r = p[999] + d;
+  free(p);
+  return r;
+}
+
+static void *deep_thread(void *arg)
+{
+  (void)arg;
+  pthread_attr_t a;
+  void *base;
+  size_t size;
+  pthread_getattr_np(pthread_self(), &a);
+  pthread_attr_getstack(&a, &base, &size);
+  pthread_attr_destroy(&a);
+  deep_lo = (uintptr_t)base;
+  size_t r = 0;
+  for (int i = 0; i < 20; i++)
+    r += recurse(0) > 0;
+  return (void *)r;
+}
+
+static int mode_deep(void)
+{
+  const char *left = getenv("TT_DEEP_LEFT");
+  if (left)
+    deep_left = (size_t)atol(left);
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setstacksize(&a, 1024 * 1024);
+  pthread_t th;
+  pthread_create(&th, &a, deep_thread, NULL);
+  void *r;
+  pthread_join(th, &r);
+  printf("deep: %zu of 20 descents reached malloc within %zu bytes of the stack's end\n",
+         (size_t)(uintptr_t)r, deep_left + 256);
+  return (uintptr_t)r != 20;
+}
+
+/* ------------------------------------------------------------------ threads */
+static void *short_thread(void *arg)
+{
+  size_t i = (size_t)(uintptr_t)arg;
+  char *p = malloc(64 + i % 512);
+  memset(p, 1, 64);
+  free(p);
+  return malloc(16); /* freed by the joiner */
+}
+
+static int mode_threads(void)
+{
+  int done = 0;
+  for (int b = 0; b < 2000; b += 50) {
+    pthread_t th[50];
+    for (int i = 0; i < 50; i++)
+      if (pthread_create(&th[i], NULL, short_thread, (void *)(uintptr_t)(b + i)) != 0)
+        tt_die("pthread_create");
+    for (int i = 0; i < 50; i++) {
+      void *r;
+      pthread_join(th[i], &r);
+      free(r);
+      done++;
+    }
+  }
+  printf("threads: %d threads ran\n", done);
+  tt_leak(2000, 32768);
+  return done != 2000;
+}
+
+/* ------------------------------------------------------------------ longjmp */
+static sigjmp_buf jb;
+static void *jmp_kept[200];
+static int njmp;
+static void jmp_handler(int sig)
+{
+  (void)sig;
+  jmp_kept[njmp % 200] = malloc(512);
+  siglongjmp(jb, 1);
+}
+
+static int mode_longjmp(void)
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = jmp_handler;
+  sigaction(SIGUSR1, &sa, NULL);
+  volatile int jumps = 0;
+  for (volatile int i = 0; i < 1000; i++) {
+    if (sigsetjmp(jb, 1) == 0) {
+      free(malloc(100 + (size_t)i));
+      raise(SIGUSR1);
+    } else {
+      jumps++;
+      free(jmp_kept[njmp % 200]);
+      njmp++;
+    }
+  }
+  /* the mask was restored by siglongjmp: the signal still works */
+  printf("longjmp: %d of 1000 handlers jumped out\n", jumps);
+  tt_leak(2000, 32768);
+  return jumps != 1000;
+}
+
+/* ------------------------------------------------------------------ _Fork */
+static int mode_xfork(void)
+{
+  fflush(stdout);
+  pid_t pid = _Fork();
+  if (pid < 0)
+    tt_die("_Fork");
+  if (pid == 0) {
+    tt_leak(2000, 16384);
+    _exit(4);
+  }
+  tt_leak(2000, 32768);
+  int st;
+  if (waitpid(pid, &st, 0) != pid)
+    tt_die("waitpid");
+  printf("_Fork: child exited with %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ libcbufs */
+#define obstack_chunk_alloc malloc
+#define obstack_chunk_free free
+
+static int mode_libcbufs(void)
+{
+  unsigned long bad = 0, bytes = 0;
+  char text[4096];
+  for (size_t i = 0; i < sizeof text; i++)
+    text[i] = i % 61 == 60 ? '\n' : (char)('a' + i % 26);
+  for (int r = 0; r < 200; r++) {
+    /* getline with a buffer of ours that glibc grows, and one glibc allocates */
+    FILE *f = fmemopen(text, sizeof text, "r");
+    size_t cap = 4;
+    char *line = malloc(cap), *line2 = NULL;
+    size_t cap2 = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
+      bytes += (size_t)n;
+      if (getdelim(&line2, &cap2, 'z', f) < 0)
+        break;
+    }
+    fclose(f);
+    free(line);
+    free(line2);
+    /* open_memstream: glibc owns and grows the buffer until fclose */
+    char *ms = NULL;
+    size_t msz = 0;
+    FILE *m = open_memstream(&ms, &msz);
+    for (int k = 0; k < 100; k++)
+      fprintf(m, "%d:%s;", k, "open_memstream");
+    fclose(m);
+    bad += msz == 0;
+    free(ms);
+    char *as = NULL;
+    if (asprintf(&as, "%s-%d-%s", "asprintf", r, text + 100) < 0)
+      bad++;
+    free(as);
+    free(strdup(text));
+    free(strndup(text, 77));
+    char *rp = realpath("/proc/self/exe", NULL);
+    bad += rp == NULL;
+    free(rp);
+    struct dirent **list;
+    int nd = scandir("/proc/self", &list, NULL, alphasort);
+    for (int k = 0; k < nd; k++)
+      free(list[k]);
+    if (nd >= 0)
+      free(list);
+    else
+      bad++;
+    struct obstack ob;
+    obstack_init(&ob);
+    for (int k = 0; k < 500; k++)
+      obstack_grow(&ob, text, 100);
+    char *done = obstack_finish(&ob);
+    bad += done[0] != 'a';
+    obstack_free(&ob, NULL);
+  }
+  printf("libcbufs: %lu line bytes, %lu bad\n", bytes, bad);
+  tt_leak(2000, 32768);
+  return bad != 0;
+}
+
+int main(int argc, char **argv)
+{
+  static const struct {
+    const char *name;
+    int (*fn)(void);
+  } modes[] = {{"usable", mode_usable},     {"aligned", mode_aligned}, {"mallopt", mode_mallopt},
+               {"signals", mode_signals},   {"forks", mode_forks},     {"cancel", mode_cancel},
+               {"altstack", mode_altstack}, {"tlsdtor", mode_tlsdtor}, {"deep", mode_deep},
+               {"threads", mode_threads},   {"longjmp", mode_longjmp}, {"libcbufs", mode_libcbufs},
+               {"_Fork", mode_xfork}};
+  if (argc != 2) {
+    fprintf(stderr, "usage: tt_fine MODE\n");
+    return 2;
+  }
+  for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+    if (!strcmp(argv[1], modes[i].name)) {
+      int rc = modes[i].fn();
+      fflush(stdout);
+      return rc;
+    }
+  fprintf(stderr, "tt_fine: unknown mode %s\n", argv[1]);
+  return 2;
+}
