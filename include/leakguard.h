@@ -59,6 +59,12 @@ LG_API int lg_site_of(const void *block, uint32_t *site);
  * nothing is recorded. */
 LG_API int lg_pause_recording(int pause);
 
+/* Marks that the process has begun to exit: what it frees from now on is teardown,
+ * left out of the analysis however long it takes. The recorder calls it from exit();
+ * the Python module from its exit hook, before the interpreter's finalisation frees
+ * every object. */
+LG_API void lg_exiting(void);
+
 /* Memory spaces: every allocation carries one. Device, managed and pinned memory are
  * recorded by the CUDA driver-API hooks (docs/cuda.md), with the GPU's ordinal. */
 typedef enum lg_space {

@@ -1174,6 +1174,26 @@ __attribute__((constructor)) static void lg_ctor(void) {
   try_init();
 }
 
+/* The process has begun to exit: what it frees from now on is teardown (the report
+ * leaves it out, however long it takes). */
+LG_EXPORT void lg_exiting(void) {
+  /* a vfork child shares its parent's memory: only the region's own process marks */
+  if (!lgi_g.enabled || (int32_t)syscall(SYS_getpid) != lgi_g.hdr->pid) return;
+  uint32_t running = LG_PS_RUNNING;
+  atomic_compare_exchange_strong(&lgi_g.hdr->state, &running, LG_PS_EXITING);
+}
+
+/* exit() runs atexit handlers and destructors (C++ statics, libraries) before the
+ * process ends: the start of the teardown. */
+LG_EXPORT __attribute__((noreturn)) void exit(int status) {
+  static void (*real_exit)(int);
+  lg_exiting();
+  if (!real_exit) real_exit = (void (*)(int))dlsym(RTLD_NEXT, "exit");
+  if (real_exit) real_exit(status);
+  syscall(SYS_exit_group, status); /* not reached: glibc's exit does not return */
+  __builtin_unreachable();
+}
+
 __attribute__((destructor)) static void lg_dtor(void) {
-  if (lgi_g.enabled) atomic_store(&lgi_g.hdr->state, LG_PS_EXITING);
+  lg_exiting();
 }

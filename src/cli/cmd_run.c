@@ -76,6 +76,7 @@ typedef struct proc_ext {
   uint64_t last_snap_ns;
   uint64_t last_changed_ns; /* last LGST_CHANGED snapshot */
   uint64_t last_tick_ns;    /* last point of the live site series */
+  uint64_t exit_begin_ns;   /* when the process began to exit (lg_exiting), 0: not yet */
   int python;               /* runs Python code (Python frames seen): live explains */
   double *explained;        /* per site group: its live bytes when last explained (0: never) */
   uint32_t nexplained;
@@ -509,6 +510,15 @@ static void snapshot(collector_t *c, proc_ext_t *p, int mode) {
     if (usage < m->rss_bytes) usage = m->rss_bytes;
   } else {
     usage = lgu_memory_usage();
+  }
+  /* the process began to exit (lg_exiting): from here on it frees its teardown */
+  if (!p->exit_begin_ns && atomic_load(&m->hdr->state) == LG_PS_EXITING) {
+    p->exit_begin_ns = now;
+    if (c->db && !c->db_failed) {
+      char v[32];
+      snprintf(v, sizeof v, "%" PRIu64, now);
+      lgst_label(c->db, m->proc, "exit_begin_ns", v);
+    }
   }
   /* every snapshot (step markers too) is a point of the live site series */
   lgc_sites_tick(&p->sites, (double)(now - m->start_ns) / 1e9, (double)atomic_load(&m->hdr->steps), m->sites,

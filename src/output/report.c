@@ -154,6 +154,8 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
     u->host = sqlite3_column_type(st, c) == SQLITE_NULL ? NULL : dupstr(sqlite3_column_text(st, c));
     c++;
     u->local_rank = u->world_size = -1;
+    u->start_ns = start;
+    u->exit_begin_s = NAN;
     if (peak > u->peak_live_bytes) u->peak_live_bytes = peak;
     if (!has_end) {
       u->final_live_bytes = final;
@@ -175,6 +177,8 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
         if (r->runs[i].proc != proc) continue;
         if (!strcmp(k, "local_rank")) r->runs[i].local_rank = atoi((const char *)v);
         else if (!strcmp(k, "world_size")) r->runs[i].world_size = atoi((const char *)v);
+        else if (!strcmp(k, "exit_begin_ns"))
+          r->runs[i].exit_begin_s = ((double)strtoll((const char *)v, NULL, 10) - (double)r->runs[i].start_ns) / 1e9;
       }
     }
     sqlite3_finalize(st);
@@ -721,11 +725,12 @@ typedef struct pctx {
   double headroom;
 } pctx_t;
 
-/* Builds the detector's series from a dense per-snapshot array. */
+/* Builds the detector's series from a dense per-snapshot array: the process's life
+ * until it began to exit (its teardown is not what it did while it ran). */
 static void series_of(const pctx_t *c, const double *v, lgd_series_t *ser) {
   ser->n = 0;
   for (int64_t i = 0; i < c->nsnap; i++)
-    if (!isnan(c->t[i])) lgd_series_add(ser, c->t[i], v[i], c->step[i]);
+    if (!isnan(c->t[i]) && !(c->t[i] > c->run->exit_begin_s)) lgd_series_add(ser, c->t[i], v[i], c->step[i]);
 }
 
 /* Analyses the merged series v; fills the site's result, growth and time to OOM. */
@@ -807,7 +812,7 @@ static int load_snapshots(pctx_t *c) {
       if (c2) prss = c2;
       if (!a || !b || !c2) pcap = pn;
     }
-    if (pn < pcap && (pn == 0 || c->t[seq] > pt[pn - 1])) {
+    if (pn < pcap && (pn == 0 || c->t[seq] > pt[pn - 1]) && !(c->t[seq] > c->run->exit_begin_s)) {
       pt[pn] = c->t[seq];
       plive[pn] = (double)sqlite3_column_int64(st, 3);
       prss[pn] = (double)sqlite3_column_int64(st, 4);
@@ -1574,7 +1579,7 @@ static void analyse_leaks(lgr_report_t *r) {
     }
     ser.n = 0;
     for (int64_t i = 0; ok && i < u->nsnap; i++)
-      if (!isnan(u->snap_t[i])) lgd_series_add(&ser, u->snap_t[i], sum[i], u->snap_step[i]);
+      if (!isnan(u->snap_t[i]) && !(u->snap_t[i] > u->exit_begin_s)) lgd_series_add(&ser, u->snap_t[i], sum[i], u->snap_step[i]);
     lgd_result_t lr;
     lgd_options_t dopt = {0, 1};
     if (ok && lgd_analyze_recent(ser.pts, ser.n, &dopt, &lr) == 0 && lr.leak) {

@@ -118,6 +118,8 @@ typedef struct lgr_run {
   char *host;                 /* NULL when not recorded */
   int leaking;                /* 1 when one of the leaks is in this process */
   double *snap_t, *snap_step; /* per snapshot seq: seconds since start (NaN: missing), steps */
+  int64_t start_ns;
+  double exit_begin_s;        /* when it began to exit (lg_exiting; s since start), NaN: unknown */
   int64_t nsnap;
 } lgr_run_t;
 

@@ -9,7 +9,10 @@
 
 #include <link.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 typedef struct {
   uintptr_t lo, hi;
@@ -73,11 +76,18 @@ uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size)
   if ((a & 15) || a < 4096 || in_image(a)) return 0;
   uintptr_t h = a - LG_BLK_HDR;
   long pg = 4096;
+  lg_blk_t hdr;
   if ((h & ~(uintptr_t)(pg - 1)) != (a & ~(uintptr_t)(pg - 1))) {
-    unsigned char v;
-    if (mincore((void *)(h & ~(uintptr_t)(pg - 1)), 1, &v) != 0) return 0;
+    /* A page-aligned block (a mapping's start: shared-memory tensors of DataLoader
+     * workers, big allocations): the page before may be unmapped or PROT_NONE (a guard
+     * page; mincore says it is there). Read it through the kernel, which fails instead
+     * of faulting. */
+    struct iovec local = {&hdr, sizeof hdr}, remote = {(void *)h, sizeof hdr};
+    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof hdr) return 0;
+  } else {
+    memcpy(&hdr, (const void *)h, sizeof hdr);
   }
-  const uint64_t w = ((const lg_blk_t *)h)->word;
+  const uint64_t w = hdr.word;
   unsigned off = lg_blk_word_offlog2(w);
   uint64_t size = lg_blk_word_size(w);
   if (!lg_blk_marked(w) || (w & 7) || off < 4 || off > 20 || size < min_size) return 0;

@@ -38,6 +38,7 @@ static void resolve_api(void) {
   lgpy.tag_pop = (void (*)(void))dlsym(RTLD_DEFAULT, "lg_tag_pop");
   lgpy.tag_stats = (int (*)(int, lg_tag_stats_t *))dlsym(RTLD_DEFAULT, "lg_tag_stats");
   lgpy.pause = (int (*)(int))dlsym(RTLD_DEFAULT, "lg_pause_recording");
+  lgpy.exiting = (void (*)(void))dlsym(RTLD_DEFAULT, "lg_exiting");
   lgpy.active = lgpy.step && lgpy.recording && lgpy.recording();
   const char *pm = getenv("PYTHONMALLOC");
   lgpy.pymalloc_is_malloc = pm && strcmp(pm, "malloc") == 0;
@@ -217,6 +218,8 @@ static PyObject *py_explain(PyObject *self, PyObject *args, PyObject *kw) {
 
 static PyObject *atexit_explain(PyObject *self, PyObject *unused) {
   if (!active_now() || !getenv("LEAKGUARD_DIR")) Py_RETURN_NONE;
+  /* the interpreter's finalisation, which frees every object, is teardown */
+  if (lgpy.exiting) lgpy.exiting();
   PyObject *r = lgpy_explain(NULL, 5, -1, 0, 1);
   if (!r) {
     PyErr_Print();
