@@ -120,12 +120,12 @@ void lgi_cuda_um_start(void) {
   int z = 0;
   if (atomic_load_explicit(&um_state, memory_order_relaxed) || !atomic_compare_exchange_strong(&um_state, &z, 1))
     return;
-  const char *on = secure_getenv("LEAKGUARD_CUDA_UM");
+  const char *on = secure_getenv(LG_ENV_CUDA_UM);
   if (!on || on[0] != '1' || !lgi_g.enabled) {
     atomic_store(&um_state, 3);
     return;
   }
-  const char *name = secure_getenv("LEAKGUARD_CUPTI");
+  const char *name = secure_getenv(LG_ENV_CUPTI);
   static const char *const names[] = {"libcupti.so", "libcupti.so.13", "libcupti.so.12", "libcupti.so.11.8", NULL};
   void *lib = name && *name ? dlopen(name, RTLD_NOW | RTLD_LOCAL) : NULL;
   for (int i = 0; !lib && !(name && *name) && names[i]; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);

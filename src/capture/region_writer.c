@@ -110,7 +110,7 @@ static uint64_t layout(lg_region_hdr_t *h, uint32_t stacks_cap, uint32_t depth, 
 }
 
 int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags) {
-  int fd = (int)syscall(SYS_memfd_create, "leakguard-region", MFD_CLOEXEC);
+  int fd = (int)syscall(SYS_memfd_create, LG_REGION_MEMFD, MFD_CLOEXEC);
   if (fd < 0) return -errno;
   /* Sparse: only touched pages use memory. Shrink if the address space is limited. */
   lg_region_hdr_t tmp;
@@ -196,7 +196,7 @@ int lgi_region_fork_copy(void) {
   uint64_t size = old->size;
   /* The inherited descriptor is used only if it is still the region's memfd. */
   int own = lgi_fd_is(lgi_g.fd, lgi_g.fd_dev, lgi_g.fd_ino);
-  int fd = (int)syscall(SYS_memfd_create, "leakguard-region", MFD_CLOEXEC);
+  int fd = (int)syscall(SYS_memfd_create, LG_REGION_MEMFD, MFD_CLOEXEC);
   if (fd < 0) return -errno;
   if (syscall(SYS_ftruncate, fd, (long)size) != 0) goto fail;
   void *tmp = (void *)syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -11,6 +11,7 @@
  * memfds) and unmapped when their process is gone, so the guard keeps no memfd alive.
  */
 #include "guard/guard_impl.h"
+#include "core/region.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,7 +27,7 @@
 
 #include "core/region.h"
 
-#define MEMFD_LINK "/memfd:leakguard-region"
+#define MEMFD_LINK "/memfd:" LG_REGION_MEMFD
 
 typedef struct region {
   dev_t dev;

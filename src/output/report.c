@@ -1021,8 +1021,8 @@ static int densify(const pctx_t *c, acc_t *a) {
   a->val = calloc((size_t)c->nsnap, sizeof *a->val);
   a->blk = calloc((size_t)c->nsnap, sizeof *a->blk);
   if (!a->val || !a->blk) return -ENOMEM;
-  delta_t *d = a->nrng > 1 ? malloc(a->nd * sizeof *d) : a->d;
-  if (!d) return -ENOMEM;
+  delta_t *d = a->nrng > 1 && a->nd ? malloc(a->nd * sizeof *d) : a->d;
+  if (!d && a->nd) return -ENOMEM;
   if (d != a->d) {
     memcpy(d, a->d, a->nd * sizeof *d);
     qsort(d, a->nd, sizeof *d, cmp_delta);

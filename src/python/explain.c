@@ -275,7 +275,7 @@ static PyObject *chain_root_text(PyObject *chain) {
 }
 
 static int write_doc(PyObject *doc, char *path, size_t pathsz) {
-  const char *dir = getenv("LEAKGUARD_DIR");
+  const char *dir = getenv(LG_ENV_DIR);
   if (!dir || !*dir) return 0;
   PyObject *json = PyImport_ImportModule("json");
   PyObject *kw = Py_BuildValue("{s:O}", "ensure_ascii", Py_False);
@@ -292,7 +292,7 @@ static int write_doc(PyObject *doc, char *path, size_t pathsz) {
   int rc = -1;
   if (u) {
     char tmp[4200];
-    snprintf(path, pathsz, "%s/holders-%ld-%d.json", dir, (long)getpid(), ++holders_seq);
+    snprintf(path, pathsz, "%s/" LG_FILE_HOLDERS, dir, (int)getpid(), ++holders_seq);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (f) {

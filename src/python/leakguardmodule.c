@@ -42,7 +42,7 @@ static void resolve_api(void) {
   lgpy.active = lgpy.step && lgpy.recording && lgpy.recording();
   const char *pm = getenv("PYTHONMALLOC");
   lgpy.pymalloc_is_malloc = pm && strcmp(pm, "malloc") == 0;
-  const char *s = getenv("LEAKGUARD_EXPLAIN_AT_STEP");
+  const char *s = getenv(LG_ENV_EXPLAIN_AT_STEP);
   if (s && *s) {
     char *end;
     long v = strtol(s, &end, 10);
@@ -88,10 +88,10 @@ static PyObject *py_recording(PyObject *self, PyObject *unused) {
 /* ------------------------------------------------------------------ suspects */
 
 PyObject *lgpy_read_suspects(void) {
-  const char *dir = getenv("LEAKGUARD_DIR");
+  const char *dir = getenv(LG_ENV_DIR);
   if (!dir || !*dir) return PyList_New(0);
   char path[4096];
-  snprintf(path, sizeof path, "%s/suspects-%ld.json", dir, (long)getpid());
+  snprintf(path, sizeof path, "%s/" LG_FILE_SUSPECTS, dir, (int)getpid());
   FILE *f = fopen(path, "rb");
   if (!f) return PyList_New(0);
   size_t cap = 1 << 16, len = 0;
@@ -217,7 +217,7 @@ static PyObject *py_explain(PyObject *self, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *atexit_explain(PyObject *self, PyObject *unused) {
-  if (!active_now() || !getenv("LEAKGUARD_DIR")) Py_RETURN_NONE;
+  if (!active_now() || !getenv(LG_ENV_DIR)) Py_RETURN_NONE;
   /* the interpreter's finalisation, which frees every object, is teardown */
   if (lgpy.exiting) lgpy.exiting();
   PyObject *r = lgpy_explain(NULL, 5, -1, 0, 1);
@@ -372,7 +372,7 @@ PyMODINIT_FUNC PyInit_leakguard(void) {
   }
   if (lgpy_cuda_init(m) != 0) PyErr_Clear(); /* GPU side: src/python/cuda.c */
   /* Under the recorder, explain at exit (also for scripts that import us themselves). */
-  if (active_now() && getenv("LEAKGUARD_DIR")) {
+  if (active_now() && getenv(LG_ENV_DIR)) {
     PyObject *r = py_install_atexit(m, NULL);
     if (!r) {
       Py_DECREF(m);

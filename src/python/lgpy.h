@@ -9,6 +9,7 @@
 #include "python/pycompat.h"
 #include <stdint.h>
 
+#include "core/region.h"
 #include "leakguard.h"
 
 /* The recorder's entry points, resolved with dlsym(RTLD_DEFAULT, ...) at import so the

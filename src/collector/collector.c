@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * collector.c - the collector's life and loop (collector/collector.h): it listens for
+ * recorded process images, polls their connections and pidfds, reaps, ticks their
+ * clocks, the guard and the live analysis, snapshots at the interval and at step
+ * markers, and ends when the program and every recorded descendant are gone.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "collector/collector_impl.h"
+
+int lgc_new(const lgc_options_t *o, const char *dir, lgc_collector_t **out, char *why, size_t whylen) {
+  lgc_collector_t *c = calloc(1, sizeof *c);
+  if (!c) {
+    snprintf(why, whylen, "out of memory");
+    return -ENOMEM;
+  }
+  c->db = o->db;
+  c->db_path = o->db_path ? o->db_path : "";
+  c->interval = o->interval;
+  c->limit = o->limit;
+  c->limit_source = o->limit_source;
+  c->limit_given = o->limit_given;
+  c->view = o->view;
+  c->guard = o->guard;
+  c->reg = o->metrics;
+  c->t0 = lgu_now_ns();
+  c->listen_fd = -1;
+  snprintf(c->dir, sizeof c->dir, "%s", dir);
+  snprintf(c->sock, sizeof c->sock, "%s/sock", dir);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", c->sock);
+  c->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (c->listen_fd < 0 || bind(c->listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(c->listen_fd, 128) != 0) {
+    int e = errno;
+    snprintf(why, whylen, "cannot listen on %s: %s", c->sock, strerror(e));
+    lgc_free(c);
+    return -e;
+  }
+  c->symq = lgc_symq_new();
+  if (!c->symq) {
+    int e = errno ? errno : ENOMEM;
+    snprintf(why, whylen, "cannot start the symbolization thread: %s", strerror(e));
+    lgc_free(c);
+    return -e;
+  }
+  *out = c;
+  return 0;
+}
+
+const char *lgc_socket_path(const lgc_collector_t *c) { return c->sock; }
+void lgc_set_child(lgc_collector_t *c, int pid) { c->child = pid; }
+int lgc_child_status(const lgc_collector_t *c) { return c->child_status; }
+int lgc_nprocs(const lgc_collector_t *c) { return c->nprocs; }
+
+void lgc_free(lgc_collector_t *c) {
+  if (!c) return;
+  lgc_symq_free(c->symq); /* first: the worker reads the regions */
+  for (int i = 0; i < c->nprocs; i++) {
+    lgc_proc_t *p = c->procs[i];
+    lgs_free(p->sym);
+    lgc_sites_free(&p->sites);
+    free(p->symbolized);
+    free(p->explained);
+    if (p->pidfd >= 0) close(p->pidfd);
+    if (p->m.conn >= 0) close(p->m.conn);
+    lgm_release(&p->m);
+    free(p);
+  }
+  free(c->procs);
+  if (c->listen_fd >= 0) {
+    close(c->listen_fd);
+    unlink(c->sock);
+  }
+  lgc_remove_dir_files(c->dir);
+  lgn_close(c->nvml);
+  free(c);
+}
+
+/* One transaction per loop iteration that writes anything: opened on the first
+ * write, committed by db_commit (per-statement transactions would each take the
+ * file locks). */
+void lgc_db_begin(lgc_collector_t *c) {
+  if (c->db && !c->db_failed && !c->in_txn) c->in_txn = lgst_begin(c->db) == 0;
+}
+
+void lgc_db_commit(lgc_collector_t *c) {
+  if (!c->in_txn) return;
+  c->in_txn = 0;
+  if (lgst_commit(c->db) != 0 && !c->db_failed) {
+    lgu_err("cannot write the database %s; recording continues without storing", c->db_path);
+    c->db_failed = 1;
+  }
+}
+
+static int any_connected(const lgc_collector_t *c) {
+  for (int i = 0; i < c->nprocs; i++)
+    if (!c->procs[i]->m.ended) return 1;
+  return 0;
+}
+
+void lgc_signals(sigset_t *mask) {
+  static const int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  sigemptyset(mask);
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaddset(mask, sigs[i]);
+}
+
+/* The snapshot interval at time now: -i when given, else adaptive: 0.1 s while the run
+ * is young, growing with its age (age / 30) up to 1 s after 30 s, so short runs get
+ * enough points for the detector and long ones a small database. */
+uint64_t lgc_snapshot_interval_ns(const lgc_collector_t *c, uint64_t now) {
+  if (c->interval > 0) return (uint64_t)(c->interval * 1e9);
+  double age = (double)(now - c->t0) / 1e9, iv = age / 30.0;
+  if (iv < 0.1) iv = 0.1;
+  if (iv > 1.0) iv = 1.0;
+  return (uint64_t)(iv * 1e9);
+}
+
+int lgc_run(lgc_collector_t *c) {
+  sigset_t mask;
+  lgc_signals(&mask);
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  uint64_t next_snap = lgu_now_ns() + lgc_snapshot_interval_ns(c, lgu_now_ns());
+  uint64_t next_tick = lgu_now_ns(), next_live = next_tick + LIVE_TICK_NS;
+  struct pollfd *pf = NULL;
+  int pfcap = 0;
+  int stopping_since = 0;
+  /* Like strace -f: recording ends when the target and every recorded descendant
+   * (still connected) are gone. */
+  while (!c->child_done || any_connected(c)) {
+    int n = 2 + 2 * c->nprocs;
+    if (n > pfcap) {
+      pfcap = n * 2;
+      pf = realloc(pf, (size_t)pfcap * sizeof *pf);
+      if (!pf) return -ENOMEM;
+    }
+    pf[0] = (struct pollfd){sfd, POLLIN, 0};
+    pf[1] = (struct pollfd){c->listen_fd, POLLIN, 0};
+    /* Per image: its connection, then its pidfd (-1: not polled). */
+    int k = 2, np = c->nprocs;
+    for (int i = 0; i < np; i++) {
+      lgc_proc_t *p = c->procs[i];
+      pf[k++] = (struct pollfd){p->m.ended ? -1 : p->m.conn, POLLIN, 0};
+      pf[k++] = (struct pollfd){p->m.ended ? -1 : p->pidfd, POLLIN, 0};
+    }
+    int r = poll(pf, (nfds_t)k, 10);
+    uint64_t now = lgu_now_ns();
+    if (r > 0) {
+      /* EOFs before accepts: an exec'd image's old connection closes first. */
+      for (int i = 0; i < np; i++) {
+        struct pollfd *q = &pf[2 + 2 * i];
+        if (q->fd >= 0 && (q->revents & (POLLIN | POLLHUP | POLLERR))) {
+          char b;
+          ssize_t got = recv(q->fd, &b, 1, MSG_DONTWAIT);
+          if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) lgc_conn_eof(c, c->procs[i]);
+        }
+      }
+      /* Exited processes (a reaper's ring may give the status; else lgc_reap() does). */
+      for (int i = 0; i < np; i++) {
+        struct pollfd *q = &pf[3 + 2 * i];
+        if (q->fd >= 0 && (q->revents & (POLLIN | POLLHUP | POLLERR)) && !c->procs[i]->m.ended) {
+          for (int j = 0; j < c->nprocs; j++) lgc_read_reaped(c, c->procs[j]);
+          if (!c->procs[i]->m.ended) lgc_end_proc(c, c->procs[i], "ended");
+        }
+      }
+      /* Every pending hello (a burst of forks must not wait 10 ms each). */
+      if (pf[1].revents & POLLIN)
+        for (int a = 0; a < 256 && lgc_accept_hello(c); a++) continue;
+      if (pf[0].revents & POLLIN) {
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+          if (si.ssi_signo == SIGCHLD) lgc_reap(c);
+          else if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) {
+            /* A guard signalling the processes of a cgroup reaches us too: it meant
+             * the program, so pass it on (never fatal to the collector). */
+            if (c->child > 0 && !c->child_done) kill(c->child, (int)si.ssi_signo);
+          } else if (c->child > 0) {
+            /* Forward to the target; a second interrupt stops waiting for it. */
+            kill(c->child, (int)si.ssi_signo);
+            if (stopping_since++ >= 1) kill(c->child, SIGKILL);
+          }
+        }
+      }
+    }
+    lgc_reap(c);
+    for (int i = 0; i < c->nprocs; i++) {
+      lgc_proc_t *p = c->procs[i];
+      lgc_read_reaped(c, p);
+      /* No pidfd: a detached image is watched through /proc. */
+      if (!p->m.ended && p->detached && p->pidfd < 0 && !lgc_proc_alive(p)) lgc_end_proc(c, p, "ended");
+    }
+    if (now >= next_tick) {
+      for (int i = 0; i < c->nprocs; i++) {
+        lgc_proc_t *p = c->procs[i];
+        if (!p->m.ended) atomic_store(&p->m.hdr->epoch, (uint32_t)((now - p->m.start_ns) / LG_TICK_NS));
+      }
+      next_tick = now + LG_TICK_NS;
+    }
+    if (c->guard && now >= c->next_guard) {
+      lgg_tick(c->guard, (double)now / 1e9);
+      c->next_guard = now + (uint64_t)(lgg_tick_interval(c->guard) * 1e9);
+    }
+    int full = now >= next_snap;
+    for (int i = 0; i < c->nprocs; i++) {
+      lgc_proc_t *p = c->procs[i];
+      if (p->m.ended) continue;
+      uint64_t steps = atomic_load(&p->m.hdr->steps);
+      if (full || (steps != p->m.steps_seen && now - p->last_snap_ns >= 10000000ULL)) {
+        p->m.steps_seen = steps;
+        /* every CHANGED_EVERY_NS, the small sites' changes too (store.h) */
+        int mode = full && now - p->last_changed_ns >= CHANGED_EVERY_NS ? LGST_CHANGED : LGST_PARTIAL;
+        if (mode == LGST_CHANGED) p->last_changed_ns = now;
+        lgc_snapshot(c, p, mode);
+      }
+    }
+    int live = now >= next_live;
+    if (live) {
+      lgc_live_tick(c, now);
+      uint64_t tick = lgc_snapshot_interval_ns(c, now) < LIVE_TICK_NS ? lgc_snapshot_interval_ns(c, now) : LIVE_TICK_NS;
+      next_live += tick;
+      if (next_live < now) next_live = now + tick;
+    }
+    if (full) lgc_ingest_holders(c);
+    if (full) lgc_gpu_timeline(c, now);
+    lgc_take_symbols(c, 20000000ULL);
+    lgc_db_commit(c);
+    if (live) lgc_live_update(c, (double)(now - c->t0) / 1e9);
+    if (full) {
+      next_snap += lgc_snapshot_interval_ns(c, now);
+      if (next_snap < now) next_snap = now + lgc_snapshot_interval_ns(c, now);
+    }
+  }
+  /* Give the last connections a moment to close, then end everything. */
+  for (int tries = 0; tries < 20; tries++) {
+    int open = 0;
+    for (int i = 0; i < c->nprocs; i++) {
+      lgc_proc_t *p = c->procs[i];
+      if (p->m.ended || p->m.conn < 0) continue;
+      struct pollfd q = {p->m.conn, POLLIN, 0};
+      if (poll(&q, 1, 5) > 0) {
+        char b;
+        if (recv(p->m.conn, &b, 1, MSG_DONTWAIT) <= 0) lgc_end_proc(c, p, "ended");
+      } else open++;
+    }
+    if (!open) break;
+  }
+  lgc_reap(c);
+  for (int i = 0; i < c->nprocs; i++) lgc_read_reaped(c, c->procs[i]);
+  lgc_ingest_holders(c);
+  for (int i = 0; i < c->nprocs; i++) {
+    lgc_proc_t *p = c->procs[i];
+    if (!p->m.ended) {
+      lgc_snapshot(c, p, LGST_ALL);
+      snprintf(p->m.end_reason, sizeof p->m.end_reason, "running");
+    }
+    lgc_store_proc(c, p);
+  }
+  /* every queued stack stored before the report reads the database */
+  lgc_symq_drain(c->symq);
+  lgc_take_symbols(c, 0);
+  lgc_db_commit(c);
+  free(pf);
+  close(sfd);
+  return 0;
+}
+

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * collector_impl.h - what the collector's files share (collector/collector.h is the
+ * library's interface): the collector and process records, and the functions of
+ * proctable.c, snapshot.c, findings.c and files.c that collector.c's loop calls.
+ */
+#ifndef LG_COLLECTOR_IMPL_H
+#define LG_COLLECTOR_IMPL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "collector/collector.h"
+#include "collector/sites.h"
+#include "collector/symq.h"
+#include "core/model.h"
+#include "core/nvml.h"
+#include "core/symbolize.h"
+#include "core/util.h"
+#include "output/report.h"
+
+/* The live analysis runs every LIVE_TICK_NS, or at the snapshot interval when that is
+ * shorter (in memory; the database gets snapshots at the snapshot interval), so a leak
+ * is flagged a few ticks after it begins whatever the interval. Every snapshot, those
+ * at step markers too, is also a point of the live series. */
+#define LIVE_TICK_NS 250000000ULL
+/* Small sites' changes are written this often (LGST_CHANGED, store.h). */
+#define CHANGED_EVERY_NS 2000000000ULL
+
+/* One recorded process image. */
+typedef struct lgc_proc {
+  lgm_proc_t m;
+  lgs_symbolizer_t *sym;
+  lgc_sites_t sites;    /* stacks grouped by allocation site, for the live analysis */
+  uint8_t *symbolized;  /* per stack: 1 once queued for symbolization (stored, assigned to a site) */
+  uint32_t nsymbolized;
+  uint64_t last_snap_ns;
+  uint64_t last_changed_ns; /* last LGST_CHANGED snapshot */
+  uint64_t last_tick_ns;    /* last point of the live site series */
+  uint64_t exit_begin_ns;   /* when the process began to exit (lg_exiting), 0: not yet */
+  int python;               /* runs Python code (Python frames seen): live explains */
+  double *explained;        /* per site group: its live bytes when last explained (0: never) */
+  uint32_t nexplained;
+  uint64_t last_explain_ns;
+  int explain_seq;
+  /* Process lifetime (see lgc_conn_eof): the connection's EOF alone does not end an
+   * image, the program may have closed our socket. */
+  int pidfd;            /* the process, -1 if pidfd_open is not available */
+  int detached;         /* connection closed while the process lives on */
+  int status_known;     /* exit status or signal set (by our waitpid or a reaper's ring) */
+  uint64_t reaped_next; /* next entry of the region's reaped ring to read */
+} lgc_proc_t;
+
+struct lgc_collector {
+  lgst_t *db;
+  const char *db_path;
+  int db_failed;
+  int in_txn;
+  double interval;      /* 0: adaptive */
+  uint64_t limit;
+  const char *limit_source;
+  int limit_given;
+  lgc_proc_t **procs;
+  int nprocs, cap;
+  int listen_fd;
+  char dir[64];         /* private directory: socket, suspects/holders files */
+  char sock[96];
+  pid_t child;
+  int child_done, child_status;
+  uint64_t t0;
+  lgv_view_t *view;
+  lgg_guard_t *guard;
+  uint64_t next_guard;
+  lgx_registry_t *reg;
+  lgc_symq_t *symq;     /* symbolization worker */
+  lgn_t *nvml;          /* GPU timeline (docs/cuda.md), opened when a process uses CUDA */
+  int nvml_tried;
+  int explains;
+  /* Children that a recorded process reaped before their hello was accepted (a
+   * short-lived child of a busy collector): applied when it arrives. */
+  struct {
+    int pid, status;
+  } pending[64];
+  int npending;
+};
+
+/* ---- collector.c */
+/* One transaction per loop iteration that writes anything (begin on the first write). */
+void lgc_db_begin(lgc_collector_t *c);
+void lgc_db_commit(lgc_collector_t *c);
+uint64_t lgc_snapshot_interval_ns(const lgc_collector_t *c, uint64_t now);
+
+/* ---- proctable.c */
+lgc_proc_t *lgc_find_proc(lgc_collector_t *c, int pid, int alive_only);
+/* Accepts one pending hello: 1 when one was accepted. */
+int lgc_accept_hello(lgc_collector_t *c);
+void lgc_store_proc(lgc_collector_t *c, lgc_proc_t *p);
+/* Ends an image (final snapshot, process row); reason: "ended", "exec", NULL. */
+void lgc_end_proc(lgc_collector_t *c, lgc_proc_t *p, const char *reason);
+/* Its connection reached EOF or failed. */
+void lgc_conn_eof(lgc_collector_t *c, lgc_proc_t *p);
+int lgc_proc_alive(const lgc_proc_t *p);
+/* Children the process reaped itself (the region's ring): their statuses. */
+void lgc_read_reaped(lgc_collector_t *c, lgc_proc_t *p);
+/* waitpid for our children (the started program, orphans). */
+void lgc_reap(lgc_collector_t *c);
+void lgc_label_process(lgc_collector_t *c, const lgm_proc_t *m);
+
+/* ---- snapshot.c */
+/* One snapshot of p, stored (mode: LGST_*). */
+void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode);
+/* Stores what the symbolization worker finished, for at most budget_ns (0: all). */
+void lgc_take_symbols(lgc_collector_t *c, uint64_t budget_ns);
+void lgc_gpu_timeline(lgc_collector_t *c, uint64_t now);
+
+/* ---- findings.c */
+/* One live tick of every running process (sum, sample, analyse, store flags). */
+void lgc_live_tick(lgc_collector_t *c, uint64_t now);
+/* The live view, guard hints, metrics, suspects files and explanation requests. */
+void lgc_live_update(lgc_collector_t *c, double elapsed);
+
+/* ---- files.c */
+/* Ingests the holders-PID-N.json and labels-PID.json files of the private directory. */
+void lgc_ingest_holders(lgc_collector_t *c);
+void lgc_remove_dir_files(const char *dir);
+
+#endif

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * files.c - the files that recorded processes write into the collector's private directory
+ * (collector/collector.h): holders of explanations and labels, ingested into the store.
+ */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collector/collector_impl.h"
+
+/* Stores labels-PID.json files ({"rank": 1, "world_size": 2, ...}) that the Python
+ * module writes once a process knows its rank (torch.distributed initialised). */
+static void ingest_labels(lgc_collector_t *c, const char *name) {
+  int pid = 0;
+  char tail[8] = "";
+  if (sscanf(name, "labels-%d.jso%1s", &pid, tail) != 2) return;
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", c->dir, name);
+  char buf[4096];
+  long k = lgu_read_file(path, buf, sizeof buf);
+  unlink(path);
+  lgc_proc_t *p = lgc_find_proc(c, pid, 0);
+  cJSON *root = k > 0 ? cJSON_Parse(buf) : NULL;
+  if (p && root && c->db && !c->db_failed) {
+    static const char *const keys[] = {"rank", "local_rank", "world_size"};
+    lgc_db_begin(c);
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+      const cJSON *v = cJSON_GetObjectItem(root, keys[i]);
+      if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (1 << 24)) continue;
+      char num[24];
+      snprintf(num, sizeof num, "%d", (int)v->valuedouble);
+      lgst_label(c->db, p->m.proc, keys[i], num);
+    }
+    lgst_proc(c->db, &p->m);
+  }
+  cJSON_Delete(root);
+}
+
+/* Stores the holders-PID-N.json files that explains in the targets wrote. */
+void lgc_ingest_holders(lgc_collector_t *c) {
+  DIR *d = opendir(c->dir);
+  if (!d) return;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    int pid = 0, n = 0;
+    if (!strncmp(de->d_name, "labels-", 7)) ingest_labels(c, de->d_name);
+    if (sscanf(de->d_name, LG_FILE_HOLDERS, &pid, &n) != 2) continue;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    char chunk[65536];
+    size_t k;
+    while (mem && (k = fread(chunk, 1, sizeof chunk, f)) > 0) fwrite(chunk, 1, k, mem);
+    fclose(f);
+    if (mem) fclose(mem);
+    unlink(path);
+    cJSON *root = buf ? cJSON_Parse(buf) : NULL;
+    free(buf);
+    lgc_proc_t *p = lgc_find_proc(c, pid, 0);
+    lgc_db_begin(c);
+    if (!root || !p || !c->db) {
+      cJSON_Delete(root);
+      continue;
+    }
+    int explain = ++c->explains;
+    int64_t step = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(root, "step"));
+    cJSON *h;
+    cJSON_ArrayForEach(h, cJSON_GetObjectItem(root, "holders")) {
+      cJSON *chain = cJSON_GetObjectItem(h, "chain"), *detail = cJSON_GetObjectItem(h, "detail");
+      const cJSON *kind = cJSON_GetObjectItem(h, "kind");
+      char *cj = chain ? cJSON_PrintUnformatted(chain) : NULL, *dj = detail ? cJSON_PrintUnformatted(detail) : NULL;
+      double stack = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "stack"));
+      if (cj && stack >= 1) {
+        lgst_holder_t row = {(uint32_t)stack, explain, step, cJSON_IsString(kind) ? kind->valuestring : "object", cj,
+                             (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "objects")),
+                             (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes")), dj};
+        lgst_holder(c->db, p->m.proc, &row);
+      }
+      free(cj);
+      free(dj);
+    }
+    cJSON_Delete(root);
+  }
+  closedir(d);
+}
+
+void lgc_remove_dir_files(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2]))) continue;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    unlink(path);
+  }
+  closedir(d);
+}

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * findings.c - the collector's live results (collector/collector.h): the live analysis of the
+ * site groups at every tick (flags for detected_after_s), the live view, the guard's
+ * growth hints, the Prometheus metrics, the suspects files and the requests for
+ * explanations that the Python module reads (docs/python.md).
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/collector_impl.h"
+
+/* Publishes the live analysis as Prometheus metrics (top sites only: bounded). */
+static void publish_metrics(lgc_collector_t *c, const lgv_frame_t *fr, uint64_t usage) {
+  lgx_registry_t *r = c->reg;
+  lgx_declare(r, "leakguard_rss_bytes", LGX_GAUGE, "Resident memory of the recorded processes");
+  lgx_declare(r, "leakguard_leak_suspects", LGX_GAUGE, "Allocation sites whose live bytes keep growing");
+  lgx_declare(r, "leakguard_site_live_bytes", LGX_GAUGE, "Live bytes of the fastest-growing sites (top 10)");
+  lgx_declare(r, "leakguard_site_growth_bytes_per_second", LGX_GAUGE, "Growth of the fastest-growing sites (top 10)");
+  lgx_declare(r, "leakguard_time_to_oom_seconds", LGX_GAUGE, "Projected seconds until the memory limit (+Inf: not growing)");
+  lgx_declare(r, "leakguard_dropped_records_total", LGX_COUNTER, "Allocations the recorder could not attribute");
+  lgx_declare(r, "leakguard_steps_total", LGX_COUNTER, "Step markers (leakguard_step) seen");
+  lgx_declare(r, "leakguard_tag_live_bytes", LGX_GAUGE, "Live bytes per request tag (top 10 tags)");
+  lgx_declare(r, "leakguard_tag_peak_bytes", LGX_GAUGE, "Peak live bytes per request tag (top 10 tags)");
+  {
+    /* leakguard_live_bytes by space and GPU, and the CUDA metrics (docs/cuda.md) */
+    const lgm_proc_t *ps[256];
+    int np = 0;
+    for (int i = 0; i < c->nprocs && np < 256; i++) ps[np++] = &c->procs[i]->m;
+    lgx_publish_memory(r, ps, np);
+  }
+  lgx_set(r, "leakguard_rss_bytes", NULL, (double)fr->rss_bytes);
+  lgx_set(r, "leakguard_leak_suspects", NULL, fr->nrows);
+  lgx_set(r, "leakguard_dropped_records_total", NULL, (double)fr->dropped);
+  lgx_set(r, "leakguard_steps_total", NULL, (double)fr->steps);
+  double headroom = fr->limit > usage ? (double)(fr->limit - usage) : 0;
+  const char *rl[] = {"source", "recorder", NULL};
+  lgx_set(r, "leakguard_time_to_oom_seconds", rl, fr->growth_bps > 0 ? headroom / fr->growth_bps : INFINITY);
+  lgx_clear(r, "leakguard_site_live_bytes");
+  lgx_clear(r, "leakguard_site_growth_bytes_per_second");
+  for (int i = 0; i < fr->nrows && i < 10; i++) {
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", fr->rows[i].pid);
+    const char *l[] = {"site", fr->rows[i].label, "pid", pid, NULL};
+    lgx_set(r, "leakguard_site_live_bytes", l, fr->rows[i].live_bytes);
+    lgx_set(r, "leakguard_site_growth_bytes_per_second", l, fr->rows[i].growth_bps);
+  }
+  /* top tags by live bytes over all live processes */
+  lgx_clear(r, "leakguard_tag_live_bytes");
+  lgx_clear(r, "leakguard_tag_peak_bytes");
+  struct { const lg_tag_rec_t *t; int pid; } top[10];
+  int ntop = 0;
+  for (int i = 0; i < c->nprocs; i++) {
+    lgc_proc_t *p = c->procs[i];
+    if (p->m.ended) continue;
+    const lg_region_hdr_t *h = p->m.hdr;
+    uint32_t nt = atomic_load(&((lg_region_hdr_t *)h)->ntags);
+    if (nt > h->tags_cap) nt = h->tags_cap;
+    const lg_tag_rec_t *tags = LG_PTR(h, h->tags_off, const lg_tag_rec_t *);
+    for (uint32_t k = 1; k < nt; k++) {
+      int64_t live = atomic_load(&((lg_tag_rec_t *)&tags[k])->live_bytes);
+      int at = ntop < 10 ? ntop++ : 9;
+      if (at == 9 && ntop == 10 && top[9].t && atomic_load(&((lg_tag_rec_t *)top[9].t)->live_bytes) >= live) continue;
+      top[at].t = &tags[k];
+      top[at].pid = p->m.pid;
+      for (; at > 0 && atomic_load(&((lg_tag_rec_t *)top[at - 1].t)->live_bytes) < live; at--) {
+        __typeof__(top[0]) x = top[at];
+        top[at] = top[at - 1];
+        top[at - 1] = x;
+      }
+    }
+  }
+  for (int i = 0; i < ntop; i++) {
+    char name[LG_TAG_NAME + 1], pid[16];
+    memcpy(name, top[i].t->name, LG_TAG_NAME);
+    name[LG_TAG_NAME] = 0;
+    snprintf(pid, sizeof pid, "%d", top[i].pid);
+    const char *l[] = {"tag", name, "pid", pid, NULL};
+    lgx_set(r, "leakguard_tag_live_bytes", l, (double)atomic_load(&((lg_tag_rec_t *)top[i].t)->live_bytes));
+    lgx_set(r, "leakguard_tag_peak_bytes", l, (double)atomic_load(&((lg_tag_rec_t *)top[i].t)->peak_bytes));
+  }
+  if (c->guard) lgg_export(c->guard, r);
+}
+
+/* suspects-PID.json in the private directory, for `leakguard.suspects()` in the
+ * target (docs/python.md). Written to a temporary name, then renamed: atomic. */
+static void write_suspects(lgc_collector_t *c, lgc_proc_t *p, double elapsed, cJSON *list) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddNumberToObject(root, "pid", p->m.pid);
+  cJSON_AddNumberToObject(root, "t", elapsed);
+  cJSON_AddItemToObject(root, "suspects", list);
+  char *text = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  if (!text) return;
+  char tmp[128], path[128];
+  snprintf(tmp, sizeof tmp, "%s/.suspects-%d.tmp", c->dir, p->m.pid);
+  snprintf(path, sizeof path, "%s/" LG_FILE_SUSPECTS, c->dir, p->m.pid);
+  FILE *f = fopen(tmp, "w");
+  if (f) {
+    fputs(text, f);
+    if (fclose(f) == 0) rename(tmp, path);
+  }
+  free(text);
+}
+
+/* GPU totals of the live view: recorded bytes, and the memory of the GPUs used. */
+static void live_gpu_totals(lgv_frame_t *fr, const lgm_proc_t *m) {
+  fr->gpu_bytes += m->gpu_bytes;
+  uint32_t nd = atomic_load(&m->hdr->cuda_ndev);
+  for (uint32_t d = 0; d < nd && d < LG_CUDA_MAX_DEVICES; d++) {
+    fr->gpu_usage += (uint64_t)(m->gpu_space_bytes[d][0] + m->gpu_space_bytes[d][1]);
+    uint64_t t = atomic_load(&m->hdr->cuda[d].total_bytes);
+    if (t > fr->gpu_total) fr->gpu_total = t; /* several processes on one GPU: counted once */
+  }
+}
+
+/* Stores a flag row for every stack of group g (the report dates a suspect by them). */
+static void store_flags(lgc_collector_t *c, lgc_proc_t *p, const lgc_group_t *g, int gi) {
+  if (!c->db || c->db_failed) return;
+  lgc_db_begin(c);
+  uint64_t t_ns = p->m.start_ns + (uint64_t)(g->flag_t * 1e9);
+  for (uint32_t id = 2; id < p->sites.nstacks && id < p->m.nsites; id++)
+    if (p->sites.group_of[id] == gi) lgst_flag(c->db, p->m.proc, id, t_ns, g->r.growth_bytes_per_s);
+}
+
+/* One live tick of every running process: sums its counters, samples its site groups
+ * and analyses them (stores the flags of groups that began to grow). */
+void lgc_live_tick(lgc_collector_t *c, uint64_t now) {
+  for (int i = 0; i < c->nprocs; i++) {
+    lgc_proc_t *p = c->procs[i];
+    if (p->m.ended) continue;
+    double t = (double)(now - p->m.start_ns) / 1e9;
+    if (now - p->last_tick_ns >= LIVE_TICK_NS / 2) { /* no snapshot gave a point lately */
+      if (lgm_collect(&p->m) != 0) continue;
+      lgc_sites_tick(&p->sites, t, (double)atomic_load(&p->m.hdr->steps), p->m.sites, p->m.nsites);
+      p->last_tick_ns = now;
+    }
+    double headroom = c->limit > lgu_memory_usage() ? (double)(c->limit - lgu_memory_usage()) : 0;
+    if (lgc_sites_analyse(&p->sites, t, (double)p->m.live_bytes, headroom) > 0)
+      for (int gi = 0; gi < p->sites.n; gi++)
+        if (p->sites.g[gi].growing && p->sites.g[gi].flag_t == t) store_flags(c, p, &p->sites.g[gi], gi);
+  }
+}
+
+/* Asks a Python process to explain who holds its growing sites while it runs (the
+ * module's watcher thread polls explain-PID.json, docs/python.md): when a site still grows
+ * a second after it was flagged, and again when its live memory doubled since it was
+ * last asked about. At
+ * most one request a second per process: each explain pauses the program's Python
+ * threads while it walks the objects. A list in a function's locals can only be
+ * explained while that function runs. */
+static void request_explain(lgc_collector_t *c, lgc_proc_t *p, uint64_t now) {
+  if (!p->python || now - p->last_explain_ns < 1000000000ULL) return;
+  if ((uint32_t)p->sites.n > p->nexplained) {
+    double *n = realloc(p->explained, (size_t)p->sites.n * sizeof *n);
+    if (!n) return;
+    for (uint32_t i = p->nexplained; i < (uint32_t)p->sites.n; i++) n[i] = 0;
+    p->explained = n;
+    p->nexplained = (uint32_t)p->sites.n;
+  }
+  cJSON *ids = NULL;
+  for (int gi = 0; gi < p->sites.n; gi++) {
+    const lgc_group_t *g = &p->sites.g[gi];
+    /* still growing a second after it was flagged: a start-up burst (imports) is over by then */
+    double age = (double)(now - p->m.start_ns) / 1e9 - g->flag_t;
+    if (!g->growing || age < 1.0 || (p->explained[gi] > 0 && g->live < 2 * p->explained[gi])) continue;
+    if (!ids) ids = cJSON_CreateArray();
+    p->explained[gi] = g->live > 1 ? g->live : 1;
+    for (uint32_t id = 2, k = 0; id < p->sites.nstacks && k < 256; id++)
+      if (p->sites.group_of[id] == gi) cJSON_AddItemToArray(ids, cJSON_CreateNumber(id)), k++;
+  }
+  if (!ids) return;
+  p->last_explain_ns = now;
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddNumberToObject(root, "seq", ++p->explain_seq);
+  cJSON_AddItemToObject(root, "stacks", ids);
+  char *text = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  char tmp[128], path[128];
+  snprintf(tmp, sizeof tmp, "%s/.explain-%d.tmp", c->dir, p->m.pid);
+  snprintf(path, sizeof path, "%s/" LG_FILE_EXPLAIN, c->dir, p->m.pid);
+  FILE *f = text ? fopen(tmp, "w") : NULL;
+  if (f) {
+    fputs(text, f);
+    if (fclose(f) == 0) rename(tmp, path);
+  }
+  free(text);
+}
+
+/* The live results of every running process: the live view, guard hints, metrics,
+ * suspects files for the Python module. */
+void lgc_live_update(lgc_collector_t *c, double elapsed) {
+  lgv_frame_t fr;
+  memset(&fr, 0, sizeof fr);
+  fr.elapsed_s = elapsed;
+  fr.limit = c->limit;
+  fr.limit_source = c->limit_source;
+  for (int i = 0; i < c->nprocs; i++) {
+    lgc_proc_t *p = c->procs[i];
+    if (p->m.ended) continue;
+    fr.nprocs++;
+    fr.live_bytes += p->m.live_bytes;
+    fr.rss_bytes += p->m.rss_bytes;
+    fr.steps += atomic_load(&p->m.hdr->steps);
+    fr.dropped += atomic_load(&p->m.hdr->dropped);
+    live_gpu_totals(&fr, &p->m);
+    if (!fr.pid) {
+      fr.pid = p->m.pid;
+      snprintf(fr.command, sizeof fr.command, "%s", p->m.command);
+    }
+    double proc_growth = 0;
+    cJSON *sus = cJSON_CreateArray();
+    /* significant growth first, then sites that grow but not (yet) significantly: the
+     * Python module explains the first few of the list */
+    for (int pass = 0; pass < 2; pass++)
+    for (int gi = 0; gi < p->sites.n; gi++) {
+      const lgc_group_t *g = &p->sites.g[gi];
+      if (pass == 0 ? !g->growing : (g->growing || !g->r.leak)) continue;
+      const lgd_result_t *r = &g->r;
+      if (pass == 0) {
+        lgv_row_t row = {r->growth_bytes_per_s, g->live, r->pattern, p->m.pid, g->label, NULL, 0};
+        if (g->space >= LG_SPACE_DEVICE && g->space <= LG_SPACE_PINNED) {
+          row.space = lg_space_name((lg_space_t)g->space);
+          row.device = g->device;
+        }
+        if (g->space == LG_SPACE_DEVICE || g->space == LG_SPACE_MANAGED) {
+          fr.gpu_growth_bps += r->growth_bytes_per_s; /* grows toward the GPU's memory, not the host limit */
+        } else {
+          fr.growth_bps += r->growth_bytes_per_s;
+          proc_growth += r->growth_bytes_per_s;
+        }
+        lgv_add_row(&fr, &row);
+      }
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddBoolToObject(o, "significant", pass == 0);
+      cJSON_AddNumberToObject(o, "stack", g->rep_stack);
+      cJSON *ids = cJSON_AddArrayToObject(o, "stacks");
+      for (uint32_t id = 2, k = 0; id < p->sites.nstacks && k < 256; id++)
+        if (p->sites.group_of[id] == gi) cJSON_AddItemToArray(ids, cJSON_CreateNumber(id)), k++;
+      cJSON_AddNumberToObject(o, "growth_bytes_per_s", r->growth_bytes_per_s);
+      cJSON_AddNumberToObject(o, "live_bytes", g->live);
+      cJSON_AddStringToObject(o, "pattern", lg_pattern_name(r->pattern));
+      cJSON_AddNumberToObject(o, "flagged_at_s", g->flag_t);
+      cJSON *fj = g->frames_json ? cJSON_Parse(g->frames_json) : NULL;
+      cJSON_AddItemToObject(o, "frames", fj ? fj : cJSON_CreateArray());
+      cJSON_AddItemToArray(sus, o);
+    }
+    if (c->guard && proc_growth > 0) lgg_hint_growth(c->guard, p->m.pid, proc_growth);
+    write_suspects(c, p, elapsed, sus);
+    request_explain(c, p, lgu_now_ns());
+  }
+  uint64_t usage = c->limit_given ? (uint64_t)fr.rss_bytes : lgu_memory_usage();
+  fr.usage = usage;
+  if (c->view) lgv_draw(c->view, &fr);
+  if (c->reg) publish_metrics(c, &fr, usage);
+}
+

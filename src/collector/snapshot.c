@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * snapshot.c - snapshots (collector/collector.h): a process's counters summed from its region
+ * into the store, its stacks queued for symbolization (the worker, symq.c) and stored
+ * when symbolized, each assigned to its allocation site (sites.c), and the GPU parts.
+ */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/collector_impl.h"
+
+/* The site of a symbolized stack (the report's rule, output/report.c: the innermost
+ * Python line, else the first frame that is not allocator machinery): its key, a label
+ * for people and its first frames as JSON (for the suspects files). */
+static void site_of_frames(const lgs_frame_t *fr, int nf, unsigned space, uint32_t id, char *key, size_t keylen,
+                           char *label, size_t labellen, char **frames_json) {
+  int k = 0;
+  if (!(nf > 0 && !strcmp(fr[0].module, "python")))
+    while (k < nf - 1 && lgr_is_machinery(fr[k].function, fr[k].file, fr[k].module)) k++;
+  if (nf == 0) snprintf(label, labellen, "??");
+  else if (fr[k].file[0]) {
+    const char *b = strrchr(fr[k].file, '/');
+    snprintf(label, labellen, "%s (%s:%d)", fr[k].function, b ? b + 1 : fr[k].file, fr[k].line);
+  } else snprintf(label, labellen, "%s [%s]", fr[k].function, fr[k].module);
+  if (nf == 0) snprintf(key, keylen, "#%u", id);
+  else
+    snprintf(key, keylen, "%s\x1f%s\x1f%d\x1f%s\x1f%u", fr[k].function, fr[k].file, fr[k].line,
+             fr[k].file[0] ? "" : fr[k].module, space); /* space: space | device << 8 */
+  cJSON *arr = cJSON_CreateArray();
+  for (int q = k; q < nf && q < k + 8; q++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "function", fr[q].function);
+    cJSON_AddStringToObject(o, "file", fr[q].file);
+    cJSON_AddNumberToObject(o, "line", fr[q].line);
+    cJSON_AddStringToObject(o, "module", fr[q].module);
+    cJSON_AddItemToArray(arr, o);
+  }
+  *frames_json = cJSON_PrintUnformatted(arr);
+  cJSON_Delete(arr);
+}
+
+/* Queues stacks for symbolization and storage (the worker, collector/symq.c), and
+ * assigns Python stacks to their site at once (their site is a Python line, read from
+ * the region). A stack is queued when it holds 1 KiB or more, or (at the final
+ * snapshot) 256 bytes. Programs such as Python make tens of thousands of short-lived
+ * stacks at start-up; storing every one costs the collector seconds for nothing. Needs
+ * the sums of lgm_collect. */
+static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
+  lgm_proc_t *m = &p->m;
+  uint32_t nm = lgm_nmodules(m);
+  for (uint32_t i = m->modules_stored; i < nm; i++) {
+    const lg_module_rec_t *mod = lgm_module(m, i);
+    char path[LG_MODULE_PATH + 1];
+    memcpy(path, mod->path, LG_MODULE_PATH);
+    path[LG_MODULE_PATH] = 0;
+    if (p->sym) lgc_symq_module(c->symq, p->sym, path, mod->start, mod->end, mod->bias);
+    if (c->db) lgst_module(c->db, m->proc, i, mod);
+  }
+  m->modules_stored = nm;
+  uint32_t ns = m->nsites;
+  if (ns > p->nsymbolized) {
+    uint8_t *n = realloc(p->symbolized, ns);
+    if (!n) return;
+    memset(n + p->nsymbolized, 0, ns - p->nsymbolized);
+    p->symbolized = n;
+    p->nsymbolized = ns;
+  }
+  m->stacks_stored = ns;
+  lgs_frame_t py[LG_MAX_DEPTH];
+  for (uint32_t id = 2; id < ns; id++) {
+    if (p->symbolized[id]) continue;
+    int64_t live = m->sites[id].live_bytes;
+    const uint64_t *ips;
+    unsigned space = 0;
+    unsigned depth = lgm_stack(m, id, &ips, &space);
+    int is_py = depth > 0 && (ips[0] & LG_PYFRAME_BIT);
+    if (!(live >= 1024 || (final && live >= 256))) continue;
+    p->symbolized[id] = 1;
+    if (lgc_symq_stack(c->symq, p, p->sym, m, id) != 0) p->symbolized[id] = 0;
+    if (!is_py) continue;
+    p->python = 1;
+    int nf = 0;
+    for (unsigned k = 0; k < depth && nf < LG_MAX_DEPTH; k++) {
+      const char *pf, *pfn;
+      int pl;
+      if (lgm_pyframe(m, ips[k], &pf, &pfn, &pl) != 0) break;
+      py[nf++] = (lgs_frame_t){ips[k], "python", pfn, pf, pl, 0};
+    }
+    char label[512], key[1200], *fj = NULL;
+    unsigned dev = lgm_stack_device(m, id);
+    site_of_frames(py, nf, space | dev << 8, id, key, sizeof key, label, sizeof label, &fj);
+    lgc_sites_assign(&p->sites, id, key, label, fj, space, dev);
+    free(fj);
+  }
+}
+
+/* Stores the stacks the worker symbolized, and assigns the native ones to their site:
+ * for at most budget_ns (0: all of them), so that the loop keeps its pace while a
+ * program's start-up floods it with new stacks. */
+void lgc_take_symbols(lgc_collector_t *c, uint64_t budget_ns) {
+  lgc_symres_t r;
+  uint64_t t0 = lgu_now_ns();
+  while ((!budget_ns || lgu_now_ns() - t0 < budget_ns) && lgc_symq_take(c->symq, &r)) {
+    lgc_proc_t *p = r.owner;
+    if (c->db && !c->db_failed) {
+      lgc_db_begin(c);
+      lgst_stack(c->db, p->m.proc, r.id, r.space, r.frames, r.nframes);
+    }
+    if (!(r.nframes > 0 && !strcmp(r.frames[0].module, "python"))) {
+      char label[512], key[1200], *fj = NULL;
+      unsigned dev = lgm_stack_device(&p->m, r.id);
+      site_of_frames(r.frames, r.nframes, r.space | dev << 8, r.id, key, sizeof key, label, sizeof label, &fj);
+      lgc_sites_assign(&p->sites, r.id, key, label, fj, r.space, dev);
+      free(fj);
+    }
+    lgc_symq_release(&r);
+  }
+}
+
+/* ---- GPU memory (docs/cuda.md): the CUDA part of a snapshot, and the notes of entry
+ * points the recorder passed through untracked, each printed once. */
+static void cuda_snapshot(lgc_collector_t *c, lgc_proc_t *p) {
+  lgm_proc_t *m = &p->m;
+  uint32_t nn = atomic_load_explicit(&m->hdr->cuda_nnotes, memory_order_acquire);
+  for (; m->cuda_notes_seen < nn && m->cuda_notes_seen < LG_CUDA_NOTES; m->cuda_notes_seen++)
+    lgu_err("cuda: pid %d: %.*s", m->pid, LG_CUDA_NOTE_LEN, m->hdr->cuda_notes[m->cuda_notes_seen]);
+  if (c->db && !c->db_failed) lgst_cuda_snapshot(c->db, m);
+}
+
+/* The NVML timeline, at the snapshot interval, once a recorded process uses CUDA;
+ * without NVML, one line and nothing else. */
+void lgc_gpu_timeline(lgc_collector_t *c, uint64_t now) {
+  int pids[LGN_MAX_PROC], procs[LGN_MAX_PROC], np = 0;
+  for (int i = 0; i < c->nprocs && np < LGN_MAX_PROC; i++) {
+    lgm_proc_t *m = &c->procs[i]->m;
+    if (m->ended || !atomic_load(&m->hdr->cuda_flags)) continue;
+    pids[np] = m->pid;
+    procs[np++] = m->proc;
+  }
+  if (!np) return;
+  if (!c->nvml_tried) {
+    char why[512];
+    c->nvml_tried = 1;
+    c->nvml = lgn_open(why, sizeof why);
+    if (!c->nvml) lgu_err("%s", why);
+    if (c->db) lgst_meta(c->db, "nvml", c->nvml ? "on" : why);
+  }
+  lgn_sample_t s;
+  if (!c->nvml || lgn_sample(c->nvml, pids, np, &s) != 0 || !c->db || c->db_failed) return;
+  lgc_db_begin(c);
+  for (int d = 0; d < s.ndev; d++)
+    if (s.dev[d].ok) lgst_nvml_device(c->db, now, d, s.dev[d].used, s.dev[d].total);
+  for (int k = 0; k < s.nproc; k++)
+    for (int i = 0; i < np; i++)
+      if (pids[i] == s.proc[k].pid) lgst_nvml_process(c->db, now, s.proc[k].dev, pids[i], procs[i], s.proc[k].used);
+}
+
+/* Takes one snapshot of p and stores it (mode: LGST_*). */
+void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
+  int full = mode == LGST_ALL;
+  lgm_proc_t *m = &p->m;
+  uint64_t now = lgu_now_ns();
+  lgc_db_begin(c);
+  if (lgm_collect(m) != 0) return;
+  sync_symbols(c, p, full);
+  if (!m->ended) {
+    uint64_t rss = lgu_rss_bytes(m->pid);
+    if (rss) m->rss_bytes = rss;
+  }
+  uint64_t usage;
+  if (c->limit_given) {
+    usage = 0;
+    for (int i = 0; i < c->nprocs; i++)
+      if (!c->procs[i]->m.ended) usage += c->procs[i]->m.rss_bytes;
+    if (usage < m->rss_bytes) usage = m->rss_bytes;
+  } else {
+    usage = lgu_memory_usage();
+  }
+  /* the process began to exit (lg_exiting): from here on it frees its teardown */
+  if (!p->exit_begin_ns && atomic_load(&m->hdr->state) == LG_PS_EXITING) {
+    p->exit_begin_ns = now;
+    if (c->db && !c->db_failed) {
+      char v[32];
+      snprintf(v, sizeof v, "%" PRIu64, now);
+      lgst_label(c->db, m->proc, "exit_begin_ns", v);
+    }
+  }
+  /* every snapshot (step markers too) is a point of the live site series */
+  lgc_sites_tick(&p->sites, (double)(now - m->start_ns) / 1e9, (double)atomic_load(&m->hdr->steps), m->sites,
+                 m->nsites);
+  p->last_tick_ns = now;
+  cuda_snapshot(c, p);
+  if (c->db && !c->db_failed) {
+    lgst_snapshot(c->db, m, now, usage, c->limit, mode);
+  } else {
+    m->seq++;
+  }
+  p->last_snap_ns = now;
+}
+
