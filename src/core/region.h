@@ -237,6 +237,27 @@ static inline uint32_t lg_era_start(unsigned b) { return b == 0 ? 0u : (1u << (b
 
 
 
+/* The layout is shared by separately built binaries (a recorder of one build may talk
+ * to a collector or guard of another): any change below must bump LG_REGION_VERSION.
+ * These asserts make a change visible at build time; update them with the version. */
+_Static_assert(sizeof(lg_site_ctr_t) == 128, "lg_site_ctr_t: two cache lines");
+_Static_assert(sizeof(lg_stack_rec_t) == 16, "lg_stack_rec_t layout");
+_Static_assert(sizeof(lg_module_rec_t) == 264, "lg_module_rec_t layout");
+_Static_assert(sizeof(lg_tag_rec_t) == 88, "lg_tag_rec_t layout");
+_Static_assert(sizeof(lg_pyframe_rec_t) == 24, "lg_pyframe_rec_t layout");
+_Static_assert(sizeof(lg_shard_desc_t) == 16, "lg_shard_desc_t layout");
+_Static_assert(sizeof(lg_cuda_um_t) == 48, "lg_cuda_um_t layout");
+_Static_assert(sizeof(lg_cuda_dev_t) == 88, "lg_cuda_dev_t layout");
+_Static_assert(sizeof(lg_reaped_t) == 16, "lg_reaped_t layout");
+_Static_assert(sizeof(lg_index_slot_t) == 16, "lg_index_slot_t layout");
+_Static_assert(sizeof(lg_region_hdr_t) == 3648 && sizeof(lg_region_hdr_t) <= 4096,
+               "lg_region_hdr_t: v3 layout, within the first page");
+_Static_assert(__builtin_offsetof(lg_region_hdr_t, epoch) == 56 &&
+                   __builtin_offsetof(lg_region_hdr_t, index_off) == 136 &&
+                   __builtin_offsetof(lg_region_hdr_t, cuda_flags) == 264 &&
+                   __builtin_offsetof(lg_region_hdr_t, reaped_head) == 3632,
+               "lg_region_hdr_t: v3 field offsets");
+
 /* ------------------------------------------------------------------ socket protocol
  * The collector listens on a Unix SOCK_SEQPACKET socket whose path is in the
  * LEAKGUARD_SOCK environment variable. Each recorded process image connects once and
@@ -256,11 +277,27 @@ typedef struct lg_hello {
   uint64_t region_size;
   char exe[256];
 } lg_hello_t;
+_Static_assert(sizeof(lg_hello_t) == 288, "lg_hello_t layout");
 
 /* Settings passed by the collector to the recorder (read with secure_getenv). */
+/* The name of the memfd that holds a process's region (/proc/PID/fd shows
+ * "/memfd:leakguard-region (deleted)"; the guard finds regions by it). */
+#define LG_REGION_MEMFD "leakguard-region"
+
 #define LG_ENV_SOCK "LEAKGUARD_SOCK"
 #define LG_ENV_SAMPLE "LEAKGUARD_SAMPLE"   /* bytes, 0 = record everything */
 #define LG_ENV_DEPTH "LEAKGUARD_DEPTH"     /* 1..LG_MAX_DEPTH */
 #define LG_ENV_FOLLOW "LEAKGUARD_FOLLOW"   /* "0": do not record children */
 #define LG_ENV_MMAP "LEAKGUARD_MMAP"       /* "0": do not record anonymous mmap */
+#define LG_ENV_CUDA_UM "LEAKGUARD_CUDA_UM" /* "1": CUPTI Unified Memory counters */
+#define LG_ENV_CUPTI "LEAKGUARD_CUPTI"     /* path of libcupti (default: the toolkit's) */
+/* Settings read by the Python module (src/python) and python/sitecustomize.py. */
+#define LG_ENV_DIR "LEAKGUARD_DIR"         /* the run's private directory (files below) */
+#define LG_ENV_EXPLAIN_AT_STEP "LEAKGUARD_EXPLAIN_AT_STEP" /* explain at this step */
+
+/* Files in LG_ENV_DIR exchanged by the Python module and the collector. */
+#define LG_FILE_SUSPECTS "suspects-%d.json"    /* collector -> module: growing sites */
+#define LG_FILE_EXPLAIN "explain-%d.json"      /* collector -> module: explain now */
+#define LG_FILE_HOLDERS "holders-%d-%d.json"   /* module -> collector: pid, sequence */
+#define LG_FILE_LABELS "labels-%d.json"        /* module -> collector: rank, world */
 #endif /* LG_REGION_H */
