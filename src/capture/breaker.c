@@ -26,30 +26,24 @@
 #include "capture/recorder.h"
 #include "leakguard.h"
 
-#define LG_EXPORT __attribute__((visibility("default")))
 
 /* ------------------------------------------------------------------ levels */
 
-LG_EXPORT const char *lg_level_name(lg_level_t l) {
-  static const char *const n[] = {"normal", "warn", "breaker", "emergency"};
-  return (unsigned)l < 4 ? n[l] : NULL;
-}
-
-LG_EXPORT lg_level_t lg_level(void) {
+LG_API lg_level_t lg_level(void) {
   lg_region_hdr_t *h = lgi_g.hdr;
   if (!h || !lgi_g.enabled) return LG_LEVEL_NORMAL;
   uint32_t l = atomic_load_explicit(&h->guard_level, memory_order_relaxed);
   return l > LG_LEVEL_EMERGENCY ? LG_LEVEL_EMERGENCY : (lg_level_t)l;
 }
 
-LG_EXPORT size_t lg_batch_size(size_t base) {
+LG_API size_t lg_batch_size(size_t base) {
   static const double f[] = {1.0, 0.7, 0.5, 0.25};
   if (base == 0) return 0;
   size_t b = (size_t)((double)base * f[lg_level()]);
   return b < 1 ? 1 : b;
 }
 
-LG_EXPORT int lg_admit(void) { return lg_level() < LG_LEVEL_BREAKER; }
+LG_API int lg_admit(void) { return lg_level() < LG_LEVEL_BREAKER; }
 
 /* ------------------------------------------------------------------ watcher */
 
@@ -112,7 +106,19 @@ static void start_watcher(void) {
   pthread_attr_destroy(&a);
 }
 
-LG_EXPORT int lg_subscribe(lg_level_cb cb, void *arg) {
+/* After fork only the forking thread lives on in the child: the watcher is gone (the
+ * subscribers of a forked worker would never hear of a level change) and reg_lock may
+ * have been held by another thread. Called by lgi_atfork_child (the child has its own
+ * region by then, or recording is off). */
+void lgi_breaker_atfork_child(void) {
+  pthread_mutex_init(&reg_lock, NULL);
+  watcher_started = 0;
+  int any = ncaches > 0;
+  for (int i = 0; i < MAX_SUBS && !any; i++) any = subs[i].cb != NULL;
+  if (any) start_watcher();
+}
+
+LG_API int lg_subscribe(lg_level_cb cb, void *arg) {
   if (!cb) return -EINVAL;
   int id = -ENOMEM;
   pthread_mutex_lock(&reg_lock);
@@ -128,7 +134,7 @@ LG_EXPORT int lg_subscribe(lg_level_cb cb, void *arg) {
   return id;
 }
 
-LG_EXPORT int lg_unsubscribe(int id) {
+LG_API int lg_unsubscribe(int id) {
   if (id < 0 || id >= MAX_SUBS) return -EINVAL;
   pthread_mutex_lock(&reg_lock);
   int rc = subs[id].cb ? 0 : -ENOENT;
@@ -137,7 +143,7 @@ LG_EXPORT int lg_unsubscribe(int id) {
   return rc;
 }
 
-LG_EXPORT int lg_evict_register(const char *name, lg_evict_cb cb, void *arg) {
+LG_API int lg_evict_register(const char *name, lg_evict_cb cb, void *arg) {
   if (!cb) return -EINVAL;
   pthread_mutex_lock(&reg_lock);
   int id = -ENOMEM;
@@ -155,11 +161,11 @@ LG_EXPORT int lg_evict_register(const char *name, lg_evict_cb cb, void *arg) {
   return id;
 }
 
-LG_EXPORT void lg_evict_touch(int id) {
+LG_API void lg_evict_touch(int id) {
   if (id >= 0 && id < MAX_CACHES) atomic_store(&caches[id].used, atomic_fetch_add(&lru_clock, 1) + 1);
 }
 
-LG_EXPORT size_t lg_evict(size_t want) {
+LG_API size_t lg_evict(size_t want) {
   int order[MAX_CACHES], n;
   pthread_mutex_lock(&reg_lock);
   n = ncaches;
@@ -231,7 +237,7 @@ out:
   return id;
 }
 
-LG_EXPORT int lg_tag_push(const char *name) {
+LG_API int lg_tag_push(const char *name) {
   lgi_tls_t *t = &lgi_tls;
   int id = tag_intern(name);
   if (id < 0) return id;
@@ -241,14 +247,14 @@ LG_EXPORT int lg_tag_push(const char *name) {
   return id;
 }
 
-LG_EXPORT void lg_tag_pop(void) {
+LG_API void lg_tag_pop(void) {
   lgi_tls_t *t = &lgi_tls;
   if (t->tag_depth == 0) return;
   t->tag_depth--;
   t->tag = t->tag_depth < LGI_TAG_DEPTH ? t->tag_stack[t->tag_depth] : t->tag;
 }
 
-LG_EXPORT int lg_tag_stats(int id, lg_tag_stats_t *out) {
+LG_API int lg_tag_stats(int id, lg_tag_stats_t *out) {
   _Atomic uint32_t *cnt;
   lg_tag_rec_t *tab = tag_table(&cnt);
   if (!tab || !out || id < 1 || (uint32_t)id >= atomic_load(cnt)) return -ENOENT;
@@ -259,7 +265,7 @@ LG_EXPORT int lg_tag_stats(int id, lg_tag_stats_t *out) {
   return 0;
 }
 
-LG_EXPORT int lg_tag_quota(const char *name, int64_t limit, lg_quota_cb cb, void *arg) {
+LG_API int lg_tag_quota(const char *name, int64_t limit, lg_quota_cb cb, void *arg) {
   if (limit < 0) return -EINVAL;
   int id = tag_intern(name);
   if (id < 0) return id;
