@@ -5,7 +5,8 @@
 # measured in the same run).
 add_library(lg_pyframes_probe SHARED
   ${CMAKE_SOURCE_DIR}/bench/pyframes_probe.c
-  ${CMAKE_SOURCE_DIR}/src/capture/python.c)
+  $<TARGET_OBJECTS:lg_capture_python>)
+target_include_directories(lg_pyframes_probe PRIVATE ${LG_INC_capture} ${LG_INC_core} ${LG_INC_public})
 set_target_properties(lg_pyframes_probe PROPERTIES
   C_VISIBILITY_PRESET hidden
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib)

@@ -34,7 +34,7 @@ extern "C" {
 
 /* Marks the end of one step (training iteration, served request...). The collector
  * takes a snapshot at every step marker (coalesced when steps come faster than it
- * polls, see docs/leakguard.md) and reports growth per step.
+ * polls, see docs/detection.md) and reports growth per step.
  * Async-signal-safe, lock-free, never allocates. Returns the new step count. */
 LG_API uint64_t leakguard_step(void);
 
@@ -167,8 +167,10 @@ typedef struct lg_tag_stats {
 /* Statistics of tag id; 0 or -ENOENT. */
 LG_API int lg_tag_stats(int id, lg_tag_stats_t *out);
 
-/* Quota: when a tag's live bytes exceed limit, cb(tag, live, arg) runs once (on the
- * allocating thread, outside the allocator) per crossing. With cb == NULL, allocations
+/* Quota: when a tag's live bytes exceed limit, cb(tag, live, arg) runs once per
+ * crossing, on the allocating thread, inside the malloc call that crossed it, after the
+ * block is recorded and with the recorder's own state released (the callback may
+ * allocate; its allocations are counted). With cb == NULL, allocations
  * over the quota fail with ENOMEM instead. 0 or -errno. */
 typedef void (*lg_quota_cb)(int tag, int64_t live_bytes, void *arg);
 LG_API int lg_tag_quota(const char *name, int64_t limit_bytes, lg_quota_cb cb, void *arg);

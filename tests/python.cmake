@@ -48,6 +48,7 @@ foreach(m 9 10 11 12 13)
   if(LG_PY_${m}_INCLUDE)
     add_executable(test_pylayout_3${m} ${LG_PY_DIR}/test_pylayout.c)
     target_include_directories(test_pylayout_3${m} SYSTEM PRIVATE ${LG_PY_${m}_INCLUDE})
+    target_include_directories(test_pylayout_3${m} PRIVATE ${LG_INC_capture} ${LG_INC_core} ${LG_INC_public})
     add_test(NAME python_3.${m}_layout COMMAND test_pylayout_3${m})
   else()
     add_test(NAME python_3.${m}_layout

@@ -5,28 +5,19 @@
 # root build, computed from this file's location so a private build works too).
 get_filename_component(LGC_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
 
-# Deterministic floating point for the classifier and its tools (no FMA contraction).
+# The classifier's objects (lg_classify: features and inference; lg_classify_model:
+# lg_classify() and the generated model) and the CSV reader are the analysis layer's
+# (root CMakeLists.txt), compiled once with -ffp-contract=off.
 set(LGC_FP_FLAGS -ffp-contract=off)
+add_library(lgclassify INTERFACE)
+target_link_libraries(lgclassify INTERFACE lg_analysis)
 
-# Classifier alone (features + inference + generated model): libm only.
-add_library(lgclassify STATIC
-  ${LGC_ROOT}/src/analysis/classify.c
-  ${LGC_ROOT}/src/analysis/classify_model.c)
-target_include_directories(lgclassify PUBLIC ${LGC_ROOT}/include ${LGC_ROOT}/src)
-target_compile_options(lgclassify PRIVATE ${LGC_FP_FLAGS})
-target_link_libraries(lgclassify PUBLIC m)
-
-# `classify` command (cmd_classify.c) and the CSV reader (src/analysis/csv.c), for the
-# evaluator and the tests.
+# The `classify` command (src/cli/cmd_classify.c) for the evaluator and its test.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LGC_CJSON REQUIRED IMPORTED_TARGET libcjson)
-if(NOT TARGET lgcsv)
-  add_library(lgcsv STATIC ${LGC_ROOT}/src/analysis/csv.c)
-  target_include_directories(lgcsv PUBLIC ${LGC_ROOT}/src)
-  target_link_libraries(lgcsv PUBLIC m)
-endif()
 add_library(lgclassify_cli STATIC ${LGC_ROOT}/src/cli/cmd_classify.c)
-target_link_libraries(lgclassify_cli PUBLIC lgclassify lgcsv PkgConfig::LGC_CJSON)
+target_include_directories(lgclassify_cli PUBLIC ${LG_INC_cli})
+target_link_libraries(lgclassify_cli PUBLIC lg_analysis PkgConfig::LGC_CJSON)
 
 # Synthetic labelled curves.
 add_library(lgclassify_gen STATIC ${LGC_ROOT}/tools/classify/gen.c)
@@ -37,12 +28,11 @@ target_link_libraries(lgclassify_gen PUBLIC m)
 add_executable(lg-gen-dataset ${LGC_ROOT}/tools/classify/gen_main.c)
 target_link_libraries(lg-gen-dataset PRIVATE lgclassify_gen lgclassify)
 
-# The trainer gets its own copy of the feature code without lg_classify(), so that it
-# never depends on the (possibly stale or half-written) generated model.
-add_executable(lg-train ${LGC_ROOT}/tools/classify/train.c ${LGC_ROOT}/src/analysis/classify.c)
-target_compile_definitions(lg-train PRIVATE LGI_CLASSIFY_NO_MODEL)
-target_compile_options(lg-train PRIVATE ${LGC_FP_FLAGS})
-target_link_libraries(lg-train PRIVATE lgclassify_gen)
+# The trainer links the feature code without lg_classify() and the model, so that it
+# never depends on the (possibly stale or half-written) generated model it writes.
+add_executable(lg-train ${LGC_ROOT}/tools/classify/train.c $<TARGET_OBJECTS:lg_classify>)
+target_include_directories(lg-train PRIVATE ${LG_INC_analysis} ${LG_INC_public})
+target_link_libraries(lg-train PRIVATE lgclassify_gen m)
 
 add_executable(lg-eval-classifier ${LGC_ROOT}/tools/classify/eval.c)
 target_compile_definitions(lg-eval-classifier PRIVATE

@@ -9,8 +9,10 @@
  * classify_model.c by tools/classify/train.c. The whole path is O(n) (series longer
  * than LGI_CLS_CAP are reduced to bucket means first; the remaining work is bounded
  * by that cap), uses only bounded stack buffers (about 26 KiB), no allocation, no
- * mutable static state, and libm only; it is compiled both into the preload library
- * and into lgcore.
+ * mutable static state, and libm only. Compiled once (an object library linked into
+ * the preload library, the analysis layer and the classifier tools); lg_classify(),
+ * which needs the generated model, is in classify_api.c so that the trainer can link
+ * the features without a model.
  */
 #include "analysis/classify.h"
 
@@ -741,20 +743,3 @@ lg_pattern_t lgi_classify_infer(const lgi_classify_model_t *mdl, const double f[
     probs[c] /= sum;
   return (lg_pattern_t)best;
 }
-
-#ifndef LGI_CLASSIFY_NO_MODEL /* the trainer builds this file without a model */
-LG_API int lg_classify(const double *t, const double *v, const double *rss, size_t n,
-                       lg_pattern_t *out, double probs[LG_PATTERN_COUNT])
-{
-  double f[LGI_CLS_NFEAT], p[LG_PATTERN_COUNT];
-  if (!out)
-    return -EINVAL;
-  int rc = lgi_classify_features(t, v, rss, n, f);
-  if (rc)
-    return rc;
-  *out = lgi_classify_infer(&lgi_classify_model, f, p);
-  if (probs)
-    memcpy(probs, p, sizeof p);
-  return 0;
-}
-#endif

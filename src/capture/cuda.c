@@ -63,7 +63,6 @@
 #include "capture/recorder.h"
 #include "leakguard.h"
 
-#define LG_EXPORT __attribute__((visibility("default")))
 /* src/guard/regions.c maps the header page only (and reads the CUDA gauges there). */
 _Static_assert(sizeof(lg_region_hdr_t) <= 4096, "the region header must fit one page");
 #define CALLER_RA ((uintptr_t)__builtin_return_address(0))
@@ -200,7 +199,7 @@ static const char *const export_name[E_COUNT] = {LGC_EXPORTS(LGC_ENAME)};
 #define LGC_EKIND(S, K) K_##K,
 static const unsigned char export_kind[E_COUNT] = {LGC_EXPORTS(LGC_EKIND)};
 static void *_Atomic export_ptr[E_COUNT];
-#define LGC_EPROTO(S, K) LG_EXPORT lgc_result_t S P_##K;
+#define LGC_EPROTO(S, K) LG_API lgc_result_t S P_##K;
 LGC_EXPORTS(LGC_EPROTO)
 static void *export_real(int i);
 #define LGC_EXPORT_FN(S, K)                                                                            \
@@ -351,7 +350,7 @@ __asm__(".pushsection .text\n"
         ".popsection\n");
 #else
 /* Elsewhere a sibling call (the compiler's, at -O2) keeps the caller for glibc. */
-LG_EXPORT void *dlsym(void *handle, const char *name) {
+LG_API void *dlsym(void *handle, const char *name) {
   if (handle == RTLD_DEFAULT && lgi_cuda_export_name(name)) return lgi_dlsym_default(handle, name);
   if (handle != RTLD_DEFAULT && handle != RTLD_NEXT) return lgi_dlsym_handle(handle, name);
   return ((dlsym_fn)lgi_dlsym_resolve())(handle, name);
@@ -1452,7 +1451,7 @@ uint32_t lgi_cuda_managed_site(uint64_t addr) {
 
 /* ------------------------------------------------------------------ public API */
 
-LG_EXPORT int lg_cuda_site_of(uint64_t addr, uint32_t *site, int *device) {
+LG_API int lg_cuda_site_of(uint64_t addr, uint32_t *site, int *device) {
   if (!site || !lgi_g.enabled) return -ENOENT;
   int rc = -ENOENT;
   uint32_t s = 0;
@@ -1479,22 +1478,22 @@ LG_EXPORT int lg_cuda_site_of(uint64_t addr, uint32_t *site, int *device) {
   return rc;
 }
 
-LG_EXPORT uint64_t lg_cuda_gc_without_cleanup(void) {
+LG_API uint64_t lg_cuda_gc_without_cleanup(void) {
   if (!lgi_g.enabled) return 0;
   return atomic_fetch_add(&lgi_g.hdr->gc_without_cuda_cleanup, 1) + 1;
 }
 
-LG_EXPORT uint64_t lg_cuda_gc_without_cleanup_count(void) {
+LG_API uint64_t lg_cuda_gc_without_cleanup_count(void) {
   return lgi_g.enabled ? atomic_load(&lgi_g.hdr->gc_without_cuda_cleanup) : 0;
 }
 
-LG_EXPORT int lg_cuda_devices(void) {
+LG_API int lg_cuda_devices(void) {
   if (!lgi_g.enabled) return 0;
   uint32_t n = atomic_load(&lgi_g.hdr->cuda_ndev);
   return n > LG_CUDA_MAX_DEVICES ? LG_CUDA_MAX_DEVICES : (int)n;
 }
 
-LG_EXPORT int lg_cuda_stats(int dev, lg_cuda_stats_t *out) {
+LG_API int lg_cuda_stats(int dev, lg_cuda_stats_t *out) {
   if (!out || !lgi_g.enabled) return -ENOENT;
   if (dev < 0 || dev >= lg_cuda_devices()) return -ENODEV;
   lg_cuda_dev_t *g = &lgi_g.hdr->cuda[dev];

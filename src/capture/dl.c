@@ -22,8 +22,8 @@
 #include <string.h>
 
 #include "capture/recorder.h"
+#include "leakguard.h"
 
-#define LG_EXPORT __attribute__((visibility("default")))
 
 typedef void *(*dlopen_fn)(const char *, int);
 typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
@@ -48,7 +48,7 @@ static int drop_deepbind(const char *file, int mode) {
   return mode & ~RTLD_DEEPBIND;
 }
 
-LG_EXPORT void *dlopen(const char *file, int mode) {
+LG_API void *dlopen(const char *file, int mode) {
   if (LGI_UNLIKELY(!real_dlopen)) {
     real_dlopen = (dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
     if (!real_dlopen) return NULL;
@@ -57,7 +57,7 @@ LG_EXPORT void *dlopen(const char *file, int mode) {
   return real_dlopen(file, mode); /* tail call: the caller's RUNPATH applies */
 }
 
-LG_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int mode) {
+LG_API void *dlmopen(Lmid_t lmid, const char *file, int mode) {
   if (LGI_UNLIKELY(!real_dlmopen)) {
     real_dlmopen = (dlmopen_fn)dlsym(RTLD_NEXT, "dlmopen");
     if (!real_dlmopen) return NULL;

@@ -51,7 +51,6 @@
 #include "core/blockhdr.h"
 #include "leakguard.h"
 
-#define LG_EXPORT __attribute__((visibility("default")))
 
 __thread lgi_tls_t lgi_tls __attribute__((tls_model("initial-exec")));
 lgi_global_t lgi_g = {.fd = -1, .conn = -1};
@@ -331,12 +330,13 @@ void lgi_atfork_child(void) {
     lgi_tls.countdown = (int64_t)next_exp(&lgi_tls, (double)lgi_g.sample_bytes);
   }
   else lgi_tls.countdown = 0;
+  lgi_breaker_atfork_child();
   lgi_tls.guard--;
 }
 
 /* _Fork() (glibc 2.34) runs no pthread_atfork handlers: without this its child would
  * keep writing into the parent's region. */
-LG_EXPORT pid_t _Fork(void) {
+LG_API pid_t _Fork(void) {
   static pid_t (*real)(void);
   if (!real) real = (pid_t(*)(void))dlsym(RTLD_NEXT, "_Fork");
   if (!real) {
@@ -719,7 +719,7 @@ static void *do_memalign(size_t align, size_t size, uintptr_t ra0, uintptr_t cfa
   return finish(t, head(base, size, (unsigned)__builtin_ctzl(align)), size, rec, ra0, cfa0);
 }
 
-LG_EXPORT void *malloc(size_t size) {
+LG_API void *malloc(size_t size) {
   if (LGI_LIKELY(unheaded(&lgi_tls, size))) return real_malloc(size);
   return malloc_slow(size, CALLER_RA, CALLER_CFA); /* RA/CFA only on the slow path */
 }
@@ -732,7 +732,7 @@ static __attribute__((noinline)) void free_slow(void *p) {
   real_free(blk_base(p));
 }
 
-LG_EXPORT void free(void *p) {
+LG_API void free(void *p) {
   if (LGI_UNLIKELY(!p)) return;
   if (LGI_LIKELY(!lg_blk_marked(word_of(p)))) {
     real_free(p);
@@ -760,7 +760,7 @@ static __attribute__((noinline)) void *calloc_slow(size_t n, size_t size, uintpt
   return finish(t, head(base, total, 4), total, rec, ra0, cfa0);
 }
 
-LG_EXPORT void *calloc(size_t n, size_t size) {
+LG_API void *calloc(size_t n, size_t size) {
   size_t total;
   if (LGI_LIKELY(!__builtin_mul_overflow(n, size, &total)) && LGI_LIKELY(unheaded(&lgi_tls, total)))
     return real_calloc(n, size);
@@ -833,9 +833,9 @@ static inline void *do_realloc(void *p, size_t size, uintptr_t ra0, uintptr_t cf
   return realloc_plain_slow(p, size, ra0, cfa0);
 }
 
-LG_EXPORT void *realloc(void *p, size_t size) { return do_realloc(p, size, CALLER_RA, CALLER_CFA); }
+LG_API void *realloc(void *p, size_t size) { return do_realloc(p, size, CALLER_RA, CALLER_CFA); }
 
-LG_EXPORT void *reallocarray(void *p, size_t n, size_t size) {
+LG_API void *reallocarray(void *p, size_t n, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) {
     errno = ENOMEM;
@@ -844,7 +844,7 @@ LG_EXPORT void *reallocarray(void *p, size_t n, size_t size) {
   return do_realloc(p, total, CALLER_RA, CALLER_CFA);
 }
 
-LG_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
+LG_API int posix_memalign(void **out, size_t align, size_t size) {
   if (align < sizeof(void *) || (align & (align - 1))) return EINVAL;
   int e = errno;
   void *p = do_memalign(align, size, CALLER_RA, CALLER_CFA);
@@ -854,9 +854,9 @@ LG_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
   return 0;
 }
 
-LG_EXPORT void *memalign(size_t align, size_t size) { return do_memalign(align, size, CALLER_RA, CALLER_CFA); }
+LG_API void *memalign(size_t align, size_t size) { return do_memalign(align, size, CALLER_RA, CALLER_CFA); }
 
-LG_EXPORT void *aligned_alloc(size_t align, size_t size) {
+LG_API void *aligned_alloc(size_t align, size_t size) {
   if (align == 0 || (align & (align - 1))) {
     errno = EINVAL;
     return NULL;
@@ -864,11 +864,11 @@ LG_EXPORT void *aligned_alloc(size_t align, size_t size) {
   return do_memalign(align, size, CALLER_RA, CALLER_CFA);
 }
 
-LG_EXPORT void *valloc(size_t size) {
+LG_API void *valloc(size_t size) {
   return do_memalign((size_t)sysconf(_SC_PAGESIZE), size, CALLER_RA, CALLER_CFA);
 }
 
-LG_EXPORT void *pvalloc(size_t size) {
+LG_API void *pvalloc(size_t size) {
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
   if (too_big(size, pg)) {
     errno = ENOMEM;
@@ -877,7 +877,7 @@ LG_EXPORT void *pvalloc(size_t size) {
   return do_memalign(pg, (size + pg - 1) & ~(pg - 1), CALLER_RA, CALLER_CFA);
 }
 
-LG_EXPORT size_t malloc_usable_size(void *p) {
+LG_API size_t malloc_usable_size(void *p) {
   if (!p) return 0;
   uint64_t w = word_of(p);
   if (!lg_blk_marked(w)) return real_usable(p);
@@ -900,25 +900,25 @@ void free_sized(void *p, size_t size);
 void cfree(void *p);
 void free_aligned_sized(void *p, size_t align, size_t size);
 
-LG_EXPORT void *__libc_malloc(size_t size) {
+LG_API void *__libc_malloc(size_t size) {
   if (LGI_LIKELY(unheaded(&lgi_tls, size))) return real_malloc(size);
   return malloc_slow(size, CALLER_RA, CALLER_CFA);
 }
-LG_EXPORT void __libc_free(void *p) { free(p); }
-LG_EXPORT void *__libc_calloc(size_t n, size_t size) {
+LG_API void __libc_free(void *p) { free(p); }
+LG_API void *__libc_calloc(size_t n, size_t size) {
   size_t total;
   if (LGI_LIKELY(!__builtin_mul_overflow(n, size, &total)) && LGI_LIKELY(unheaded(&lgi_tls, total)))
     return real_calloc(n, size);
   return calloc_slow(n, size, CALLER_RA, CALLER_CFA);
 }
-LG_EXPORT void *__libc_realloc(void *p, size_t size) { return do_realloc(p, size, CALLER_RA, CALLER_CFA); }
-LG_EXPORT void *__libc_memalign(size_t align, size_t size) {
+LG_API void *__libc_realloc(void *p, size_t size) { return do_realloc(p, size, CALLER_RA, CALLER_CFA); }
+LG_API void *__libc_memalign(size_t align, size_t size) {
   return do_memalign(align, size, CALLER_RA, CALLER_CFA);
 }
-LG_EXPORT void *__libc_valloc(size_t size) {
+LG_API void *__libc_valloc(size_t size) {
   return do_memalign((size_t)sysconf(_SC_PAGESIZE), size, CALLER_RA, CALLER_CFA);
 }
-LG_EXPORT void *__libc_pvalloc(size_t size) {
+LG_API void *__libc_pvalloc(size_t size) {
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
   if (too_big(size, pg)) {
     errno = ENOMEM;
@@ -929,11 +929,11 @@ LG_EXPORT void *__libc_pvalloc(size_t size) {
 
 /* C23's sized frees (glibc 2.39 and later): defined here so that a program built
  * against a newer glibc never hands one of our blocks to them. */
-LG_EXPORT void free_sized(void *p, size_t size) {
+LG_API void free_sized(void *p, size_t size) {
   (void)size;
   free(p);
 }
-LG_EXPORT void free_aligned_sized(void *p, size_t align, size_t size) {
+LG_API void free_aligned_sized(void *p, size_t align, size_t size) {
   (void)align;
   (void)size;
   free(p);
@@ -941,7 +941,7 @@ LG_EXPORT void free_aligned_sized(void *p, size_t align, size_t size) {
 
 /* cfree: removed from glibc 2.26 but still exported for old binaries, as glibc's own
  * free (which would abort on our header). */
-LG_EXPORT void cfree(void *p) { free(p); }
+LG_API void cfree(void *p) { free(p); }
 
 /* ------------------------------------------------------------------ anonymous mmap
  * Regions have no header. Recorded regions live in a sorted array of disjoint
@@ -1115,18 +1115,18 @@ static void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
   return p;
 }
 
-LG_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+LG_API void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
   return do_mmap(addr, len, prot, flags, fd, off, CALLER_RA, CALLER_CFA);
 }
-LG_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+LG_API void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
   return do_mmap(addr, len, prot, flags, fd, off, CALLER_RA, CALLER_CFA);
 }
-LG_EXPORT int munmap(void *addr, size_t len) {
+LG_API int munmap(void *addr, size_t len) {
   int rc = (int)syscall(SYS_munmap, addr, len);
   if (rc == 0) mm_unmapped(addr, len);
   return rc;
 }
-LG_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
+LG_API void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
   void *want = NULL;
   if (flags & MREMAP_FIXED) {
     va_list ap;
@@ -1141,14 +1141,14 @@ LG_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
 
 /* ------------------------------------------------------------------ public API */
 
-LG_EXPORT uint64_t leakguard_step(void) {
+LG_API uint64_t leakguard_step(void) {
   if (!lgi_g.enabled) return 0;
   return atomic_fetch_add_explicit(&lgi_g.hdr->steps, 1, memory_order_release) + 1;
 }
 
-LG_EXPORT uint64_t lg_step(void) { return leakguard_step(); }
+LG_API uint64_t lg_step(void) { return leakguard_step(); }
 
-LG_EXPORT int lg_site_of(const void *block, uint32_t *site) {
+LG_API int lg_site_of(const void *block, uint32_t *site) {
   if (!block || !site || in_boot(block) || !lgi_g.enabled) return -ENOENT;
   if (!lg_blk_marked(word_of(block))) return -ENOENT;
   uint32_t s = blk_of((void *)block)->site;
@@ -1157,11 +1157,11 @@ LG_EXPORT int lg_site_of(const void *block, uint32_t *site) {
   return 0;
 }
 
-LG_EXPORT int lg_recording(void) { return lgi_g.enabled; }
+LG_API int lg_recording(void) { return lgi_g.enabled; }
 
 /* The recursion guard is what makes the hooks pass a call through: a paused thread
  * is, for the recorder, a thread inside it. */
-LG_EXPORT int lg_pause_recording(int pause) {
+LG_API int lg_pause_recording(int pause) {
   if (!lgi_g.enabled) return 0;
   lgi_tls_t *t = &lgi_tls;
   if (pause) t->guard++;
@@ -1176,7 +1176,7 @@ __attribute__((constructor)) static void lg_ctor(void) {
 
 /* The process has begun to exit: what it frees from now on is teardown (the report
  * leaves it out, however long it takes). */
-LG_EXPORT void lg_exiting(void) {
+LG_API void lg_exiting(void) {
   /* a vfork child shares its parent's memory: only the region's own process marks */
   if (!lgi_g.enabled || (int32_t)syscall(SYS_getpid) != lgi_g.hdr->pid) return;
   uint32_t running = LG_PS_RUNNING;
@@ -1185,7 +1185,7 @@ LG_EXPORT void lg_exiting(void) {
 
 /* exit() runs atexit handlers and destructors (C++ statics, libraries) before the
  * process ends: the start of the teardown. */
-LG_EXPORT __attribute__((noreturn)) void exit(int status) {
+LG_API __attribute__((noreturn)) void exit(int status) {
   static void (*real_exit)(int);
   lg_exiting();
   if (!real_exit) real_exit = (void (*)(int))dlsym(RTLD_NEXT, "exit");

@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #include "capture/recorder.h"
+#include "leakguard.h"
 
-#define LG_EXPORT __attribute__((visibility("default")))
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
@@ -102,18 +102,18 @@ static void exec_failed(uint32_t old) {
     return rc_;                               \
   } while (0)
 
-LG_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+LG_API int execve(const char *path, char *const argv[], char *const envp[]) {
   EXEC_CALL(execve, path, argv, envp);
 }
-LG_EXPORT int execv(const char *path, char *const argv[]) { EXEC_CALL(execv, path, argv); }
-LG_EXPORT int execvp(const char *file, char *const argv[]) { EXEC_CALL(execvp, file, argv); }
-LG_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+LG_API int execv(const char *path, char *const argv[]) { EXEC_CALL(execv, path, argv); }
+LG_API int execvp(const char *file, char *const argv[]) { EXEC_CALL(execvp, file, argv); }
+LG_API int execvpe(const char *file, char *const argv[], char *const envp[]) {
   EXEC_CALL(execvpe, file, argv, envp);
 }
-LG_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+LG_API int fexecve(int fd, char *const argv[], char *const envp[]) {
   EXEC_CALL(fexecve, fd, argv, envp);
 }
-LG_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
+LG_API int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
   EXEC_CALL(execveat, dirfd, path, argv, envp, flags);
 }
 
@@ -141,7 +141,7 @@ static void collect_args(char **argv, size_t n, const char *arg0, va_list *ap) {
   argv[n] = NULL;
 }
 
-LG_EXPORT int execl(const char *path, const char *arg0, ...) {
+LG_API int execl(const char *path, const char *arg0, ...) {
   const char *a0 = opaque(arg0);
   va_list ap;
   va_start(ap, arg0);
@@ -154,7 +154,7 @@ LG_EXPORT int execl(const char *path, const char *arg0, ...) {
   return execv(path, argv);
 }
 
-LG_EXPORT int execlp(const char *file, const char *arg0, ...) {
+LG_API int execlp(const char *file, const char *arg0, ...) {
   const char *a0 = opaque(arg0);
   va_list ap;
   va_start(ap, arg0);
@@ -167,7 +167,7 @@ LG_EXPORT int execlp(const char *file, const char *arg0, ...) {
   return execvp(file, argv);
 }
 
-LG_EXPORT int execle(const char *path, const char *arg0, ...) {
+LG_API int execle(const char *path, const char *arg0, ...) {
   const char *a0 = opaque(arg0);
   va_list ap;
   va_start(ap, arg0);
@@ -197,7 +197,7 @@ static void post_reaped(pid_t pid, int status) {
   atomic_store_explicit(&e->seq, n + 1, memory_order_release);
 }
 
-LG_EXPORT pid_t wait(int *status) {
+LG_API pid_t wait(int *status) {
   int st = 0;
   if (!RESOLVE(waitpid)) {
     errno = ENOSYS;
@@ -214,7 +214,7 @@ LG_EXPORT pid_t wait(int *status) {
   return pid;
 }
 
-LG_EXPORT pid_t waitpid(pid_t who, int *status, int options) {
+LG_API pid_t waitpid(pid_t who, int *status, int options) {
   int st = 0;
   if (!RESOLVE(waitpid)) {
     errno = ENOSYS;
@@ -230,7 +230,7 @@ LG_EXPORT pid_t waitpid(pid_t who, int *status, int options) {
   return pid;
 }
 
-LG_EXPORT pid_t wait3(int *status, int options, struct rusage *ru) {
+LG_API pid_t wait3(int *status, int options, struct rusage *ru) {
   int st = 0;
   if (!RESOLVE(wait4)) {
     errno = ENOSYS;
@@ -246,7 +246,7 @@ LG_EXPORT pid_t wait3(int *status, int options, struct rusage *ru) {
   return pid;
 }
 
-LG_EXPORT pid_t wait4(pid_t who, int *status, int options, struct rusage *ru) {
+LG_API pid_t wait4(pid_t who, int *status, int options, struct rusage *ru) {
   int st = 0;
   if (!RESOLVE(wait4)) {
     errno = ENOSYS;
@@ -262,7 +262,7 @@ LG_EXPORT pid_t wait4(pid_t who, int *status, int options, struct rusage *ru) {
   return pid;
 }
 
-LG_EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options) {
+LG_API int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options) {
   siginfo_t si;
   if (!RESOLVE(waitid)) {
     errno = ENOSYS;

@@ -147,6 +147,7 @@ LGI_HIDDEN void lgi_cuda_um_start(void);
 LGI_HIDDEN void lgi_atfork_prepare(void);
 LGI_HIDDEN void lgi_atfork_parent(void);
 LGI_HIDDEN void lgi_atfork_child(void);
+LGI_HIDDEN void lgi_breaker_atfork_child(void); /* breaker.c: restart the watcher */
 /* One line on stderr with write(2) (no stdio, no allocation); "leakguard: " is
  * prepended and a newline appended. */
 LGI_HIDDEN void lgi_say(const char *a, const char *b, const char *c);

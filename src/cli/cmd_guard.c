@@ -130,7 +130,6 @@ int lg_cmd_guard(int argc, char **argv) {
     }
   if (sys || (!ncg && !npid)) lgg_watch_system(g);
   if (metrics) {
-#ifdef LGG_HAVE_METRICS
     reg = lgx_new();
     if (!reg) {
       lgu_err("guard: out of memory");
@@ -143,11 +142,6 @@ int lg_cmd_guard(int argc, char **argv) {
       rc = 1;
       goto out;
     }
-#else
-    lgu_err("guard: --metrics: this build has no Prometheus exporter (src/output/metrics.c)");
-    rc = 1;
-    goto out;
-#endif
   }
 
   struct sigaction sa;
@@ -183,13 +177,8 @@ int lg_cmd_guard(int argc, char **argv) {
     }
   }
 out:
-#ifdef LGG_HAVE_METRICS
   if (srv) lgx_stop(srv);
   if (reg) lgx_free(reg);
-#else
-  (void)srv;
-  (void)reg;
-#endif
   lgg_free(g);
   if (log) fclose(log);
   free(cgroups);

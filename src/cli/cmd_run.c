@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/run_options.h"
 #include "cli/target.h"
 #include "collector/collector.h"
 #include "core/region.h"
@@ -34,93 +35,6 @@
 #include "output/metrics.h"
 #include "output/report.h"
 #include "output/store.h"
-
-typedef struct run_opts {
-  const char *output;
-  double interval;
-  int quiet, follow, fail_on_leak, mmap, top;
-  uint64_t sample, limit;
-  long depth;
-  int guard, guard_dry_run;
-  int cuda_um;          /* --cuda-um: CUPTI Unified Memory counters (docs/cuda.md) */
-  const char *guard_config, *metrics;
-  long explain_at_step;
-} run_opts_t;
-
-enum {
-  OPT_NO_FOLLOW = 256,
-  OPT_FAIL_ON_LEAK,
-  OPT_NO_MMAP,
-  OPT_GUARD,
-  OPT_GUARD_CONFIG,
-  OPT_GUARD_DRY,
-  OPT_METRICS,
-  OPT_EXPLAIN_AT,
-  OPT_CUDA_UM,
-};
-
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: leakguard run [OPTIONS] [--] COMMAND [ARGS...]\n"
-          "\n"
-          "Runs COMMAND with the recorder preloaded, shows growing allocation sites while it\n"
-          "runs, stores everything in a SQLite database and prints a leak report at the end.\n"
-          "\n"
-          "  -o, --output FILE     database path (default leakguard-<program>-<pid>.db)\n"
-          "  -i, --interval SEC    snapshot interval in seconds, 0.05-3600 (default: 0.1 s\n"
-          "                        while the run is young, growing to 1 s after 30 s)\n"
-          "  -s, --sample BYTES    sample allocations: one sample per BYTES allocated on\n"
-          "                        average (Poisson, weighted); e.g. 512K. Default: record all\n"
-          "  -d, --depth N         native stack depth, 1-256 (default 64)\n"
-          "  -l, --limit BYTES     memory limit for time-to-OOM (default: cgroup, else RAM)\n"
-          "      --no-follow       do not record forked or exec'd children\n"
-          "      --no-mmap         do not record anonymous mmap regions\n"
-          "      --fail-on-leak    exit with status 97 when a leak is found\n"
-          "      --guard           act before the OOM killer: graded levels on the target's\n"
-          "                        memory, system memory and leakguard's memory cgroup,\n"
-          "                        published to the target's breaker API (docs/guard.md)\n"
-          "      --guard-config F  guard levels and actions from an INI file (implies --guard)\n"
-          "      --guard-dry-run   the guard only logs what it would do (implies --guard)\n"
-          "      --metrics ADDR    serve Prometheus metrics on ADDR:PORT (e.g. 127.0.0.1:9464;\n"
-          "                        loopback unless another address is given)\n"
-          "      --cuda-um         CUDA Unified Memory: page faults and migrations per managed\n"
-          "                        allocation site (CUPTI; docs/cuda.md)\n"
-          "      --explain-at-step N  Python: find who holds the suspects' memory at step N\n"
-          "                        (also done at exit; docs/python.md)\n"
-          "  -n, --top N           suspects in the final report (default 10)\n"
-          "  -q, --quiet           no live view and no final text report\n"
-          "  -h, --help            this help\n"
-          "\n"
-          "Exit status: the target's (128+N if killed by signal N); 97 with --fail-on-leak\n"
-          "and a leak; 127 command not found; 126 cannot be recorded (static, setuid);\n"
-          "2 usage error; 98 internal error.\n");
-}
-
-/* Checks the target: 0, or the exit status after a one-line error. */
-static int check_target(const char *cmd, char *path, size_t n) {
-  int fr = lg_find_command(cmd, path, n);
-  if (fr == -ENOENT) {
-    lgu_err("cannot run '%s': command not found", cmd);
-    return LG_EXIT_NOT_FOUND;
-  }
-  if (fr == -EACCES) {
-    lgu_err("cannot run '%s': permission denied (not executable)", cmd);
-    return LG_EXIT_CANNOT_EXEC;
-  }
-  struct stat st;
-  if (stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID))) {
-    lgu_err("cannot record '%s': it is set-user/group-ID, and the dynamic loader ignores LD_PRELOAD for such programs",
-            path);
-    return LG_EXIT_CANNOT_EXEC;
-  }
-  if (lg_is_static_elf(path) == 1) {
-    lgu_err("cannot record '%s': it is statically linked, so LD_PRELOAD cannot interpose its allocator (link it "
-            "dynamically)",
-            path);
-    return LG_EXIT_CANNOT_EXEC;
-  }
-  return 0;
-}
 
 static void store_meta(lgst_t *db, const run_opts_t *o, uint64_t limit, const char *limit_source, char **targv) {
   char v[64];
@@ -249,7 +163,7 @@ static int release_child(run_t *r) {
 
 static int run_target(run_opts_t *o, char **targv) {
   char path[PATH_MAX], lib[PATH_MAX], outbuf[PATH_MAX], why[512];
-  int rc = check_target(targv[0], path, sizeof path);
+  int rc = lg_check_target(targv[0], path, sizeof path);
   if (rc) return rc;
   if (lg_find_library(lib, sizeof lib) != 0) {
     lgu_err("cannot find libleakguard.so (looked next to the leakguard binary and in %s); set LEAKGUARD_LIBRARY",
@@ -374,85 +288,8 @@ static int run_target(run_opts_t *o, char **targv) {
 }
 
 int lg_cmd_run(int argc, char **argv) {
-  run_opts_t o = {.interval = 0, .follow = 1, .mmap = 1, .depth = LG_DEFAULT_DEPTH, .top = 10};
-  static const struct option longopts[] = {
-      {"output", required_argument, NULL, 'o'},    {"interval", required_argument, NULL, 'i'},
-      {"sample", required_argument, NULL, 's'},    {"depth", required_argument, NULL, 'd'},
-      {"limit", required_argument, NULL, 'l'},     {"top", required_argument, NULL, 'n'},
-      {"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
-      {"no-follow", no_argument, NULL, OPT_NO_FOLLOW}, {"fail-on-leak", no_argument, NULL, OPT_FAIL_ON_LEAK},
-      {"no-mmap", no_argument, NULL, OPT_NO_MMAP}, {"guard", no_argument, NULL, OPT_GUARD},
-      {"guard-config", required_argument, NULL, OPT_GUARD_CONFIG},
-      {"guard-dry-run", no_argument, NULL, OPT_GUARD_DRY}, {"metrics", required_argument, NULL, OPT_METRICS},
-      {"explain-at-step", required_argument, NULL, OPT_EXPLAIN_AT},
-      {"cuda-um", no_argument, NULL, OPT_CUDA_UM},
-      {NULL, 0, NULL, 0}};
-  optind = 1;
-  opterr = 0;
-  int ch;
-  long lv;
-  while ((ch = getopt_long(argc, argv, "+o:i:s:d:l:n:qh", longopts, NULL)) != -1) {
-    switch (ch) {
-    case 'o': o.output = optarg; break;
-    case 'i':
-      if (lgu_parse_double(optarg, &o.interval) != 0 || o.interval < 0.05 || o.interval > 3600) {
-        lgu_err("run: --interval must be a number of seconds between 0.05 and 3600, not '%s'", optarg);
-        return LG_EXIT_USAGE;
-      }
-      break;
-    case 's':
-      if (lgu_parse_size(optarg, &o.sample) != 0 || o.sample < 1 || o.sample > (1ULL << 40)) {
-        lgu_err("run: --sample must be a size between 1 and 1T bytes, not '%s'", optarg);
-        return LG_EXIT_USAGE;
-      }
-      break;
-    case 'd':
-      if (lgu_parse_long(optarg, 1, LG_MAX_DEPTH, &lv) != 0) {
-        lgu_err("run: --depth must be an integer between 1 and %d, not '%s'", LG_MAX_DEPTH, optarg);
-        return LG_EXIT_USAGE;
-      }
-      o.depth = lv;
-      break;
-    case 'l':
-      if (lgu_parse_size(optarg, &o.limit) != 0 || o.limit < 1) {
-        lgu_err("run: --limit must be a size such as 8G or 512M, not '%s'", optarg);
-        return LG_EXIT_USAGE;
-      }
-      break;
-    case 'n':
-      if (lgu_parse_long(optarg, 1, 100000, &lv) != 0) {
-        lgu_err("run: --top must be an integer between 1 and 100000, not '%s'", optarg);
-        return LG_EXIT_USAGE;
-      }
-      o.top = (int)lv;
-      break;
-    case 'q': o.quiet = 1; break;
-    case 'h': usage(stdout); return LG_EXIT_OK;
-    case OPT_NO_FOLLOW: o.follow = 0; break;
-    case OPT_FAIL_ON_LEAK: o.fail_on_leak = 1; break;
-    case OPT_NO_MMAP: o.mmap = 0; break;
-    case OPT_GUARD: o.guard = 1; break;
-    case OPT_GUARD_CONFIG: o.guard = 1; o.guard_config = optarg; break;
-    case OPT_GUARD_DRY: o.guard = 1; o.guard_dry_run = 1; break;
-    case OPT_METRICS: o.metrics = optarg; break;
-    case OPT_CUDA_UM: o.cuda_um = 1; break;
-    case OPT_EXPLAIN_AT:
-      if (lgu_parse_long(optarg, 1, LONG_MAX, &lv) != 0) {
-        lgu_err("run: --explain-at-step must be a positive step number, not '%s'", optarg);
-        return LG_EXIT_USAGE;
-      }
-      o.explain_at_step = lv;
-      break;
-    default:
-      if (optopt) lgu_err("run: unknown or incomplete option '-%c' (see leakguard run --help)", optopt);
-      else lgu_err("run: unknown option '%s' (see leakguard run --help)", argv[optind - 1]);
-      return LG_EXIT_USAGE;
-    }
-  }
-  if (optind >= argc) {
-    lgu_err("run: no command given (usage: leakguard run [OPTIONS] -- COMMAND [ARGS...])");
-    return LG_EXIT_USAGE;
-  }
-  char **targv = argv + optind;
-  return run_target(&o, targv);
+  run_opts_t o;
+  char **targv;
+  int rc = lg_run_options(argc, argv, &o, &targv);
+  return rc >= 0 ? rc : run_target(&o, targv);
 }

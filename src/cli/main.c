@@ -45,6 +45,6 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "report")) return lg_cmd_report(argc - 1, argv + 1);
   if (!strcmp(cmd, "classify")) return lg_cmd_classify(argc - 1, argv + 1);
   if (!strcmp(cmd, "guard")) return lg_cmd_guard(argc - 1, argv + 1);
-  lgu_err("unknown command '%s' (commands: run, report, classify; see leakguard --help)", cmd);
+  lgu_err("unknown command '%s' (commands: run, report, classify, guard; see leakguard --help)", cmd);
   return LG_EXIT_USAGE;
 }

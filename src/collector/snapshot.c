@@ -179,12 +179,15 @@ void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
   } else {
     usage = lgu_memory_usage();
   }
-  /* the process began to exit (lg_exiting): from here on it frees its teardown */
+  /* The process began to exit (lg_exiting): from here on it frees its teardown. The
+   * state is read after the counters, so the previous snapshot (state still running
+   * after its counters were read) is the last one that shows the process as it ran;
+   * this one may already hold part of the teardown. */
   if (!p->exit_begin_ns && atomic_load(&m->hdr->state) == LG_PS_EXITING) {
-    p->exit_begin_ns = now;
+    p->exit_begin_ns = p->last_tick_ns ? p->last_tick_ns : now;
     if (c->db && !c->db_failed) {
       char v[32];
-      snprintf(v, sizeof v, "%" PRIu64, now);
+      snprintf(v, sizeof v, "%" PRIu64, p->exit_begin_ns);
       lgst_label(c->db, m->proc, "exit_begin_ns", v);
     }
   }

@@ -60,7 +60,9 @@ typedef struct lgm_proc {
   uint32_t cuda_notes_seen;    /* hdr->cuda_notes already reported */
 } lgm_proc_t;
 
-/* Maps the region behind fd (read-only) and fills hdr/map_size. 0 or -errno. */
+/* Maps the region behind fd and fills hdr/map_size. 0 or -errno. The mapping is
+ * shared and writable: the collector writes hdr.epoch (and a guard the guard_* fields);
+ * everything else in the region is the recorder's and only read here. */
 int lgm_attach(lgm_proc_t *p, int fd, uint64_t size);
 /* Unmaps the region and frees the site arrays. */
 void lgm_release(lgm_proc_t *p);

@@ -6,15 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "guard/guard_impl.h"
+#include "core/sysmem.h"
 
 struct lgn {
-  lgg_nvml_t *g;
+  lgs_nvml_t *g;
 };
 
 lgn_t *lgn_open(char *why, size_t whylen) {
   char w[256];
-  lgg_nvml_t *g = lgg_nvml_open(w, sizeof w);
+  lgs_nvml_t *g = lgs_nvml_open(w, sizeof w);
   if (!g) {
     /* The guard's wording is about its source; say what it means here. */
     const char *r = strncmp(w, "GPU source off: ", 16) == 0 ? w + 16 : w;
@@ -23,7 +23,7 @@ lgn_t *lgn_open(char *why, size_t whylen) {
   }
   lgn_t *n = calloc(1, sizeof *n);
   if (!n) {
-    lgg_nvml_close(g);
+    lgs_nvml_close(g);
     snprintf(why, whylen, "NVML timeline off: out of memory");
     return NULL;
   }
@@ -50,19 +50,19 @@ static void proc_cb(void *arg, int pid, uint64_t bytes) {
 int lgn_sample(lgn_t *n, const int *pids, int npids, lgn_sample_t *out) {
   memset(out, 0, sizeof *out);
   if (!n) return -1;
-  int nd = lgg_nvml_count(n->g), ok = 0;
+  int nd = lgs_nvml_count(n->g), ok = 0;
   out->ndev = nd < LGN_MAX_DEV ? nd : LGN_MAX_DEV;
   for (int d = 0; d < out->ndev; d++) {
-    out->dev[d].ok = lgg_nvml_mem(n->g, d, &out->dev[d].used, &out->dev[d].total) == 0;
+    out->dev[d].ok = lgs_nvml_mem(n->g, d, &out->dev[d].used, &out->dev[d].total) == 0;
     ok |= out->dev[d].ok;
     cb_arg_t a = {out, pids, npids, d};
-    if (npids > 0) lgg_nvml_procs(n->g, d, proc_cb, &a);
+    if (npids > 0) lgs_nvml_procs(n->g, d, proc_cb, &a);
   }
   return ok ? 0 : -1;
 }
 
 void lgn_close(lgn_t *n) {
   if (!n) return;
-  lgg_nvml_close(n->g);
+  lgs_nvml_close(n->g);
   free(n);
 }

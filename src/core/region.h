@@ -40,7 +40,8 @@
 #define LG_TICK_NS 100000000ULL /* one epoch tick: 100 ms, advanced by the collector */
 #define LG_MODULE_PATH 240
 
-/* Special stack ids. Real stacks start at 1. */
+/* Special stack ids. Real stacks start at 2: id 1 is the overflow site, where
+ * allocations go when the stack tables are full (counted in hdr.dropped). */
 #define LG_STACK_NONE 0u      /* block not recorded (untracked / unsampled) */
 
 /* Region flags (hdr.flags). */

@@ -2,6 +2,8 @@
 /* util.c - errors, clocks, formatting and /proc, /sys readers for the collector. */
 #include "core/util.h"
 
+#include "core/sysmem.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -127,80 +129,37 @@ long lgu_read_file(const char *path, char *buf, size_t n) {
   return (long)got;
 }
 
-static uint64_t meminfo(const char *key) {
-  char buf[8192];
-  if (lgu_read_file("/proc/meminfo", buf, sizeof buf) <= 0) return 0;
-  char *p = strstr(buf, key);
-  if (!p) return 0;
-  return strtoull(p + strlen(key), NULL, 10) * 1024ULL;
-}
-
-/* Path of our memory cgroup directory: v2 ("0::/path") or v1 memory controller. */
-static int cgroup_dir(char *out, size_t n, int *v2) {
-  char buf[4096];
-  if (lgu_read_file("/proc/self/cgroup", buf, sizeof buf) <= 0) return -1;
-  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
-    char *c1 = strchr(line, ':');
-    if (!c1) continue;
-    char *c2 = strchr(c1 + 1, ':');
-    if (!c2) continue;
-    *c2 = 0;
-    const char *ctrl = c1 + 1, *path = c2 + 1;
-    if (strstr(ctrl, "memory")) {
-      snprintf(out, n, "/sys/fs/cgroup/memory%s", path);
-      *v2 = 0;
-      return 0;
-    }
-    if (!*ctrl) {
-      snprintf(out, n, "/sys/fs/cgroup%s", path);
-      char probe[4200];
-      snprintf(probe, sizeof probe, "%s/memory.max", out);
-      if (access(probe, R_OK) != 0) { /* hybrid: v2 under unified/ */
-        snprintf(out, n, "/sys/fs/cgroup/unified%s", path);
-      }
-      *v2 = 1;
-    }
-  }
-  return *v2 ? 0 : -1;
-}
-
-static uint64_t cgroup_value(const char *file_v2, const char *file_v1) {
-  char dir[4096], path[4200], buf[128];
-  int v2 = 0;
-  if (cgroup_dir(dir, sizeof dir, &v2) != 0) return 0;
-  snprintf(path, sizeof path, "%s/%s", dir, v2 ? file_v2 : file_v1);
-  if (lgu_read_file(path, buf, sizeof buf) <= 0) return 0;
-  if (strncmp(buf, "max", 3) == 0) return 0;
-  uint64_t v = strtoull(buf, NULL, 10);
-  if (v >= (1ULL << 60)) return 0; /* v1 "unlimited" is a huge number */
-  return v;
+/* The calling process's memory cgroup when it sets a limit (core/sysmem.c reads it). */
+static int self_cgroup(char *dir, size_t n, lgs_cg_sample_t *s) {
+  int v = lgs_proc_cgroup_dir(getpid(), dir, n);
+  if (v < 0 || lgs_cgroup_version(dir) != v || lgs_cgroup_read(dir, v, s) != 0 || !s->limit) return -ENOENT;
+  return 0;
 }
 
 int lgu_memory_cgroup(char *out, size_t n) {
-  int v2 = 0;
-  if (cgroup_dir(out, n, &v2) != 0) return -ENOENT;
-  return cgroup_value("memory.max", "memory.limit_in_bytes") ? 0 : -ENOENT;
+  lgs_cg_sample_t s;
+  return self_cgroup(out, n, &s);
 }
 
 uint64_t lgu_memory_limit(const char **source) {
-  uint64_t total = meminfo("MemTotal:");
-  uint64_t cg = cgroup_value("memory.max", "memory.limit_in_bytes");
-  if (cg && (cg < total || !total)) {
+  uint64_t total = 0, avail = 0;
+  char dir[4200];
+  lgs_cg_sample_t s;
+  lgs_meminfo(&total, &avail);
+  if (self_cgroup(dir, sizeof dir, &s) == 0 && (s.limit < total || !total)) {
     if (source) *source = "cgroup";
-    return cg;
+    return s.limit;
   }
   if (source) *source = "physical";
   return total;
 }
 
 uint64_t lgu_memory_usage(void) {
-  uint64_t total = meminfo("MemTotal:");
-  uint64_t cg = cgroup_value("memory.max", "memory.limit_in_bytes");
-  if (cg && cg < total) {
-    uint64_t u = cgroup_value("memory.current", "memory.usage_in_bytes");
-    if (u) return u;
-  }
-  uint64_t avail = meminfo("MemAvailable:");
+  uint64_t total = 0, avail = 0;
+  char dir[4200];
+  lgs_cg_sample_t s;
+  lgs_meminfo(&total, &avail);
+  if (self_cgroup(dir, sizeof dir, &s) == 0 && s.limit < total && s.usage) return s.usage;
   return total > avail ? total - avail : 0;
 }
 

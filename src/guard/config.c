@@ -5,6 +5,7 @@
  * deploy/guard.example.ini.
  */
 #include "guard/guard_impl.h"
+#include "leakguard.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -17,12 +18,11 @@
 
 #include "core/util.h"
 
-static const char *const level_sect[LGG_NLEVELS] = {"normal", "warn", "breaker", "emergency"};
 
 void lgg_config_defaults(lgg_config_t *c) {
   memset(c, 0, sizeof *c);
   c->interval_s = 0.1;
-  c->memory = LGG_MEM_RSS;
+  c->memory = LGS_MEM_RSS;
   c->scan_interval_s = 1.0;
   c->gpu_interval_s = 0.5;
   c->gpu = -1;
@@ -227,8 +227,8 @@ static int handler(void *user, const char *section, const char *name, const char
       if (parse_bool(value, &b)) return fail(x, "dry_run: '%s' is not true or false", value);
       c->dry_run = b;
     } else if (KEY("memory")) {
-      if (!strcmp(value, "rss")) c->memory = LGG_MEM_RSS;
-      else if (!strcmp(value, "pss")) c->memory = LGG_MEM_PSS;
+      if (!strcmp(value, "rss")) c->memory = LGS_MEM_RSS;
+      else if (!strcmp(value, "pss")) c->memory = LGS_MEM_PSS;
       else return fail(x, "memory: '%s' is not rss or pss", value);
     } else if (KEY("log")) {
       if (setstr(&c->log_path, value)) return fail(x, "out of memory");
@@ -254,9 +254,9 @@ static int handler(void *user, const char *section, const char *name, const char
   if (!strcmp(section, "levels")) {
     for (int k = 1; k < LGG_NLEVELS; k++) {
       char hk[32], pk[32];
-      snprintf(hk, sizeof hk, "horizon_%s", level_sect[k]);
-      snprintf(pk, sizeof pk, "psi_%s", level_sect[k]);
-      if (KEY(level_sect[k])) {
+      snprintf(hk, sizeof hk, "horizon_%s", lg_level_name((lg_level_t)k));
+      snprintf(pk, sizeof pk, "psi_%s", lg_level_name((lg_level_t)k));
+      if (KEY(lg_level_name((lg_level_t)k))) {
         if (parse_fraction(value, &d)) return fail(x, "%s: '%s' is not a percentage (0-100%%) or fraction (0-1)", name, value);
         c->lv.thr[k] = d;
         x->line_levels = x->line;
@@ -292,7 +292,7 @@ static int handler(void *user, const char *section, const char *name, const char
     return 1;
   }
   for (int k = 1; k < LGG_NLEVELS; k++) {
-    if (strcmp(section, level_sect[k])) continue;
+    if (strcmp(section, lg_level_name((lg_level_t)k))) continue;
     lgg_actions_cfg_t *a = &c->act[k];
     if (KEY("actions")) {
       char bad[64];
@@ -378,12 +378,12 @@ static int check(ctx_t *x, char *why, size_t whylen) {
     if (c->lv.thr[k] <= 0) continue;
     if (c->lv.thr[k] <= prev) {
       snprintf(why, whylen, "%s:%d: thresholds must increase: %s (%.0f%%) is not above the level below it (%.0f%%)",
-               x->name, x->line_levels, level_sect[k], c->lv.thr[k] * 100, prev * 100);
+               x->name, x->line_levels, lg_level_name((lg_level_t)k), c->lv.thr[k] * 100, prev * 100);
       return -EINVAL;
     }
     if (c->lv.thr[k] <= c->lv.hysteresis) {
       snprintf(why, whylen, "%s:%d: hysteresis (%.0f%%) must be below the %s threshold (%.0f%%)", x->name,
-               x->line_levels, c->lv.hysteresis * 100, level_sect[k], c->lv.thr[k] * 100);
+               x->line_levels, c->lv.hysteresis * 100, lg_level_name((lg_level_t)k), c->lv.thr[k] * 100);
       return -EINVAL;
     }
     prev = c->lv.thr[k];
@@ -391,7 +391,7 @@ static int check(ctx_t *x, char *why, size_t whylen) {
   for (int k = 1; k < LGG_NLEVELS; k++) {
     if ((c->act[k].mask & LGG_A_EXEC) && !c->act[k].command) {
       snprintf(why, whylen, "%s:%d: [%s] action 'exec' needs 'command = ...' in [%s]", x->name,
-               x->line_act[k], level_sect[k], level_sect[k]);
+               x->line_act[k], lg_level_name((lg_level_t)k), lg_level_name((lg_level_t)k));
       return -EINVAL;
     }
   }

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
+#include "output/metrics.h"
 #include "leakguard.h"
 
 extern char **environ;
@@ -34,7 +35,6 @@ extern char **environ;
 #define MAX_SOURCES 64
 #define GROWTH_N 16
 enum { SRC_CGROUP = 0, SRC_PIDS, SRC_SYSTEM, SRC_GPU, SRC_GPU_REC /* GPU memory the recorder saw */ };
-static const char *const lvname[LGG_NLEVELS] = {"normal", "warn", "breaker", "emergency"};
 
 /* action counters (leakguard_guard_actions_total{action}) */
 enum { C_LOG, C_PUBLISH, C_SIGNAL, C_MEMHIGH, C_EXEC, C_KILL, C_SIGKILL, C_NCOUNT };
@@ -67,7 +67,7 @@ typedef struct source {
   char *path;
   char name[256];
   lgg_levels_t lv;
-  lgg_cg_sample_t cg;
+  lgs_cg_sample_t cg;
   double usage, limit, psi_full, psi_some;
   uint64_t gpu_used, gpu_total;
   int high_set;              /* memory.high lowered by us */
@@ -92,7 +92,7 @@ struct lgg_guard {
   int nprocs, capprocs, seen;
   lgg_regions_t *regions;
   double last_scan;
-  lgg_nvml_t *nvml;
+  lgs_nvml_t *nvml;
   int gpu_tried;
   double last_gpu;
   int level, published, ticked;
@@ -204,7 +204,7 @@ int lgg_new(const lgg_options_t *o, lgg_guard_t **out, char *why, size_t whylen)
   g->last_gpu = -1e9;
   for (int k = 0; k < LGG_NLEVELS; k++) g->last_act[k] = -1e9;
   uint64_t avail;
-  if (lgg_meminfo(&g->memtotal, &avail) != 0) g->memtotal = 1ULL << 40;
+  if (lgs_meminfo(&g->memtotal, &avail) != 0) g->memtotal = 1ULL << 40;
   /* our ancestors are never victims */
   for (int pid = getpid(); pid > 1 && g->nancestors < 32;) {
     g->ancestors[g->nancestors++] = pid;
@@ -244,7 +244,7 @@ static void event_watch(lgg_guard_t *g, const source_t *s) {
 }
 
 int lgg_watch_pid(lgg_guard_t *g, int pid) {
-  if (pid <= 0 || lgg_proc_mem(pid, LGG_MEM_RSS) < 0) return -ESRCH;
+  if (pid <= 0 || lgs_proc_mem(pid, LGS_MEM_RSS) < 0) return -ESRCH;
   for (int i = 0; i < g->npids; i++)
     if (g->pids[i] == pid) return 0;
   if (g->npids == g->cappids) {
@@ -270,7 +270,7 @@ int lgg_watch_pid(lgg_guard_t *g, int pid) {
 }
 
 int lgg_watch_cgroup(lgg_guard_t *g, const char *path, char *why, size_t whylen) {
-  int v = lgg_cgroup_version(path);
+  int v = lgs_cgroup_version(path);
   if (v == -ENOENT) {
     snprintf(why, whylen, "cgroup %s: no such directory", path);
     return v;
@@ -279,8 +279,8 @@ int lgg_watch_cgroup(lgg_guard_t *g, const char *path, char *why, size_t whylen)
     snprintf(why, whylen, "cgroup %s: not a memory cgroup (no memory.current or memory.usage_in_bytes)", path);
     return v;
   }
-  lgg_cg_sample_t cs;
-  int rc = lgg_cgroup_read(path, v, &cs);
+  lgs_cg_sample_t cs;
+  int rc = lgs_cgroup_read(path, v, &cs);
   if (rc) {
     snprintf(why, whylen, "cgroup %s: cannot read: %s", path, strerror(-rc));
     return rc;
@@ -419,7 +419,7 @@ static void refresh_procs(lgg_guard_t *g, double t) {
     if (!s->alive) continue;
     if (s->kind == SRC_CGROUP) {
       int *pids = NULL;
-      long n = lgg_cgroup_pids(s->path, &pids);
+      long n = lgs_cgroup_pids(s->path, &pids);
       for (long k = 0; k < n; k++) proc_mark(g, pids[k], si, &added, &nadded, &capadded);
       free(pids);
     } else if (s->kind == SRC_SYSTEM) {
@@ -456,7 +456,7 @@ static void refresh_procs(lgg_guard_t *g, double t) {
   w = 0;
   for (int i = 0; i < g->nprocs; i++) {
     proc_t *p = &g->procs[i];
-    int64_t m = lgg_proc_mem(p->pid, g->cfg.memory);
+    int64_t m = lgs_proc_mem(p->pid, g->cfg.memory);
     if (m < 0) continue; /* exited: dropped */
     p->mem = m;
     growth_update(g, p, t);
@@ -501,7 +501,7 @@ static void read_error(lgg_guard_t *g, source_t *s, int err) {
 static int sample(lgg_guard_t *g, source_t *s, double t) {
   char buf[512];
   if (s->kind == SRC_CGROUP) {
-    int rc = lgg_cgroup_read(s->path, s->version, &s->cg);
+    int rc = lgs_cgroup_read(s->path, s->version, &s->cg);
     if (rc == -ENOENT || rc == -ENODEV) {
       event_source_lost(g, s, "cgroup removed");
       return -1;
@@ -523,7 +523,7 @@ static int sample(lgg_guard_t *g, source_t *s, double t) {
       g->pids_limit_t = t;
       uint64_t lim = 0;
       for (int i = 0; i < g->npids; i++) {
-        uint64_t l = lgg_proc_cgroup_limit(g->pids[i]);
+        uint64_t l = lgs_proc_cgroup_limit(g->pids[i]);
         if (l && (!lim || l < lim)) lim = l;
       }
       g->pids_limit = lim && lim < g->memtotal ? lim : g->memtotal;
@@ -532,7 +532,7 @@ static int sample(lgg_guard_t *g, source_t *s, double t) {
     s->psi_full = s->psi_some = -1;
   } else if (s->kind == SRC_SYSTEM) {
     uint64_t total, avail;
-    int rc = lgg_meminfo(&total, &avail);
+    int rc = lgs_meminfo(&total, &avail);
     if (rc) {
       read_error(g, s, -rc);
       return -1;
@@ -541,7 +541,7 @@ static int sample(lgg_guard_t *g, source_t *s, double t) {
     s->limit = (double)total;
     s->psi_full = s->psi_some = -1;
     if (lgu_read_file("/proc/pressure/memory", buf, sizeof buf) > 0)
-      lgg_psi_parse(buf, &s->psi_some, &s->psi_full);
+      lgs_psi_parse(buf, &s->psi_some, &s->psi_full);
   } else if (s->kind == SRC_GPU_REC) {
     /* no NVML: the recorded processes' device memory against the device's */
     if (lgg_regions_gpu(g->regions, s->gpu, &s->gpu_used, &s->gpu_total) != 0 || !s->gpu_total) return -1;
@@ -549,7 +549,7 @@ static int sample(lgg_guard_t *g, source_t *s, double t) {
     s->limit = (double)s->gpu_total;
     s->psi_full = s->psi_some = -1;
   } else if (s->kind == SRC_GPU) {
-    if (lgg_nvml_mem(g->nvml, s->gpu, &s->gpu_used, &s->gpu_total) != 0 || !s->gpu_total) {
+    if (lgs_nvml_mem(g->nvml, s->gpu, &s->gpu_used, &s->gpu_total) != 0 || !s->gpu_total) {
       read_error(g, s, EIO);
       return -1;
     }
@@ -631,7 +631,7 @@ static const source_t *worst(const lgg_guard_t *g) {
 static void action_event(lgg_guard_t *g, jbuf_t *j, const char *action, int lvl) {
   jbegin(g, j, "action");
   jstr(j, "action", action);
-  jstr(j, "level", lvname[lvl]);
+  jstr(j, "level", lg_level_name((lg_level_t)lvl));
   if (g->cfg.dry_run) jraw(j, ",\"dry_run\":true");
 }
 
@@ -689,7 +689,7 @@ static void do_kill(lgg_guard_t *g, int lvl, double t) {
     return;
   }
   lgu_err("guard: terminating pid %d (%s), growing %.1f MiB/s at %s", best->pid, best->comm,
-          score(g, best, t) / 1048576, lvname[lvl]);
+          score(g, best, t) / 1048576, lg_level_name((lg_level_t)lvl));
   if (g->nvictims < 16) {
     victim_t *v = &g->victims[g->nvictims++];
     v->pid = best->pid;
@@ -860,7 +860,7 @@ static void do_exec(lgg_guard_t *g, int lvl, const source_t *w) {
   while (environ[ne]) ne++;
   char **env = calloc(ne + 5, sizeof *env);
   char e1[64], e2[320], e3[64], e4[64];
-  snprintf(e1, sizeof e1, "LEAKGUARD_LEVEL=%s", lvname[lvl]);
+  snprintf(e1, sizeof e1, "LEAKGUARD_LEVEL=%s", lg_level_name((lg_level_t)lvl));
   snprintf(e2, sizeof e2, "LEAKGUARD_SOURCE=%s", w ? w->name : "");
   snprintf(e3, sizeof e3, "LEAKGUARD_USAGE=%.0f", w ? w->usage : 0);
   snprintf(e4, sizeof e4, "LEAKGUARD_LIMIT=%.0f", w ? w->limit : 0);
@@ -915,7 +915,7 @@ static void do_publish(lgg_guard_t *g, int lvl, const source_t *w) {
   }
   jbuf_t j;
   action_event(g, &j, "publish", lvl);
-  jstr(&j, "published_level", lvname[g->level]);
+  jstr(&j, "published_level", lg_level_name((lg_level_t)g->level));
   if (evict) jnum(&j, "evict_bytes", (double)evict);
   g->counts[C_PUBLISH]++;
   if (g->cfg.dry_run) {
@@ -937,7 +937,7 @@ static void run_actions(lgg_guard_t *g, int lvl, double t, int repeat) {
     g->counts[C_LOG]++;
     char b1[32], b2[32], b3[32];
     if (w)
-      lgu_err("guard: level %s: %s at %s of %s (%.0f%%), trend %s/s, time to limit %s", lvname[lvl], w->name,
+      lgu_err("guard: level %s: %s at %s of %s (%.0f%%), trend %s/s, time to limit %s", lg_level_name((lg_level_t)lvl), w->name,
               lgu_fmt_bytes(b1, sizeof b1, w->usage), lgu_fmt_bytes(b2, sizeof b2, w->limit), w->lv.ratio * 100,
               lgu_fmt_bytes(b3, sizeof b3, w->lv.slope), w->lv.tto_s < 0 ? "never" : lgu_fmt_duration(b1, sizeof b1, w->lv.tto_s));
   }
@@ -980,7 +980,7 @@ int lgg_tick(lgg_guard_t *g, double t) {
     if (g->cfg.gpu != 0 && !g->gpu_tried) {
       g->gpu_tried = 1;
       char why[320];
-      g->nvml = lgg_nvml_open(why, sizeof why);
+      g->nvml = lgs_nvml_open(why, sizeof why);
       if (!g->nvml) {
         jbuf_t j;
         jbegin(g, &j, "source_off");
@@ -989,7 +989,7 @@ int lgg_tick(lgg_guard_t *g, double t) {
         jend(g, &j);
         lgu_err("guard: %s", why);
       } else {
-        for (int i = 0; i < lgg_nvml_count(g->nvml); i++) {
+        for (int i = 0; i < lgs_nvml_count(g->nvml); i++) {
           char name[32];
           snprintf(name, sizeof name, "gpu%d", i);
           source_t *s = add_source(g, SRC_GPU, name);
@@ -1022,7 +1022,7 @@ int lgg_tick(lgg_guard_t *g, double t) {
   if (g->nvml && t - g->last_gpu >= g->cfg.gpu_interval_s) {
     g->last_gpu = t;
     for (int i = 0; i < g->nprocs; i++) g->procs[i].gpu = 0;
-    for (int i = 0; i < lgg_nvml_count(g->nvml); i++) lgg_nvml_procs(g->nvml, i, gpu_proc_cb, g);
+    for (int i = 0; i < lgs_nvml_count(g->nvml); i++) lgs_nvml_procs(g->nvml, i, gpu_proc_cb, g);
   }
   int lvl = 0, any = 0;
   for (int i = 0; i < g->nsrc; i++) {
@@ -1042,8 +1042,8 @@ int lgg_tick(lgg_guard_t *g, double t) {
     g->level_changes++;
     jbuf_t j;
     jbegin(g, &j, "level");
-    jstr(&j, "from", lvname[old]);
-    jstr(&j, "to", lvname[lvl]);
+    jstr(&j, "from", lg_level_name((lg_level_t)old));
+    jstr(&j, "to", lg_level_name((lg_level_t)lvl));
     if (w) {
       jstr(&j, "source", w->name);
       jstr(&j, "reason", lvl > old ? lgg_reason_name(w->lv.reason) : "recover");
@@ -1063,7 +1063,7 @@ int lgg_tick(lgg_guard_t *g, double t) {
       restore_high(g, lvl);
       if (published_by(g, old)) do_publish(g, lvl, w); /* subscribers learn it is over */
       if (lvl > 0) {
-        lgu_err("guard: level %s (recovered; %s at %.0f%%)", lvname[lvl], w ? w->name : "", w ? w->lv.ratio * 100 : 0);
+        lgu_err("guard: level %s (recovered; %s at %.0f%%)", lg_level_name((lg_level_t)lvl), w ? w->name : "", w ? w->lv.ratio * 100 : 0);
       } else {
         lgu_err("guard: level normal");
       }
@@ -1089,7 +1089,6 @@ void lgg_hint_growth(lgg_guard_t *g, int pid, double growth) {
 static void num_label(char *buf, size_t n, int v) { snprintf(buf, n, "%d", v); }
 
 void lgg_export(lgg_guard_t *g, lgx_registry_t *r) {
-#ifdef LGG_HAVE_METRICS
   if (!r) return;
   lgx_declare(r, "leakguard_guard_level", LGX_GAUGE, "Guard level: 0 normal, 1 warn, 2 breaker, 3 emergency");
   lgx_declare(r, "leakguard_guard_source_level", LGX_GAUGE, "Level of each watched source");
@@ -1151,7 +1150,7 @@ void lgg_export(lgg_guard_t *g, lgx_registry_t *r) {
   double some, full;
   int has_sys = 0;
   for (int i = 0; i < g->nsrc; i++) has_sys |= g->src[i].kind == SRC_SYSTEM && g->src[i].alive;
-  if (!has_sys && lgu_read_file("/proc/pressure/memory", buf, sizeof buf) > 0 && lgg_psi_parse(buf, &some, &full) == 0) {
+  if (!has_sys && lgu_read_file("/proc/pressure/memory", buf, sizeof buf) > 0 && lgs_psi_parse(buf, &some, &full) == 0) {
     const char *ls[] = {"scope", "system", "kind", "some", NULL};
     lgx_set(r, "leakguard_memory_pressure_avg10", ls, some);
     if (full >= 0) {
@@ -1159,11 +1158,6 @@ void lgg_export(lgg_guard_t *g, lgx_registry_t *r) {
       lgx_set(r, "leakguard_memory_pressure_avg10", lf, full);
     }
   }
-#else
-  (void)g;
-  (void)r;
-  (void)num_label;
-#endif
 }
 
 void lgg_free(lgg_guard_t *g) {
@@ -1177,7 +1171,7 @@ void lgg_free(lgg_guard_t *g) {
   for (int i = 0; i < g->nchildren; i++) waitpid(g->children[i], NULL, WNOHANG);
   if (g->own_log) fclose(g->log);
   lgg_regions_free(g->regions);
-  lgg_nvml_close(g->nvml);
+  lgs_nvml_close(g->nvml);
   free(g->pids);
   free(g->procs);
   lgg_config_free(&g->cfg);

@@ -17,9 +17,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "output/metrics.h"
-
 typedef struct lgg_guard lgg_guard_t;
+struct lgx_registry; /* output/metrics.h */
 
 typedef struct lgg_options {
   const char *config_path; /* INI file (docs/guard.md), NULL: defaults */
@@ -57,7 +56,7 @@ int lgg_level(const lgg_guard_t *g);          /* lg_level_t */
 double lgg_tick_interval(const lgg_guard_t *g);
 
 /* Publishes the guard's metrics into r (declares the families on first use). */
-void lgg_export(lgg_guard_t *g, lgx_registry_t *r);
+void lgg_export(lgg_guard_t *g, struct lgx_registry *r);
 
 /* Number of sources still watched (cgroups, pid set, system, GPUs). */
 int lgg_nsources(const lgg_guard_t *g);

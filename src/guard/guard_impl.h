@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/sysmem.h"
+
 #define LGG_NLEVELS 4 /* normal, warn, breaker, emergency (lg_level_t) */
 
 /* ------------------------------------------------------------------ levels */
@@ -57,7 +59,6 @@ enum {
 };
 enum { LGG_T_ALL = 0, LGG_T_TOP = 1 };       /* signal target */
 enum { LGG_FB_LARGEST = 0, LGG_FB_NONE = 1 };  /* kill fallback without growth */
-enum { LGG_MEM_RSS = 0, LGG_MEM_PSS = 1 };
 
 typedef struct lgg_actions_cfg {
   unsigned mask;
@@ -71,7 +72,7 @@ typedef struct lgg_actions_cfg {
 typedef struct lgg_config {
   double interval_s;
   int dry_run;
-  int memory;           /* LGG_MEM_* */
+  int memory;           /* LGS_MEM_* (core/sysmem.h) */
   char *log_path;       /* event log, NULL: none ("-" = stdout) */
   double scan_interval_s; /* rescan for recorder regions */
   double gpu_interval_s;
@@ -97,51 +98,14 @@ const char *lgg_action_name(unsigned bit);
 int lgg_signal_parse(const char *s);
 const char *lgg_signal_name(int sig, char *buf, size_t n);
 
-/* ------------------------------------------------------------------ sources */
-typedef struct lgg_cg_sample {
-  uint64_t usage;       /* memory.current / memory.usage_in_bytes */
-  uint64_t limit;       /* memory.max / memory.limit_in_bytes; 0 = none */
-  uint64_t high;        /* v2 memory.high; 0 = none */
-  uint64_t working_set; /* usage - inactive_file */
-  uint64_t anon, file;
-  uint64_t oom_kill, oom, high_events, max_events;
-  double psi_some10, psi_full10; /* < 0: unknown (v1) */
-} lgg_cg_sample_t;
-
-/* 2 for v2, 1 for v1, -errno when dir is not a memory cgroup. */
-int lgg_cgroup_version(const char *dir);
-/* Reads one sample. 0 or -errno (-ENOENT when the cgroup is gone). */
-int lgg_cgroup_read(const char *dir, int version, lgg_cg_sample_t *s);
-/* Pids in cgroup.procs into *pids (malloc'd); count or -errno. */
-long lgg_cgroup_pids(const char *dir, int **pids);
-/* Parses a PSI file's text: "some avg10=..." / "full avg10=...". 0 or -EINVAL. */
-int lgg_psi_parse(const char *text, double *some10, double *full10);
-/* Resident bytes (statm) or PSS (smaps_rollup); -errno when the process is gone. */
-int64_t lgg_proc_mem(int pid, int kind);
-/* Memory limit of pid's memory cgroup (v2 memory.max or v1 limit), 0 if none. */
-uint64_t lgg_proc_cgroup_limit(int pid);
-/* /proc/meminfo: MemTotal and MemAvailable in bytes. 0 or -errno. */
-int lgg_meminfo(uint64_t *total, uint64_t *avail);
-
-/* NVML (dlopen("libnvidia-ml.so.1")). */
-#define LGG_GPU_MAX 16
-typedef struct lgg_nvml lgg_nvml_t;
-lgg_nvml_t *lgg_nvml_open(char *why, size_t whylen); /* NULL: GPU source off, why says */
-int lgg_nvml_count(const lgg_nvml_t *n);
-/* Memory of device i; 0 or -1. */
-int lgg_nvml_mem(lgg_nvml_t *n, int i, uint64_t *used, uint64_t *total);
-/* Calls cb(pid, bytes) for each compute process on device i. */
-int lgg_nvml_procs(lgg_nvml_t *n, int i, void (*cb)(void *arg, int pid, uint64_t bytes), void *arg);
-void lgg_nvml_close(lgg_nvml_t *n);
-
 /* ------------------------------------------------------------------ recorder regions */
 typedef struct lgg_regions lgg_regions_t;
 lgg_regions_t *lgg_regions_new(void);
 /* Rescans pids[0..n) (all processes when n < 0) for leakguard region memfds and maps
  * new ones; unmaps regions whose process is gone. Newly found regions get level. */
 void lgg_regions_scan(lgg_regions_t *r, const int *pids, long n, int level);
-/* Publishes level (and evict bytes at emergency) to every mapped region whose pid
- * satisfies in_scope (NULL: all). Returns the number of regions written. */
+/* Publishes level (and evict bytes at emergency) to every mapped region (the scan
+ * chose them: the watched pids, or all). Returns the number of regions written. */
 int lgg_regions_publish(lgg_regions_t *r, int level, uint64_t evict_bytes);
 int lgg_regions_count(const lgg_regions_t *r);
 /* Pid of region i (for victim candidates in system mode). */

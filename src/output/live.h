@@ -38,7 +38,8 @@ typedef struct lgv_view lgv_view_t;
 
 lgv_view_t *lgv_new(FILE *out, int rows);
 void lgv_free(lgv_view_t *v);   /* clears the view */
-/* Keeps the rows with the fastest growth (label is copied). */
+/* Keeps the rows with the fastest growth. The row is copied, its label is not: it
+ * must live until the frame is drawn. */
 void lgv_add_row(lgv_frame_t *f, const lgv_row_t *row);
 void lgv_draw(lgv_view_t *v, const lgv_frame_t *f);
 /* Renders f into buf as plain text lines (what lgv_draw shows); returns length. */

@@ -2,9 +2,10 @@
 /*
  * store.h - the SQLite store (schema in docs/schema.md).
  *
- * Writing: the collector commits one transaction per snapshot (WAL journal), so a
- * killed target, or a killed collector, leaves every snapshot up to the last one
- * readable. Reading: reports are built from the database only.
+ * Writing: the collector commits one transaction per pass of its loop (the
+ * snapshots, labels and symbols of that pass, lgc_db_begin/lgc_db_commit; WAL
+ * journal), so a killed target, or a killed collector, leaves every snapshot up to the
+ * last pass readable. Reading: reports are built from the database only.
  */
 #ifndef LG_OUTPUT_STORE_H
 #define LG_OUTPUT_STORE_H

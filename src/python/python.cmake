@@ -63,6 +63,8 @@ foreach(_m IN LISTS LG_PY_MINORS)
     C_VISIBILITY_PRESET hidden)
   # Only this interpreter's headers: nothing else in the build includes Python.h.
   target_include_directories(${_t} SYSTEM PRIVATE ${LG_PY_${_m}_INCLUDE})
+  # The python layer sees core (region.h: the contract with the recorder) only.
+  target_include_directories(${_t} PRIVATE ${LG_INC_python} ${LG_INC_core} ${LG_INC_public})
   # No link to libpython (the interpreter provides its symbols) nor to libleakguard
   # (the recorder's symbols are looked up at run time).
   target_link_libraries(${_t} PRIVATE ${CMAKE_DL_LIBS})

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sources.c - what the guard samples: memory cgroups (v2: memory.current, .max, .high,
- * .events, .stat, .pressure; v1: memory.usage_in_bytes, .limit_in_bytes, .stat,
- * .oom_control), processes (/proc/PID/statm, smaps_rollup), /proc/meminfo, PSI, and
- * GPU memory through NVML loaded with dlopen at run time (no header, no link).
+ * sysmem.c - the memory the system reports (sysmem.h): memory cgroups (v2:
+ * memory.current, .max, .high, .events, .stat, .pressure; v1: memory.usage_in_bytes,
+ * .limit_in_bytes, .stat, .oom_control), processes (/proc/PID/statm, smaps_rollup),
+ * /proc/meminfo, PSI, and GPU memory through NVML loaded with dlopen at run time (no
+ * header, no link).
  */
-#include "guard/guard_impl.h"
+#include "core/sysmem.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -50,7 +51,7 @@ static uint64_t kv(const char *text, const char *key) {
   return 0;
 }
 
-int lgg_cgroup_version(const char *dir) {
+int lgs_cgroup_version(const char *dir) {
   char p[4200];
   snprintf(p, sizeof p, "%s/memory.current", dir);
   if (access(p, F_OK) == 0) return 2;
@@ -60,7 +61,7 @@ int lgg_cgroup_version(const char *dir) {
   return -ENOTSUP;
 }
 
-int lgg_psi_parse(const char *text, double *some10, double *full10) {
+int lgs_psi_parse(const char *text, double *some10, double *full10) {
   const char *s = strstr(text, "some avg10=");
   if (!s) return -EINVAL;
   *some10 = strtod(s + 11, NULL);
@@ -69,7 +70,7 @@ int lgg_psi_parse(const char *text, double *some10, double *full10) {
   return 0;
 }
 
-int lgg_cgroup_read(const char *dir, int version, lgg_cg_sample_t *s) {
+int lgs_cgroup_read(const char *dir, int version, lgs_cg_sample_t *s) {
   memset(s, 0, sizeof *s);
   s->psi_some10 = s->psi_full10 = -1;
   char buf[8192];
@@ -91,7 +92,7 @@ int lgg_cgroup_read(const char *dir, int version, lgg_cg_sample_t *s) {
       inactive = kv(buf, "inactive_file");
     }
     s->working_set = s->usage > inactive ? s->usage - inactive : 0;
-    if (rd(dir, "memory.pressure", buf, sizeof buf) > 0) lgg_psi_parse(buf, &s->psi_some10, &s->psi_full10);
+    if (rd(dir, "memory.pressure", buf, sizeof buf) > 0) lgs_psi_parse(buf, &s->psi_some10, &s->psi_full10);
   } else {
     if ((r = rd_u64(dir, "memory.usage_in_bytes", &s->usage))) return r;
     rd_u64(dir, "memory.limit_in_bytes", &s->limit);
@@ -113,7 +114,7 @@ int lgg_cgroup_read(const char *dir, int version, lgg_cg_sample_t *s) {
   return 0;
 }
 
-long lgg_cgroup_pids(const char *dir, int **pids) {
+long lgs_cgroup_pids(const char *dir, int **pids) {
   char path[4200];
   snprintf(path, sizeof path, "%s/cgroup.procs", dir);
   FILE *f = fopen(path, "re");
@@ -148,9 +149,9 @@ long lgg_cgroup_pids(const char *dir, int **pids) {
   return (long)n;
 }
 
-int64_t lgg_proc_mem(int pid, int kind) {
+int64_t lgs_proc_mem(int pid, int kind) {
   char path[64], buf[4096];
-  if (kind == LGG_MEM_PSS) {
+  if (kind == LGS_MEM_PSS) {
     snprintf(path, sizeof path, "/proc/%d/smaps_rollup", pid);
     long r = lgu_read_file(path, buf, sizeof buf);
     if (r < 0) return r;
@@ -169,33 +170,38 @@ int64_t lgg_proc_mem(int pid, int kind) {
   return (int64_t)res * page;
 }
 
-uint64_t lgg_proc_cgroup_limit(int pid) {
+int lgs_proc_cgroup_dir(int pid, char *out, size_t n) {
   char path[64], buf[4096];
   snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
-  if (lgu_read_file(path, buf, sizeof buf) <= 0) return 0;
-  uint64_t lim = 0;
+  if (lgu_read_file(path, buf, sizeof buf) <= 0) return -ENOENT;
+  int found = -ENOENT;
   for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
     char *c1 = strchr(line, ':');
     char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
     if (!c2) continue;
     *c2 = 0;
-    char dir[4200];
-    uint64_t v = 0;
-    if (strstr(c1 + 1, "memory")) {
-      snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory%s", c2 + 1);
-      lgg_cg_sample_t s;
-      if (lgg_cgroup_read(dir, 1, &s) == 0) v = s.limit;
-    } else if (c1[1] == 0) {
-      snprintf(dir, sizeof dir, "/sys/fs/cgroup%s", c2 + 1);
-      if (lgg_cgroup_version(dir) != 2) snprintf(dir, sizeof dir, "/sys/fs/cgroup/unified%s", c2 + 1);
-      if (lgg_cgroup_version(dir) == 2) rd_u64(dir, "memory.max", &v);
+    if (strstr(c1 + 1, "memory")) { /* v1 memory controller: it is the one that limits */
+      snprintf(out, n, "/sys/fs/cgroup/memory%s", c2 + 1);
+      return 1;
     }
-    if (v && (!lim || v < lim)) lim = v;
+    if (c1[1] == 0) { /* v2 (hybrid hierarchies mount it under unified/) */
+      snprintf(out, n, "/sys/fs/cgroup%s", c2 + 1);
+      if (lgs_cgroup_version(out) != 2) snprintf(out, n, "/sys/fs/cgroup/unified%s", c2 + 1);
+      found = 2;
+    }
   }
-  return lim;
+  return found;
 }
 
-int lgg_meminfo(uint64_t *total, uint64_t *avail) {
+uint64_t lgs_proc_cgroup_limit(int pid) {
+  char dir[4200];
+  lgs_cg_sample_t s;
+  int v = lgs_proc_cgroup_dir(pid, dir, sizeof dir);
+  if (v < 0 || lgs_cgroup_version(dir) != v || lgs_cgroup_read(dir, v, &s) != 0) return 0;
+  return s.limit;
+}
+
+int lgs_meminfo(uint64_t *total, uint64_t *avail) {
   char buf[8192];
   long r = lgu_read_file("/proc/meminfo", buf, sizeof buf);
   if (r <= 0) return r < 0 ? (int)r : -EIO;
@@ -214,7 +220,7 @@ typedef struct { unsigned int pid; unsigned long long usedGpuMemory; } nvml_proc
 #define NVML_SUCCESS 0
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 
-struct lgg_nvml {
+struct lgs_nvml {
   void *lib;
   int (*init)(void);
   int (*shutdown)(void);
@@ -224,10 +230,10 @@ struct lgg_nvml {
   int (*procs)(nvml_dev_t, unsigned *, nvml_proc_v1_t *);
   const char *(*errstr)(int);
   int ndev;
-  nvml_dev_t dev[LGG_GPU_MAX];
+  nvml_dev_t dev[LGS_GPU_MAX];
 };
 
-lgg_nvml_t *lgg_nvml_open(char *why, size_t whylen) {
+lgs_nvml_t *lgs_nvml_open(char *why, size_t whylen) {
   const char *name = getenv("LEAKGUARD_NVML");  /* tests: a stand-in library */
   if (!name || !*name) name = "libnvidia-ml.so.1";
   void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
@@ -236,7 +242,7 @@ lgg_nvml_t *lgg_nvml_open(char *why, size_t whylen) {
     snprintf(why, whylen, "GPU source off: %s not found (no NVIDIA driver)", name);
     return NULL;
   }
-  lgg_nvml_t *n = calloc(1, sizeof *n);
+  lgs_nvml_t *n = calloc(1, sizeof *n);
   if (!n) {
     dlclose(lib);
     snprintf(why, whylen, "GPU source off: out of memory");
@@ -265,19 +271,19 @@ lgg_nvml_t *lgg_nvml_open(char *why, size_t whylen) {
   }
   unsigned c = 0;
   if (n->count(&c) != NVML_SUCCESS) c = 0;
-  for (unsigned i = 0; i < c && n->ndev < LGG_GPU_MAX; i++)
+  for (unsigned i = 0; i < c && n->ndev < LGS_GPU_MAX; i++)
     if (n->handle(i, &n->dev[n->ndev]) == NVML_SUCCESS) n->ndev++;
   if (!n->ndev) {
     snprintf(why, whylen, "GPU source off: NVML found no GPU");
-    lgg_nvml_close(n);
+    lgs_nvml_close(n);
     return NULL;
   }
   return n;
 }
 
-int lgg_nvml_count(const lgg_nvml_t *n) { return n ? n->ndev : 0; }
+int lgs_nvml_count(const lgs_nvml_t *n) { return n ? n->ndev : 0; }
 
-int lgg_nvml_mem(lgg_nvml_t *n, int i, uint64_t *used, uint64_t *total) {
+int lgs_nvml_mem(lgs_nvml_t *n, int i, uint64_t *used, uint64_t *total) {
   nvml_memory_t m;
   if (!n || i < 0 || i >= n->ndev || n->mem(n->dev[i], &m) != NVML_SUCCESS) return -1;
   *used = m.used;
@@ -285,7 +291,7 @@ int lgg_nvml_mem(lgg_nvml_t *n, int i, uint64_t *used, uint64_t *total) {
   return 0;
 }
 
-int lgg_nvml_procs(lgg_nvml_t *n, int i, void (*cb)(void *arg, int pid, uint64_t bytes), void *arg) {
+int lgs_nvml_procs(lgs_nvml_t *n, int i, void (*cb)(void *arg, int pid, uint64_t bytes), void *arg) {
   if (!n || !n->procs || i < 0 || i >= n->ndev) return -1;
   nvml_proc_v1_t p[128];
   unsigned c = 128;
@@ -296,7 +302,7 @@ int lgg_nvml_procs(lgg_nvml_t *n, int i, void (*cb)(void *arg, int pid, uint64_t
   return (int)c;
 }
 
-void lgg_nvml_close(lgg_nvml_t *n) {
+void lgs_nvml_close(lgs_nvml_t *n) {
   if (!n) return;
   n->shutdown();
   dlclose(n->lib);

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/* run_options.h - the command line of `leakguard run` (cli/run_options.c). */
+#ifndef LG_CLI_RUN_OPTIONS_H
+#define LG_CLI_RUN_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct run_opts {
+  const char *output;
+  double interval;
+  int quiet, follow, fail_on_leak, mmap, top;
+  uint64_t sample, limit;
+  long depth;
+  int guard, guard_dry_run;
+  int cuda_um;          /* --cuda-um: CUPTI Unified Memory counters (docs/cuda.md) */
+  const char *guard_config, *metrics;
+  long explain_at_step;
+} run_opts_t;
+
+/* Parses `leakguard run`'s options into o and the target command into *targv: -1 to go
+ * on, or the exit status (0 after --help, LG_EXIT_USAGE after a one-line error). */
+int lg_run_options(int argc, char **argv, run_opts_t *o, char ***targv);
+
+/* Checks the target command (found, executable, recordable) and resolves its path:
+ * 0, or the exit status after a one-line error. */
+int lg_check_target(const char *cmd, char *path, size_t n);
+
+#endif
