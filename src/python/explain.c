@@ -27,7 +27,6 @@
 #include <string.h>
 #include <unistd.h>
 
-extern uint64_t lgpy_steps;
 
 /* ------------------------------------------------------------------ holders */
 

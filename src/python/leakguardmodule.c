@@ -22,26 +22,12 @@
 #include <string.h>
 #include <unistd.h>
 
-lgpy_api_t lgpy;
-
 static int warned;
-uint64_t lgpy_steps;             /* step() calls seen by this module */
 static long explain_at_step = -1; /* LEAKGUARD_EXPLAIN_AT_STEP */
 static int atexit_installed;
 
 static void resolve_api(void) {
-  memset(&lgpy, 0, sizeof lgpy);
-  lgpy.step = (uint64_t(*)(void))dlsym(RTLD_DEFAULT, "leakguard_step");
-  lgpy.recording = (int (*)(void))dlsym(RTLD_DEFAULT, "lg_recording");
-  lgpy.site_of = (int (*)(const void *, uint32_t *))dlsym(RTLD_DEFAULT, "lg_site_of");
-  lgpy.tag_push = (int (*)(const char *))dlsym(RTLD_DEFAULT, "lg_tag_push");
-  lgpy.tag_pop = (void (*)(void))dlsym(RTLD_DEFAULT, "lg_tag_pop");
-  lgpy.tag_stats = (int (*)(int, lg_tag_stats_t *))dlsym(RTLD_DEFAULT, "lg_tag_stats");
-  lgpy.pause = (int (*)(int))dlsym(RTLD_DEFAULT, "lg_pause_recording");
-  lgpy.exiting = (void (*)(void))dlsym(RTLD_DEFAULT, "lg_exiting");
-  lgpy.active = lgpy.step && lgpy.recording && lgpy.recording();
-  const char *pm = getenv("PYTHONMALLOC");
-  lgpy.pymalloc_is_malloc = pm && strcmp(pm, "malloc") == 0;
+  lgpy_resolve_api();
   const char *s = getenv(LG_ENV_EXPLAIN_AT_STEP);
   if (s && *s) {
     char *end;
@@ -85,54 +71,6 @@ static PyObject *py_recording(PyObject *self, PyObject *unused) {
   return PyBool_FromLong(active_now());
 }
 
-/* ------------------------------------------------------------------ suspects */
-
-PyObject *lgpy_read_suspects(void) {
-  const char *dir = getenv(LG_ENV_DIR);
-  if (!dir || !*dir) return PyList_New(0);
-  char path[4096];
-  snprintf(path, sizeof path, "%s/" LG_FILE_SUSPECTS, dir, (int)getpid());
-  FILE *f = fopen(path, "rb");
-  if (!f) return PyList_New(0);
-  size_t cap = 1 << 16, len = 0;
-  char *buf = PyMem_RawMalloc(cap);
-  if (!buf) {
-    fclose(f);
-    return PyErr_NoMemory();
-  }
-  for (;;) {
-    if (len == cap) {
-      char *nb = PyMem_RawRealloc(buf, cap * 2);
-      if (!nb) {
-        PyMem_RawFree(buf);
-        fclose(f);
-        return PyErr_NoMemory();
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    size_t k = fread(buf + len, 1, cap - len, f);
-    if (k == 0) break;
-    len += k;
-  }
-  fclose(f);
-  PyObject *text = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)len, "replace");
-  PyMem_RawFree(buf);
-  if (!text) return NULL;
-  PyObject *json = PyImport_ImportModule("json");
-  PyObject *doc = json ? PyObject_CallMethod(json, "loads", "O", text) : NULL;
-  Py_XDECREF(json);
-  Py_DECREF(text);
-  if (!doc) {
-    /* a half-written file cannot happen (tmp + rename); a malformed one is not ours */
-    PyErr_Clear();
-    return PyList_New(0);
-  }
-  PyObject *list = PyDict_Check(doc) ? PyDict_GetItemString(doc, "suspects") : NULL;
-  PyObject *r = (list && PyList_Check(list)) ? Py_NewRef(list) : PyList_New(0);
-  Py_DECREF(doc);
-  return r;
-}
 
 static PyObject *py_suspects(PyObject *self, PyObject *unused) {
   if (!active_now()) return PyList_New(0);

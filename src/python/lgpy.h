@@ -28,6 +28,10 @@ typedef struct lgpy_api {
 } lgpy_api_t;
 
 extern lgpy_api_t lgpy;
+/* Looks the entry points up (api.c); called once at import. */
+void lgpy_resolve_api(void);
+/* step() calls seen by this module (leakguard.step). */
+extern uint64_t lgpy_steps;
 
 /* Site of a heap block whose start is `block` and which holds at least min_size bytes;
  * 0 when unknown. Conservative: refuses addresses inside loaded ELF images (static

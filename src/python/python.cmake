@@ -21,6 +21,7 @@ endif()
 set(LG_PYTHON_DIR ${CMAKE_BINARY_DIR}/python)
 set(LG_PYTHON_SOURCES
   ${CMAKE_SOURCE_DIR}/src/python/leakguardmodule.c
+  ${CMAKE_SOURCE_DIR}/src/python/api.c
   ${CMAKE_SOURCE_DIR}/src/python/explain.c
   ${CMAKE_SOURCE_DIR}/src/python/blocks.c
   ${CMAKE_SOURCE_DIR}/src/python/graph.c
