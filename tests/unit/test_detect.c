@@ -223,8 +223,7 @@ static void test_slow_leak_in_churn(void **state) {
  *  - seed 348: tau 0.62, p 2e-6, slope 839 B/s over an hour (~2.8 MiB), but
  *    growth = median(last two floors) - median(first two) = 2.08 MiB < 3 * noise
  *    (2.10 MiB), so big_enough = 0 ("stable").
- * Robust alternatives: late growth from slope_late * (late span), total growth from
- * slope * duration. */
+ * Both are detected now; kept as regression cases. */
 static void test_slow_leak_single_floor_checks(void **state) {
   (void)state;
   static const unsigned seeds[] = {297, 348};
