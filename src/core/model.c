@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "leakguard.h"
+
 const char *lgm_kind_name(int kind) {
   static const char *const n[] = {"start", "fork", "exec", "spawn"};
   return kind >= 0 && kind < 4 ? n[kind] : "start";
@@ -162,7 +164,7 @@ int lgm_collect(lgm_proc_t *p) {
       }
     live += t->live_bytes;
     blocks += t->live_blocks;
-    if (t->space == 1) mm += t->live_bytes;
+    if (t->space == LG_SPACE_MMAP) mm += t->live_bytes;
     else if (t->space >= 2 && t->space <= 4) { /* device, managed, pinned (lg_space_t) */
       gpu += t->live_bytes;
       if (t->device < LG_CUDA_MAX_DEVICES) p->gpu_space_bytes[t->device][t->space - 2] += t->live_bytes;
