@@ -13,6 +13,10 @@
 #include "analysis/detect.h"
 #include "leakguard.h"
 
+/* Text is bound with SQLITE_STATIC: every string outlives the step of its statement
+ * (statements are finalized, or rebound, before their strings go). SQLITE_TRANSIENT
+ * would copy it, and a failed copy leaves the parameter NULL while sqlite3_step still
+ * succeeds: a row silently without its value (tests/unit/test_alloc_fail.c). */
 struct lgst {
   sqlite3 *db;
   sqlite3_stmt *ins_sample, *ins_snap, *ins_frame, *ins_stack;
@@ -94,7 +98,12 @@ int lgst_create(const char *path, lgst_t **out, const char **errmsg) {
   }
   char v[32];
   snprintf(v, sizeof v, "%d", LG_SCHEMA_VERSION);
-  lgst_meta(s, "schema", v);
+  int rc = lgst_meta(s, "schema", v);
+  if (rc) { /* without its version the file is not a leakguard database */
+    *errmsg = sqlite3_errmsg(s->db);
+    lgst_close(s);
+    return rc;
+  }
   *out = s;
   return 0;
 }
@@ -111,7 +120,10 @@ int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen) {
     return -EISDIR;
   }
   lgst_t *s = calloc(1, sizeof *s);
-  if (!s) return -ENOMEM;
+  if (!s) {
+    snprintf(why, whylen, "%s: out of memory", path);
+    return -ENOMEM;
+  }
   /* Read-write open so that a WAL left by a killed collector is recovered. */
   int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE, NULL);
   if (rc != SQLITE_OK) {
@@ -181,8 +193,8 @@ int lgst_commit(lgst_t *s) { return sqlite3_exec(s->db, "COMMIT", NULL, NULL, NU
 int lgst_meta(lgst_t *s, const char *key, const char *value) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta VALUES(?,?)", -1, &st, NULL) != SQLITE_OK) return -EIO;
-  sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? 0 : -EIO;
@@ -203,12 +215,12 @@ int lgst_proc(lgst_t *s, const lgm_proc_t *p) {
   if (p->parent_proc) sqlite3_bind_int(st, i++, p->parent_proc);
   else sqlite3_bind_null(st, i++);
   sqlite3_bind_text(st, i++, lgm_kind_name(p->kind), -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, i++, p->command, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, i++, p->exe, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, i++, p->command, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, i++, p->exe, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)p->start_ns);
   if (p->ended) sqlite3_bind_int64(st, i++, (sqlite3_int64)p->end_ns);
   else sqlite3_bind_null(st, i++);
-  sqlite3_bind_text(st, i++, p->end_reason[0] ? p->end_reason : "running", -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, i++, p->end_reason[0] ? p->end_reason : "running", -1, SQLITE_STATIC);
   if (p->ended && !strcmp(p->end_reason, "exit")) sqlite3_bind_int(st, i++, p->exit_status);
   else sqlite3_bind_null(st, i++);
   if (p->ended && !strcmp(p->end_reason, "signal")) sqlite3_bind_int(st, i++, p->signal);
@@ -233,7 +245,7 @@ int lgst_module(lgst_t *s, int proc, uint32_t idx, const lg_module_rec_t *m) {
   path[LG_MODULE_PATH] = 0;
   sqlite3_bind_int(st, 1, proc);
   sqlite3_bind_int(st, 2, (int)idx);
-  sqlite3_bind_text(st, 3, path, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 4, (sqlite3_int64)m->start);
   sqlite3_bind_int64(st, 5, (sqlite3_int64)m->end);
   sqlite3_bind_int64(st, 6, (sqlite3_int64)m->bias);
@@ -276,11 +288,11 @@ int lgst_holder(lgst_t *s, int proc, const lgst_holder_t *h) {
   sqlite3_bind_int(st, 2, (int)h->stack);
   sqlite3_bind_int(st, 3, h->explain);
   sqlite3_bind_int64(st, 4, h->step);
-  sqlite3_bind_text(st, 5, h->kind ? h->kind : "object", -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 6, h->chain_json, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 5, h->kind ? h->kind : "object", -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 6, h->chain_json, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 7, h->objects);
   sqlite3_bind_int64(st, 8, h->bytes);
-  if (h->detail_json) sqlite3_bind_text(st, 9, h->detail_json, -1, SQLITE_TRANSIENT);
+  if (h->detail_json) sqlite3_bind_text(st, 9, h->detail_json, -1, SQLITE_STATIC);
   else sqlite3_bind_null(st, 9);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
@@ -370,7 +382,7 @@ static int exec_row(lgst_t *s, const char *sql, const int64_t *v, int n, const c
   sqlite3_stmt *st;
   if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) return -EIO;
   for (int i = 0; i < n; i++) sqlite3_bind_int64(st, i + 1, v[i]);
-  if (text) sqlite3_bind_text(st, n + 1, text, -1, SQLITE_TRANSIENT);
+  if (text) sqlite3_bind_text(st, n + 1, text, -1, SQLITE_STATIC);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? 0 : -EIO;
@@ -449,8 +461,8 @@ int lgst_label(lgst_t *s, int proc, const char *key, const char *value) {
   if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO labels VALUES(?,?,?)", -1, &st, NULL) != SQLITE_OK)
     return -EIO;
   sqlite3_bind_int(st, 1, proc);
-  sqlite3_bind_text(st, 2, key, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 3, value, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, value, -1, SQLITE_STATIC);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? 0 : -EIO;
