@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * report_impl.h - what report.c (building) and report_print.c (printing) share, and
- * the numbers of the significance rule (docs/detection.md, "Minor growth").
+ * report_impl.h - what the pieces of the report share: report.c (building, runs and
+ * frames), report_sites.c (per-site analysis), report_leaks.c (holders, leaks),
+ * report_gpu.c (GPU memory) and report_print.c (printing), and the numbers of the
+ * significance rule (docs/detection.md, "Minor growth").
  */
 #ifndef LG_OUTPUT_REPORT_IMPL_H
 #define LG_OUTPUT_REPORT_IMPL_H
+
+#include <sqlite3.h>
 
 #include "output/report.h"
 
@@ -29,5 +33,30 @@
 
 /* Frees what a site owns and zeroes it. */
 void lgr_site_free(lgr_site_t *s);
+
+/* report.c */
+char *lgr_dupstr(const unsigned char *s);
+int lgr_is_python_module(const char *m);
+int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native);
+int lgr_cmp_suspect(const void *a, const void *b);
+int lgr_push_site(lgr_site_t **arr, int *n, int *cap, const lgr_site_t *s);
+
+/* report_sites.c */
+int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_report_t *r, lgr_site_t **others,
+                     int *nothers, int *ocap);
+
+/* report_leaks.c */
+void lgr_load_holders(sqlite3 *db, lgr_site_t *s);
+char *lgr_full_bound(const char *holders_json);
+void lgr_group_leaks(lgr_report_t *r);
+void lgr_free_leaks(lgr_report_t *r);
+void lgr_analyse_leaks(lgr_report_t *r);
+void lgr_split_minor(lgr_report_t *r);
+
+/* report_gpu.c */
+int lgr_gpu_site_device(sqlite3 *db, const lgr_site_t *s);
+void lgr_gpu_site_um(sqlite3 *db, lgr_site_t *s);
+double lgr_gpu_headroom(const lgr_report_t *r, const lgr_site_t *s, double host_headroom);
+void lgr_load_gpus(sqlite3 *db, lgr_report_t *r);
 
 #endif

@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * report_leaks.c - the holders of a site (what keeps its memory alive, from the
+ * collector's explains) and the grouping of suspects into leaks: one cause each, by
+ * holder, function or lockstep, analysed on its summed series and judged significant
+ * or minor as a whole. Separate from report.c: it works on the sites once they are
+ * analysed.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "output/report.h"
+#include "output/report_impl.h"
+
+/* ------------------------------------------------------------------ holders */
+
+/* Holders of the site: those of its stacks in the latest explain that found holders
+ * for any of them (an explain at exit that finds the objects gone leaves the earlier
+ * findings standing); identical chains are added up, the five holding the most bytes
+ * kept. */
+void lgr_load_holders(sqlite3 *db, lgr_site_t *s) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, "SELECT max(explain) FROM holders WHERE proc=?1 AND stack=?2", -1, &st, NULL) != SQLITE_OK)
+    return; /* older database */
+  int nst = s->nstacks < 256 ? s->nstacks : 256, latest = -1;
+  for (int k = 0; k < nst; k++) {
+    sqlite3_reset(st);
+    sqlite3_bind_int(st, 1, s->proc);
+    sqlite3_bind_int(st, 2, s->stacks[k].stack);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL &&
+        sqlite3_column_int(st, 0) > latest)
+      latest = sqlite3_column_int(st, 0);
+  }
+  sqlite3_finalize(st);
+  if (latest < 0) return;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT kind, chain, objects, bytes, detail FROM holders"
+                         " WHERE proc=?1 AND stack=?2 AND explain=?3",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  cJSON *arr = cJSON_CreateArray();
+  for (int k = 0; k < nst; k++) {
+    sqlite3_reset(st);
+    sqlite3_bind_int(st, 1, s->proc);
+    sqlite3_bind_int(st, 2, s->stacks[k].stack);
+    sqlite3_bind_int(st, 3, latest);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      const char *chain = (const char *)sqlite3_column_text(st, 1);
+      cJSON *c = chain ? cJSON_Parse(chain) : NULL;
+      if (!c) continue;
+      char *ctext = cJSON_PrintUnformatted(c);
+      const char *kind = (const char *)sqlite3_column_text(st, 0);
+      double objects = (double)sqlite3_column_int64(st, 2), bytes = (double)sqlite3_column_int64(st, 3);
+      cJSON *h = NULL, *e;
+      cJSON_ArrayForEach(e, arr) {
+        char *t = cJSON_PrintUnformatted(cJSON_GetObjectItem(e, "chain"));
+        int same = t && ctext && !strcmp(t, ctext);
+        free(t);
+        if (same) {
+          h = e;
+          break;
+        }
+      }
+      free(ctext);
+      if (h) {
+        cJSON_SetNumberValue(cJSON_GetObjectItem(h, "objects"), cJSON_GetNumberValue(cJSON_GetObjectItem(h, "objects")) + objects);
+        cJSON_SetNumberValue(cJSON_GetObjectItem(h, "bytes"), cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes")) + bytes);
+        cJSON_Delete(c);
+        continue;
+      }
+      h = cJSON_CreateObject();
+      cJSON_AddItemToObject(h, "chain", c);
+      cJSON_AddNumberToObject(h, "objects", objects);
+      cJSON_AddNumberToObject(h, "bytes", bytes);
+      cJSON_AddStringToObject(h, "kind", kind ? kind : "object");
+      const char *detail = (const char *)sqlite3_column_text(st, 4);
+      cJSON *d = detail ? cJSON_Parse(detail) : NULL;
+      if (d) cJSON_AddItemToObject(h, "detail", d);
+      cJSON_AddItemToArray(arr, h);
+    }
+  }
+  sqlite3_finalize(st);
+  /* largest first, five kept */
+  cJSON *sorted = cJSON_CreateArray();
+  while (cJSON_GetArraySize(arr) > 0 && cJSON_GetArraySize(sorted) < 5) {
+    int best = 0;
+    double bb = -1;
+    for (int i = 0; i < cJSON_GetArraySize(arr); i++) {
+      double b = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(arr, i), "bytes"));
+      if (b > bb) bb = b, best = i;
+    }
+    cJSON_AddItemToArray(sorted, cJSON_DetachItemFromArray(arr, best));
+  }
+  cJSON_Delete(arr);
+  if (cJSON_GetArraySize(sorted) > 0) s->holders_json = cJSON_PrintUnformatted(sorted);
+  cJSON_Delete(sorted);
+}
+
+/* Holder-aware verdict (issue #10): when holders that own at least half of the explained
+ * bytes of a site hold it through a bounded container at its bound (an lru_cache at its
+ * maxsize, a deque at its maxlen: the Python module's detail "bound"), the site is a
+ * plateau whatever its curve looks like: returns that bound as JSON, else NULL. */
+char *lgr_full_bound(const char *holders_json) {
+  cJSON *hl = holders_json ? cJSON_Parse(holders_json) : NULL, *h, *bound = NULL;
+  double all = 0, held = 0;
+  cJSON_ArrayForEach(h, hl) {
+    double b = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes"));
+    if (!(b > 0)) continue;
+    all += b;
+    cJSON *bd = cJSON_GetObjectItem(cJSON_GetObjectItem(h, "detail"), "bound");
+    if (cJSON_IsTrue(cJSON_GetObjectItem(bd, "full"))) {
+      held += b;
+      if (!bound) bound = bd;
+    }
+  }
+  char *out = NULL;
+  if (bound && held >= 0.5 * all) {
+    cJSON *c = cJSON_Duplicate(bound, 1);
+    cJSON_DeleteItemFromObject(c, "full");
+    out = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
+  }
+  cJSON_Delete(hl);
+  return out;
+}
+
+/* ------------------------------------------------------------------ leaks */
+
+/* The root of a suspect's top holder ("module.name (type)"), or NULL. */
+static char *holder_root(const lgr_site_t *s, char **holder_out) {
+  if (!s->holders_json) return NULL;
+  cJSON *hl = cJSON_Parse(s->holders_json);
+  cJSON *h0 = cJSON_GetArrayItem(hl, 0);
+  cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(h0, "chain"), 0);
+  char *root = NULL;
+  if (cJSON_IsString(c0) && c0->valuestring[0] && c0->valuestring[0] != '<') {
+    root = strdup(c0->valuestring);
+    if (holder_out) *holder_out = cJSON_PrintUnformatted(h0);
+  }
+  cJSON_Delete(hl);
+  return root;
+}
+
+/* The innermost non-allocator function of a suspect: "function\x1ffile". */
+static char *function_key(const lgr_site_t *s) {
+  if (s->nframes == 0) return NULL;
+  const lgr_frame_t *f = &s->frames[s->site_frame];
+  size_t n = strlen(f->function) + strlen(f->file) + strlen(f->module) + 4;
+  char *k = malloc(n);
+  if (k) snprintf(k, n, "%s\x1f%s\x1f%s", f->function, f->file, f->file[0] ? "" : f->module);
+  return k;
+}
+
+/* One event that leaks several blocks (a list node and its payload, a key and its
+ * value) makes suspects that grow in lockstep: the same number of blocks gained, from
+ * the same moment. Without holders to tie them, leaks of one process whose main
+ * suspects gained the same number of blocks (within 5 %, at least 16) since about the
+ * same time (1 s) are one cause. */
+static void merge_lockstep(lgr_report_t *r) {
+  for (int i = 0; i < r->nleaks; i++) {
+    lgr_leak_t *A = &r->leaks[i];
+    const lgr_site_t *a = &r->suspects[A->suspects[0]];
+    if (a->blocks_gained < 16 || a->spread_sites) continue;
+    for (int j = i + 1; j < r->nleaks; j++) {
+      lgr_leak_t *B = &r->leaks[j];
+      const lgr_site_t *b = &r->suspects[B->suspects[0]];
+      if (B->proc != A->proc || b->spread_sites || (A->holder_json && B->holder_json)) continue;
+      double ga = (double)a->blocks_gained, gb = (double)b->blocks_gained;
+      if (fabs(ga - gb) > 0.05 * fmax(ga, gb) || fabs(a->r.since_s - b->r.since_s) > 1.0) continue;
+      for (int k = 0; k < B->nsuspects; k++) {
+        A->suspects[A->nsuspects++] = B->suspects[k];
+        r->suspects[B->suspects[k]].leak = i;
+      }
+      A->live_bytes += B->live_bytes;
+      A->growth_bytes_per_s += B->growth_bytes_per_s;
+      if (!isnan(B->growth_bytes_per_step))
+        A->growth_bytes_per_step = (isnan(A->growth_bytes_per_step) ? 0 : A->growth_bytes_per_step) + B->growth_bytes_per_step;
+      if (!isnan(B->detected_after_s) && (isnan(A->detected_after_s) || B->detected_after_s < A->detected_after_s))
+        A->detected_after_s = B->detected_after_s;
+      if (!A->holder_json) {
+        A->holder_json = B->holder_json;
+        B->holder_json = NULL;
+      }
+      free(A->by);
+      A->by = strdup("lockstep");
+      free(B->suspects);
+      free(B->by);
+      free(B->holder_json);
+      memmove(B, B + 1, (size_t)(r->nleaks - j - 1) * sizeof *B);
+      r->nleaks--;
+      for (int x = 0; x < r->nsuspects; x++)
+        if (r->suspects[x].leak > j) r->suspects[x].leak--;
+      j--;
+    }
+  }
+}
+
+void lgr_group_leaks(lgr_report_t *r) {
+  int n = r->nsuspects;
+  if (!n) return;
+  r->leaks = calloc((size_t)n, sizeof *r->leaks);
+  char **key = calloc((size_t)n, sizeof *key), **holder = calloc((size_t)n, sizeof *holder);
+  const char **by = calloc((size_t)n, sizeof *by);
+  if (!r->leaks || !key || !holder || !by) goto out;
+  for (int i = 0; i < n; i++) {
+    lgr_site_t *s = &r->suspects[i];
+    char *root = s->spread_sites ? NULL : holder_root(s, &holder[i]);
+    if (s->spread_sites) by[i] = "spread";
+    else if (root) by[i] = "holder";
+    else by[i] = "function";
+    const char *what = root ? root : NULL;
+    char *fk = what ? NULL : function_key(s);
+    size_t len = 64 + (what ? strlen(what) : fk ? strlen(fk) : 0);
+    key[i] = malloc(len);
+    if (key[i]) {
+      if (s->spread_sites) snprintf(key[i], len, "spread %d %d", s->proc, i);
+      else if (what) snprintf(key[i], len, "holder %d %s", s->proc, what);
+      else if (fk) snprintf(key[i], len, "function %d %s", s->proc, fk);
+      else snprintf(key[i], len, "site %d %d", s->proc, i);
+    }
+    if (!what && !fk && !s->spread_sites) by[i] = "site";
+    free(root);
+    free(fk);
+  }
+  /* suspects are ranked by growth: the first of a key is its leak's main suspect */
+  for (int i = 0; i < n; i++) {
+    lgr_site_t *s = &r->suspects[i];
+    int l = -1;
+    for (int j = 0; j < r->nleaks && l < 0; j++) {
+      lgr_site_t *m = &r->suspects[r->leaks[j].suspects[0]];
+      int mi = (int)(m - r->suspects);
+      if (key[i] && key[mi] && !strcmp(key[i], key[mi])) l = j;
+    }
+    if (l < 0) {
+      l = r->nleaks++;
+      lgr_leak_t *L = &r->leaks[l];
+      L->suspects = calloc((size_t)n, sizeof *L->suspects);
+      L->by = strdup(by[i]);
+      L->holder_json = holder[i];
+      holder[i] = NULL;
+      L->proc = s->proc;
+      L->pid = s->pid;
+      L->rank = -1;
+      for (int k = 0; k < r->nruns; k++)
+        if (r->runs[k].proc == s->proc) {
+          L->rank = r->runs[k].rank;
+          r->runs[k].leaking = 1;
+        }
+      L->pattern = s->r.pattern;
+      L->detected_after_s = NAN;
+      L->time_to_oom_s = NAN;
+      L->growth_bytes_per_step = NAN;
+    }
+    lgr_leak_t *L = &r->leaks[l];
+    if (L->suspects) L->suspects[L->nsuspects++] = i;
+    s->leak = l;
+    L->live_bytes += s->held_bytes;
+    L->growth_bytes_per_s += s->r.growth_bytes_per_s;
+    if (!isnan(s->r.growth_bytes_per_step))
+      L->growth_bytes_per_step = (isnan(L->growth_bytes_per_step) ? 0 : L->growth_bytes_per_step) + s->r.growth_bytes_per_step;
+    if (!isnan(s->detected_after_s) && (isnan(L->detected_after_s) || s->detected_after_s < L->detected_after_s))
+      L->detected_after_s = s->detected_after_s;
+  }
+  merge_lockstep(r);
+  for (int j = 0; j < r->nleaks; j++) {
+    lgr_leak_t *L = &r->leaks[j];
+    for (int k = 0; k < r->nruns; k++)
+      if (r->runs[k].proc == L->proc && L->growth_bytes_per_s > 0) {
+        const lgr_run_t *u = &r->runs[k];
+        double headroom = u->limit_bytes > u->usage_bytes ? (double)(u->limit_bytes - u->usage_bytes) : 0;
+        headroom = lgr_gpu_headroom(r, &r->suspects[L->suspects[0]], headroom);
+        L->time_to_oom_s = headroom / L->growth_bytes_per_s;
+      }
+  }
+out:
+  for (int i = 0; i < n; i++) {
+    if (key) free(key[i]);
+    if (holder) free(holder[i]);
+  }
+  free(key);
+  free(holder);
+  free(by);
+}
+
+void lgr_free_leaks(lgr_report_t *r) {
+  for (int i = 0; i < r->nleaks; i++) {
+    free(r->leaks[i].suspects);
+    free(r->leaks[i].by);
+    free(r->leaks[i].holder_json);
+  }
+  free(r->leaks);
+  r->leaks = NULL;
+  r->nleaks = 0;
+  for (int i = 0; i < r->nruns; i++) r->runs[i].leaking = 0;
+}
+
+/* A leak of several suspects is described by their summed series: its shape, rate
+ * and confidence are the cause's (one noisy site of a spread-out leak says less). */
+void lgr_analyse_leaks(lgr_report_t *r) {
+  lgd_series_t ser;
+  lgd_series_init(&ser, 4096);
+  for (int j = 0; j < r->nleaks; j++) {
+    lgr_leak_t *L = &r->leaks[j];
+    const lgr_site_t *m = &r->suspects[L->suspects[0]];
+    L->pattern = m->r.pattern;
+    L->confidence = m->r.confidence;
+    L->r = m->r;
+    const lgr_run_t *u = NULL;
+    for (int k = 0; k < r->nruns; k++)
+      if (r->runs[k].proc == L->proc) u = &r->runs[k];
+    if (L->nsuspects < 2 || !u || !u->snap_t) continue;
+    double *sum = calloc((size_t)u->nsnap, sizeof *sum);
+    if (!sum) continue;
+    int ok = 1;
+    for (int k = 0; k < L->nsuspects && ok; k++) {
+      const lgr_site_t *s = &r->suspects[L->suspects[k]];
+      if (!s->series) ok = 0;
+      for (int64_t i = 0; ok && i < u->nsnap; i++) sum[i] += s->series[i];
+    }
+    ser.n = 0;
+    for (int64_t i = 0; ok && i < u->nsnap; i++)
+      if (!isnan(u->snap_t[i]) && !(u->snap_t[i] > u->exit_begin_s)) lgd_series_add(&ser, u->snap_t[i], sum[i], u->snap_step[i]);
+    lgd_result_t lr;
+    lgd_options_t dopt = {0, 1};
+    if (ok && lgd_analyze_recent(ser.pts, ser.n, &dopt, &lr) == 0 && lr.leak) {
+      L->pattern = lr.pattern;
+      L->confidence = lr.confidence;
+      L->r = lr;
+    }
+    free(sum);
+  }
+  lgd_series_free(&ser);
+}
+
+/* Significance is judged per leak (a cause), on the growth of all its suspects
+ * together: the suspects of a minor leak move to the minor-growth list, and the rest
+ * are grouped again. */
+void lgr_split_minor(lgr_report_t *r) {
+  int *minor = calloc((size_t)(r->nsuspects ? r->nsuspects : 1), sizeof *minor), any = 0;
+  if (!minor) return;
+  for (int j = 0; j < r->nleaks; j++) {
+    const lgr_leak_t *L = &r->leaks[j];
+    double growth = 0, blocks = 0;
+    for (int k = 0; k < L->nsuspects; k++) {
+      growth += r->suspects[L->suspects[k]].growth_bytes;
+      blocks += (double)r->suspects[L->suspects[k]].blocks_gained;
+    }
+    const lgr_run_t *u = NULL;
+    for (int k = 0; k < r->nruns; k++)
+      if (r->runs[k].proc == L->proc) u = &r->runs[k];
+    double size = u ? u->median_live_bytes : 0;
+    if (!lgr_is_minor(growth, L->growth_bytes_per_s, size, blocks, L->time_to_oom_s, lgr_is_steady(&L->r))) continue;
+    for (int k = 0; k < L->nsuspects; k++) minor[L->suspects[k]] = 1;
+    any = 1;
+  }
+  if (any) {
+    int w = 0, mcap = r->nminor;
+    for (int i = 0; i < r->nsuspects; i++) {
+      if (!minor[i]) {
+        r->suspects[w++] = r->suspects[i];
+        continue;
+      }
+      r->suspects[i].leak = -1;
+      if (lgr_push_site(&r->minor, &r->nminor, &mcap, &r->suspects[i])) lgr_site_free(&r->suspects[i]);
+    }
+    r->nsuspects = w;
+    lgr_free_leaks(r);
+    for (int i = 0; i < r->nsuspects; i++) r->suspects[i].leak = -1;
+    lgr_group_leaks(r);
+    lgr_analyse_leaks(r);
+    if (r->nminor) qsort(r->minor, (size_t)r->nminor, sizeof *r->minor, lgr_cmp_suspect);
+  }
+  free(minor);
+}

@@ -1,0 +1,755 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * report_sites.c - the per-site analysis of one process: its snapshots, its stacks
+ * merged into allocation sites, each site's series run through the detector, and the
+ * search for growth spread over many sites. Separate from report.c: it is the bulk of
+ * the report's work, and report.c calls only lgr_analyse_proc of it.
+ */
+#include <errno.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/stats.h"
+#include "core/strmap.h"
+#include "output/report.h"
+#include "output/report_impl.h"
+
+/* ------------------------------------------------------------------ sites */
+
+/* Key of a stack's allocation site, from its frame rows in order (Python frames first
+ * as recorded): the innermost Python line, else the first frame that is not machinery.
+ * The space is part of the key. Writes "" when there are no rows. */
+typedef struct keyer {
+  char key[1024];
+  int have, py;
+} keyer_t;
+
+static void keyer_row(keyer_t *k, int idx, const char *fn, const char *file, int line, const char *module,
+                      const char *space) {
+  if (idx == 0) {
+    k->have = 0;
+    k->py = lgr_is_python_module(module);
+    k->key[0] = 0;
+  }
+  if (k->have) return;
+  if (!k->py && lgr_is_machinery(fn, file, module)) {
+    /* remember it in case no other frame follows */
+    snprintf(k->key, sizeof k->key, "%s\x1f%s\x1f%d\x1f%s\x1f%s", fn ? fn : "", file ? file : "", line,
+             file && *file ? "" : (module ? module : ""), space ? space : "host");
+    return;
+  }
+  snprintf(k->key, sizeof k->key, "%s\x1f%s\x1f%d\x1f%s\x1f%s", fn ? fn : "", file ? file : "", line,
+           file && *file ? "" : (module ? module : ""), space ? space : "host");
+  k->have = 1;
+}
+
+/* A change of one stack's live bytes and blocks at snapshot seq. */
+typedef struct delta {
+  int64_t seq;
+  double bytes, blocks;
+} delta_t;
+
+/* A site while the samples are read. */
+typedef struct acc {
+  char space[16];
+  lgr_stackref_t *st;
+  int nst, cst;
+  delta_t *d;
+  size_t nd, cd;
+  int64_t live_blocks;
+  uint64_t alloc_bytes, alloc_blocks;
+  int has_oldest;
+  int64_t oldest;
+  double *val, *blk;   /* merged series at each snapshot (built after reading) */
+  struct { int stack; size_t from, len; } *rng; /* each stack's deltas, d[from..from+len), in seq order */
+  int nrng;
+} acc_t;
+
+static int cmp_delta(const void *a, const void *b) {
+  const delta_t *x = a, *y = b;
+  return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static int cmp_stackref(const void *a, const void *b) {
+  const lgr_stackref_t *x = a, *y = b;
+  if (x->peak_live_bytes != y->peak_live_bytes) return x->peak_live_bytes < y->peak_live_bytes ? 1 : -1;
+  if (x->live_bytes != y->live_bytes) return x->live_bytes < y->live_bytes ? 1 : -1;
+  return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+/* Per-process analysis state. */
+typedef struct pctx {
+  sqlite3 *db;
+  lgr_run_t *run;
+  const lgr_options_t *o;
+  lgr_report_t *r;
+  double min_growth;
+  int64_t nsnap;
+  double *t, *step;      /* per snapshot seq (NaN t: missing) */
+  acc_t *sites;
+  int nsites, csites;
+  double *flag_t;        /* per stack id: first live flag (s after start), NaN none */
+  int nflag;
+  double headroom;
+} pctx_t;
+
+/* Builds the detector's series from a dense per-snapshot array: the process's life
+ * until it began to exit (its teardown is not what it did while it ran). */
+static void series_of(const pctx_t *c, const double *v, lgd_series_t *ser) {
+  ser->n = 0;
+  for (int64_t i = 0; i < c->nsnap; i++)
+    if (!isnan(c->t[i]) && !(c->t[i] > c->run->exit_begin_s)) lgd_series_add(ser, c->t[i], v[i], c->step[i]);
+}
+
+/* Analyses the merged series v; fills the site's result, growth and time to OOM. */
+static void analyse_series(const pctx_t *c, const double *v, const double *blk, lgr_site_t *s, lgd_series_t *ser) {
+  double maxval = 0;
+  for (int64_t i = 0; i < c->nsnap; i++)
+    if (v[i] > maxval) maxval = v[i];
+  s->peak_live_bytes = maxval >= 9.2e18 ? INT64_MAX : (int64_t)maxval; /* huge counts (fuzz) */
+  memset(&s->r, 0, sizeof s->r);
+  s->r.growth_bytes_per_step = NAN;
+  s->r.since_s = NAN;
+  s->time_to_oom_s = NAN;
+  if (maxval < c->min_growth) return;
+  series_of(c, v, ser);
+  /* The classifier names the shape of suspects; other sites keep the rule-based shape
+   * (thousands of them in a Python program: it would cost seconds). */
+  lgd_options_t dopt = {c->o->min_growth_bytes, 1};
+  lgd_analyze_recent(ser->pts, ser->n, &dopt, &s->r);
+  if (!s->r.leak) return;
+  s->growth_bytes = fmax(0, s->r.floor_last - s->r.floor_first);
+  if (s->r.growth_bytes_per_s > 0) s->time_to_oom_s = c->headroom / s->r.growth_bytes_per_s;
+  /* blocks gained since the growth began */
+  double b0 = NAN, b1 = 0;
+  for (int64_t i = 0; i < c->nsnap; i++) {
+    if (isnan(c->t[i])) continue;
+    if (isnan(b0) && c->t[i] >= s->r.since_s) b0 = blk ? blk[i] : 0;
+    if (c->t[i] <= s->r.until_s) { /* not after a teardown */
+      b1 = blk ? blk[i] : 0;
+      s->held_bytes = (int64_t)v[i];
+    }
+  }
+  s->blocks_gained = (int64_t)fmax(0, b1 - (isnan(b0) ? 0 : b0));
+}
+
+static double site_flag(const pctx_t *c, const lgr_site_t *s) {
+  double best = NAN;
+  for (int k = 0; k < s->nstacks; k++) {
+    int id = s->stacks[k].stack;
+    if (id >= 0 && id < c->nflag && !isnan(c->flag_t[id]) && (isnan(best) || c->flag_t[id] < best)) best = c->flag_t[id];
+  }
+  return best;
+}
+
+static int load_snapshots(pctx_t *c) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(c->db,
+                         "SELECT seq, t_ns - (SELECT start_ns FROM processes WHERE proc=?1), step,"
+                         " live_bytes, rss_bytes"
+                         " FROM snapshots WHERE proc=?1 ORDER BY seq",
+                         -1, &st, NULL) != SQLITE_OK)
+    return -EIO;
+  sqlite3_bind_int(st, 1, c->run->proc);
+  int64_t cap = 0;
+  double *pt = NULL, *plive = NULL, *prss = NULL;
+  size_t pn = 0, pcap = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int64_t seq = sqlite3_column_int64(st, 0);
+    if (seq < 0 || seq > 100000000) continue;
+    if (seq >= cap) {
+      int64_t nc = cap ? cap * 2 : 256;
+      while (nc <= seq) nc *= 2;
+      double *nt = realloc(c->t, (size_t)nc * sizeof *nt);
+      if (!nt) break;
+      c->t = nt;
+      double *ns = realloc(c->step, (size_t)nc * sizeof *ns);
+      if (!ns) break;
+      c->step = ns;
+      for (int64_t i = cap; i < nc; i++) c->t[i] = NAN, c->step[i] = 0;
+      cap = nc;
+    }
+    c->t[seq] = (double)sqlite3_column_int64(st, 1) / 1e9;
+    c->step[seq] = (double)sqlite3_column_int64(st, 2);
+    if (pn == pcap) {
+      pcap = pcap ? pcap * 2 : 256;
+      double *a = realloc(pt, pcap * sizeof *a), *b = realloc(plive, pcap * sizeof *b),
+             *c2 = realloc(prss, pcap * sizeof *c2);
+      if (a) pt = a;
+      if (b) plive = b;
+      if (c2) prss = c2;
+      if (!a || !b || !c2) pcap = pn;
+    }
+    if (pn < pcap && (pn == 0 || c->t[seq] > pt[pn - 1]) && !(c->t[seq] > c->run->exit_begin_s)) {
+      pt[pn] = c->t[seq];
+      plive[pn] = (double)sqlite3_column_int64(st, 3);
+      prss[pn] = (double)sqlite3_column_int64(st, 4);
+      pn++;
+    }
+    if (seq + 1 > c->nsnap) c->nsnap = seq + 1;
+  }
+  sqlite3_finalize(st);
+  c->run->pattern = lgd_process_pattern(pt, plive, prss, pn, &c->run->pattern_nonleak);
+  if (pn) {
+    double *tmp = malloc(pn * sizeof *tmp);
+    if (tmp) {
+      memcpy(tmp, plive, pn * sizeof *tmp);
+      c->run->median_live_bytes = lga_median(tmp, pn);
+      free(tmp);
+    }
+  }
+  free(pt);
+  free(plive);
+  free(prss);
+  return 0;
+}
+
+/* First live flags per stack (the `flags` table; absent in older databases). */
+static void load_flags(pctx_t *c, int max_stack) {
+  c->nflag = max_stack + 1;
+  c->flag_t = malloc((size_t)c->nflag * sizeof *c->flag_t);
+  if (!c->flag_t) {
+    c->nflag = 0;
+    return;
+  }
+  for (int i = 0; i < c->nflag; i++) c->flag_t[i] = NAN;
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(c->db,
+                         "SELECT f.stack, min(f.t_ns) - (SELECT start_ns FROM processes WHERE proc=?1)"
+                         " FROM flags f WHERE f.proc=?1 GROUP BY f.stack",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_int(st, 1, c->run->proc);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int id = sqlite3_column_int(st, 0);
+    if (id >= 0 && id < c->nflag) c->flag_t[id] = (double)sqlite3_column_int64(st, 1) / 1e9;
+  }
+  sqlite3_finalize(st);
+}
+
+/* Maps every stack of the process to its site (sites[] created here for stacks with
+ * frames; the others get one when their samples are read). */
+static int key_stacks(pctx_t *c, lgu_strmap_t *keys, int **site_of, int *max_stack) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(c->db, "SELECT max(stack) FROM samples WHERE proc=?", -1, &st, NULL) != SQLITE_OK) return -EIO;
+  sqlite3_bind_int(st, 1, c->run->proc);
+  *max_stack = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+  sqlite3_finalize(st);
+  if (*max_stack < 0 || *max_stack > 100000000) *max_stack = 0;
+  *site_of = malloc((size_t)(*max_stack + 1) * sizeof **site_of);
+  if (!*site_of) return -ENOMEM;
+  for (int i = 0; i <= *max_stack; i++) (*site_of)[i] = -1;
+  /* GPU sites of different devices are different sites (cuda_stacks: made on first use) */
+  int *dev_of = calloc((size_t)(*max_stack + 1), sizeof *dev_of);
+  if (!dev_of) return -ENOMEM;
+  if (sqlite3_prepare_v2(c->db, "SELECT stack, device FROM cuda_stacks WHERE proc=?", -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_int(st, 1, c->run->proc);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      int id = sqlite3_column_int(st, 0);
+      if (id >= 0 && id <= *max_stack) dev_of[id] = sqlite3_column_int(st, 1);
+    }
+    sqlite3_finalize(st);
+  }
+  if (sqlite3_prepare_v2(c->db,
+                         "SELECT f.stack, f.idx, f.function, f.file, f.line, f.module, k.space FROM frames f"
+                         " LEFT JOIN stacks k ON k.proc=f.proc AND k.stack=f.stack"
+                         " WHERE f.proc=? ORDER BY f.stack, f.idx",
+                         -1, &st, NULL) != SQLITE_OK) {
+    free(dev_of);
+    return -EIO;
+  }
+  sqlite3_bind_int(st, 1, c->run->proc);
+  keyer_t k = {{0}, 0, 0};
+  char key_space[32];
+  int cur = -1;
+  char cur_space[16] = "host";
+  int rc = sqlite3_step(st);
+  for (;;) {
+    int stack = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+    if (stack != cur && cur >= 0 && cur <= *max_stack && k.key[0]) {
+      int added = 0;
+      int idx = lgu_strmap_get_or_add(keys, k.key, c->nsites, &added);
+      if (idx < 0) break;
+      if (added) {
+        if (c->nsites == c->csites) {
+          c->csites = c->csites ? c->csites * 2 : 64;
+          acc_t *na = realloc(c->sites, (size_t)c->csites * sizeof *na);
+          if (!na) break;
+          c->sites = na;
+        }
+        memset(&c->sites[c->nsites], 0, sizeof c->sites[0]);
+        snprintf(c->sites[c->nsites].space, sizeof c->sites[0].space, "%s", cur_space);
+        c->nsites++;
+      }
+      (*site_of)[cur] = idx;
+    }
+    if (rc != SQLITE_ROW) break;
+    cur = stack;
+    const char *sp = (const char *)sqlite3_column_text(st, 6);
+    snprintf(cur_space, sizeof cur_space, "%s", sp ? sp : "host");
+    snprintf(key_space, sizeof key_space, "%s@%d", cur_space, stack >= 0 && stack <= *max_stack ? dev_of[stack] : 0);
+    keyer_row(&k, sqlite3_column_int(st, 1), (const char *)sqlite3_column_text(st, 2),
+              (const char *)sqlite3_column_text(st, 3), sqlite3_column_int(st, 4),
+              (const char *)sqlite3_column_text(st, 5), key_space);
+    rc = sqlite3_step(st);
+  }
+  sqlite3_finalize(st);
+  free(dev_of);
+  return 0;
+}
+
+static acc_t *new_acc(pctx_t *c, const char *space) {
+  if (c->nsites == c->csites) {
+    c->csites = c->csites ? c->csites * 2 : 64;
+    acc_t *na = realloc(c->sites, (size_t)c->csites * sizeof *na);
+    if (!na) return NULL;
+    c->sites = na;
+  }
+  acc_t *a = &c->sites[c->nsites++];
+  memset(a, 0, sizeof *a);
+  snprintf(a->space, sizeof a->space, "%s", space ? space : "host");
+  return a;
+}
+
+/* Reads every sample of the process into the sites' delta lists. */
+static int read_samples(pctx_t *c, int *site_of, int max_stack) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(c->db,
+                         "SELECT s.stack, s.seq, s.live_bytes, s.live_blocks, s.alloc_bytes,"
+                         " s.alloc_blocks, s.oldest_epoch, k.space FROM samples s"
+                         " LEFT JOIN stacks k ON k.proc=s.proc AND k.stack=s.stack"
+                         " WHERE s.proc=? ORDER BY s.stack, s.seq",
+                         -1, &st, NULL) != SQLITE_OK)
+    return -EIO;
+  sqlite3_bind_int(st, 1, c->run->proc);
+  int rc = sqlite3_step(st);
+  while (rc == SQLITE_ROW) {
+    int stack = sqlite3_column_int(st, 0);
+    const char *sp = (const char *)sqlite3_column_text(st, 7);
+    int si = stack >= 0 && stack <= max_stack ? site_of[stack] : -1;
+    acc_t *a;
+    if (si < 0) {
+      a = new_acc(c, sp);
+      if (!a) break;
+      if (stack >= 0 && stack <= max_stack) site_of[stack] = c->nsites - 1;
+    } else {
+      a = &c->sites[si];
+    }
+    double pb = 0, pn = 0, peak = 0;
+    int64_t live = 0, blocks = 0, ab = 0, an = 0, oldest = 0;
+    size_t from = a->nd;
+    int oldest_null = 1;
+    while (rc == SQLITE_ROW && sqlite3_column_int(st, 0) == stack) {
+      int64_t seq = sqlite3_column_int64(st, 1);
+      if (seq >= c->nsnap) seq = c->nsnap - 1;
+      if (seq < 0) seq = 0;
+      live = sqlite3_column_int64(st, 2);
+      blocks = sqlite3_column_int64(st, 3);
+      ab = sqlite3_column_int64(st, 4);
+      an = sqlite3_column_int64(st, 5);
+      oldest_null = sqlite3_column_type(st, 6) == SQLITE_NULL;
+      oldest = sqlite3_column_int64(st, 6);
+      if ((double)live != pb || (double)blocks != pn) {
+        if (a->nd == a->cd) {
+          size_t ncap = a->cd ? a->cd * 2 : 16;
+          delta_t *nd = realloc(a->d, ncap * sizeof *nd);
+          if (!nd) return -ENOMEM;
+          a->d = nd;
+          a->cd = ncap;
+        }
+        a->d[a->nd++] = (delta_t){seq, (double)live - pb, (double)blocks - pn};
+        pb = (double)live;
+        pn = (double)blocks;
+      }
+      if ((double)live > peak) peak = (double)live;
+      rc = sqlite3_step(st);
+    }
+    if (a->nst == a->cst) {
+      a->cst = a->cst ? a->cst * 2 : 4;
+      lgr_stackref_t *ns = realloc(a->st, (size_t)a->cst * sizeof *ns);
+      if (!ns) return -ENOMEM;
+      a->st = ns;
+    }
+    a->st[a->nst++] = (lgr_stackref_t){stack, live, (int64_t)peak};
+    __typeof__(a->rng) nr = realloc(a->rng, (size_t)a->nst * sizeof *nr);
+    if (!nr) return -ENOMEM;
+    a->rng = nr;
+    a->rng[a->nrng++] = (__typeof__(*a->rng)){stack, from, a->nd - from};
+    a->live_blocks += blocks;
+    a->alloc_bytes += (uint64_t)ab;
+    a->alloc_blocks += (uint64_t)an;
+    if (!oldest_null && (!a->has_oldest || oldest < a->oldest)) a->oldest = oldest, a->has_oldest = 1;
+  }
+  sqlite3_finalize(st);
+  return 0;
+}
+
+/* Dense merged series of a site over the snapshots. */
+static int densify(const pctx_t *c, acc_t *a) {
+  a->val = calloc((size_t)c->nsnap, sizeof *a->val);
+  a->blk = calloc((size_t)c->nsnap, sizeof *a->blk);
+  if (!a->val || !a->blk) return -ENOMEM;
+  delta_t *d = a->nrng > 1 && a->nd ? malloc(a->nd * sizeof *d) : a->d;
+  if (!d && a->nd) return -ENOMEM;
+  if (d != a->d) {
+    memcpy(d, a->d, a->nd * sizeof *d);
+    qsort(d, a->nd, sizeof *d, cmp_delta);
+  }
+  double v = 0, b = 0;
+  size_t k = 0;
+  for (int64_t i = 0; i < c->nsnap; i++) {
+    while (k < a->nd && d[k].seq <= i) v += d[k].bytes, b += d[k].blocks, k++;
+    a->val[i] = v;
+    a->blk[i] = b;
+  }
+  if (d != a->d) free(d);
+  return 0;
+}
+
+/* A site whose stacks each filled once and stopped, at different times (a server's
+ * keyspaces, one per command, filled one after the other), sums to a staircase that
+ * looks like a step leak. The site stays a suspect only when at least half of its
+ * growth comes from stacks that grow by themselves (a leak on their own series) or
+ * that are too small to judge alone. */
+static int composition_ok(const pctx_t *c, const acc_t *a, const lgr_site_t *s, lgd_series_t *ser) {
+  if (a->nrng < 2) return 1;
+  double *v = malloc((size_t)c->nsnap * sizeof *v);
+  if (!v) return 1;
+  double from_t = s->r.since_s, total = 0, ok = 0; /* analysed part: [since_s, until_s] */
+  for (int k = 0; k < a->nrng; k++) {
+    double x = 0, peak = 0;
+    size_t q = a->rng[k].from, end = q + a->rng[k].len;
+    for (int64_t i = 0; i < c->nsnap; i++) {
+      while (q < end && a->d[q].seq <= i) x += a->d[q].bytes, q++;
+      v[i] = x;
+      if (x > peak) peak = x;
+    }
+    double at_from = NAN, at_end = 0;
+    for (int64_t i = 0; i < c->nsnap; i++) {
+      if (isnan(c->t[i])) continue;
+      if (isnan(at_from) && c->t[i] >= from_t) at_from = v[i];
+      if (c->t[i] <= s->r.until_s) at_end = v[i];
+    }
+    if (isnan(at_from)) at_from = 0;
+    double g = at_end - at_from;
+    if (g <= 0) continue;
+    total += g;
+    if (peak < c->min_growth) {
+      ok += g;
+      continue;
+    }
+    series_of(c, v, ser);
+    lgd_options_t dopt = {c->o->min_growth_bytes, 1};
+    lgd_result_t r;
+    if (lgd_analyze_recent(ser->pts, ser->n, &dopt, &r) == 0 && r.leak) ok += g;
+  }
+  free(v);
+  return total <= 0 || ok >= 0.5 * total;
+}
+
+static void free_acc(acc_t *a) {
+  free(a->rng);
+  free(a->st);
+  free(a->d);
+  free(a->val);
+  free(a->blk);
+}
+
+/* A site from an accumulator (frames not loaded yet). */
+static void site_from_acc(const pctx_t *c, acc_t *a, lgr_site_t *s) {
+  memset(s, 0, sizeof *s);
+  s->proc = c->run->proc;
+  s->pid = c->run->pid;
+  s->leak = -1;
+  s->device = -1;
+  s->detected_after_s = NAN;
+  s->oldest_age_s = NAN;
+  snprintf(s->space, sizeof s->space, "%s", a->space);
+  qsort(a->st, (size_t)a->nst, sizeof *a->st, cmp_stackref);
+  s->stacks = a->st;
+  s->nstacks = a->nst;
+  a->st = NULL;
+  a->nst = a->cst = 0;
+  s->stack = s->nstacks ? s->stacks[0].stack : 0;
+  for (int k = 0; k < s->nstacks; k++) s->live_bytes += s->stacks[k].live_bytes;
+  s->live_blocks = a->live_blocks;
+  s->alloc_bytes = a->alloc_bytes;
+  s->alloc_blocks = a->alloc_blocks;
+  double t_end = c->nsnap ? c->t[c->nsnap - 1] : 0;
+  if (a->has_oldest) s->oldest_age_s = fmax(0, t_end - (double)a->oldest * 0.1);
+}
+
+/* Growth spread over many sites is many sites growing together, all along: at least
+ * half of the group's growth must come from members that grew in both halves of the
+ * growing part. Sites that each filled once, one after the other (a server's
+ * keyspaces, one per command), make a staircase that is not a leak. */
+static int spread_persists(const pctx_t *c, const int *cand, const int *member, int nmem, double since,
+                           double until) {
+  int64_t i0 = -1, i1 = -1, im = -1;
+  for (int64_t i = 0; i < c->nsnap; i++) {
+    if (isnan(c->t[i])) continue;
+    if (i0 < 0 && c->t[i] >= since) i0 = i;
+    if (c->t[i] <= until) i1 = i;
+  }
+  if (i0 < 0 || i1 <= i0) return 0;
+  double tmid = (c->t[i0] + c->t[i1]) / 2;
+  for (int64_t i = i0; i <= i1; i++)
+    if (!isnan(c->t[i]) && c->t[i] >= tmid) {
+      im = i;
+      break;
+    }
+  if (im < 0) return 0;
+  double total = 0, both = 0;
+  for (int m = 0; m < nmem; m++) {
+    const double *v = c->sites[cand[member[m]]].val;
+    double early = v[im] - v[i0], late = v[i1] - v[im], g = v[i1] - v[i0];
+    if (g <= 0) continue;
+    total += g;
+    if (early > 0 && late > 0) both += g;
+  }
+  return total > 0 && both >= 0.5 * total;
+}
+
+/* Whole-process growth that no single site explains (growth spread over many sites,
+ * each under the bar): the sites are grouped by the path of callers they share, from
+ * the root (Python frames for Python stacks, native frames otherwise), and the deepest
+ * group whose summed series is a leak and that explains at least half of the
+ * unexplained growth becomes one suspect. */
+static void find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
+  if (c->nsnap < 8) return;
+  /* the process's live bytes */
+  double *tot = calloc((size_t)c->nsnap, sizeof *tot);
+  if (!tot) return;
+  for (int i = 0; i < c->nsites; i++)
+    if (c->sites[i].val)
+      for (int64_t k = 0; k < c->nsnap; k++) tot[k] += c->sites[i].val[k];
+  lgr_site_t whole;
+  memset(&whole, 0, sizeof whole);
+  analyse_series(c, tot, NULL, &whole, ser);
+  free(tot);
+  if (!whole.r.leak) return;
+  double explained = 0;
+  for (int i = 0; i < c->r->nsuspects; i++)
+    if (c->r->suspects[i].proc == c->run->proc) explained += c->r->suspects[i].r.growth_bytes_per_s;
+  double unexplained = whole.r.growth_bytes_per_s - explained;
+  if (unexplained < 0.5 * whole.r.growth_bytes_per_s || unexplained * (whole.r.floor_last > whole.r.floor_first ? 1 : 0) <= 0)
+    return;
+  /* candidate sites: not already suspects, holding memory at some point */
+  int ncand = 0;
+  int *cand = malloc((size_t)c->nsites * sizeof *cand);
+  lgr_site_t *cs = calloc((size_t)c->nsites, sizeof *cs);
+  if (!cand || !cs) {
+    free(cand);
+    free(cs);
+    return;
+  }
+  for (int i = 0; i < c->nsites && ncand < 4096; i++) {
+    acc_t *a = &c->sites[i];
+    if (used[i] || !a->val || a->nst == 0) continue;
+    double mx = 0;
+    for (int64_t k = 0; k < c->nsnap; k++) mx = fmax(mx, a->val[k]);
+    if (mx < 1024) continue;
+    lgr_site_t *s = &cs[ncand];
+    s->proc = c->run->proc;
+    /* frames of its largest stack */
+    int best = 0;
+    for (int k = 1; k < a->nst; k++)
+      if (a->st[k].live_bytes > a->st[best].live_bytes) best = k;
+    s->stack = a->st[best].stack;
+    lgr_load_frames(c->db, s, 0);
+    if (s->nframes == 0) {
+      lgr_site_free(s);
+      continue;
+    }
+    cand[ncand++] = i;
+  }
+  /* Root-first paths: the frames after the site frame for Python (its callers), all
+   * frames for native stacks. Depth d = the d outermost frames. */
+  int maxd = 0;
+  for (int j = 0; j < ncand; j++) {
+    int depth = cs[j].nframes - (lgr_is_python_module(cs[j].frames[cs[j].site_frame].module) ? cs[j].site_frame : 0);
+    if (depth > maxd) maxd = depth;
+  }
+  double *sum = calloc((size_t)c->nsnap, sizeof *sum);
+  double *sumb = calloc((size_t)c->nsnap, sizeof *sumb);
+  int *member = malloc((size_t)(ncand ? ncand : 1) * sizeof *member);
+  int found = 0;
+  for (int d = maxd; d >= 1 && sum && sumb && member && !found; d--) {
+    /* groups at depth d: sites whose d outermost frames are the same */
+    for (int j = 0; j < ncand && !found; j++) {
+      lgr_site_t *a = &cs[j];
+      int la = a->nframes;
+      int first_a = lgr_is_python_module(a->frames[a->site_frame].module) ? a->site_frame : 0;
+      if (la - first_a < d) continue;
+      /* only the group's first member (in candidate order) evaluates it */
+      int nmem = 0, dup = 0;
+      for (int q = 0; q < ncand; q++) {
+        lgr_site_t *b = &cs[q];
+        int lb = b->nframes;
+        int first_b = lgr_is_python_module(b->frames[b->site_frame].module) ? b->site_frame : 0;
+        if (lb - first_b < d) continue;
+        int same = 1;
+        for (int x = 1; x <= d && same; x++) {
+          const lgr_frame_t *fa = &a->frames[la - x], *fb = &b->frames[lb - x];
+          same = fa->line == fb->line && !strcmp(fa->function, fb->function) && !strcmp(fa->file, fb->file);
+        }
+        if (!same) continue;
+        if (q < j) {
+          dup = 1;
+          break;
+        }
+        member[nmem++] = q;
+      }
+      if (dup || nmem < 2) continue;
+      memset(sum, 0, (size_t)c->nsnap * sizeof *sum);
+      memset(sumb, 0, (size_t)c->nsnap * sizeof *sumb);
+      for (int m = 0; m < nmem; m++) {
+        acc_t *ac = &c->sites[cand[member[m]]];
+        for (int64_t k = 0; k < c->nsnap; k++) sum[k] += ac->val[k], sumb[k] += ac->blk[k];
+      }
+      lgr_site_t g;
+      memset(&g, 0, sizeof g);
+      analyse_series(c, sum, sumb, &g, ser);
+      if (!g.r.leak || g.r.growth_bytes_per_s < 0.5 * unexplained) continue;
+      if (!spread_persists(c, cand, member, nmem, g.r.since_s, g.r.until_s)) continue;
+      /* the group: frames = the shared path, innermost first */
+      g.proc = c->run->proc;
+      g.pid = c->run->pid;
+      g.leak = -1;
+      g.oldest_age_s = NAN;
+      g.spread_sites = nmem;
+      snprintf(g.space, sizeof g.space, "%s", c->sites[cand[j]].space);
+      g.stack = a->stack;
+      g.all_frames = calloc((size_t)d, sizeof *g.all_frames);
+      int nst = 0;
+      for (int m = 0; m < nmem; m++) nst += c->sites[cand[member[m]]].nst;
+      g.stacks = calloc((size_t)(nst ? nst : 1), sizeof *g.stacks);
+      if (!g.all_frames || !g.stacks) {
+        lgr_site_free(&g);
+        break;
+      }
+      for (int x = 0; x < d; x++) {
+        const lgr_frame_t *src = &a->frames[la - d + x];
+        g.all_frames[x] = (lgr_frame_t){strdup(src->function), strdup(src->file), strdup(src->module), src->line,
+                                        src->inlined, src->ip};
+      }
+      g.nall = g.nframes = d;
+      g.frames = g.all_frames;
+      g.site_frame = 0;
+      for (int m = 0; m < nmem; m++) {
+        acc_t *ac = &c->sites[cand[member[m]]];
+        for (int k = 0; k < ac->nst; k++) g.stacks[g.nstacks++] = ac->st[k];
+        g.live_blocks += ac->live_blocks;
+        g.alloc_bytes += ac->alloc_bytes;
+        g.alloc_blocks += ac->alloc_blocks;
+        used[cand[member[m]]] = 1;
+      }
+      qsort(g.stacks, (size_t)g.nstacks, sizeof *g.stacks, cmp_stackref);
+      for (int k = 0; k < g.nstacks; k++) g.live_bytes += g.stacks[k].live_bytes;
+      g.detected_after_s = site_flag(c, &g);
+      g.series = malloc((size_t)c->nsnap * sizeof *g.series);
+      if (g.series) memcpy(g.series, sum, (size_t)c->nsnap * sizeof *g.series);
+      lgr_load_holders(c->db, &g);
+      int scap = c->r->nsuspects; /* lgr_push_site grows by doubling from the count */
+      if (lgr_push_site(&c->r->suspects, &c->r->nsuspects, &scap, &g)) lgr_site_free(&g);
+      found = 1;
+    }
+  }
+  free(sum);
+  free(sumb);
+  free(member);
+  for (int j = 0; j < ncand; j++) lgr_site_free(&cs[j]);
+  free(cs);
+  free(cand);
+}
+
+/* Analyses every site of one process. */
+int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_report_t *r, lgr_site_t **others,
+                     int *nothers, int *ocap) {
+  pctx_t c;
+  memset(&c, 0, sizeof c);
+  c.db = db;
+  c.run = run;
+  c.o = o;
+  c.r = r;
+  c.min_growth = o->min_growth_bytes > 0 ? o->min_growth_bytes : LGR_MIN_GROWTH_BYTES;
+  c.headroom = run->limit_bytes > run->usage_bytes ? (double)(run->limit_bytes - run->usage_bytes) : 0;
+  int rc = load_snapshots(&c);
+  if (rc != 0 || c.nsnap == 0) goto out;
+  lgu_strmap_t keys = {0};
+  int *site_of = NULL, max_stack = 0;
+  rc = key_stacks(&c, &keys, &site_of, &max_stack);
+  lgu_strmap_free(&keys);
+  if (rc == 0) rc = read_samples(&c, site_of, max_stack);
+  free(site_of);
+  if (rc != 0) goto out;
+  load_flags(&c, max_stack);
+  int *used = calloc((size_t)(c.nsites ? c.nsites : 1), sizeof *used);
+  if (!used) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  lgd_series_t ser;
+  lgd_series_init(&ser, 4096);
+  int scap = r->nsuspects;
+  for (int i = 0; i < c.nsites; i++) {
+    acc_t *a = &c.sites[i];
+    if (a->nst == 0 || densify(&c, a) != 0) continue;
+    lgr_site_t site;
+    site_from_acc(&c, a, &site);
+    /* keep the stack list for the spread search too */
+    a->st = malloc((size_t)site.nstacks * sizeof *a->st);
+    if (a->st) {
+      memcpy(a->st, site.stacks, (size_t)site.nstacks * sizeof *a->st);
+      a->nst = a->cst = site.nstacks;
+    }
+    site.device = lgr_gpu_site_device(db, &site);
+    lgr_gpu_site_um(db, &site);
+    analyse_series(&c, a->val, a->blk, &site, &ser);
+    if (site.r.leak && site.device >= 0 && site.r.growth_bytes_per_s > 0) /* against the GPU's memory */
+      site.time_to_oom_s = lgr_gpu_headroom(r, &site, c.headroom) / site.r.growth_bytes_per_s;
+    if (site.r.leak && !composition_ok(&c, a, &site, &ser)) {
+      site.r.leak = 0;
+      site.r.confidence = 0;
+      site.r.pattern = LG_PATTERN_PLATEAU;
+      site.time_to_oom_s = NAN;
+    }
+    site.detected_after_s = site_flag(&c, &site);
+    if (site.r.leak) {
+      used[i] = 1;
+      site.series = a->val; /* kept for the leak's summed series */
+      a->val = NULL;
+      lgr_load_frames(db, &site, o->native);
+      lgr_load_holders(db, &site);
+      if ((site.bounded = lgr_full_bound(site.holders_json))) { /* a full bounded cache: a plateau */
+        site.r.leak = 0;
+        site.r.confidence = 0;
+        site.r.pattern = LG_PATTERN_PLATEAU;
+        site.time_to_oom_s = NAN;
+        free(site.series);
+        site.series = NULL;
+        if (lgr_push_site(others, nothers, ocap, &site)) lgr_site_free(&site);
+        continue;
+      }
+      if (lgr_push_site(&r->suspects, &r->nsuspects, &scap, &site)) lgr_site_free(&site);
+    } else if (site.peak_live_bytes > 0 && site.live_bytes > 0) {
+      lgr_load_frames(db, &site, o->native);
+      if (lgr_push_site(others, nothers, ocap, &site)) lgr_site_free(&site);
+    } else {
+      lgr_site_free(&site);
+    }
+  }
+  find_spread(&c, &ser, used);
+  lgd_series_free(&ser);
+  free(used);
+out:
+  for (int i = 0; i < c.nsites; i++) free_acc(&c.sites[i]);
+  free(c.sites);
+  run->snap_t = c.t;       /* the leaks' series are read against them (lgr_free frees them) */
+  run->snap_step = c.step;
+  run->nsnap = c.nsnap;
+  free(c.flag_t);
+  return rc;
+}
