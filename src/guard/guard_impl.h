@@ -2,7 +2,7 @@
 /*
  * guard_impl.h - internals of the guard engine, shared by the src/guard sources and the unit
  * tests: the level state machine (pure, testable on recorded series), the config,
- * the source readers.
+ * the source readers, and the engine's state and the functions its files share.
  */
 #ifndef LG_GUARD_IMPL_H
 #define LG_GUARD_IMPL_H
@@ -10,8 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "core/sysmem.h"
+#include "guard/guard.h"
 
 #define LGG_NLEVELS 4 /* normal, warn, breaker, emergency (lg_level_t) */
 
@@ -117,5 +119,114 @@ void lgg_regions_free(lgg_regions_t *r);
  * 0, or -1 when no region uses dev. */
 int lgg_regions_gpu_count(const lgg_regions_t *r);
 int lgg_regions_gpu(const lgg_regions_t *r, int dev, uint64_t *used, uint64_t *total);
+
+/* ------------------------------------------------------------------ engine
+ * The guard's state, shared by engine.c (creation, sources, the tick), procs.c (the
+ * watched-process table), actions.c (what a level does) and events.c (the event log). */
+#define MAX_SOURCES 64
+#define GROWTH_N 16
+enum { SRC_CGROUP = 0, SRC_PIDS, SRC_SYSTEM, SRC_GPU, SRC_GPU_REC /* GPU memory the recorder saw */ };
+
+/* action counters (leakguard_guard_actions_total{action}) */
+enum { C_LOG, C_PUBLISH, C_SIGNAL, C_MEMHIGH, C_EXEC, C_KILL, C_SIGKILL, C_NCOUNT };
+
+typedef struct proc {
+  int pid;
+  unsigned long long start;  /* start time (clock ticks since boot): identity */
+  char comm[32];
+  int64_t mem;
+  uint64_t gpu;
+  double rt[GROWTH_N], rv[GROWTH_N];
+  unsigned rn, rhead;
+  double growth;             /* bytes/s over the window (RSS/PSS + GPU) */
+  double hint, hint_t;       /* recorder suspects */
+  uint64_t srcmask;
+  int seen;
+  int adj;                   /* oom_score_adj */
+} proc_t;
+
+typedef struct victim {
+  int pid, pidfd;
+  double deadline, sent_t;
+  char comm[32];
+  int sigkilled;
+} victim_t;
+
+typedef struct source {
+  int kind, alive, version, gpu;
+  char *path;
+  char name[256];
+  lgg_levels_t lv;
+  lgs_cg_sample_t cg;
+  double usage, limit, psi_full, psi_some;
+  uint64_t gpu_used, gpu_total;
+  int high_set;              /* memory.high lowered by us */
+  uint64_t orig_high;        /* 0: "max" */
+  int err;                   /* last read error logged (0: none) */
+  uint64_t oom_kill0;        /* oom_kill count when watching started */
+  int sampled;
+} source_t;
+
+struct lgg_guard {
+  lgg_config_t cfg;
+  FILE *log;
+  int own_log;
+  source_t src[MAX_SOURCES];
+  int nsrc;
+  int *pids;                 /* explicit --pid set */
+  int npids, cappids;
+  int pids_src;              /* index of the SRC_PIDS source, -1 */
+  uint64_t pids_limit;
+  double pids_limit_t;
+  proc_t *procs;
+  int nprocs, capprocs, seen;
+  lgg_regions_t *regions;
+  double last_scan;
+  lgs_nvml_t *nvml;
+  int gpu_tried;
+  double last_gpu;
+  int level, published, ticked;
+  double level_since, t0;
+  double last_act[LGG_NLEVELS];
+  uint64_t counts[C_NCOUNT], level_changes, ticks;
+  victim_t victims[16];
+  int nvictims;
+  pid_t children[16];
+  int nchildren;
+  int ancestors[32];
+  int nancestors;
+  uint64_t memtotal;
+};
+
+/* engine.c */
+double lgg_now_mono(void);
+/* Marks s lost (alive = 0) with a source_lost event and a line on stderr. */
+void lgg_event_source_lost(lgg_guard_t *g, source_t *s, const char *reason);
+
+/* events.c: one JSON object per event, one line on the event log. lgg_jbegin makes
+ * {"ts":..,"event":event}; lgg_jend prints it (when there is a log) and frees it. */
+struct cJSON;
+struct cJSON *lgg_jbegin(const char *event);
+void lgg_jend(lgg_guard_t *g, struct cJSON *j);
+/* A number as the log always wrote it: null when not finite, integral values whole,
+ * others to 6 significant digits. */
+void lgg_jnum(struct cJSON *j, const char *key, double v);
+
+/* procs.c */
+int lgg_proc_identity(int pid, unsigned long long *start, char *comm, size_t commlen);
+void lgg_refresh_procs(lgg_guard_t *g, double t);
+void lgg_gpu_proc_cb(void *arg, int pid, uint64_t bytes);
+int lgg_victim_pending(const lgg_guard_t *g, int pid);
+int lgg_candidate(const lgg_guard_t *g, const proc_t *p, uint64_t mask);
+double lgg_score(const lgg_guard_t *g, const proc_t *p, double t);
+
+/* actions.c */
+const source_t *lgg_worst(const lgg_guard_t *g);
+void lgg_check_victims(lgg_guard_t *g, double t);
+int lgg_write_high(const source_t *s, uint64_t v);
+void lgg_restore_high(lgg_guard_t *g, int lvl);
+void lgg_reap_children(lgg_guard_t *g);
+void lgg_do_publish(lgg_guard_t *g, int lvl, const source_t *w);
+void lgg_run_actions(lgg_guard_t *g, int lvl, double t, int repeat);
 
 #endif
