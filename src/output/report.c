@@ -22,7 +22,14 @@
 #include "output/report_impl.h"
 
 
-char *lgr_dupstr(const unsigned char *s) { return strdup(s ? (const char *)s : ""); }
+char *lgr_dupstr(const unsigned char *s) { return lgr_strdup(s ? (const char *)s : ""); }
+
+char *lgr_strdup(const char *s) {
+  if (!s) return NULL;
+  char *d = strdup(s);
+  if (!d) lgr_fail(-ENOMEM);
+  return d;
+}
 
 /* A thin wrapper of the malloc family that programs and allocators put in front of it:
  * an optional prefix (redis z, GNU x, jemalloc je_, mimalloc mi_, tcmalloc tc_, glib
@@ -108,13 +115,16 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
       " (SELECT dropped FROM snapshots s WHERE s.proc=p.proc ORDER BY seq DESC LIMIT 1),"
       " p.rank, p.host"
       " FROM processes p ORDER BY p.proc";
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
+  if (lgr_prepare(db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
   int cap = 0;
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  while (lgr_row(st)) {
     if (r->nruns == cap) {
       cap = cap ? cap * 2 : 8;
       lgr_run_t *n = realloc(r->runs, (size_t)cap * sizeof *n);
-      if (!n) break;
+      if (!n) {
+        lgr_fail(-ENOMEM);
+        break;
+      }
       r->runs = n;
     }
     lgr_run_t *u = &r->runs[r->nruns++];
@@ -167,8 +177,8 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
   }
   sqlite3_finalize(st);
   /* Labels (databases before them have no such table). */
-  if (sqlite3_prepare_v2(db, "SELECT proc, key, value FROM labels", -1, &st, NULL) == SQLITE_OK) {
-    while (sqlite3_step(st) == SQLITE_ROW) {
+  if (lgr_prepare(db, "SELECT proc, key, value FROM labels", -1, &st, NULL) == SQLITE_OK) {
+    while (lgr_row(st)) {
       int proc = sqlite3_column_int(st, 0);
       const char *k = (const char *)sqlite3_column_text(st, 1);
       const unsigned char *v = sqlite3_column_text(st, 2);
@@ -196,7 +206,7 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
  * between the allocation and the Python line. */
 int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db,
+  if (lgr_prepare(db,
                          "SELECT function, file, line, module, inlined, ip FROM frames"
                          " WHERE proc=? AND stack=? ORDER BY idx",
                          -1, &st, NULL) != SQLITE_OK)
@@ -204,11 +214,14 @@ int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native) {
   sqlite3_bind_int(st, 1, s->proc);
   sqlite3_bind_int(st, 2, s->stack);
   int cap = 0;
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  while (lgr_row(st)) {
     if (s->nall == cap) {
       cap = cap ? cap * 2 : 16;
       lgr_frame_t *n = realloc(s->all_frames, (size_t)cap * sizeof *n);
-      if (!n) break;
+      if (!n) {
+        lgr_fail(-ENOMEM);
+        break;
+      }
       s->all_frames = n;
     }
     lgr_frame_t *f = &s->all_frames[s->nall++];
@@ -299,7 +312,7 @@ static char *source_line(const char *file, int line) {
       char *p = buf;
       while (*p == ' ' || *p == '\t') p++;
       while (len > 0 && (buf[len - 1] == ' ' || buf[len - 1] == '\r' || buf[len - 1] == '\t')) buf[--len] = 0;
-      if (*p) out = strdup(p);
+      if (*p) out = lgr_strdup(p);
       break;
     }
     if (whole) n++;
@@ -321,11 +334,15 @@ static int cmp_live(const void *a, const void *b) {
 }
 
 int lgr_push_site(lgr_site_t **arr, int *n, int *cap, const lgr_site_t *s) {
-  if (*n == *cap) {
-    *cap = *cap ? *cap * 2 : 16;
-    lgr_site_t *a = realloc(*arr, (size_t)*cap * sizeof *a);
-    if (!a) return -ENOMEM;
+  if (*n == *cap) { /* the capacity grows only with the array */
+    int nc = *cap ? *cap * 2 : 16;
+    lgr_site_t *a = realloc(*arr, (size_t)nc * sizeof *a);
+    if (!a) {
+      lgr_fail(-ENOMEM); /* the site would be missing from the report */
+      return -ENOMEM;
+    }
     *arr = a;
+    *cap = nc;
   }
   (*arr)[(*n)++] = *s;
   return 0;
@@ -333,8 +350,50 @@ int lgr_push_site(lgr_site_t **arr, int *n, int *cap, const lgr_site_t *s) {
 
 /* ------------------------------------------------------------------ build */
 
+static _Thread_local int build_err;
+
+int lgr_row(sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) return 1;
+  if (rc != SQLITE_DONE) lgr_fail(rc == SQLITE_NOMEM ? -ENOMEM : -EIO);
+  return 0;
+}
+
+int lgr_prepare(sqlite3 *db, const char *sql, int n, sqlite3_stmt **st, const char **tail) {
+  int rc = sqlite3_prepare_v2(db, sql, n, st, tail);
+  if (rc == SQLITE_NOMEM) lgr_fail(-ENOMEM); /* other errors: a table older databases lack */
+  return rc;
+}
+
+int lgr_step(sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) lgr_fail(rc == SQLITE_NOMEM ? -ENOMEM : -EIO);
+  return rc;
+}
+
+int lgr_failed(void) { return build_err != 0; }
+
+void lgr_fail(int err) {
+  if (!build_err) build_err = err;
+}
+
+static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why, size_t whylen);
+
 int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why, size_t whylen) {
   sqlite3 *db = lgst_db(store);
+  build_err = 0;
+  int rc = build(db, o, r, why, whylen);
+  if (rc == 0 && build_err) {
+    rc = build_err;
+    if (rc == -ENOMEM) snprintf(why, whylen, "out of memory while building the report");
+    else snprintf(why, whylen, "cannot read the database: %s", sqlite3_errmsg(db));
+    lgr_free(r);
+  }
+  build_err = 0;
+  return rc;
+}
+
+static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why, size_t whylen) {
   memset(r, 0, sizeof *r);
   if (load_runs(db, r) != 0) {
     snprintf(why, whylen, "cannot read runs: %s", sqlite3_errmsg(db));
@@ -342,6 +401,7 @@ int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why,
     return -EIO;
   }
   lgr_load_gpus(db, r);
+  if (build_err) return 0; /* lgr_build frees and says why */
   int ocap = 0;
   lgr_site_t *others = NULL;
   int nothers = 0;
@@ -353,6 +413,12 @@ int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why,
       lgr_free(r);
       return -EIO;
     }
+    if (build_err) break;
+  }
+  if (build_err) { /* stop before the half-read sites are used */
+    r->others = others;
+    r->nothers = nothers;
+    return 0;
   }
   if (r->nsuspects) qsort(r->suspects, (size_t)r->nsuspects, sizeof *r->suspects, lgr_cmp_suspect);
   if (r->nminor) qsort(r->minor, (size_t)r->nminor, sizeof *r->minor, lgr_cmp_suspect);
@@ -369,16 +435,19 @@ int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why,
     lgr_site_t *s = &r->suspects[i];
     if (s->nframes) s->source = source_line(s->frames[s->site_frame].file, s->frames[s->site_frame].line);
   }
+  if (build_err) return 0;
   lgr_group_leaks(r);
+  if (build_err) return 0;
   lgr_analyse_leaks(r);
+  if (build_err) return 0;
   lgr_split_minor(r);
   /* a process without a leak is not described by a leak's shape */
   for (int i = 0; i < r->nruns; i++)
     if (!r->runs[i].leaking && r->runs[i].pattern >= 0 && lg_pattern_is_leak((lg_pattern_t)r->runs[i].pattern))
       r->runs[i].pattern = r->runs[i].pattern_nonleak;
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='limit_source'", -1, &st, NULL) == SQLITE_OK) {
-    if (sqlite3_step(st) == SQLITE_ROW) r->limit_source = lgr_dupstr(sqlite3_column_text(st, 0));
+  if (lgr_prepare(db, "SELECT value FROM meta WHERE key='limit_source'", -1, &st, NULL) == SQLITE_OK) {
+    if (lgr_row(st)) r->limit_source = lgr_dupstr(sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
   }
   return 0;

@@ -7,6 +7,7 @@
  * asked for by the site analysis and the leaks (a GPU site's device, its headroom).
  */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +24,11 @@ int lgr_gpu_site_device(sqlite3 *db, const lgr_site_t *s) {
   if (!gpu_space(s->space)) return -1;
   sqlite3_stmt *st;
   int dev = 0;
-  if (sqlite3_prepare_v2(db, "SELECT device FROM cuda_stacks WHERE proc=? AND stack=?", -1, &st, NULL) != SQLITE_OK)
+  if (lgr_prepare(db, "SELECT device FROM cuda_stacks WHERE proc=? AND stack=?", -1, &st, NULL) != SQLITE_OK)
     return 0;
   sqlite3_bind_int(st, 1, s->proc);
   sqlite3_bind_int(st, 2, s->stack);
-  if (sqlite3_step(st) == SQLITE_ROW) dev = sqlite3_column_int(st, 0);
+  if (lgr_row(st)) dev = sqlite3_column_int(st, 0);
   sqlite3_finalize(st);
   return dev;
 }
@@ -36,14 +37,14 @@ int lgr_gpu_site_device(sqlite3 *db, const lgr_site_t *s) {
 void lgr_gpu_site_um(sqlite3 *db, lgr_site_t *s) {
   if (strcmp(s->space, "managed") != 0) return;
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db,
+  if (lgr_prepare(db,
                          "SELECT cpu_page_faults, gpu_page_faults, bytes_htod, bytes_dtoh, thrashing FROM cuda_um"
                          " WHERE proc=? AND stack=?",
                          -1, &st, NULL) != SQLITE_OK)
     return;
   sqlite3_bind_int(st, 1, s->proc);
   sqlite3_bind_int(st, 2, s->stack);
-  if (sqlite3_step(st) == SQLITE_ROW) {
+  if (lgr_row(st)) {
     s->has_um = 1;
     s->um_cpu_faults = sqlite3_column_int64(st, 0);
     s->um_gpu_faults = sqlite3_column_int64(st, 1);
@@ -74,10 +75,10 @@ double lgr_gpu_headroom(const lgr_report_t *r, const lgr_site_t *s, double host_
 static int64_t q_int64(sqlite3 *db, const char *sql, const int64_t *args, int nargs, int64_t dflt, int *found) {
   sqlite3_stmt *st;
   if (found) *found = 0;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return dflt;
+  if (lgr_prepare(db, sql, -1, &st, NULL) != SQLITE_OK) return dflt;
   for (int i = 0; i < nargs; i++) sqlite3_bind_int64(st, i + 1, args[i]);
   int64_t v = dflt;
-  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+  if (lgr_row(st) && sqlite3_column_type(st, 0) != SQLITE_NULL) {
     v = sqlite3_column_int64(st, 0);
     if (found) *found = 1;
   }
@@ -88,13 +89,13 @@ static int64_t q_int64(sqlite3 *db, const char *sql, const int64_t *args, int na
 /* CUPTI Unified Memory counters (--cuda-um), every managed site that has some. */
 static void load_um(sqlite3 *db, lgr_report_t *r) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db,
+  if (lgr_prepare(db,
                          "SELECT proc, stack, cpu_page_faults, gpu_page_faults, bytes_htod, bytes_dtoh, thrashing"
                          " FROM cuda_um ORDER BY gpu_page_faults + cpu_page_faults DESC",
                          -1, &st, NULL) != SQLITE_OK)
     return;
   cJSON *arr = cJSON_CreateArray();
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  while (lgr_row(st)) {
     cJSON *u = cJSON_CreateObject();
     lgr_site_t o;
     memset(&o, 0, sizeof o);
@@ -142,13 +143,16 @@ void lgr_load_gpus(sqlite3 *db, lgr_report_t *r) {
       "  WHERE x.proc=c.proc AND x.device=c.device)"
       " FROM cuda_devices c WHERE seq=(SELECT max(seq) FROM cuda_devices y WHERE y.proc=c.proc AND y.device=c.device)"
       " ORDER BY proc, device";
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return; /* no GPU memory recorded */
+  if (lgr_prepare(db, sql, -1, &st, NULL) != SQLITE_OK) return; /* no GPU memory recorded */
   int cap = 0;
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  while (lgr_row(st)) {
     if (r->ngpus == cap) {
       cap = cap ? cap * 2 : 4;
       lgr_gpu_t *n = realloc(r->gpus, (size_t)cap * sizeof *n);
-      if (!n) break;
+      if (!n) {
+        lgr_fail(-ENOMEM);
+        break;
+      }
       r->gpus = n;
     }
     lgr_gpu_t *g = &r->gpus[r->ngpus++];
@@ -190,10 +194,13 @@ void lgr_load_gpus(sqlite3 *db, lgr_report_t *r) {
     }
   }
   sqlite3_finalize(st);
-  if (sqlite3_prepare_v2(db, "SELECT DISTINCT note FROM cuda_notes ORDER BY note", -1, &st, NULL) == SQLITE_OK) {
-    while (sqlite3_step(st) == SQLITE_ROW) {
+  if (lgr_prepare(db, "SELECT DISTINCT note FROM cuda_notes ORDER BY note", -1, &st, NULL) == SQLITE_OK) {
+    while (lgr_row(st)) {
       char **n = realloc(r->cuda_notes, (size_t)(r->ncuda_notes + 1) * sizeof *n);
-      if (!n) break;
+      if (!n) {
+        lgr_fail(-ENOMEM);
+        break;
+      }
       r->cuda_notes = n;
       r->cuda_notes[r->ncuda_notes++] = lgr_dupstr(sqlite3_column_text(st, 0));
     }
@@ -205,8 +212,8 @@ void lgr_load_gpus(sqlite3 *db, lgr_report_t *r) {
           " '%libc10_cuda.so%' OR path LIKE '%libtorch_cuda.so%' LIMIT 1",
           NULL, 0, 0, &found);
   r->torch_cuda = found && r->ngpus > 0;
-  if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='nvml'", -1, &st, NULL) == SQLITE_OK) {
-    if (sqlite3_step(st) == SQLITE_ROW && r->ngpus > 0) {
+  if (lgr_prepare(db, "SELECT value FROM meta WHERE key='nvml'", -1, &st, NULL) == SQLITE_OK) {
+    if (lgr_row(st) && r->ngpus > 0) {
       const unsigned char *v = sqlite3_column_text(st, 0);
       if (v && strncmp((const char *)v, "on", 2) != 0) r->nvml_status = lgr_dupstr(v);
     }

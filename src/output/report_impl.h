@@ -31,11 +31,24 @@
 #define LGR_STEADY_TAU 0.7
 #define LGR_STEADY_P 1e-4
 
+/* Failures while the report is built. A query that stops with an error, or an
+ * allocation that fails, must fail the whole report instead of leaving a shorter one
+ * that looks complete: row loops step with lgr_row() and failed allocations call
+ * lgr_fail(); lgr_build() checks at the end. One report is built at a time per thread. */
+int lgr_row(sqlite3_stmt *st);  /* sqlite3_step: 1 for a row, 0 when done or failed */
+int lgr_step(sqlite3_stmt *st); /* sqlite3_step, recording a failure */
+/* sqlite3_prepare_v2, recording SQLITE_NOMEM (other errors are the caller's: a table
+ * that older databases lack is not a failure) */
+int lgr_prepare(sqlite3 *db, const char *sql, int n, sqlite3_stmt **st, const char **tail);
+void lgr_fail(int err);         /* records -ENOMEM, -EIO... (the first one is kept) */
+int lgr_failed(void);           /* a failure was recorded */
+
 /* Frees what a site owns and zeroes it. */
 void lgr_site_free(lgr_site_t *s);
 
 /* report.c */
-char *lgr_dupstr(const unsigned char *s);
+char *lgr_dupstr(const unsigned char *s); /* a column's text ("" for NULL); lgr_fail on ENOMEM */
+char *lgr_strdup(const char *s);          /* NULL for NULL; lgr_fail on ENOMEM */
 int lgr_is_python_module(const char *m);
 int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native);
 int lgr_cmp_suspect(const void *a, const void *b);

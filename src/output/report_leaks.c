@@ -7,6 +7,7 @@
  * analysed.
  */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -23,20 +24,20 @@
  * kept. */
 void lgr_load_holders(sqlite3 *db, lgr_site_t *s) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, "SELECT max(explain) FROM holders WHERE proc=?1 AND stack=?2", -1, &st, NULL) != SQLITE_OK)
+  if (lgr_prepare(db, "SELECT max(explain) FROM holders WHERE proc=?1 AND stack=?2", -1, &st, NULL) != SQLITE_OK)
     return; /* older database */
   int nst = s->nstacks < 256 ? s->nstacks : 256, latest = -1;
   for (int k = 0; k < nst; k++) {
     sqlite3_reset(st);
     sqlite3_bind_int(st, 1, s->proc);
     sqlite3_bind_int(st, 2, s->stacks[k].stack);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL &&
+    if (lgr_row(st) && sqlite3_column_type(st, 0) != SQLITE_NULL &&
         sqlite3_column_int(st, 0) > latest)
       latest = sqlite3_column_int(st, 0);
   }
   sqlite3_finalize(st);
   if (latest < 0) return;
-  if (sqlite3_prepare_v2(db,
+  if (lgr_prepare(db,
                          "SELECT kind, chain, objects, bytes, detail FROM holders"
                          " WHERE proc=?1 AND stack=?2 AND explain=?3",
                          -1, &st, NULL) != SQLITE_OK)
@@ -47,7 +48,7 @@ void lgr_load_holders(sqlite3 *db, lgr_site_t *s) {
     sqlite3_bind_int(st, 1, s->proc);
     sqlite3_bind_int(st, 2, s->stacks[k].stack);
     sqlite3_bind_int(st, 3, latest);
-    while (sqlite3_step(st) == SQLITE_ROW) {
+    while (lgr_row(st)) {
       const char *chain = (const char *)sqlite3_column_text(st, 1);
       cJSON *c = chain ? cJSON_Parse(chain) : NULL;
       if (!c) continue;
@@ -136,9 +137,10 @@ static char *holder_root(const lgr_site_t *s, char **holder_out) {
   cJSON *h0 = cJSON_GetArrayItem(hl, 0);
   cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(h0, "chain"), 0);
   char *root = NULL;
+  if (s->holders_json && !hl) lgr_fail(-ENOMEM); /* the store wrote valid JSON */
   if (cJSON_IsString(c0) && c0->valuestring[0] && c0->valuestring[0] != '<') {
-    root = strdup(c0->valuestring);
-    if (holder_out) *holder_out = cJSON_PrintUnformatted(h0);
+    root = lgr_strdup(c0->valuestring);
+    if (holder_out && !(*holder_out = cJSON_PrintUnformatted(h0))) lgr_fail(-ENOMEM);
   }
   cJSON_Delete(hl);
   return root;
@@ -151,6 +153,7 @@ static char *function_key(const lgr_site_t *s) {
   size_t n = strlen(f->function) + strlen(f->file) + strlen(f->module) + 4;
   char *k = malloc(n);
   if (k) snprintf(k, n, "%s\x1f%s\x1f%s", f->function, f->file, f->file[0] ? "" : f->module);
+  else lgr_fail(-ENOMEM);
   return k;
 }
 
@@ -185,7 +188,7 @@ static void merge_lockstep(lgr_report_t *r) {
         B->holder_json = NULL;
       }
       free(A->by);
-      A->by = strdup("lockstep");
+      A->by = lgr_strdup("lockstep");
       free(B->suspects);
       free(B->by);
       free(B->holder_json);
@@ -204,7 +207,10 @@ void lgr_group_leaks(lgr_report_t *r) {
   r->leaks = calloc((size_t)n, sizeof *r->leaks);
   char **key = calloc((size_t)n, sizeof *key), **holder = calloc((size_t)n, sizeof *holder);
   const char **by = calloc((size_t)n, sizeof *by);
-  if (!r->leaks || !key || !holder || !by) goto out;
+  if (!r->leaks || !key || !holder || !by) {
+    lgr_fail(-ENOMEM);
+    goto out;
+  }
   for (int i = 0; i < n; i++) {
     lgr_site_t *s = &r->suspects[i];
     char *root = s->spread_sites ? NULL : holder_root(s, &holder[i]);
@@ -215,6 +221,7 @@ void lgr_group_leaks(lgr_report_t *r) {
     char *fk = what ? NULL : function_key(s);
     size_t len = 64 + (what ? strlen(what) : fk ? strlen(fk) : 0);
     key[i] = malloc(len);
+    if (!key[i]) lgr_fail(-ENOMEM);
     if (key[i]) {
       if (s->spread_sites) snprintf(key[i], len, "spread %d %d", s->proc, i);
       else if (what) snprintf(key[i], len, "holder %d %s", s->proc, what);
@@ -225,6 +232,7 @@ void lgr_group_leaks(lgr_report_t *r) {
     free(root);
     free(fk);
   }
+  if (lgr_failed()) goto out;
   /* suspects are ranked by growth: the first of a key is its leak's main suspect */
   for (int i = 0; i < n; i++) {
     lgr_site_t *s = &r->suspects[i];
@@ -238,7 +246,11 @@ void lgr_group_leaks(lgr_report_t *r) {
       l = r->nleaks++;
       lgr_leak_t *L = &r->leaks[l];
       L->suspects = calloc((size_t)n, sizeof *L->suspects);
-      L->by = strdup(by[i]);
+      L->by = lgr_strdup(by[i]);
+      if (!L->suspects) {
+        lgr_fail(-ENOMEM);
+        goto out;
+      }
       L->holder_json = holder[i];
       holder[i] = NULL;
       L->proc = s->proc;
@@ -264,6 +276,7 @@ void lgr_group_leaks(lgr_report_t *r) {
     if (!isnan(s->detected_after_s) && (isnan(L->detected_after_s) || s->detected_after_s < L->detected_after_s))
       L->detected_after_s = s->detected_after_s;
   }
+  if (lgr_failed()) goto out;
   merge_lockstep(r);
   for (int j = 0; j < r->nleaks; j++) {
     lgr_leak_t *L = &r->leaks[j];
@@ -322,7 +335,9 @@ void lgr_analyse_leaks(lgr_report_t *r) {
     }
     ser.n = 0;
     for (int64_t i = 0; ok && i < u->nsnap; i++)
-      if (!isnan(u->snap_t[i]) && !(u->snap_t[i] > u->exit_begin_s)) lgd_series_add(&ser, u->snap_t[i], sum[i], u->snap_step[i]);
+      if (!isnan(u->snap_t[i]) && !(u->snap_t[i] > u->exit_begin_s) &&
+          lgd_series_add(&ser, u->snap_t[i], sum[i], u->snap_step[i]))
+        lgr_fail(-ENOMEM);
     lgd_result_t lr;
     lgd_options_t dopt = {0, 1};
     if (ok && lgd_analyze_recent(ser.pts, ser.n, &dopt, &lr) == 0 && lr.leak) {

@@ -17,6 +17,21 @@
 
 /* ------------------------------------------------------------------ text */
 
+/* The JSON report is a cJSON tree, and cJSON's constructors return NULL (or false)
+ * when an allocation fails: every one of them goes through JPTR/JCHK, and a report
+ * with a missing field is an error (-ENOMEM), never printed. One report is printed at
+ * a time per thread. */
+static _Thread_local int json_oom;
+static void *jptr(void *p) {
+  if (!p) json_oom = 1;
+  return p;
+}
+#define JPTR(x) ((__typeof__(x))jptr(x))
+#define JCHK(x) \
+  do { \
+    if (!(x)) json_oom = 1; \
+  } while (0)
+
 static const char *basename_of(const char *p) {
   const char *s = strrchr(p, '/');
   return s ? s + 1 : p;
@@ -277,197 +292,198 @@ static cJSON *num_or_null(double v) { return isfinite(v) ? cJSON_CreateNumber(v)
 static double round2(double v) { return isfinite(v) ? round(v * 100) / 100 : v; }
 
 static cJSON *frame_json(const lgr_frame_t *fr) {
-  cJSON *x = cJSON_CreateObject();
-  cJSON_AddStringToObject(x, "function", fr->function);
-  if (fr->file[0]) cJSON_AddStringToObject(x, "file", fr->file);
-  else cJSON_AddNullToObject(x, "file");
-  if (fr->line) cJSON_AddNumberToObject(x, "line", fr->line);
-  else cJSON_AddNullToObject(x, "line");
-  cJSON_AddStringToObject(x, "module", fr->module);
-  if (fr->inlined) cJSON_AddTrueToObject(x, "inlined");
+  cJSON *x = JPTR(cJSON_CreateObject());
+  JCHK(cJSON_AddStringToObject(x, "function", fr->function));
+  if (fr->file[0]) JCHK(cJSON_AddStringToObject(x, "file", fr->file));
+  else JCHK(cJSON_AddNullToObject(x, "file"));
+  if (fr->line) JCHK(cJSON_AddNumberToObject(x, "line", fr->line));
+  else JCHK(cJSON_AddNullToObject(x, "line"));
+  JCHK(cJSON_AddStringToObject(x, "module", fr->module));
+  if (fr->inlined) JCHK(cJSON_AddTrueToObject(x, "inlined"));
   return x;
 }
 
 static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, int with_rank) {
-  cJSON *j = cJSON_CreateObject();
-  if (with_rank) cJSON_AddNumberToObject(j, "rank", rank);
-  cJSON_AddNumberToObject(j, "pid", s->pid);
+  cJSON *j = JPTR(cJSON_CreateObject());
+  if (with_rank) JCHK(cJSON_AddNumberToObject(j, "rank", rank));
+  JCHK(cJSON_AddNumberToObject(j, "pid", s->pid));
   const lgr_run_t *u = run_of(r, s->proc);
-  if (u && u->rank >= 0) cJSON_AddNumberToObject(j, "process_rank", u->rank);
-  cJSON_AddStringToObject(j, "space", s->space);
-  if (s->device >= 0) cJSON_AddNumberToObject(j, "device", s->device);
+  if (u && u->rank >= 0) JCHK(cJSON_AddNumberToObject(j, "process_rank", u->rank));
+  JCHK(cJSON_AddStringToObject(j, "space", s->space));
+  if (s->device >= 0) JCHK(cJSON_AddNumberToObject(j, "device", s->device));
   if (s->has_um) {
-    cJSON *um = cJSON_AddObjectToObject(j, "unified_memory");
-    cJSON_AddNumberToObject(um, "cpu_page_faults", (double)s->um_cpu_faults);
-    cJSON_AddNumberToObject(um, "gpu_page_faults", (double)s->um_gpu_faults);
-    cJSON_AddNumberToObject(um, "bytes_to_device", (double)s->um_bytes_htod);
-    cJSON_AddNumberToObject(um, "bytes_to_host", (double)s->um_bytes_dtoh);
-    cJSON_AddNumberToObject(um, "thrashing", (double)s->um_thrashing);
+    cJSON *um = JPTR(cJSON_AddObjectToObject(j, "unified_memory"));
+    JCHK(cJSON_AddNumberToObject(um, "cpu_page_faults", (double)s->um_cpu_faults));
+    JCHK(cJSON_AddNumberToObject(um, "gpu_page_faults", (double)s->um_gpu_faults));
+    JCHK(cJSON_AddNumberToObject(um, "bytes_to_device", (double)s->um_bytes_htod));
+    JCHK(cJSON_AddNumberToObject(um, "bytes_to_host", (double)s->um_bytes_dtoh));
+    JCHK(cJSON_AddNumberToObject(um, "thrashing", (double)s->um_thrashing));
   }
-  cJSON_AddNumberToObject(j, "live_bytes", (double)s->live_bytes);
-  cJSON_AddNumberToObject(j, "live_blocks", (double)s->live_blocks);
-  cJSON_AddNumberToObject(j, "peak_live_bytes", (double)s->peak_live_bytes);
-  cJSON_AddNumberToObject(j, "allocated_bytes", (double)s->alloc_bytes);
-  cJSON_AddNumberToObject(j, "allocated_blocks", (double)s->alloc_blocks);
-  cJSON_AddItemToObject(j, "growth_bytes_per_s", num_or_null(round2(s->r.growth_bytes_per_s)));
-  cJSON_AddItemToObject(j, "growth_bytes_per_step", num_or_null(round2(s->r.growth_bytes_per_step)));
-  cJSON_AddItemToObject(j, "time_to_oom_s", num_or_null(round2(s->time_to_oom_s)));
-  cJSON_AddNumberToObject(j, "confidence", round2(s->r.confidence));
-  cJSON_AddStringToObject(j, "pattern", lg_pattern_name(s->r.pattern));
-  cJSON_AddItemToObject(j, "oldest_block_age_s", num_or_null(round2(s->oldest_age_s)));
+  JCHK(cJSON_AddNumberToObject(j, "live_bytes", (double)s->live_bytes));
+  JCHK(cJSON_AddNumberToObject(j, "live_blocks", (double)s->live_blocks));
+  JCHK(cJSON_AddNumberToObject(j, "peak_live_bytes", (double)s->peak_live_bytes));
+  JCHK(cJSON_AddNumberToObject(j, "allocated_bytes", (double)s->alloc_bytes));
+  JCHK(cJSON_AddNumberToObject(j, "allocated_blocks", (double)s->alloc_blocks));
+  JCHK(cJSON_AddItemToObject(j, "growth_bytes_per_s", num_or_null(round2(s->r.growth_bytes_per_s))));
+  JCHK(cJSON_AddItemToObject(j, "growth_bytes_per_step", num_or_null(round2(s->r.growth_bytes_per_step))));
+  JCHK(cJSON_AddItemToObject(j, "time_to_oom_s", num_or_null(round2(s->time_to_oom_s))));
+  JCHK(cJSON_AddNumberToObject(j, "confidence", round2(s->r.confidence)));
+  JCHK(cJSON_AddStringToObject(j, "pattern", lg_pattern_name(s->r.pattern)));
+  JCHK(cJSON_AddItemToObject(j, "oldest_block_age_s", num_or_null(round2(s->oldest_age_s))));
   if (with_rank) {
-    cJSON_AddItemToObject(j, "detected_after_s", num_or_null(round2(s->detected_after_s)));
-    cJSON_AddItemToObject(j, "growing_since_s", num_or_null(round2(s->r.since_s)));
-    cJSON_AddNumberToObject(j, "blocks_gained", (double)s->blocks_gained);
-    cJSON_AddNumberToObject(j, "held_bytes", (double)s->held_bytes);
-    if (s->leak >= 0) cJSON_AddNumberToObject(j, "leak", s->leak + 1);
-    else cJSON_AddNullToObject(j, "leak");
+    JCHK(cJSON_AddItemToObject(j, "detected_after_s", num_or_null(round2(s->detected_after_s))));
+    JCHK(cJSON_AddItemToObject(j, "growing_since_s", num_or_null(round2(s->r.since_s))));
+    JCHK(cJSON_AddNumberToObject(j, "blocks_gained", (double)s->blocks_gained));
+    JCHK(cJSON_AddNumberToObject(j, "held_bytes", (double)s->held_bytes));
+    if (s->leak >= 0) JCHK(cJSON_AddNumberToObject(j, "leak", s->leak + 1));
+    else JCHK(cJSON_AddNullToObject(j, "leak"));
   }
-  cJSON_AddNumberToObject(j, "stack", s->stack);
-  if (s->spread_sites) cJSON_AddNumberToObject(j, "spread_sites", s->spread_sites);
+  JCHK(cJSON_AddNumberToObject(j, "stack", s->stack));
+  if (s->spread_sites) JCHK(cJSON_AddNumberToObject(j, "spread_sites", s->spread_sites));
   if (s->nframes) {
     cJSON *site = frame_json(&s->frames[s->site_frame]);
-    if (s->source) cJSON_AddStringToObject(site, "source", s->source);
-    cJSON_AddItemToObject(j, "site", site);
+    if (s->source) JCHK(cJSON_AddStringToObject(site, "source", s->source));
+    JCHK(cJSON_AddItemToObject(j, "site", site));
   } else {
-    cJSON_AddNullToObject(j, "site");
+    JCHK(cJSON_AddNullToObject(j, "site"));
   }
   cJSON *hl = s->holders_json ? cJSON_Parse(s->holders_json) : NULL;
-  cJSON_AddItemToObject(j, "holders", hl ? hl : cJSON_CreateArray());
+  JCHK(cJSON_AddItemToObject(j, "holders", hl ? hl : cJSON_CreateArray()));
   cJSON *bd = s->bounded ? cJSON_Parse(s->bounded) : NULL;
-  if (bd) cJSON_AddItemToObject(j, "bounded", bd);
-  cJSON *fr = cJSON_AddArrayToObject(j, "frames");
-  for (int k = 0; k < s->nframes; k++) cJSON_AddItemToArray(fr, frame_json(&s->frames[k]));
-  cJSON *st = cJSON_AddArrayToObject(j, "stacks");
+  if (bd) JCHK(cJSON_AddItemToObject(j, "bounded", bd));
+  cJSON *fr = JPTR(cJSON_AddArrayToObject(j, "frames"));
+  for (int k = 0; k < s->nframes; k++) JCHK(cJSON_AddItemToArray(fr, frame_json(&s->frames[k])));
+  cJSON *st = JPTR(cJSON_AddArrayToObject(j, "stacks"));
   for (int k = 0; k < s->nstacks && k < 32; k++) {
-    cJSON *x = cJSON_CreateObject();
-    cJSON_AddNumberToObject(x, "stack", s->stacks[k].stack);
-    cJSON_AddNumberToObject(x, "live_bytes", (double)s->stacks[k].live_bytes);
-    cJSON_AddNumberToObject(x, "peak_live_bytes", (double)s->stacks[k].peak_live_bytes);
-    cJSON_AddItemToArray(st, x);
+    cJSON *x = JPTR(cJSON_CreateObject());
+    JCHK(cJSON_AddNumberToObject(x, "stack", s->stacks[k].stack));
+    JCHK(cJSON_AddNumberToObject(x, "live_bytes", (double)s->stacks[k].live_bytes));
+    JCHK(cJSON_AddNumberToObject(x, "peak_live_bytes", (double)s->stacks[k].peak_live_bytes));
+    JCHK(cJSON_AddItemToArray(st, x));
   }
-  if (s->nstacks > 32) cJSON_AddNumberToObject(j, "stacks_omitted", s->nstacks - 32);
+  if (s->nstacks > 32) JCHK(cJSON_AddNumberToObject(j, "stacks_omitted", s->nstacks - 32));
   return j;
 }
 
 static cJSON *leak_json(const lgr_report_t *r, int j) {
   const lgr_leak_t *L = &r->leaks[j];
-  cJSON *x = cJSON_CreateObject();
-  cJSON_AddNumberToObject(x, "rank", j + 1);
-  cJSON *sus = cJSON_AddArrayToObject(x, "suspects");
-  for (int k = 0; k < L->nsuspects; k++) cJSON_AddItemToArray(sus, cJSON_CreateNumber(L->suspects[k] + 1));
-  cJSON_AddStringToObject(x, "by", L->by);
+  cJSON *x = JPTR(cJSON_CreateObject());
+  JCHK(cJSON_AddNumberToObject(x, "rank", j + 1));
+  cJSON *sus = JPTR(cJSON_AddArrayToObject(x, "suspects"));
+  for (int k = 0; k < L->nsuspects; k++) JCHK(cJSON_AddItemToArray(sus, cJSON_CreateNumber(L->suspects[k] + 1)));
+  JCHK(cJSON_AddStringToObject(x, "by", L->by));
   cJSON *h = L->holder_json ? cJSON_Parse(L->holder_json) : NULL;
   if (h) {
     cJSON_DeleteItemFromObject(h, "detail");
-    cJSON_AddItemToObject(x, "holder", h);
+    JCHK(cJSON_AddItemToObject(x, "holder", h));
   } else {
-    cJSON_AddNullToObject(x, "holder");
+    JCHK(cJSON_AddNullToObject(x, "holder"));
   }
-  cJSON_AddNumberToObject(x, "pid", L->pid);
-  if (L->rank >= 0) cJSON_AddNumberToObject(x, "process_rank", L->rank);
-  else cJSON_AddNullToObject(x, "process_rank");
-  cJSON_AddNumberToObject(x, "live_bytes", (double)L->live_bytes);
-  cJSON_AddItemToObject(x, "growth_bytes_per_s", num_or_null(round2(L->growth_bytes_per_s)));
-  cJSON_AddItemToObject(x, "growth_bytes_per_step", num_or_null(round2(L->growth_bytes_per_step)));
-  cJSON_AddStringToObject(x, "pattern", lg_pattern_name(L->pattern));
-  cJSON_AddNumberToObject(x, "confidence", round2(L->confidence));
-  cJSON_AddItemToObject(x, "detected_after_s", num_or_null(round2(L->detected_after_s)));
-  cJSON_AddItemToObject(x, "time_to_oom_s", num_or_null(round2(L->time_to_oom_s)));
+  JCHK(cJSON_AddNumberToObject(x, "pid", L->pid));
+  if (L->rank >= 0) JCHK(cJSON_AddNumberToObject(x, "process_rank", L->rank));
+  else JCHK(cJSON_AddNullToObject(x, "process_rank"));
+  JCHK(cJSON_AddNumberToObject(x, "live_bytes", (double)L->live_bytes));
+  JCHK(cJSON_AddItemToObject(x, "growth_bytes_per_s", num_or_null(round2(L->growth_bytes_per_s))));
+  JCHK(cJSON_AddItemToObject(x, "growth_bytes_per_step", num_or_null(round2(L->growth_bytes_per_step))));
+  JCHK(cJSON_AddStringToObject(x, "pattern", lg_pattern_name(L->pattern)));
+  JCHK(cJSON_AddNumberToObject(x, "confidence", round2(L->confidence)));
+  JCHK(cJSON_AddItemToObject(x, "detected_after_s", num_or_null(round2(L->detected_after_s))));
+  JCHK(cJSON_AddItemToObject(x, "time_to_oom_s", num_or_null(round2(L->time_to_oom_s))));
   return x;
 }
 
 /* "gpus", "cuda_notes", "torch_cuda", "nvml" (docs/json.md). */
 static void gpus_json(cJSON *root, const lgr_report_t *r) {
-  cJSON *arr = cJSON_AddArrayToObject(root, "gpus");
+  cJSON *arr = JPTR(cJSON_AddArrayToObject(root, "gpus"));
   for (int i = 0; i < r->ngpus; i++) {
     const lgr_gpu_t *g = &r->gpus[i];
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "pid", g->pid);
-    cJSON_AddNumberToObject(j, "device", g->device);
-    cJSON_AddNumberToObject(j, "device_bytes", (double)g->device_bytes);
-    cJSON_AddNumberToObject(j, "managed_bytes", (double)g->managed_bytes);
-    cJSON_AddNumberToObject(j, "pinned_bytes", (double)g->pinned_bytes);
-    cJSON_AddNumberToObject(j, "peak_device_bytes", (double)g->peak_device_bytes);
-    cJSON_AddNumberToObject(j, "registered_bytes", (double)g->registered_bytes);
-    cJSON_AddNumberToObject(j, "pool_reserved_bytes", (double)g->pool_reserved_bytes);
-    cJSON_AddNumberToObject(j, "pool_used_bytes", (double)g->pool_used_bytes);
-    cJSON_AddNumberToObject(j, "vmm_mapped_bytes", (double)g->vmm_mapped_bytes);
-    cJSON_AddNumberToObject(j, "contexts_created", (double)g->contexts_created);
-    cJSON_AddNumberToObject(j, "contexts_destroyed", (double)g->contexts_destroyed);
-    cJSON_AddNumberToObject(j, "contexts_recreated", (double)g->contexts_recreated);
-    if (g->total_bytes) cJSON_AddNumberToObject(j, "total_bytes", (double)g->total_bytes);
-    else cJSON_AddNullToObject(j, "total_bytes");
+    cJSON *j = JPTR(cJSON_CreateObject());
+    JCHK(cJSON_AddNumberToObject(j, "pid", g->pid));
+    JCHK(cJSON_AddNumberToObject(j, "device", g->device));
+    JCHK(cJSON_AddNumberToObject(j, "device_bytes", (double)g->device_bytes));
+    JCHK(cJSON_AddNumberToObject(j, "managed_bytes", (double)g->managed_bytes));
+    JCHK(cJSON_AddNumberToObject(j, "pinned_bytes", (double)g->pinned_bytes));
+    JCHK(cJSON_AddNumberToObject(j, "peak_device_bytes", (double)g->peak_device_bytes));
+    JCHK(cJSON_AddNumberToObject(j, "registered_bytes", (double)g->registered_bytes));
+    JCHK(cJSON_AddNumberToObject(j, "pool_reserved_bytes", (double)g->pool_reserved_bytes));
+    JCHK(cJSON_AddNumberToObject(j, "pool_used_bytes", (double)g->pool_used_bytes));
+    JCHK(cJSON_AddNumberToObject(j, "vmm_mapped_bytes", (double)g->vmm_mapped_bytes));
+    JCHK(cJSON_AddNumberToObject(j, "contexts_created", (double)g->contexts_created));
+    JCHK(cJSON_AddNumberToObject(j, "contexts_destroyed", (double)g->contexts_destroyed));
+    JCHK(cJSON_AddNumberToObject(j, "contexts_recreated", (double)g->contexts_recreated));
+    if (g->total_bytes) JCHK(cJSON_AddNumberToObject(j, "total_bytes", (double)g->total_bytes));
+    else JCHK(cJSON_AddNullToObject(j, "total_bytes"));
     if (g->has_nvml) {
-      cJSON *n = cJSON_AddObjectToObject(j, "nvml");
-      cJSON_AddNumberToObject(n, "process_bytes", (double)g->nvml_process_bytes);
-      cJSON_AddNumberToObject(n, "untracked_bytes", (double)g->untracked_bytes);
-      cJSON_AddNumberToObject(n, "device_used_bytes", (double)g->nvml_used_bytes);
-      cJSON_AddNumberToObject(n, "device_total_bytes", (double)g->nvml_total_bytes);
+      cJSON *n = JPTR(cJSON_AddObjectToObject(j, "nvml"));
+      JCHK(cJSON_AddNumberToObject(n, "process_bytes", (double)g->nvml_process_bytes));
+      JCHK(cJSON_AddNumberToObject(n, "untracked_bytes", (double)g->untracked_bytes));
+      JCHK(cJSON_AddNumberToObject(n, "device_used_bytes", (double)g->nvml_used_bytes));
+      JCHK(cJSON_AddNumberToObject(n, "device_total_bytes", (double)g->nvml_total_bytes));
     } else {
-      cJSON_AddNullToObject(j, "nvml");
+      JCHK(cJSON_AddNullToObject(j, "nvml"));
     }
-    cJSON_AddItemToArray(arr, j);
+    JCHK(cJSON_AddItemToArray(arr, j));
   }
-  cJSON *notes = cJSON_AddArrayToObject(root, "cuda_notes");
-  for (int i = 0; i < r->ncuda_notes; i++) cJSON_AddItemToArray(notes, cJSON_CreateString(r->cuda_notes[i]));
-  if (r->torch_cuda) cJSON_AddTrueToObject(root, "torch_cuda");
-  if (r->nvml_status) cJSON_AddStringToObject(root, "nvml", r->nvml_status);
+  cJSON *notes = JPTR(cJSON_AddArrayToObject(root, "cuda_notes"));
+  for (int i = 0; i < r->ncuda_notes; i++) JCHK(cJSON_AddItemToArray(notes, cJSON_CreateString(r->cuda_notes[i])));
+  if (r->torch_cuda) JCHK(cJSON_AddTrueToObject(root, "torch_cuda"));
+  if (r->nvml_status) JCHK(cJSON_AddStringToObject(root, "nvml", r->nvml_status));
   cJSON *um = r->um_json ? cJSON_Parse(r->um_json) : NULL;
-  cJSON_AddItemToObject(root, "unified_memory", um ? um : cJSON_CreateArray());
+  JCHK(cJSON_AddItemToObject(root, "unified_memory", um ? um : cJSON_CreateArray()));
 }
 
 
 int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
-  cJSON *root = cJSON_CreateObject();
-  cJSON_AddNumberToObject(root, "schema", 1);
-  cJSON_AddStringToObject(root, "verdict", r->nleaks ? "leak" : "no-leak");
-  if (r->limit_source) cJSON_AddStringToObject(root, "limit_source", r->limit_source);
-  cJSON *runs = cJSON_AddArrayToObject(root, "runs");
+  json_oom = 0;
+  cJSON *root = JPTR(cJSON_CreateObject());
+  JCHK(cJSON_AddNumberToObject(root, "schema", 1));
+  JCHK(cJSON_AddStringToObject(root, "verdict", r->nleaks ? "leak" : "no-leak"));
+  if (r->limit_source) JCHK(cJSON_AddStringToObject(root, "limit_source", r->limit_source));
+  cJSON *runs = JPTR(cJSON_AddArrayToObject(root, "runs"));
   for (int i = 0; i < r->nruns; i++) {
     const lgr_run_t *u = &r->runs[i];
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "pid", u->pid);
-    cJSON_AddNumberToObject(j, "ppid", u->ppid);
-    cJSON_AddStringToObject(j, "command", u->command);
-    cJSON_AddStringToObject(j, "started_by", u->kind);
-    cJSON_AddStringToObject(j, "end", u->end_reason);
-    if (u->has_exit) cJSON_AddNumberToObject(j, "exit_status", u->exit_status);
-    else cJSON_AddNullToObject(j, "exit_status");
-    if (u->has_signal) cJSON_AddNumberToObject(j, "signal", u->signal);
-    else cJSON_AddNullToObject(j, "signal");
-    cJSON_AddNumberToObject(j, "duration_s", round2(u->duration_s));
-    cJSON_AddNumberToObject(j, "peak_live_bytes", (double)u->peak_live_bytes);
-    cJSON_AddNumberToObject(j, "final_live_bytes", (double)u->final_live_bytes);
-    cJSON_AddNumberToObject(j, "dropped_records", (double)u->dropped);
-    cJSON_AddNumberToObject(j, "steps", (double)u->steps);
-    cJSON_AddNumberToObject(j, "snapshots", (double)u->snapshots);
-    cJSON_AddNumberToObject(j, "sample_bytes", (double)u->sample_bytes);
-    cJSON_AddNumberToObject(j, "limit_bytes", (double)u->limit_bytes);
-    if (u->pattern >= 0) cJSON_AddStringToObject(j, "memory_pattern", lg_pattern_name((lg_pattern_t)u->pattern));
-    else cJSON_AddNullToObject(j, "memory_pattern");
-    if (u->rank >= 0) cJSON_AddNumberToObject(j, "rank", u->rank);
-    else cJSON_AddNullToObject(j, "rank");
-    if (u->local_rank >= 0) cJSON_AddNumberToObject(j, "local_rank", u->local_rank);
-    else cJSON_AddNullToObject(j, "local_rank");
-    if (u->world_size >= 0) cJSON_AddNumberToObject(j, "world_size", u->world_size);
-    else cJSON_AddNullToObject(j, "world_size");
-    if (u->host) cJSON_AddStringToObject(j, "host", u->host);
-    else cJSON_AddNullToObject(j, "host");
-    cJSON_AddBoolToObject(j, "leaking", u->leaking);
-    cJSON_AddItemToArray(runs, j);
+    cJSON *j = JPTR(cJSON_CreateObject());
+    JCHK(cJSON_AddNumberToObject(j, "pid", u->pid));
+    JCHK(cJSON_AddNumberToObject(j, "ppid", u->ppid));
+    JCHK(cJSON_AddStringToObject(j, "command", u->command));
+    JCHK(cJSON_AddStringToObject(j, "started_by", u->kind));
+    JCHK(cJSON_AddStringToObject(j, "end", u->end_reason));
+    if (u->has_exit) JCHK(cJSON_AddNumberToObject(j, "exit_status", u->exit_status));
+    else JCHK(cJSON_AddNullToObject(j, "exit_status"));
+    if (u->has_signal) JCHK(cJSON_AddNumberToObject(j, "signal", u->signal));
+    else JCHK(cJSON_AddNullToObject(j, "signal"));
+    JCHK(cJSON_AddNumberToObject(j, "duration_s", round2(u->duration_s)));
+    JCHK(cJSON_AddNumberToObject(j, "peak_live_bytes", (double)u->peak_live_bytes));
+    JCHK(cJSON_AddNumberToObject(j, "final_live_bytes", (double)u->final_live_bytes));
+    JCHK(cJSON_AddNumberToObject(j, "dropped_records", (double)u->dropped));
+    JCHK(cJSON_AddNumberToObject(j, "steps", (double)u->steps));
+    JCHK(cJSON_AddNumberToObject(j, "snapshots", (double)u->snapshots));
+    JCHK(cJSON_AddNumberToObject(j, "sample_bytes", (double)u->sample_bytes));
+    JCHK(cJSON_AddNumberToObject(j, "limit_bytes", (double)u->limit_bytes));
+    if (u->pattern >= 0) JCHK(cJSON_AddStringToObject(j, "memory_pattern", lg_pattern_name((lg_pattern_t)u->pattern)));
+    else JCHK(cJSON_AddNullToObject(j, "memory_pattern"));
+    if (u->rank >= 0) JCHK(cJSON_AddNumberToObject(j, "rank", u->rank));
+    else JCHK(cJSON_AddNullToObject(j, "rank"));
+    if (u->local_rank >= 0) JCHK(cJSON_AddNumberToObject(j, "local_rank", u->local_rank));
+    else JCHK(cJSON_AddNullToObject(j, "local_rank"));
+    if (u->world_size >= 0) JCHK(cJSON_AddNumberToObject(j, "world_size", u->world_size));
+    else JCHK(cJSON_AddNullToObject(j, "world_size"));
+    if (u->host) JCHK(cJSON_AddStringToObject(j, "host", u->host));
+    else JCHK(cJSON_AddNullToObject(j, "host"));
+    JCHK(cJSON_AddBoolToObject(j, "leaking", u->leaking));
+    JCHK(cJSON_AddItemToArray(runs, j));
   }
-  cJSON *leaks = cJSON_AddArrayToObject(root, "leaks");
-  for (int j = 0; j < r->nleaks; j++) cJSON_AddItemToArray(leaks, leak_json(r, j));
-  cJSON *sus = cJSON_AddArrayToObject(root, "suspects");
+  cJSON *leaks = JPTR(cJSON_AddArrayToObject(root, "leaks"));
+  for (int j = 0; j < r->nleaks; j++) JCHK(cJSON_AddItemToArray(leaks, leak_json(r, j)));
+  cJSON *sus = JPTR(cJSON_AddArrayToObject(root, "suspects"));
   int top = o->top > 0 ? o->top : 10;
-  for (int i = 0; i < r->nsuspects && i < top; i++) cJSON_AddItemToArray(sus, site_json(r, &r->suspects[i], i + 1, 1));
+  for (int i = 0; i < r->nsuspects && i < top; i++) JCHK(cJSON_AddItemToArray(sus, site_json(r, &r->suspects[i], i + 1, 1)));
   gpus_json(root, r);
-  cJSON *mi = cJSON_AddArrayToObject(root, "minor_growth");
-  for (int i = 0; i < r->nminor && i < top; i++) cJSON_AddItemToArray(mi, site_json(r, &r->minor[i], 0, 0));
-  cJSON *oth = cJSON_AddArrayToObject(root, "largest_non_leaking");
-  for (int i = 0; i < r->nothers; i++) cJSON_AddItemToArray(oth, site_json(r, &r->others[i], 0, 0));
-  char *s = cJSON_Print(root);
+  cJSON *mi = JPTR(cJSON_AddArrayToObject(root, "minor_growth"));
+  for (int i = 0; i < r->nminor && i < top; i++) JCHK(cJSON_AddItemToArray(mi, site_json(r, &r->minor[i], 0, 0)));
+  cJSON *oth = JPTR(cJSON_AddArrayToObject(root, "largest_non_leaking"));
+  for (int i = 0; i < r->nothers; i++) JCHK(cJSON_AddItemToArray(oth, site_json(r, &r->others[i], 0, 0)));
+  char *s = json_oom ? NULL : cJSON_Print(root);
   cJSON_Delete(root);
   if (!s) return -ENOMEM;
   fputs(s, f);

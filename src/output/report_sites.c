@@ -100,7 +100,10 @@ typedef struct pctx {
 static void series_of(const pctx_t *c, const double *v, lgd_series_t *ser) {
   ser->n = 0;
   for (int64_t i = 0; i < c->nsnap; i++)
-    if (!isnan(c->t[i]) && !(c->t[i] > c->run->exit_begin_s)) lgd_series_add(ser, c->t[i], v[i], c->step[i]);
+    if (!isnan(c->t[i]) && !(c->t[i] > c->run->exit_begin_s) && lgd_series_add(ser, c->t[i], v[i], c->step[i])) {
+      lgr_fail(-ENOMEM);
+      return;
+    }
 }
 
 /* Analyses the merged series v; fills the site's result, growth and time to OOM. */
@@ -146,7 +149,7 @@ static double site_flag(const pctx_t *c, const lgr_site_t *s) {
 
 static int load_snapshots(pctx_t *c) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(c->db,
+  if (lgr_prepare(c->db,
                          "SELECT seq, t_ns - (SELECT start_ns FROM processes WHERE proc=?1), step,"
                          " live_bytes, rss_bytes"
                          " FROM snapshots WHERE proc=?1 ORDER BY seq",
@@ -156,17 +159,23 @@ static int load_snapshots(pctx_t *c) {
   int64_t cap = 0;
   double *pt = NULL, *plive = NULL, *prss = NULL;
   size_t pn = 0, pcap = 0;
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  while (lgr_row(st)) {
     int64_t seq = sqlite3_column_int64(st, 0);
     if (seq < 0 || seq > 100000000) continue;
     if (seq >= cap) {
       int64_t nc = cap ? cap * 2 : 256;
       while (nc <= seq) nc *= 2;
       double *nt = realloc(c->t, (size_t)nc * sizeof *nt);
-      if (!nt) break;
+      if (!nt) {
+        lgr_fail(-ENOMEM);
+        break;
+      }
       c->t = nt;
       double *ns = realloc(c->step, (size_t)nc * sizeof *ns);
-      if (!ns) break;
+      if (!ns) {
+        lgr_fail(-ENOMEM);
+        break;
+      }
       c->step = ns;
       for (int64_t i = cap; i < nc; i++) c->t[i] = NAN, c->step[i] = 0;
       cap = nc;
@@ -180,7 +189,10 @@ static int load_snapshots(pctx_t *c) {
       if (a) pt = a;
       if (b) plive = b;
       if (c2) prss = c2;
-      if (!a || !b || !c2) pcap = pn;
+      if (!a || !b || !c2) {
+        pcap = pn;
+        lgr_fail(-ENOMEM); /* the process's curve would be cut short */
+      }
     }
     if (pn < pcap && (pn == 0 || c->t[seq] > pt[pn - 1]) && !(c->t[seq] > c->run->exit_begin_s)) {
       pt[pn] = c->t[seq];
@@ -212,17 +224,18 @@ static void load_flags(pctx_t *c, int max_stack) {
   c->flag_t = malloc((size_t)c->nflag * sizeof *c->flag_t);
   if (!c->flag_t) {
     c->nflag = 0;
+    lgr_fail(-ENOMEM);
     return;
   }
   for (int i = 0; i < c->nflag; i++) c->flag_t[i] = NAN;
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(c->db,
+  if (lgr_prepare(c->db,
                          "SELECT f.stack, min(f.t_ns) - (SELECT start_ns FROM processes WHERE proc=?1)"
                          " FROM flags f WHERE f.proc=?1 GROUP BY f.stack",
                          -1, &st, NULL) != SQLITE_OK)
     return;
   sqlite3_bind_int(st, 1, c->run->proc);
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  while (lgr_row(st)) {
     int id = sqlite3_column_int(st, 0);
     if (id >= 0 && id < c->nflag) c->flag_t[id] = (double)sqlite3_column_int64(st, 1) / 1e9;
   }
@@ -233,9 +246,9 @@ static void load_flags(pctx_t *c, int max_stack) {
  * frames; the others get one when their samples are read). */
 static int key_stacks(pctx_t *c, lgu_strmap_t *keys, int **site_of, int *max_stack) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(c->db, "SELECT max(stack) FROM samples WHERE proc=?", -1, &st, NULL) != SQLITE_OK) return -EIO;
+  if (lgr_prepare(c->db, "SELECT max(stack) FROM samples WHERE proc=?", -1, &st, NULL) != SQLITE_OK) return -EIO;
   sqlite3_bind_int(st, 1, c->run->proc);
-  *max_stack = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+  *max_stack = lgr_row(st) ? sqlite3_column_int(st, 0) : 0;
   sqlite3_finalize(st);
   if (*max_stack < 0 || *max_stack > 100000000) *max_stack = 0;
   *site_of = malloc((size_t)(*max_stack + 1) * sizeof **site_of);
@@ -244,15 +257,15 @@ static int key_stacks(pctx_t *c, lgu_strmap_t *keys, int **site_of, int *max_sta
   /* GPU sites of different devices are different sites (cuda_stacks: made on first use) */
   int *dev_of = calloc((size_t)(*max_stack + 1), sizeof *dev_of);
   if (!dev_of) return -ENOMEM;
-  if (sqlite3_prepare_v2(c->db, "SELECT stack, device FROM cuda_stacks WHERE proc=?", -1, &st, NULL) == SQLITE_OK) {
+  if (lgr_prepare(c->db, "SELECT stack, device FROM cuda_stacks WHERE proc=?", -1, &st, NULL) == SQLITE_OK) {
     sqlite3_bind_int(st, 1, c->run->proc);
-    while (sqlite3_step(st) == SQLITE_ROW) {
+    while (lgr_row(st)) {
       int id = sqlite3_column_int(st, 0);
       if (id >= 0 && id <= *max_stack) dev_of[id] = sqlite3_column_int(st, 1);
     }
     sqlite3_finalize(st);
   }
-  if (sqlite3_prepare_v2(c->db,
+  if (lgr_prepare(c->db,
                          "SELECT f.stack, f.idx, f.function, f.file, f.line, f.module, k.space FROM frames f"
                          " LEFT JOIN stacks k ON k.proc=f.proc AND k.stack=f.stack"
                          " WHERE f.proc=? ORDER BY f.stack, f.idx",
@@ -265,19 +278,26 @@ static int key_stacks(pctx_t *c, lgu_strmap_t *keys, int **site_of, int *max_sta
   char key_space[32];
   int cur = -1;
   char cur_space[16] = "host";
-  int rc = sqlite3_step(st);
+  int rc = lgr_step(st);
   for (;;) {
     int stack = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
     if (stack != cur && cur >= 0 && cur <= *max_stack && k.key[0]) {
       int added = 0;
       int idx = lgu_strmap_get_or_add(keys, k.key, c->nsites, &added);
-      if (idx < 0) break;
+      if (idx < 0) {
+        lgr_fail(idx);
+        break;
+      }
       if (added) {
         if (c->nsites == c->csites) {
-          c->csites = c->csites ? c->csites * 2 : 64;
-          acc_t *na = realloc(c->sites, (size_t)c->csites * sizeof *na);
-          if (!na) break;
+          int cap = c->csites ? c->csites * 2 : 64;
+          acc_t *na = realloc(c->sites, (size_t)cap * sizeof *na);
+          if (!na) {
+            lgr_fail(-ENOMEM);
+            break;
+          }
           c->sites = na;
+          c->csites = cap;
         }
         memset(&c->sites[c->nsites], 0, sizeof c->sites[0]);
         snprintf(c->sites[c->nsites].space, sizeof c->sites[0].space, "%s", cur_space);
@@ -293,7 +313,7 @@ static int key_stacks(pctx_t *c, lgu_strmap_t *keys, int **site_of, int *max_sta
     keyer_row(&k, sqlite3_column_int(st, 1), (const char *)sqlite3_column_text(st, 2),
               (const char *)sqlite3_column_text(st, 3), sqlite3_column_int(st, 4),
               (const char *)sqlite3_column_text(st, 5), key_space);
-    rc = sqlite3_step(st);
+    rc = lgr_step(st);
   }
   sqlite3_finalize(st);
   free(dev_of);
@@ -301,11 +321,12 @@ static int key_stacks(pctx_t *c, lgu_strmap_t *keys, int **site_of, int *max_sta
 }
 
 static acc_t *new_acc(pctx_t *c, const char *space) {
-  if (c->nsites == c->csites) {
-    c->csites = c->csites ? c->csites * 2 : 64;
-    acc_t *na = realloc(c->sites, (size_t)c->csites * sizeof *na);
+  if (c->nsites == c->csites) { /* the capacity grows only with the array */
+    int cap = c->csites ? c->csites * 2 : 64;
+    acc_t *na = realloc(c->sites, (size_t)cap * sizeof *na);
     if (!na) return NULL;
     c->sites = na;
+    c->csites = cap;
   }
   acc_t *a = &c->sites[c->nsites++];
   memset(a, 0, sizeof *a);
@@ -316,7 +337,7 @@ static acc_t *new_acc(pctx_t *c, const char *space) {
 /* Reads every sample of the process into the sites' delta lists. */
 static int read_samples(pctx_t *c, int *site_of, int max_stack) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(c->db,
+  if (lgr_prepare(c->db,
                          "SELECT s.stack, s.seq, s.live_bytes, s.live_blocks, s.alloc_bytes,"
                          " s.alloc_blocks, s.oldest_epoch, k.space FROM samples s"
                          " LEFT JOIN stacks k ON k.proc=s.proc AND k.stack=s.stack"
@@ -324,7 +345,7 @@ static int read_samples(pctx_t *c, int *site_of, int max_stack) {
                          -1, &st, NULL) != SQLITE_OK)
     return -EIO;
   sqlite3_bind_int(st, 1, c->run->proc);
-  int rc = sqlite3_step(st);
+  int rc = lgr_step(st);
   while (rc == SQLITE_ROW) {
     int stack = sqlite3_column_int(st, 0);
     const char *sp = (const char *)sqlite3_column_text(st, 7);
@@ -332,7 +353,10 @@ static int read_samples(pctx_t *c, int *site_of, int max_stack) {
     acc_t *a;
     if (si < 0) {
       a = new_acc(c, sp);
-      if (!a) break;
+      if (!a) {
+        lgr_fail(-ENOMEM);
+        break;
+      }
       if (stack >= 0 && stack <= max_stack) site_of[stack] = c->nsites - 1;
     } else {
       a = &c->sites[si];
@@ -355,7 +379,7 @@ static int read_samples(pctx_t *c, int *site_of, int max_stack) {
         if (a->nd == a->cd) {
           size_t ncap = a->cd ? a->cd * 2 : 16;
           delta_t *nd = realloc(a->d, ncap * sizeof *nd);
-          if (!nd) return -ENOMEM;
+          if (!nd) return sqlite3_finalize(st), -ENOMEM;
           a->d = nd;
           a->cd = ncap;
         }
@@ -364,17 +388,18 @@ static int read_samples(pctx_t *c, int *site_of, int max_stack) {
         pn = (double)blocks;
       }
       if ((double)live > peak) peak = (double)live;
-      rc = sqlite3_step(st);
+      rc = lgr_step(st);
     }
     if (a->nst == a->cst) {
-      a->cst = a->cst ? a->cst * 2 : 4;
-      lgr_stackref_t *ns = realloc(a->st, (size_t)a->cst * sizeof *ns);
-      if (!ns) return -ENOMEM;
+      int cap = a->cst ? a->cst * 2 : 4;
+      lgr_stackref_t *ns = realloc(a->st, (size_t)cap * sizeof *ns);
+      if (!ns) return sqlite3_finalize(st), -ENOMEM;
       a->st = ns;
+      a->cst = cap;
     }
     a->st[a->nst++] = (lgr_stackref_t){stack, live, (int64_t)peak};
     __typeof__(a->rng) nr = realloc(a->rng, (size_t)a->nst * sizeof *nr);
-    if (!nr) return -ENOMEM;
+    if (!nr) return sqlite3_finalize(st), -ENOMEM;
     a->rng = nr;
     a->rng[a->nrng++] = (__typeof__(*a->rng)){stack, from, a->nd - from};
     a->live_blocks += blocks;
@@ -632,7 +657,7 @@ static void find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
       }
       for (int x = 0; x < d; x++) {
         const lgr_frame_t *src = &a->frames[la - d + x];
-        g.all_frames[x] = (lgr_frame_t){strdup(src->function), strdup(src->file), strdup(src->module), src->line,
+        g.all_frames[x] = (lgr_frame_t){lgr_strdup(src->function), lgr_strdup(src->file), lgr_strdup(src->module), src->line,
                                         src->inlined, src->ip};
       }
       g.nall = g.nframes = d;
@@ -696,7 +721,11 @@ int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_re
   int scap = r->nsuspects;
   for (int i = 0; i < c.nsites; i++) {
     acc_t *a = &c.sites[i];
-    if (a->nst == 0 || densify(&c, a) != 0) continue;
+    if (a->nst == 0) continue;
+    if (densify(&c, a) != 0) {
+      lgr_fail(-ENOMEM);
+      break;
+    }
     lgr_site_t site;
     site_from_acc(&c, a, &site);
     /* keep the stack list for the spread search too */
