@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cuda_abi.h - the few CUDA driver API types, constants and structure prefixes that
- * the recorder's CUDA hooks (cuda.c) use, declared here so that leakguard builds
- * without the CUDA toolkit and never links libcuda (it is found at run time, in the
- * program). Values and layouts are those of cuda.h (driver API, stable ABI: the
- * versioned entry points, e.g. cuMemAlloc_v2, never change their parameters).
+ * the recorder's CUDA hooks (cuda.c, cuda_mem.c, cuda_ctx.c) use, declared here so
+ * that leakguard builds without the CUDA toolkit and never links libcuda (it is found
+ * at run time, in the program). Values and layouts are those of cuda.h (driver API,
+ * stable ABI: the versioned entry points, e.g. cuMemAlloc_v2, never change their
+ * parameters).
  */
 #ifndef LG_CAPTURE_CUDA_ABI_H
 #define LG_CAPTURE_CUDA_ABI_H

@@ -7,7 +7,7 @@
  * CUPTI is loaded with dlopen (no build dependency; LEAKGUARD_CUPTI names another
  * library) once a context exists, from inside a wrapper (the recursion guard is held).
  * Its activity records carry an address and no stack: each is attributed to the
- * recorded managed block containing it (cuda.c), and counted in a small table of the
+ * recorded managed block containing it (cuda_mem.c), and counted in a small table of the
  * region header (LG_CUDA_UM_SITES sites, lock-free). Buffers come from mmap; CUPTI
  * delivers them on its own thread every 100 ms (cuptiActivityFlushPeriod) and at exit
  * (an atexit flush, registered after the runtime's, so it runs before its teardown).

@@ -27,12 +27,12 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "capture/recorder.h"
+#include "core/platform.h"
 #include "leakguard.h"
 
 
@@ -80,7 +80,7 @@ void lgi_procs_init(void) {
 /* Marks the region LG_PS_EXECED; returns the state to restore if exec fails (0:
  * nothing marked). */
 static uint32_t exec_mark(void) {
-  if (!lgi_g.enabled || lgi_g.hdr->pid != (int32_t)syscall(SYS_getpid)) return 0;
+  if (!lgi_g.enabled || lgi_g.hdr->pid != (int32_t)lg_sys_getpid()) return 0;
   return atomic_exchange(&lgi_g.hdr->state, LG_PS_EXECED);
 }
 

@@ -2,8 +2,10 @@
 /*
  * recorder.h - internals of libleakguard.so shared by the capture files.
  *
- * preload.c        the interposed functions (malloc family, mmap) and lifecycle
- *                  (lazy init, fork, exec, thread exit)
+ * preload.c        the interposed malloc family (block header, sampling, counting)
+ * lifecycle.c      lazy init, the hello to the collector, per-thread setup and exit,
+ *                  fork and _Fork, LD_PRELOAD for exec'd children, process exit
+ * mmap_table.c     mmap, munmap, mremap and the table of recorded anonymous ranges
  * dl.c             dlopen/dlmopen: RTLD_DEEPBIND dropped, new namespaces reported
  * procs.c          exec family (LG_PS_EXECED) and wait family (reaped-children ring)
  * unwind.c         stack capture: a per-thread cache of verified stacks in front of
@@ -111,27 +113,35 @@ LGI_HIDDEN void lgi_unlock(void);
 LGI_HIDDEN void *lgi_pages_alloc(size_t bytes);
 LGI_HIDDEN void lgi_pages_free(void *p, size_t bytes);
 
-/* ---- preload.c, for the other hooks (cuda.c) */
+/* ---- preload.c, for the other hooks (mmap_table.c, the cuda*.c files) and lifecycle.c */
 
-/* 1 when the process records and this thread is set up (initialising both if needed). */
-LGI_HIDDEN int lgi_thread_ready(lgi_tls_t *t);
 /* Adds bytes/blocks to site in this thread's shard (alloc: also to the allocation
  * totals). The caller holds the recursion guard exactly once. */
 LGI_HIDDEN void lgi_count(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch,
                           int alloc);
 /* The region's epoch (birth time of a block). */
 LGI_HIDDEN uint32_t lgi_epoch(void);
+/* Finds the real allocator (once; a concurrent caller waits for the first). */
+LGI_HIDDEN void lgi_resolve_real(void);
+/* The thread's next Exp(mean) draw: bytes to the next sampled byte. */
+LGI_HIDDEN double lgi_next_exp(lgi_tls_t *t, double mean);
+/* The code of the next allocator when it is not glibc's (else 0, 0): an anonymous
+ * mapping made from [lgi_alloc_lo, lgi_alloc_hi) is its own arena, not recorded. */
+LGI_HIDDEN extern uintptr_t lgi_alloc_lo, lgi_alloc_hi;
 
 /* The `space` argument of lgi_stack_intern/lgi_capture*: lg_space_t in bits 0-7 and,
  * for GPU spaces, the device ordinal in bits 8-15 (sites differ by device). */
 #define LGI_SITE_SPACE(space, dev) ((unsigned)(space) | ((unsigned)((dev) & 0xff) << 8))
 
-/* ---- cuda.c */
+/* ---- cuda_mem.c (CUDA driver API: the records; cuda_impl.h for the CUDA files) */
 
 /* fork: 0 prepare (takes the CUDA table lock), 1 parent, 2 child (release it). */
 LGI_HIDDEN void lgi_cuda_atfork(int phase);
 /* The site of the recorded managed block containing addr (LG_CUDA_UM_UNKNOWN: none). */
 LGI_HIDDEN uint32_t lgi_cuda_managed_site(uint64_t addr);
+
+/* ---- cuda.c */
+
 /* Notes name: what (a line the collector prints once, docs/cuda.md). */
 LGI_HIDDEN void lgi_cuda_note(const char *name, const char *what);
 
@@ -141,8 +151,10 @@ LGI_HIDDEN void lgi_cuda_note(const char *name, const char *what);
  * why when CUPTI is missing, unsupported or taken by another profiler. */
 LGI_HIDDEN void lgi_cuda_um_start(void);
 
-/* ---- preload.c: lifecycle helpers used by the other hooks */
+/* ---- lifecycle.c: lifecycle helpers used by the other hooks */
 
+/* 1 when the process records and this thread is set up (initialising both if needed). */
+LGI_HIDDEN int lgi_thread_ready(lgi_tls_t *t);
 /* The fork handlers (pthread_atfork), also run around _Fork(), which skips them. */
 LGI_HIDDEN void lgi_atfork_prepare(void);
 LGI_HIDDEN void lgi_atfork_parent(void);
@@ -151,6 +163,13 @@ LGI_HIDDEN void lgi_breaker_atfork_child(void); /* breaker.c: restart the watche
 /* One line on stderr with write(2) (no stdio, no allocation); "leakguard: " is
  * prepended and a newline appended. */
 LGI_HIDDEN void lgi_say(const char *a, const char *b, const char *c);
+
+/* ---- mmap_table.c */
+
+/* The lock of the table of recorded ranges, for the fork handlers (lifecycle.c): taken
+ * after the region's lock, dropped in the parent and the child. */
+LGI_HIDDEN void lgi_mm_lock_take(void);
+LGI_HIDDEN void lgi_mm_lock_drop(void);
 
 /* ---- procs.c (exec and wait families) */
 

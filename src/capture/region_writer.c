@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "capture/recorder.h"
+#include "core/platform.h"
 
 void *lgi_pages_alloc(size_t bytes) {
   void *p = (void *)syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE,
@@ -56,7 +57,7 @@ void lgi_lock(void) {
                                               memory_order_relaxed))
       return;
     if (++spins > 64) sched_yield();
-    else __builtin_ia32_pause();
+    else lg_cpu_relax();
   }
 }
 
@@ -126,7 +127,7 @@ int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags) {
     h->magic = LG_REGION_MAGIC;
     h->version = LG_REGION_VERSION;
     h->hdr_size = sizeof(lg_region_hdr_t);
-    h->pid = (int32_t)syscall(SYS_getpid);
+    h->pid = (int32_t)lg_sys_getpid();
     h->ppid = (int32_t)syscall(SYS_getppid);
     h->flags = flags;
     h->max_depth = depth;
@@ -225,7 +226,7 @@ int lgi_region_fork_copy(void) {
   lgi_fd_identity(fd, &lgi_g.fd_dev, &lgi_g.fd_ino);
   lg_region_hdr_t *h = old;
   h->ppid = h->pid;
-  h->pid = (int32_t)syscall(SYS_getpid);
+  h->pid = (int32_t)lg_sys_getpid();
   h->start_ns = now_ns();
   atomic_store(&h->epoch, 0);
   atomic_store(&h->lock, 0);
@@ -236,7 +237,7 @@ int lgi_region_fork_copy(void) {
   uint32_t n = atomic_load(&h->nshards);
   for (uint32_t i = 1; i < n; i++)
     if (&sd[i] != lgi_tls.shard) atomic_store(&sd[i].owner, 0);
-  if (lgi_tls.shard) atomic_store(&lgi_tls.shard->owner, (uint32_t)syscall(SYS_gettid));
+  if (lgi_tls.shard) atomic_store(&lgi_tls.shard->owner, (uint32_t)lg_sys_gettid());
   return 0;
 fail:;
   int err = errno;
@@ -392,7 +393,7 @@ out:
 void lgi_shard_acquire(lgi_tls_t *t) {
   lg_region_hdr_t *h = lgi_g.hdr;
   lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, lg_shard_desc_t *);
-  uint32_t tid = (uint32_t)syscall(SYS_gettid);
+  uint32_t tid = (uint32_t)lg_sys_gettid();
   t->shard = NULL;
   t->shard_atomic = 1;
   if (t->state == 2) goto shared; /* thread destructor already ran */

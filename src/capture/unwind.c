@@ -20,13 +20,13 @@
  */
 #include <pthread.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
 #include "capture/recorder.h"
+#include "core/platform.h"
 
 void lgi_unwind_init(void) {
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
@@ -44,7 +44,7 @@ void lgi_unwind_init(void) {
 extern void *__libc_stack_end;
 static void stack_bounds(lgi_tls_t *t) {
   uintptr_t hi;
-  if (syscall(SYS_gettid) == getpid()) hi = (uintptr_t)__libc_stack_end;
+  if (lg_sys_gettid() == getpid()) hi = (uintptr_t)__libc_stack_end;
   else hi = (uintptr_t)pthread_self();
   t->stack_hi = hi;
   t->stack_lo = hi > ((uintptr_t)1 << 30) ? hi - ((uintptr_t)1 << 30) : 1;

@@ -197,7 +197,7 @@ typedef struct lg_region_hdr {
   uint64_t shards_off;
   uint64_t arena_off;  uint64_t arena_cap;
 
-  /* v2: CUDA (written by src/capture/cuda.c; docs/cuda.md). GPU allocations are
+  /* v2: CUDA (written by src/capture/cuda*.c; docs/cuda.md). GPU allocations are
    * ordinary sites (space device/managed/pinned, device ordinal in the stack record);
    * what is not an allocation with a stack lives here. */
   _Atomic uint32_t cuda_flags;  /* LG_CUDA_* */

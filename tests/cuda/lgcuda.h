@@ -147,7 +147,7 @@ CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t fl
 /* The stand-in driver's own introspection (not CUDA). */
 long standin_calls(const char *impl);          /* calls of one implementation, e.g. "cuMemAllocAsync_ptsz" */
 long long standin_live_bytes(int dev);         /* device memory the stand-in holds for the process */
-int standin_check_bindings(char *report, size_t n); /* see standin_cuda.c */
+int standin_check_bindings(char *report, size_t n); /* see standin_procs.c */
 void *standin_binding(const char *name);       /* what a caller of cuGetProcAddress holds now */
 
 /* Function pointer types (cudaTypedefs.h style). */

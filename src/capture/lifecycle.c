@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lifecycle.c - libleakguard.so: the recorder's lifecycle. Lazy init, the hello to the
+ * collector, per-thread setup, fork, exec and exit.
+ *
+ * Apart from the hooks (preload.c, mmap_table.c) because it is about the process and
+ * its threads, not about blocks: it runs once per process or per thread, around fork
+ * and at exit (lgi_thread_ready, the countdown's slow path, only checks it was done).
+ *
+ * Lazy init on the first hook (before main, in whatever constructor allocates first);
+ * fork (and _Fork): the child copies the region into its own memfd and registers as a
+ * new process through the socket path; exec: the new image starts from scratch (the
+ * socket and memfd are close-on-exec; procs.c marks the region); exit: hooks keep
+ * working, the collector keeps the mapping. The program may close or reuse our
+ * descriptors at any time: they are used only after an fstat identity check. Without
+ * LEAKGUARD_SOCK, or when the collector cannot be reached, the library passes every
+ * call through and the target runs on unrecorded.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <dlfcn.h>
+#include <link.h>
+
+#include "capture/recorder.h"
+#include "core/platform.h"
+#include "leakguard.h"
+
+/* ------------------------------------------------------------------ init */
+
+static _Atomic int init_state; /* 0 not yet, 1 in progress, 2 done */
+static pthread_key_t thread_key;
+
+static unsigned long parse_ul(const char *s, unsigned long dflt) {
+  if (!s || !*s) return dflt;
+  unsigned long v = 0;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9') return dflt;
+    v = v * 10 + (unsigned long)(*s - '0');
+  }
+  return v;
+}
+
+static int send_hello(unsigned kind) {
+  int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  memcpy(a.sun_path, lgi_g.sock_path, sizeof a.sun_path - 1);
+  int rc;
+  do rc = (int)syscall(SYS_connect, s, (struct sockaddr *)&a, sizeof a);
+  while (rc < 0 && errno == EINTR);
+  if (rc < 0) goto fail;
+  lg_hello_t h;
+  memset(&h, 0, sizeof h);
+  h.magic = LG_HELLO_MAGIC;
+  h.version = LG_REGION_VERSION;
+  h.kind = kind;
+  h.pid = lgi_g.hdr->pid;
+  h.ppid = lgi_g.hdr->ppid;
+  h.region_size = lgi_g.hdr->size;
+  ssize_t k = (ssize_t)syscall(SYS_readlink, "/proc/self/exe", h.exe, sizeof h.exe - 1);
+  h.exe[k > 0 ? k : 0] = 0;
+  struct iovec iov = {&h, sizeof h};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  memset(&u, 0, sizeof u);
+  struct msghdr m;
+  memset(&m, 0, sizeof m);
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = u.buf;
+  m.msg_controllen = sizeof u.buf;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &lgi_g.fd, sizeof(int));
+  do rc = (int)syscall(SYS_sendmsg, s, &m, MSG_NOSIGNAL);
+  while (rc < 0 && errno == EINTR);
+  if (rc != (int)sizeof h) goto fail;
+  /* Kept open until exit/exec (close-on-exec). Its EOF is a hint for the collector,
+   * not the proof that we are gone: the program may close it (close_range, dup2),
+   * and the collector then watches the process itself (pidfd). */
+  lgi_g.conn = s;
+  lgi_fd_identity(s, &lgi_g.conn_dev, &lgi_g.conn_ino);
+  return s;
+fail:
+  syscall(SYS_close, s);
+  return -1;
+}
+
+static void thread_exit(void *arg) {
+  (void)arg;
+  lgi_tls_t *t = &lgi_tls;
+  t->guard++;
+  lgi_shard_release(t);
+  lgi_unwind_thread_exit(t);
+  t->state = 2;
+  t->guard--;
+}
+
+void lgi_atfork_prepare(void) {
+  lgi_tls.guard++;
+  if (lgi_g.enabled) {
+    lgi_cuda_atfork(0); /* order: CUDA table, region, mmap table (never held the other way) */
+    lgi_lock(); /* no stack insert is half done while we copy */
+    lgi_mm_lock_take(); /* nor a change of the mmap table */
+  }
+}
+void lgi_atfork_parent(void) {
+  if (lgi_g.enabled) {
+    lgi_cuda_atfork(1);
+    lgi_mm_lock_drop();
+    lgi_unlock();
+  }
+  lgi_tls.guard--;
+}
+
+/* An unrecorded child must stop writing into its parent's region. With the memfd
+ * still ours, a private copy-on-write mapping of it keeps every counter readable;
+ * when the program has closed or reused the descriptor, anonymous pages take the
+ * region's place, with the header copied (the rest reads as zeros, and nothing is
+ * recorded any more). */
+static void region_make_private(void) {
+  lg_region_hdr_t *h = lgi_g.hdr;
+  size_t size = h->size;
+  if (lgi_fd_is(lgi_g.fd, lgi_g.fd_dev, lgi_g.fd_ino)) {
+    void *p = (void *)syscall(SYS_mmap, h, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, lgi_g.fd, 0);
+    if (p == (void *)h) return;
+  }
+  lg_region_hdr_t copy;
+  memcpy(&copy, h, sizeof copy);
+  void *p = (void *)syscall(SYS_mmap, h, size, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  if (p == (void *)h) memcpy(h, &copy, sizeof copy);
+}
+
+void lgi_atfork_child(void) {
+  if (lgi_g.enabled) {
+    lgi_cuda_atfork(2);
+    lgi_mm_lock_drop();
+    lgi_unlock();
+    /* The parent's connection is the parent's: closed here (if the descriptor is
+     * still it) so that its EOF follows the parent alone. */
+    if (lgi_fd_is(lgi_g.conn, lgi_g.conn_dev, lgi_g.conn_ino)) syscall(SYS_close, lgi_g.conn);
+    lgi_g.conn = -1;
+    if (!lgi_g.follow || lgi_region_fork_copy() != 0 || send_hello(LG_HELLO_FORK) < 0) {
+      /* Unrecorded child: make it stop writing into the parent's region. */
+      lgi_g.enabled = 0;
+      region_make_private();
+    }
+  }
+  if (!lgi_g.enabled) lgi_tls.countdown = INT64_MAX;
+  else if (lgi_g.sample_bytes) { /* a sample stream of its own, not the parent's */
+    lgi_tls.rng ^= (uint64_t)lg_sys_getpid() * 0x9E3779B97F4A7C15ULL;
+    if (!lgi_tls.rng) lgi_tls.rng = 1;
+    lgi_tls.countdown = (int64_t)lgi_next_exp(&lgi_tls, (double)lgi_g.sample_bytes);
+  }
+  else lgi_tls.countdown = 0;
+  lgi_breaker_atfork_child();
+  lgi_tls.guard--;
+}
+
+/* _Fork() (glibc 2.34) runs no pthread_atfork handlers: without this its child would
+ * keep writing into the parent's region. */
+LG_API pid_t _Fork(void) {
+  static pid_t (*real)(void);
+  if (!real) real = (pid_t(*)(void))dlsym(RTLD_NEXT, "_Fork");
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  lgi_atfork_prepare();
+  pid_t pid = real();
+  if (pid == 0) lgi_atfork_child();
+  else lgi_atfork_parent();
+  return pid;
+}
+
+void lgi_say(const char *a, const char *b, const char *c) {
+  char buf[512];
+  size_t n = 0;
+  const char *parts[] = {"leakguard: ", a, b, c};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    for (const char *q = parts[i]; q && *q && n < sizeof buf - 1; q++) buf[n++] = *q;
+  buf[n++] = '\n';
+  for (size_t off = 0; off < n;) {
+    ssize_t k = (ssize_t)syscall(SYS_write, 2, buf + off, n - off);
+    if (k > 0) off += (size_t)k;
+    else if (k < 0 && errno == EINTR) continue;
+    else break;
+  }
+}
+
+/* Removes our library from LD_PRELOAD so that exec'd children run unrecorded. */
+static void drop_preload_env(void) {
+  extern char **environ;
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "LD_PRELOAD=", 11) != 0) continue;
+    char *v = *e + 11, *w = v;
+    /* Keep every entry that is not a libleakguard.so. The string is rewritten in
+     * place (it only shrinks), so no allocation is needed. */
+    char *r = v;
+    while (*r) {
+      while (*r == ' ' || *r == ':') r++;
+      char *s = r;
+      while (*r && *r != ' ' && *r != ':') r++;
+      size_t len = (size_t)(r - s);
+      if (len == 0) break;
+      int ours = len >= 15 && memcmp(r - 15, "libleakguard.so", 15) == 0;
+      if (!ours) {
+        if (w != v) *w++ = ':';
+        memmove(w, s, len);
+        w += len;
+      }
+    }
+    *w = 0;
+  }
+}
+
+/* Says so (one line) when the program's malloc is not ours: another allocator comes
+ * before libleakguard.so in the search order (e.g. LD_PRELOAD=libjemalloc.so:...),
+ * so its blocks never pass through the hooks and nothing is recorded. Not a crash
+ * risk: our hooks then never see those blocks. */
+static void check_first_malloc(void) {
+  void *first = dlsym(RTLD_DEFAULT, "malloc");
+  Dl_info di, me;
+  const ElfW(Sym) *sym = NULL;
+  if (!first || !dladdr((void *)check_first_malloc, &me)) return;
+  if (!dladdr1(first, &di, (void **)&sym, RTLD_DL_SYMENT)) return;
+  /* A non-PIE program that takes malloc's address gets a canonical PLT entry, an
+   * undefined symbol with a value: not a definition, it leads to ours. */
+  if (sym && sym->st_shndx == SHN_UNDEF) return;
+  if (di.dli_fbase != me.dli_fbase) {
+    const char *who = di.dli_fname ? di.dli_fname : "another library";
+    lgi_say("the program's malloc is ", who, "'s, which comes before leakguard's: heap allocations are not recorded");
+  }
+}
+
+/* Returns 0 when done, -EAGAIN when it is too early (before libc has set up the
+ * environment, e.g. in a .preinit_array function): allocations pass through until a
+ * later hook or our constructor retries. */
+static int do_init(void) {
+  extern char **environ;
+  if (!environ) return -EAGAIN;
+  lgi_tls.guard++;
+  lgi_resolve_real();
+  lgi_procs_init();
+  const char *sock = secure_getenv(LG_ENV_SOCK);
+  unsigned long depth = parse_ul(secure_getenv(LG_ENV_DEPTH), LG_DEFAULT_DEPTH);
+  if (depth < 1) depth = 1;
+  if (depth > LG_MAX_DEPTH) depth = LG_MAX_DEPTH;
+  lgi_g.depth = (uint32_t)depth;
+  lgi_g.sample_bytes = parse_ul(secure_getenv(LG_ENV_SAMPLE), 0);
+  const char *fol = secure_getenv(LG_ENV_FOLLOW);
+  lgi_g.follow = !(fol && fol[0] == '0');
+  const char *mm = secure_getenv(LG_ENV_MMAP);
+  uint32_t flags = (lgi_g.follow ? LG_RF_FOLLOW : 0) | ((mm && mm[0] == '0') ? 0 : LG_RF_MMAP);
+  if (!lgi_g.follow) drop_preload_env();
+  if (sock && *sock && strlen(sock) < sizeof lgi_g.sock_path) {
+    memcpy(lgi_g.sock_path, sock, strlen(sock) + 1);
+    lgi_unwind_init();
+    lgi_python_detect();
+    if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, flags) == 0) {
+      if (send_hello(LG_HELLO_START) >= 0) {
+        pthread_key_create(&thread_key, thread_exit);
+        pthread_atfork(lgi_atfork_prepare, lgi_atfork_parent, lgi_atfork_child);
+        lgi_g.enabled = 1;
+      } else {
+        static const char msg[] = "leakguard: collector not reachable, running unrecorded\n";
+        (void)!write(2, msg, sizeof msg - 1);
+      }
+    }
+  }
+  if (lgi_g.enabled) check_first_malloc();
+  atomic_store(&init_state, 2);
+  lgi_tls.guard--;
+  return 0;
+}
+
+/* Runs do_init once; 1 when initialised, 0 when not (yet). */
+static int try_init(void) {
+  int s = atomic_load_explicit(&init_state, memory_order_acquire);
+  if (s == 2) return 1;
+  int z = 0;
+  if (s != 0 || !atomic_compare_exchange_strong(&init_state, &z, 1)) return 0;
+  if (do_init() != 0) {
+    atomic_store(&init_state, 0);
+    return 0;
+  }
+  return 1;
+}
+
+/* Slow path of the per-thread countdown: initialises the process and the thread.
+ * Returns 1 when this allocation is to be recorded. */
+int lgi_thread_ready(lgi_tls_t *t) {
+  if (!try_init()) return 0; /* too early, or another thread is initialising */
+  if (!lgi_g.enabled) {
+    t->countdown = INT64_MAX;
+    return 0;
+  }
+  if (t->state == 0) {
+    t->guard++;
+    t->state = 1;
+    t->rng = (uint64_t)lg_sys_gettid() * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+    pthread_setspecific(thread_key, t);
+    lgi_shard_acquire(t);
+    t->guard--;
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------------ constructor, exit */
+
+/* Make sure the recorder is set up before main even if nothing allocates. */
+__attribute__((constructor)) static void lg_ctor(void) {
+  try_init();
+}
+
+/* The process has begun to exit: what it frees from now on is teardown (the report
+ * leaves it out, however long it takes). */
+LG_API void lg_exiting(void) {
+  /* a vfork child shares its parent's memory: only the region's own process marks */
+  if (!lgi_g.enabled || (int32_t)lg_sys_getpid() != lgi_g.hdr->pid) return;
+  uint32_t running = LG_PS_RUNNING;
+  atomic_compare_exchange_strong(&lgi_g.hdr->state, &running, LG_PS_EXITING);
+}
+
+/* exit() runs atexit handlers and destructors (C++ statics, libraries) before the
+ * process ends: the start of the teardown. */
+LG_API __attribute__((noreturn)) void exit(int status) {
+  static void (*real_exit)(int);
+  lg_exiting();
+  if (!real_exit) real_exit = (void (*)(int))dlsym(RTLD_NEXT, "exit");
+  if (real_exit) real_exit(status);
+  syscall(SYS_exit_group, status); /* not reached: glibc's exit does not return */
+  __builtin_unreachable();
+}
+
+__attribute__((destructor)) static void lg_dtor(void) {
+  lg_exiting();
+}
