@@ -256,11 +256,12 @@ int lgc_accept_hello(lgc_collector_t *c) {
     snprintf(prev->m.end_reason, sizeof prev->m.end_reason, "exec");
     lgc_store_proc(c, prev);
   }
-  if (c->nprocs == c->cap) {
-    c->cap = c->cap ? c->cap * 2 : 8;
-    lgc_proc_t **np = realloc(c->procs, (size_t)c->cap * sizeof *np);
+  if (c->nprocs == c->cap) { /* the capacity grows only with the array */
+    int cap = c->cap ? c->cap * 2 : 8;
+    lgc_proc_t **np = realloc(c->procs, (size_t)cap * sizeof *np);
     if (!np) goto fail;
     c->procs = np;
+    c->cap = cap;
   }
   lgc_proc_t *p = calloc(1, sizeof *p);
   if (!p) goto fail;
