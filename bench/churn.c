@@ -232,8 +232,8 @@ int main(int argc, char **argv) {
     sum += w[t].sum;
   }
   double el = now() - t0;
-  printf("churn: threads=%u ws=%u ops=%llu seconds=%.3f allocs_per_s=%.0f check=%llu", g_threads,
-         g_ws, (unsigned long long)total, el, (double)total / el, (unsigned long long)(sum & 0xff));
+  printf("churn: threads=%u ws=%u ops=%llu seconds=%.3f allocs_per_s=%.0f check=%llu", g_threads, g_ws,
+         (unsigned long long)total, el, (double)total / el, (unsigned long long)(sum & 0xff));
   static const char *const keys[] = {"VmHWM", "RssShmem"};
   print_status(keys, 2);
   printf("\n");

@@ -26,36 +26,31 @@
 
 enum { NSER = 28, BATCH = 32, LEN = 512 };
 
-static double now_ns(void)
-{
+static double now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
+static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
 /* Sums allocated sections of one object file with size -A; returns bytes or -1. */
-static long object_size(const char *path)
-{
+static long object_size(const char *path) {
   char cmd[4600], line[512];
   snprintf(cmd, sizeof cmd, "size -A '%s' 2>/dev/null", path);
   FILE *p = popen(cmd, "r");
-  if (!p)
-    return -1;
+  if (!p) return -1;
   long total = 0;
   int seen = 0;
   while (fgets(line, sizeof line, p)) {
     char name[256];
     long sz;
-    if (sscanf(line, "%255s %ld", name, &sz) != 2)
-      continue;
-    if (!strncmp(name, ".text", 5) || !strncmp(name, ".rodata", 7) ||
-        !strncmp(name, ".data", 5) || !strncmp(name, ".bss", 4)) {
+    if (sscanf(line, "%255s %ld", name, &sz) != 2) continue;
+    if (!strncmp(name, ".text", 5) || !strncmp(name, ".rodata", 7) || !strncmp(name, ".data", 5) ||
+        !strncmp(name, ".bss", 4)) {
       total += sz;
       seen = 1;
     }
@@ -63,11 +58,9 @@ static long object_size(const char *path)
   return pclose(p) == 0 && seen ? total : -1;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
   int batches = 2000;
-  if (argc == 3 && !strcmp(argv[1], "--batches"))
-    batches = atoi(argv[2]);
+  if (argc == 3 && !strcmp(argv[1], "--batches")) batches = atoi(argv[2]);
   if (batches < 10) {
     fprintf(stderr, "usage: classify-bench [--batches N>=10]\n");
     return 2;
@@ -80,8 +73,7 @@ int main(int argc, char **argv)
   lgi_gen_series_t *s = malloc(sizeof *s);
   for (uint64_t k = 0; got < NSER && s; k++) {
     lgi_gen_make(LGI_GEN_TEST, k, s);
-    if (s->n < LEN || s->label != got % LG_PATTERN_COUNT)
-      continue;
+    if (s->n < LEN || s->label != got % LG_PATTERN_COUNT) continue;
     /* keep the first LEN samples of a longer series: still a valid curve */
     memcpy(t[got], s->t, sizeof t[got]);
     memcpy(v[got], s->v, sizeof v[got]);
@@ -90,14 +82,12 @@ int main(int argc, char **argv)
     got++;
   }
   free(s);
-  if (got < NSER)
-    return 1;
+  if (got < NSER) return 1;
 
   lg_pattern_t out;
   double probs[LG_PATTERN_COUNT], sink = 0;
   for (int i = 0; i < 2000; i++) { /* warm-up */
-    lg_classify(t[i % NSER], v[i % NSER], has_rss[i % NSER] ? r[i % NSER] : NULL, LEN, &out,
-                probs);
+    lg_classify(t[i % NSER], v[i % NSER], has_rss[i % NSER] ? r[i % NSER] : NULL, LEN, &out, probs);
     sink += probs[0];
   }
   double *per = malloc(batches * sizeof *per);
@@ -129,9 +119,7 @@ int main(int argc, char **argv)
     total += sz > 0 ? sz : 0;
   }
   if (ok && total)
-    printf("  total %.1f KiB (model parameters: %.1f KiB)\n", total / 1024.0,
-           sizeof(lgi_classify_model_t) / 1024.0);
-  else
-    printf("  (size(1) not available or no object files)\n");
+    printf("  total %.1f KiB (model parameters: %.1f KiB)\n", total / 1024.0, sizeof(lgi_classify_model_t) / 1024.0);
+  else printf("  (size(1) not available or no object files)\n");
   return 0;
 }

@@ -31,12 +31,12 @@ static double now_ns(void) {
   return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-#define CHECK(x)                                             \
-  do {                                                       \
-    if ((x) != 0) {                                          \
-      fprintf(stderr, "cuda_cost: %s failed\n", #x);         \
-      exit(1);                                               \
-    }                                                        \
+#define CHECK(x)                                                                                                       \
+  do {                                                                                                                 \
+    if ((x) != 0) {                                                                                                    \
+      fprintf(stderr, "cuda_cost: %s failed\n", #x);                                                                   \
+      exit(1);                                                                                                         \
+    }                                                                                                                  \
   } while (0)
 
 static double pass_sync(long n) {

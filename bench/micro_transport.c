@@ -104,9 +104,7 @@ static void *producer(void *arg) {
     uint64_t r = rnd(&s);
     rec_t rec = {(uint32_t)(r % NSITES), 0, 16 + (r >> 52), r & ~15ULL, i};
     switch (g_mode) {
-    case M_PIPE1:
-      write_all(g_pipe[1], &rec, sizeof rec);
-      break;
+    case M_PIPE1: write_all(g_pipe[1], &rec, sizeof rec); break;
     case M_PIPE4K:
       memcpy(buf + used, &rec, sizeof rec);
       used += sizeof rec;

@@ -93,8 +93,7 @@ static __attribute__((noinline, optimize("no-omit-frame-pointer"))) int walk_fp(
   uint64_t ips[MAXF];
   int n = 0;
   const uintptr_t *fp = __builtin_frame_address(0);
-  while (n < MAXF && (uintptr_t)fp >= g_stack_lo && (uintptr_t)fp + 16 <= g_stack_hi &&
-         ((uintptr_t)fp & 7) == 0) {
+  while (n < MAXF && (uintptr_t)fp >= g_stack_lo && (uintptr_t)fp + 16 <= g_stack_hi && ((uintptr_t)fp & 7) == 0) {
     uintptr_t ra = fp[1];
     if (!ra) break;
     ips[n++] = ra;
@@ -116,7 +115,7 @@ static const struct {
                  {"frame-pointer", walk_fp}};
 
 static __attribute__((noinline, optimize("no-omit-frame-pointer"))) int time_walk(unsigned d, walker_fn fn,
-                                                                                 double *ns) {
+                                                                                  double *ns) {
   if (d) {
     int n = time_walk(d - 1, fn, ns);
     __asm__ volatile("" : : "r"(n) : "memory");
@@ -189,8 +188,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--unw-cache") && i + 1 < argc) {
       const char *c = argv[++i];
       policy = !strcmp(c, "none") ? UNW_CACHE_NONE : !strcmp(c, "global") ? UNW_CACHE_GLOBAL : UNW_CACHE_PER_THREAD;
-    }
-    else {
+    } else {
       fprintf(stderr, "usage: micro_unwind (--walk | --alloc) [--depth D[,D...]] [--iters N] [--unw-cache P]\n");
       return 2;
     }
@@ -211,8 +209,7 @@ int main(int argc, char **argv) {
       for (size_t k = 0; k < sizeof g_walkers / sizeof g_walkers[0]; k++) {
         double ns = 0;
         int n = time_walk(d, g_walkers[k].fn, &ns);
-        printf("micro_unwind: walk method=%s depth=%u frames=%d ns_per_walk=%.1f\n", g_walkers[k].name,
-               d, n, ns);
+        printf("micro_unwind: walk method=%s depth=%u frames=%d ns_per_walk=%.1f\n", g_walkers[k].name, d, n, ns);
       }
     }
     if (alloc) {

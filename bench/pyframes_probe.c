@@ -31,8 +31,7 @@ LGT_API double lgt_bench(int what, long iters, int *nframes);
 lgi_global_t lgi_g;
 static atomic_flag lock = ATOMIC_FLAG_INIT;
 void lgi_lock(void) {
-  while (atomic_flag_test_and_set_explicit(&lock, memory_order_acquire)) {
-  }
+  while (atomic_flag_test_and_set_explicit(&lock, memory_order_acquire)) {}
 }
 void lgi_unlock(void) { atomic_flag_clear_explicit(&lock, memory_order_release); }
 void *lgi_pages_alloc(size_t bytes) {
@@ -110,21 +109,17 @@ LGT_API double lgt_bench(int what, long iters, int *nframes) {
   double t0 = now_ns();
   for (long i = 0; i < iters; i++) {
     switch (what) {
-      case 0:
-        sink += lgi_python_frames(&tls, ids, 64);
-        break;
-      case 1:
-        if (tls.pycache) memset(tls.pycache, 0, 16384);
-        sink += lgi_python_frames(&tls, ids, 64);
-        break;
-      case 2: {
-        void *volatile p = malloc(64);
-        free(p);
-        break;
-      }
-      default:
-        sink += (unsigned)unw_backtrace(bt, 128);
-        break;
+    case 0: sink += lgi_python_frames(&tls, ids, 64); break;
+    case 1:
+      if (tls.pycache) memset(tls.pycache, 0, 16384);
+      sink += lgi_python_frames(&tls, ids, 64);
+      break;
+    case 2: {
+      void *volatile p = malloc(64);
+      free(p);
+      break;
+    }
+    default: sink += (unsigned)unw_backtrace(bt, 128); break;
     }
   }
   (void)sink;

@@ -69,7 +69,7 @@ LG_API void lg_exiting(void);
  * recorded by the CUDA driver-API hooks (docs/cuda.md), with the GPU's ordinal. */
 typedef enum lg_space {
   LG_SPACE_HOST = 0,
-  LG_SPACE_MMAP = 1,     /* anonymous mmap(2) regions, recorded as their own kind */
+  LG_SPACE_MMAP = 1, /* anonymous mmap(2) regions, recorded as their own kind */
   LG_SPACE_DEVICE = 2,
   LG_SPACE_MANAGED = 3,
   LG_SPACE_PINNED = 4,
@@ -102,7 +102,7 @@ typedef struct lg_cuda_stats {
   int64_t pool_reserved_bytes, pool_used_bytes;      /* stream-ordered pools (last read) */
   uint64_t total_bytes;                              /* the device's memory, 0 unknown */
   uint32_t contexts, contexts_recreated;
-  uint64_t gc_without_cuda_cleanup;                  /* process-wide, see above */
+  uint64_t gc_without_cuda_cleanup; /* process-wide, see above */
 } lg_cuda_stats_t;
 
 /* Devices used in this process (highest ordinal + 1); 0 when none or not recording. */
@@ -206,8 +206,8 @@ LG_API int lg_pattern_is_leak(lg_pattern_t p);
  *  probs    optional, receives LG_PATTERN_COUNT probabilities summing to 1
  * Returns 0, -EINVAL for n < 8 or NULL t/v/out, -EDOM for NaN/Inf or time that is not
  * strictly increasing. Thread-safe, no allocation, O(n). */
-LG_API int lg_classify(const double *t, const double *v, const double *rss, size_t n,
-                       lg_pattern_t *out, double probs[LG_PATTERN_COUNT]);
+LG_API int lg_classify(const double *t, const double *v, const double *rss, size_t n, lg_pattern_t *out,
+                       double probs[LG_PATTERN_COUNT]);
 
 #ifdef __cplusplus
 }

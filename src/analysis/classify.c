@@ -21,41 +21,75 @@
 #include <string.h>
 
 static const char *const pattern_names[LG_PATTERN_COUNT] = {
-  "stable", "linear-leak", "accelerating-leak", "step-leak",
-  "plateau", "sawtooth", "fragmentation",
+    "stable", "linear-leak", "accelerating-leak", "step-leak", "plateau", "sawtooth", "fragmentation",
 };
 
 /* Stable name of a pattern; NULL when p is out of range. */
-LG_API const char *lg_pattern_name(lg_pattern_t p)
-{
-  if ((unsigned)p >= (unsigned)LG_PATTERN_COUNT)
-    return NULL;
+LG_API const char *lg_pattern_name(lg_pattern_t p) {
+  if ((unsigned)p >= (unsigned)LG_PATTERN_COUNT) return NULL;
   return pattern_names[p];
 }
 
 /* 1 for linear-leak, accelerating-leak and step-leak, else 0. */
-LG_API int lg_pattern_is_leak(lg_pattern_t p)
-{
-  return p == LG_PATTERN_LINEAR_LEAK || p == LG_PATTERN_ACCELERATING_LEAK ||
-         p == LG_PATTERN_STEP_LEAK;
+LG_API int lg_pattern_is_leak(lg_pattern_t p) {
+  return p == LG_PATTERN_LINEAR_LEAK || p == LG_PATTERN_ACCELERATING_LEAK || p == LG_PATTERN_STEP_LEAK;
 }
 
 static const char *const feature_names[LGI_F_PROFILE] = {
-  "log_n", "lin_slope", "lin_r2", "quad_c", "quad_gain", "slope_first", "slope_mid",
-  "slope_last", "accel", "ts_floor", "ts_ceil", "ts_mean", "mk_tau", "spread",
-  "drawdown", "up_frac", "t50", "t90", "growth", "jump_up_count", "jump_down_count",
-  "jump_up_mass", "jump_down_mass", "jump_up_max", "jump_down_max", "resid", "noise",
-  "zero_cross", "acf1", "acf_peak", "acf_lag", "outliers", "last_vs_max", "has_rss",
-  "rss_growth", "live_growth_rss", "rss_excess", "rss_vs_live", "rss_tau", "rss_t50",
-  "vn_ratio", "hinge_gain", "hinge_at",
-  "post_curv", "res_skew", "res_kurt", "res_geary", "inc_skew", "rel_spread",
+    "log_n",
+    "lin_slope",
+    "lin_r2",
+    "quad_c",
+    "quad_gain",
+    "slope_first",
+    "slope_mid",
+    "slope_last",
+    "accel",
+    "ts_floor",
+    "ts_ceil",
+    "ts_mean",
+    "mk_tau",
+    "spread",
+    "drawdown",
+    "up_frac",
+    "t50",
+    "t90",
+    "growth",
+    "jump_up_count",
+    "jump_down_count",
+    "jump_up_mass",
+    "jump_down_mass",
+    "jump_up_max",
+    "jump_down_max",
+    "resid",
+    "noise",
+    "zero_cross",
+    "acf1",
+    "acf_peak",
+    "acf_lag",
+    "outliers",
+    "last_vs_max",
+    "has_rss",
+    "rss_growth",
+    "live_growth_rss",
+    "rss_excess",
+    "rss_vs_live",
+    "rss_tau",
+    "rss_t50",
+    "vn_ratio",
+    "hinge_gain",
+    "hinge_at",
+    "post_curv",
+    "res_skew",
+    "res_kurt",
+    "res_geary",
+    "inc_skew",
+    "rel_spread",
 };
 
 /* Name of feature i; profile features are all called "profile". NULL if out of range. */
-const char *lgi_classify_feature_name(int i)
-{
-  if (i < 0 || i >= LGI_CLS_NFEAT)
-    return NULL;
+const char *lgi_classify_feature_name(int i) {
+  if (i < 0 || i >= LGI_CLS_NFEAT) return NULL;
   return i < LGI_F_PROFILE ? feature_names[i] : "profile";
 }
 
@@ -64,8 +98,7 @@ const char *lgi_classify_feature_name(int i)
 /* k-th smallest of a[0..n-1] (Hoare-partition selection with a median-of-three pivot,
  * insertion sort below 12 elements; reorders a, leaving a[0..k-1] <= a[k] <= a[k+1..]).
  * n >= 1, k < n. */
-static double kth(double *a, long n, long k)
-{
+static double kth(double *a, long n, long k) {
   long lo = 0, hi = n - 1;
   while (hi - lo >= 12) {
     long md = lo + (hi - lo) / 2;
@@ -73,10 +106,8 @@ static double kth(double *a, long n, long k)
     double x = p < q ? (q < r ? q : (p < r ? r : p)) : (p < r ? p : (q < r ? r : q));
     long i = lo, j = hi;
     do {
-      while (a[i] < x)
-        i++;
-      while (x < a[j])
-        j--;
+      while (a[i] < x) i++;
+      while (x < a[j]) j--;
       if (i <= j) {
         double tmp = a[i];
         a[i] = a[j];
@@ -85,12 +116,9 @@ static double kth(double *a, long n, long k)
         j--;
       }
     } while (i <= j);
-    if (k <= j)
-      hi = j;
-    else if (k >= i)
-      lo = i;
-    else
-      return a[k]; /* j < k < i: a[k] == x, in place */
+    if (k <= j) hi = j;
+    else if (k >= i) lo = i;
+    else return a[k]; /* j < k < i: a[k] == x, in place */
   }
   for (long i = lo + 1; i <= hi; i++) {
     double x = a[i];
@@ -107,125 +135,95 @@ static double kth(double *a, long n, long k)
 /* Copies at most LGI_CLS_SEL evenly strided elements of src[0..m-1] to dst (robust
  * statistics are estimated on this subsample to bound their cost); returns the count. */
 #define LGI_CLS_SEL 128
-static long strided(const double *src, long m, double *dst)
-{
+static long strided(const double *src, long m, double *dst) {
   if (m <= LGI_CLS_SEL) {
     memcpy(dst, src, (size_t)m * sizeof *dst);
     return m;
   }
-  for (long k = 0; k < LGI_CLS_SEL; k++)
-    dst[k] = src[k * m / LGI_CLS_SEL];
+  for (long k = 0; k < LGI_CLS_SEL; k++) dst[k] = src[k * m / LGI_CLS_SEL];
   return LGI_CLS_SEL;
 }
 
 /* Median of three values. */
-static double med3(double a, double b, double c)
-{
+static double med3(double a, double b, double c) {
   if (a > b) {
     double tmp = a;
     a = b;
     b = tmp;
   }
-  if (b > c)
-    b = c;
+  if (b > c) b = c;
   return a > b ? a : b;
 }
 
 /* Clamps x to [lo, hi]. */
-static double clampd(double x, double lo, double hi)
-{
-  return x < lo ? lo : (x > hi ? hi : x);
-}
+static double clampd(double x, double lo, double hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 /* Signed log: sign(x) * log1p(|x|). */
-static double slog(double x)
-{
-  return x < 0 ? -log1p(-x) : log1p(x);
-}
+static double slog(double x) { return x < 0 ? -log1p(-x) : log1p(x); }
 
 /* Least-squares slope of y over x from running sums; 0 when undetermined. */
-static double ols_slope(double cnt, double sx, double sy, double sxx, double sxy)
-{
+static double ols_slope(double cnt, double sx, double sy, double sxx, double sxy) {
   double den = cnt * sxx - sx * sx;
-  if (cnt < 2 || den <= 1e-18 * cnt * cnt)
-    return 0.0;
+  if (cnt < 2 || den <= 1e-18 * cnt * cnt) return 0.0;
   return (cnt * sxy - sx * sy) / den;
 }
 
 /* Theil-Sen slope of (x[i], y[i]), i < k (k <= LGI_CLS_WIN); 0 when k < 2. */
-static double theil_sen(const double *x, const double *y, int k)
-{
+static double theil_sen(const double *x, const double *y, int k) {
   double s[LGI_CLS_WIN * (LGI_CLS_WIN - 1) / 2];
   long ns = 0;
   for (int i = 0; i < k; i++)
-    for (int j = i + 1; j < k; j++)
-      s[ns++] = (y[j] - y[i]) / (x[j] - x[i]);
+    for (int j = i + 1; j < k; j++) s[ns++] = (y[j] - y[i]) / (x[j] - x[i]);
   return ns ? kth(s, ns, ns / 2) : 0.0;
 }
 
 /* Mann-Kendall tau of the equally spaced sequence y[0..k-1]. */
-static double mk_tau(const double *y, int k)
-{
+static double mk_tau(const double *y, int k) {
   double s = 0;
   for (int i = 0; i < k; i++)
-    for (int j = i + 1; j < k; j++)
-      s += (y[j] > y[i]) - (y[j] < y[i]);
+    for (int j = i + 1; j < k; j++) s += (y[j] > y[i]) - (y[j] < y[i]);
   return k > 1 ? s / (0.5 * k * (k - 1)) : 0.0;
 }
 
 /* Fills empty cells (cnt[i] == 0) of y[0..k-1] by linear interpolation between the
  * nearest filled cells (nearest value at the ends). At least one cell is filled. */
-static void fill_gaps(double *y, const int *cnt, int k)
-{
+static void fill_gaps(double *y, const int *cnt, int k) {
   int prev = -1;
   for (int i = 0; i < k; i++) {
-    if (!cnt[i])
-      continue;
+    if (!cnt[i]) continue;
     if (prev < 0) {
-      for (int j = 0; j < i; j++)
-        y[j] = y[i];
+      for (int j = 0; j < i; j++) y[j] = y[i];
     } else {
-      for (int j = prev + 1; j < i; j++)
-        y[j] = y[prev] + (y[i] - y[prev]) * (double)(j - prev) / (double)(i - prev);
+      for (int j = prev + 1; j < i; j++) y[j] = y[prev] + (y[i] - y[prev]) * (double)(j - prev) / (double)(i - prev);
     }
     prev = i;
   }
-  for (int j = prev + 1; j < k; j++)
-    y[j] = y[prev];
+  for (int j = prev + 1; j < k; j++) y[j] = y[prev];
 }
 
 /* First window centre at which y (k filled window means) has risen by frac of its
  * net growth g measured from base; def when g is not positive. */
-static double rise_time(const double *y, int k, double base, double g, double frac, double def)
-{
-  if (!(g > 0))
-    return def;
+static double rise_time(const double *y, int k, double base, double g, double frac, double def) {
+  if (!(g > 0)) return def;
   for (int i = 0; i < k; i++)
-    if (y[i] - base >= frac * g)
-      return (i + 0.5) / k;
+    if (y[i] - base >= frac * g) return (i + 0.5) / k;
   return 1.0;
 }
 
 /* ------------------------------------------------------------------ features */
 
-int lgi_classify_features(const double *t, const double *v, const double *rss, size_t n,
-                          double f[LGI_CLS_NFEAT])
-{
-  if (!t || !v || !f || n < 8)
-    return -EINVAL;
+int lgi_classify_features(const double *t, const double *v, const double *rss, size_t n, double f[LGI_CLS_NFEAT]) {
+  if (!t || !v || !f || n < 8) return -EINVAL;
   for (size_t i = 0; i < n; i++) {
-    if (!isfinite(t[i]) || !isfinite(v[i]) || (rss && !isfinite(rss[i])))
-      return -EDOM;
-    if (i && !(t[i] > t[i - 1]))
-      return -EDOM;
+    if (!isfinite(t[i]) || !isfinite(v[i]) || (rss && !isfinite(rss[i]))) return -EDOM;
+    if (i && !(t[i] > t[i - 1])) return -EDOM;
   }
 
   /* 0. Teardown: a program that frees its data at exit ends with a collapse in its
    * last sample or two (to under half of a positive value). The shape is what the
    * program did while it ran, so those samples are left out, as the detector does
    * (src/analysis/detect.c). */
-  for (int k = 0; k < 2 && n > 8 && v[n - 2] > 0 && v[n - 1] >= 0 && v[n - 1] < 0.5 * v[n - 2]; k++)
-    n--;
+  for (int k = 0; k < 2 && n > 8 && v[n - 2] > 0 && v[n - 1] >= 0 && v[n - 1] < 0.5 * v[n - 2]; k++) n--;
 
   /* 1. Bounded copy: bucket means when n > LGI_CLS_CAP (buckets by index). */
   double u[LGI_CLS_CAP], y[LGI_CLS_CAP], r[LGI_CLS_CAP], yf[LGI_CLS_CAP], w[LGI_CLS_SEL];
@@ -234,8 +232,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
     m = (long)n;
     memcpy(u, t, n * sizeof *t);
     memcpy(y, v, n * sizeof *v);
-    if (rss)
-      memcpy(r, rss, n * sizeof *rss);
+    if (rss) memcpy(r, rss, n * sizeof *rss);
   } else {
     m = LGI_CLS_CAP;
     for (long b = 0; b < m; b++) {
@@ -244,8 +241,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
       for (size_t i = lo; i < hi; i++) {
         st += t[i] - t[0];
         sv += v[i];
-        if (rss)
-          sr += rss[i];
+        if (rss) sr += rss[i];
       }
       double c = (double)(hi - lo);
       u[b] = st / c;
@@ -256,8 +252,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
 
   /* 2. Time to [0, 1]. */
   double t0 = u[0], inv_span = 1.0 / (u[m - 1] - u[0]);
-  for (long i = 0; i < m; i++)
-    u[i] = (u[i] - t0) * inv_span;
+  for (long i = 0; i < m; i++) u[i] = (u[i] - t0) * inv_span;
   u[0] = 0.0;
   u[m - 1] = 1.0;
 
@@ -273,24 +268,20 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
     vmax = y[i] > vmax ? y[i] : vmax;
   }
   double scale = p95 - p5;
-  if (!(scale > 0))
-    scale = vmax - vmin;
+  if (!(scale > 0)) scale = vmax - vmin;
   int flat = !(scale > 1e-13 * fabs(med)) || !(scale > 0);
   /* Spread relative to the level (invariant to the unit, like the rss ratios): batches
    * that come and go are a visible part of live memory; the noise around a constant
    * table is not. log10(range / |median|) + 6 in [0, 9]: 0 flat, 9 at a zero median. */
   f[LGI_F_REL_SPREAD] = flat ? 0.0 : (med != 0 ? clampd(log10(scale / fabs(med)) + 6, 0, 9) : 9.0);
-  if (flat)
-    scale = fabs(med) > 0 ? fabs(med) : 1.0;
+  if (flat) scale = fabs(med) > 0 ? fabs(med) : 1.0;
   double inv_scale = flat ? 0.0 : 1.0 / scale;
-  for (long i = 0; i < m; i++)
-    y[i] = (y[i] - med) * inv_scale;
+  for (long i = 0; i < m; i++) y[i] = (y[i] - med) * inv_scale;
 
   /* 4. Median-3 filter (removes isolated spikes, keeps steps). */
   yf[0] = y[0];
   yf[m - 1] = y[m - 1];
-  for (long i = 1; i < m - 1; i++)
-    yf[i] = med3(y[i - 1], y[i], y[i + 1]);
+  for (long i = 1; i < m - 1; i++) yf[i] = med3(y[i - 1], y[i], y[i + 1]);
 
   /* 5. Linear and quadratic fits on the filtered series, slopes per third. */
   double su = 0, sy = 0;
@@ -358,8 +349,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
     double c0 = mu_y + qa, rt0 = t0 + 0.5 / inv_span; /* x = u - 1/2 (u from t - t[0]) */
     double eb[LGI_CLS_CAP], rs = inv_scale, fk = 1.0;
     if (raw) { /* raw scale units: bucket means shrink (or erase) fast teeth */
-      for (long k = 0; k < LGI_CLS_SEL; k++)
-        w[k] = v[(size_t)k * (n - 1) / LGI_CLS_SEL];
+      for (long k = 0; k < LGI_CLS_SEL; k++) w[k] = v[(size_t)k * (n - 1) / LGI_CLS_SEL];
       double lo = kth(w, LGI_CLS_SEL, (LGI_CLS_SEL - 1) * 5 / 100);
       double hi = kth(w, LGI_CLS_SEL, (LGI_CLS_SEL - 1) * 95 / 100);
       if (hi - lo > 1e-13 * fabs(med) && hi - lo > 0) {
@@ -399,16 +389,14 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
     f[LGI_F_RES_SKEW] = ok ? clampd(c3 / (c2 * sqrt(c2)), -5, 5) : 0.0;
     f[LGI_F_RES_KURT] = ok ? clampd(c4 / (c2 * c2), 1, 12) - 3 : 0.0;
     double mad = 0;
-    for (long k = 0; k < nr; k++)
-      mad += fabs(eb[k] - a1);
+    for (long k = 0; k < nr; k++) mad += fabs(eb[k] - a1);
     f[LGI_F_RES_GEARY] = ok ? mad / N / sqrt(c2) - 0.8 : 0.0;
     double b1 = d1 / Nd, q2 = d2 / Nd - b1 * b1, q3 = d3 / Nd - 3 * b1 * d2 / Nd + 2 * b1 * b1 * b1;
     f[LGI_F_INC_SKEW] = q2 > 1e-10 ? clampd(q3 / (q2 * sqrt(q2)), -5, 5) : 0.0;
   }
   double r2q = syy > 1e-24 ? 1.0 - ssq / syy : 0;
   double sl[3];
-  for (int k = 0; k < 3; k++)
-    sl[k] = ols_slope(tc[k], tu[k], ty[k], tuu[k], tuy[k]);
+  for (int k = 0; k < 3; k++) sl[k] = ols_slope(tc[k], tu[k], ty[k], tuu[k], tuy[k]);
 
   f[LGI_F_LOGN] = log2((double)n) / 11.0;
   f[LGI_F_LIN_SLOPE] = clampd(slope, -20, 20);
@@ -436,8 +424,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
       sumu += u[i];
     }
     if (rss)
-      for (long j = i0; j < i; j++)
-        sumr += r[j];
+      for (long j = i0; j < i; j++) sumr += r[j];
     cnt[k] = (int)(i - i0);
     wmin[k] = lo;
     wmax[k] = hi;
@@ -460,8 +447,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
     pm[np] = mean[k];
     pr[np] = rmean[k];
     np++;
-    if (cnt[k] >= 2)
-      spread[nsp++] = wmax[k] - wmin[k];
+    if (cnt[k] >= 2) spread[nsp++] = wmax[k] - wmin[k];
   }
   fill_gaps(mean, cnt, W);
   f[LGI_F_TS_FLOOR] = clampd(theil_sen(pc, pf, np), -20, 20);
@@ -488,8 +474,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   f[LGI_F_T50] = rise_time(mean, W, base, growth > 0.1 ? growth : 0, 0.5, 0.5);
   f[LGI_F_T90] = rise_time(mean, W, base, growth > 0.1 ? growth : 0, 0.9, 0.5);
   f[LGI_F_LAST_VS_MAX] = mean[W - 1] - mhi;
-  for (int k = 0; k < W; k++)
-    f[LGI_F_PROFILE + k] = clampd(mean[k] - mean_avg, -20, 20);
+  for (int k = 0; k < W; k++) f[LGI_F_PROFILE + k] = clampd(mean[k] - mean_avg, -20, 20);
 
   /* 7. Jumps: increments beyond the typical rate, against a robust noise level. */
   /* Medians are taken over at most LGI_CLS_SEL evenly strided increments. */
@@ -529,8 +514,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   f[LGI_F_JDN_MAX] = clampd(xdn, 0, 20);
   f[LGI_F_NOISE] = clampd(sigma, 0, 20);
   int nout = 0;
-  for (long i = 0; i < m; i++)
-    nout += fabs(y[i] - yf[i]) > 0.5;
+  for (long i = 0; i < m; i++) nout += fabs(y[i] - yf[i]) > 0.5;
   f[LGI_F_OUTLIERS] = (double)nout / M;
 
   /* 8. Periodicity on a uniform time grid, quadratically detrended. */
@@ -541,8 +525,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   for (long i = 0, k = 0; k < G; k++) { /* same bucketing as the windows */
     double sum = 0;
     long i0 = i;
-    for (; i < m && (k == G - 1 || u[i] * G < k + 1); i++)
-      sum += yf[i];
+    for (; i < m && (k == G - 1 || u[i] * G < k + 1); i++) sum += yf[i];
     gc[k] = (int)(i - i0);
     gz[k] = gc[k] ? sum / gc[k] : 0.0;
   }
@@ -569,8 +552,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
     }
     /* Best hinge a + b max(0, x - c) against the quadratic (same parameter count). */
     double gmean = gy0 / Gd, sst = 0;
-    for (int k = 0; k < G; k++)
-      sst += (gz[k] - gmean) * (gz[k] - gmean);
+    for (int k = 0; k < G; k++) sst += (gz[k] - gmean) * (gz[k] - gmean);
     /* Sums over the cells right of c (x > c) of 1, x, x^2, y, x y, accumulated from
      * the right, give each candidate's fit in O(1); ties keep the smallest c. */
     enum { NC = 13 };
@@ -610,8 +592,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
       double p0 = 0, p1 = 0, p2 = 0, p3 = 0, p4 = 0, q0 = 0, q1 = 0, q2 = 0;
       for (int k = 0; k < G; k++) {
         double x = (k + 0.5) / G, sx = (x - best_c) / (1 - best_c);
-        if (sx < 0)
-          continue;
+        if (sx < 0) continue;
         double xc = x - 0.5, yk = gz[k] + a + b * xc + c * xc * xc, s2 = sx * sx;
         p0 += 1;
         p1 += sx;
@@ -636,10 +617,8 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
       int crossings = 0, prev = 0;
       for (int k = 0; k < G; k++) {
         int s = (gz[k] > 0) - (gz[k] < 0);
-        if (s && prev && s != prev)
-          crossings++;
-        if (s)
-          prev = s;
+        if (s && prev && s != prev) crossings++;
+        if (s) prev = s;
       }
       zc = (double)crossings / (G - 1);
       int seen_neg = 0;
@@ -652,13 +631,10 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
           a2 += gz[k + 2] * gz[k + 2 + L];
           a3 += gz[k + 3] * gz[k + 3 + L];
         }
-        for (; k + L < G; k++)
-          a0 += gz[k] * gz[k + L];
+        for (; k + L < G; k++) a0 += gz[k] * gz[k + L];
         double acc = ((a0 + a1) + (a2 + a3)) / var0;
-        if (L == 1)
-          acf1 = acc;
-        if (acc < 0)
-          seen_neg = 1;
+        if (L == 1) acf1 = acc;
+        if (acc < 0) seen_neg = 1;
         else if (seen_neg && acc > peak) {
           peak = acc;
           lag = (double)L / G;
@@ -675,11 +651,10 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   if (rss) {
     fill_gaps(rmean, cnt, W);
     double level = 0;
-    for (int k = 0; k < np; k++)
-      level += fabs(pr[k]) / np;
+    for (int k = 0; k < np; k++) level += fabs(pr[k]) / np;
     level = level > 0 ? level : 1.0;
-    double rs = theil_sen(pc, pr, np);              /* bytes per unit u */
-    double ls = flat ? 0.0 : ts_mean * scale;       /* bytes per unit u */
+    double rs = theil_sen(pc, pr, np);        /* bytes per unit u */
+    double ls = flat ? 0.0 : ts_mean * scale; /* bytes per unit u */
     double rbase = 0.5 * (rmean[0] + rmean[1]);
     double rgrowth = 0.5 * (rmean[W - 2] + rmean[W - 1]) - rbase;
     f[LGI_F_HAS_RSS] = 1.0;
@@ -694,16 +669,14 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
     f[LGI_F_RSS_EXCESS] = f[LGI_F_RSS_VS_LIVE] = f[LGI_F_RSS_TAU] = f[LGI_F_RSS_T50] = 0;
   }
   for (int i = 0; i < LGI_CLS_NFEAT; i++)
-    if (!isfinite(f[i]))
-      f[i] = 0.0;
+    if (!isfinite(f[i])) f[i] = 0.0;
   return 0;
 }
 
 /* ------------------------------------------------------------------ inference */
 
 lg_pattern_t lgi_classify_infer(const lgi_classify_model_t *mdl, const double f[LGI_CLS_NFEAT],
-                                double probs[LG_PATTERN_COUNT])
-{
+                                double probs[LG_PATTERN_COUNT]) {
   double z[LGI_CLS_NFEAT], h[LGI_CLS_HIDDEN], logit[LG_PATTERN_COUNT];
   for (int i = 0; i < LGI_CLS_NFEAT; i++)
     z[i] = clampd((f[i] - mdl->mean[i]) * mdl->inv_std[i], -LGI_CLS_ZCLIP, LGI_CLS_ZCLIP);
@@ -726,8 +699,7 @@ lg_pattern_t lgi_classify_infer(const lgi_classify_model_t *mdl, const double f[
   int best = 0;
   for (int c = 0; c < LG_PATTERN_COUNT; c++) {
     double a = mdl->b2[c];
-    for (int j = 0; j < LGI_CLS_HIDDEN; j++)
-      a += mdl->w2[c][j] * h[j];
+    for (int j = 0; j < LGI_CLS_HIDDEN; j++) a += mdl->w2[c][j] * h[j];
     logit[c] = a;
     if (a > top) {
       top = a;
@@ -739,7 +711,6 @@ lg_pattern_t lgi_classify_infer(const lgi_classify_model_t *mdl, const double f[
     probs[c] = exp(logit[c] - top);
     sum += probs[c];
   }
-  for (int c = 0; c < LG_PATTERN_COUNT; c++)
-    probs[c] /= sum;
+  for (int c = 0; c < LG_PATTERN_COUNT; c++) probs[c] /= sum;
   return (lg_pattern_t)best;
 }

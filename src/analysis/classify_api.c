@@ -7,17 +7,13 @@
 #include <errno.h>
 #include <string.h>
 
-LG_API int lg_classify(const double *t, const double *v, const double *rss, size_t n,
-                       lg_pattern_t *out, double probs[LG_PATTERN_COUNT])
-{
+LG_API int lg_classify(const double *t, const double *v, const double *rss, size_t n, lg_pattern_t *out,
+                       double probs[LG_PATTERN_COUNT]) {
   double f[LGI_CLS_NFEAT], p[LG_PATTERN_COUNT];
-  if (!out)
-    return -EINVAL;
+  if (!out) return -EINVAL;
   int rc = lgi_classify_features(t, v, rss, n, f);
-  if (rc)
-    return rc;
+  if (rc) return rc;
   *out = lgi_classify_infer(&lgi_classify_model, f, p);
-  if (probs)
-    memcpy(probs, p, sizeof p);
+  if (probs) memcpy(probs, p, sizeof p);
   return 0;
 }

@@ -14,8 +14,7 @@
 
 #include "analysis/csv.h"
 
-void lgi_series_free(lgi_series_t *s)
-{
+void lgi_series_free(lgi_series_t *s) {
   free(s->t);
   free(s->v);
   free(s->rss);
@@ -23,42 +22,33 @@ void lgi_series_free(lgi_series_t *s)
 }
 
 /* Appends one sample; returns 0 or -1 when out of memory. */
-static int series_push(lgi_series_t *s, double t, double v, const double *rss)
-{
+static int series_push(lgi_series_t *s, double t, double v, const double *rss) {
   if (s->n == s->cap) {
     size_t cap = s->cap ? 2 * s->cap : 256;
     double *nt = realloc(s->t, cap * sizeof *nt);
-    if (nt)
-      s->t = nt;
+    if (nt) s->t = nt;
     double *nv = realloc(s->v, cap * sizeof *nv);
-    if (nv)
-      s->v = nv;
+    if (nv) s->v = nv;
     double *nr = s->rss;
     if (rss) {
       nr = realloc(s->rss, cap * sizeof *nr);
-      if (nr)
-        s->rss = nr;
+      if (nr) s->rss = nr;
     }
-    if (!nt || !nv || (rss && !nr))
-      return -1;
+    if (!nt || !nv || (rss && !nr)) return -1;
     s->cap = cap;
   }
   s->t[s->n] = t;
   s->v[s->n] = v;
-  if (rss)
-    s->rss[s->n] = *rss;
+  if (rss) s->rss[s->n] = *rss;
   s->n++;
   return 0;
 }
 
 /* Trims blanks (and one pair of double quotes) in place; returns the start. */
-static char *trim(char *p)
-{
-  while (isspace((unsigned char)*p))
-    p++;
+static char *trim(char *p) {
+  while (isspace((unsigned char)*p)) p++;
   char *e = p + strlen(p);
-  while (e > p && isspace((unsigned char)e[-1]))
-    *--e = 0;
+  while (e > p && isspace((unsigned char)e[-1])) *--e = 0;
   if (e - p >= 2 && *p == '"' && e[-1] == '"') {
     e[-1] = 0;
     p++;
@@ -68,33 +58,26 @@ static char *trim(char *p)
 
 /* Splits line at commas into at most max fields (trimmed); returns the field count
  * (which may exceed max: extra fields are counted but not stored). */
-static int split_fields(char *line, char **fields, int max)
-{
+static int split_fields(char *line, char **fields, int max) {
   int nf = 0;
   char *p = line;
   for (;;) {
     char *comma = strchr(p, ',');
-    if (comma)
-      *comma = 0;
-    if (nf < max)
-      fields[nf] = trim(p);
+    if (comma) *comma = 0;
+    if (nf < max) fields[nf] = trim(p);
     nf++;
-    if (!comma)
-      return nf;
+    if (!comma) return nf;
     p = comma + 1;
   }
 }
 
 /* Parses a whole field as a number; returns 0 or -1. */
-static int parse_number(const char *f, double *out)
-{
+static int parse_number(const char *f, double *out) {
   char *end;
-  if (!*f)
-    return -1;
+  if (!*f) return -1;
   errno = 0;
   double x = strtod(f, &end);
-  if (end == f || *end)
-    return -1;
+  if (end == f || *end) return -1;
   *out = x;
   return 0;
 }
@@ -102,34 +85,26 @@ static int parse_number(const char *f, double *out)
 enum { COL_TIME, COL_VALUE, COL_RSS, COL_UNKNOWN };
 
 /* Role of a header name. */
-static int column_role(const char *name)
-{
-  static const char *const times[] = {"time", "t", "timestamp", "ts", "seconds", "time_s",
-                                      "t_s", "elapsed", NULL};
-  static const char *const values[] = {"value", "v", "live", "live_bytes", "bytes", "used",
-                                       "memory", "mem", NULL};
+static int column_role(const char *name) {
+  static const char *const times[] = {"time", "t", "timestamp", "ts", "seconds", "time_s", "t_s", "elapsed", NULL};
+  static const char *const values[] = {"value", "v", "live", "live_bytes", "bytes", "used", "memory", "mem", NULL};
   static const char *const rsss[] = {"rss", "rss_bytes", "resident", NULL};
   for (int i = 0; times[i]; i++)
-    if (!strcasecmp(name, times[i]))
-      return COL_TIME;
+    if (!strcasecmp(name, times[i])) return COL_TIME;
   for (int i = 0; values[i]; i++)
-    if (!strcasecmp(name, values[i]))
-      return COL_VALUE;
+    if (!strcasecmp(name, values[i])) return COL_VALUE;
   for (int i = 0; rsss[i]; i++)
-    if (!strcasecmp(name, rsss[i]))
-      return COL_RSS;
+    if (!strcasecmp(name, rsss[i])) return COL_RSS;
   return COL_UNKNOWN;
 }
 
 /* Formats a short, printable excerpt of a field for an error message. */
-static const char *excerpt(const char *f, char *buf, size_t len)
-{
+static const char *excerpt(const char *f, char *buf, size_t len) {
   snprintf(buf, len, "%.24s%s", f, strlen(f) > 24 ? "..." : "");
   return buf;
 }
 
-int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, size_t errlen)
-{
+int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, size_t errlen) {
   char *line = NULL, *fields[3], ex[32];
   size_t lcap = 0;
   long lineno = 0, blank = 0, merged = 1;
@@ -140,12 +115,10 @@ int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, 
     lineno++;
     char *p = trim(line);
     if (!*p) {
-      if (!blank)
-        blank = lineno;
+      if (!blank) blank = lineno;
       continue;
     }
-    if (*p == '#')
-      continue;
+    if (*p == '#') continue;
     if (blank && (s->n || header_done)) {
       snprintf(err, errlen, "%s:%ld: empty row", name, blank);
       goto fail;
@@ -153,11 +126,8 @@ int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, 
     blank = 0;
     int nf = split_fields(p, fields, 3);
     if (nf < 2 || nf > 3 || (ncols && nf != ncols)) {
-      if (ncols)
-        snprintf(err, errlen, "%s:%ld: expected %d columns, got %d", name, lineno, ncols, nf);
-      else
-        snprintf(err, errlen, "%s:%ld: expected 2 or 3 columns (time,value[,rss]), got %d",
-                 name, lineno, nf);
+      if (ncols) snprintf(err, errlen, "%s:%ld: expected %d columns, got %d", name, lineno, ncols, nf);
+      else snprintf(err, errlen, "%s:%ld: expected 2 or 3 columns (time,value[,rss]), got %d", name, lineno, nf);
       goto fail;
     }
     double x[3];
@@ -166,11 +136,9 @@ int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, 
       int r[3], seen[3] = {0}, known = 1;
       for (int i = 0; i < nf; i++) {
         r[i] = column_role(fields[i]);
-        if (r[i] == COL_UNKNOWN || seen[r[i]]++)
-          known = 0;
+        if (r[i] == COL_UNKNOWN || seen[r[i]]++) known = 0;
       }
-      if (known && seen[COL_TIME] && seen[COL_VALUE])
-        memcpy(role, r, sizeof r);
+      if (known && seen[COL_TIME] && seen[COL_VALUE]) memcpy(role, r, sizeof r);
       ncols = nf;
       header_done = 1;
       continue;
@@ -193,16 +161,13 @@ int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, 
                  excerpt(fields[i], ex, sizeof ex));
         goto fail;
       }
-      if (role[i] == COL_TIME)
-        tv = x[i];
-      else if (role[i] == COL_VALUE)
-        vv = x[i];
-      else
-        rv = x[i];
+      if (role[i] == COL_TIME) tv = x[i];
+      else if (role[i] == COL_VALUE) vv = x[i];
+      else rv = x[i];
     }
     if (s->n && tv < s->t[s->n - 1]) {
-      snprintf(err, errlen, "%s:%ld: time %.17g is before the previous sample's %.17g",
-               name, lineno, tv, s->t[s->n - 1]);
+      snprintf(err, errlen, "%s:%ld: time %.17g is before the previous sample's %.17g", name, lineno, tv,
+               s->t[s->n - 1]);
       goto fail;
     }
     if (s->n && tv == s->t[s->n - 1]) {
@@ -211,8 +176,7 @@ int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, 
        * inputs (a sum of values near DBL_MAX would overflow). */
       merged++;
       s->v[s->n - 1] += (vv - s->v[s->n - 1]) / (double)merged;
-      if (s->rss)
-        s->rss[s->n - 1] += (rv - s->rss[s->n - 1]) / (double)merged;
+      if (s->rss) s->rss[s->n - 1] += (rv - s->rss[s->n - 1]) / (double)merged;
       continue;
     }
     merged = 1;
@@ -237,8 +201,7 @@ fail:
   return -1;
 }
 
-int lgi_series_load(const char *path, lgi_series_t *s, char *err, size_t errlen)
-{
+int lgi_series_load(const char *path, lgi_series_t *s, char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
   int is_stdin = !strcmp(path, "-");
   FILE *fp = is_stdin ? stdin : fopen(path, "r");
@@ -247,7 +210,6 @@ int lgi_series_load(const char *path, lgi_series_t *s, char *err, size_t errlen)
     return -1;
   }
   int rc = lgi_series_read_csv(fp, is_stdin ? "<stdin>" : path, s, err, errlen);
-  if (!is_stdin)
-    fclose(fp);
+  if (!is_stdin) fclose(fp);
   return rc;
 }

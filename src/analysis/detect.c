@@ -205,12 +205,10 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
     double c = tau * (1 - p) * fmin(1.0, (double)W / 10.0);
     out->confidence = c < 0 ? 0 : (c > 1 ? 1 : c);
   } else {
-    if (level > 0 && med_amp > 0.3 * level && med_amp >= min_growth)
-      out->pattern = LG_PATTERN_SAWTOOTH;
+    if (level > 0 && med_amp > 0.3 * level && med_amp >= min_growth) out->pattern = LG_PATTERN_SAWTOOTH;
     else if (early_growth >= min_growth && early_growth > 3 * noise && late_growth <= 0.2 * early_growth)
       out->pattern = LG_PATTERN_PLATEAU;
-    else
-      out->pattern = LG_PATTERN_STABLE;
+    else out->pattern = LG_PATTERN_STABLE;
     int cls = opt && opt->leaks_only ? -1 : classify_consistent(pts, n, 0);
     if (cls >= 0) out->pattern = (lg_pattern_t)cls;
     out->confidence = 0;

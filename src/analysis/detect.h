@@ -22,11 +22,11 @@
 #include "leakguard.h"
 
 typedef struct lgd_point {
-  double t;     /* seconds since the process started */
-  double lo;    /* minimum live bytes since the previous point */
-  double hi;    /* maximum */
-  double last;  /* value at t */
-  double step;  /* step counter at t */
+  double t;    /* seconds since the process started */
+  double lo;   /* minimum live bytes since the previous point */
+  double hi;   /* maximum */
+  double last; /* value at t */
+  double step; /* step counter at t */
 } lgd_point_t;
 
 /* A growable series that halves its resolution (merging neighbours, keeping
@@ -42,24 +42,24 @@ void lgd_series_free(lgd_series_t *s);
 int lgd_series_add(lgd_series_t *s, double t, double value, double step);
 
 typedef struct lgd_result {
-  int leak;                  /* 1 when the site is a leak suspect */
+  int leak; /* 1 when the site is a leak suspect */
   lg_pattern_t pattern;
-  double growth_bytes_per_s; /* Theil-Sen slope of the window floors */
+  double growth_bytes_per_s;    /* Theil-Sen slope of the window floors */
   double growth_bytes_per_step; /* NaN when no steps were marked */
-  double confidence;         /* 0..1 */
-  double tau, p;             /* Mann-Kendall on the floors */
+  double confidence;            /* 0..1 */
+  double tau, p;                /* Mann-Kendall on the floors */
   double floor_first, floor_last;
   int windows;
-  double since_s;            /* start of the growing part (lgd_analyze_recent), else t of the first point */
-  double until_s;            /* t of the last point analysed (an exit-time teardown left out) */
+  double since_s; /* start of the growing part (lgd_analyze_recent), else t of the first point */
+  double until_s; /* t of the last point analysed (an exit-time teardown left out) */
 } lgd_result_t;
 
 /* The default smallest growth over a run that can be a leak (bytes). */
 #define LGD_MIN_GROWTH_BYTES 4096.0
 
 typedef struct lgd_options {
-  double min_growth_bytes;   /* ignore growth smaller than this over the run (default LGD_MIN_GROWTH_BYTES) */
-  int leaks_only;            /* 1: do not classify the shape of non-leaking sites (live use) */
+  double min_growth_bytes; /* ignore growth smaller than this over the run (default LGD_MIN_GROWTH_BYTES) */
+  int leaks_only;          /* 1: do not classify the shape of non-leaking sites (live use) */
 } lgd_options_t;
 
 /* Analyses pts[0..n). Returns 0 (out filled; leak = 0 when there is too little data),

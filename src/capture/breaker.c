@@ -26,7 +26,6 @@
 #include "capture/recorder.h"
 #include "leakguard.h"
 
-
 /* ------------------------------------------------------------------ levels */
 
 LG_API lg_level_t lg_level(void) {
@@ -74,14 +73,16 @@ static void *watcher(void *arg) {
     if (!h || !lgi_g.enabled) continue;
     lg_level_t now = lg_level();
     if (now != last) {
-      struct { lg_level_cb cb; void *arg; } copy[MAX_SUBS];
+      struct {
+        lg_level_cb cb;
+        void *arg;
+      } copy[MAX_SUBS];
       pthread_mutex_lock(&reg_lock);
       memcpy(copy, subs, sizeof copy);
       pthread_mutex_unlock(&reg_lock);
       for (int i = 0; i < MAX_SUBS; i++)
         if (copy[i].cb) copy[i].cb(last, now, copy[i].arg);
-      if (now == LG_LEVEL_EMERGENCY && last != LG_LEVEL_EMERGENCY &&
-          atomic_load(&h->evict_request) == 0)
+      if (now == LG_LEVEL_EMERGENCY && last != LG_LEVEL_EMERGENCY && atomic_load(&h->evict_request) == 0)
         lg_evict(SIZE_MAX); /* free what the caches can */
       last = now;
     }
@@ -288,8 +289,8 @@ int lgi_tag_alloc(lgi_tls_t *t, unsigned tag, size_t size, int check) {
   int64_t live = atomic_fetch_add_explicit(&r->live_bytes, (int64_t)size, memory_order_relaxed) + (int64_t)size;
   atomic_fetch_add_explicit(&r->allocations, 1, memory_order_relaxed);
   int64_t peak = atomic_load_explicit(&r->peak_bytes, memory_order_relaxed);
-  while (live > peak &&
-         !atomic_compare_exchange_weak_explicit(&r->peak_bytes, &peak, live, memory_order_relaxed, memory_order_relaxed))
+  while (live > peak && !atomic_compare_exchange_weak_explicit(&r->peak_bytes, &peak, live, memory_order_relaxed,
+                                                               memory_order_relaxed))
     ;
   if (!check || !r->quota_bytes || live <= r->quota_bytes) return 0;
   if (r->fail) return 1;

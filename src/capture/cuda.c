@@ -68,16 +68,18 @@ static const char *const kind_name[K_COUNT] = {LGC_KINDS(LGC_NAME)};
 #define LGC_NSLOT 8
 static void *_Atomic slot_real[K_COUNT][LGC_NSLOT];
 
-#define LGC_SLOT(K, i)                                                                               \
-  static lgc_result_t K##_s##i P_##K {                                                               \
-    return lgi_cuda_h_##K(atomic_load_explicit(&slot_real[K_##K][i], memory_order_acquire),          \
-                          LGC_EXPAND(LGC_UNPACK, A_##K), LG_CALLER_RA, LG_CALLER_CFA);               \
+#define LGC_SLOT(K, i)                                                                                                 \
+  static lgc_result_t K##_s##i P_##K {                                                                                 \
+    return lgi_cuda_h_##K(atomic_load_explicit(&slot_real[K_##K][i], memory_order_acquire),                            \
+                          LGC_EXPAND(LGC_UNPACK, A_##K), LG_CALLER_RA, LG_CALLER_CFA);                                 \
   }
-#define LGC_SLOTS(K) LGC_SLOT(K, 0) LGC_SLOT(K, 1) LGC_SLOT(K, 2) LGC_SLOT(K, 3) \
-  LGC_SLOT(K, 4) LGC_SLOT(K, 5) LGC_SLOT(K, 6) LGC_SLOT(K, 7)
+#define LGC_SLOTS(K)                                                                                                   \
+  LGC_SLOT(K, 0)                                                                                                       \
+  LGC_SLOT(K, 1) LGC_SLOT(K, 2) LGC_SLOT(K, 3) LGC_SLOT(K, 4) LGC_SLOT(K, 5) LGC_SLOT(K, 6) LGC_SLOT(K, 7)
 LGC_KINDS(LGC_SLOTS)
-#define LGC_SLOTFNS(K) {(void *)K##_s0, (void *)K##_s1, (void *)K##_s2, (void *)K##_s3, \
-                        (void *)K##_s4, (void *)K##_s5, (void *)K##_s6, (void *)K##_s7},
+#define LGC_SLOTFNS(K)                                                                                                 \
+  {(void *)K##_s0, (void *)K##_s1, (void *)K##_s2, (void *)K##_s3,                                                     \
+   (void *)K##_s4, (void *)K##_s5, (void *)K##_s6, (void *)K##_s7},
 static void *const slot_fn[K_COUNT][LGC_NSLOT] = {LGC_KINDS(LGC_SLOTFNS)};
 
 /* ------------------------------------------------------------------ exports
@@ -85,6 +87,7 @@ static void *const slot_fn[K_COUNT][LGC_NSLOT] = {LGC_KINDS(LGC_SLOTFNS)};
  * produce, plus the unversioned ones whose ABI is the same). Legacy 32-bit ABIs
  * (cuMemAlloc, cuMemFree... without _v2) are not exported: calls to them reach the
  * driver untracked. */
+// clang-format off
 #define LGC_EXPORTS(X)                                                                                  \
   X(cuGetProcAddress, GETPROC1) X(cuGetProcAddress_v2, GETPROC2) X(cuMemAlloc_v2, MEMALLOC)            \
   X(cuMemAllocPitch_v2, MEMPITCH) X(cuMemFree_v2, MEMFREE) X(cuMemAllocAsync, ALLOCASYNC)              \
@@ -100,6 +103,7 @@ static void *const slot_fn[K_COUNT][LGC_NSLOT] = {LGC_KINDS(LGC_SLOTFNS)};
   X(cuCtxDestroy_v2, CTXDESTROY) X(cuDevicePrimaryCtxRetain, PRIMRETAIN)                                \
   X(cuDevicePrimaryCtxRelease, PRIMRELEASE) X(cuDevicePrimaryCtxRelease_v2, PRIMRELEASE)               \
   X(cuDevicePrimaryCtxReset, PRIMRESET) X(cuDevicePrimaryCtxReset_v2, PRIMRESET)
+// clang-format on
 
 #define LGC_EENUM(S, K) E_##S,
 enum { LGC_EXPORTS(LGC_EENUM) E_COUNT };
@@ -111,10 +115,9 @@ static void *_Atomic export_ptr[E_COUNT];
 #define LGC_EPROTO(S, K) LG_API lgc_result_t S P_##K;
 LGC_EXPORTS(LGC_EPROTO)
 static void *export_real(int i);
-#define LGC_EXPORT_FN(S, K)                                                                            \
-  lgc_result_t S P_##K {                                                                               \
-    return lgi_cuda_h_##K(export_real(E_##S), LGC_EXPAND(LGC_UNPACK, A_##K), LG_CALLER_RA,             \
-                          LG_CALLER_CFA);                                                              \
+#define LGC_EXPORT_FN(S, K)                                                                                            \
+  lgc_result_t S P_##K {                                                                                               \
+    return lgi_cuda_h_##K(export_real(E_##S), LGC_EXPAND(LGC_UNPACK, A_##K), LG_CALLER_RA, LG_CALLER_CFA);             \
   }
 LGC_EXPORTS(LGC_EXPORT_FN)
 #define LGC_EFN(S, K) (void *)S,
@@ -130,33 +133,66 @@ typedef struct lgc_proc {
   signed char kind;
 } lgc_proc_t;
 static const lgc_proc_t procs[] = {
-    {"cuGetProcAddress", 11030, K_GETPROC1}, {"cuGetProcAddress", 12000, K_GETPROC2},
-    {"cuMemAlloc", 2000, -1}, {"cuMemAlloc", 3020, K_MEMALLOC},
-    {"cuMemAllocPitch", 2000, -1}, {"cuMemAllocPitch", 3020, K_MEMPITCH},
-    {"cuMemFree", 2000, -1}, {"cuMemFree", 3020, K_MEMFREE},
-    {"cuMemAllocAsync", 11020, K_ALLOCASYNC}, {"cuMemAllocFromPoolAsync", 11020, K_FROMPOOL},
-    {"cuMemFreeAsync", 11020, K_FREEASYNC}, {"cuMemPoolCreate", 11020, K_POOLCREATE},
-    {"cuMemPoolDestroy", 11020, K_POOLDESTROY}, {"cuMemPoolTrimTo", 11020, K_POOLTRIM},
-    {"cuMemCreate", 10020, K_MEMCREATE}, {"cuMemRelease", 10020, K_MEMRELEASE},
-    {"cuMemMap", 10020, K_MEMMAP}, {"cuMemUnmap", 10020, K_MEMUNMAP},
+    {"cuGetProcAddress", 11030, K_GETPROC1},
+    {"cuGetProcAddress", 12000, K_GETPROC2},
+    {"cuMemAlloc", 2000, -1},
+    {"cuMemAlloc", 3020, K_MEMALLOC},
+    {"cuMemAllocPitch", 2000, -1},
+    {"cuMemAllocPitch", 3020, K_MEMPITCH},
+    {"cuMemFree", 2000, -1},
+    {"cuMemFree", 3020, K_MEMFREE},
+    {"cuMemAllocAsync", 11020, K_ALLOCASYNC},
+    {"cuMemAllocFromPoolAsync", 11020, K_FROMPOOL},
+    {"cuMemFreeAsync", 11020, K_FREEASYNC},
+    {"cuMemPoolCreate", 11020, K_POOLCREATE},
+    {"cuMemPoolDestroy", 11020, K_POOLDESTROY},
+    {"cuMemPoolTrimTo", 11020, K_POOLTRIM},
+    {"cuMemCreate", 10020, K_MEMCREATE},
+    {"cuMemRelease", 10020, K_MEMRELEASE},
+    {"cuMemMap", 10020, K_MEMMAP},
+    {"cuMemUnmap", 10020, K_MEMUNMAP},
     {"cuMemAllocManaged", 6000, K_MANAGED},
-    {"cuMemAllocHost", 2000, -1}, {"cuMemAllocHost", 3020, K_ALLOCHOST},
-    {"cuMemHostAlloc", 2020, K_HOSTALLOC}, {"cuMemFreeHost", 2000, K_FREEHOST},
-    {"cuMemHostRegister", 4000, K_HOSTREG}, {"cuMemHostUnregister", 4000, K_HOSTUNREG},
-    {"cuArrayCreate", 2000, -1}, {"cuArrayCreate", 3020, K_ARRAY},
-    {"cuArray3DCreate", 2000, -1}, {"cuArray3DCreate", 3020, K_ARRAY3D},
+    {"cuMemAllocHost", 2000, -1},
+    {"cuMemAllocHost", 3020, K_ALLOCHOST},
+    {"cuMemHostAlloc", 2020, K_HOSTALLOC},
+    {"cuMemFreeHost", 2000, K_FREEHOST},
+    {"cuMemHostRegister", 4000, K_HOSTREG},
+    {"cuMemHostUnregister", 4000, K_HOSTUNREG},
+    {"cuArrayCreate", 2000, -1},
+    {"cuArrayCreate", 3020, K_ARRAY},
+    {"cuArray3DCreate", 2000, -1},
+    {"cuArray3DCreate", 3020, K_ARRAY3D},
     {"cuArrayDestroy", 2000, K_ARRAYDESTROY},
-    {"cuCtxCreate", 2000, K_CTXCREATE2}, {"cuCtxCreate", 11040, K_CTXCREATE3}, {"cuCtxCreate", 12050, K_CTXCREATE4},
-    {"cuCtxDestroy", 2000, K_CTXDESTROY}, {"cuDevicePrimaryCtxRetain", 7000, K_PRIMRETAIN},
-    {"cuDevicePrimaryCtxRelease", 7000, K_PRIMRELEASE}, {"cuDevicePrimaryCtxReset", 7000, K_PRIMRESET},
+    {"cuCtxCreate", 2000, K_CTXCREATE2},
+    {"cuCtxCreate", 11040, K_CTXCREATE3},
+    {"cuCtxCreate", 12050, K_CTXCREATE4},
+    {"cuCtxDestroy", 2000, K_CTXDESTROY},
+    {"cuDevicePrimaryCtxRetain", 7000, K_PRIMRETAIN},
+    {"cuDevicePrimaryCtxRelease", 7000, K_PRIMRELEASE},
+    {"cuDevicePrimaryCtxReset", 7000, K_PRIMRESET},
 };
 
 /* cuMem* entry points that neither allocate nor free (copies, queries, hints,
  * access, address reservations): passed through without a note. */
-static const char *const benign_prefix[] = {
-    "cuMemcpy", "cuMemset", "cuMemGet", "cuMemPrefetch", "cuMemAdvise", "cuMemRange", "cuMemHostGet",
-    "cuMemAddress", "cuMemSetAccess", "cuMemSetMemPool", "cuMemPoolSet", "cuMemPoolGet", "cuMemPoolExport",
-    "cuMemExport", "cuMemRetain", "cuMemDiscard", "cuMemBatch", "cuMemMapArray", NULL};
+static const char *const benign_prefix[] = {"cuMemcpy",
+                                            "cuMemset",
+                                            "cuMemGet",
+                                            "cuMemPrefetch",
+                                            "cuMemAdvise",
+                                            "cuMemRange",
+                                            "cuMemHostGet",
+                                            "cuMemAddress",
+                                            "cuMemSetAccess",
+                                            "cuMemSetMemPool",
+                                            "cuMemPoolSet",
+                                            "cuMemPoolGet",
+                                            "cuMemPoolExport",
+                                            "cuMemExport",
+                                            "cuMemRetain",
+                                            "cuMemDiscard",
+                                            "cuMemBatch",
+                                            "cuMemMapArray",
+                                            NULL};
 
 /* The kind for a cuGetProcAddress request; *known: the name is tracked at some version. */
 static int proc_kind(const char *sym, int ver, int *known) {

@@ -13,21 +13,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef int lgc_result_t;                 /* CUresult */
-typedef int lgc_device_t;                 /* CUdevice */
-typedef unsigned long long lgc_dptr_t;    /* CUdeviceptr (the _v2 ABI: 64 bits) */
-typedef unsigned long long lgc_handle_t;  /* CUmemGenericAllocationHandle */
-typedef void *lgc_ctx_t;                  /* CUcontext */
-typedef void *lgc_stream_t;               /* CUstream */
-typedef void *lgc_pool_t;                 /* CUmemoryPool */
-typedef void *lgc_array_t;                /* CUarray */
+typedef int lgc_result_t;                /* CUresult */
+typedef int lgc_device_t;                /* CUdevice */
+typedef unsigned long long lgc_dptr_t;   /* CUdeviceptr (the _v2 ABI: 64 bits) */
+typedef unsigned long long lgc_handle_t; /* CUmemGenericAllocationHandle */
+typedef void *lgc_ctx_t;                 /* CUcontext */
+typedef void *lgc_stream_t;              /* CUstream */
+typedef void *lgc_pool_t;                /* CUmemoryPool */
+typedef void *lgc_array_t;               /* CUarray */
 
 enum {
   LGC_SUCCESS = 0,
   LGC_ERROR_INVALID_VALUE = 1,
   LGC_ERROR_OUT_OF_MEMORY = 2,
   LGC_ERROR_NOT_INITIALIZED = 3,
-  LGC_ERROR_STUB_LIBRARY = 34,            /* what NVIDIA's own stub libcuda answers */
+  LGC_ERROR_STUB_LIBRARY = 34, /* what NVIDIA's own stub libcuda answers */
   LGC_ERROR_INVALID_CONTEXT = 201,
   LGC_ERROR_NOT_FOUND = 500,
 };
@@ -67,9 +67,26 @@ typedef struct lgc_array3d_desc {
  * formats, which the recorder sizes as 4 bytes per element (an estimate). */
 static inline unsigned lgc_format_bytes(int format) {
   switch (format) {
-  case 0x01: case 0x08: case 0xc0: case 0xc1: case 0xc2: case 0xc6: case 0xc7: case 0xc8: return 1;
-  case 0x02: case 0x09: case 0x10: case 0xc3: case 0xc4: case 0xc5: case 0xc9: case 0xca: case 0xcb: return 2;
-  case 0x03: case 0x0a: case 0x20: return 4;
+  case 0x01:
+  case 0x08:
+  case 0xc0:
+  case 0xc1:
+  case 0xc2:
+  case 0xc6:
+  case 0xc7:
+  case 0xc8: return 1;
+  case 0x02:
+  case 0x09:
+  case 0x10:
+  case 0xc3:
+  case 0xc4:
+  case 0xc5:
+  case 0xc9:
+  case 0xca:
+  case 0xcb: return 2;
+  case 0x03:
+  case 0x0a:
+  case 0x20: return 4;
   default: return 0;
   }
 }

@@ -99,8 +99,7 @@ int lgi_cuda_clamp_dev(int dev) { return dev < 0 ? 0 : dev >= LGC_DEVS - 1 ? LGC
 void lgi_cuda_dev_seen(int dev) {
   lg_region_hdr_t *h = lgi_g.hdr;
   uint32_t n = atomic_load(&h->cuda_ndev), want = (uint32_t)dev + 1;
-  while (n < want && !atomic_compare_exchange_weak(&h->cuda_ndev, &n, want)) {
-  }
+  while (n < want && !atomic_compare_exchange_weak(&h->cuda_ndev, &n, want)) {}
   lg_cuda_dev_t *g = lgi_cuda_gauge(dev);
   if (g && !atomic_load_explicit(&g->total_bytes, memory_order_relaxed) && hp.total_mem) {
     size_t b = 0;
@@ -318,13 +317,13 @@ lgc_result_t lgi_cuda_h_POOLTRIM(void *real, lgc_pool_t pool, size_t keep, uintp
 }
 
 /* Context creation, all three ABIs. */
-#define LGC_CTXCREATE(K, call)                                         \
-  if (!real) return LGC_ERROR_STUB_LIBRARY;                            \
-  lgi_tls_t *t = &lgi_tls;                                             \
-  if (!lgi_cuda_enter(t)) return call;                                          \
-  lgc_result_t rc = call;                                              \
-  if (rc == LGC_SUCCESS && c && *c) ctx_created((uint64_t)(uintptr_t)*c, d, 0); \
-  lgi_cuda_leave(t);                                                            \
+#define LGC_CTXCREATE(K, call)                                                                                         \
+  if (!real) return LGC_ERROR_STUB_LIBRARY;                                                                            \
+  lgi_tls_t *t = &lgi_tls;                                                                                             \
+  if (!lgi_cuda_enter(t)) return call;                                                                                 \
+  lgc_result_t rc = call;                                                                                              \
+  if (rc == LGC_SUCCESS && c && *c) ctx_created((uint64_t)(uintptr_t)*c, d, 0);                                        \
+  lgi_cuda_leave(t);                                                                                                   \
   return rc
 
 lgc_result_t lgi_cuda_h_CTXCREATE2(void *real, lgc_ctx_t *c, unsigned flags, lgc_device_t d, uintptr_t ra,
@@ -332,13 +331,13 @@ lgc_result_t lgi_cuda_h_CTXCREATE2(void *real, lgc_ctx_t *c, unsigned flags, lgc
   (void)ra, (void)cfa;
   LGC_CTXCREATE(CTXCREATE2, REAL(CTXCREATE2)(c, flags, d));
 }
-lgc_result_t lgi_cuda_h_CTXCREATE3(void *real, lgc_ctx_t *c, void *params, int nparams, unsigned flags,
-                                   lgc_device_t d, uintptr_t ra, uintptr_t cfa) {
+lgc_result_t lgi_cuda_h_CTXCREATE3(void *real, lgc_ctx_t *c, void *params, int nparams, unsigned flags, lgc_device_t d,
+                                   uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
   LGC_CTXCREATE(CTXCREATE3, REAL(CTXCREATE3)(c, params, nparams, flags, d));
 }
-lgc_result_t lgi_cuda_h_CTXCREATE4(void *real, lgc_ctx_t *c, void *params, unsigned flags, lgc_device_t d,
-                                   uintptr_t ra, uintptr_t cfa) {
+lgc_result_t lgi_cuda_h_CTXCREATE4(void *real, lgc_ctx_t *c, void *params, unsigned flags, lgc_device_t d, uintptr_t ra,
+                                   uintptr_t cfa) {
   (void)ra, (void)cfa;
   LGC_CTXCREATE(CTXCREATE4, REAL(CTXCREATE4)(c, params, flags, d));
 }

@@ -29,11 +29,14 @@ typedef void *(*dlsym_fn)(void *, const char *);
 
 /* ------------------------------------------------------------------ kinds
  * One kind per entry-point ABI. P_x: the parameters, A_x: the arguments. */
-#define LGC_KINDS(X)                                                                                          \
-  X(GETPROC1) X(GETPROC2) X(MEMALLOC) X(MEMPITCH) X(MEMFREE) X(ALLOCASYNC) X(FROMPOOL) X(FREEASYNC)          \
-  X(POOLCREATE) X(POOLDESTROY) X(POOLTRIM) X(MEMCREATE) X(MEMRELEASE) X(MEMMAP) X(MEMUNMAP) X(MANAGED)       \
-  X(ALLOCHOST) X(HOSTALLOC) X(FREEHOST) X(HOSTREG) X(HOSTUNREG) X(ARRAY) X(ARRAY3D) X(ARRAYDESTROY)          \
-  X(CTXCREATE2) X(CTXCREATE3) X(CTXCREATE4) X(CTXDESTROY) X(PRIMRETAIN) X(PRIMRELEASE) X(PRIMRESET)
+/* A table: clang-format would read "T * p" in these macros as a product. */
+// clang-format off
+#define LGC_KINDS(X)                                                                                                   \
+  X(GETPROC1)                                                                                                          \
+  X(GETPROC2) X(MEMALLOC) X(MEMPITCH) X(MEMFREE) X(ALLOCASYNC) X(FROMPOOL) X(FREEASYNC) X(POOLCREATE) X(POOLDESTROY)   \
+      X(POOLTRIM) X(MEMCREATE) X(MEMRELEASE) X(MEMMAP) X(MEMUNMAP) X(MANAGED) X(ALLOCHOST) X(HOSTALLOC) X(FREEHOST)    \
+          X(HOSTREG) X(HOSTUNREG) X(ARRAY) X(ARRAY3D) X(ARRAYDESTROY) X(CTXCREATE2) X(CTXCREATE3) X(CTXCREATE4)        \
+              X(CTXDESTROY) X(PRIMRETAIN) X(PRIMRELEASE) X(PRIMRESET)
 
 #define P_GETPROC1 (const char *sym, void **pfn, int ver, unsigned long long flags)
 #define A_GETPROC1 (sym, pfn, ver, flags)
@@ -41,7 +44,7 @@ typedef void *(*dlsym_fn)(void *, const char *);
 #define A_GETPROC2 (sym, pfn, ver, flags, status)
 #define P_MEMALLOC (lgc_dptr_t * dptr, size_t n)
 #define A_MEMALLOC (dptr, n)
-#define P_MEMPITCH (lgc_dptr_t * dptr, size_t *pitch, size_t w, size_t h, unsigned esz)
+#define P_MEMPITCH (lgc_dptr_t * dptr, size_t * pitch, size_t w, size_t h, unsigned esz)
 #define A_MEMPITCH (dptr, pitch, w, h, esz)
 #define P_MEMFREE (lgc_dptr_t dptr)
 #define A_MEMFREE (dptr)
@@ -97,12 +100,13 @@ typedef void *(*dlsym_fn)(void *, const char *);
 #define A_PRIMRELEASE (d)
 #define P_PRIMRESET (lgc_device_t d)
 #define A_PRIMRESET (d)
+// clang-format on
 
 #define LGC_ENUM(K) K_##K,
 enum { LGC_KINDS(LGC_ENUM) K_COUNT };
 #define LGC_PFN(K) typedef lgc_result_t(*pfn_##K) P_##K;
 LGC_KINDS(LGC_PFN)
-#define LGC_HPROTO(K) \
+#define LGC_HPROTO(K)                                                                                                  \
   LGI_HIDDEN lgc_result_t lgi_cuda_h_##K(void *real, LGC_EXPAND(LGC_UNPACK, P_##K), uintptr_t ra, uintptr_t cfa);
 LGC_KINDS(LGC_HPROTO)
 #define REAL(K) ((pfn_##K)real)

@@ -28,12 +28,12 @@
 enum { NS_ADDR = 1, NS_HANDLE, NS_MAP, NS_ARRAY, NS_REG };
 
 typedef struct cu_ent {
-  uint64_t key;    /* address, handle or array */
+  uint64_t key; /* address, handle or array */
   uint64_t size;
-  uint64_t ctx;    /* context it was made in (0: not bound to one) */
-  uint64_t aux;    /* NS_MAP: the handle; stream-ordered: the stream */
+  uint64_t ctx; /* context it was made in (0: not bound to one) */
+  uint64_t aux; /* NS_MAP: the handle; stream-ordered: the stream */
   uint32_t site, epoch;
-  uint8_t ns;      /* 0 = empty slot */
+  uint8_t ns; /* 0 = empty slot */
   uint8_t space, dev;
   uint8_t pad[5];
 } cu_ent_t;
@@ -136,9 +136,7 @@ static _Atomic uint32_t um_last_site;
 
 /* ------------------------------------------------------------------ accounting */
 
-lg_cuda_dev_t *lgi_cuda_gauge(int dev) {
-  return dev >= 0 && dev < LG_CUDA_MAX_DEVICES ? &lgi_g.hdr->cuda[dev] : NULL;
-}
+lg_cuda_dev_t *lgi_cuda_gauge(int dev) { return dev >= 0 && dev < LG_CUDA_MAX_DEVICES ? &lgi_g.hdr->cuda[dev] : NULL; }
 
 /* Counts e on (sign 1) or off (sign -1) its site or gauge. Lock-free. */
 static void count(lgi_tls_t *t, const cu_ent_t *e, int sign, int alloc) {
@@ -153,8 +151,7 @@ static void count(lgi_tls_t *t, const cu_ent_t *e, int sign, int alloc) {
     else if (g && e->space == LG_SPACE_MANAGED) {
       atomic_fetch_add(&g->managed_bytes, sign * (int64_t)e->size);
       if (sign < 0) atomic_store(&um_last_site, 0); /* the UM lookup's cache may name it */
-    }
-    else if (g && e->space == LG_SPACE_PINNED) atomic_fetch_add(&g->pinned_bytes, sign * (int64_t)e->size);
+    } else if (g && e->space == LG_SPACE_PINNED) atomic_fetch_add(&g->pinned_bytes, sign * (int64_t)e->size);
     break;
   case NS_REG:
     if (g) atomic_fetch_add(&g->registered_bytes, sign * (int64_t)e->size);
@@ -247,13 +244,13 @@ static void track(lgi_tls_t *t, unsigned ns, uint64_t key, uint64_t size, unsign
 }
 
 /* A free of key in namespace ns through the driver's free function. */
-#define LGC_FREE(t, key, ns, call)            \
-  do {                                        \
-    cu_ent_t e_;                              \
-    int had_ = take_counted(t, key, ns, &e_); \
-    rc = (call);                              \
-    if (rc != LGC_SUCCESS && had_) untake(t, &e_); \
-    after_free(had_, rc);                     \
+#define LGC_FREE(t, key, ns, call)                                                                                     \
+  do {                                                                                                                 \
+    cu_ent_t e_;                                                                                                       \
+    int had_ = take_counted(t, key, ns, &e_);                                                                          \
+    rc = (call);                                                                                                       \
+    if (rc != LGC_SUCCESS && had_) untake(t, &e_);                                                                     \
+    after_free(had_, rc);                                                                                              \
   } while (0)
 
 /* ------------------------------------------------------------------ the wrappers */
@@ -315,8 +312,8 @@ lgc_result_t lgi_cuda_h_ALLOCASYNC(void *real, lgc_dptr_t *dptr, size_t n, lgc_s
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_FROMPOOL(void *real, lgc_dptr_t *dptr, size_t n, lgc_pool_t pool, lgc_stream_t s,
-                                 uintptr_t ra, uintptr_t cfa) {
+lgc_result_t lgi_cuda_h_FROMPOOL(void *real, lgc_dptr_t *dptr, size_t n, lgc_pool_t pool, lgc_stream_t s, uintptr_t ra,
+                                 uintptr_t cfa) {
   if (!real) return LGC_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(FROMPOOL)(dptr, n, pool, s);
@@ -381,8 +378,8 @@ lgc_result_t lgi_cuda_h_MEMRELEASE(void *real, lgc_handle_t h, uintptr_t ra, uin
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_MEMMAP(void *real, lgc_dptr_t p, size_t n, size_t off, lgc_handle_t h,
-                               unsigned long long flags, uintptr_t ra, uintptr_t cfa) {
+lgc_result_t lgi_cuda_h_MEMMAP(void *real, lgc_dptr_t p, size_t n, size_t off, lgc_handle_t h, unsigned long long flags,
+                               uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
   if (!real) return LGC_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
@@ -435,8 +432,7 @@ lgc_result_t lgi_cuda_h_MEMUNMAP(void *real, lgc_dptr_t p, size_t n, uintptr_t r
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_MANAGED(void *real, lgc_dptr_t *dptr, size_t n, unsigned flags, uintptr_t ra,
-                                uintptr_t cfa) {
+lgc_result_t lgi_cuda_h_MANAGED(void *real, lgc_dptr_t *dptr, size_t n, unsigned flags, uintptr_t ra, uintptr_t cfa) {
   if (!real) return LGC_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(MANAGED)(dptr, n, flags);

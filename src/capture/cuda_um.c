@@ -28,7 +28,11 @@
 enum {
   UM_KIND = 25, /* CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER */
   UM_SCOPE_ALL_DEVICES = 2,
-  UM_HTOD = 1, UM_DTOH = 2, UM_CPU_FAULTS = 3, UM_GPU_FAULTS = 4, UM_THRASHING = 5,
+  UM_HTOD = 1,
+  UM_DTOH = 2,
+  UM_CPU_FAULTS = 3,
+  UM_GPU_FAULTS = 4,
+  UM_THRASHING = 5,
   CUPTI_OK = 0,
 };
 typedef struct {
@@ -152,8 +156,7 @@ void lgi_cuda_um_start(void) {
     um_off("UM counters", rc);
     return;
   }
-  if ((rc = cp.callbacks(buffer_requested, buffer_completed)) != CUPTI_OK ||
-      (rc = cp.enable(UM_KIND)) != CUPTI_OK) {
+  if ((rc = cp.callbacks(buffer_requested, buffer_completed)) != CUPTI_OK || (rc = cp.enable(UM_KIND)) != CUPTI_OK) {
     um_off("another profiler?", rc);
     return;
   }

@@ -24,7 +24,6 @@
 #include "capture/recorder.h"
 #include "leakguard.h"
 
-
 typedef void *(*dlopen_fn)(const char *, int);
 typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
 

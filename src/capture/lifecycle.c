@@ -114,7 +114,7 @@ void lgi_atfork_prepare(void) {
   lgi_tls.guard++;
   if (lgi_g.enabled) {
     lgi_cuda_atfork(0); /* order: CUDA table, region, mmap table (never held the other way) */
-    lgi_lock(); /* no stack insert is half done while we copy */
+    lgi_lock();         /* no stack insert is half done while we copy */
     lgi_mm_lock_take(); /* nor a change of the mmap table */
   }
 }
@@ -166,8 +166,7 @@ void lgi_atfork_child(void) {
     lgi_tls.rng ^= (uint64_t)lg_sys_getpid() * 0x9E3779B97F4A7C15ULL;
     if (!lgi_tls.rng) lgi_tls.rng = 1;
     lgi_tls.countdown = (int64_t)lgi_next_exp(&lgi_tls, (double)lgi_g.sample_bytes);
-  }
-  else lgi_tls.countdown = 0;
+  } else lgi_tls.countdown = 0;
   lgi_breaker_atfork_child();
   lgi_tls.guard--;
 }
@@ -324,9 +323,7 @@ int lgi_thread_ready(lgi_tls_t *t) {
 /* ------------------------------------------------------------------ constructor, exit */
 
 /* Make sure the recorder is set up before main even if nothing allocates. */
-__attribute__((constructor)) static void lg_ctor(void) {
-  try_init();
-}
+__attribute__((constructor)) static void lg_ctor(void) { try_init(); }
 
 /* The process has begun to exit: what it frees from now on is teardown (the report
  * leaves it out, however long it takes). */
@@ -348,6 +345,4 @@ LG_API __attribute__((noreturn)) void exit(int status) {
   __builtin_unreachable();
 }
 
-__attribute__((destructor)) static void lg_dtor(void) {
-  lg_exiting();
-}
+__attribute__((destructor)) static void lg_dtor(void) { lg_exiting(); }

@@ -183,8 +183,7 @@ static void mm_remapped(void *old, size_t old_len, void *p, size_t new_len, int 
   t->guard--;
 }
 
-static void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off,
-                     uintptr_t ra0, uintptr_t cfa0) {
+static void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, uintptr_t ra0, uintptr_t cfa0) {
   void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
   if (p != MAP_FAILED && lgi_g.enabled && (flags & (MAP_ANONYMOUS | MAP_FIXED)))
     mm_mapped(p, len, (flags & MAP_ANONYMOUS) != 0, ra0, cfa0);
@@ -214,4 +213,3 @@ LG_API void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
   if (p != MAP_FAILED) mm_remapped(old, old_len, p, new_len, flags);
   return p;
 }
-

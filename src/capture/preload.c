@@ -37,7 +37,6 @@
 #include "core/platform.h"
 #include "leakguard.h"
 
-
 __thread lgi_tls_t lgi_tls __attribute__((tls_model("initial-exec")));
 lgi_global_t lgi_g = {.fd = -1, .conn = -1};
 
@@ -81,7 +80,7 @@ static void *boot_alloc(size_t n) {
   b->site = 0;
   b->epoch = 0;
   b->word = lg_blk_word(n, 4, 0); /* marked: free() sends it to free_slow(), which ignores it */
-  return boot_pool + at + HDR; /* zeroed: static storage is never reused */
+  return boot_pool + at + HDR;    /* zeroed: static storage is never reused */
 }
 
 /* 1 when all the real functions are glibc's own (libc.so.6), whose blocks can go
@@ -89,7 +88,7 @@ static void *boot_alloc(size_t n) {
  * jemalloc and others define those names too. dladdr() does not allocate. */
 static int next_is_glibc(void) {
 #if LG_MALLOC_ALIGN16
-  void *fn[] = {(void *)real_malloc, (void *)real_free, (void *)real_calloc,
+  void *fn[] = {(void *)real_malloc,  (void *)real_free,     (void *)real_calloc,
                 (void *)real_realloc, (void *)real_memalign, (void *)real_usable};
   void *base = NULL;
   for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i++) {
@@ -204,14 +203,11 @@ static inline int64_t weight_blocks(size_t size) {
   return w < 1 ? 1 : w;
 }
 
-static uint32_t era_now(void) {
-  return atomic_load_explicit(&lgi_g.hdr->epoch, memory_order_relaxed);
-}
+static uint32_t era_now(void) { return atomic_load_explicit(&lgi_g.hdr->epoch, memory_order_relaxed); }
 
 /* ------------------------------------------------------------------ accounting */
 
-static inline void ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks,
-                              uint32_t epoch, int alloc) {
+static inline void ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch, int alloc) {
   int shared = t->shard_atomic || t->guard > 1 || !t->chunk_dir;
   lgi_tls_t tmp;
   if (t->guard > 1) { /* nested (signal handler inside a hook): shared shard only */
@@ -252,8 +248,7 @@ uint32_t lgi_epoch(void) { return era_now(); }
 
 /* Records the block at user pointer p (its header already holds size and offset):
  * the countdown ran out and lgi_thread_ready() said yes. */
-static __attribute__((noinline)) void record_alloc(lgi_tls_t *t, void *p, size_t size,
-                                                   uintptr_t ra0, uintptr_t cfa0) {
+static __attribute__((noinline)) void record_alloc(lgi_tls_t *t, void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
   t->guard++;
   if (lgi_g.sample_bytes) t->countdown = (int64_t)lgi_next_exp(t, (double)lgi_g.sample_bytes);
   else t->countdown = 0;
@@ -296,7 +291,6 @@ static inline void *head(void *base, size_t size, unsigned offset_log2) {
   b->word = lg_blk_word(size, offset_log2, 0);
   return p;
 }
-
 
 /* The block was allocated inside lg_tag_push(): count it, enforce the quota. */
 static __attribute__((noinline)) void *tag_finish(lgi_tls_t *t, void *p, size_t size) {
@@ -355,8 +349,7 @@ static int decide(lgi_tls_t *t, size_t size) {
 
 static inline int need_head(const lgi_tls_t *t) { return head_all || (t->tag && !t->guard); }
 
-static inline void *finish(lgi_tls_t *t, void *p, size_t size, int rec, uintptr_t ra0,
-                           uintptr_t cfa0) {
+static inline void *finish(lgi_tls_t *t, void *p, size_t size, int rec, uintptr_t ra0, uintptr_t cfa0) {
   if (rec) record_alloc(t, p, size, ra0, cfa0);
   if (LGI_UNLIKELY(t->tag) && !t->guard) return tag_finish(t, p, size);
   return p;
@@ -364,9 +357,7 @@ static inline void *finish(lgi_tls_t *t, void *p, size_t size, int rec, uintptr_
 
 /* ------------------------------------------------------------------ malloc family */
 
-static inline int too_big(size_t size, size_t extra) {
-  return size > SIZE_MAX - extra || size > LG_BLK_MAX_SIZE;
-}
+static inline int too_big(size_t size, size_t extra) { return size > SIZE_MAX - extra || size > LG_BLK_MAX_SIZE; }
 
 static __attribute__((noinline)) void *malloc_slow(size_t size, uintptr_t ra0, uintptr_t cfa0) {
   if (LGI_UNLIKELY(!real_malloc)) {
@@ -433,8 +424,7 @@ LG_API void free(void *p) {
   free_slow(p);
 }
 
-static __attribute__((noinline)) void *calloc_slow(size_t n, size_t size, uintptr_t ra0,
-                                                   uintptr_t cfa0) {
+static __attribute__((noinline)) void *calloc_slow(size_t n, size_t size, uintptr_t ra0, uintptr_t cfa0) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total) || too_big(total, HDR)) {
     errno = ENOMEM;
@@ -460,8 +450,7 @@ LG_API void *calloc(size_t n, size_t size) {
 }
 
 /* realloc of a block with a header (recorded, tagged, bootstrap or over-aligned). */
-static __attribute__((noinline)) void *realloc_headed(void *p, size_t size, uintptr_t ra0,
-                                                      uintptr_t cfa0) {
+static __attribute__((noinline)) void *realloc_headed(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
   lg_blk_t *b = blk_of(p);
   size_t old = blk_size(b);
   if (in_boot(p) || blk_offset(b) != HDR) {
@@ -496,8 +485,7 @@ static __attribute__((noinline)) void *realloc_headed(void *p, size_t size, uint
 
 /* realloc of a block without a header whose new size needs one (recorded or tagged):
  * it moves into a fresh headed block. */
-static __attribute__((noinline)) void *realloc_plain_slow(void *p, size_t size, uintptr_t ra0,
-                                                          uintptr_t cfa0) {
+static __attribute__((noinline)) void *realloc_plain_slow(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
   lgi_tls_t *t = &lgi_tls;
   int rec = decide(t, size);
   if (!rec && !need_head(t)) return real_realloc(p, size);
@@ -664,4 +652,3 @@ LG_API int lg_pause_recording(int pause) {
   else if (t->guard > 0) t->guard--;
   return t->guard;
 }
-

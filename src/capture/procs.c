@@ -35,7 +35,6 @@
 #include "core/platform.h"
 #include "leakguard.h"
 
-
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
@@ -58,8 +57,7 @@ static struct {
   waitid_fn waitid;
 } real;
 
-#define RESOLVE(name) \
-  (real.name ? real.name : (real.name = (__typeof__(real.name))dlsym(RTLD_NEXT, #name)))
+#define RESOLVE(name) (real.name ? real.name : (real.name = (__typeof__(real.name))dlsym(RTLD_NEXT, #name)))
 
 void lgi_procs_init(void) {
   RESOLVE(execve);
@@ -88,31 +86,25 @@ static void exec_failed(uint32_t old) {
   if (old) atomic_store(&lgi_g.hdr->state, old);
 }
 
-#define EXEC_CALL(name, ...)                  \
-  do {                                        \
-    if (!RESOLVE(name)) {                     \
-      errno = ENOSYS;                         \
-      return -1;                              \
-    }                                         \
-    uint32_t old_ = exec_mark();              \
-    int rc_ = real.name(__VA_ARGS__);         \
-    int e_ = errno;                           \
-    exec_failed(old_);                        \
-    errno = e_;                               \
-    return rc_;                               \
+#define EXEC_CALL(name, ...)                                                                                           \
+  do {                                                                                                                 \
+    if (!RESOLVE(name)) {                                                                                              \
+      errno = ENOSYS;                                                                                                  \
+      return -1;                                                                                                       \
+    }                                                                                                                  \
+    uint32_t old_ = exec_mark();                                                                                       \
+    int rc_ = real.name(__VA_ARGS__);                                                                                  \
+    int e_ = errno;                                                                                                    \
+    exec_failed(old_);                                                                                                 \
+    errno = e_;                                                                                                        \
+    return rc_;                                                                                                        \
   } while (0)
 
-LG_API int execve(const char *path, char *const argv[], char *const envp[]) {
-  EXEC_CALL(execve, path, argv, envp);
-}
+LG_API int execve(const char *path, char *const argv[], char *const envp[]) { EXEC_CALL(execve, path, argv, envp); }
 LG_API int execv(const char *path, char *const argv[]) { EXEC_CALL(execv, path, argv); }
 LG_API int execvp(const char *file, char *const argv[]) { EXEC_CALL(execvp, file, argv); }
-LG_API int execvpe(const char *file, char *const argv[], char *const envp[]) {
-  EXEC_CALL(execvpe, file, argv, envp);
-}
-LG_API int fexecve(int fd, char *const argv[], char *const envp[]) {
-  EXEC_CALL(fexecve, fd, argv, envp);
-}
+LG_API int execvpe(const char *file, char *const argv[], char *const envp[]) { EXEC_CALL(execvpe, file, argv, envp); }
+LG_API int fexecve(int fd, char *const argv[], char *const envp[]) { EXEC_CALL(fexecve, fd, argv, envp); }
 LG_API int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
   EXEC_CALL(execveat, dirfd, path, argv, envp, flags);
 }

@@ -54,14 +54,14 @@ typedef struct lgi_pylayout {
   uint16_t f_instr;       /* OBJECT: int f_lasti; INTERP: _Py_CODEUNIT * */
   int16_t f_owner;        /* INTERP: char owner; -1 when none */
   uint16_t co_filename, co_name;
-  int16_t co_qualname;    /* -1 when none */
+  int16_t co_qualname; /* -1 when none */
   uint16_t co_firstlineno;
   int16_t co_firsttraceable; /* INTERP: int _co_firsttraceable */
-  uint16_t co_code;       /* OBJECT: PyCodeObject.co_code (bytes); INTERP: co_code_adaptive */
-  uint16_t str_state;     /* PyASCIIObject.state */
-  uint16_t str_ascii_data;  /* sizeof(PyASCIIObject) */
+  uint16_t co_code;          /* OBJECT: PyCodeObject.co_code (bytes); INTERP: co_code_adaptive */
+  uint16_t str_state;        /* PyASCIIObject.state */
+  uint16_t str_ascii_data;   /* sizeof(PyASCIIObject) */
   uint16_t str_compact_data; /* sizeof(PyCompactUnicodeObject) */
-  uint32_t str_ready;     /* PyASCIIObject.state.ready bit (up to 3.11), 0 when none */
+  uint32_t str_ready;        /* PyASCIIObject.state.ready bit (up to 3.11), 0 when none */
 } lgi_pylayout_t;
 
 /* Same in every version: PyObject.ob_type, PyVarObject.ob_size (Include/object.h),
@@ -78,117 +78,117 @@ static const lgi_pylayout_t lgi_pylayouts[] = {
     {
         .minor = 9, /* checked against 3.9.18 */
         .model = LGI_PYF_OBJECT,
-        .lasti_bytes = 1,        /* 3.9 f_lasti: byte offset (PyFrame_GetLineNumber) */
+        .lasti_bytes = 1, /* 3.9 f_lasti: byte offset (PyFrame_GetLineNumber) */
         .owner_cstack = -1,
         .owner_generator = -1,
         .ts_cframe = -1,
-        .ts_frame = 24,          /* cpython/pystate.h: PyThreadState.frame */
-        .f_back = 24,            /* cpython/frameobject.h: PyFrameObject.f_back */
-        .f_code = 32,            /*   .f_code */
-        .f_instr = 104,          /*   int f_lasti */
+        .ts_frame = 24, /* cpython/pystate.h: PyThreadState.frame */
+        .f_back = 24,   /* cpython/frameobject.h: PyFrameObject.f_back */
+        .f_code = 32,   /*   .f_code */
+        .f_instr = 104, /*   int f_lasti */
         .f_owner = -1,
-        .co_filename = 104,      /* cpython/code.h: PyCodeObject.co_filename */
-        .co_name = 112,          /*   .co_name */
+        .co_filename = 104, /* cpython/code.h: PyCodeObject.co_filename */
+        .co_name = 112,     /*   .co_name */
         .co_qualname = -1,
-        .co_firstlineno = 40,    /*   int co_firstlineno */
+        .co_firstlineno = 40, /*   int co_firstlineno */
         .co_firsttraceable = -1,
-        .co_code = 48,           /*   PyObject *co_code (bytes) */
-        .str_state = 32,         /* cpython/unicodeobject.h: PyASCIIObject.state */
-        .str_ascii_data = 48,    /*   sizeof(PyASCIIObject) */
-        .str_compact_data = 72,  /*   sizeof(PyCompactUnicodeObject) */
-        .str_ready = 0x80,       /*   state.ready */
+        .co_code = 48,          /*   PyObject *co_code (bytes) */
+        .str_state = 32,        /* cpython/unicodeobject.h: PyASCIIObject.state */
+        .str_ascii_data = 48,   /*   sizeof(PyASCIIObject) */
+        .str_compact_data = 72, /*   sizeof(PyCompactUnicodeObject) */
+        .str_ready = 0x80,      /*   state.ready */
     },
     {
         .minor = 10, /* checked against 3.10.13 */
         .model = LGI_PYF_OBJECT,
-        .lasti_bytes = 2,        /* 3.10 f_lasti: code units (PyFrame_GetLineNumber: *2) */
+        .lasti_bytes = 2, /* 3.10 f_lasti: code units (PyFrame_GetLineNumber: *2) */
         .owner_cstack = -1,
         .owner_generator = -1,
         .ts_cframe = -1,
-        .ts_frame = 24,          /* cpython/pystate.h: PyThreadState.frame */
-        .f_back = 24,            /* cpython/frameobject.h: PyFrameObject.f_back */
-        .f_code = 32,            /*   .f_code */
-        .f_instr = 96,           /*   int f_lasti */
+        .ts_frame = 24, /* cpython/pystate.h: PyThreadState.frame */
+        .f_back = 24,   /* cpython/frameobject.h: PyFrameObject.f_back */
+        .f_code = 32,   /*   .f_code */
+        .f_instr = 96,  /*   int f_lasti */
         .f_owner = -1,
-        .co_filename = 104,      /* cpython/code.h: PyCodeObject.co_filename */
-        .co_name = 112,          /*   .co_name */
+        .co_filename = 104, /* cpython/code.h: PyCodeObject.co_filename */
+        .co_name = 112,     /*   .co_name */
         .co_qualname = -1,
-        .co_firstlineno = 40,    /*   int co_firstlineno */
+        .co_firstlineno = 40, /*   int co_firstlineno */
         .co_firsttraceable = -1,
-        .co_code = 48,           /*   PyObject *co_code (bytes) */
-        .str_state = 32,         /* cpython/unicodeobject.h: PyASCIIObject.state */
-        .str_ascii_data = 48,    /*   sizeof(PyASCIIObject) */
-        .str_compact_data = 72,  /*   sizeof(PyCompactUnicodeObject) */
-        .str_ready = 0x80,       /*   state.ready */
+        .co_code = 48,          /*   PyObject *co_code (bytes) */
+        .str_state = 32,        /* cpython/unicodeobject.h: PyASCIIObject.state */
+        .str_ascii_data = 48,   /*   sizeof(PyASCIIObject) */
+        .str_compact_data = 72, /*   sizeof(PyCompactUnicodeObject) */
+        .str_ready = 0x80,      /*   state.ready */
     },
     {
         .minor = 11, /* checked against 3.11.2 (Debian) and 3.11.7 */
         .model = LGI_PYF_INTERP,
         .lasti_bytes = 2,
-        .owner_cstack = -1,      /* 3.11 has no C-stack entry frames in the chain */
-        .owner_generator = 1,    /* internal/pycore_frame.h: FRAME_OWNED_BY_GENERATOR */
-        .ts_cframe = 56,         /* cpython/pystate.h: PyThreadState.cframe */
-        .ts_frame = 8,           /*   _PyCFrame.current_frame (after uint8_t use_tracing) */
-        .f_back = 48,            /* internal/pycore_frame.h: _PyInterpreterFrame.previous */
-        .f_code = 32,            /*   .f_code */
-        .f_instr = 56,           /*   _Py_CODEUNIT *prev_instr */
-        .f_owner = 69,           /*   char owner */
-        .co_filename = 112,      /* cpython/code.h: PyCodeObject.co_filename */
-        .co_name = 120,          /*   .co_name */
-        .co_qualname = 128,      /*   .co_qualname */
-        .co_firstlineno = 72,    /*   int co_firstlineno */
+        .owner_cstack = -1,       /* 3.11 has no C-stack entry frames in the chain */
+        .owner_generator = 1,     /* internal/pycore_frame.h: FRAME_OWNED_BY_GENERATOR */
+        .ts_cframe = 56,          /* cpython/pystate.h: PyThreadState.cframe */
+        .ts_frame = 8,            /*   _PyCFrame.current_frame (after uint8_t use_tracing) */
+        .f_back = 48,             /* internal/pycore_frame.h: _PyInterpreterFrame.previous */
+        .f_code = 32,             /*   .f_code */
+        .f_instr = 56,            /*   _Py_CODEUNIT *prev_instr */
+        .f_owner = 69,            /*   char owner */
+        .co_filename = 112,       /* cpython/code.h: PyCodeObject.co_filename */
+        .co_name = 120,           /*   .co_name */
+        .co_qualname = 128,       /*   .co_qualname */
+        .co_firstlineno = 72,     /*   int co_firstlineno */
         .co_firsttraceable = 168, /*  int _co_firsttraceable */
-        .co_code = 184,          /*   char co_code_adaptive[] */
-        .str_state = 32,         /* cpython/unicodeobject.h: PyASCIIObject.state */
-        .str_ascii_data = 48,    /*   sizeof(PyASCIIObject) */
-        .str_compact_data = 72,  /*   sizeof(PyCompactUnicodeObject) */
-        .str_ready = 0x80,       /*   state.ready */
+        .co_code = 184,           /*   char co_code_adaptive[] */
+        .str_state = 32,          /* cpython/unicodeobject.h: PyASCIIObject.state */
+        .str_ascii_data = 48,     /*   sizeof(PyASCIIObject) */
+        .str_compact_data = 72,   /*   sizeof(PyCompactUnicodeObject) */
+        .str_ready = 0x80,        /*   state.ready */
     },
     {
         .minor = 12, /* checked against 3.12.1 */
         .model = LGI_PYF_INTERP,
         .lasti_bytes = 2,
-        .owner_cstack = 3,       /* internal/pycore_frame.h: FRAME_OWNED_BY_CSTACK */
-        .owner_generator = 1,    /*   FRAME_OWNED_BY_GENERATOR */
-        .ts_cframe = 56,         /* cpython/pystate.h: PyThreadState.cframe */
-        .ts_frame = 0,           /*   _PyCFrame.current_frame (use_tracing is gone) */
-        .f_back = 8,             /* internal/pycore_frame.h: _PyInterpreterFrame.previous */
-        .f_code = 0,             /*   .f_code (moved first) */
-        .f_instr = 56,           /*   _Py_CODEUNIT *prev_instr */
-        .f_owner = 70,           /*   char owner */
-        .co_filename = 112,      /* cpython/code.h: PyCodeObject.co_filename */
-        .co_name = 120,          /*   .co_name */
-        .co_qualname = 128,      /*   .co_qualname */
-        .co_firstlineno = 68,    /*   int co_firstlineno */
+        .owner_cstack = 3,        /* internal/pycore_frame.h: FRAME_OWNED_BY_CSTACK */
+        .owner_generator = 1,     /*   FRAME_OWNED_BY_GENERATOR */
+        .ts_cframe = 56,          /* cpython/pystate.h: PyThreadState.cframe */
+        .ts_frame = 0,            /*   _PyCFrame.current_frame (use_tracing is gone) */
+        .f_back = 8,              /* internal/pycore_frame.h: _PyInterpreterFrame.previous */
+        .f_code = 0,              /*   .f_code (moved first) */
+        .f_instr = 56,            /*   _Py_CODEUNIT *prev_instr */
+        .f_owner = 70,            /*   char owner */
+        .co_filename = 112,       /* cpython/code.h: PyCodeObject.co_filename */
+        .co_name = 120,           /*   .co_name */
+        .co_qualname = 128,       /*   .co_qualname */
+        .co_firstlineno = 68,     /*   int co_firstlineno */
         .co_firsttraceable = 176, /*  int _co_firsttraceable */
-        .co_code = 192,          /*   char co_code_adaptive[] */
-        .str_state = 32,         /* cpython/unicodeobject.h: PyASCIIObject.state */
-        .str_ascii_data = 40,    /*   sizeof(PyASCIIObject) (no wstr) */
-        .str_compact_data = 56,  /*   sizeof(PyCompactUnicodeObject) */
-        .str_ready = 0,          /*   no ready bit: strings are always ready */
+        .co_code = 192,           /*   char co_code_adaptive[] */
+        .str_state = 32,          /* cpython/unicodeobject.h: PyASCIIObject.state */
+        .str_ascii_data = 40,     /*   sizeof(PyASCIIObject) (no wstr) */
+        .str_compact_data = 56,   /*   sizeof(PyCompactUnicodeObject) */
+        .str_ready = 0,           /*   no ready bit: strings are always ready */
     },
     {
         .minor = 13, /* checked against 3.13.0 */
         .model = LGI_PYF_INTERP,
         .lasti_bytes = 2,
-        .owner_cstack = 3,       /* internal/pycore_frame.h: FRAME_OWNED_BY_CSTACK */
-        .owner_generator = 1,    /*   FRAME_OWNED_BY_GENERATOR */
-        .ts_cframe = -1,         /* _PyCFrame is gone */
-        .ts_frame = 72,          /* cpython/pystate.h: PyThreadState.current_frame */
-        .f_back = 8,             /* internal/pycore_frame.h: _PyInterpreterFrame.previous */
-        .f_code = 0,             /*   PyObject *f_executable */
-        .f_instr = 56,           /*   _Py_CODEUNIT *instr_ptr */
-        .f_owner = 70,           /*   char owner */
-        .co_filename = 112,      /* cpython/code.h: PyCodeObject.co_filename */
-        .co_name = 120,          /*   .co_name */
-        .co_qualname = 128,      /*   .co_qualname */
-        .co_firstlineno = 68,    /*   int co_firstlineno */
+        .owner_cstack = 3,        /* internal/pycore_frame.h: FRAME_OWNED_BY_CSTACK */
+        .owner_generator = 1,     /*   FRAME_OWNED_BY_GENERATOR */
+        .ts_cframe = -1,          /* _PyCFrame is gone */
+        .ts_frame = 72,           /* cpython/pystate.h: PyThreadState.current_frame */
+        .f_back = 8,              /* internal/pycore_frame.h: _PyInterpreterFrame.previous */
+        .f_code = 0,              /*   PyObject *f_executable */
+        .f_instr = 56,            /*   _Py_CODEUNIT *instr_ptr */
+        .f_owner = 70,            /*   char owner */
+        .co_filename = 112,       /* cpython/code.h: PyCodeObject.co_filename */
+        .co_name = 120,           /*   .co_name */
+        .co_qualname = 128,       /*   .co_qualname */
+        .co_firstlineno = 68,     /*   int co_firstlineno */
         .co_firsttraceable = 184, /*  int _co_firsttraceable */
-        .co_code = 200,          /*   char co_code_adaptive[] */
-        .str_state = 32,         /* cpython/unicodeobject.h: PyASCIIObject.state */
-        .str_ascii_data = 40,    /*   sizeof(PyASCIIObject) */
-        .str_compact_data = 56,  /*   sizeof(PyCompactUnicodeObject) */
-        .str_ready = 0,          /*   no ready bit */
+        .co_code = 200,           /*   char co_code_adaptive[] */
+        .str_state = 32,          /* cpython/unicodeobject.h: PyASCIIObject.state */
+        .str_ascii_data = 40,     /*   sizeof(PyASCIIObject) */
+        .str_compact_data = 56,   /*   sizeof(PyCompactUnicodeObject) */
+        .str_ready = 0,           /*   no ready bit */
     },
 };
 

@@ -44,12 +44,12 @@
 
 #define LGI_PY_HOPS 256 /* links followed at most (incomplete and shim frames included) */
 
-static const lgi_pylayout_t *lay;        /* the running interpreter's layout */
-static void *(*get_tstate)(void);        /* PyGILState_GetThisThreadState */
-static int (*addr2line)(void *, int);    /* PyCode_Addr2Line(PyCodeObject *, int) */
-static uintptr_t code_type, str_type;   /* &PyCode_Type, &PyUnicode_Type */
-static uintptr_t interp_lo, interp_hi;  /* the module holding the interpreter loop */
-static int py_state;                     /* 0 unknown, 1 active, -1 off */
+static const lgi_pylayout_t *lay;      /* the running interpreter's layout */
+static void *(*get_tstate)(void);      /* PyGILState_GetThisThreadState */
+static int (*addr2line)(void *, int);  /* PyCode_Addr2Line(PyCodeObject *, int) */
+static uintptr_t code_type, str_type;  /* &PyCode_Type, &PyUnicode_Type */
+static uintptr_t interp_lo, interp_hi; /* the module holding the interpreter loop */
+static int py_state;                   /* 0 unknown, 1 active, -1 off */
 
 static int find_interp_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
   (void)sz;
@@ -88,7 +88,8 @@ static void say(const char *a, unsigned major, unsigned minor, const char *b) {
         char d[10];
         int nd = 0;
         unsigned x = v[k];
-        do d[nd++] = (char)('0' + x % 10); while ((x /= 10) && nd < 10);
+        do d[nd++] = (char)('0' + x % 10);
+        while ((x /= 10) && nd < 10);
         while (nd) buf[n++] = d[--nd];
         if (k == 0) buf[n++] = '.';
       }
@@ -159,13 +160,9 @@ int lgi_python_active(void) { return __atomic_load_n(&py_state, __ATOMIC_ACQUIRE
 /* A pointer worth following: non-NULL, 8-aligned, in the user half of the x86-64 /
  * AArch64 48-bit address space. Cheap; not a proof that it is mapped. */
 static inline int ptr_ok(uintptr_t p) { return p >= 4096 && p < (1ULL << 47) && (p & 7) == 0; }
-static inline uintptr_t rd_ptr(uintptr_t base, unsigned off) {
-  return *(const uintptr_t *)(base + off);
-}
+static inline uintptr_t rd_ptr(uintptr_t base, unsigned off) { return *(const uintptr_t *)(base + off); }
 static inline int rd_int(uintptr_t base, unsigned off) { return *(const int *)(base + off); }
-static inline intptr_t rd_ssize(uintptr_t base, unsigned off) {
-  return *(const intptr_t *)(base + off);
-}
+static inline intptr_t rd_ssize(uintptr_t base, unsigned off) { return *(const intptr_t *)(base + off); }
 
 /* Copies a str object's text as UTF-8 when it is a compact string (identifiers and
  * file names are), truncated on a character boundary; else "?". Never calls into
@@ -230,15 +227,14 @@ static inline uint64_t str_fp(const lgi_pylayout_t *l, uintptr_t o) {
   uint32_t st = *(const uint32_t *)(o + l->str_state);
   intptr_t len = rd_ssize(o, LGI_PY_STR_LENGTH);
   unsigned kind = LGI_PY_STR_KIND(st);
-  if (!(st & LGI_PY_STR_COMPACT) || (l->str_ready && !(st & l->str_ready)) || len <= 0 ||
-      len > (1 << 20) || (kind != 1 && kind != 2 && kind != 4))
+  if (!(st & LGI_PY_STR_COMPACT) || (l->str_ready && !(st & l->str_ready)) || len <= 0 || len > (1 << 20) ||
+      (kind != 1 && kind != 2 && kind != 4))
     return o; /* not a string python.c can read: its address is all there is */
   const unsigned char *d =
       (const unsigned char *)o + ((st & LGI_PY_STR_ASCII) ? l->str_ascii_data : l->str_compact_data);
   size_t nb = (size_t)len * kind;
   uint64_t w = 0;
-  if (nb >= 8)
-    __builtin_memcpy(&w, d + nb - 8, 8);
+  if (nb >= 8) __builtin_memcpy(&w, d + nb - 8, 8);
   else
     for (size_t k = 0; k < nb; k++) w = w << 8 | d[k];
   return (uint64_t)nb * 0x9E3779B97F4A7C15ull ^ w * 0xC2B2AE3D27D4EB4Full;
@@ -252,7 +248,11 @@ static inline uint64_t code_fp(const lgi_pylayout_t *l, uintptr_t co) {
 /* Process-wide index (code, fingerprint, line) -> pyframe id, in private pages;
  * guarded by the region lock (only taken on a per-thread cache miss). */
 #define PIX_CAP (1u << 18)
-typedef struct { uint64_t code, fp; int32_t line; uint32_t id; } pix_t;
+typedef struct {
+  uint64_t code, fp;
+  int32_t line;
+  uint32_t id;
+} pix_t;
 static pix_t *pix;
 
 static uint32_t pyframe_intern(uintptr_t co, uint64_t fp, int line) {
@@ -276,8 +276,7 @@ static uint32_t pyframe_intern(uintptr_t co, uint64_t fp, int line) {
       char file[512], func[256];
       const lgi_pylayout_t *l = lay;
       str_copy(rd_ptr(co, l->co_filename), file, sizeof file);
-      str_copy(rd_ptr(co, l->co_qualname >= 0 ? (unsigned)l->co_qualname : l->co_name), func,
-               sizeof func);
+      str_copy(rd_ptr(co, l->co_qualname >= 0 ? (unsigned)l->co_qualname : l->co_name), func, sizeof func);
       lg_pyframe_rec_t *r = LG_PTR(h, h->pyframes_off, lg_pyframe_rec_t *) + k;
       r->code = key;
       r->line = line;
@@ -296,7 +295,10 @@ out:
 
 /* Per-thread cache: (code, fingerprint, instruction) -> pyframe id. */
 #define PCACHE 512
-typedef struct { uint64_t code, fp, instr; uint32_t id; } pcache_t;
+typedef struct {
+  uint64_t code, fp, instr;
+  uint32_t id;
+} pcache_t;
 
 /* The innermost frame of the calling thread, 0 when it runs no Python code. */
 static uintptr_t innermost(const lgi_pylayout_t *l) {
@@ -314,8 +316,7 @@ static uintptr_t innermost(const lgi_pylayout_t *l) {
  * offset for PyCode_Addr2Line, -1 for "before the first instruction"). Returns 1 for a
  * frame to report, 0 for one to skip (not started, C-stack shim), -1 when the chain
  * cannot be trusted from here on. */
-static int frame_at(const lgi_pylayout_t *l, uintptr_t f, uintptr_t *co, uint64_t *ikey,
-                    int *addrq) {
+static int frame_at(const lgi_pylayout_t *l, uintptr_t f, uintptr_t *co, uint64_t *ikey, int *addrq) {
   uintptr_t c = rd_ptr(f, l->f_code);
   if (l->model == LGI_PYF_INTERP) {
     int owner = *(const signed char *)(f + l->f_owner);

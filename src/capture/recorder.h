@@ -41,41 +41,41 @@ typedef struct lgi_scache_ent {
   uint32_t id;
   uint16_t depth;
   uint8_t space;
-  uint8_t pad;    /* GPU ordinal of GPU spaces (the site key is space + device) */
+  uint8_t pad;                         /* GPU ordinal of GPU spaces (the site key is space + device) */
   uint32_t slot_off[LGI_SCACHE_DEPTH]; /* slot address - cfa0 of frame i's return address */
   uint64_t ra[LGI_SCACHE_DEPTH];
 } lgi_scache_ent_t;
 
 #define LGI_TAG_DEPTH 8
 typedef struct lgi_tls {
-  int guard;              /* > 0 while inside the recorder: nested calls pass through */
-  int state;              /* 0 new, 1 ready, 2 exited (thread destructor ran) */
-  int64_t countdown;      /* bytes until the next recorded allocation; <= 0: record */
+  int guard;         /* > 0 while inside the recorder: nested calls pass through */
+  int state;         /* 0 new, 1 ready, 2 exited (thread destructor ran) */
+  int64_t countdown; /* bytes until the next recorded allocation; <= 0: record */
   uint64_t rng;
   lg_shard_desc_t *shard; /* NULL: use the shared atomic shard 0 */
   uint64_t *chunk_dir;
   int shard_atomic;
   uintptr_t stack_lo, stack_hi;
   lgi_scache_ent_t *scache; /* LGI_SCACHE_ENTRIES entries, mmap'd on first use */
-  uint16_t tag;           /* current lg_tag_push() tag, 0 = none */
+  uint16_t tag;             /* current lg_tag_push() tag, 0 = none */
   uint16_t tag_depth;
   uint16_t tag_stack[LGI_TAG_DEPTH];
-  uint16_t quota_tag;     /* quota crossed inside the allocator: callback pending */
+  uint16_t quota_tag; /* quota crossed inside the allocator: callback pending */
   int64_t quota_live;
-  void *pycache;          /* python.c's per-thread frame cache */
+  void *pycache; /* python.c's per-thread frame cache */
 } lgi_tls_t;
 
 LGI_HIDDEN extern __thread lgi_tls_t lgi_tls;
 
 /* Global recorder state. */
 typedef struct lgi_global {
-  lg_region_hdr_t *hdr;   /* NULL when not recording */
-  int fd;                 /* the region's memfd: the program may close or reuse the
+  lg_region_hdr_t *hdr;    /* NULL when not recording */
+  int fd;                  /* the region's memfd: the program may close or reuse the
                            * number (close_range, dup2), so check lgi_fd_is() first */
-  uint64_t fd_dev, fd_ino;    /* identity of the memfd when it was created */
-  int conn;               /* the connection to the collector, -1 if none; same caveat */
+  uint64_t fd_dev, fd_ino; /* identity of the memfd when it was created */
+  int conn;                /* the connection to the collector, -1 if none; same caveat */
   uint64_t conn_dev, conn_ino;
-  int enabled;            /* recording into hdr */
+  int enabled; /* recording into hdr */
   uint32_t depth;
   uint64_t sample_bytes;
   int follow;
@@ -117,8 +117,7 @@ LGI_HIDDEN void lgi_pages_free(void *p, size_t bytes);
 
 /* Adds bytes/blocks to site in this thread's shard (alloc: also to the allocation
  * totals). The caller holds the recursion guard exactly once. */
-LGI_HIDDEN void lgi_count(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch,
-                          int alloc);
+LGI_HIDDEN void lgi_count(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch, int alloc);
 /* The region's epoch (birth time of a block). */
 LGI_HIDDEN uint32_t lgi_epoch(void);
 /* Finds the real allocator (once; a concurrent caller waits for the first). */
@@ -131,7 +130,7 @@ LGI_HIDDEN extern uintptr_t lgi_alloc_lo, lgi_alloc_hi;
 
 /* The `space` argument of lgi_stack_intern/lgi_capture*: lg_space_t in bits 0-7 and,
  * for GPU spaces, the device ordinal in bits 8-15 (sites differ by device). */
-#define LGI_SITE_SPACE(space, dev) ((unsigned)(space) | ((unsigned)((dev) & 0xff) << 8))
+#define LGI_SITE_SPACE(space, dev) ((unsigned)(space) | ((unsigned)((dev)&0xff) << 8))
 
 /* ---- cuda_mem.c (CUDA driver API: the records; cuda_impl.h for the CUDA files) */
 

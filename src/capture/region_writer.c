@@ -23,8 +23,8 @@
 #include "core/platform.h"
 
 void *lgi_pages_alloc(size_t bytes) {
-  void *p = (void *)syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *p = (void *)syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                            -1, 0);
   return (p == MAP_FAILED) ? NULL : p;
 }
 
@@ -53,9 +53,7 @@ void lgi_lock(void) {
   unsigned spins = 0;
   for (;;) {
     uint32_t z = 0;
-    if (atomic_compare_exchange_weak_explicit(&h->lock, &z, 1, memory_order_acquire,
-                                              memory_order_relaxed))
-      return;
+    if (atomic_compare_exchange_weak_explicit(&h->lock, &z, 1, memory_order_acquire, memory_order_relaxed)) return;
     if (++spins > 64) sched_yield();
     else lg_cpu_relax();
   }
@@ -307,8 +305,8 @@ static void modules_cover(lg_region_hdr_t *h, const uint64_t *ips, unsigned dept
 /* space: lg_space_t in bits 0-7, the GPU ordinal in bits 8-15 (LGI_SITE_SPACE). */
 static uint64_t hash_stack(const uint64_t *ips, unsigned depth, unsigned space) {
   /* FNV-1a over 64-bit words, finished with a murmur mix. */
-  uint64_t x = 0xcbf29ce484222325ULL ^ ((uint64_t)(space & 0xff) << 56) ^
-               ((uint64_t)((space >> 8) & 0xff) << 48) ^ depth;
+  uint64_t x =
+      0xcbf29ce484222325ULL ^ ((uint64_t)(space & 0xff) << 56) ^ ((uint64_t)((space >> 8) & 0xff) << 48) ^ depth;
   for (unsigned i = 0; i < depth; i++) x = (x ^ ips[i]) * 0x100000001b3ULL;
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
@@ -316,8 +314,7 @@ static uint64_t hash_stack(const uint64_t *ips, unsigned depth, unsigned space) 
   return x | 1; /* never 0: 0 marks an empty slot */
 }
 
-static int same_stack(lg_region_hdr_t *h, uint32_t id, const uint64_t *ips, unsigned depth,
-                      unsigned space) {
+static int same_stack(lg_region_hdr_t *h, uint32_t id, const uint64_t *ips, unsigned depth, unsigned space) {
   lg_stack_rec_t *r = LG_PTR(h, h->stacks_off, lg_stack_rec_t *) + id;
   if (r->depth != depth || r->space != (space & 0xff) || r->device != ((space >> 8) & 0xff)) return 0;
   uint64_t *f = LG_PTR(h, h->frames_off, uint64_t *) + r->frames;
@@ -325,8 +322,8 @@ static int same_stack(lg_region_hdr_t *h, uint32_t id, const uint64_t *ips, unsi
 }
 
 /* Probes the index; returns the id, or 0 if absent (then *slot_out is the empty slot). */
-static uint32_t probe(lg_region_hdr_t *h, uint64_t hash, const uint64_t *ips, unsigned depth,
-                      unsigned space, lg_index_slot_t **slot_out) {
+static uint32_t probe(lg_region_hdr_t *h, uint64_t hash, const uint64_t *ips, unsigned depth, unsigned space,
+                      lg_index_slot_t **slot_out) {
   lg_index_slot_t *ix = LG_PTR(h, h->index_off, lg_index_slot_t *);
   uint32_t mask = h->index_cap - 1;
   for (uint32_t i = (uint32_t)hash & mask, n = 0; n <= mask; i = (i + 1) & mask, n++) {
@@ -444,10 +441,8 @@ lg_site_ctr_t *lgi_site_ctr(lgi_tls_t *t, uint32_t site) {
     }
     uint64_t want = h->arena_off + a, z = 0;
     /* Shard 0 is shared: another thread may have installed a chunk meanwhile. */
-    if (__atomic_compare_exchange_n(&dir[c], &z, want, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
-      off = want;
-    else
-      off = z;
+    if (__atomic_compare_exchange_n(&dir[c], &z, want, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) off = want;
+    else off = z;
   }
   return LG_PTR(h, off, lg_site_ctr_t *) + (site % LG_SITES_PER_CHUNK);
 }

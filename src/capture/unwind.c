@@ -84,7 +84,8 @@ static unsigned native_head(uintptr_t ra0, uint64_t *ips) {
 
 uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
   lgi_scache_ent_t *e = scache_slot(t, ra0, cfa0);
-  if (LGI_LIKELY(e && e->ra0 == ra0 && e->cfa0 == cfa0 && e->space == (uint8_t)space && e->pad == (uint8_t)(space >> 8) && e->id)) {
+  if (LGI_LIKELY(e && e->ra0 == ra0 && e->cfa0 == cfa0 && e->space == (uint8_t)space &&
+                 e->pad == (uint8_t)(space >> 8) && e->id)) {
     unsigned i = 1;
     for (; i < e->depth; i++)
       if (*(const uint64_t *)(cfa0 + e->slot_off[i]) != e->ra[i]) break;

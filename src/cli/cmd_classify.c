@@ -23,8 +23,7 @@
 
 /* ------------------------------------------------------------------ command */
 
-static void usage(FILE *fp)
-{
+static void usage(FILE *fp) {
   fprintf(fp, "usage: leakguard classify [--format text|json] FILE\n"
               "Names the shape of a memory curve. FILE (or - for stdin) is a CSV of\n"
               "samples time,value[,rss], header row optional. Classes: stable,\n"
@@ -32,8 +31,7 @@ static void usage(FILE *fp)
               "fragmentation (needs the rss column).\n");
 }
 
-int lg_cmd_classify(int argc, char **argv)
-{
+int lg_cmd_classify(int argc, char **argv) {
   int json = 0;
   const char *file = NULL;
   for (int i = 1; i < argc; i++) {
@@ -60,10 +58,8 @@ int lg_cmd_classify(int argc, char **argv)
       file = a;
     }
     if (fmt) {
-      if (!strcmp(fmt, "json"))
-        json = 1;
-      else if (!strcmp(fmt, "text"))
-        json = 0;
+      if (!strcmp(fmt, "json")) json = 1;
+      else if (!strcmp(fmt, "text")) json = 0;
       else {
         fprintf(stderr, "leakguard classify: unknown format '%s' (text or json)\n", fmt);
         return LG_EXIT_USAGE;
@@ -97,8 +93,7 @@ int lg_cmd_classify(int argc, char **argv)
       probs = cJSON_AddObjectToObject(root, "probabilities");
     int ok = probs != NULL;
     for (int c = 0; ok && c < LG_PATTERN_COUNT; c++)
-      ok = cJSON_AddNumberToObject(probs, lg_pattern_name((lg_pattern_t)c),
-                                   round(p[c] * 1e4) / 1e4) != NULL;
+      ok = cJSON_AddNumberToObject(probs, lg_pattern_name((lg_pattern_t)c), round(p[c] * 1e4) / 1e4) != NULL;
     char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
     if (!text) {
@@ -109,8 +104,7 @@ int lg_cmd_classify(int argc, char **argv)
     cJSON_free(text);
   } else {
     printf("%s\n", lg_pattern_name(cls));
-    for (int c = 0; c < LG_PATTERN_COUNT; c++)
-      printf("  %-18s %.4f\n", lg_pattern_name((lg_pattern_t)c), p[c]);
+    for (int c = 0; c < LG_PATTERN_COUNT; c++) printf("  %-18s %.4f\n", lg_pattern_name((lg_pattern_t)c), p[c]);
   }
   return fflush(stdout) ? LG_EXIT_INTERNAL : LG_EXIT_OK;
 }

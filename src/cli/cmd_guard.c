@@ -26,24 +26,23 @@ static volatile sig_atomic_t stop_sig;
 static void on_stop(int sig) { stop_sig = sig; }
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: leakguard guard [OPTIONS]\n"
-          "\n"
-          "Watches memory and acts before the kernel's OOM killer: levels normal, warn (75%%),\n"
-          "breaker (88%%), emergency (95%% of the limit, or a trend that reaches the limit soon).\n"
-          "Defaults: warn logs; breaker also tells processes running with the recorder;\n"
-          "emergency terminates the fastest-growing watched process (SIGTERM, then SIGKILL).\n"
-          "\n"
-          "  --cgroup PATH        watch a memory cgroup (v2 or v1 directory); repeatable\n"
-          "  --pid PID            watch a process (RSS; PSS with [guard] memory = pss); repeatable\n"
-          "  --system             watch system memory and PSI (the default with no target;\n"
-          "                       victims then only among processes running with the recorder)\n"
-          "  --config FILE        INI configuration (docs/guard.md, deploy/guard.example.ini)\n"
-          "  --metrics ADDR:PORT  serve Prometheus metrics at http://ADDR:PORT/metrics\n"
-          "  --dry-run            only log what would be done\n"
-          "  --log FILE           JSON-lines event log (default: standard output; '-' too)\n"
-          "  --duration SEC       stop after SEC seconds\n"
-          "  -h, --help           this help\n");
+  fprintf(f, "usage: leakguard guard [OPTIONS]\n"
+             "\n"
+             "Watches memory and acts before the kernel's OOM killer: levels normal, warn (75%%),\n"
+             "breaker (88%%), emergency (95%% of the limit, or a trend that reaches the limit soon).\n"
+             "Defaults: warn logs; breaker also tells processes running with the recorder;\n"
+             "emergency terminates the fastest-growing watched process (SIGTERM, then SIGKILL).\n"
+             "\n"
+             "  --cgroup PATH        watch a memory cgroup (v2 or v1 directory); repeatable\n"
+             "  --pid PID            watch a process (RSS; PSS with [guard] memory = pss); repeatable\n"
+             "  --system             watch system memory and PSI (the default with no target;\n"
+             "                       victims then only among processes running with the recorder)\n"
+             "  --config FILE        INI configuration (docs/guard.md, deploy/guard.example.ini)\n"
+             "  --metrics ADDR:PORT  serve Prometheus metrics at http://ADDR:PORT/metrics\n"
+             "  --dry-run            only log what would be done\n"
+             "  --log FILE           JSON-lines event log (default: standard output; '-' too)\n"
+             "  --duration SEC       stop after SEC seconds\n"
+             "  -h, --help           this help\n");
 }
 
 int lg_cmd_guard(int argc, char **argv) {
@@ -70,10 +69,16 @@ int lg_cmd_guard(int argc, char **argv) {
       rc = LG_EXIT_OK;
       goto out;
     }
-    if (!strcmp(a, "--dry-run")) { dry = 1; continue; }
-    if (!strcmp(a, "--system")) { sys = 1; continue; }
-    int takes = !strcmp(a, "--cgroup") || !strcmp(a, "--pid") || !strcmp(a, "--config") ||
-                !strcmp(a, "--metrics") || !strcmp(a, "--log") || !strcmp(a, "--duration");
+    if (!strcmp(a, "--dry-run")) {
+      dry = 1;
+      continue;
+    }
+    if (!strcmp(a, "--system")) {
+      sys = 1;
+      continue;
+    }
+    int takes = !strcmp(a, "--cgroup") || !strcmp(a, "--pid") || !strcmp(a, "--config") || !strcmp(a, "--metrics") ||
+                !strcmp(a, "--log") || !strcmp(a, "--duration");
     if (!takes) {
       lgu_err("guard: unknown option '%s' (see leakguard guard --help)", a);
       goto out;
@@ -173,8 +178,7 @@ int lg_cmd_guard(int argc, char **argv) {
     next.tv_nsec = (long)(ns % 1000000000LL);
     /* fell behind (suspended, overloaded): restart the schedule from now */
     if (next.tv_sec < now.tv_sec || (next.tv_sec == now.tv_sec && next.tv_nsec < now.tv_nsec)) next = now;
-    while (!stop_sig && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR) {
-    }
+    while (!stop_sig && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR) {}
   }
 out:
   if (srv) lgx_stop(srv);

@@ -10,28 +10,25 @@
 #include "output/store.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: leakguard report [OPTIONS] DATABASE\n"
-          "\n"
-          "Prints the leak report of a database written by `leakguard run`.\n"
-          "\n"
-          "  -f, --format FMT   text (default), json, or folded (stacks weighted by live\n"
-          "                     bytes at the end, for flamegraph.pl and speedscope)\n"
-          "  -n, --top N        suspects to show (default 10)\n"
-          "      --native       keep allocator and interpreter frames in the stacks\n"
-          "      --fail-on-leak exit with status 97 when the report finds a leak\n"
-          "  -h, --help         this help\n");
+  fprintf(f, "usage: leakguard report [OPTIONS] DATABASE\n"
+             "\n"
+             "Prints the leak report of a database written by `leakguard run`.\n"
+             "\n"
+             "  -f, --format FMT   text (default), json, or folded (stacks weighted by live\n"
+             "                     bytes at the end, for flamegraph.pl and speedscope)\n"
+             "  -n, --top N        suspects to show (default 10)\n"
+             "      --native       keep allocator and interpreter frames in the stacks\n"
+             "      --fail-on-leak exit with status 97 when the report finds a leak\n"
+             "  -h, --help         this help\n");
 }
 
 enum { OPT_NATIVE = 256, OPT_FAIL };
 
 int lg_cmd_report(int argc, char **argv) {
-  static const struct option longopts[] = {{"format", required_argument, NULL, 'f'},
-                                           {"top", required_argument, NULL, 'n'},
-                                           {"native", no_argument, NULL, OPT_NATIVE},
-                                           {"fail-on-leak", no_argument, NULL, OPT_FAIL},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {
+      {"format", required_argument, NULL, 'f'},  {"top", required_argument, NULL, 'n'},
+      {"native", no_argument, NULL, OPT_NATIVE}, {"fail-on-leak", no_argument, NULL, OPT_FAIL},
+      {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
   const char *format = "text";
   lgr_options_t ro = {.top = 10};
   int fail = 0, ch;

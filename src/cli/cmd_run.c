@@ -64,8 +64,8 @@ typedef struct run {
   lgv_view_t *view;
   lgc_collector_t *col;
   char dir[32];
-  pid_t child;           /* started, not yet waited for (killed on errors) */
-  int go, err;           /* the child's release and exec-error pipes */
+  pid_t child; /* started, not yet waited for (killed on errors) */
+  int go, err; /* the child's release and exec-error pipes */
 } run_t;
 
 static void run_free(run_t *r) {
@@ -199,8 +199,14 @@ static int run_target(run_opts_t *o, char **targv) {
   }
   char sock[sizeof r.dir + 8];
   snprintf(sock, sizeof sock, "%s/sock", r.dir);
-  lg_target_env_t te = {.library = lib, .socket = sock, .dir = r.dir, .sample = o->sample, .depth = o->depth,
-                        .explain_at_step = o->explain_at_step, .follow = o->follow, .mmap = o->mmap,
+  lg_target_env_t te = {.library = lib,
+                        .socket = sock,
+                        .dir = r.dir,
+                        .sample = o->sample,
+                        .depth = o->depth,
+                        .explain_at_step = o->explain_at_step,
+                        .follow = o->follow,
+                        .mmap = o->mmap,
                         .cuda_um = o->cuda_um};
   if (lg_target_env(&te) != 0) {
     lgu_err("cannot set the target's environment: out of memory");
@@ -235,9 +241,15 @@ static int run_target(run_opts_t *o, char **targv) {
   }
   store_meta(r.db, o, limit, limit_source, targv);
   if (!o->quiet && isatty(2)) r.view = lgv_new(stderr, o->top < 10 ? o->top : 10);
-  lgc_options_t co = {.interval = o->interval, .limit = limit, .limit_source = limit_source,
-                      .limit_given = o->limit != 0, .db = r.db, .db_path = o->output, .view = r.view,
-                      .guard = r.guard, .metrics = r.reg};
+  lgc_options_t co = {.interval = o->interval,
+                      .limit = limit,
+                      .limit_source = limit_source,
+                      .limit_given = o->limit != 0,
+                      .db = r.db,
+                      .db_path = o->output,
+                      .view = r.view,
+                      .guard = r.guard,
+                      .metrics = r.reg};
   if (lgc_new(&co, r.dir, &r.col, why, sizeof why) != 0) {
     lgu_err("run: %s", why);
     run_free(&r);

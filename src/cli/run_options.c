@@ -27,40 +27,39 @@ enum {
 };
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: leakguard run [OPTIONS] [--] COMMAND [ARGS...]\n"
-          "\n"
-          "Runs COMMAND with the recorder preloaded, shows growing allocation sites while it\n"
-          "runs, stores everything in a SQLite database and prints a leak report at the end.\n"
-          "\n"
-          "  -o, --output FILE     database path (default leakguard-<program>-<pid>.db)\n"
-          "  -i, --interval SEC    snapshot interval in seconds, 0.05-3600 (default: 0.1 s\n"
-          "                        while the run is young, growing to 1 s after 30 s)\n"
-          "  -s, --sample BYTES    sample allocations: one sample per BYTES allocated on\n"
-          "                        average (Poisson, weighted); e.g. 512K. Default: record all\n"
-          "  -d, --depth N         native stack depth, 1-256 (default 64)\n"
-          "  -l, --limit BYTES     memory limit for time-to-OOM (default: cgroup, else RAM)\n"
-          "      --no-follow       do not record forked or exec'd children\n"
-          "      --no-mmap         do not record anonymous mmap regions\n"
-          "      --fail-on-leak    exit with status 97 when a leak is found\n"
-          "      --guard           act before the OOM killer: graded levels on the target's\n"
-          "                        memory, system memory and leakguard's memory cgroup,\n"
-          "                        published to the target's breaker API (docs/guard.md)\n"
-          "      --guard-config F  guard levels and actions from an INI file (implies --guard)\n"
-          "      --guard-dry-run   the guard only logs what it would do (implies --guard)\n"
-          "      --metrics ADDR    serve Prometheus metrics on ADDR:PORT (e.g. 127.0.0.1:9464;\n"
-          "                        loopback unless another address is given)\n"
-          "      --cuda-um         CUDA Unified Memory: page faults and migrations per managed\n"
-          "                        allocation site (CUPTI; docs/cuda.md)\n"
-          "      --explain-at-step N  Python: find who holds the suspects' memory at step N\n"
-          "                        (also done at exit; docs/python.md)\n"
-          "  -n, --top N           suspects in the final report (default 10)\n"
-          "  -q, --quiet           no live view and no final text report\n"
-          "  -h, --help            this help\n"
-          "\n"
-          "Exit status: the target's (128+N if killed by signal N); 97 with --fail-on-leak\n"
-          "and a leak; 127 command not found; 126 cannot be recorded (static, setuid);\n"
-          "2 usage error; 98 internal error.\n");
+  fprintf(f, "usage: leakguard run [OPTIONS] [--] COMMAND [ARGS...]\n"
+             "\n"
+             "Runs COMMAND with the recorder preloaded, shows growing allocation sites while it\n"
+             "runs, stores everything in a SQLite database and prints a leak report at the end.\n"
+             "\n"
+             "  -o, --output FILE     database path (default leakguard-<program>-<pid>.db)\n"
+             "  -i, --interval SEC    snapshot interval in seconds, 0.05-3600 (default: 0.1 s\n"
+             "                        while the run is young, growing to 1 s after 30 s)\n"
+             "  -s, --sample BYTES    sample allocations: one sample per BYTES allocated on\n"
+             "                        average (Poisson, weighted); e.g. 512K. Default: record all\n"
+             "  -d, --depth N         native stack depth, 1-256 (default 64)\n"
+             "  -l, --limit BYTES     memory limit for time-to-OOM (default: cgroup, else RAM)\n"
+             "      --no-follow       do not record forked or exec'd children\n"
+             "      --no-mmap         do not record anonymous mmap regions\n"
+             "      --fail-on-leak    exit with status 97 when a leak is found\n"
+             "      --guard           act before the OOM killer: graded levels on the target's\n"
+             "                        memory, system memory and leakguard's memory cgroup,\n"
+             "                        published to the target's breaker API (docs/guard.md)\n"
+             "      --guard-config F  guard levels and actions from an INI file (implies --guard)\n"
+             "      --guard-dry-run   the guard only logs what it would do (implies --guard)\n"
+             "      --metrics ADDR    serve Prometheus metrics on ADDR:PORT (e.g. 127.0.0.1:9464;\n"
+             "                        loopback unless another address is given)\n"
+             "      --cuda-um         CUDA Unified Memory: page faults and migrations per managed\n"
+             "                        allocation site (CUPTI; docs/cuda.md)\n"
+             "      --explain-at-step N  Python: find who holds the suspects' memory at step N\n"
+             "                        (also done at exit; docs/python.md)\n"
+             "  -n, --top N           suspects in the final report (default 10)\n"
+             "  -q, --quiet           no live view and no final text report\n"
+             "  -h, --help            this help\n"
+             "\n"
+             "Exit status: the target's (128+N if killed by signal N); 97 with --fail-on-leak\n"
+             "and a leak; 127 command not found; 126 cannot be recorded (static, setuid);\n"
+             "2 usage error; 98 internal error.\n");
 }
 
 int lg_check_target(const char *cmd, char *path, size_t n) {
@@ -90,18 +89,24 @@ int lg_check_target(const char *cmd, char *path, size_t n) {
 
 int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
   run_opts_t o = {.interval = 0, .follow = 1, .mmap = 1, .depth = LG_DEFAULT_DEPTH, .top = 10};
-  static const struct option longopts[] = {
-      {"output", required_argument, NULL, 'o'},    {"interval", required_argument, NULL, 'i'},
-      {"sample", required_argument, NULL, 's'},    {"depth", required_argument, NULL, 'd'},
-      {"limit", required_argument, NULL, 'l'},     {"top", required_argument, NULL, 'n'},
-      {"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
-      {"no-follow", no_argument, NULL, OPT_NO_FOLLOW}, {"fail-on-leak", no_argument, NULL, OPT_FAIL_ON_LEAK},
-      {"no-mmap", no_argument, NULL, OPT_NO_MMAP}, {"guard", no_argument, NULL, OPT_GUARD},
-      {"guard-config", required_argument, NULL, OPT_GUARD_CONFIG},
-      {"guard-dry-run", no_argument, NULL, OPT_GUARD_DRY}, {"metrics", required_argument, NULL, OPT_METRICS},
-      {"explain-at-step", required_argument, NULL, OPT_EXPLAIN_AT},
-      {"cuda-um", no_argument, NULL, OPT_CUDA_UM},
-      {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {{"output", required_argument, NULL, 'o'},
+                                           {"interval", required_argument, NULL, 'i'},
+                                           {"sample", required_argument, NULL, 's'},
+                                           {"depth", required_argument, NULL, 'd'},
+                                           {"limit", required_argument, NULL, 'l'},
+                                           {"top", required_argument, NULL, 'n'},
+                                           {"quiet", no_argument, NULL, 'q'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {"no-follow", no_argument, NULL, OPT_NO_FOLLOW},
+                                           {"fail-on-leak", no_argument, NULL, OPT_FAIL_ON_LEAK},
+                                           {"no-mmap", no_argument, NULL, OPT_NO_MMAP},
+                                           {"guard", no_argument, NULL, OPT_GUARD},
+                                           {"guard-config", required_argument, NULL, OPT_GUARD_CONFIG},
+                                           {"guard-dry-run", no_argument, NULL, OPT_GUARD_DRY},
+                                           {"metrics", required_argument, NULL, OPT_METRICS},
+                                           {"explain-at-step", required_argument, NULL, OPT_EXPLAIN_AT},
+                                           {"cuda-um", no_argument, NULL, OPT_CUDA_UM},
+                                           {NULL, 0, NULL, 0}};
   optind = 1;
   opterr = 0;
   int ch;
@@ -147,8 +152,14 @@ int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
     case OPT_FAIL_ON_LEAK: o.fail_on_leak = 1; break;
     case OPT_NO_MMAP: o.mmap = 0; break;
     case OPT_GUARD: o.guard = 1; break;
-    case OPT_GUARD_CONFIG: o.guard = 1; o.guard_config = optarg; break;
-    case OPT_GUARD_DRY: o.guard = 1; o.guard_dry_run = 1; break;
+    case OPT_GUARD_CONFIG:
+      o.guard = 1;
+      o.guard_config = optarg;
+      break;
+    case OPT_GUARD_DRY:
+      o.guard = 1;
+      o.guard_dry_run = 1;
+      break;
     case OPT_METRICS: o.metrics = optarg; break;
     case OPT_CUDA_UM: o.cuda_um = 1; break;
     case OPT_EXPLAIN_AT:

@@ -13,7 +13,7 @@ typedef struct run_opts {
   uint64_t sample, limit;
   long depth;
   int guard, guard_dry_run;
-  int cuda_um;          /* --cuda-um: CUPTI Unified Memory counters (docs/cuda.md) */
+  int cuda_um; /* --cuda-um: CUPTI Unified Memory counters (docs/cuda.md) */
   const char *guard_config, *metrics;
   long explain_at_step;
 } run_opts_t;

@@ -39,7 +39,8 @@ int lgc_new(const lgc_options_t *o, const char *dir, lgc_collector_t **out, char
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s", c->sock);
   c->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (c->listen_fd < 0 || bind(c->listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(c->listen_fd, 128) != 0) {
+  if (c->listen_fd < 0 || bind(c->listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+      listen(c->listen_fd, 128) != 0) {
     int e = errno;
     snprintf(why, whylen, "cannot listen on %s: %s", c->sock, strerror(e));
     lgc_free(c);
@@ -271,4 +272,3 @@ int lgc_run(lgc_collector_t *c) {
   close(sfd);
   return 0;
 }
-

@@ -31,8 +31,8 @@
 typedef struct lgc_proc {
   lgm_proc_t m;
   lgs_symbolizer_t *sym;
-  lgc_sites_t sites;    /* stacks grouped by allocation site, for the live analysis */
-  uint8_t *symbolized;  /* per stack: 1 once queued for symbolization (stored, assigned to a site) */
+  lgc_sites_t sites;   /* stacks grouped by allocation site, for the live analysis */
+  uint8_t *symbolized; /* per stack: 1 once queued for symbolization (stored, assigned to a site) */
   uint32_t nsymbolized;
   uint64_t last_snap_ns;
   uint64_t last_changed_ns; /* last LGST_CHANGED snapshot */
@@ -56,14 +56,14 @@ struct lgc_collector {
   const char *db_path;
   int db_failed;
   int in_txn;
-  double interval;      /* 0: adaptive */
+  double interval; /* 0: adaptive */
   uint64_t limit;
   const char *limit_source;
   int limit_given;
   lgc_proc_t **procs;
   int nprocs, cap;
   int listen_fd;
-  char dir[64];         /* private directory: socket, suspects/holders files */
+  char dir[64]; /* private directory: socket, suspects/holders files */
   char sock[96];
   pid_t child;
   int child_done, child_status;
@@ -72,8 +72,8 @@ struct lgc_collector {
   lgg_guard_t *guard;
   uint64_t next_guard;
   lgx_registry_t *reg;
-  lgc_symq_t *symq;     /* symbolization worker */
-  lgn_t *nvml;          /* GPU timeline (docs/cuda.md), opened when a process uses CUDA */
+  lgc_symq_t *symq; /* symbolization worker */
+  lgn_t *nvml;      /* GPU timeline (docs/cuda.md), opened when a process uses CUDA */
   int nvml_tried;
   int explains;
   /* Children that a recorded process reaped before their hello was accepted (a

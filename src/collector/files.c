@@ -79,9 +79,14 @@ void lgc_ingest_holders(lgc_collector_t *c) {
       char *cj = chain ? cJSON_PrintUnformatted(chain) : NULL, *dj = detail ? cJSON_PrintUnformatted(detail) : NULL;
       double stack = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "stack"));
       if (cj && stack >= 1) {
-        lgst_holder_t row = {(uint32_t)stack, explain, step, cJSON_IsString(kind) ? kind->valuestring : "object", cj,
+        lgst_holder_t row = {(uint32_t)stack,
+                             explain,
+                             step,
+                             cJSON_IsString(kind) ? kind->valuestring : "object",
+                             cj,
                              (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "objects")),
-                             (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes")), dj};
+                             (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes")),
+                             dj};
         lgst_holder(c->db, p->m.proc, &row);
       }
       free(cj);

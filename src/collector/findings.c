@@ -20,7 +20,8 @@ static void publish_metrics(lgc_collector_t *c, const lgv_frame_t *fr, uint64_t 
   lgx_declare(r, "leakguard_leak_suspects", LGX_GAUGE, "Allocation sites whose live bytes keep growing");
   lgx_declare(r, "leakguard_site_live_bytes", LGX_GAUGE, "Live bytes of the fastest-growing sites (top 10)");
   lgx_declare(r, "leakguard_site_growth_bytes_per_second", LGX_GAUGE, "Growth of the fastest-growing sites (top 10)");
-  lgx_declare(r, "leakguard_time_to_oom_seconds", LGX_GAUGE, "Projected seconds until the memory limit (+Inf: not growing)");
+  lgx_declare(r, "leakguard_time_to_oom_seconds", LGX_GAUGE,
+              "Projected seconds until the memory limit (+Inf: not growing)");
   lgx_declare(r, "leakguard_dropped_records_total", LGX_COUNTER, "Allocations the recorder could not attribute");
   lgx_declare(r, "leakguard_steps_total", LGX_COUNTER, "Step markers (leakguard_step) seen");
   lgx_declare(r, "leakguard_tag_live_bytes", LGX_GAUGE, "Live bytes per request tag (top 10 tags)");
@@ -51,7 +52,10 @@ static void publish_metrics(lgc_collector_t *c, const lgv_frame_t *fr, uint64_t 
   /* top tags by live bytes over all live processes */
   lgx_clear(r, "leakguard_tag_live_bytes");
   lgx_clear(r, "leakguard_tag_peak_bytes");
-  struct { const lg_tag_rec_t *t; int pid; } top[10];
+  struct {
+    const lg_tag_rec_t *t;
+    int pid;
+  } top[10];
   int ntop = 0;
   for (int i = 0; i < c->nprocs; i++) {
     lgc_proc_t *p = c->procs[i];
@@ -216,38 +220,38 @@ void lgc_live_update(lgc_collector_t *c, double elapsed) {
     /* significant growth first, then sites that grow but not (yet) significantly: the
      * Python module explains the first few of the list */
     for (int pass = 0; pass < 2; pass++)
-    for (int gi = 0; gi < p->sites.n; gi++) {
-      const lgc_group_t *g = &p->sites.g[gi];
-      if (pass == 0 ? !g->growing : (g->growing || !g->r.leak)) continue;
-      const lgd_result_t *r = &g->r;
-      if (pass == 0) {
-        lgv_row_t row = {r->growth_bytes_per_s, g->live, r->pattern, p->m.pid, g->label, NULL, 0};
-        if (g->space >= LG_SPACE_DEVICE && g->space <= LG_SPACE_PINNED) {
-          row.space = lg_space_name((lg_space_t)g->space);
-          row.device = g->device;
+      for (int gi = 0; gi < p->sites.n; gi++) {
+        const lgc_group_t *g = &p->sites.g[gi];
+        if (pass == 0 ? !g->growing : (g->growing || !g->r.leak)) continue;
+        const lgd_result_t *r = &g->r;
+        if (pass == 0) {
+          lgv_row_t row = {r->growth_bytes_per_s, g->live, r->pattern, p->m.pid, g->label, NULL, 0};
+          if (g->space >= LG_SPACE_DEVICE && g->space <= LG_SPACE_PINNED) {
+            row.space = lg_space_name((lg_space_t)g->space);
+            row.device = g->device;
+          }
+          if (g->space == LG_SPACE_DEVICE || g->space == LG_SPACE_MANAGED) {
+            fr.gpu_growth_bps += r->growth_bytes_per_s; /* grows toward the GPU's memory, not the host limit */
+          } else {
+            fr.growth_bps += r->growth_bytes_per_s;
+            proc_growth += r->growth_bytes_per_s;
+          }
+          lgv_add_row(&fr, &row);
         }
-        if (g->space == LG_SPACE_DEVICE || g->space == LG_SPACE_MANAGED) {
-          fr.gpu_growth_bps += r->growth_bytes_per_s; /* grows toward the GPU's memory, not the host limit */
-        } else {
-          fr.growth_bps += r->growth_bytes_per_s;
-          proc_growth += r->growth_bytes_per_s;
-        }
-        lgv_add_row(&fr, &row);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddBoolToObject(o, "significant", pass == 0);
+        cJSON_AddNumberToObject(o, "stack", g->rep_stack);
+        cJSON *ids = cJSON_AddArrayToObject(o, "stacks");
+        for (uint32_t id = 2, k = 0; id < p->sites.nstacks && k < 256; id++)
+          if (p->sites.group_of[id] == gi) cJSON_AddItemToArray(ids, cJSON_CreateNumber(id)), k++;
+        cJSON_AddNumberToObject(o, "growth_bytes_per_s", r->growth_bytes_per_s);
+        cJSON_AddNumberToObject(o, "live_bytes", g->live);
+        cJSON_AddStringToObject(o, "pattern", lg_pattern_name(r->pattern));
+        cJSON_AddNumberToObject(o, "flagged_at_s", g->flag_t);
+        cJSON *fj = g->frames_json ? cJSON_Parse(g->frames_json) : NULL;
+        cJSON_AddItemToObject(o, "frames", fj ? fj : cJSON_CreateArray());
+        cJSON_AddItemToArray(sus, o);
       }
-      cJSON *o = cJSON_CreateObject();
-      cJSON_AddBoolToObject(o, "significant", pass == 0);
-      cJSON_AddNumberToObject(o, "stack", g->rep_stack);
-      cJSON *ids = cJSON_AddArrayToObject(o, "stacks");
-      for (uint32_t id = 2, k = 0; id < p->sites.nstacks && k < 256; id++)
-        if (p->sites.group_of[id] == gi) cJSON_AddItemToArray(ids, cJSON_CreateNumber(id)), k++;
-      cJSON_AddNumberToObject(o, "growth_bytes_per_s", r->growth_bytes_per_s);
-      cJSON_AddNumberToObject(o, "live_bytes", g->live);
-      cJSON_AddStringToObject(o, "pattern", lg_pattern_name(r->pattern));
-      cJSON_AddNumberToObject(o, "flagged_at_s", g->flag_t);
-      cJSON *fj = g->frames_json ? cJSON_Parse(g->frames_json) : NULL;
-      cJSON_AddItemToObject(o, "frames", fj ? fj : cJSON_CreateArray());
-      cJSON_AddItemToArray(sus, o);
-    }
     if (c->guard && proc_growth > 0) lgg_hint_growth(c->guard, p->m.pid, proc_growth);
     write_suspects(c, p, elapsed, sus);
     request_explain(c, p, lgu_now_ns());
@@ -257,4 +261,3 @@ void lgc_live_update(lgc_collector_t *c, double elapsed) {
   if (c->view) lgv_draw(c->view, &fr);
   if (c->reg) publish_metrics(c, &fr, usage);
 }
-

@@ -46,11 +46,17 @@ lgc_proc_t *lgc_find_proc(lgc_collector_t *c, int pid, int alive_only) {
  * through the Python module's labels file. */
 void lgc_label_process(lgc_collector_t *c, const lgm_proc_t *m) {
   if (!c->db || c->db_failed) return;
-  static const char *const keys[][2] = {
-      {"RANK", "rank"}, {"LOCAL_RANK", "local_rank"}, {"WORLD_SIZE", "world_size"},
-      {"OMPI_COMM_WORLD_RANK", "rank"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "local_rank"},
-      {"OMPI_COMM_WORLD_SIZE", "world_size"}, {"PMI_RANK", "rank"}, {"PMI_SIZE", "world_size"},
-      {"SLURM_PROCID", "rank"}, {"SLURM_LOCALID", "local_rank"}, {"SLURM_NTASKS", "world_size"}};
+  static const char *const keys[][2] = {{"RANK", "rank"},
+                                        {"LOCAL_RANK", "local_rank"},
+                                        {"WORLD_SIZE", "world_size"},
+                                        {"OMPI_COMM_WORLD_RANK", "rank"},
+                                        {"OMPI_COMM_WORLD_LOCAL_RANK", "local_rank"},
+                                        {"OMPI_COMM_WORLD_SIZE", "world_size"},
+                                        {"PMI_RANK", "rank"},
+                                        {"PMI_SIZE", "world_size"},
+                                        {"SLURM_PROCID", "rank"},
+                                        {"SLURM_LOCALID", "local_rank"},
+                                        {"SLURM_NTASKS", "world_size"}};
   char path[64], buf[65536];
   snprintf(path, sizeof path, "/proc/%d/environ", m->pid);
   long n = lgu_read_file(path, buf, sizeof buf);
@@ -313,4 +319,3 @@ void lgc_reap(lgc_collector_t *c) {
     }
   }
 }
-

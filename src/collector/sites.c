@@ -102,7 +102,8 @@ static size_t gather(const lgc_group_t *g, lgd_point_t *out, size_t cap, size_t 
   for (size_t i = 0; i < g->hist.n && k < cap; i++)
     if (g->hist.pts[i].t < first_recent) out[k++] = g->hist.pts[i];
   *ring_from = k;
-  for (int i = 0; i < g->nrecent && k < cap; i++) out[k++] = g->recent[(g->head - g->nrecent + i + 2 * LGC_RECENT) % LGC_RECENT];
+  for (int i = 0; i < g->nrecent && k < cap; i++)
+    out[k++] = g->recent[(g->head - g->nrecent + i + 2 * LGC_RECENT) % LGC_RECENT];
   return k;
 }
 

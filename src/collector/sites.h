@@ -26,30 +26,30 @@
 #define LGC_RECENT 64
 
 typedef struct lgc_group {
-  char *key;            /* what makes the site: function, file, line, module, space */
-  char *label;          /* "function (file:line)" for people */
-  char *frames_json;    /* the site's first frames (JSON array), for suspects files */
-  uint32_t rep_stack;   /* its first stack */
+  char *key;              /* what makes the site: function, file, line, module, space */
+  char *label;            /* "function (file:line)" for people */
+  char *frames_json;      /* the site's first frames (JSON array), for suspects files */
+  uint32_t rep_stack;     /* its first stack */
   unsigned space, device; /* lg_space_t, and the GPU ordinal of a GPU space */
-  double live;          /* summed live bytes at the last tick */
+  double live;            /* summed live bytes at the last tick */
   double peak;
-  lgd_series_t hist;    /* the whole run (decimated, floors kept); empty until it mattered */
+  lgd_series_t hist;              /* the whole run (decimated, floors kept); empty until it mattered */
   lgd_point_t recent[LGC_RECENT]; /* ring of the last ticks */
   int nrecent, head;
-  double t_tracked;     /* first tick it was tracked */
-  lgd_result_t r;       /* the last analysis */
-  int growing;          /* 1 when the last analysis found significant growth */
-  int flagged;          /* 1 once it was */
-  double flag_t;        /* when the current episode of growth was first flagged (s since the process started) */
-  int quiet;            /* analyses since it last grew */
+  double t_tracked; /* first tick it was tracked */
+  lgd_result_t r;   /* the last analysis */
+  int growing;      /* 1 when the last analysis found significant growth */
+  int flagged;      /* 1 once it was */
+  double flag_t;    /* when the current episode of growth was first flagged (s since the process started) */
+  int quiet;        /* analyses since it last grew */
 } lgc_group_t;
 
 typedef struct lgc_sites {
   lgc_group_t *g;
   int n, cap;
-  int32_t *group_of;    /* per stack id: group index, -1 not assigned yet */
+  int32_t *group_of; /* per stack id: group index, -1 not assigned yet */
   uint32_t nstacks;
-  void *index;          /* key -> group (private) */
+  void *index; /* key -> group (private) */
 } lgc_sites_t;
 
 void lgc_sites_init(lgc_sites_t *s);

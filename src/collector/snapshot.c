@@ -203,4 +203,3 @@ void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
   }
   p->last_snap_ns = now;
 }
-

@@ -10,7 +10,7 @@
 
 typedef struct job {
   struct job *next;
-  int kind;            /* 0 module, 1 stack */
+  int kind; /* 0 module, 1 stack */
   lgs_symbolizer_t *sym;
   /* module */
   char *path;
@@ -32,7 +32,7 @@ struct lgc_symq {
   pthread_cond_t more, idle;
   job_t *head, *tail;
   res_t *rhead, *rtail;
-  unsigned pending;    /* queued + running */
+  unsigned pending; /* queued + running */
   int stop;
 };
 

@@ -25,8 +25,8 @@
 typedef struct lgc_symq lgc_symq_t;
 
 typedef struct lgc_symres {
-  void *owner;         /* as given to lgc_symq_stack */
-  uint32_t id;         /* stack id */
+  void *owner; /* as given to lgc_symq_stack */
+  uint32_t id; /* stack id */
   unsigned space;
   lgs_frame_t *frames; /* innermost first; strings owned by the symbolizer or the region */
   int nframes;

@@ -46,11 +46,7 @@ static inline uint64_t lg_blk_word(size_t size, unsigned offset_log2, unsigned t
 }
 static inline int lg_blk_marked(uint64_t w) { return (w & LG_BLK_MARK) != 0; }
 static inline size_t lg_blk_word_size(uint64_t w) { return (size_t)(w >> LG_BLK_SIZE_SHIFT); }
-static inline unsigned lg_blk_word_offlog2(uint64_t w) {
-  return (unsigned)((w & LG_BLK_OFF_MASK) >> LG_BLK_OFF_SHIFT);
-}
-static inline unsigned lg_blk_word_tag(uint64_t w) {
-  return (unsigned)((w & LG_BLK_TAG_MASK) >> LG_BLK_TAG_SHIFT);
-}
+static inline unsigned lg_blk_word_offlog2(uint64_t w) { return (unsigned)((w & LG_BLK_OFF_MASK) >> LG_BLK_OFF_SHIFT); }
+static inline unsigned lg_blk_word_tag(uint64_t w) { return (unsigned)((w & LG_BLK_TAG_MASK) >> LG_BLK_TAG_SHIFT); }
 
 #endif

@@ -119,7 +119,7 @@ int lgm_collect(lgm_proc_t *p) {
     p->eras = e;
     p->eras_cap = n;
   }
-  int32_t (*eras)[LG_ERAS] = p->eras;
+  int32_t(*eras)[LG_ERAS] = p->eras;
   memset(eras, 0, (size_t)n * sizeof *eras);
   for (uint32_t i = 0; i < n; i++) {
     uint8_t sp = p->sites[i].space, dev = p->sites[i].device;
@@ -136,8 +136,7 @@ int lgm_collect(lgm_proc_t *p) {
     uint32_t cap = sd[s].nchunks_cap < nchunks ? sd[s].nchunks_cap : nchunks;
     for (uint32_t c = 0; c < cap; c++) {
       uint64_t off = __atomic_load_n(&dir[c], __ATOMIC_ACQUIRE);
-      if (!off || off < h->arena_off || off + LG_SITES_PER_CHUNK * sizeof(lg_site_ctr_t) > h->size)
-        continue;
+      if (!off || off < h->arena_off || off + LG_SITES_PER_CHUNK * sizeof(lg_site_ctr_t) > h->size) continue;
       const lg_site_ctr_t *ctr = LG_PTR(h, off, const lg_site_ctr_t *);
       for (uint32_t k = 0; k < LG_SITES_PER_CHUNK; k++) {
         uint32_t site = c * LG_SITES_PER_CHUNK + k;
@@ -165,8 +164,7 @@ int lgm_collect(lgm_proc_t *p) {
     live += t->live_bytes;
     blocks += t->live_blocks;
     if (t->space == LG_SPACE_MMAP) mm += t->live_bytes;
-    else if (t->space >= 2 && t->space <= 4) { /* device, managed, pinned (lg_space_t) */
-      gpu += t->live_bytes;
+    else if (t->space >= 2 && t->space <= 4) { /* device, managed, pinned (lg_space_t) */ gpu += t->live_bytes;
       if (t->device < LG_CUDA_MAX_DEVICES) p->gpu_space_bytes[t->device][t->space - 2] += t->live_bytes;
     } else host += t->live_bytes;
   }

@@ -20,7 +20,7 @@ typedef struct lgm_site {
   uint64_t alloc_bytes, alloc_blocks;
   uint32_t oldest_epoch; /* lower bound of the birth epoch of the oldest live block */
   uint8_t space;
-  uint8_t device;        /* GPU ordinal (spaces device, managed, pinned) */
+  uint8_t device; /* GPU ordinal (spaces device, managed, pinned) */
 } lgm_site_t;
 
 /* How a recorded process image came to be. */
@@ -28,27 +28,27 @@ enum lgm_kind { LGM_START = 0, LGM_FORK, LGM_EXEC, LGM_SPAWN };
 const char *lgm_kind_name(int kind); /* "start", "fork", "exec", "spawn" */
 
 typedef struct lgm_proc {
-  int proc;                 /* key in the store: 1, 2, ... in order of appearance */
+  int proc; /* key in the store: 1, 2, ... in order of appearance */
   int pid, ppid, parent_proc;
-  int kind;                 /* how it started: enum lgm_kind */
+  int kind; /* how it started: enum lgm_kind */
   char command[1024];
   char exe[256];
-  int conn;                 /* socket to the process image, -1 once closed */
-  lg_region_hdr_t *hdr;     /* the region; the collector writes only hdr->epoch */
+  int conn;             /* socket to the process image, -1 once closed */
+  lg_region_hdr_t *hdr; /* the region; the collector writes only hdr->epoch */
   size_t map_size;
-  uint64_t start_ns;        /* collector clock when seen */
+  uint64_t start_ns; /* collector clock when seen */
   uint64_t end_ns;
-  int ended;                /* 1 once the image is gone (EOF) */
-  char end_reason[32];      /* "exit", "signal", "exec", "unknown" */
+  int ended;           /* 1 once the image is gone (EOF) */
+  char end_reason[32]; /* "exit", "signal", "exec", "unknown" */
   int exit_status, signal;
-  uint32_t nsites;          /* sites summed so far (== hdr->nstacks at last read) */
-  lgm_site_t *sites;        /* [nsites] current totals */
-  lgm_site_t *stored;       /* [nsites] values last written to the store */
-  void *eras;               /* scratch for lgm_collect: int32_t[eras_cap][LG_ERAS] */
+  uint32_t nsites;    /* sites summed so far (== hdr->nstacks at last read) */
+  lgm_site_t *sites;  /* [nsites] current totals */
+  lgm_site_t *stored; /* [nsites] values last written to the store */
+  void *eras;         /* scratch for lgm_collect: int32_t[eras_cap][LG_ERAS] */
   uint32_t eras_cap;
   uint32_t stacks_stored, modules_stored;
   uint64_t steps_seen;
-  uint64_t seq;             /* snapshots taken */
+  uint64_t seq; /* snapshots taken */
   int64_t live_bytes, live_blocks, peak_live_bytes;
   int64_t host_bytes, mmap_bytes;
   uint64_t rss_bytes;
@@ -56,8 +56,8 @@ typedef struct lgm_proc {
    * [2] pinned bytes (docs/cuda.md); gpu_bytes: their sum over every device. */
   int64_t gpu_bytes;
   int64_t gpu_space_bytes[LG_CUDA_MAX_DEVICES][3];
-  uint32_t gpu_stacks_stored;  /* stacks whose device ordinal is in the store */
-  uint32_t cuda_notes_seen;    /* hdr->cuda_notes already reported */
+  uint32_t gpu_stacks_stored; /* stacks whose device ordinal is in the store */
+  uint32_t cuda_notes_seen;   /* hdr->cuda_notes already reported */
 } lgm_proc_t;
 
 /* Maps the region behind fd and fills hdr/map_size. 0 or -errno. The mapping is

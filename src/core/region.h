@@ -30,23 +30,24 @@
 #include <stdint.h>
 
 #define LG_REGION_MAGIC 0x4e4f494745524c47ULL /* "GLREGION" little endian */
-#define LG_REGION_VERSION 3 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
+#define LG_REGION_VERSION                                                                                              \
+  3 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
                              3: reaped-children ring (its own section, reaped_off) */
 
 #define LG_MAX_DEPTH 256
 #define LG_DEFAULT_DEPTH 64
 #define LG_SITES_PER_CHUNK 64
-#define LG_ERAS 24            /* birth-era histogram buckets, see lg_era() */
+#define LG_ERAS 24              /* birth-era histogram buckets, see lg_era() */
 #define LG_TICK_NS 100000000ULL /* one epoch tick: 100 ms, advanced by the collector */
 #define LG_MODULE_PATH 240
 
 /* Special stack ids. Real stacks start at 2: id 1 is the overflow site, where
  * allocations go when the stack tables are full (counted in hdr.dropped). */
-#define LG_STACK_NONE 0u      /* block not recorded (untracked / unsampled) */
+#define LG_STACK_NONE 0u /* block not recorded (untracked / unsampled) */
 
 /* Region flags (hdr.flags). */
-#define LG_RF_FOLLOW 0x1u     /* children are followed */
-#define LG_RF_MMAP 0x2u       /* anonymous mmap is recorded */
+#define LG_RF_FOLLOW 0x1u /* children are followed */
+#define LG_RF_MMAP 0x2u   /* anonymous mmap is recorded */
 
 /* Process state (hdr.state), written by the recorder. LG_PS_EXECED is set by the exec
  * hooks just before the real exec (and undone if it fails). */
@@ -64,16 +65,16 @@ typedef struct lg_site_ctr {
 
 typedef struct lg_stack_rec {
   uint64_t hash;
-  uint32_t frames;  /* index of the first frame in the frame arena */
+  uint32_t frames; /* index of the first frame in the frame arena */
   uint16_t depth;
-  uint8_t space;    /* lg_space_t */
-  uint8_t device;   /* GPU ordinal for the device, managed and pinned spaces; 0 otherwise */
+  uint8_t space;  /* lg_space_t */
+  uint8_t device; /* GPU ordinal for the device, managed and pinned spaces; 0 otherwise */
 } lg_stack_rec_t;
 
 typedef struct lg_module_rec {
-  uint64_t start;   /* lowest mapped address of the module (load bias + min vaddr) */
+  uint64_t start; /* lowest mapped address of the module (load bias + min vaddr) */
   uint64_t end;
-  uint64_t bias;    /* dlpi_addr */
+  uint64_t bias; /* dlpi_addr */
   char path[LG_MODULE_PATH];
 } lg_module_rec_t;
 
@@ -86,9 +87,9 @@ typedef struct lg_tag_rec {
   _Atomic int64_t live_bytes;
   _Atomic int64_t peak_bytes;
   _Atomic uint64_t allocations;
-  int64_t quota_bytes;      /* 0: none */
-  _Atomic uint32_t over;    /* 1 while above the quota */
-  uint32_t fail;            /* 1: allocations over the quota fail (no callback) */
+  int64_t quota_bytes;   /* 0: none */
+  _Atomic uint32_t over; /* 1 while above the quota */
+  uint32_t fail;         /* 1: allocations over the quota fail (no callback) */
 } lg_tag_rec_t;
 
 /* Python frames (CPython 3.9-3.13): a stack's frame word with LG_PYFRAME_BIT set is not a
@@ -96,27 +97,27 @@ typedef struct lg_tag_rec {
  * first in a stack (innermost first), then the native frames. */
 #define LG_PYFRAME_BIT (1ULL << 63)
 typedef struct lg_pyframe_rec {
-  uint64_t code;          /* PyCodeObject address (identity only) */
+  uint64_t code; /* PyCodeObject address (identity only) */
   int32_t line;
-  uint32_t file;          /* offset of the NUL-terminated file name in the string arena */
-  uint32_t func;          /* offset of the function name (qualified from 3.11) */
+  uint32_t file; /* offset of the NUL-terminated file name in the string arena */
+  uint32_t func; /* offset of the function name (qualified from 3.11) */
   uint32_t pad;
 } lg_pyframe_rec_t;
 
 typedef struct lg_shard_desc {
-  _Atomic uint32_t owner;   /* 0 free, else a thread id (gettid) holding it */
+  _Atomic uint32_t owner; /* 0 free, else a thread id (gettid) holding it */
   uint32_t nchunks_cap;
-  uint64_t chunk_dir;       /* offset of uint64_t[nchunks_cap]: chunk offsets (0 = none) */
+  uint64_t chunk_dir; /* offset of uint64_t[nchunks_cap]: chunk offsets (0 = none) */
 } lg_shard_desc_t;
 
 /* CUDA: per-device gauges (bytes are exact: GPU allocations are never sampled). */
 #define LG_CUDA_MAX_DEVICES 16
 #define LG_CUDA_NOTES 12
 #define LG_CUDA_NOTE_LEN 96
-#define LG_CUDA_SEEN 0x1u       /* a driver entry point was bound to a wrapper */
-#define LG_CUDA_ALLOCATED 0x2u  /* a GPU allocation was recorded */
-#define LG_CUDA_UM 0x4u         /* CUPTI Unified Memory counters are on (--cuda-um) */
-#define LG_CUDA_TORCH 0x8u      /* PyTorch's CUDA libraries are loaded (libc10_cuda.so) */
+#define LG_CUDA_SEEN 0x1u      /* a driver entry point was bound to a wrapper */
+#define LG_CUDA_ALLOCATED 0x2u /* a GPU allocation was recorded */
+#define LG_CUDA_UM 0x4u        /* CUPTI Unified Memory counters are on (--cuda-um) */
+#define LG_CUDA_TORCH 0x8u     /* PyTorch's CUDA libraries are loaded (libc10_cuda.so) */
 #define LG_CUDA_UM_SITES 16
 /* Unified Memory counters of one managed allocation site (CUPTI, --cuda-um). site 0:
  * free entry; LG_CUDA_UM_UNKNOWN: addresses no recorded managed block contains. */
@@ -129,19 +130,19 @@ typedef struct lg_cuda_um {
   _Atomic uint64_t thrashing;                        /* thrashing events */
 } lg_cuda_um_t;
 typedef struct lg_cuda_dev {
-  _Atomic uint64_t total_bytes;         /* cuDeviceTotalMem_v2, 0 = unknown */
-  _Atomic int64_t device_bytes;         /* live device-space bytes (also per site) */
-  _Atomic int64_t managed_bytes;        /* live managed-space bytes (also per site) */
-  _Atomic int64_t pinned_bytes;         /* live pinned-space bytes (also per site) */
-  _Atomic int64_t registered_bytes;     /* host memory page-locked by cuMemHostRegister */
-  _Atomic int64_t pool_reserved_bytes;  /* stream-ordered pools: RESERVED_MEM_CURRENT (last read) */
-  _Atomic int64_t pool_used_bytes;      /* USED_MEM_CURRENT (last read) */
-  _Atomic int64_t vmm_mapped_bytes;     /* cuMemMap'ed and not yet unmapped */
-  _Atomic uint32_t contexts;            /* live contexts (a retained primary context counts once) */
+  _Atomic uint64_t total_bytes;        /* cuDeviceTotalMem_v2, 0 = unknown */
+  _Atomic int64_t device_bytes;        /* live device-space bytes (also per site) */
+  _Atomic int64_t managed_bytes;       /* live managed-space bytes (also per site) */
+  _Atomic int64_t pinned_bytes;        /* live pinned-space bytes (also per site) */
+  _Atomic int64_t registered_bytes;    /* host memory page-locked by cuMemHostRegister */
+  _Atomic int64_t pool_reserved_bytes; /* stream-ordered pools: RESERVED_MEM_CURRENT (last read) */
+  _Atomic int64_t pool_used_bytes;     /* USED_MEM_CURRENT (last read) */
+  _Atomic int64_t vmm_mapped_bytes;    /* cuMemMap'ed and not yet unmapped */
+  _Atomic uint32_t contexts;           /* live contexts (a retained primary context counts once) */
   _Atomic uint32_t contexts_created;
   _Atomic uint32_t contexts_destroyed;
-  _Atomic uint32_t contexts_recreated;  /* created after a context of the device was destroyed */
-  _Atomic uint32_t pools;               /* live pools known to the recorder */
+  _Atomic uint32_t contexts_recreated; /* created after a context of the device was destroyed */
+  _Atomic uint32_t pools;              /* live pools known to the recorder */
   uint32_t pad;
 } lg_cuda_dev_t;
 
@@ -161,17 +162,17 @@ typedef struct lg_region_hdr {
   uint64_t magic;
   uint32_t version;
   uint32_t hdr_size;
-  uint64_t size;            /* bytes mapped */
+  uint64_t size; /* bytes mapped */
   int32_t pid, ppid;
   uint32_t flags;
   uint32_t max_depth;
-  uint64_t sample_bytes;    /* 0: every allocation recorded */
-  uint64_t start_ns;        /* CLOCK_MONOTONIC when the region was created */
+  uint64_t sample_bytes; /* 0: every allocation recorded */
+  uint64_t start_ns;     /* CLOCK_MONOTONIC when the region was created */
 
   /* written by the collector, or by a guard that maps the region */
-  _Atomic uint32_t epoch;   /* ticks of LG_TICK_NS since start, for block ages */
-  _Atomic uint32_t guard_level; /* lg_level_t published by a guard */
-  _Atomic uint64_t guard_seq;   /* bumped on every level change */
+  _Atomic uint32_t epoch;         /* ticks of LG_TICK_NS since start, for block ages */
+  _Atomic uint32_t guard_level;   /* lg_level_t published by a guard */
+  _Atomic uint64_t guard_seq;     /* bumped on every level change */
   _Atomic uint64_t evict_request; /* bytes a guard asks the process to evict */
 
   /* written by the recorder */
@@ -181,31 +182,43 @@ typedef struct lg_region_hdr {
   _Atomic uint32_t nmodules;
   _Atomic uint32_t nshards;
   _Atomic uint32_t state;
-  _Atomic uint32_t lock;    /* slow-path spin lock (stack inserts, modules, chunks) */
+  _Atomic uint32_t lock;       /* slow-path spin lock (stack inserts, modules, chunks) */
   _Atomic uint32_t module_gen; /* bumped by dlopen/dlclose hooks: rescan modules */
   _Atomic uint64_t frames_used;
   _Atomic uint64_t arena_used;
 
   /* layout */
-  uint64_t index_off;  uint32_t index_cap;  uint32_t stacks_cap;  /* index_cap = 2*stacks_cap, power of 2 */
+  uint64_t index_off;
+  uint32_t index_cap;
+  uint32_t stacks_cap; /* index_cap = 2*stacks_cap, power of 2 */
   uint64_t stacks_off;
-  uint64_t frames_off; uint64_t frames_cap;
-  uint64_t modules_off; uint32_t modules_cap; uint32_t shards_cap;
-  uint64_t tags_off;   _Atomic uint32_t ntags; uint32_t tags_cap;
-  uint64_t pyframes_off; _Atomic uint32_t npyframes; uint32_t pyframes_cap;
-  uint64_t pystr_off;  _Atomic uint32_t pystr_used; uint32_t pystr_cap;
+  uint64_t frames_off;
+  uint64_t frames_cap;
+  uint64_t modules_off;
+  uint32_t modules_cap;
+  uint32_t shards_cap;
+  uint64_t tags_off;
+  _Atomic uint32_t ntags;
+  uint32_t tags_cap;
+  uint64_t pyframes_off;
+  _Atomic uint32_t npyframes;
+  uint32_t pyframes_cap;
+  uint64_t pystr_off;
+  _Atomic uint32_t pystr_used;
+  uint32_t pystr_cap;
   uint64_t shards_off;
-  uint64_t arena_off;  uint64_t arena_cap;
+  uint64_t arena_off;
+  uint64_t arena_cap;
 
   /* v2: CUDA (written by src/capture/cuda*.c; docs/cuda.md). GPU allocations are
    * ordinary sites (space device/managed/pinned, device ordinal in the stack record);
    * what is not an allocation with a stack lives here. */
-  _Atomic uint32_t cuda_flags;  /* LG_CUDA_* */
-  _Atomic uint32_t cuda_ndev;   /* highest device ordinal seen + 1 (gauges: < LG_CUDA_MAX_DEVICES) */
-  _Atomic uint64_t cuda_calls;  /* tracked driver calls that succeeded */
-  _Atomic uint64_t cuda_unknown_frees; /* frees of GPU memory that was not recorded */
+  _Atomic uint32_t cuda_flags;              /* LG_CUDA_* */
+  _Atomic uint32_t cuda_ndev;               /* highest device ordinal seen + 1 (gauges: < LG_CUDA_MAX_DEVICES) */
+  _Atomic uint64_t cuda_calls;              /* tracked driver calls that succeeded */
+  _Atomic uint64_t cuda_unknown_frees;      /* frees of GPU memory that was not recorded */
   _Atomic uint64_t gc_without_cuda_cleanup; /* Python gc runs that freed no CUDA memory (docs/cuda.md) */
-  _Atomic uint32_t cuda_nnotes; /* published notes (written under the slow-path lock) */
+  _Atomic uint32_t cuda_nnotes;             /* published notes (written under the slow-path lock) */
   uint32_t cuda_pad;
   char cuda_notes[LG_CUDA_NOTES][LG_CUDA_NOTE_LEN]; /* "cuMemFoo: passed through untracked"... */
   lg_cuda_dev_t cuda[LG_CUDA_MAX_DEVICES];
@@ -214,8 +227,8 @@ typedef struct lg_region_hdr {
    * reaped itself, so that the collector learns the exit status of processes it is not
    * the parent of. The ring (LG_REAPED_RING lg_reaped_t) is its own section, at
    * reaped_off, so that the header stays within its first page. */
-  _Atomic uint64_t reaped_head;         /* entries ever written; entry n is in slot n % LG_REAPED_RING */
-  uint64_t reaped_off;                  /* the ring; 0: none */
+  _Atomic uint64_t reaped_head; /* entries ever written; entry n is in slot n % LG_REAPED_RING */
+  uint64_t reaped_off;          /* the ring; 0: none */
 } lg_region_hdr_t;
 
 /* Stack index slot: hash (0 = empty) and the stack id once published (0 = pending). */
@@ -235,8 +248,6 @@ static inline unsigned lg_era(uint32_t e) {
 static inline uint32_t lg_era_start(unsigned b) { return b == 0 ? 0u : (1u << (b - 1)); }
 
 #define LG_PTR(hdr, off, type) ((type)((char *)(hdr) + (off)))
-
-
 
 /* The layout is shared by separately built binaries (a recorder of one build may talk
  * to a collector or guard of another): any change below must bump LG_REGION_VERSION.
@@ -273,7 +284,7 @@ enum { LG_HELLO_START = 0, LG_HELLO_FORK = 1 };
 typedef struct lg_hello {
   uint64_t magic;
   uint32_t version;
-  uint32_t kind;     /* LG_HELLO_START (new image, after exec too) or LG_HELLO_FORK */
+  uint32_t kind; /* LG_HELLO_START (new image, after exec too) or LG_HELLO_FORK */
   int32_t pid, ppid;
   uint64_t region_size;
   char exe[256];
@@ -293,12 +304,12 @@ _Static_assert(sizeof(lg_hello_t) == 288, "lg_hello_t layout");
 #define LG_ENV_CUDA_UM "LEAKGUARD_CUDA_UM" /* "1": CUPTI Unified Memory counters */
 #define LG_ENV_CUPTI "LEAKGUARD_CUPTI"     /* path of libcupti (default: the toolkit's) */
 /* Settings read by the Python module (src/python) and python/sitecustomize.py. */
-#define LG_ENV_DIR "LEAKGUARD_DIR"         /* the run's private directory (files below) */
+#define LG_ENV_DIR "LEAKGUARD_DIR"                         /* the run's private directory (files below) */
 #define LG_ENV_EXPLAIN_AT_STEP "LEAKGUARD_EXPLAIN_AT_STEP" /* explain at this step */
 
 /* Files in LG_ENV_DIR exchanged by the Python module and the collector. */
-#define LG_FILE_SUSPECTS "suspects-%d.json"    /* collector -> module: growing sites */
-#define LG_FILE_EXPLAIN "explain-%d.json"      /* collector -> module: explain now */
-#define LG_FILE_HOLDERS "holders-%d-%d.json"   /* module -> collector: pid, sequence */
-#define LG_FILE_LABELS "labels-%d.json"        /* module -> collector: rank, world */
-#endif /* LG_REGION_H */
+#define LG_FILE_SUSPECTS "suspects-%d.json"  /* collector -> module: growing sites */
+#define LG_FILE_EXPLAIN "explain-%d.json"    /* collector -> module: explain now */
+#define LG_FILE_HOLDERS "holders-%d-%d.json" /* module -> collector: pid, sequence */
+#define LG_FILE_LABELS "labels-%d.json"      /* module -> collector: rank, world */
+#endif                                       /* LG_REGION_H */

@@ -268,8 +268,8 @@ static int resolve(lgs_symbolizer_t *s, uint64_t ip, lgs_frame_t *f, int max) {
     int tag = dwarf_tag(d);
     if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
     lgs_frame_t *o = &f[n++];
-    *o = (lgs_frame_t){ip, f[0].module, nice_name(s, die_name(d)), cur_file, cur_line,
-                       tag == DW_TAG_inlined_subroutine};
+    *o =
+        (lgs_frame_t){ip, f[0].module, nice_name(s, die_name(d)), cur_file, cur_line, tag == DW_TAG_inlined_subroutine};
     if (tag == DW_TAG_subprogram) break;
     /* The caller's position is the call site of this inlined instance. */
     Dwarf_Attribute a;

@@ -215,8 +215,13 @@ int lgs_meminfo(uint64_t *total, uint64_t *avail) {
 /* ------------------------------------------------------------------ NVML */
 /* The few NVML declarations we need (ABI from nvml.h, stable since driver 3xx). */
 typedef void *nvml_dev_t;
-typedef struct { unsigned long long total, free, used; } nvml_memory_t;
-typedef struct { unsigned int pid; unsigned long long usedGpuMemory; } nvml_proc_v1_t;
+typedef struct {
+  unsigned long long total, free, used;
+} nvml_memory_t;
+typedef struct {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+} nvml_proc_v1_t;
 #define NVML_SUCCESS 0
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 
@@ -234,7 +239,7 @@ struct lgs_nvml {
 };
 
 lgs_nvml_t *lgs_nvml_open(char *why, size_t whylen) {
-  const char *name = getenv("LEAKGUARD_NVML");  /* tests: a stand-in library */
+  const char *name = getenv("LEAKGUARD_NVML"); /* tests: a stand-in library */
   if (!name || !*name) name = "libnvidia-ml.so.1";
   void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {

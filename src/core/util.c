@@ -70,11 +70,16 @@ int lgu_parse_size(const char *s, uint64_t *out) {
   double mul = 1;
   if (*end) {
     switch (*end) {
-    case 'k': case 'K': mul = 1024.0; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
-    case 'b': case 'B': break;
+    case 'k':
+    case 'K': mul = 1024.0; break;
+    case 'm':
+    case 'M': mul = 1024.0 * 1024; break;
+    case 'g':
+    case 'G': mul = 1024.0 * 1024 * 1024; break;
+    case 't':
+    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
+    case 'b':
+    case 'B': break;
     default: return -EINVAL;
     }
     end++;

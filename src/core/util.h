@@ -9,8 +9,8 @@
 /* Prints "leakguard: <message>" as one line on stderr. */
 void lgu_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-uint64_t lgu_now_ns(void);      /* CLOCK_MONOTONIC */
-uint64_t lgu_wall_ns(void);     /* CLOCK_REALTIME */
+uint64_t lgu_now_ns(void);  /* CLOCK_MONOTONIC */
+uint64_t lgu_wall_ns(void); /* CLOCK_REALTIME */
 
 /* Human-readable bytes ("1.5 MiB"); writes into buf and returns it. */
 const char *lgu_fmt_bytes(char *buf, size_t n, double bytes);

@@ -97,13 +97,15 @@ static void do_kill(lgg_guard_t *g, int lvl, double t) {
   }
   cJSON *j = action_event(g, "kill", lvl);
   if (!best) {
-    cJSON_AddStringToObject(j, "result", g->nvictims ? "waiting for the last victim to exit" : "no candidate in the watched set");
+    cJSON_AddStringToObject(j, "result",
+                            g->nvictims ? "waiting for the last victim to exit" : "no candidate in the watched set");
     lgg_jend(g, j);
     return;
   }
   lgg_jnum(j, "pid", best->pid);
   cJSON_AddStringToObject(j, "comm", best->comm);
-  cJSON_AddStringToObject(j, "chosen_by", best->hint_t > 0 && t - best->hint_t <= 2 * g->cfg.lv.window_s ? "recorder" : why);
+  cJSON_AddStringToObject(j, "chosen_by",
+                          best->hint_t > 0 && t - best->hint_t <= 2 * g->cfg.lv.window_s ? "recorder" : why);
   lgg_jnum(j, "growth_bps", lgg_score(g, best, t));
   lgg_jnum(j, "mem_bytes", (double)best->mem);
   if (best->gpu) lgg_jnum(j, "gpu_bytes", (double)best->gpu);
@@ -188,7 +190,8 @@ static void do_signal(lgg_guard_t *g, int lvl, double t) {
   const proc_t *top = NULL;
   if (a->signal_target == LGG_T_TOP) {
     for (int i = 0; i < g->nprocs; i++)
-      if (lgg_candidate(g, &g->procs[i], mask) && (!top || lgg_score(g, &g->procs[i], t) > lgg_score(g, top, t))) top = &g->procs[i];
+      if (lgg_candidate(g, &g->procs[i], mask) && (!top || lgg_score(g, &g->procs[i], t) > lgg_score(g, top, t)))
+        top = &g->procs[i];
   }
   int n = 0;
   for (int i = 0; i < g->nprocs; i++) {
@@ -365,9 +368,10 @@ void lgg_run_actions(lgg_guard_t *g, int lvl, double t, int repeat) {
     g->counts[C_LOG]++;
     char b1[32], b2[32], b3[32];
     if (w)
-      lgu_err("guard: level %s: %s at %s of %s (%.0f%%), trend %s/s, time to limit %s", lg_level_name((lg_level_t)lvl), w->name,
-              lgu_fmt_bytes(b1, sizeof b1, w->usage), lgu_fmt_bytes(b2, sizeof b2, w->limit), w->lv.ratio * 100,
-              lgu_fmt_bytes(b3, sizeof b3, w->lv.slope), w->lv.tto_s < 0 ? "never" : lgu_fmt_duration(b1, sizeof b1, w->lv.tto_s));
+      lgu_err("guard: level %s: %s at %s of %s (%.0f%%), trend %s/s, time to limit %s", lg_level_name((lg_level_t)lvl),
+              w->name, lgu_fmt_bytes(b1, sizeof b1, w->usage), lgu_fmt_bytes(b2, sizeof b2, w->limit),
+              w->lv.ratio * 100, lgu_fmt_bytes(b3, sizeof b3, w->lv.slope),
+              w->lv.tto_s < 0 ? "never" : lgu_fmt_duration(b1, sizeof b1, w->lv.tto_s));
   }
   if (a->mask & LGG_A_PUBLISH) lgg_do_publish(g, lvl, w);
   if (a->mask & LGG_A_MEMHIGH) do_memhigh(g, lvl);
@@ -375,4 +379,3 @@ void lgg_run_actions(lgg_guard_t *g, int lvl, double t, int repeat) {
   if ((a->mask & LGG_A_EXEC) && a->command) do_exec(g, lvl, w);
   if (a->mask & LGG_A_KILL) do_kill(g, lvl, t);
 }
-

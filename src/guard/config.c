@@ -18,7 +18,6 @@
 
 #include "core/util.h"
 
-
 void lgg_config_defaults(lgg_config_t *c) {
   memset(c, 0, sizeof *c);
   c->interval_s = 0.1;
@@ -72,10 +71,12 @@ const char *lgg_action_name(unsigned bit) {
   return "?";
 }
 
-static const struct { const char *name; int sig; } sigs[] = {
-    {"HUP", SIGHUP}, {"INT", SIGINT}, {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
-    {"TERM", SIGTERM}, {"KILL", SIGKILL}, {"CONT", SIGCONT}, {"STOP", SIGSTOP},
-    {"ALRM", SIGALRM}, {"WINCH", SIGWINCH}, {"PWR", SIGPWR}, {"URG", SIGURG}};
+static const struct {
+  const char *name;
+  int sig;
+} sigs[] = {{"HUP", SIGHUP},     {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+            {"TERM", SIGTERM},   {"KILL", SIGKILL}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"ALRM", SIGALRM},
+            {"WINCH", SIGWINCH}, {"PWR", SIGPWR},   {"URG", SIGURG}};
 
 int lgg_signal_parse(const char *s) {
   long v;
@@ -83,8 +84,7 @@ int lgg_signal_parse(const char *s) {
   if (!strncasecmp(s, "SIG", 3)) s += 3;
   for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
     if (!strcasecmp(s, sigs[i].name)) return sigs[i].sig;
-  if (!strncasecmp(s, "RTMIN+", 6) && lgu_parse_long(s + 6, 0, 30, &v) == 0 &&
-      SIGRTMIN + v <= SIGRTMAX)
+  if (!strncasecmp(s, "RTMIN+", 6) && lgu_parse_long(s + 6, 0, 30, &v) == 0 && SIGRTMIN + v <= SIGRTMAX)
     return SIGRTMIN + (int)v;
   return -1;
 }
@@ -127,10 +127,17 @@ static int parse_duration(const char *s, double *out) {
   if (n == 0 || n >= sizeof tmp) return -EINVAL;
   memcpy(tmp, s, n + 1);
   double mul = 1;
-  if (n > 2 && !strcmp(tmp + n - 2, "ms")) { mul = 0.001; tmp[n - 2] = 0; }
-  else if (tmp[n - 1] == 's') tmp[n - 1] = 0;
-  else if (tmp[n - 1] == 'm') { mul = 60; tmp[n - 1] = 0; }
-  else if (tmp[n - 1] == 'h') { mul = 3600; tmp[n - 1] = 0; }
+  if (n > 2 && !strcmp(tmp + n - 2, "ms")) {
+    mul = 0.001;
+    tmp[n - 2] = 0;
+  } else if (tmp[n - 1] == 's') tmp[n - 1] = 0;
+  else if (tmp[n - 1] == 'm') {
+    mul = 60;
+    tmp[n - 1] = 0;
+  } else if (tmp[n - 1] == 'h') {
+    mul = 3600;
+    tmp[n - 1] = 0;
+  }
   double v;
   if (lgu_parse_double(tmp, &v) != 0) return -EINVAL;
   if (v < 0) return -ERANGE;
@@ -160,7 +167,10 @@ static int parse_actions(const char *s, unsigned *mask, char *bad, size_t badlen
     const char *e = p;
     while (*e && *e != ',' && *e != ' ' && *e != '\t') e++;
     size_t len = (size_t)(e - p);
-    if (len == 4 && !strncmp(p, "none", 4)) { p = e; continue; }
+    if (len == 4 && !strncmp(p, "none", 4)) {
+      p = e;
+      continue;
+    }
     unsigned bit = 0;
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
       if (strlen(lgg_action_name(all[i])) == len && !strncmp(p, lgg_action_name(all[i]), len)) bit = all[i];
@@ -179,15 +189,15 @@ static int parse_actions(const char *s, unsigned *mask, char *bad, size_t badlen
 typedef struct ctx {
   lgg_config_t *c;
   const char *name;
-  int line;             /* current line (counted by our reader) */
+  int line; /* current line (counted by our reader) */
   int err_line;
   char err[256];
-  int line_levels;      /* where thresholds / actions were last set, for checks */
+  int line_levels; /* where thresholds / actions were last set, for checks */
   int line_act[LGG_NLEVELS];
-  const char *text;     /* for the string reader */
+  const char *text; /* for the string reader */
   FILE *f;
-  int long_line;        /* first line longer than inih reads at once */
-  int cont;             /* the last piece read did not end its line */
+  int long_line; /* first line longer than inih reads at once */
+  int cont;      /* the last piece read did not end its line */
 } ctx_t;
 
 static int fail(ctx_t *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -257,31 +267,36 @@ static int handler(void *user, const char *section, const char *name, const char
       snprintf(hk, sizeof hk, "horizon_%s", lg_level_name((lg_level_t)k));
       snprintf(pk, sizeof pk, "psi_%s", lg_level_name((lg_level_t)k));
       if (KEY(lg_level_name((lg_level_t)k))) {
-        if (parse_fraction(value, &d)) return fail(x, "%s: '%s' is not a percentage (0-100%%) or fraction (0-1)", name, value);
+        if (parse_fraction(value, &d))
+          return fail(x, "%s: '%s' is not a percentage (0-100%%) or fraction (0-1)", name, value);
         c->lv.thr[k] = d;
         x->line_levels = x->line;
         return 1;
       }
       if (KEY(hk)) {
-        if (parse_duration(value, &d)) return fail(x, "%s: '%s' is not a duration (e.g. 30s, 5m; 0 = off)", name, value);
+        if (parse_duration(value, &d))
+          return fail(x, "%s: '%s' is not a duration (e.g. 30s, 5m; 0 = off)", name, value);
         c->lv.horizon_s[k] = d;
         return 1;
       }
       if (KEY(pk)) {
-        if (lgu_parse_double(value, &d) || d < 0 || d > 100) return fail(x, "%s: '%s' is not a PSI percentage 0-100 (0 = off)", name, value);
+        if (lgu_parse_double(value, &d) || d < 0 || d > 100)
+          return fail(x, "%s: '%s' is not a PSI percentage 0-100 (0 = off)", name, value);
         c->lv.psi[k] = d;
         return 1;
       }
     }
     if (KEY("hysteresis")) {
-      if (parse_fraction(value, &d) || d > 0.5) return fail(x, "hysteresis: '%s' is not a percentage between 0 and 50%%", value);
+      if (parse_fraction(value, &d) || d > 0.5)
+        return fail(x, "hysteresis: '%s' is not a percentage between 0 and 50%%", value);
       c->lv.hysteresis = d;
       x->line_levels = x->line;
     } else if (KEY("min_dwell")) {
       if (parse_duration(value, &d)) return fail(x, "min_dwell: '%s' is not a duration", value);
       c->lv.min_dwell_s = d;
     } else if (KEY("window")) {
-      if (parse_duration(value, &d) || d < 0.5 || d > 3600) return fail(x, "window: '%s' is not a duration between 0.5s and 1h", value);
+      if (parse_duration(value, &d) || d < 0.5 || d > 3600)
+        return fail(x, "window: '%s' is not a duration between 0.5s and 1h", value);
       c->lv.window_s = d;
     } else if (KEY("predict_min")) {
       if (parse_fraction(value, &d)) return fail(x, "predict_min: '%s' is not a percentage or fraction", value);
@@ -308,7 +323,8 @@ static int handler(void *user, const char *section, const char *name, const char
       else if (!strcmp(value, "top")) a->signal_target = LGG_T_TOP;
       else return fail(x, "signal_target: '%s' is not all or top", value);
     } else if (KEY("memory_high")) {
-      if (parse_fraction(value, &d) || d < 0.05) return fail(x, "memory_high: '%s' is not a percentage of the limit (5-100%%)", value);
+      if (parse_fraction(value, &d) || d < 0.05)
+        return fail(x, "memory_high: '%s' is not a percentage of the limit (5-100%%)", value);
       a->memory_high = d;
     } else if (KEY("command")) {
       if (setstr(&a->command, value)) return fail(x, "out of memory");
@@ -340,7 +356,8 @@ static int handler(void *user, const char *section, const char *name, const char
     }
     return 1;
   }
-  if (!*section) return fail(x, "key '%s' outside a section (sections: guard, levels, warn, breaker, emergency, kill)", name);
+  if (!*section)
+    return fail(x, "key '%s' outside a section (sections: guard, levels, warn, breaker, emergency, kill)", name);
   return fail(x, "unknown section [%s] (sections: guard, levels, warn, breaker, emergency, kill)", section);
 }
 
@@ -390,8 +407,8 @@ static int check(ctx_t *x, char *why, size_t whylen) {
   }
   for (int k = 1; k < LGG_NLEVELS; k++) {
     if ((c->act[k].mask & LGG_A_EXEC) && !c->act[k].command) {
-      snprintf(why, whylen, "%s:%d: [%s] action 'exec' needs 'command = ...' in [%s]", x->name,
-               x->line_act[k], lg_level_name((lg_level_t)k), lg_level_name((lg_level_t)k));
+      snprintf(why, whylen, "%s:%d: [%s] action 'exec' needs 'command = ...' in [%s]", x->name, x->line_act[k],
+               lg_level_name((lg_level_t)k), lg_level_name((lg_level_t)k));
       return -EINVAL;
     }
   }

@@ -240,8 +240,7 @@ static int sample(lgg_guard_t *g, source_t *s, double t) {
     s->usage = (double)(total - (avail < total ? avail : total));
     s->limit = (double)total;
     s->psi_full = s->psi_some = -1;
-    if (lgu_read_file("/proc/pressure/memory", buf, sizeof buf) > 0)
-      lgs_psi_parse(buf, &s->psi_some, &s->psi_full);
+    if (lgu_read_file("/proc/pressure/memory", buf, sizeof buf) > 0) lgs_psi_parse(buf, &s->psi_some, &s->psi_full);
   } else if (s->kind == SRC_GPU_REC) {
     /* no NVML: the recorded processes' device memory against the device's */
     if (lgg_regions_gpu(g->regions, s->gpu, &s->gpu_used, &s->gpu_total) != 0 || !s->gpu_total) return -1;
@@ -381,7 +380,8 @@ int lgg_tick(lgg_guard_t *g, double t) {
       lgg_restore_high(g, lvl);
       if (published_by(g, old)) lgg_do_publish(g, lvl, w); /* subscribers learn it is over */
       if (lvl > 0) {
-        lgu_err("guard: level %s (recovered; %s at %.0f%%)", lg_level_name((lg_level_t)lvl), w ? w->name : "", w ? w->lv.ratio * 100 : 0);
+        lgu_err("guard: level %s (recovered; %s at %.0f%%)", lg_level_name((lg_level_t)lvl), w ? w->name : "",
+                w ? w->lv.ratio * 100 : 0);
       } else {
         lgu_err("guard: level normal");
       }
@@ -405,10 +405,13 @@ void lgg_export(lgg_guard_t *g, lgx_registry_t *r) {
   lgx_declare(r, "leakguard_guard_actions_total", LGX_COUNTER, "Guard actions taken (or logged in dry-run), by action");
   lgx_declare(r, "leakguard_guard_level_changes_total", LGX_COUNTER, "Guard level changes");
   lgx_declare(r, "leakguard_guard_watched_processes", LGX_GAUGE, "Processes in the guard's watched set");
-  lgx_declare(r, "leakguard_time_to_oom_seconds", LGX_GAUGE, "Projected seconds until the source reaches its limit (+Inf: not growing)");
+  lgx_declare(r, "leakguard_time_to_oom_seconds", LGX_GAUGE,
+              "Projected seconds until the source reaches its limit (+Inf: not growing)");
   lgx_declare(r, "leakguard_cgroup_memory_bytes", LGX_GAUGE, "Memory cgroup values, by kind");
-  lgx_declare(r, "leakguard_cgroup_oom_kills_total", LGX_COUNTER, "OOM kills in the cgroup since the guard started watching");
-  lgx_declare(r, "leakguard_memory_pressure_avg10", LGX_GAUGE, "PSI memory pressure (percent of time stalled, 10s average)");
+  lgx_declare(r, "leakguard_cgroup_oom_kills_total", LGX_COUNTER,
+              "OOM kills in the cgroup since the guard started watching");
+  lgx_declare(r, "leakguard_memory_pressure_avg10", LGX_GAUGE,
+              "PSI memory pressure (percent of time stalled, 10s average)");
   lgx_declare(r, "leakguard_gpu_memory_used_bytes", LGX_GAUGE,
               "GPU memory in use, per device (NVML; without it, what the recorder saw)");
   lgx_declare(r, "leakguard_gpu_memory_total_bytes", LGX_GAUGE, "GPU memory, per device");
@@ -460,7 +463,8 @@ void lgg_export(lgg_guard_t *g, lgx_registry_t *r) {
   double some, full;
   int has_sys = 0;
   for (int i = 0; i < g->nsrc; i++) has_sys |= g->src[i].kind == SRC_SYSTEM && g->src[i].alive;
-  if (!has_sys && lgu_read_file("/proc/pressure/memory", buf, sizeof buf) > 0 && lgs_psi_parse(buf, &some, &full) == 0) {
+  if (!has_sys && lgu_read_file("/proc/pressure/memory", buf, sizeof buf) > 0 &&
+      lgs_psi_parse(buf, &some, &full) == 0) {
     const char *ls[] = {"scope", "system", "kind", "some", NULL};
     lgx_set(r, "leakguard_memory_pressure_avg10", ls, some);
     if (full >= 0) {

@@ -52,7 +52,7 @@ void lgg_hint_growth(lgg_guard_t *g, int pid, double growth_bytes_per_s);
  * Returns the level (lg_level_t) or -errno when nothing can be watched any more. */
 int lgg_tick(lgg_guard_t *g, double now_s);
 
-int lgg_level(const lgg_guard_t *g);          /* lg_level_t */
+int lgg_level(const lgg_guard_t *g); /* lg_level_t */
 double lgg_tick_interval(const lgg_guard_t *g);
 
 /* Publishes the guard's metrics into r (declares the families on first use). */

@@ -33,22 +33,21 @@ const char *lgg_reason_name(int r);
 
 #define LGG_TREND_MAX 64
 typedef struct lgg_levels {
-  int level, target;    /* current level; level the last sample alone asks for */
-  int reason;           /* why the current level was entered (LGG_R_*) */
+  int level, target; /* current level; level the last sample alone asks for */
+  int reason;        /* why the current level was entered (LGG_R_*) */
   double entered_s;
-  double lower_since;   /* since when target < level; < 0: not lower */
+  double lower_since;                        /* since when target < level; < 0: not lower */
   double t[LGG_TREND_MAX], v[LGG_TREND_MAX]; /* trend samples (ring) */
   unsigned n, head;
-  double slope;         /* bytes/s, Theil-Sen over the window */
-  double tto_s;         /* projected seconds to the limit; < 0: not growing */
+  double slope; /* bytes/s, Theil-Sen over the window */
+  double tto_s; /* projected seconds to the limit; < 0: not growing */
   double ratio;
 } lgg_levels_t;
 
 void lgg_levels_init(lgg_levels_t *s, double now_s);
 /* One sample: usage and limit in bytes (limit > 0), psi_full10 percent or < 0 when
  * unknown. Returns the new level. */
-int lgg_levels_step(lgg_levels_t *s, const lgg_level_cfg_t *c, double t, double usage,
-                    double limit, double psi_full10);
+int lgg_levels_step(lgg_levels_t *s, const lgg_level_cfg_t *c, double t, double usage, double limit, double psi_full10);
 
 /* ------------------------------------------------------------------ config */
 enum {
@@ -59,41 +58,40 @@ enum {
   LGG_A_EXEC = 1u << 4,
   LGG_A_KILL = 1u << 5,
 };
-enum { LGG_T_ALL = 0, LGG_T_TOP = 1 };       /* signal target */
-enum { LGG_FB_LARGEST = 0, LGG_FB_NONE = 1 };  /* kill fallback without growth */
+enum { LGG_T_ALL = 0, LGG_T_TOP = 1 };        /* signal target */
+enum { LGG_FB_LARGEST = 0, LGG_FB_NONE = 1 }; /* kill fallback without growth */
 
 typedef struct lgg_actions_cfg {
   unsigned mask;
-  int signal;           /* for LGG_A_SIGNAL */
-  int signal_target;    /* LGG_T_* */
-  double memory_high;   /* fraction of the limit written to memory.high */
-  char *command;        /* for LGG_A_EXEC, run with /bin/sh -c */
-  double repeat_s;      /* repeat the actions while the level holds; 0: on entry only */
+  int signal;         /* for LGG_A_SIGNAL */
+  int signal_target;  /* LGG_T_* */
+  double memory_high; /* fraction of the limit written to memory.high */
+  char *command;      /* for LGG_A_EXEC, run with /bin/sh -c */
+  double repeat_s;    /* repeat the actions while the level holds; 0: on entry only */
 } lgg_actions_cfg_t;
 
 typedef struct lgg_config {
   double interval_s;
   int dry_run;
-  int memory;           /* LGS_MEM_* (core/sysmem.h) */
-  char *log_path;       /* event log, NULL: none ("-" = stdout) */
+  int memory;             /* LGS_MEM_* (core/sysmem.h) */
+  char *log_path;         /* event log, NULL: none ("-" = stdout) */
   double scan_interval_s; /* rescan for recorder regions */
   double gpu_interval_s;
-  int gpu;              /* -1 auto, 0 off, 1 on (error when unavailable) */
-  uint64_t limit;       /* limit for the watched-PID set, 0: their cgroup, else RAM */
+  int gpu;        /* -1 auto, 0 off, 1 on (error when unavailable) */
+  uint64_t limit; /* limit for the watched-PID set, 0: their cgroup, else RAM */
   lgg_level_cfg_t lv;
   lgg_actions_cfg_t act[LGG_NLEVELS];
   double kill_grace_s;
-  int kill_fallback;    /* LGG_FB_* */
+  int kill_fallback;      /* LGG_FB_* */
   double kill_min_growth; /* bytes/s a victim must grow by, else fallback */
-  int kill_protected;   /* 1: also consider oom_score_adj == -1000 processes */
+  int kill_protected;     /* 1: also consider oom_score_adj == -1000 processes */
 } lgg_config_t;
 
 void lgg_config_defaults(lgg_config_t *c);
 /* Loads path over the defaults. 0, or -EINVAL/-errno with "PATH:LINE: reason". */
 int lgg_config_load(lgg_config_t *c, const char *path, char *why, size_t whylen);
 /* Same from a string (name used in messages). */
-int lgg_config_load_string(lgg_config_t *c, const char *text, const char *name, char *why,
-                           size_t whylen);
+int lgg_config_load_string(lgg_config_t *c, const char *text, const char *name, char *why, size_t whylen);
 void lgg_config_free(lgg_config_t *c);
 const char *lgg_action_name(unsigned bit);
 /* Signal by name ("SIGUSR1", "USR1", "10"); -1 if unknown. */
@@ -132,17 +130,17 @@ enum { C_LOG, C_PUBLISH, C_SIGNAL, C_MEMHIGH, C_EXEC, C_KILL, C_SIGKILL, C_NCOUN
 
 typedef struct proc {
   int pid;
-  unsigned long long start;  /* start time (clock ticks since boot): identity */
+  unsigned long long start; /* start time (clock ticks since boot): identity */
   char comm[32];
   int64_t mem;
   uint64_t gpu;
   double rt[GROWTH_N], rv[GROWTH_N];
   unsigned rn, rhead;
-  double growth;             /* bytes/s over the window (RSS/PSS + GPU) */
-  double hint, hint_t;       /* recorder suspects */
+  double growth;       /* bytes/s over the window (RSS/PSS + GPU) */
+  double hint, hint_t; /* recorder suspects */
   uint64_t srcmask;
   int seen;
-  int adj;                   /* oom_score_adj */
+  int adj; /* oom_score_adj */
 } proc_t;
 
 typedef struct victim {
@@ -160,10 +158,10 @@ typedef struct source {
   lgs_cg_sample_t cg;
   double usage, limit, psi_full, psi_some;
   uint64_t gpu_used, gpu_total;
-  int high_set;              /* memory.high lowered by us */
-  uint64_t orig_high;        /* 0: "max" */
-  int err;                   /* last read error logged (0: none) */
-  uint64_t oom_kill0;        /* oom_kill count when watching started */
+  int high_set;       /* memory.high lowered by us */
+  uint64_t orig_high; /* 0: "max" */
+  int err;            /* last read error logged (0: none) */
+  uint64_t oom_kill0; /* oom_kill count when watching started */
   int sampled;
 } source_t;
 
@@ -173,9 +171,9 @@ struct lgg_guard {
   int own_log;
   source_t src[MAX_SOURCES];
   int nsrc;
-  int *pids;                 /* explicit --pid set */
+  int *pids; /* explicit --pid set */
   int npids, cappids;
-  int pids_src;              /* index of the SRC_PIDS source, -1 */
+  int pids_src; /* index of the SRC_PIDS source, -1 */
   uint64_t pids_limit;
   double pids_limit_t;
   proc_t *procs;

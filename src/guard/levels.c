@@ -78,8 +78,8 @@ static double trend_slope(const lgg_levels_t *s) {
   return lga_theil_sen(x, y, s->n);
 }
 
-int lgg_levels_step(lgg_levels_t *s, const lgg_level_cfg_t *c, double t, double usage,
-                    double limit, double psi_full10) {
+int lgg_levels_step(lgg_levels_t *s, const lgg_level_cfg_t *c, double t, double usage, double limit,
+                    double psi_full10) {
   if (!(limit > 0)) limit = 1;
   double ratio = usage / limit;
   s->ratio = ratio;

@@ -17,9 +17,7 @@
 #include "core/util.h"
 
 /* ------------------------------------------------------------------ processes */
-static int proc_cmp(const void *a, const void *b) {
-  return ((const proc_t *)a)->pid - ((const proc_t *)b)->pid;
-}
+static int proc_cmp(const void *a, const void *b) { return ((const proc_t *)a)->pid - ((const proc_t *)b)->pid; }
 
 static proc_t *proc_find(lgg_guard_t *g, int pid) {
   proc_t key = {.pid = pid};
@@ -50,7 +48,10 @@ static void proc_mark(lgg_guard_t *g, int pid, int si, proc_t **added, int *nadd
   proc_t *p = proc_find(g, pid);
   if (!p) {
     for (int i = 0; i < *nadded; i++)
-      if ((*added)[i].pid == pid) { p = &(*added)[i]; break; }
+      if ((*added)[i].pid == pid) {
+        p = &(*added)[i];
+        break;
+      }
   }
   if (!p) {
     if (*nadded == *capadded) {
@@ -188,7 +189,6 @@ int lgg_victim_pending(const lgg_guard_t *g, int pid) {
   return 0;
 }
 
-
 int lgg_candidate(const lgg_guard_t *g, const proc_t *p, uint64_t mask) {
   if (!(p->srcmask & mask)) return 0;
   if (p->pid <= 1 || is_ancestor(g, p->pid) || p->mem <= 0) return 0;
@@ -208,4 +208,3 @@ void lgg_hint_growth(lgg_guard_t *g, int pid, double growth) {
     p->hint_t = lgg_now_mono();
   }
 }
-

@@ -72,8 +72,8 @@ static void try_fd(lgg_regions_t *r, int pid, const char *fdname, int level) {
   if (fd < 0) return;
   lg_region_hdr_t h;
   size_t map = (size_t)sysconf(_SC_PAGESIZE);
-  if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != LG_REGION_MAGIC ||
-      h.version != LG_REGION_VERSION || h.size != (uint64_t)st.st_size || h.size < map) {
+  if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != LG_REGION_MAGIC || h.version != LG_REGION_VERSION ||
+      h.size != (uint64_t)st.st_size || h.size < map) {
     close(fd);
     return;
   }

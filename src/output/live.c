@@ -54,7 +54,10 @@ void lgv_add_row(lgv_frame_t *f, const lgv_row_t *row) {
 size_t lgv_render(const lgv_frame_t *f, int rows, int width, char *buf, size_t n) {
   char a[32], b[32], c[32], d[32], e[32];
   size_t len = 0;
-#define OUT(...) do { if (len < n) len += (size_t)snprintf(buf + len, n - len, __VA_ARGS__); } while (0)
+#define OUT(...)                                                                                                       \
+  do {                                                                                                                 \
+    if (len < n) len += (size_t)snprintf(buf + len, n - len, __VA_ARGS__);                                             \
+  } while (0)
   double headroom = f->limit > f->usage ? (double)(f->limit - f->usage) : 0;
   double tto = f->growth_bps > 0 ? headroom / f->growth_bps : INFINITY;
   OUT("leakguard %6.1fs  pid %d%s  live %s  rss %s  growth %s/s  OOM %s (limit %s, %s)", f->elapsed_s, f->pid,
@@ -70,7 +73,8 @@ size_t lgv_render(const lgv_frame_t *f, int rows, int width, char *buf, size_t n
     OUT("  GPU live %s  growth %s/s", lgu_fmt_bytes(a, sizeof a, (double)f->gpu_bytes),
         lgu_fmt_bytes(b, sizeof b, f->gpu_growth_bps));
     if (f->gpu_total)
-      OUT("  OOM %s (GPU memory %s)", lgu_fmt_duration(d, sizeof d, f->gpu_growth_bps > 0 ? gh / f->gpu_growth_bps : INFINITY),
+      OUT("  OOM %s (GPU memory %s)",
+          lgu_fmt_duration(d, sizeof d, f->gpu_growth_bps > 0 ? gh / f->gpu_growth_bps : INFINITY),
           lgu_fmt_bytes(c, sizeof c, (double)f->gpu_total));
     OUT("\n");
   }

@@ -13,8 +13,8 @@ typedef struct lgv_row {
   lg_pattern_t pattern;
   int pid;
   const char *label;
-  const char *space;          /* NULL for host memory; "device", "managed", "pinned" */
-  int device;                 /* GPU ordinal when space is set */
+  const char *space; /* NULL for host memory; "device", "managed", "pinned" */
+  int device;        /* GPU ordinal when space is set */
 } lgv_row_t;
 
 #define LGV_MAX_ROWS 64
@@ -25,11 +25,11 @@ typedef struct lgv_frame {
   int64_t live_bytes;
   uint64_t rss_bytes, steps, dropped, limit, usage;
   const char *limit_source;
-  double growth_bps;          /* sum over growing host sites */
-  int64_t gpu_bytes;          /* GPU memory recorded (device + managed + pinned); 0: no line */
-  uint64_t gpu_total;         /* the GPUs' memory (0 unknown) */
-  uint64_t gpu_usage;         /* device + managed bytes, what grows toward gpu_total */
-  double gpu_growth_bps;      /* sum over growing device and managed sites */
+  double growth_bps;     /* sum over growing host sites */
+  int64_t gpu_bytes;     /* GPU memory recorded (device + managed + pinned); 0: no line */
+  uint64_t gpu_total;    /* the GPUs' memory (0 unknown) */
+  uint64_t gpu_usage;    /* device + managed bytes, what grows toward gpu_total */
+  double gpu_growth_bps; /* sum over growing device and managed sites */
   lgv_row_t rows[LGV_MAX_ROWS];
   int nrows;
 } lgv_frame_t;
@@ -37,7 +37,7 @@ typedef struct lgv_frame {
 typedef struct lgv_view lgv_view_t;
 
 lgv_view_t *lgv_new(FILE *out, int rows);
-void lgv_free(lgv_view_t *v);   /* clears the view */
+void lgv_free(lgv_view_t *v); /* clears the view */
 /* Keeps the rows with the fastest growth. The row is copied, its label is not: it
  * must live until the frame is drawn. */
 void lgv_add_row(lgv_frame_t *f, const lgv_row_t *row);

@@ -141,7 +141,7 @@ static void fmt_value(char *out, size_t n, double v) {
     snprintf(out, n, v > 0 ? "+Inf" : "-Inf");
     return;
   }
-  if (v == 0) v = 0; /* -0 -> 0 */
+  if (v == 0) v = 0;                                   /* -0 -> 0 */
   if (v == floor(v) && fabs(v) < 9007199254740992.0) { /* integers below 2^53 in full */
     snprintf(out, n, "%.0f", v);
     return;
@@ -376,8 +376,7 @@ int lgx_render(lgx_registry_t *r, char **out, size_t *len) {
 /* ------------------------------------------------------------------ HTTP */
 
 static enum MHD_Result queue_text(struct MHD_Connection *c, unsigned status, const char *text) {
-  struct MHD_Response *resp =
-      MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+  struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
   if (!resp) return MHD_NO;
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
   if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
@@ -387,8 +386,7 @@ static enum MHD_Result queue_text(struct MHD_Connection *c, unsigned status, con
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                              const char *version, const char *upload_data, size_t *upload_data_size,
-                              void **con_cls) {
+                              const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls) {
   lgx_registry_t *r = cls;
   (void)version;
   (void)upload_data;
@@ -401,8 +399,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
   char *body = NULL;
   size_t len = 0;
-  if (lgx_render(r, &body, &len) != 0)
-    return queue_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+  if (lgx_render(r, &body, &len) != 0) return queue_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
   struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
   if (!resp) {
     free(body);
@@ -524,11 +521,11 @@ int lgx_serve(lgx_registry_t *r, const char *addr, lgx_server_t **out, char *why
     char a[80];
     fmt_sockaddr(&ss, a, sizeof a);
     if (e == EADDRINUSE)
-      set_why(why, whylen, "cannot serve metrics on %s: the port is already in use (choose another with --metrics ADDR:PORT)", a);
+      set_why(why, whylen,
+              "cannot serve metrics on %s: the port is already in use (choose another with --metrics ADDR:PORT)", a);
     else if (e == EADDRNOTAVAIL)
       set_why(why, whylen, "cannot serve metrics on %s: no local interface has that address", a);
-    else
-      set_why(why, whylen, "cannot serve metrics on %s: %s", a, strerror(e));
+    else set_why(why, whylen, "cannot serve metrics on %s: %s", a, strerror(e));
     close(fd);
     return -e;
   }
@@ -545,10 +542,8 @@ int lgx_serve(lgx_registry_t *r, const char *addr, lgx_server_t **out, char *why
   s->reg = r;
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-  s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, r,
-                               MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+  s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, r, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
                                MHD_OPTION_END);
   if (!s->daemon) {
     int e = errno ? errno : EIO;

@@ -21,7 +21,6 @@
 
 #include "output/report_impl.h"
 
-
 char *lgr_dupstr(const unsigned char *s) { return lgr_strdup(s ? (const char *)s : ""); }
 
 char *lgr_strdup(const char *s) {
@@ -37,10 +36,10 @@ char *lgr_strdup(const char *s) {
  * (_usable, _num, 0, _n, _with_size). zmalloc, ztrycalloc_usable, xmalloc, g_malloc0,
  * PyMem_RawMalloc and je_realloc are wrappers; cache_alloc and alloc_node are not. */
 static int is_alloc_wrapper(const char *fn) {
-  static const char *const prefix[] = {"", "z", "x", "je_", "mi_", "tc_", "g_", "PyMem_", "PyMem_Raw",
-                                       "PyObject_", "_PyMem_", "_PyObject_", "_PyMem_Raw", NULL};
+  static const char *const prefix[] = {"",       "z",         "x",         "je_",     "mi_",        "tc_",        "g_",
+                                       "PyMem_", "PyMem_Raw", "PyObject_", "_PyMem_", "_PyObject_", "_PyMem_Raw", NULL};
   static const char *const base[] = {"malloc", "calloc", "realloc", "strdup", "strndup", "memalign",
-                                     "Malloc", "Calloc", "Realloc", "New", NULL};
+                                     "Malloc", "Calloc", "Realloc", "New",    NULL};
   static const char *const suffix[] = {"", "_usable", "_num", "0", "_n", "_with_size", "_default", NULL};
   for (int p = 0; prefix[p]; p++) {
     size_t lp = strlen(prefix[p]);
@@ -61,11 +60,11 @@ static int is_alloc_wrapper(const char *fn) {
 
 int lgr_is_machinery(const char *fn, const char *file, const char *module) {
   static const char *const alloc_fns[] = {
-      "malloc", "calloc", "realloc", "free", "reallocarray", "posix_memalign", "memalign",
-      "aligned_alloc", "valloc", "pvalloc", "mmap", "mmap64", "strdup", "strndup",
-      "__strdup", "__strndup", "__libc_malloc", "__libc_calloc", "__libc_realloc",
-      "__libc_memalign", "xmalloc", "xcalloc", "xrealloc", "g_malloc", "g_malloc0", "g_realloc",
-      NULL};
+      "malloc",         "calloc",          "realloc",  "free",      "reallocarray",  "posix_memalign",
+      "memalign",       "aligned_alloc",   "valloc",   "pvalloc",   "mmap",          "mmap64",
+      "strdup",         "strndup",         "__strdup", "__strndup", "__libc_malloc", "__libc_calloc",
+      "__libc_realloc", "__libc_memalign", "xmalloc",  "xcalloc",   "xrealloc",      "g_malloc",
+      "g_malloc0",      "g_realloc",       NULL};
   if (module && strstr(module, "libleakguard")) return 1;
   /* CUDA runtime and driver: the runtime linked statically has obfuscated names
    * (__cudart123) and cudart:: internals; cudaMalloc* are the allocation calls. */
@@ -87,7 +86,7 @@ int lgr_is_machinery(const char *fn, const char *file, const char *module) {
 int lgr_is_minor(double growth, double rate, double size, double blocks_gained, double tto, int steady) {
   double rel = size > 0 ? growth / size : 1;
   int slow = (isnan(tto) || tto > LGR_MINOR_OOM_S) && !(rate > 0 && size / rate < LGR_MINOR_DOUBLING_S);
-  if (rel < LGR_MINOR_REL && slow && !steady) return 1;          /* tiny against the process */
+  if (rel < LGR_MINOR_REL && slow && !steady) return 1;                       /* tiny against the process */
   if (blocks_gained < LGR_MINOR_BLOCKS && rel < LGR_FEW_BLOCKS_REL) return 1; /* a handful of first uses */
   return 0;
 }
@@ -103,18 +102,17 @@ int lgr_is_python_module(const char *m) { return m && !strcmp(m, "python"); }
 
 static int load_runs(sqlite3 *db, lgr_report_t *r) {
   sqlite3_stmt *st;
-  const char *sql =
-      "SELECT p.proc, p.pid, p.ppid, p.parent_proc, p.command, p.end_reason, p.kind,"
-      " p.exit_status, p.signal, p.start_ns, p.end_ns, p.peak_live_bytes, p.final_live_bytes,"
-      " p.dropped, p.steps, p.snapshots, p.sample_bytes,"
-      " (SELECT max(t_ns) FROM snapshots s WHERE s.proc=p.proc),"
-      " (SELECT limit_bytes FROM snapshots s WHERE s.proc=p.proc ORDER BY seq DESC LIMIT 1),"
-      " (SELECT usage_bytes FROM snapshots s WHERE s.proc=p.proc ORDER BY seq DESC LIMIT 1),"
-      " (SELECT max(live_bytes) FROM snapshots s WHERE s.proc=p.proc),"
-      " (SELECT live_bytes FROM snapshots s WHERE s.proc=p.proc ORDER BY seq DESC LIMIT 1),"
-      " (SELECT dropped FROM snapshots s WHERE s.proc=p.proc ORDER BY seq DESC LIMIT 1),"
-      " p.rank, p.host"
-      " FROM processes p ORDER BY p.proc";
+  const char *sql = "SELECT p.proc, p.pid, p.ppid, p.parent_proc, p.command, p.end_reason, p.kind,"
+                    " p.exit_status, p.signal, p.start_ns, p.end_ns, p.peak_live_bytes, p.final_live_bytes,"
+                    " p.dropped, p.steps, p.snapshots, p.sample_bytes,"
+                    " (SELECT max(t_ns) FROM snapshots s WHERE s.proc=p.proc),"
+                    " (SELECT limit_bytes FROM snapshots s WHERE s.proc=p.proc ORDER BY seq DESC LIMIT 1),"
+                    " (SELECT usage_bytes FROM snapshots s WHERE s.proc=p.proc ORDER BY seq DESC LIMIT 1),"
+                    " (SELECT max(live_bytes) FROM snapshots s WHERE s.proc=p.proc),"
+                    " (SELECT live_bytes FROM snapshots s WHERE s.proc=p.proc ORDER BY seq DESC LIMIT 1),"
+                    " (SELECT dropped FROM snapshots s WHERE s.proc=p.proc ORDER BY seq DESC LIMIT 1),"
+                    " p.rank, p.host"
+                    " FROM processes p ORDER BY p.proc";
   if (lgr_prepare(db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
   int cap = 0;
   while (lgr_row(st)) {
@@ -207,9 +205,9 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
 int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native) {
   sqlite3_stmt *st;
   if (lgr_prepare(db,
-                         "SELECT function, file, line, module, inlined, ip FROM frames"
-                         " WHERE proc=? AND stack=? ORDER BY idx",
-                         -1, &st, NULL) != SQLITE_OK)
+                  "SELECT function, file, line, module, inlined, ip FROM frames"
+                  " WHERE proc=? AND stack=? ORDER BY idx",
+                  -1, &st, NULL) != SQLITE_OK)
     return -EIO;
   sqlite3_bind_int(st, 1, s->proc);
   sqlite3_bind_int(st, 2, s->stack);
@@ -304,7 +302,7 @@ static char *source_line(const char *file, int line) {
   if (!f) return NULL;
   char buf[512];
   char *out = NULL;
-  for (int n = 1; fgets(buf, sizeof buf, f); ) {
+  for (int n = 1; fgets(buf, sizeof buf, f);) {
     size_t len = strlen(buf);
     int whole = len > 0 && buf[len - 1] == '\n';
     if (n == line) {

@@ -37,69 +37,69 @@ typedef struct lgr_frame {
 /* One recorded stack merged into a site. */
 typedef struct lgr_stackref {
   int stack;
-  int64_t live_bytes;         /* at the end */
+  int64_t live_bytes; /* at the end */
   int64_t peak_live_bytes;
 } lgr_stackref_t;
 
 typedef struct lgr_site {
   int proc, pid;
-  int stack;                  /* the merged stack that held the most live bytes (its frames are shown) */
+  int stack; /* the merged stack that held the most live bytes (its frames are shown) */
   char space[16];
   int64_t live_bytes, live_blocks;
-  int64_t peak_live_bytes;    /* highest value of the merged series */
-  int64_t blocks_gained;      /* live blocks at the end minus at the start of the growth */
-  int64_t held_bytes;         /* live bytes at the end of the analysed part (before an exit's teardown) */
+  int64_t peak_live_bytes; /* highest value of the merged series */
+  int64_t blocks_gained;   /* live blocks at the end minus at the start of the growth */
+  int64_t held_bytes;      /* live bytes at the end of the analysed part (before an exit's teardown) */
   uint64_t alloc_bytes, alloc_blocks;
-  double oldest_age_s;        /* NaN when unknown */
-  char *holders_json;         /* JSON array of holders from the database, or NULL */
-  double time_to_oom_s;       /* NaN when not growing */
-  double detected_after_s;    /* first flag during the run (s after the process started); NaN: none */
-  double growth_bytes;        /* growth over the growing part (last floor - first floor) */
+  double oldest_age_s;     /* NaN when unknown */
+  char *holders_json;      /* JSON array of holders from the database, or NULL */
+  double time_to_oom_s;    /* NaN when not growing */
+  double detected_after_s; /* first flag during the run (s after the process started); NaN: none */
+  double growth_bytes;     /* growth over the growing part (last floor - first floor) */
   lgd_result_t r;
-  lgr_frame_t *frames;        /* innermost first: native allocation frames, then the Python line, then its callers */
+  lgr_frame_t *frames; /* innermost first: native allocation frames, then the Python line, then its callers */
   int nframes;
-  int site_frame;             /* index in frames of the allocation site */
-  lgr_frame_t *all_frames;    /* as recorded */
+  int site_frame;          /* index in frames of the allocation site */
+  lgr_frame_t *all_frames; /* as recorded */
   int nall;
-  lgr_stackref_t *stacks;     /* the merged stacks, highest peak first */
+  lgr_stackref_t *stacks; /* the merged stacks, highest peak first */
   int nstacks;
-  int spread_sites;           /* > 0: a group of that many sites under a common caller (frames: the caller's path) */
-  char *source;               /* text of the site's source line, or NULL */
-  int leak;                   /* index into lgr_report_t.leaks, -1 when none */
-  double *series;             /* suspects: live bytes at each snapshot of its run (lgr_run_t.snap_t) */
-  char *bounded;              /* JSON {container, maxsize, size}: held through a full bounded container, so a plateau */
-  int device;                 /* GPU ordinal for the device, managed and pinned spaces, else -1 */
-  int has_um;                 /* CUPTI Unified Memory counters of a managed site (--cuda-um) */
+  int spread_sites; /* > 0: a group of that many sites under a common caller (frames: the caller's path) */
+  char *source;     /* text of the site's source line, or NULL */
+  int leak;         /* index into lgr_report_t.leaks, -1 when none */
+  double *series;   /* suspects: live bytes at each snapshot of its run (lgr_run_t.snap_t) */
+  char *bounded;    /* JSON {container, maxsize, size}: held through a full bounded container, so a plateau */
+  int device;       /* GPU ordinal for the device, managed and pinned spaces, else -1 */
+  int has_um;       /* CUPTI Unified Memory counters of a managed site (--cuda-um) */
   int64_t um_cpu_faults, um_gpu_faults, um_bytes_htod, um_bytes_dtoh, um_thrashing;
 } lgr_site_t;
 
 /* GPU memory of one process on one device at the end of the recording (docs/cuda.md). */
 typedef struct lgr_gpu {
   int proc, pid, device;
-  int64_t device_bytes, managed_bytes, pinned_bytes;  /* recorded sites, live at the end */
-  int64_t peak_device_bytes;                          /* device + managed, highest snapshot */
+  int64_t device_bytes, managed_bytes, pinned_bytes; /* recorded sites, live at the end */
+  int64_t peak_device_bytes;                         /* device + managed, highest snapshot */
   int64_t registered_bytes, pool_reserved_bytes, pool_used_bytes, vmm_mapped_bytes;
   int64_t contexts, contexts_created, contexts_destroyed, contexts_recreated;
-  uint64_t total_bytes;                               /* the device's memory, 0 unknown */
-  int has_nvml;                                       /* NVML samples for this process */
-  uint64_t nvml_used_bytes, nvml_total_bytes;         /* the device, machine-wide */
-  int64_t nvml_process_bytes;                         /* this process, per NVML */
-  int64_t untracked_bytes;                            /* nvml_process_bytes - device_bytes */
+  uint64_t total_bytes;                       /* the device's memory, 0 unknown */
+  int has_nvml;                               /* NVML samples for this process */
+  uint64_t nvml_used_bytes, nvml_total_bytes; /* the device, machine-wide */
+  int64_t nvml_process_bytes;                 /* this process, per NVML */
+  int64_t untracked_bytes;                    /* nvml_process_bytes - device_bytes */
 } lgr_gpu_t;
 
 /* One cause. */
 typedef struct lgr_leak {
-  int *suspects;              /* indexes into lgr_report_t.suspects, the largest grower first */
+  int *suspects; /* indexes into lgr_report_t.suspects, the largest grower first */
   int nsuspects;
-  char *by;                   /* what binds them: "holder", "function", "site" or "spread" */
-  char *holder_json;          /* the shared top holder {chain, objects, bytes, kind}, or NULL */
-  int proc, pid, rank;        /* rank: the process's RANK label, -1 when none */
-  int64_t live_bytes;         /* held by its suspects when they last grew (before an exit's teardown) */
+  char *by;            /* what binds them: "holder", "function", "site" or "spread" */
+  char *holder_json;   /* the shared top holder {chain, objects, bytes, kind}, or NULL */
+  int proc, pid, rank; /* rank: the process's RANK label, -1 when none */
+  int64_t live_bytes;  /* held by its suspects when they last grew (before an exit's teardown) */
   double growth_bytes_per_s, growth_bytes_per_step; /* sums over the suspects (NaN: no steps) */
-  lg_pattern_t pattern;       /* of the suspects' summed series */
+  lg_pattern_t pattern;                             /* of the suspects' summed series */
   double confidence;
-  lgd_result_t r;             /* the detector on the suspects' summed series (the main suspect's alone) */
-  double detected_after_s;    /* earliest flag of its suspects, NaN: found at the end */
+  lgd_result_t r;          /* the detector on the suspects' summed series (the main suspect's alone) */
+  double detected_after_s; /* earliest flag of its suspects, NaN: found at the end */
   double time_to_oom_s;
 } lgr_leak_t;
 
@@ -111,42 +111,42 @@ typedef struct lgr_run {
   int64_t peak_live_bytes, final_live_bytes;
   uint64_t dropped, steps, snapshots, sample_bytes;
   uint64_t limit_bytes, usage_bytes;
-  int pattern;                /* lg_pattern_t of live bytes + RSS over time, -1 unknown */
-  int pattern_nonleak;        /* the most probable class that is not a leak, -1 unknown */
-  double median_live_bytes;   /* the process's typical size (median of its snapshots) */
+  int pattern;                      /* lg_pattern_t of live bytes + RSS over time, -1 unknown */
+  int pattern_nonleak;              /* the most probable class that is not a leak, -1 unknown */
+  double median_live_bytes;         /* the process's typical size (median of its snapshots) */
   int rank, local_rank, world_size; /* from RANK / LOCAL_RANK / WORLD_SIZE (or MPI's); -1 none */
-  char *host;                 /* NULL when not recorded */
-  int leaking;                /* 1 when one of the leaks is in this process */
-  double *snap_t, *snap_step; /* per snapshot seq: seconds since start (NaN: missing), steps */
+  char *host;                       /* NULL when not recorded */
+  int leaking;                      /* 1 when one of the leaks is in this process */
+  double *snap_t, *snap_step;       /* per snapshot seq: seconds since start (NaN: missing), steps */
   int64_t start_ns;
-  double exit_begin_s;        /* when it began to exit (lg_exiting; s since start), NaN: unknown */
+  double exit_begin_s; /* when it began to exit (lg_exiting; s since start), NaN: unknown */
   int64_t nsnap;
 } lgr_run_t;
 
 typedef struct lgr_report {
   lgr_run_t *runs;
   int nruns;
-  lgr_leak_t *leaks;          /* ranked: fastest growth first */
+  lgr_leak_t *leaks; /* ranked: fastest growth first */
   int nleaks;
-  lgr_site_t *suspects;       /* ranked: fastest growth first */
+  lgr_site_t *suspects; /* ranked: fastest growth first */
   int nsuspects;
-  lgr_site_t *minor;          /* minor growth: growing, but not significantly (never a leak) */
+  lgr_site_t *minor; /* minor growth: growing, but not significantly (never a leak) */
   int nminor;
-  lgr_site_t *others;         /* largest non-leaking sites, for context */
+  lgr_site_t *others; /* largest non-leaking sites, for context */
   int nothers;
   char *limit_source;
-  lgr_gpu_t *gpus;            /* per process and device that used CUDA */
+  lgr_gpu_t *gpus; /* per process and device that used CUDA */
   int ngpus;
-  char **cuda_notes;          /* driver entry points passed through untracked */
+  char **cuda_notes; /* driver entry points passed through untracked */
   int ncuda_notes;
-  int torch_cuda;             /* a process loaded PyTorch's CUDA libraries */
-  char *nvml_status;          /* "NVML: ..." when the GPU timeline could not be recorded, or NULL */
-  char *um_json;              /* JSON array: CUPTI Unified Memory counters per managed site, or NULL */
+  int torch_cuda;    /* a process loaded PyTorch's CUDA libraries */
+  char *nvml_status; /* "NVML: ..." when the GPU timeline could not be recorded, or NULL */
+  char *um_json;     /* JSON array: CUPTI Unified Memory counters per managed site, or NULL */
 } lgr_report_t;
 
 typedef struct lgr_options {
-  int top;                    /* suspects to print, default 10 */
-  int native;                 /* 1: keep every frame (no trimming of machinery) */
+  int top;    /* suspects to print, default 10 */
+  int native; /* 1: keep every frame (no trimming of machinery) */
   double min_growth_bytes;
 } lgr_options_t;
 

@@ -24,8 +24,7 @@ int lgr_gpu_site_device(sqlite3 *db, const lgr_site_t *s) {
   if (!gpu_space(s->space)) return -1;
   sqlite3_stmt *st;
   int dev = 0;
-  if (lgr_prepare(db, "SELECT device FROM cuda_stacks WHERE proc=? AND stack=?", -1, &st, NULL) != SQLITE_OK)
-    return 0;
+  if (lgr_prepare(db, "SELECT device FROM cuda_stacks WHERE proc=? AND stack=?", -1, &st, NULL) != SQLITE_OK) return 0;
   sqlite3_bind_int(st, 1, s->proc);
   sqlite3_bind_int(st, 2, s->stack);
   if (lgr_row(st)) dev = sqlite3_column_int(st, 0);
@@ -38,9 +37,9 @@ void lgr_gpu_site_um(sqlite3 *db, lgr_site_t *s) {
   if (strcmp(s->space, "managed") != 0) return;
   sqlite3_stmt *st;
   if (lgr_prepare(db,
-                         "SELECT cpu_page_faults, gpu_page_faults, bytes_htod, bytes_dtoh, thrashing FROM cuda_um"
-                         " WHERE proc=? AND stack=?",
-                         -1, &st, NULL) != SQLITE_OK)
+                  "SELECT cpu_page_faults, gpu_page_faults, bytes_htod, bytes_dtoh, thrashing FROM cuda_um"
+                  " WHERE proc=? AND stack=?",
+                  -1, &st, NULL) != SQLITE_OK)
     return;
   sqlite3_bind_int(st, 1, s->proc);
   sqlite3_bind_int(st, 2, s->stack);
@@ -90,9 +89,9 @@ static int64_t q_int64(sqlite3 *db, const char *sql, const int64_t *args, int na
 static void load_um(sqlite3 *db, lgr_report_t *r) {
   sqlite3_stmt *st;
   if (lgr_prepare(db,
-                         "SELECT proc, stack, cpu_page_faults, gpu_page_faults, bytes_htod, bytes_dtoh, thrashing"
-                         " FROM cuda_um ORDER BY gpu_page_faults + cpu_page_faults DESC",
-                         -1, &st, NULL) != SQLITE_OK)
+                  "SELECT proc, stack, cpu_page_faults, gpu_page_faults, bytes_htod, bytes_dtoh, thrashing"
+                  " FROM cuda_um ORDER BY gpu_page_faults + cpu_page_faults DESC",
+                  -1, &st, NULL) != SQLITE_OK)
     return;
   cJSON *arr = cJSON_CreateArray();
   while (lgr_row(st)) {
@@ -123,7 +122,9 @@ static void load_um(sqlite3 *db, lgr_report_t *r) {
     }
     for (int k = 0; k < 5; k++) {
       double v = (double)sqlite3_column_int64(st, 2 + k);
-      if (same) cJSON_SetNumberValue(cJSON_GetObjectItem(same, keys[k]), cJSON_GetNumberValue(cJSON_GetObjectItem(same, keys[k])) + v);
+      if (same)
+        cJSON_SetNumberValue(cJSON_GetObjectItem(same, keys[k]),
+                             cJSON_GetNumberValue(cJSON_GetObjectItem(same, keys[k])) + v);
       else cJSON_AddNumberToObject(u, keys[k], v);
     }
     if (same) cJSON_Delete(u);
@@ -184,12 +185,15 @@ void lgr_load_gpus(sqlite3 *db, lgr_report_t *r) {
       g->has_nvml = 1;
       g->nvml_process_bytes =
           q_int64(db, "SELECT used_bytes FROM nvml_processes WHERE proc=?1 AND device=?2 AND t_ns=?3", b, 3, 0, NULL);
-      g->nvml_used_bytes = (uint64_t)q_int64(db, "SELECT used_bytes FROM nvml WHERE t_ns=?1 AND device=?2", d, 2, 0, NULL);
-      g->nvml_total_bytes = (uint64_t)q_int64(db, "SELECT total_bytes FROM nvml WHERE t_ns=?1 AND device=?2", d, 2, 0, NULL);
-      int64_t tracked = q_int64(db,
-                                "SELECT c.device_bytes FROM cuda_devices c JOIN snapshots s ON s.proc=c.proc AND"
-                                " s.seq=c.seq WHERE c.proc=?1 AND c.device=?2 AND s.t_ns<=?3 ORDER BY s.t_ns DESC LIMIT 1",
-                                b, 3, 0, NULL);
+      g->nvml_used_bytes =
+          (uint64_t)q_int64(db, "SELECT used_bytes FROM nvml WHERE t_ns=?1 AND device=?2", d, 2, 0, NULL);
+      g->nvml_total_bytes =
+          (uint64_t)q_int64(db, "SELECT total_bytes FROM nvml WHERE t_ns=?1 AND device=?2", d, 2, 0, NULL);
+      int64_t tracked =
+          q_int64(db,
+                  "SELECT c.device_bytes FROM cuda_devices c JOIN snapshots s ON s.proc=c.proc AND"
+                  " s.seq=c.seq WHERE c.proc=?1 AND c.device=?2 AND s.t_ns<=?3 ORDER BY s.t_ns DESC LIMIT 1",
+                  b, 3, 0, NULL);
       g->untracked_bytes = g->nvml_process_bytes - tracked;
     }
   }
@@ -208,7 +212,8 @@ void lgr_load_gpus(sqlite3 *db, lgr_report_t *r) {
   }
   load_um(db, r);
   int found;
-  q_int64(db, "SELECT 1 FROM meta WHERE key='torch_cuda' UNION ALL SELECT 1 FROM modules WHERE path LIKE"
+  q_int64(db,
+          "SELECT 1 FROM meta WHERE key='torch_cuda' UNION ALL SELECT 1 FROM modules WHERE path LIKE"
           " '%libc10_cuda.so%' OR path LIKE '%libtorch_cuda.so%' LIMIT 1",
           NULL, 0, 0, &found);
   r->torch_cuda = found && r->ngpus > 0;

@@ -40,8 +40,8 @@ int lgr_step(sqlite3_stmt *st); /* sqlite3_step, recording a failure */
 /* sqlite3_prepare_v2, recording SQLITE_NOMEM (other errors are the caller's: a table
  * that older databases lack is not a failure) */
 int lgr_prepare(sqlite3 *db, const char *sql, int n, sqlite3_stmt **st, const char **tail);
-void lgr_fail(int err);         /* records -ENOMEM, -EIO... (the first one is kept) */
-int lgr_failed(void);           /* a failure was recorded */
+void lgr_fail(int err); /* records -ENOMEM, -EIO... (the first one is kept) */
+int lgr_failed(void);   /* a failure was recorded */
 
 /* Frees what a site owns and zeroes it. */
 void lgr_site_free(lgr_site_t *s);

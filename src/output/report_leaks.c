@@ -31,16 +31,15 @@ void lgr_load_holders(sqlite3 *db, lgr_site_t *s) {
     sqlite3_reset(st);
     sqlite3_bind_int(st, 1, s->proc);
     sqlite3_bind_int(st, 2, s->stacks[k].stack);
-    if (lgr_row(st) && sqlite3_column_type(st, 0) != SQLITE_NULL &&
-        sqlite3_column_int(st, 0) > latest)
+    if (lgr_row(st) && sqlite3_column_type(st, 0) != SQLITE_NULL && sqlite3_column_int(st, 0) > latest)
       latest = sqlite3_column_int(st, 0);
   }
   sqlite3_finalize(st);
   if (latest < 0) return;
   if (lgr_prepare(db,
-                         "SELECT kind, chain, objects, bytes, detail FROM holders"
-                         " WHERE proc=?1 AND stack=?2 AND explain=?3",
-                         -1, &st, NULL) != SQLITE_OK)
+                  "SELECT kind, chain, objects, bytes, detail FROM holders"
+                  " WHERE proc=?1 AND stack=?2 AND explain=?3",
+                  -1, &st, NULL) != SQLITE_OK)
     return;
   cJSON *arr = cJSON_CreateArray();
   for (int k = 0; k < nst; k++) {
@@ -67,8 +66,10 @@ void lgr_load_holders(sqlite3 *db, lgr_site_t *s) {
       }
       free(ctext);
       if (h) {
-        cJSON_SetNumberValue(cJSON_GetObjectItem(h, "objects"), cJSON_GetNumberValue(cJSON_GetObjectItem(h, "objects")) + objects);
-        cJSON_SetNumberValue(cJSON_GetObjectItem(h, "bytes"), cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes")) + bytes);
+        cJSON_SetNumberValue(cJSON_GetObjectItem(h, "objects"),
+                             cJSON_GetNumberValue(cJSON_GetObjectItem(h, "objects")) + objects);
+        cJSON_SetNumberValue(cJSON_GetObjectItem(h, "bytes"),
+                             cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes")) + bytes);
         cJSON_Delete(c);
         continue;
       }
@@ -180,7 +181,8 @@ static void merge_lockstep(lgr_report_t *r) {
       A->live_bytes += B->live_bytes;
       A->growth_bytes_per_s += B->growth_bytes_per_s;
       if (!isnan(B->growth_bytes_per_step))
-        A->growth_bytes_per_step = (isnan(A->growth_bytes_per_step) ? 0 : A->growth_bytes_per_step) + B->growth_bytes_per_step;
+        A->growth_bytes_per_step =
+            (isnan(A->growth_bytes_per_step) ? 0 : A->growth_bytes_per_step) + B->growth_bytes_per_step;
       if (!isnan(B->detected_after_s) && (isnan(A->detected_after_s) || B->detected_after_s < A->detected_after_s))
         A->detected_after_s = B->detected_after_s;
       if (!A->holder_json) {
@@ -272,7 +274,8 @@ void lgr_group_leaks(lgr_report_t *r) {
     L->live_bytes += s->held_bytes;
     L->growth_bytes_per_s += s->r.growth_bytes_per_s;
     if (!isnan(s->r.growth_bytes_per_step))
-      L->growth_bytes_per_step = (isnan(L->growth_bytes_per_step) ? 0 : L->growth_bytes_per_step) + s->r.growth_bytes_per_step;
+      L->growth_bytes_per_step =
+          (isnan(L->growth_bytes_per_step) ? 0 : L->growth_bytes_per_step) + s->r.growth_bytes_per_step;
     if (!isnan(s->detected_after_s) && (isnan(L->detected_after_s) || s->detected_after_s < L->detected_after_s))
       L->detected_after_s = s->detected_after_s;
   }

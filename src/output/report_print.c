@@ -27,9 +27,9 @@ static void *jptr(void *p) {
   return p;
 }
 #define JPTR(x) ((__typeof__(x))jptr(x))
-#define JCHK(x) \
-  do { \
-    if (!(x)) json_oom = 1; \
+#define JCHK(x)                                                                                                        \
+  do {                                                                                                                 \
+    if (!(x)) json_oom = 1;                                                                                            \
   } while (0)
 
 static const char *basename_of(const char *p) {
@@ -45,11 +45,13 @@ static void print_frame(FILE *f, const lgr_frame_t *fr, const char *lead, const 
 }
 
 static void print_run_end(FILE *f, const lgr_run_t *u) {
-  if (u->has_signal) fprintf(f, "killed by signal %d (SIG%s)", u->signal, sigabbrev_np(u->signal) ? sigabbrev_np(u->signal) : "?");
+  if (u->has_signal)
+    fprintf(f, "killed by signal %d (SIG%s)", u->signal, sigabbrev_np(u->signal) ? sigabbrev_np(u->signal) : "?");
   else if (u->has_exit) fprintf(f, "exited with status %d", u->exit_status);
   else if (!strcmp(u->end_reason, "exec")) fprintf(f, "replaced itself (exec)");
   else if (!strcmp(u->end_reason, "running")) fprintf(f, "was still running when recording stopped");
-  else if (!strcmp(u->end_reason, "ended")) fprintf(f, "ended (exit status unknown: reaped by a process that was not recorded)");
+  else if (!strcmp(u->end_reason, "ended"))
+    fprintf(f, "ended (exit status unknown: reaped by a process that was not recorded)");
   else fprintf(f, "ended (%s)", u->end_reason);
 }
 
@@ -124,7 +126,8 @@ static void print_leaks(FILE *f, const lgr_report_t *r) {
     const lgr_leak_t *L = &r->leaks[j];
     const lgr_site_t *m = &r->suspects[L->suspects[0]];
     fprintf(f, "  L%d  +%s/s", j + 1, lgu_fmt_bytes(b1, sizeof b1, L->growth_bytes_per_s));
-    if (!isnan(L->growth_bytes_per_step)) fprintf(f, " (+%s/step)", lgu_fmt_bytes(b2, sizeof b2, L->growth_bytes_per_step));
+    if (!isnan(L->growth_bytes_per_step))
+      fprintf(f, " (+%s/step)", lgu_fmt_bytes(b2, sizeof b2, L->growth_bytes_per_step));
     fprintf(f, "  holds %s  %s", lgu_fmt_bytes(b3, sizeof b3, (double)L->live_bytes), lg_pattern_name(L->pattern));
     if (!isnan(L->time_to_oom_s)) fprintf(f, "  OOM in %s", lgu_fmt_duration(b1, sizeof b1, L->time_to_oom_s));
     fprintf(f, "  pid %d", L->pid);
@@ -156,7 +159,8 @@ static void print_gpus(FILE *f, const lgr_report_t *r) {
     const lgr_gpu_t *g = &r->gpus[i];
     fprintf(f, "  pid %d GPU %d: device %s, managed %s, pinned %s live at the end (device+managed peak %s)", g->pid,
             g->device, lgu_fmt_bytes(b1, sizeof b1, (double)g->device_bytes),
-            lgu_fmt_bytes(b2, sizeof b2, (double)g->managed_bytes), lgu_fmt_bytes(b3, sizeof b3, (double)g->pinned_bytes),
+            lgu_fmt_bytes(b2, sizeof b2, (double)g->managed_bytes),
+            lgu_fmt_bytes(b3, sizeof b3, (double)g->pinned_bytes),
             lgu_fmt_bytes(b4, sizeof b4, (double)g->peak_device_bytes));
     if (g->total_bytes) fprintf(f, " of %s", lgu_fmt_bytes(b1, sizeof b1, (double)g->total_bytes));
     fprintf(f, "\n     contexts: %lld created, %lld destroyed, %lld recreated", (long long)g->contexts_created,
@@ -169,7 +173,9 @@ static void print_gpus(FILE *f, const lgr_report_t *r) {
     if (g->vmm_mapped_bytes) fprintf(f, "; VMM mapped %s", lgu_fmt_bytes(b1, sizeof b1, (double)g->vmm_mapped_bytes));
     fprintf(f, "\n");
     if (g->has_nvml)
-      fprintf(f, "     NVML: this process %s, untracked %s (contexts, modules, pool and driver caches); device %s of %s used\n",
+      fprintf(f,
+              "     NVML: this process %s, untracked %s (contexts, modules, pool and driver caches); device %s of %s "
+              "used\n",
               lgu_fmt_bytes(b1, sizeof b1, (double)g->nvml_process_bytes),
               lgu_fmt_bytes(b2, sizeof b2, (double)g->untracked_bytes),
               lgu_fmt_bytes(b3, sizeof b3, (double)g->nvml_used_bytes),
@@ -197,7 +203,6 @@ static void print_gpus(FILE *f, const lgr_report_t *r) {
                "  torch.cuda.memory_allocated/reserved per device; PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync\n"
                "  makes every tensor one cuMemAllocAsync, attributed exactly (docs/cuda.md).\n");
 }
-
 
 void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   char b1[32], b2[32], b3[32], lab[512];
@@ -261,18 +266,17 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     fprintf(f, "\nMinor growth (not a leak: small against the process, or a handful of first uses):\n");
     for (int i = 0; i < r->nminor && i < top; i++) {
       const lgr_site_t *s = &r->minor[i];
-      fprintf(f, "  grew %s in %lld blocks (+%s/s)  %-10s %s  pid %d\n",
-              lgu_fmt_bytes(b2, sizeof b2, s->growth_bytes), (long long)s->blocks_gained,
-              lgu_fmt_bytes(b1, sizeof b1, s->r.growth_bytes_per_s), lg_pattern_name(s->r.pattern),
-              site_label(lab, sizeof lab, s), s->pid);
+      fprintf(f, "  grew %s in %lld blocks (+%s/s)  %-10s %s  pid %d\n", lgu_fmt_bytes(b2, sizeof b2, s->growth_bytes),
+              (long long)s->blocks_gained, lgu_fmt_bytes(b1, sizeof b1, s->r.growth_bytes_per_s),
+              lg_pattern_name(s->r.pattern), site_label(lab, sizeof lab, s), s->pid);
     }
   }
   if (r->nothers) {
     fprintf(f, "\nLargest live sites that are not growing:\n");
     for (int i = 0; i < r->nothers; i++) {
       const lgr_site_t *s = &r->others[i];
-      fprintf(f, "  %10s  %-10s %s", lgu_fmt_bytes(b1, sizeof b1, (double)s->live_bytes),
-              lg_pattern_name(s->r.pattern), site_label(lab, sizeof lab, s));
+      fprintf(f, "  %10s  %-10s %s", lgu_fmt_bytes(b1, sizeof b1, (double)s->live_bytes), lg_pattern_name(s->r.pattern),
+              site_label(lab, sizeof lab, s));
       cJSON *bd = s->bounded ? cJSON_Parse(s->bounded) : NULL;
       if (bd)
         fprintf(f, "  (held by a %s at its bound, %.0f of %.0f: not a leak)",
@@ -432,7 +436,6 @@ static void gpus_json(cJSON *root, const lgr_report_t *r) {
   JCHK(cJSON_AddItemToObject(root, "unified_memory", um ? um : cJSON_CreateArray()));
 }
 
-
 int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   json_oom = 0;
   cJSON *root = JPTR(cJSON_CreateObject());
@@ -477,7 +480,8 @@ int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   for (int j = 0; j < r->nleaks; j++) JCHK(cJSON_AddItemToArray(leaks, leak_json(r, j)));
   cJSON *sus = JPTR(cJSON_AddArrayToObject(root, "suspects"));
   int top = o->top > 0 ? o->top : 10;
-  for (int i = 0; i < r->nsuspects && i < top; i++) JCHK(cJSON_AddItemToArray(sus, site_json(r, &r->suspects[i], i + 1, 1)));
+  for (int i = 0; i < r->nsuspects && i < top; i++)
+    JCHK(cJSON_AddItemToArray(sus, site_json(r, &r->suspects[i], i + 1, 1)));
   gpus_json(root, r);
   cJSON *mi = JPTR(cJSON_AddArrayToObject(root, "minor_growth"));
   for (int i = 0; i < r->nminor && i < top; i++) JCHK(cJSON_AddItemToArray(mi, site_json(r, &r->minor[i], 0, 0)));
@@ -504,11 +508,10 @@ int lgr_print_folded(FILE *f, lgst_t *store) {
   sqlite3 *db = lgst_db(store);
   sqlite3_stmt *st;
   /* last sample per (proc, stack) with live bytes > 0 */
-  const char *sql =
-      "SELECT s.proc, s.stack, s.live_bytes FROM samples s"
-      " JOIN (SELECT proc, stack, max(seq) m FROM samples GROUP BY proc, stack) l"
-      " ON s.proc=l.proc AND s.stack=l.stack AND s.seq=l.m WHERE s.live_bytes > 0"
-      " ORDER BY s.proc, s.stack";
+  const char *sql = "SELECT s.proc, s.stack, s.live_bytes FROM samples s"
+                    " JOIN (SELECT proc, stack, max(seq) m FROM samples GROUP BY proc, stack) l"
+                    " ON s.proc=l.proc AND s.stack=l.stack AND s.seq=l.m WHERE s.live_bytes > 0"
+                    " ORDER BY s.proc, s.stack";
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
   sqlite3_stmt *fr;
   if (sqlite3_prepare_v2(db, "SELECT function, module FROM frames WHERE proc=? AND stack=? ORDER BY idx", -1, &fr,

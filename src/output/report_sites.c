@@ -62,8 +62,11 @@ typedef struct acc {
   uint64_t alloc_bytes, alloc_blocks;
   int has_oldest;
   int64_t oldest;
-  double *val, *blk;   /* merged series at each snapshot (built after reading) */
-  struct { int stack; size_t from, len; } *rng; /* each stack's deltas, d[from..from+len), in seq order */
+  double *val, *blk; /* merged series at each snapshot (built after reading) */
+  struct {
+    int stack;
+    size_t from, len;
+  } * rng; /* each stack's deltas, d[from..from+len), in seq order */
   int nrng;
 } acc_t;
 
@@ -87,10 +90,10 @@ typedef struct pctx {
   lgr_report_t *r;
   double min_growth;
   int64_t nsnap;
-  double *t, *step;      /* per snapshot seq (NaN t: missing) */
+  double *t, *step; /* per snapshot seq (NaN t: missing) */
   acc_t *sites;
   int nsites, csites;
-  double *flag_t;        /* per stack id: first live flag (s after start), NaN none */
+  double *flag_t; /* per stack id: first live flag (s after start), NaN none */
   int nflag;
   double headroom;
 } pctx_t;
@@ -142,7 +145,8 @@ static double site_flag(const pctx_t *c, const lgr_site_t *s) {
   double best = NAN;
   for (int k = 0; k < s->nstacks; k++) {
     int id = s->stacks[k].stack;
-    if (id >= 0 && id < c->nflag && !isnan(c->flag_t[id]) && (isnan(best) || c->flag_t[id] < best)) best = c->flag_t[id];
+    if (id >= 0 && id < c->nflag && !isnan(c->flag_t[id]) && (isnan(best) || c->flag_t[id] < best))
+      best = c->flag_t[id];
   }
   return best;
 }
@@ -150,10 +154,10 @@ static double site_flag(const pctx_t *c, const lgr_site_t *s) {
 static int load_snapshots(pctx_t *c) {
   sqlite3_stmt *st;
   if (lgr_prepare(c->db,
-                         "SELECT seq, t_ns - (SELECT start_ns FROM processes WHERE proc=?1), step,"
-                         " live_bytes, rss_bytes"
-                         " FROM snapshots WHERE proc=?1 ORDER BY seq",
-                         -1, &st, NULL) != SQLITE_OK)
+                  "SELECT seq, t_ns - (SELECT start_ns FROM processes WHERE proc=?1), step,"
+                  " live_bytes, rss_bytes"
+                  " FROM snapshots WHERE proc=?1 ORDER BY seq",
+                  -1, &st, NULL) != SQLITE_OK)
     return -EIO;
   sqlite3_bind_int(st, 1, c->run->proc);
   int64_t cap = 0;
@@ -230,9 +234,9 @@ static void load_flags(pctx_t *c, int max_stack) {
   for (int i = 0; i < c->nflag; i++) c->flag_t[i] = NAN;
   sqlite3_stmt *st;
   if (lgr_prepare(c->db,
-                         "SELECT f.stack, min(f.t_ns) - (SELECT start_ns FROM processes WHERE proc=?1)"
-                         " FROM flags f WHERE f.proc=?1 GROUP BY f.stack",
-                         -1, &st, NULL) != SQLITE_OK)
+                  "SELECT f.stack, min(f.t_ns) - (SELECT start_ns FROM processes WHERE proc=?1)"
+                  " FROM flags f WHERE f.proc=?1 GROUP BY f.stack",
+                  -1, &st, NULL) != SQLITE_OK)
     return;
   sqlite3_bind_int(st, 1, c->run->proc);
   while (lgr_row(st)) {
@@ -266,10 +270,10 @@ static int key_stacks(pctx_t *c, lgu_strmap_t *keys, int **site_of, int *max_sta
     sqlite3_finalize(st);
   }
   if (lgr_prepare(c->db,
-                         "SELECT f.stack, f.idx, f.function, f.file, f.line, f.module, k.space FROM frames f"
-                         " LEFT JOIN stacks k ON k.proc=f.proc AND k.stack=f.stack"
-                         " WHERE f.proc=? ORDER BY f.stack, f.idx",
-                         -1, &st, NULL) != SQLITE_OK) {
+                  "SELECT f.stack, f.idx, f.function, f.file, f.line, f.module, k.space FROM frames f"
+                  " LEFT JOIN stacks k ON k.proc=f.proc AND k.stack=f.stack"
+                  " WHERE f.proc=? ORDER BY f.stack, f.idx",
+                  -1, &st, NULL) != SQLITE_OK) {
     free(dev_of);
     return -EIO;
   }
@@ -338,11 +342,11 @@ static acc_t *new_acc(pctx_t *c, const char *space) {
 static int read_samples(pctx_t *c, int *site_of, int max_stack) {
   sqlite3_stmt *st;
   if (lgr_prepare(c->db,
-                         "SELECT s.stack, s.seq, s.live_bytes, s.live_blocks, s.alloc_bytes,"
-                         " s.alloc_blocks, s.oldest_epoch, k.space FROM samples s"
-                         " LEFT JOIN stacks k ON k.proc=s.proc AND k.stack=s.stack"
-                         " WHERE s.proc=? ORDER BY s.stack, s.seq",
-                         -1, &st, NULL) != SQLITE_OK)
+                  "SELECT s.stack, s.seq, s.live_bytes, s.live_blocks, s.alloc_bytes,"
+                  " s.alloc_blocks, s.oldest_epoch, k.space FROM samples s"
+                  " LEFT JOIN stacks k ON k.proc=s.proc AND k.stack=s.stack"
+                  " WHERE s.proc=? ORDER BY s.stack, s.seq",
+                  -1, &st, NULL) != SQLITE_OK)
     return -EIO;
   sqlite3_bind_int(st, 1, c->run->proc);
   int rc = lgr_step(st);
@@ -510,8 +514,7 @@ static void site_from_acc(const pctx_t *c, acc_t *a, lgr_site_t *s) {
  * half of the group's growth must come from members that grew in both halves of the
  * growing part. Sites that each filled once, one after the other (a server's
  * keyspaces, one per command), make a staircase that is not a leak. */
-static int spread_persists(const pctx_t *c, const int *cand, const int *member, int nmem, double since,
-                           double until) {
+static int spread_persists(const pctx_t *c, const int *cand, const int *member, int nmem, double since, double until) {
   int64_t i0 = -1, i1 = -1, im = -1;
   for (int64_t i = 0; i < c->nsnap; i++) {
     if (isnan(c->t[i])) continue;
@@ -559,7 +562,8 @@ static void find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
   for (int i = 0; i < c->r->nsuspects; i++)
     if (c->r->suspects[i].proc == c->run->proc) explained += c->r->suspects[i].r.growth_bytes_per_s;
   double unexplained = whole.r.growth_bytes_per_s - explained;
-  if (unexplained < 0.5 * whole.r.growth_bytes_per_s || unexplained * (whole.r.floor_last > whole.r.floor_first ? 1 : 0) <= 0)
+  if (unexplained < 0.5 * whole.r.growth_bytes_per_s ||
+      unexplained * (whole.r.floor_last > whole.r.floor_first ? 1 : 0) <= 0)
     return;
   /* candidate sites: not already suspects, holding memory at some point */
   int ncand = 0;
@@ -657,8 +661,12 @@ static void find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
       }
       for (int x = 0; x < d; x++) {
         const lgr_frame_t *src = &a->frames[la - d + x];
-        g.all_frames[x] = (lgr_frame_t){lgr_strdup(src->function), lgr_strdup(src->file), lgr_strdup(src->module), src->line,
-                                        src->inlined, src->ip};
+        g.all_frames[x] = (lgr_frame_t){lgr_strdup(src->function),
+                                        lgr_strdup(src->file),
+                                        lgr_strdup(src->module),
+                                        src->line,
+                                        src->inlined,
+                                        src->ip};
       }
       g.nall = g.nframes = d;
       g.frames = g.all_frames;
@@ -776,7 +784,7 @@ int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_re
 out:
   for (int i = 0; i < c.nsites; i++) free_acc(&c.sites[i]);
   free(c.sites);
-  run->snap_t = c.t;       /* the leaks' series are read against them (lgr_free frees them) */
+  run->snap_t = c.t; /* the leaks' series are read against them (lgr_free frees them) */
   run->snap_step = c.step;
   run->nsnap = c.nsnap;
   free(c.flag_t);

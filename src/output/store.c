@@ -133,8 +133,7 @@ int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen) {
   }
   sqlite3_stmt *st = NULL;
   const char *reason = NULL;
-  if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema'", -1, &st, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema'", -1, &st, NULL);
   if (rc == SQLITE_OK) {
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
@@ -149,8 +148,7 @@ int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen) {
   if (rc != SQLITE_OK && !reason) {
     if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT || rc == SQLITE_ERROR)
       reason = "not a leakguard database, or a damaged one";
-    else
-      reason = "cannot read database";
+    else reason = "cannot read database";
   }
   if (!reason) {
     /* Every table the report needs must be readable (a truncated file fails here). */
@@ -168,8 +166,7 @@ int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen) {
     const char *detail = s->db ? sqlite3_errmsg(s->db) : "";
     if (detail && strcmp(detail, "not an error") != 0 && strcmp(detail, "no more rows available") != 0)
       snprintf(why, whylen, "%s: %s (%s)", path, reason, detail);
-    else
-      snprintf(why, whylen, "%s: %s", path, reason);
+    else snprintf(why, whylen, "%s: %s", path, reason);
     lgst_close(s);
     return -EINVAL;
   }
@@ -202,11 +199,10 @@ int lgst_meta(lgst_t *s, const char *key, const char *value) {
 
 int lgst_proc(lgst_t *s, const lgm_proc_t *p) {
   sqlite3_stmt *st;
-  const char *sql =
-      "INSERT OR REPLACE INTO processes VALUES(?1,?2,?3,?4,"
-      " (SELECT value FROM labels WHERE proc=?1 AND key='host'),"
-      " (SELECT CAST(value AS INTEGER) FROM labels WHERE proc=?1 AND key='rank'),"
-      " ?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)";
+  const char *sql = "INSERT OR REPLACE INTO processes VALUES(?1,?2,?3,?4,"
+                    " (SELECT value FROM labels WHERE proc=?1 AND key='host'),"
+                    " (SELECT CAST(value AS INTEGER) FROM labels WHERE proc=?1 AND key='rank'),"
+                    " ?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)";
   if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
   int i = 1;
   sqlite3_bind_int(st, i++, p->proc);
@@ -402,20 +398,33 @@ int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
   uint32_t nd = atomic_load(&((lg_region_hdr_t *)h)->cuda_ndev);
   for (uint32_t d = 0; d < nd && d < LG_CUDA_MAX_DEVICES; d++) {
     lg_cuda_dev_t *g = (lg_cuda_dev_t *)&h->cuda[d];
-    int64_t v[15] = {p->proc, (int64_t)p->seq, d, p->gpu_space_bytes[d][0], p->gpu_space_bytes[d][1],
-                     p->gpu_space_bytes[d][2], atomic_load(&g->registered_bytes),
-                     atomic_load(&g->pool_reserved_bytes), atomic_load(&g->pool_used_bytes),
-                     atomic_load(&g->vmm_mapped_bytes), atomic_load(&g->contexts),
-                     atomic_load(&g->contexts_created), atomic_load(&g->contexts_destroyed),
-                     atomic_load(&g->contexts_recreated), (int64_t)atomic_load(&g->total_bytes)};
+    int64_t v[15] = {p->proc,
+                     (int64_t)p->seq,
+                     d,
+                     p->gpu_space_bytes[d][0],
+                     p->gpu_space_bytes[d][1],
+                     p->gpu_space_bytes[d][2],
+                     atomic_load(&g->registered_bytes),
+                     atomic_load(&g->pool_reserved_bytes),
+                     atomic_load(&g->pool_used_bytes),
+                     atomic_load(&g->vmm_mapped_bytes),
+                     atomic_load(&g->contexts),
+                     atomic_load(&g->contexts_created),
+                     atomic_load(&g->contexts_destroyed),
+                     atomic_load(&g->contexts_recreated),
+                     (int64_t)atomic_load(&g->total_bytes)};
     rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_devices VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", v, 15, NULL);
   }
   for (int i = 0; i < LG_CUDA_UM_SITES; i++) {
     lg_cuda_um_t *u = (lg_cuda_um_t *)&h->cuda_um[i];
     uint32_t site = atomic_load(&u->site);
     if (!site) continue;
-    int64_t v[7] = {p->proc, site, (int64_t)atomic_load(&u->cpu_page_faults), (int64_t)atomic_load(&u->gpu_page_faults),
-                    (int64_t)atomic_load(&u->bytes_htod), (int64_t)atomic_load(&u->bytes_dtoh),
+    int64_t v[7] = {p->proc,
+                    site,
+                    (int64_t)atomic_load(&u->cpu_page_faults),
+                    (int64_t)atomic_load(&u->gpu_page_faults),
+                    (int64_t)atomic_load(&u->bytes_htod),
+                    (int64_t)atomic_load(&u->bytes_dtoh),
                     (int64_t)atomic_load(&u->thrashing)};
     rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_um VALUES(?,?,?,?,?,?,?)", v, 7, NULL);
   }
@@ -458,8 +467,7 @@ int lgst_flag(lgst_t *s, int proc, uint32_t stack, uint64_t t_ns, double growth_
 
 int lgst_label(lgst_t *s, int proc, const char *key, const char *value) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO labels VALUES(?,?,?)", -1, &st, NULL) != SQLITE_OK)
-    return -EIO;
+  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO labels VALUES(?,?,?)", -1, &st, NULL) != SQLITE_OK) return -EIO;
   sqlite3_bind_int(st, 1, proc);
   sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 3, value, -1, SQLITE_STATIC);

@@ -38,12 +38,12 @@ int lgst_stack(lgst_t *s, int proc, uint32_t id, unsigned space, const lgs_frame
 /* One holder of a suspect's memory (Python reference chain), from an explain. */
 typedef struct lgst_holder {
   uint32_t stack;
-  int explain;              /* sequence number of the explain in this process */
+  int explain; /* sequence number of the explain in this process */
   int64_t step;
-  const char *kind;         /* "tensor", "autograd-graph", "object" */
-  const char *chain_json;   /* JSON array of strings, root first */
+  const char *kind;       /* "tensor", "autograd-graph", "object" */
+  const char *chain_json; /* JSON array of strings, root first */
   int64_t objects, bytes;
-  const char *detail_json;  /* JSON object or NULL */
+  const char *detail_json; /* JSON object or NULL */
 } lgst_holder_t;
 int lgst_holder(lgst_t *s, int proc, const lgst_holder_t *h);
 

@@ -55,12 +55,9 @@ static int in_image(uintptr_t a) {
   size_t lo = 0, hi = nimg;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (img[mid].hi <= a)
-      lo = mid + 1;
-    else if (img[mid].lo > a)
-      hi = mid;
-    else
-      return 1;
+    if (img[mid].hi <= a) lo = mid + 1;
+    else if (img[mid].lo > a) hi = mid;
+    else return 1;
   }
   return 0;
 }

@@ -87,8 +87,7 @@ static PyObject *gc_callback(PyObject *self, PyObject *args) {
     gc_valid = 0;
     PyObject *c = PyDict_Check(info) ? PyDict_GetItemString(info, "collected") : NULL;
     long collected = c ? PyLong_AsLong(c) : 0;
-    if (collected > 0 && cuda_probe(g_module, &a, &r) && a < gc_alloc0 && r >= gc_reserved0 && cu.gc_note)
-      cu.gc_note();
+    if (collected > 0 && cuda_probe(g_module, &a, &r) && a < gc_alloc0 && r >= gc_reserved0 && cu.gc_note) cu.gc_note();
   }
   if (PyErr_Occurred()) PyErr_Clear();
   Py_RETURN_NONE;
@@ -123,7 +122,7 @@ int lgpy_cuda_tensor_site(PyObject *t, uintptr_t *ptr, uint64_t *nbytes, uint32_
   if (type && PyUnicode_Check(type) && PyUnicode_CompareWithASCIIString(type, "cuda") == 0) {
     handled = 1;
     PyObject *st = PyObject_HasAttrString(t, "untyped_storage") ? PyObject_CallMethod(t, "untyped_storage", NULL)
-                                                                 : PyObject_CallMethod(t, "storage", NULL);
+                                                                : PyObject_CallMethod(t, "storage", NULL);
     PyObject *dp = st ? PyObject_CallMethod(st, "data_ptr", NULL) : NULL;
     PyObject *nb = st ? PyObject_CallMethod(st, "nbytes", NULL) : NULL;
     if (dp && nb) {
@@ -163,8 +162,9 @@ PyObject *lgpy_cuda_memory(PyObject *self, PyObject *noargs) {
         set_num(e, "managed_bytes", (double)st.managed_bytes) || set_num(e, "pinned_bytes", (double)st.pinned_bytes) ||
         set_num(e, "registered_bytes", (double)st.registered_bytes) ||
         set_num(e, "pool_reserved_bytes", (double)st.pool_reserved_bytes) ||
-        set_num(e, "pool_used_bytes", (double)st.pool_used_bytes) || set_num(e, "total_bytes", (double)st.total_bytes) ||
-        set_num(e, "contexts", st.contexts) || set_num(e, "contexts_recreated", st.contexts_recreated)) {
+        set_num(e, "pool_used_bytes", (double)st.pool_used_bytes) ||
+        set_num(e, "total_bytes", (double)st.total_bytes) || set_num(e, "contexts", st.contexts) ||
+        set_num(e, "contexts_recreated", st.contexts_recreated)) {
       Py_XDECREF(e);
       Py_XDECREF(key);
       goto fail;
@@ -203,7 +203,8 @@ PyObject *lgpy_cuda_memory(PyObject *self, PyObject *noargs) {
   Py_XDECREF(ini);
   Py_XDECREF(tc);
   PyErr_Clear();
-  if (PyDict_SetItemString(out, "devices", devs) < 0 || PyDict_SetItemString(out, "torch_cuda", torch_cuda ? Py_True : Py_False) < 0 ||
+  if (PyDict_SetItemString(out, "devices", devs) < 0 ||
+      PyDict_SetItemString(out, "torch_cuda", torch_cuda ? Py_True : Py_False) < 0 ||
       set_num(out, "gc_triggered_without_cuda_cleanup_count", cu.gc_count ? (double)cu.gc_count() : 0))
     goto fail;
   Py_DECREF(devs);

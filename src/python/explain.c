@@ -27,7 +27,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
 /* ------------------------------------------------------------------ holders */
 
 static int dict_add_int(PyObject *d, const char *k, long long add) {
@@ -77,17 +76,16 @@ static PyObject *bound_of(ex_t *E, int32_t i) {
 }
 
 /* Adds one owner to its group (creating it). chain_norm is the grouping key. */
-static PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind, int32_t i,
-                            PyObject *extra_desc) {
+static PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind, int32_t i, PyObject *extra_desc) {
   int32_t p = E->parent[i];
   int cacheable = 0;
   if (!extra_desc && p >= 0 && E->parent[p] >= 0) {
     PyObject *po = E->obj[p];
-    cacheable = PyList_Check(po) || PyTuple_Check(po) || PyAnySet_Check(po) ||
-                (PyDict_Check(po) && !is_collapsed_dict(E, p));
+    cacheable =
+        PyList_Check(po) || PyTuple_Check(po) || PyAnySet_Check(po) || (PyDict_Check(po) && !is_collapsed_dict(E, p));
   }
-  if (cacheable && H->last_h && H->last_site == site && H->last_parent == p &&
-      H->last_type == Py_TYPE(E->obj[i]) && H->last_kind == kind)
+  if (cacheable && H->last_h && H->last_site == site && H->last_parent == p && H->last_type == Py_TYPE(E->obj[i]) &&
+      H->last_kind == kind)
     return H->last_h;
   PyObject *h = NULL;
   H->last_h = NULL;
@@ -108,8 +106,8 @@ static PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind,
     return NULL;
   }
   PyObject *chain = owner_chain(E, i, 1, extra_desc);
-  h = chain ? Py_BuildValue("{s:I,s:O,s:i,s:K,s:s,s:{}}", "stack", site, "chain", chain, "objects", 0,
-                            "bytes", 0ULL, "kind", kind, "detail")
+  h = chain ? Py_BuildValue("{s:I,s:O,s:i,s:K,s:s,s:{}}", "stack", site, "chain", chain, "objects", 0, "bytes", 0ULL,
+                            "kind", kind, "detail")
             : NULL;
   Py_XDECREF(chain);
   PyObject *bound = h ? bound_of(E, i) : NULL;
@@ -136,15 +134,13 @@ found:
   return h;
 }
 
-
 /* Saved tensors of an autograd node type: its "_saved_*" attribute names (cached). */
 
 /* ------------------------------------------------------------------ explain */
 
 static int holders_seq;
 
-static PyObject *pick_targets(ex_t *E, hold_t *H, PyObject *stacks, int top, uintptr_t *sptr,
-                              const char **from) {
+static PyObject *pick_targets(ex_t *E, hold_t *H, PyObject *stacks, int top, uintptr_t *sptr, const char **from) {
   PyObject *list = NULL;
   if (stacks) {
     *from = "argument";
@@ -298,10 +294,8 @@ static int write_doc(PyObject *doc, char *path, size_t pathsz) {
       int ok = fwrite(u, 1, (size_t)len, f) == (size_t)len;
       ok &= fputc('\n', f) != EOF;
       ok &= fclose(f) == 0;
-      if (ok && rename(tmp, path) == 0)
-        rc = 1;
-      else
-        unlink(tmp);
+      if (ok && rename(tmp, path) == 0) rc = 1;
+      else unlink(tmp);
     }
     if (rc < 0) PySys_WriteStderr("leakguard: cannot write %s: %s\n", path, strerror(errno));
     rc = rc < 0 ? 0 : 1; /* a diagnostic never fails the program */
@@ -344,8 +338,8 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
   memset(&E, 0, sizeof E);
   memset(&H, 0, sizeof H);
   uintptr_t *sptr = NULL;
-  PyObject *doc = NULL, *targets = NULL, *seen = NULL, *keep = NULL, *cache = NULL,
-           *sorted = NULL, *out = NULL, *per_stack = NULL;
+  PyObject *doc = NULL, *targets = NULL, *seen = NULL, *keep = NULL, *cache = NULL, *sorted = NULL, *out = NULL,
+           *per_stack = NULL;
   const char *from = "suspects";
   E.max = max_objects;
   E.deadline = t0 + budget_s * 0.6; /* the graph walk; attribution gets the rest */
@@ -364,10 +358,8 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
     Py_XDECREF(name);
     PyObject *tt = torch ? PyObject_GetAttrString(torch, "Tensor") : NULL;
     Py_XDECREF(torch);
-    if (tt && PyType_Check(tt))
-      g_tensor = E.tensor = (PyTypeObject *)tt;
-    else
-      Py_XDECREF(tt);
+    if (tt && PyType_Check(tt)) g_tensor = E.tensor = (PyTypeObject *)tt;
+    else Py_XDECREF(tt);
     PyErr_Clear();
   }
   if (ex_grow(&E) < 0) {
@@ -643,7 +635,8 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
       PyObject *len = det ? PyDict_GetItemString(det, "grad_fn_chain_length") : NULL;
       PyObject *sv = det ? PyDict_GetItemString(det, "saved_tensors") : NULL;
       PyObject *ch = PyDict_GetItemString(h, "chain");
-      PyObject *it = (len && sv) ? PyUnicode_FromFormat("autograd graph (grad_fn chain %S, %S saved tensors)", len, sv) : NULL;
+      PyObject *it =
+          (len && sv) ? PyUnicode_FromFormat("autograd graph (grad_fn chain %S, %S saved tensors)", len, sv) : NULL;
       if (ch && it) PyList_Append(ch, it);
       Py_XDECREF(it);
     }
@@ -653,10 +646,10 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
     }
     Py_DECREF(nv);
   }
-  doc = Py_BuildValue("{s:l,s:K,s:d,s:O,s:n,s:s,s:O,s:O}", "pid", (long)getpid(), "step",
-                      (unsigned long long)lgpy_steps, "elapsed_s", now_s() - t0, "truncated",
-                      E.truncated ? Py_True : Py_False, "objects_scanned", E.n, "targets_from",
-                      from, "targets", targets, "holders", out);
+  doc =
+      Py_BuildValue("{s:l,s:K,s:d,s:O,s:n,s:s,s:O,s:O}", "pid", (long)getpid(), "step", (unsigned long long)lgpy_steps,
+                    "elapsed_s", now_s() - t0, "truncated", E.truncated ? Py_True : Py_False, "objects_scanned", E.n,
+                    "targets_from", from, "targets", targets, "holders", out);
   if (doc && write) {
     char path[4096];
     int w = write_doc(doc, path, sizeof path);
@@ -692,4 +685,3 @@ done:
   if (!doc && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "leakguard: explain failed");
   return doc;
 }
-

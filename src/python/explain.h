@@ -39,7 +39,7 @@ typedef struct {
   int32_t *parent; /* >= 0: BFS parent; < 0: root number -parent-1 */
   uint32_t *site;
   uint64_t *bytes;
-  uint32_t *site2;  /* a second block the object owns: list items, bytearray data */
+  uint32_t *site2; /* a second block the object owns: list items, bytearray data */
   uint64_t *bytes2;
   uint8_t *flags;
   Py_ssize_t n, cap, max;
@@ -89,12 +89,12 @@ PyObject *owner_chain(ex_t *E, int32_t i, int real, PyObject *extra_desc);
 /* ------------------------------------------------------------------ explain.c */
 
 typedef struct {
-  PyObject *groups;   /* key -> holder dict */
-  PyObject *order;    /* list of holder dicts, in creation order */
-  PyObject *storages; /* storage ptr -> holder dict (views add to it); True: a graph's */
+  PyObject *groups;    /* key -> holder dict */
+  PyObject *order;     /* list of holder dicts, in creation order */
+  PyObject *storages;  /* storage ptr -> holder dict (views add to it); True: a graph's */
   PyObject *sto_first; /* storage ptr -> first (shallowest) tensor node using it */
-  PyObject *targets;  /* set of site ids */
-  uint8_t *tgt;       /* the same as a bitmap over site ids, for the hot loops */
+  PyObject *targets;   /* set of site ids */
+  uint8_t *tgt;        /* the same as a bitmap over site ids, for the hot loops */
   uint32_t ntgt_bits;
   /* the last group of an element of a container: siblings come one after the other in
    * BFS order and share the wildcarded chain */
@@ -122,7 +122,7 @@ PyObject *tensor_desc(PyObject *t);
 uint32_t tensor_site(PyObject *t, uintptr_t *ptr, uint64_t *nbytes);
 /* Walks the autograd graph of grad_fn gf (nodes shared with earlier roots are not
  * walked again), attributing the tensors its nodes saved to G. */
-void graph_walk(ex_t *E, hold_t *H, PyObject *seen, PyObject *keep, PyObject *cache,
-                PyObject *gf, graph_t *G, long cap);
+void graph_walk(ex_t *E, hold_t *H, PyObject *seen, PyObject *keep, PyObject *cache, PyObject *gf, graph_t *G,
+                long cap);
 
 #endif

@@ -9,7 +9,6 @@
 
 #include <stdlib.h>
 
-
 static inline size_t hptr(const void *p, size_t mask) {
   uint64_t x = (uint64_t)(uintptr_t)p >> 4;
   x *= 0x9E3779B97F4A7C15ull;

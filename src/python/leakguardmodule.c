@@ -37,9 +37,7 @@ static void resolve_api(void) {
 }
 
 /* Recorder present and recording now (a forked child under --no-follow stops). */
-static int active_now(void) {
-  return lgpy.active && lgpy.recording();
-}
+static int active_now(void) { return lgpy.active && lgpy.recording(); }
 
 static void say_noop_once(void) {
   if (warned) return;
@@ -67,10 +65,7 @@ static PyObject *py_step(PyObject *self, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(n);
 }
 
-static PyObject *py_recording(PyObject *self, PyObject *unused) {
-  return PyBool_FromLong(active_now());
-}
-
+static PyObject *py_recording(PyObject *self, PyObject *unused) { return PyBool_FromLong(active_now()); }
 
 static PyObject *py_suspects(PyObject *self, PyObject *unused) {
   if (!active_now()) return PyList_New(0);
@@ -85,9 +80,8 @@ static PyObject *tag_stats_dict(void) {
   for (int id = 1; id <= 1024; id++) {
     lg_tag_stats_t st;
     if (lgpy.tag_stats(id, &st) != 0) break;
-    PyObject *v = Py_BuildValue("{s:L,s:L,s:K}", "live_bytes", (long long)st.live_bytes,
-                                "peak_bytes", (long long)st.peak_bytes, "allocations",
-                                (unsigned long long)st.allocations);
+    PyObject *v = Py_BuildValue("{s:L,s:L,s:K}", "live_bytes", (long long)st.live_bytes, "peak_bytes",
+                                (long long)st.peak_bytes, "allocations", (unsigned long long)st.allocations);
     if (!v || PyDict_SetItemString(d, st.name ? st.name : "?", v) < 0) {
       Py_XDECREF(v);
       Py_DECREF(d);
@@ -105,9 +99,8 @@ static PyObject *py_snapshot(PyObject *self, PyObject *unused) {
   PyObject *sus = on ? lgpy_read_suspects() : PyList_New(0);
   PyObject *r = NULL;
   if (tags && sus)
-    r = Py_BuildValue("{s:O,s:l,s:K,s:O,s:O}", "recording", on ? Py_True : Py_False, "pid",
-                      (long)getpid(), "steps", (unsigned long long)lgpy_steps, "tags", tags,
-                      "suspects", sus);
+    r = Py_BuildValue("{s:O,s:l,s:K,s:O,s:O}", "recording", on ? Py_True : Py_False, "pid", (long)getpid(), "steps",
+                      (unsigned long long)lgpy_steps, "tags", tags, "suspects", sus);
   Py_XDECREF(tags);
   Py_XDECREF(sus);
   return r;
@@ -144,8 +137,7 @@ static PyObject *py_explain(PyObject *self, PyObject *args, PyObject *kw) {
   int top = 5, write = 1;
   double budget = -1;
   Py_ssize_t max_objects = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oidnp:explain", kwlist, &stacks, &top, &budget,
-                                   &max_objects, &write))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oidnp:explain", kwlist, &stacks, &top, &budget, &max_objects, &write))
     return NULL;
   if (!active_now()) {
     say_noop_once();
@@ -205,9 +197,8 @@ static PyObject *py_site_of_object(PyObject *self, PyObject *arg) {
 /* ------------------------------------------------------------------ tag */
 
 typedef struct {
-  PyObject_HEAD
-  PyObject *name; /* str */
-  int depth;      /* pushes not yet popped by this object */
+  PyObject_HEAD PyObject *name; /* str */
+  int depth;                    /* pushes not yet popped by this object */
 } TagObject;
 
 static int tag_init(TagObject *self, PyObject *args, PyObject *kw) {
@@ -243,14 +234,11 @@ static PyObject *tag_exit(TagObject *self, PyObject *args) {
   Py_RETURN_FALSE;
 }
 
-static PyObject *tag_repr(TagObject *self) {
-  return PyUnicode_FromFormat("leakguard.tag(%R)", self->name);
-}
+static PyObject *tag_repr(TagObject *self) { return PyUnicode_FromFormat("leakguard.tag(%R)", self->name); }
 
-static PyMethodDef tag_methods[] = {
-    {"__enter__", (PyCFunction)tag_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)tag_exit, METH_VARARGS, NULL},
-    {NULL, NULL, 0, NULL}};
+static PyMethodDef tag_methods[] = {{"__enter__", (PyCFunction)tag_enter, METH_NOARGS, NULL},
+                                    {"__exit__", (PyCFunction)tag_exit, METH_VARARGS, NULL},
+                                    {NULL, NULL, 0, NULL}};
 
 static PyTypeObject TagType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "leakguard.tag",
@@ -267,10 +255,8 @@ static PyTypeObject TagType = {
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
-    {"step", py_step, METH_NOARGS,
-     "step() -> int: mark the end of one step (training iteration, request)."},
-    {"recording", py_recording, METH_NOARGS,
-     "recording() -> bool: True when running under `leakguard run`."},
+    {"step", py_step, METH_NOARGS, "step() -> int: mark the end of one step (training iteration, request)."},
+    {"recording", py_recording, METH_NOARGS, "recording() -> bool: True when running under `leakguard run`."},
     {"snapshot", py_snapshot, METH_NOARGS,
      "snapshot() -> dict: recording, pid, steps, tags (live/peak bytes), suspects."},
     {"suspects", py_suspects, METH_NOARGS,
@@ -288,11 +274,8 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "leakguard",
-    .m_doc = "leakguard: live memory-leak detection (Python API)",
-    .m_size = -1,
-    .m_methods = methods,
+    PyModuleDef_HEAD_INIT, .m_name = "leakguard", .m_doc = "leakguard: live memory-leak detection (Python API)",
+    .m_size = -1,          .m_methods = methods,
 };
 
 PyMODINIT_FUNC PyInit_leakguard(void);

@@ -23,8 +23,8 @@ typedef struct lgpy_api {
   int (*tag_stats)(int id, lg_tag_stats_t *out);
   int (*pause)(int pause); /* lg_pause_recording */
   void (*exiting)(void);   /* lg_exiting */
-  int active;         /* recorder loaded and recording in this process */
-  int pymalloc_is_malloc; /* PYTHONMALLOC=malloc: Python objects are malloc blocks */
+  int active;              /* recorder loaded and recording in this process */
+  int pymalloc_is_malloc;  /* PYTHONMALLOC=malloc: Python objects are malloc blocks */
 } lgpy_api_t;
 
 extern lgpy_api_t lgpy;
@@ -42,8 +42,7 @@ uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size)
 uint32_t lgpy_object_site(PyObject *o, size_t *size);
 
 /* explain(): writes holders-<pid>-<n>.json (when write) and returns the dict. */
-PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects,
-                       int write);
+PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write);
 
 /* suspects-<pid>.json's "suspects" list (new ref; [] when none). */
 PyObject *lgpy_read_suspects(void);

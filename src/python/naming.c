@@ -117,8 +117,7 @@ static PyObject *attr_name_of(PyObject *o, PyObject *child) {
     PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, j);
     for (PyMemberDef *m = t->tp_members; m && m->name; m++) {
       if (m->type != T_OBJECT && m->type != T_OBJECT_EX) continue;
-      if (*(PyObject **)((char *)o + m->offset) == child)
-        return PyUnicode_FromFormat(".%s", m->name);
+      if (*(PyObject **)((char *)o + m->offset) == child) return PyUnicode_FromFormat(".%s", m->name);
     }
   }
   if (PyType_Check(o)) {
@@ -139,9 +138,8 @@ static PyObject *edge_label(ex_t *E, int32_t p, int32_t c, int real) {
     PyObject *k = dict_key_of(po, co, &is_key);
     PyObject *kt = k ? key_text(k, 1) : PyUnicode_FromString("?");
     if (!kt) return NULL;
-    PyObject *out = E->rkind[r] == R_MODULE
-                        ? PyUnicode_FromFormat("%U.%U", E->rname[r], kt)
-                        : PyUnicode_FromFormat("frame %U():%U", E->rname[r], kt);
+    PyObject *out = E->rkind[r] == R_MODULE ? PyUnicode_FromFormat("%U.%U", E->rname[r], kt)
+                                            : PyUnicode_FromFormat("frame %U():%U", E->rname[r], kt);
     Py_DECREF(kt);
     return out;
   }
@@ -217,8 +215,7 @@ static PyObject *edge_label(ex_t *E, int32_t p, int32_t c, int real) {
 static PyObject *node_desc(ex_t *E, int32_t i) {
   PyObject *o = E->obj[i];
   if (E->flags[i] & F_TENSOR) return tensor_desc(o);
-  return PyUnicode_FromFormat("%s(%llu bytes)", short_tname(o),
-                              (unsigned long long)(E->bytes[i] + E->bytes2[i]));
+  return PyUnicode_FromFormat("%s(%llu bytes)", short_tname(o), (unsigned long long)(E->bytes[i] + E->bytes2[i]));
 }
 
 /* Chain items leading to node i as an intermediate ("label (type)" each); memoized
@@ -245,8 +242,7 @@ static PyObject *chain_prefix(ex_t *E, int32_t i, int real) {
       base = PyList_New(0);
       if (base && (r < 0 || E->rkind[r] == R_UNROOTED)) {
         PyObject *it = r < 0 ? PyUnicode_FromString("...")
-                             : PyUnicode_FromFormat("<unreachable from Python roots> (%s)",
-                                                    short_tname(E->obj[x]));
+                             : PyUnicode_FromFormat("<unreachable from Python roots> (%s)", short_tname(E->obj[x]));
         if (it) PyList_Append(base, it);
         Py_XDECREF(it);
       }
@@ -287,7 +283,7 @@ PyObject *owner_chain(ex_t *E, int32_t i, int real, PyObject *extra_desc) {
   if (p < 0) {
     int r = -p - 1;
     chain = PyList_New(0);
-    PyObject *it = E->rkind[r] == R_MODULE ? PyUnicode_FromFormat("%U.__dict__", E->rname[r])
+    PyObject *it = E->rkind[r] == R_MODULE  ? PyUnicode_FromFormat("%U.__dict__", E->rname[r])
                    : E->rkind[r] == R_FRAME ? PyUnicode_FromFormat("frame %U() locals", E->rname[r])
                                             : PyUnicode_FromString("<unreachable from Python roots>");
     if (chain && it) PyList_Append(chain, it);

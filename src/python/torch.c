@@ -23,16 +23,14 @@ PyObject *tensor_desc(PyObject *t) {
       Py_XDECREF(s);
     }
     PyObject *sep = PyUnicode_FromString("\u00d7");
-    PyObject *dims = (parts && sep && PyList_GET_SIZE(parts)) ? PyUnicode_Join(sep, parts)
-                                                              : PyUnicode_FromString("scalar");
+    PyObject *dims =
+        (parts && sep && PyList_GET_SIZE(parts)) ? PyUnicode_Join(sep, parts) : PyUnicode_FromString("scalar");
     const char *dt = dts ? PyUnicode_AsUTF8(dts) : NULL;
     if (dt && strncmp(dt, "torch.", 6) == 0) dt += 6;
     if (dims && dt) {
       if (gf && gf != Py_None)
-        out = PyUnicode_FromFormat("%s(%U, %s, grad_fn=%s)", short_tname(t), dims, dt,
-                                   short_tname(gf));
-      else
-        out = PyUnicode_FromFormat("%s(%U, %s)", short_tname(t), dims, dt);
+        out = PyUnicode_FromFormat("%s(%U, %s, grad_fn=%s)", short_tname(t), dims, dt, short_tname(gf));
+      else out = PyUnicode_FromFormat("%s(%U, %s)", short_tname(t), dims, dt);
     }
     Py_XDECREF(dts);
     Py_XDECREF(parts);
@@ -141,8 +139,8 @@ static void graph_saved_tensor(ex_t *E, hold_t *H, graph_t *G, PyObject *v) {
   Py_XDECREF(nv);
 }
 
-void graph_walk(ex_t *E, hold_t *H, PyObject *seen, PyObject *keep, PyObject *cache,
-                       PyObject *gf, graph_t *G, long cap) {
+void graph_walk(ex_t *E, hold_t *H, PyObject *seen, PyObject *keep, PyObject *cache, PyObject *gf, graph_t *G,
+                long cap) {
   PyObject *q = PyList_New(0);
   PyObject *t0 = Py_BuildValue("(Oi)", gf, 1);
   if (!q || !t0) goto out;
@@ -199,4 +197,3 @@ out:
     Py_DECREF(q);
   }
 }
-

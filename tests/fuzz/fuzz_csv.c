@@ -13,8 +13,7 @@
 
 #include "fuzz_main.h"
 
-int lg_fuzz_one(const uint8_t *data, size_t size)
-{
+int lg_fuzz_one(const uint8_t *data, size_t size) {
   FILE *fp = fmemopen((void *)data, size, "r");
   if (!fp) /* fmemopen refuses size 0 */
     return 1;
@@ -22,8 +21,7 @@ int lg_fuzz_one(const uint8_t *data, size_t size)
   char err[512];
   int rc = lgi_series_read_csv(fp, "fuzz.csv", &s, err, sizeof err);
   fclose(fp);
-  if (rc)
-    return 1;
+  if (rc) return 1;
   lg_pattern_t cls;
   double p[LG_PATTERN_COUNT];
   rc = lg_classify(s.t, s.v, s.rss, s.n, &cls, p);

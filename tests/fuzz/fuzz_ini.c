@@ -13,11 +13,9 @@
 
 #include "fuzz_main.h"
 
-int lg_fuzz_one(const uint8_t *data, size_t size)
-{
+int lg_fuzz_one(const uint8_t *data, size_t size) {
   char *text = malloc(size + 1);
-  if (!text)
-    return 1;
+  if (!text) return 1;
   memcpy(text, data, size);
   text[size] = 0;
   lgg_config_t c;
@@ -35,8 +33,7 @@ int lg_fuzz_one(const uint8_t *data, size_t size)
       lgg_levels_step(&s, &c.lv, t, usage, limit, (i % 5) * 10.0 - 1);
     }
     char buf[32];
-    for (int k = 0; k < LGG_NLEVELS; k++)
-      (void)lgg_signal_name(c.act[k].signal, buf, sizeof buf);
+    for (int k = 0; k < LGG_NLEVELS; k++) (void)lgg_signal_name(c.act[k].signal, buf, sizeof buf);
   }
   lgg_config_free(&c);
   return rc != 0;

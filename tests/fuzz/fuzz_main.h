@@ -28,8 +28,7 @@ int lg_fuzz_one(const uint8_t *data, size_t size);
 
 #ifdef __AFL_FUZZ_TESTCASE_LEN
 __AFL_FUZZ_INIT();
-int main(void)
-{
+int main(void) {
   __AFL_INIT();
   unsigned char *buf = __AFL_FUZZ_TESTCASE_BUF;
   while (__AFL_LOOP(10000)) {
@@ -39,8 +38,7 @@ int main(void)
   return 0;
 }
 #else
-static int replay_file(const char *path)
-{
+static int replay_file(const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     fprintf(stderr, "fuzz replay: cannot open %s\n", path);
@@ -74,55 +72,43 @@ static int replay_file(const char *path)
   return 0;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Replays path, or every regular file directly in it (sorted). Returns the number of
  * files replayed, or -1. */
-static int replay_path(const char *path)
-{
+static int replay_path(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0) {
     fprintf(stderr, "fuzz replay: no such file or directory: %s\n", path);
     return -1;
   }
-  if (!S_ISDIR(st.st_mode))
-    return replay_file(path) == 0 ? 1 : -1;
+  if (!S_ISDIR(st.st_mode)) return replay_file(path) == 0 ? 1 : -1;
   DIR *d = opendir(path);
-  if (!d)
-    return -1;
+  if (!d) return -1;
   char **names = NULL;
   size_t n = 0, cap = 0;
   struct dirent *de;
   while ((de = readdir(d))) {
-    if (de->d_name[0] == '.')
-      continue;
+    if (de->d_name[0] == '.') continue;
     if (n == cap) {
       cap = cap ? cap * 2 : 64;
       char **nn = realloc(names, cap * sizeof *nn);
-      if (!nn)
-        break;
+      if (!nn) break;
       names = nn;
     }
     size_t len = strlen(path) + strlen(de->d_name) + 2;
     names[n] = malloc(len);
-    if (!names[n])
-      break;
+    if (!names[n]) break;
     snprintf(names[n], len, "%s/%s", path, de->d_name);
     n++;
   }
   closedir(d);
-  if (n)
-    qsort(names, n, sizeof *names, cmp_str);
+  if (n) qsort(names, n, sizeof *names, cmp_str);
   int count = 0;
   for (size_t i = 0; i < n; i++) {
     if (stat(names[i], &st) == 0 && S_ISREG(st.st_mode)) {
-      if (replay_file(names[i]) != 0)
-        count = -1;
-      else if (count >= 0)
-        count++;
+      if (replay_file(names[i]) != 0) count = -1;
+      else if (count >= 0) count++;
     }
     free(names[i]);
   }
@@ -130,18 +116,15 @@ static int replay_path(const char *path)
   return count;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s FILE|DIR...  (replays fuzz inputs; built with afl-cc it fuzzes)\n",
-            argv[0]);
+    fprintf(stderr, "usage: %s FILE|DIR...  (replays fuzz inputs; built with afl-cc it fuzzes)\n", argv[0]);
     return 2;
   }
   int total = 0;
   for (int i = 1; i < argc; i++) {
     int k = replay_path(argv[i]);
-    if (k < 0)
-      return 1;
+    if (k < 0) return 1;
     total += k;
   }
   printf("%d inputs replayed, no crash\n", total);

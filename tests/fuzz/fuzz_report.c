@@ -37,19 +37,14 @@ static sqlite3_int64 seed_len;
 static FILE *devnull;
 static char path[256];
 
-static int deny_attach(void *u, int action, const char *a, const char *b, const char *c, const char *d)
-{
+static int deny_attach(void *u, int action, const char *a, const char *b, const char *c, const char *d) {
   (void)u, (void)a, (void)b, (void)c, (void)d;
   return action == SQLITE_ATTACH || action == SQLITE_DETACH ? SQLITE_DENY : SQLITE_OK;
 }
 
-static int budget(void *u)
-{
-  return ++*(int *)u > 2000; /* progress calls of 1000 VM steps each */
-}
+static int budget(void *u) { return ++*(int *)u > 2000; /* progress calls of 1000 VM steps each */ }
 
-static int load_seed(void)
-{
+static int load_seed(void) {
   FILE *f = fopen(LG_FUZZ_SEED, "rb");
   if (!f) {
     fprintf(stderr, "fuzz_report: cannot open the seed %s\n", LG_FUZZ_SEED);
@@ -73,11 +68,9 @@ static int load_seed(void)
 }
 
 /* The SQL mode: the base changed by the input's SQL; returns the new image. */
-static unsigned char *apply_sql(const uint8_t *data, size_t size, sqlite3_int64 *len)
-{
+static unsigned char *apply_sql(const uint8_t *data, size_t size, sqlite3_int64 *len) {
   char *sql = malloc(size + 1);
-  if (!sql)
-    return NULL;
+  if (!sql) return NULL;
   memcpy(sql, data, size);
   sql[size] = 0;
   if (strcasestr(sql, "attach") || strcasestr(sql, "vacuum") || strcasestr(sql, "detach")) {
@@ -109,17 +102,14 @@ static unsigned char *apply_sql(const uint8_t *data, size_t size, sqlite3_int64 
 }
 
 /* The bytes mode: the base image cut and patched. */
-static unsigned char *apply_bytes(const uint8_t *data, size_t size, sqlite3_int64 *len)
-{
+static unsigned char *apply_bytes(const uint8_t *data, size_t size, sqlite3_int64 *len) {
   unsigned char *img = sqlite3_malloc64((sqlite3_uint64)seed_len);
-  if (!img)
-    return NULL;
+  if (!img) return NULL;
   memcpy(img, seed, (size_t)seed_len);
   *len = seed_len;
   if (size >= 4) {
     uint32_t cut = (uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 | (uint32_t)data[3] << 24;
-    if (cut)
-      *len = (sqlite3_int64)(cut % ((uint64_t)seed_len + 1));
+    if (cut) *len = (sqlite3_int64)(cut % ((uint64_t)seed_len + 1));
     data += 4;
     size -= 4;
   }
@@ -128,27 +118,21 @@ static unsigned char *apply_bytes(const uint8_t *data, size_t size, sqlite3_int6
     size_t n = data[4];
     data += 5;
     size -= 5;
-    if (n > size)
-      n = size;
+    if (n > size) n = size;
     if (*len > 0)
-      for (size_t i = 0; i < n; i++)
-        img[((uint64_t)off + i) % (uint64_t)*len] = data[i];
+      for (size_t i = 0; i < n; i++) img[((uint64_t)off + i) % (uint64_t)*len] = data[i];
     data += n;
     size -= n;
   }
   return img;
 }
 
-int lg_fuzz_one(const uint8_t *data, size_t size)
-{
-  if (!seed && load_seed() != 0)
-    return 1;
-  if (size < 1)
-    return 1;
+int lg_fuzz_one(const uint8_t *data, size_t size) {
+  if (!seed && load_seed() != 0) return 1;
+  if (size < 1) return 1;
   sqlite3_int64 len = 0;
   unsigned char *img = (data[0] & 1) ? apply_bytes(data + 1, size - 1, &len) : apply_sql(data + 1, size - 1, &len);
-  if (!img)
-    return 1;
+  if (!img) return 1;
   char aux[300];
   snprintf(aux, sizeof aux, "%s-wal", path);
   unlink(aux);
@@ -156,8 +140,7 @@ int lg_fuzz_one(const uint8_t *data, size_t size)
   unlink(aux);
   FILE *f = fopen(path, "wb");
   if (!f || fwrite(img, 1, (size_t)len, f) != (size_t)len) {
-    if (f)
-      fclose(f);
+    if (f) fclose(f);
     sqlite3_free(img);
     return 1;
   }

@@ -51,9 +51,7 @@ int teardown(void **state) {
   return 0;
 }
 
-void path_in(const fixture_t *f, char *out, size_t n, const char *name) {
-  snprintf(out, n, "%s/%s", f->dir, name);
-}
+void path_in(const fixture_t *f, char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", f->dir, name); }
 
 /* A process as the collector models it; only hdr->steps/dropped/sample_bytes of
  * the region header are read by the store. */
@@ -103,8 +101,7 @@ int64_t q_int(sqlite3 *db, const char *sql) {
   return v;
 }
 
-void set_site(lgm_site_t *s, int64_t live, int64_t blocks, uint64_t abytes, uint64_t ablocks,
-              uint32_t oldest) {
+void set_site(lgm_site_t *s, int64_t live, int64_t blocks, uint64_t abytes, uint64_t ablocks, uint32_t oldest) {
   s->live_bytes = live;
   s->live_blocks = blocks;
   s->alloc_bytes = abytes;

@@ -37,10 +37,10 @@
 
 /* ------------------------------------------------------------------ injection */
 
-static long inject_at;  /* 0: off; else the allocation number that fails */
-static int persistent;  /* 1: every allocation from inject_at on fails */
-static long calls;      /* allocations counted since the pass began */
-static int hit;         /* the pass reached inject_at */
+static long inject_at; /* 0: off; else the allocation number that fails */
+static int persistent; /* 1: every allocation from inject_at on fails */
+static long calls;     /* allocations counted since the pass began */
+static int hit;        /* the pass reached inject_at */
 
 static long trace_at; /* LG_ALLOC_FAIL_TRACE=N: print the stack of failed allocation N */
 

@@ -29,8 +29,7 @@
 static double T[4096], V[4096], R[4096];
 
 /* Fills T with 0..n-1 and V with fn(u), u = i / (n - 1). */
-static void fill(size_t n, double (*fn)(double))
-{
+static void fill(size_t n, double (*fn)(double)) {
   for (size_t i = 0; i < n; i++) {
     T[i] = (double)i;
     V[i] = fn((double)i / (double)(n - 1));
@@ -38,8 +37,7 @@ static void fill(size_t n, double (*fn)(double))
 }
 
 /* Deterministic pseudo-noise in [-0.5, 0.5). */
-static double noise(unsigned i)
-{
+static double noise(unsigned i) {
   uint32_t x = i * 2654435761u + 12345u;
   x ^= x >> 15;
   x *= 2246822519u;
@@ -50,13 +48,15 @@ static double noise(unsigned i)
 /* Nearly Gaussian pseudo-noise (sum of four of the above), sd about 0.58. Stable
  * memory curves are sums of many independent allocations; uniform noise between a
  * hard floor and ceiling is what a ramp sampled slower than its period looks like. */
-static double gnoise(unsigned i)
-{
+static double gnoise(unsigned i) {
   return noise(4 * i + 5000) + noise(4 * i + 5001) + noise(4 * i + 5002) + noise(4 * i + 5003);
 }
 
 static double f_ramp(double u) { return 1000 + 500 * u; }
-static double f_const(double u) { (void)u; return 4096; }
+static double f_const(double u) {
+  (void)u;
+  return 4096;
+}
 static double f_quad(double u) { return 10 + 90 * u * u * u; }
 static double f_steps(double u) { return 100 + 10 * floor(u * 4.999); }
 static double f_saw(double u) { return 50 + 40 * (u * 5 - floor(u * 5)); }
@@ -64,20 +64,17 @@ static double f_plateau(double u) { return u < 0.3 ? 200 + 100 * u / 0.3 : 300; 
 static double f_hockey(double u) { return u < 0.4 ? 500 : 500 + 100 * (u - 0.4); }
 static double f_square(double u) { return 500 + 100 * u * u; }
 
-static void features(size_t n, const double *rss, double *f)
-{
+static void features(size_t n, const double *rss, double *f) {
   assert_int_equal(lgi_classify_features(T, V, rss, n, f), 0);
 }
 
 /* ------------------------------------------------------------------ names */
 
-static void test_names(void **state)
-{
+static void test_names(void **state) {
   (void)state;
-  const char *expect[] = {"stable", "linear-leak", "accelerating-leak", "step-leak",
-                          "plateau", "sawtooth", "fragmentation"};
-  for (int c = 0; c < LG_PATTERN_COUNT; c++)
-    assert_string_equal(lg_pattern_name((lg_pattern_t)c), expect[c]);
+  const char *expect[] = {"stable",  "linear-leak", "accelerating-leak", "step-leak",
+                          "plateau", "sawtooth",    "fragmentation"};
+  for (int c = 0; c < LG_PATTERN_COUNT; c++) assert_string_equal(lg_pattern_name((lg_pattern_t)c), expect[c]);
   assert_null(lg_pattern_name(LG_PATTERN_COUNT));
   assert_null(lg_pattern_name((lg_pattern_t)-1));
   assert_int_equal(lg_pattern_is_leak(LG_PATTERN_LINEAR_LEAK), 1);
@@ -87,15 +84,13 @@ static void test_names(void **state)
   assert_int_equal(lg_pattern_is_leak(LG_PATTERN_PLATEAU), 0);
   assert_int_equal(lg_pattern_is_leak(LG_PATTERN_SAWTOOTH), 0);
   assert_int_equal(lg_pattern_is_leak(LG_PATTERN_FRAGMENTATION), 0);
-  for (int i = 0; i < LGI_CLS_NFEAT; i++)
-    assert_non_null(lgi_classify_feature_name(i));
+  for (int i = 0; i < LGI_CLS_NFEAT; i++) assert_non_null(lgi_classify_feature_name(i));
   assert_null(lgi_classify_feature_name(LGI_CLS_NFEAT));
 }
 
 /* ------------------------------------------------------------------ bad input */
 
-static void test_bad_input(void **state)
-{
+static void test_bad_input(void **state) {
   (void)state;
   lg_pattern_t out = (lg_pattern_t)42;
   double p[LG_PATTERN_COUNT];
@@ -120,8 +115,7 @@ static void test_bad_input(void **state)
   T[50] = T[48];
   assert_int_equal(lg_classify(T, V, NULL, N, &out, p), -EDOM);
   fill(N, f_ramp);
-  for (size_t i = 0; i < N; i++)
-    R[i] = 2000;
+  for (size_t i = 0; i < N; i++) R[i] = 2000;
   R[3] = -NAN;
   assert_int_equal(lg_classify(T, V, R, N, &out, p), -EDOM);
   assert_int_equal((int)out, 42);
@@ -133,8 +127,7 @@ static void test_bad_input(void **state)
 
 /* ------------------------------------------------------------------ features */
 
-static void test_feature_linear(void **state)
-{
+static void test_feature_linear(void **state) {
   (void)state;
   double f[LGI_CLS_NFEAT];
   fill(N, f_ramp);
@@ -162,22 +155,19 @@ static void test_feature_linear(void **state)
     assert_true(f[LGI_F_PROFILE + k] > f[LGI_F_PROFILE + k - 1]);
 }
 
-static void test_feature_constant(void **state)
-{
+static void test_feature_constant(void **state) {
   (void)state;
   double f[LGI_CLS_NFEAT];
   fill(64, f_const);
   features(64, NULL, f);
   for (int i = LGI_F_LIN_SLOPE; i < LGI_CLS_NFEAT; i++) {
-    if (i == LGI_F_T50 || i == LGI_F_T90 || i == LGI_F_NOISE)
-      continue;
+    if (i == LGI_F_T50 || i == LGI_F_T90 || i == LGI_F_NOISE) continue;
     assert_true(f[i] == 0.0);
   }
   assert_true(f[LGI_F_T50] == 0.5 && f[LGI_F_T90] == 0.5);
 }
 
-static void test_feature_curvature(void **state)
-{
+static void test_feature_curvature(void **state) {
   (void)state;
   double f[LGI_CLS_NFEAT];
   fill(N, f_quad);
@@ -191,23 +181,21 @@ static void test_feature_curvature(void **state)
 }
 
 /* Hinge and post-onset curvature: a late-starting straight leak against x^2. */
-static void test_feature_hinge(void **state)
-{
+static void test_feature_hinge(void **state) {
   (void)state;
   double f[LGI_CLS_NFEAT];
   fill(N, f_hockey);
   features(N, NULL, f);
-  assert_true(f[LGI_F_HINGE_GAIN] > 0.01);        /* hinge fits better than quadratic */
+  assert_true(f[LGI_F_HINGE_GAIN] > 0.01); /* hinge fits better than quadratic */
   assert_true(fabs(f[LGI_F_HINGE_AT] - 0.4) < 0.06);
-  assert_true(fabs(f[LGI_F_POST_CURV]) < 0.05);   /* straight after the onset */
+  assert_true(fabs(f[LGI_F_POST_CURV]) < 0.05); /* straight after the onset */
   fill(N, f_square);
   features(N, NULL, f);
-  assert_true(f[LGI_F_HINGE_GAIN] < 0);           /* the quadratic fits exactly */
-  assert_true(f[LGI_F_POST_CURV] > 0.3);          /* still curved after the best c */
+  assert_true(f[LGI_F_HINGE_GAIN] < 0);  /* the quadratic fits exactly */
+  assert_true(f[LGI_F_POST_CURV] > 0.3); /* still curved after the best c */
 }
 
-static void test_feature_steps(void **state)
-{
+static void test_feature_steps(void **state) {
   (void)state;
   double f[LGI_CLS_NFEAT];
   fill(N, f_steps);
@@ -216,12 +204,11 @@ static void test_feature_steps(void **state)
   assert_true(f[LGI_F_JDN_COUNT] == 0);
   assert_true(fabs(f[LGI_F_JUP_MASS] - 1.0) < 1e-9); /* steps span p5..p95 */
   assert_true(f[LGI_F_JUP_MAX] > 0.2 && f[LGI_F_JUP_MAX] < 0.4);
-  assert_true(f[LGI_F_NOISE] <= 1e-3);        /* flat between steps: noise floor */
+  assert_true(f[LGI_F_NOISE] <= 1e-3); /* flat between steps: noise floor */
   assert_true(f[LGI_F_LIN_R2] > 0.9);
 }
 
-static void test_feature_sawtooth(void **state)
-{
+static void test_feature_sawtooth(void **state) {
   (void)state;
   double f[LGI_CLS_NFEAT];
   fill(500, f_saw);
@@ -229,17 +216,16 @@ static void test_feature_sawtooth(void **state)
   assert_true(f[LGI_F_JDN_COUNT] >= log1p(4) - 1e-12); /* the drops */
   assert_true(f[LGI_F_JUP_COUNT] == 0);                /* ramps are not jumps */
   assert_true(f[LGI_F_ACF_PEAK] > 0.6);
-  assert_true(fabs(f[LGI_F_ACF_LAG] - 0.2) < 0.03);    /* 5 periods over the span */
+  assert_true(fabs(f[LGI_F_ACF_LAG] - 0.2) < 0.03); /* 5 periods over the span */
   assert_true(f[LGI_F_ZCROSS] > 0.05 && f[LGI_F_ZCROSS] < 0.15);
-  assert_true(f[LGI_F_SPREAD] > 0.35);      /* a window spans 5/12 of a period */
+  assert_true(f[LGI_F_SPREAD] > 0.35);        /* a window spans 5/12 of a period */
   assert_true(fabs(f[LGI_F_TS_FLOOR]) < 0.1); /* floors do not grow */
   assert_true(f[LGI_F_LIN_R2] < 0.05);
 }
 
 /* Distribution features: a ramp-and-drop seen with 4 samples per period (0 1 2 3 0 ...),
  * two-valued batches, samples bunched at a floor, and Gaussian-like noise. */
-static void test_feature_distribution(void **state)
-{
+static void test_feature_distribution(void **state) {
   (void)state;
   double f[LGI_CLS_NFEAT];
   for (size_t i = 0; i < N; i++) {
@@ -277,27 +263,24 @@ static void test_feature_distribution(void **state)
   }
   features(N, NULL, f);
   assert_true(f[LGI_F_RES_KURT] < -1.8);
-  assert_true(f[LGI_F_RES_GEARY] > 0.18); /* mean |e| / sd = 1 */
+  assert_true(f[LGI_F_RES_GEARY] > 0.18);     /* mean |e| / sd = 1 */
   assert_true(fabs(f[LGI_F_INC_SKEW]) < 0.3); /* symmetric jumps */
 
   /* 80 % of the samples on a floor, the rest scattered above it: skewed */
-  for (size_t i = 0; i < N; i++)
-    V[i] = 7000 + (i % 5 == 2 ? 1000 + 3000 * (noise((unsigned)i) + 0.5) : 0);
+  for (size_t i = 0; i < N; i++) V[i] = 7000 + (i % 5 == 2 ? 1000 + 3000 * (noise((unsigned)i) + 0.5) : 0);
   features(N, NULL, f);
   assert_true(f[LGI_F_RES_SKEW] > 1.0);
   assert_true(f[LGI_F_RES_GEARY] < -0.02);
 
   /* a per-site curve that is empty most of the time: zero median */
-  for (size_t i = 0; i < N; i++)
-    V[i] = i % 5 == 2 ? 4096 : 0;
+  for (size_t i = 0; i < N; i++) V[i] = i % 5 == 2 ? 4096 : 0;
   features(N, NULL, f);
   assert_true(f[LGI_F_REL_SPREAD] == 9.0);
 
   /* sum of four uniform noises (nearly Gaussian): skewness ~0, kurtosis -0.3 */
   for (size_t i = 0; i < N; i++) {
     double x = 0;
-    for (unsigned k = 0; k < 4; k++)
-      x += noise((unsigned)(4 * i + k + 1000));
+    for (unsigned k = 0; k < 4; k++) x += noise((unsigned)(4 * i + k + 1000));
     V[i] = 1e6 + 1e3 * x;
   }
   features(N, NULL, f);
@@ -308,8 +291,7 @@ static void test_feature_distribution(void **state)
   assert_true(fabs(f[LGI_F_INC_SKEW]) < 0.4);
 }
 
-static void test_feature_plateau(void **state)
-{
+static void test_feature_plateau(void **state) {
   (void)state;
   double f[LGI_CLS_NFEAT];
   fill(N, f_plateau);
@@ -322,8 +304,7 @@ static void test_feature_plateau(void **state)
   assert_true(fabs(f[LGI_F_LAST_VS_MAX]) < 1e-12);
 }
 
-static void test_feature_noise_and_spikes(void **state)
-{
+static void test_feature_noise_and_spikes(void **state) {
   (void)state;
   double f[LGI_CLS_NFEAT];
   for (size_t i = 0; i < N; i++) {
@@ -345,8 +326,7 @@ static void test_feature_noise_and_spikes(void **state)
   assert_true(f[LGI_F_VN_RATIO] < 0.5);
 }
 
-static void test_feature_rss(void **state)
-{
+static void test_feature_rss(void **state) {
   (void)state;
   double f[LGI_CLS_NFEAT];
   for (size_t i = 0; i < N; i++) { /* live flat, rss doubles */
@@ -370,8 +350,7 @@ static void test_feature_rss(void **state)
 }
 
 /* Features do not depend on the unit or origin of time or value. */
-static void test_feature_invariance(void **state)
-{
+static void test_feature_invariance(void **state) {
   (void)state;
   double f1[LGI_CLS_NFEAT], f2[LGI_CLS_NFEAT];
   for (size_t i = 0; i < 300; i++) {
@@ -385,18 +364,16 @@ static void test_feature_invariance(void **state)
   }
   features(300, NULL, f2);
   for (int i = 0; i < LGI_CLS_NFEAT; i++) /* the spread relative to the level moves */
-    if (i != LGI_F_REL_SPREAD)
-      assert_true(fabs(f1[i] - f2[i]) < 1e-6 * (1 + fabs(f1[i])));
+    if (i != LGI_F_REL_SPREAD) assert_true(fabs(f1[i] - f2[i]) < 1e-6 * (1 + fabs(f1[i])));
   assert_true(f2[LGI_F_REL_SPREAD] < f1[LGI_F_REL_SPREAD] - 1); /* +1e9 on ~1e6 */
-  for (size_t i = 0; i < 300; i++) /* a unit change alone keeps it */
+  for (size_t i = 0; i < 300; i++)                              /* a unit change alone keeps it */
     V[i] = 3.0 * (V[i] - 1e9);
   features(300, NULL, f2);
   assert_true(fabs(f1[LGI_F_REL_SPREAD] - f2[LGI_F_REL_SPREAD]) < 1e-9);
 }
 
 /* Long series are downsampled inside, with a bounded stack. */
-static void test_long_series(void **state)
-{
+static void test_long_series(void **state) {
   (void)state;
   double f[LGI_CLS_NFEAT];
   size_t n = 4096;
@@ -414,8 +391,7 @@ static void test_long_series(void **state)
 
 /* ------------------------------------------------------------------ classification */
 
-static lg_pattern_t classify(size_t n, const double *rss)
-{
+static lg_pattern_t classify(size_t n, const double *rss) {
   lg_pattern_t out;
   double p[LG_PATTERN_COUNT], sum = 0;
   assert_int_equal(lg_classify(T, V, rss, n, &out, p), 0);
@@ -428,8 +404,7 @@ static lg_pattern_t classify(size_t n, const double *rss)
   return out;
 }
 
-static void test_classify_handmade(void **state)
-{
+static void test_classify_handmade(void **state) {
   (void)state;
   size_t n = 240;
   for (size_t i = 0; i < n; i++) {
@@ -438,24 +413,21 @@ static void test_classify_handmade(void **state)
     V[i] = 1e6 + 1e5 * u + 2e3 * e;
   }
   assert_int_equal(classify(n, NULL), LG_PATTERN_LINEAR_LEAK);
-  for (size_t i = 0; i < n; i++)
-    V[i] = 1e6 + 1e4 * gnoise((unsigned)i);
+  for (size_t i = 0; i < n; i++) V[i] = 1e6 + 1e4 * gnoise((unsigned)i);
   assert_int_equal(classify(n, NULL), LG_PATTERN_STABLE);
   for (size_t i = 0; i < n; i++) {
     double u = (double)i / (n - 1);
     V[i] = 1e6 + 1e5 * exp(5 * u) / exp(5) + 500 * noise((unsigned)i);
   }
   assert_int_equal(classify(n, NULL), LG_PATTERN_ACCELERATING_LEAK);
-  for (size_t i = 0; i < n; i++)
-    V[i] = 1e6 + 2e4 * floor(6.0 * i / n) + 200 * noise((unsigned)i);
+  for (size_t i = 0; i < n; i++) V[i] = 1e6 + 2e4 * floor(6.0 * i / n) + 200 * noise((unsigned)i);
   assert_int_equal(classify(n, NULL), LG_PATTERN_STEP_LEAK);
   for (size_t i = 0; i < n; i++) {
     double u = (double)i / (n - 1);
     V[i] = 1e6 + 1e5 * (1 - exp(-u / 0.08)) + 1e3 * noise((unsigned)i);
   }
   assert_int_equal(classify(n, NULL), LG_PATTERN_PLATEAU);
-  for (size_t i = 0; i < n; i++)
-    V[i] = 1e6 + 1e5 * (double)(i % 30) / 30 + 1e3 * noise((unsigned)i);
+  for (size_t i = 0; i < n; i++) V[i] = 1e6 + 1e5 * (double)(i % 30) / 30 + 1e3 * noise((unsigned)i);
   assert_int_equal(classify(n, NULL), LG_PATTERN_SAWTOOTH);
   /* The same batches every 0.37 sampling intervals (a training step's saw-tooth seen
    * at the recorder's interval): a ramp for 70 % of each period, then the floor, at
@@ -471,8 +443,7 @@ static void test_classify_handmade(void **state)
     V[i] = 1e6 + (x < 0.5 ? 1e5 : 0) + 1e3 * noise((unsigned)i);
   }
   assert_int_equal(classify(n, NULL), LG_PATTERN_SAWTOOTH);
-  for (size_t i = 0; i < n; i++)
-    T[i] = 10.0 * i;
+  for (size_t i = 0; i < n; i++) T[i] = 10.0 * i;
   for (size_t i = 0; i < n; i++) {
     V[i] = 1e6 + 1e4 * gnoise((unsigned)i);
     R[i] = 3e6 + 2e6 * (double)i / n + 1e3 * noise((unsigned)i + 99);
@@ -484,8 +455,7 @@ static void test_classify_handmade(void **state)
 }
 
 /* Round 3: the shapes the test2 misses had (docs/classifier.md). */
-static void test_classify_round3(void **state)
-{
+static void test_classify_round3(void **state) {
   (void)state;
   size_t n = 240;
   /* Step-synchronised saw-tooth: 70 % of the samples on the floor (snapshots right
@@ -497,29 +467,25 @@ static void test_classify_round3(void **state)
     V[i] = 1e6 + (a < 0.7 ? 2e4 * b : 1e6 * b);
   }
   assert_int_equal(classify(n, NULL), LG_PATTERN_SAWTOOTH);
-  for (size_t i = 0; i < n; i++)
-    V[i] = 1e6 + 2e4 * (noise((unsigned)i + 9000) + 0.5);
+  for (size_t i = 0; i < n; i++) V[i] = 1e6 + 2e4 * (noise((unsigned)i + 9000) + 0.5);
   assert_int_equal(classify(n, NULL), LG_PATTERN_STABLE);
   /* A table filled before the second snapshot, then flat: one jump at the very start
    * is a plateau, not a step leak. */
   V[0] = 1e6;
-  for (size_t i = 1; i < n; i++)
-    V[i] = 3e6 + 1e3 * noise((unsigned)i);
+  for (size_t i = 1; i < n; i++) V[i] = 3e6 + 1e3 * noise((unsigned)i);
   assert_int_equal(classify(n, NULL), LG_PATTERN_PLATEAU);
   /* A leak that grows by uneven chunks (about half the samples gain one, sizes over a
    * 1:6 range): a fine, irregular staircase is a linear leak. */
   double acc = 0;
   for (size_t i = 0; i < n; i++) {
-    if (i > 0 && noise((unsigned)i + 123) < 0)
-      acc += 5e3 * (1 + 5 * (noise((unsigned)i + 456) + 0.5));
+    if (i > 0 && noise((unsigned)i + 123) < 0) acc += 5e3 * (1 + 5 * (noise((unsigned)i + 456) + 0.5));
     V[i] = 1e6 + acc;
   }
   assert_int_equal(classify(n, NULL), LG_PATTERN_LINEAR_LEAK);
 }
 
 /* Round 4: what the recorder produces around a leak. */
-static void test_classify_round4(void **state)
-{
+static void test_classify_round4(void **state) {
   (void)state;
   double f1[LGI_CLS_NFEAT], f2[LGI_CLS_NFEAT];
   /* Teardown: a collapse in the last sample or two (to under half) is left out, so
@@ -572,8 +538,7 @@ static void test_classify_round4(void **state)
 }
 
 /* The committed model on series it has never seen (indices past the evaluator's). */
-static void test_model_accuracy(void **state)
-{
+static void test_model_accuracy(void **state) {
   (void)state;
   lgi_gen_series_t *s = malloc(sizeof *s);
   assert_non_null(s);
@@ -584,8 +549,7 @@ static void test_model_accuracy(void **state)
     assert_int_equal(lg_classify(s->t, s->v, s->has_rss ? s->rss : NULL, s->n, &out, NULL), 0);
     ok += (int)out == s->label;
     total++;
-    if (s->label == LG_PATTERN_STABLE || s->label == LG_PATTERN_PLATEAU ||
-        s->label == LG_PATTERN_SAWTOOTH) {
+    if (s->label == LG_PATTERN_STABLE || s->label == LG_PATTERN_PLATEAU || s->label == LG_PATTERN_SAWTOOTH) {
       benign++;
       false_leak += lg_pattern_is_leak(out);
     }
@@ -604,8 +568,7 @@ static void test_model_accuracy(void **state)
 }
 
 /* Generator: deterministic, valid, labels cycle through the classes. */
-static void test_generator(void **state)
-{
+static void test_generator(void **state) {
   (void)state;
   lgi_gen_series_t *a = malloc(sizeof *a), *b = malloc(sizeof *b);
   for (uint64_t k = 0; k < 50; k++) {
@@ -614,8 +577,7 @@ static void test_generator(void **state)
     assert_int_equal(a->label, (int)(k % LG_PATTERN_COUNT));
     assert_true(a->n >= 8 && a->n <= LGI_GEN_MAXN && a->n == b->n);
     assert_memory_equal(a->v, b->v, a->n * sizeof *a->v);
-    for (size_t i = 1; i < a->n; i++)
-      assert_true(a->t[i] > a->t[i - 1]);
+    for (size_t i = 1; i < a->n; i++) assert_true(a->t[i] > a->t[i - 1]);
     lgi_gen_make(LGI_GEN_TEST, k, b); /* splits differ */
     assert_true(a->n != b->n || memcmp(a->v, b->v, a->n * sizeof *a->v));
   }
@@ -624,16 +586,14 @@ static void test_generator(void **state)
 }
 
 /* Generator variants added in round 3, checked on the series that carry them. */
-static void test_generator_round3(void **state)
-{
+static void test_generator_round3(void **state) {
   (void)state;
   lgi_gen_series_t *s = malloc(sizeof *s);
   assert_non_null(s);
   int stepsync = 0, instant = 0, chunks = 0;
   for (uint64_t k = 0; k < 7000; k++) {
     lgi_gen_make(LGI_GEN_TRAIN, k, s);
-    if (strstr(s->desc, " stepsync") && !strstr(s->desc, "spikes") &&
-        !strstr(s->desc, "teardown")) {
+    if (strstr(s->desc, " stepsync") && !strstr(s->desc, "spikes") && !strstr(s->desc, "teardown")) {
       /* mostly floor: the median sits in the lower third of the range */
       double lo = s->v[0], hi = s->v[0];
       for (size_t i = 1; i < s->n; i++) {
@@ -641,8 +601,7 @@ static void test_generator_round3(void **state)
         hi = s->v[i] > hi ? s->v[i] : hi;
       }
       size_t below = 0;
-      for (size_t i = 0; i < s->n; i++)
-        below += s->v[i] < lo + (hi - lo) / 3;
+      for (size_t i = 0; i < s->n; i++) below += s->v[i] < lo + (hi - lo) / 3;
       assert_int_equal(s->label, LG_PATTERN_SAWTOOTH);
       assert_true(s->n >= 32);
       assert_true(below >= s->n / 2);
@@ -666,8 +625,7 @@ static void test_generator_round3(void **state)
 }
 
 /* Generator variants added in round 4. */
-static void test_generator_round4(void **state)
-{
+static void test_generator_round4(void **state) {
   (void)state;
   lgi_gen_series_t *s = malloc(sizeof *s);
   assert_non_null(s);
@@ -679,8 +637,7 @@ static void test_generator_round4(void **state)
       assert_true(s->n >= 16);
       warmup++;
     }
-    if (strstr(s->desc, " denser") && strstr(s->desc, "jit=0.00 gaps=0") &&
-        !strstr(s->desc, "startgap")) {
+    if (strstr(s->desc, " denser") && strstr(s->desc, "jit=0.00 gaps=0") && !strstr(s->desc, "startgap")) {
       /* without jitter, gaps or a start gap: the first three intervals are 2-10x as
        * long as the last three */
       size_t m = s->n;
@@ -698,8 +655,7 @@ static void test_generator_round4(void **state)
 
 /* ------------------------------------------------------------------ CSV reader */
 
-static int parse(const char *text, lgi_series_t *s, char *err)
-{
+static int parse(const char *text, lgi_series_t *s, char *err) {
   FILE *fp = fmemopen((void *)text, strlen(text), "r");
   assert_non_null(fp);
   int rc = lgi_series_read_csv(fp, "x.csv", s, err, 256);
@@ -707,8 +663,7 @@ static int parse(const char *text, lgi_series_t *s, char *err)
   return rc;
 }
 
-static void expect_error(const char *text, const char *msg)
-{
+static void expect_error(const char *text, const char *msg) {
   lgi_series_t s;
   char err[256];
   assert_int_equal(parse(text, &s, err), -1);
@@ -717,13 +672,11 @@ static void expect_error(const char *text, const char *msg)
   assert_int_equal(s.n, 0);
 }
 
-static void test_csv_ok(void **state)
-{
+static void test_csv_ok(void **state) {
   (void)state;
   lgi_series_t s;
   char err[256];
-  assert_int_equal(parse("time,value\n1,10\n2,11\n3,12\n4,13\n5,14\n6,15\n7,16\n8,17\n\n\n",
-                         &s, err), 0);
+  assert_int_equal(parse("time,value\n1,10\n2,11\n3,12\n4,13\n5,14\n6,15\n7,16\n8,17\n\n\n", &s, err), 0);
   assert_int_equal(s.n, 8);
   assert_null(s.rss);
   assert_true(s.t[7] == 8 && s.v[7] == 17);
@@ -731,20 +684,23 @@ static void test_csv_ok(void **state)
   /* no header, rss column, blanks, CRLF, comments */
   assert_int_equal(parse("# exported\r\n0.5, 1e3, 2e3\r\n1.5,1001,2001\n2.5,1002,2002\n"
                          "3.5,1003,2003\n4.5,1004,2004\n5.5,1005,2005\n6.5,1006,2006\n"
-                         "7.5,1007,2007\n", &s, err), 0);
+                         "7.5,1007,2007\n",
+                         &s, err),
+                   0);
   assert_int_equal(s.n, 8);
   assert_non_null(s.rss);
   assert_true(s.t[0] == 0.5 && s.v[0] == 1000 && s.rss[0] == 2000 && s.rss[7] == 2007);
   lgi_series_free(&s);
   /* named columns in another order */
   assert_int_equal(parse("rss,value,timestamp\n9,2,1\n9,2,2\n9,2,3\n9,2,4\n9,2,5\n9,2,6\n"
-                         "9,2,7\n9,3,8\n", &s, err), 0);
+                         "9,2,7\n9,3,8\n",
+                         &s, err),
+                   0);
   assert_true(s.t[7] == 8 && s.v[7] == 3 && s.rss[7] == 9);
   lgi_series_free(&s);
 }
 
-static void test_csv_errors(void **state)
-{
+static void test_csv_errors(void **state) {
   (void)state;
   const char *rows = "1,1\n2,2\n3,3\n4,4\n5,5\n6,6\n7,7\n";
   char buf[512];
@@ -768,8 +724,7 @@ static void test_csv_errors(void **state)
 /* ------------------------------------------------------------------ command */
 
 /* Runs lg_cmd_classify with stdout/stderr captured into out/err. */
-static int run_cmd(int argc, char **argv, char *out, char *err, size_t len)
-{
+static int run_cmd(int argc, char **argv, char *out, char *err, size_t len) {
   fflush(stdout);
   fflush(stderr);
   FILE *fo = tmpfile(), *fe = tmpfile();
@@ -795,16 +750,14 @@ static int run_cmd(int argc, char **argv, char *out, char *err, size_t len)
   return rc;
 }
 
-static void test_cmd_classify(void **state)
-{
+static void test_cmd_classify(void **state) {
   (void)state;
   char path[] = "/tmp/lg-test-classify-XXXXXX";
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   FILE *fp = fdopen(fd, "w");
   fprintf(fp, "time,value\n");
-  for (int i = 0; i < 200; i++)
-    fprintf(fp, "%d,%.1f\n", i, 1e6 + 1e4 * i + 2e3 * noise((unsigned)i));
+  for (int i = 0; i < 200; i++) fprintf(fp, "%d,%.1f\n", i, 1e6 + 1e4 * i + 2e3 * noise((unsigned)i));
   fclose(fp);
 
   static char out[8192], err[8192];
@@ -833,8 +786,7 @@ static void test_cmd_classify(void **state)
   fclose(fp);
   assert_int_equal(run_cmd(2, a2, out, err, sizeof out), LG_EXIT_USAGE);
   char want[256];
-  snprintf(want, sizeof want, "leakguard classify: %s:202: column 2: 'oops' is not a number\n",
-           path);
+  snprintf(want, sizeof want, "leakguard classify: %s:202: column 2: 'oops' is not a number\n", path);
   assert_string_equal(err, want);
 
   char *a3[] = {"classify", "--format", "xml", path};
@@ -850,33 +802,32 @@ static void test_cmd_classify(void **state)
   unlink(path);
 }
 
-int main(void)
-{
+int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_names),
-    cmocka_unit_test(test_bad_input),
-    cmocka_unit_test(test_feature_linear),
-    cmocka_unit_test(test_feature_constant),
-    cmocka_unit_test(test_feature_curvature),
-    cmocka_unit_test(test_feature_hinge),
-    cmocka_unit_test(test_feature_steps),
-    cmocka_unit_test(test_feature_sawtooth),
-    cmocka_unit_test(test_feature_distribution),
-    cmocka_unit_test(test_feature_plateau),
-    cmocka_unit_test(test_feature_noise_and_spikes),
-    cmocka_unit_test(test_feature_rss),
-    cmocka_unit_test(test_feature_invariance),
-    cmocka_unit_test(test_long_series),
-    cmocka_unit_test(test_classify_handmade),
-    cmocka_unit_test(test_classify_round3),
-    cmocka_unit_test(test_classify_round4),
-    cmocka_unit_test(test_generator),
-    cmocka_unit_test(test_generator_round3),
-    cmocka_unit_test(test_generator_round4),
-    cmocka_unit_test(test_model_accuracy),
-    cmocka_unit_test(test_csv_ok),
-    cmocka_unit_test(test_csv_errors),
-    cmocka_unit_test(test_cmd_classify),
+      cmocka_unit_test(test_names),
+      cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_feature_linear),
+      cmocka_unit_test(test_feature_constant),
+      cmocka_unit_test(test_feature_curvature),
+      cmocka_unit_test(test_feature_hinge),
+      cmocka_unit_test(test_feature_steps),
+      cmocka_unit_test(test_feature_sawtooth),
+      cmocka_unit_test(test_feature_distribution),
+      cmocka_unit_test(test_feature_plateau),
+      cmocka_unit_test(test_feature_noise_and_spikes),
+      cmocka_unit_test(test_feature_rss),
+      cmocka_unit_test(test_feature_invariance),
+      cmocka_unit_test(test_long_series),
+      cmocka_unit_test(test_classify_handmade),
+      cmocka_unit_test(test_classify_round3),
+      cmocka_unit_test(test_classify_round4),
+      cmocka_unit_test(test_generator),
+      cmocka_unit_test(test_generator_round3),
+      cmocka_unit_test(test_generator_round4),
+      cmocka_unit_test(test_model_accuracy),
+      cmocka_unit_test(test_csv_ok),
+      cmocka_unit_test(test_csv_errors),
+      cmocka_unit_test(test_cmd_classify),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

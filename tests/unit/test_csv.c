@@ -15,8 +15,7 @@
 
 #include "analysis/csv.h"
 
-static int parse(const char *text, lgi_series_t *s, char *err, size_t errlen)
-{
+static int parse(const char *text, lgi_series_t *s, char *err, size_t errlen) {
   FILE *fp = fmemopen((void *)text, strlen(text), "r");
   assert_non_null(fp);
   int rc = lgi_series_read_csv(fp, "m.csv", s, err, errlen);
@@ -24,8 +23,7 @@ static int parse(const char *text, lgi_series_t *s, char *err, size_t errlen)
   return rc;
 }
 
-static void test_equal_times_merge_to_mean(void **state)
-{
+static void test_equal_times_merge_to_mean(void **state) {
   (void)state;
   lgi_series_t s;
   char err[256];
@@ -42,8 +40,7 @@ static void test_equal_times_merge_to_mean(void **state)
   lgi_series_free(&s);
 }
 
-static void test_equal_times_merge_rss(void **state)
-{
+static void test_equal_times_merge_rss(void **state) {
   (void)state;
   lgi_series_t s;
   char err[256];
@@ -57,8 +54,7 @@ static void test_equal_times_merge_rss(void **state)
 }
 
 /* Merging never overflows: the mean of two values near DBL_MAX is finite. */
-static void test_merge_huge_values(void **state)
-{
+static void test_merge_huge_values(void **state) {
   (void)state;
   lgi_series_t s;
   char err[256];
@@ -69,8 +65,7 @@ static void test_merge_huge_values(void **state)
 }
 
 /* Samples are counted after merging. */
-static void test_merged_count_too_few(void **state)
-{
+static void test_merged_count_too_few(void **state) {
   (void)state;
   lgi_series_t s;
   char err[256];
@@ -79,8 +74,7 @@ static void test_merged_count_too_few(void **state)
   assert_null(s.t);
 }
 
-static void test_decreasing_time_names_line(void **state)
-{
+static void test_decreasing_time_names_line(void **state) {
   (void)state;
   lgi_series_t s;
   char err[256];
@@ -93,13 +87,10 @@ static void test_decreasing_time_names_line(void **state)
   assert_int_equal(s.n, 0);
 }
 
-int main(void)
-{
+int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_equal_times_merge_to_mean),
-      cmocka_unit_test(test_equal_times_merge_rss),
-      cmocka_unit_test(test_merge_huge_values),
-      cmocka_unit_test(test_merged_count_too_few),
+      cmocka_unit_test(test_equal_times_merge_to_mean),  cmocka_unit_test(test_equal_times_merge_rss),
+      cmocka_unit_test(test_merge_huge_values),          cmocka_unit_test(test_merged_count_too_few),
       cmocka_unit_test(test_decreasing_time_names_line),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -125,8 +125,10 @@ static void write_db(const char *path) {
   atomic_store(&h->cuda_um[0].bytes_htod, 64 * MiB);
   atomic_store(&h->cuda_um[1].site, LG_CUDA_UM_UNKNOWN);
   atomic_store(&h->cuda_um[1].cpu_page_faults, 2);
-  lgs_frame_t host[2] = {{0x7f00001000, "libc.so.6", "malloc", "", 0, 0}, {0x401000, "train", "load", "/src/t.c", 5, 0}};
-  lgs_frame_t dev[2] = {{0x402000, "train", "kv_grow", "/src/kv.c", 30, 0}, {0x403000, "train", "main", "/src/t.c", 9, 0}};
+  lgs_frame_t host[2] = {{0x7f00001000, "libc.so.6", "malloc", "", 0, 0},
+                         {0x401000, "train", "load", "/src/t.c", 5, 0}};
+  lgs_frame_t dev[2] = {{0x402000, "train", "kv_grow", "/src/kv.c", 30, 0},
+                        {0x403000, "train", "main", "/src/t.c", 9, 0}};
   lgs_frame_t man[1] = {{0x404000, "train", "um_buffer", "/src/um.c", 12, 0}};
   lgs_frame_t pin[1] = {{0x405000, "train", "staging", "/src/io.c", 77, 0}};
   assert_int_equal(lgst_proc(s, p), 0);

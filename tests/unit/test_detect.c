@@ -64,13 +64,11 @@ static lgd_result_t analyze(const lgd_point_t *pts, size_t n) {
 static void dump(const char *what, unsigned seed, const lgd_result_t *r) {
   print_message("%s seed %u: leak=%d pattern=%s growth=%.1f B/s per_step=%.2f conf=%.2f tau=%.3f p=%.3g "
                 "floors %.0f -> %.0f, %d windows\n",
-                what, seed, r->leak, lg_pattern_name(r->pattern), r->growth_bytes_per_s,
-                r->growth_bytes_per_step, r->confidence, r->tau, r->p, r->floor_first, r->floor_last,
-                r->windows);
+                what, seed, r->leak, lg_pattern_name(r->pattern), r->growth_bytes_per_s, r->growth_bytes_per_step,
+                r->confidence, r->tau, r->p, r->floor_first, r->floor_last, r->windows);
 }
 
-static void expect_verdict(const char *what, unsigned seed, const lgd_result_t *r, int leak,
-                           lg_pattern_t pattern) {
+static void expect_verdict(const char *what, unsigned seed, const lgd_result_t *r, int leak, lg_pattern_t pattern) {
   if (r->leak != leak || r->pattern != pattern) {
     dump(what, seed, r);
     print_error("%s seed %u: want leak=%d pattern=%s\n", what, seed, leak, lg_pattern_name(pattern));
@@ -380,8 +378,8 @@ static void test_series_decimation(void **state) {
   const int N = 1000;
   for (int i = 0; i < N; i++) {
     double v = rng_range(&g, 1000, 2000);
-    if (i == 137) v = 3;       /* global minimum, in the middle */
-    if (i == 641) v = 1e9;     /* global maximum */
+    if (i == 137) v = 3;   /* global minimum, in the middle */
+    if (i == 641) v = 1e9; /* global maximum */
     gmin = fmin(gmin, v);
     gmax = fmax(gmax, v);
     assert_int_equal(lgd_series_add(&s, i, v, 2.0 * i), 0);
@@ -458,8 +456,8 @@ static void test_recent_late_leak(void **state) {
     lgd_result_t whole = analyze(p, 130), r = analyze_recent(p, 130);
     if (!r.leak || !(r.since_s >= 9.0 && r.since_s <= 10.9)) {
       dump("late leak", seed, &r);
-      print_error("late leak seed %u: want a leak since ~10 s, got since %.2f (whole run: leak=%d)\n", seed,
-                  r.since_s, whole.leak);
+      print_error("late leak seed %u: want a leak since ~10 s, got since %.2f (whole run: leak=%d)\n", seed, r.since_s,
+                  whole.leak);
       fail();
     }
     expect_rel("late leak rate", seed, r.growth_bytes_per_s, 5.5 * MiB, 0.15);

@@ -64,10 +64,13 @@ static void full_config(void **st) {
 /* Each malformed config: the message names the line and says why. */
 static void errors(void **st) {
   (void)st;
-  static const struct { const char *text, *want; } cases[] = {
+  static const struct {
+    const char *text, *want;
+  } cases[] = {
       {"[guard]\ninterval = fast\n", "t.ini:2: interval: 'fast' is not a duration"},
       {"[levels]\n\nwarn = 180%\n", "t.ini:3: warn: '180%' is not a percentage"},
-      {"[levels]\nwarn = 90%\n", "t.ini:2: thresholds must increase: breaker (88%) is not above the level below it (90%)"},
+      {"[levels]\nwarn = 90%\n",
+       "t.ini:2: thresholds must increase: breaker (88%) is not above the level below it (90%)"},
       {"[guard]\nfoo = 1\n", "t.ini:2: unknown key 'foo' in [guard]"},
       {"[nope]\na = b\n", "t.ini:2: unknown section [nope]"},
       {"interval = 1\n", "t.ini:1: key 'interval' outside a section"},
@@ -84,7 +87,8 @@ static void errors(void **st) {
     lgg_config_t c;
     char why[256] = "";
     assert_int_equal(load(cases[i].text, &c, why, sizeof why), -EINVAL);
-    if (strncmp(why, cases[i].want, strlen(cases[i].want))) fail_msg("case %zu: got '%s', want '%s...'", i, why, cases[i].want);
+    if (strncmp(why, cases[i].want, strlen(cases[i].want)))
+      fail_msg("case %zu: got '%s', want '%s...'", i, why, cases[i].want);
     lgg_config_free(&c);
   }
 }
@@ -158,7 +162,8 @@ static void cgroup_v2_fixture(void **st) {
   put(dir, "memory.high", "max\n");
   put(dir, "memory.events", "low 0\nhigh 3\nmax 7\noom 2\noom_kill 1\noom_group_kill 0\n");
   put(dir, "memory.stat", "anon 150000000\nfile 50000000\nkernel 1000\ninactive_file 40000000\nactive_file 10000000\n");
-  put(dir, "memory.pressure", "some avg10=1.50 avg60=0.20 avg300=0.00 total=1234\nfull avg10=0.75 avg60=0.10 avg300=0.00 total=99\n");
+  put(dir, "memory.pressure",
+      "some avg10=1.50 avg60=0.20 avg300=0.00 total=1234\nfull avg10=0.75 avg60=0.10 avg300=0.00 total=99\n");
   put(dir, "cgroup.procs", "12\n34\n");
   assert_int_equal(lgs_cgroup_version(dir), 2);
   lgs_cg_sample_t s;
@@ -186,8 +191,9 @@ static void cgroup_v1_fixture(void **st) {
   assert_non_null(mkdtemp(dir));
   put(dir, "memory.usage_in_bytes", "104857600\n");
   put(dir, "memory.limit_in_bytes", "9223372036854771712\n"); /* unlimited here */
-  put(dir, "memory.stat", "cache 1\nrss 2\ntotal_cache 20971520\ntotal_rss 83886080\n"
-                          "total_inactive_file 10485760\nhierarchical_memory_limit 268435456\n");
+  put(dir, "memory.stat",
+      "cache 1\nrss 2\ntotal_cache 20971520\ntotal_rss 83886080\n"
+      "total_inactive_file 10485760\nhierarchical_memory_limit 268435456\n");
   put(dir, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 4\n");
   put(dir, "memory.failcnt", "9\n");
   assert_int_equal(lgs_cgroup_version(dir), 1);
@@ -222,11 +228,10 @@ static void psi_and_proc(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(defaults_valid),    cmocka_unit_test(full_config),
-      cmocka_unit_test(errors),            cmocka_unit_test(long_line),
-      cmocka_unit_test(missing_file),      cmocka_unit_test(example_config),
-      cmocka_unit_test(signals),           cmocka_unit_test(cgroup_v2_fixture),
-      cmocka_unit_test(cgroup_v1_fixture), cmocka_unit_test(psi_and_proc),
+      cmocka_unit_test(defaults_valid), cmocka_unit_test(full_config),       cmocka_unit_test(errors),
+      cmocka_unit_test(long_line),      cmocka_unit_test(missing_file),      cmocka_unit_test(example_config),
+      cmocka_unit_test(signals),        cmocka_unit_test(cgroup_v2_fixture), cmocka_unit_test(cgroup_v1_fixture),
+      cmocka_unit_test(psi_and_proc),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -176,7 +176,10 @@ static void psi(void **st) {
 }
 
 /* ------------------------------------------------------------------ recorded series */
-typedef struct series { double t[512], u[512], lim[512]; int n; } series_t;
+typedef struct series {
+  double t[512], u[512], lim[512];
+  int n;
+} series_t;
 
 static void load(series_t *s, const char *name) {
   char path[512];
@@ -205,7 +208,10 @@ static void recorded_fast_leak(void **st) {
   lgg_levels_init(&lv, 0);
   int peak = 0, emerg = -1;
   for (int i = 0; i < s.n; i++) {
-    if (i > 0 && s.u[i] < s.u[i - 1] / 4) { peak = i; break; } /* the OOM kill */
+    if (i > 0 && s.u[i] < s.u[i - 1] / 4) {
+      peak = i;
+      break;
+    } /* the OOM kill */
     int l = lgg_levels_step(&lv, &c, s.t[i], s.u[i], s.lim[i], -1);
     if (l == 3 && emerg < 0) {
       emerg = i;
@@ -229,7 +235,10 @@ static void recorded_slow_leak(void **st) {
   lgg_levels_init(&lv, 0);
   int first[4] = {-1, -1, -1, -1}, prev = 0, kill = -1;
   for (int i = 0; i < s.n; i++) {
-    if (i > 0 && s.u[i] < s.u[i - 1] / 4) { kill = i; break; }
+    if (i > 0 && s.u[i] < s.u[i - 1] / 4) {
+      kill = i;
+      break;
+    }
     int l = lgg_levels_step(&lv, &c, s.t[i], s.u[i], s.lim[i], -1);
     assert_true(l >= prev); /* monotone while the leak grows */
     prev = l;
@@ -267,11 +276,16 @@ static void recorded_plateau(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(ramp_up_thresholds), cmocka_unit_test(hysteresis_no_flap),
-      cmocka_unit_test(no_hysteresis_flaps), cmocka_unit_test(dwell),
-      cmocka_unit_test(predictive),         cmocka_unit_test(predictive_robust),
-      cmocka_unit_test(psi),                cmocka_unit_test(recorded_fast_leak),
-      cmocka_unit_test(recorded_slow_leak), cmocka_unit_test(recorded_plateau),
+      cmocka_unit_test(ramp_up_thresholds),
+      cmocka_unit_test(hysteresis_no_flap),
+      cmocka_unit_test(no_hysteresis_flaps),
+      cmocka_unit_test(dwell),
+      cmocka_unit_test(predictive),
+      cmocka_unit_test(predictive_robust),
+      cmocka_unit_test(psi),
+      cmocka_unit_test(recorded_fast_leak),
+      cmocka_unit_test(recorded_slow_leak),
+      cmocka_unit_test(recorded_plateau),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

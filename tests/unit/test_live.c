@@ -22,9 +22,9 @@ static void test_header_limit_and_rows(void **state) {
   f.elapsed_s = 12.5;
   f.pid = 4242;
   f.nprocs = 1;
-  f.live_bytes = 5169479;                 /* 4.93 MiB */
+  f.live_bytes = 5169479; /* 4.93 MiB */
   f.rss_bytes = 64ULL << 20;
-  f.limit = 24ULL << 30;                  /* 24 GiB */
+  f.limit = 24ULL << 30; /* 24 GiB */
   f.usage = 8ULL << 30;
   f.limit_source = "physical";
   lgv_row_t slow = {1024, 65536, LG_PATTERN_LINEAR_LEAK, 4242, "slow (a.c:1)", NULL, 0};

@@ -59,33 +59,30 @@ static void test_gauge_counter(void **state) {
   assert_int_equal(lgx_declare(r, "leakguard_live_bytes", LGX_GAUGE, "Live bytes."), 0);
   assert_int_equal(lgx_declare(r, "leakguard_dropped_records_total", LGX_COUNTER, "Dropped records."), 0);
   /* declared, no series yet: HELP and TYPE only; families by name */
-  expect_render(r,
-                "# HELP leakguard_dropped_records_total Dropped records.\n"
-                "# TYPE leakguard_dropped_records_total counter\n"
-                "# HELP leakguard_live_bytes Live bytes.\n"
-                "# TYPE leakguard_live_bytes gauge\n");
+  expect_render(r, "# HELP leakguard_dropped_records_total Dropped records.\n"
+                   "# TYPE leakguard_dropped_records_total counter\n"
+                   "# HELP leakguard_live_bytes Live bytes.\n"
+                   "# TYPE leakguard_live_bytes gauge\n");
   assert_int_equal(lgx_set(r, "leakguard_live_bytes", NULL, 1048576), 0);
   assert_int_equal(lgx_add(r, "leakguard_dropped_records_total", NULL, 3), 0);
   assert_int_equal(lgx_add(r, "leakguard_dropped_records_total", NULL, 4), 0);
-  expect_render(r,
-                "# HELP leakguard_dropped_records_total Dropped records.\n"
-                "# TYPE leakguard_dropped_records_total counter\n"
-                "leakguard_dropped_records_total 7\n"
-                "# HELP leakguard_live_bytes Live bytes.\n"
-                "# TYPE leakguard_live_bytes gauge\n"
-                "leakguard_live_bytes 1048576\n");
+  expect_render(r, "# HELP leakguard_dropped_records_total Dropped records.\n"
+                   "# TYPE leakguard_dropped_records_total counter\n"
+                   "leakguard_dropped_records_total 7\n"
+                   "# HELP leakguard_live_bytes Live bytes.\n"
+                   "# TYPE leakguard_live_bytes gauge\n"
+                   "leakguard_live_bytes 1048576\n");
   /* set replaces; counters never go down */
   assert_int_equal(lgx_set(r, "leakguard_live_bytes", NULL, 2.5), 0);
   assert_int_equal(lgx_set(r, "leakguard_dropped_records_total", NULL, 10), 0);
   assert_int_equal(lgx_add(r, "leakguard_dropped_records_total", NULL, -1), -EINVAL);
   assert_int_equal(lgx_set(r, "leakguard_dropped_records_total", NULL, -1), -EINVAL);
-  expect_render(r,
-                "# HELP leakguard_dropped_records_total Dropped records.\n"
-                "# TYPE leakguard_dropped_records_total counter\n"
-                "leakguard_dropped_records_total 10\n"
-                "# HELP leakguard_live_bytes Live bytes.\n"
-                "# TYPE leakguard_live_bytes gauge\n"
-                "leakguard_live_bytes 2.5\n");
+  expect_render(r, "# HELP leakguard_dropped_records_total Dropped records.\n"
+                   "# TYPE leakguard_dropped_records_total counter\n"
+                   "leakguard_dropped_records_total 10\n"
+                   "# HELP leakguard_live_bytes Live bytes.\n"
+                   "# TYPE leakguard_live_bytes gauge\n"
+                   "leakguard_live_bytes 2.5\n");
   lgx_free(r);
 }
 
@@ -98,11 +95,10 @@ static void test_labels_and_order(void **state) {
   assert_int_equal(lgx_set(r, "leakguard_site_live_bytes", a, 300), 0);
   assert_int_equal(lgx_set(r, "leakguard_site_live_bytes", b, 100), 0);
   assert_int_equal(lgx_set(r, "leakguard_site_live_bytes", a, 400), 0); /* same series, updated in place */
-  expect_render(r,
-                "# HELP leakguard_site_live_bytes Live bytes per site.\n"
-                "# TYPE leakguard_site_live_bytes gauge\n"
-                "leakguard_site_live_bytes{site=\"cache_put (leaky.c:28)\"} 400\n"
-                "leakguard_site_live_bytes{site=\"handle (srv.c:9)\",space=\"host\"} 100\n");
+  expect_render(r, "# HELP leakguard_site_live_bytes Live bytes per site.\n"
+                   "# TYPE leakguard_site_live_bytes gauge\n"
+                   "leakguard_site_live_bytes{site=\"cache_put (leaky.c:28)\"} 400\n"
+                   "leakguard_site_live_bytes{site=\"handle (srv.c:9)\",space=\"host\"} 100\n");
   lgx_free(r);
 }
 
@@ -112,10 +108,9 @@ static void test_escaping(void **state) {
   assert_int_equal(lgx_declare(r, "m", LGX_GAUGE, "help with \\ backslash,\nnewline and \"quotes\""), 0);
   const char *l[] = {"v", "a\\b\"c\nd", NULL};
   assert_int_equal(lgx_set(r, "m", l, 1), 0);
-  expect_render(r,
-                "# HELP m help with \\\\ backslash,\\nnewline and \"quotes\"\n"
-                "# TYPE m gauge\n"
-                "m{v=\"a\\\\b\\\"c\\nd\"} 1\n");
+  expect_render(r, "# HELP m help with \\\\ backslash,\\nnewline and \"quotes\"\n"
+                   "# TYPE m gauge\n"
+                   "m{v=\"a\\\\b\\\"c\\nd\"} 1\n");
   lgx_free(r);
 }
 
@@ -129,17 +124,16 @@ static void test_values(void **state) {
     const char *l[] = {"k", names[i], NULL};
     assert_int_equal(lgx_set(r, "v", l, vals[i]), 0);
   }
-  expect_render(r,
-                "# HELP v \n"
-                "# TYPE v gauge\n"
-                "v{k=\"a\"} 0.1\n"
-                "v{k=\"b\"} 0\n"
-                "v{k=\"c\"} +Inf\n"
-                "v{k=\"d\"} -Inf\n"
-                "v{k=\"e\"} NaN\n"
-                "v{k=\"f\"} 1e+21\n"
-                "v{k=\"g\"} 123456789012\n"
-                "v{k=\"h\"} -3\n");
+  expect_render(r, "# HELP v \n"
+                   "# TYPE v gauge\n"
+                   "v{k=\"a\"} 0.1\n"
+                   "v{k=\"b\"} 0\n"
+                   "v{k=\"c\"} +Inf\n"
+                   "v{k=\"d\"} -Inf\n"
+                   "v{k=\"e\"} NaN\n"
+                   "v{k=\"f\"} 1e+21\n"
+                   "v{k=\"g\"} 123456789012\n"
+                   "v{k=\"h\"} -3\n");
   lgx_free(r);
 }
 
@@ -167,7 +161,7 @@ static void test_bad_args(void **state) {
   assert_int_equal(lgx_declare(r, "bad-name", LGX_GAUGE, ""), -EINVAL);
   assert_int_equal(lgx_declare(r, "", LGX_GAUGE, ""), -EINVAL);
   assert_int_equal(lgx_declare(r, "ok:name_1", LGX_GAUGE, "first"), 0);
-  assert_int_equal(lgx_declare(r, "ok:name_1", LGX_GAUGE, "second"), 0);   /* idempotent */
+  assert_int_equal(lgx_declare(r, "ok:name_1", LGX_GAUGE, "second"), 0);    /* idempotent */
   assert_int_equal(lgx_declare(r, "ok:name_1", LGX_COUNTER, "x"), -EEXIST); /* type clash */
   assert_int_equal(lgx_set(r, "undeclared", NULL, 1), -ENOENT);
   const char *bad_key[] = {"bad-key", "v", NULL};
@@ -203,8 +197,8 @@ static char *http(int port, const char *request) {
   assert_true(fd >= 0);
   struct timeval tv = {.tv_sec = 5};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  struct sockaddr_in a = {
+      .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
   size_t n = strlen(request);
   assert_int_equal(write(fd, request, n), (ssize_t)n);
@@ -299,8 +293,8 @@ static void test_serve_default_loopback(void **state) {
 static void test_serve_bad_addr(void **state) {
   (void)state;
   lgx_registry_t *r = lgx_new();
-  const char *bad[] = {"", "127.0.0.1", "127.0.0.1:", "127.0.0.1:70000", "127.0.0.1:-1", "host.example:9464",
-                       "::1:9464", "[::1", "[::1]9464", "1.2.3.4:12ab"};
+  const char *bad[] = {"",         "127.0.0.1", "127.0.0.1:", "127.0.0.1:70000", "127.0.0.1:-1", "host.example:9464",
+                       "::1:9464", "[::1",      "[::1]9464",  "1.2.3.4:12ab"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     lgx_server_t *s = NULL;
     char why[256] = "";

@@ -212,17 +212,16 @@ static void test_report_holders_merged_site(void **state) {
   make_report_db(path);
   sqlite3 *db = NULL;
   assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  const char *sql =
-      "INSERT INTO stacks VALUES(1,4,'host',3),(1,5,'host',2);"
-      "INSERT INTO frames VALUES(1,4,0,1,'libc.so.6','realloc',NULL,NULL,0),"
-      " (1,4,1,2,'app','grow_cache','/src/app/cache.c',42,0),"
-      " (1,4,2,3,'app','warm_up','/src/app/main.c',20,0),"
-      " (1,5,0,4,'app','grow_cache','/src/app/cache.c',43,0),"
-      " (1,5,1,5,'app','main','/src/app/main.c',10,0);"
-      "INSERT INTO samples VALUES(1,4,19,4096,1,4096,1,NULL),(1,5,19,999,1,999,1,NULL);"
-      "INSERT INTO holders VALUES(1,5,1,7,'object','[\"app.other\"]',9,999999,NULL),"
-      " (1,4,1,7,'object','[\"app.cache (dict)\", \"[k]\"]',20,1310720,NULL),"
-      " (1,2,0,3,'object','[\"stale (older explain)\"]',1,1,NULL);";
+  const char *sql = "INSERT INTO stacks VALUES(1,4,'host',3),(1,5,'host',2);"
+                    "INSERT INTO frames VALUES(1,4,0,1,'libc.so.6','realloc',NULL,NULL,0),"
+                    " (1,4,1,2,'app','grow_cache','/src/app/cache.c',42,0),"
+                    " (1,4,2,3,'app','warm_up','/src/app/main.c',20,0),"
+                    " (1,5,0,4,'app','grow_cache','/src/app/cache.c',43,0),"
+                    " (1,5,1,5,'app','main','/src/app/main.c',10,0);"
+                    "INSERT INTO samples VALUES(1,4,19,4096,1,4096,1,NULL),(1,5,19,999,1,999,1,NULL);"
+                    "INSERT INTO holders VALUES(1,5,1,7,'object','[\"app.other\"]',9,999999,NULL),"
+                    " (1,4,1,7,'object','[\"app.cache (dict)\", \"[k]\"]',20,1310720,NULL),"
+                    " (1,2,0,3,'object','[\"stale (older explain)\"]',1,1,NULL);";
   char *err = NULL;
   if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) print_error("%s\n", err);
   sqlite3_close(db);
@@ -253,13 +252,15 @@ static void test_report_holders_merged_site(void **state) {
   cJSON_Delete(j);
   /* the suspect's first stack explained too, in the same explain: both, largest first */
   assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(db, "INSERT INTO holders VALUES(1,2,1,7,'tensor','[\"app.own\"]',3,4096,NULL)",
-                                NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(
+      sqlite3_exec(db, "INSERT INTO holders VALUES(1,2,1,7,'tensor','[\"app.own\"]',3,4096,NULL)", NULL, NULL, NULL),
+      SQLITE_OK);
   sqlite3_close(db);
   j = report_json(path, &o);
   hl = field(cJSON_GetArrayItem(field(j, "suspects"), 0), "holders");
   assert_int_equal(cJSON_GetArraySize(hl), 2);
-  assert_string_equal(cJSON_GetArrayItem(field(cJSON_GetArrayItem(hl, 0), "chain"), 0)->valuestring, "app.cache (dict)");
+  assert_string_equal(cJSON_GetArrayItem(field(cJSON_GetArrayItem(hl, 0), "chain"), 0)->valuestring,
+                      "app.cache (dict)");
   assert_string_equal(cJSON_GetArrayItem(field(cJSON_GetArrayItem(hl, 1), "chain"), 0)->valuestring, "app.own");
   cJSON_Delete(j);
 }
@@ -307,7 +308,8 @@ static void make_series_db(const char *path, const stack_def_t *defs, int nstack
   assert_int_equal(lgst_create(path, &s, &err), 0);
   lgm_proc_t *p = fake_proc((uint32_t)nstacks + 2);
   assert_int_equal(lgst_proc(s, p), 0);
-  for (int i = 0; i < nstacks; i++) assert_int_equal(lgst_stack(s, 1, (uint32_t)i + 2, LG_SPACE_HOST, defs[i].fr, defs[i].nfr), 0);
+  for (int i = 0; i < nstacks; i++)
+    assert_int_equal(lgst_stack(s, 1, (uint32_t)i + 2, LG_SPACE_HOST, defs[i].fr, defs[i].nfr), 0);
   assert_int_equal(lgst_begin(s), 0);
   for (int k = 0; k < nsnap; k++) {
     p->live_bytes = 0;
@@ -331,17 +333,17 @@ static void make_series_db(const char *path, const stack_def_t *defs, int nstack
 }
 
 static const lgs_frame_t F_TABLE[2] = {{0x1, "app", "load_tables", "/src/app/tables.c", 12, 0},
-                                        {0x2, "app", "main", "/src/app/main.c", 5, 0}};
+                                       {0x2, "app", "main", "/src/app/main.c", 5, 0}};
 static const lgs_frame_t F_ROUTE[3] = {{0x3, "libc.so.6", "calloc", "", 0, 0},
-                                        {0x4, "app", "route_for", "/src/app/routes.c", 30, 0},
-                                        {0x5, "app", "serve", "/src/app/main.c", 40, 0}};
+                                       {0x4, "app", "route_for", "/src/app/routes.c", 30, 0},
+                                       {0x5, "app", "serve", "/src/app/main.c", 40, 0}};
 static const lgs_frame_t F_ROUTE2[3] = {{0x3, "libc.so.6", "calloc", "", 0, 0},
-                                         {0x4, "app", "route_for", "/src/app/routes.c", 30, 0},
-                                         {0x6, "app", "warm_up", "/src/app/main.c", 60, 0}};
+                                        {0x4, "app", "route_for", "/src/app/routes.c", 30, 0},
+                                        {0x6, "app", "warm_up", "/src/app/main.c", 60, 0}};
 static const lgs_frame_t F_NODE[2] = {{0x7, "app", "keep_node", "/src/app/list.c", 8, 0},
-                                       {0x8, "app", "handle", "/src/app/main.c", 70, 0}};
+                                      {0x8, "app", "handle", "/src/app/main.c", 70, 0}};
 static const lgs_frame_t F_DATA[2] = {{0x9, "app", "copy_payload", "/src/app/payload.c", 21, 0},
-                                       {0x8, "app", "handle", "/src/app/main.c", 71, 0}};
+                                      {0x8, "app", "handle", "/src/app/main.c", 71, 0}};
 
 static int g_routes; /* routes first used during the run */
 

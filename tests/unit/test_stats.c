@@ -16,13 +16,13 @@
 
 #include "analysis/stats.h"
 
-#define assert_near(a, b, eps)                                                             \
-  do {                                                                                     \
-    double a_ = (a), b_ = (b), e_ = (eps);                                                 \
-    if (!(fabs(a_ - b_) <= e_)) {                                                          \
-      print_error("%s = %.17g, expected %.17g (+-%g)\n", #a, a_, b_, e_);                  \
-      fail();                                                                              \
-    }                                                                                      \
+#define assert_near(a, b, eps)                                                                                         \
+  do {                                                                                                                 \
+    double a_ = (a), b_ = (b), e_ = (eps);                                                                             \
+    if (!(fabs(a_ - b_) <= e_)) {                                                                                      \
+      print_error("%s = %.17g, expected %.17g (+-%g)\n", #a, a_, b_, e_);                                              \
+      fail();                                                                                                          \
+    }                                                                                                                  \
   } while (0)
 
 /* ------------------------------------------------------------------ Mann-Kendall */

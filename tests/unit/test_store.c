@@ -59,7 +59,6 @@ static const char *stacks_at(sqlite3 *db, int seq, char *buf, size_t n) {
   return q_text(db, sql, buf, n);
 }
 
-
 /* ------------------------------------------------------------------ writing */
 
 static void test_create_and_write(void **state) {
@@ -295,12 +294,12 @@ static void test_small_sites_only_in_full(void **state) {
   assert_int_equal(lgst_create(path, &s, &err), 0);
   lgm_proc_t *p = fake_proc(4);
   sqlite3 *db = lgst_db(s);
-  set_site(&p->sites[1], 100, 1, 100, 1, 0);     /* small */
-  set_site(&p->sites[2], 8192, 1, 8192, 1, 0);   /* big */
-  set_site(&p->sites[3], 4095, 1, 4095, 1, 0);   /* just below */
+  set_site(&p->sites[1], 100, 1, 100, 1, 0);   /* small */
+  set_site(&p->sites[2], 8192, 1, 8192, 1, 0); /* big */
+  set_site(&p->sites[3], 4095, 1, 4095, 1, 0); /* just below */
   assert_int_equal(lgst_snapshot(s, p, p->start_ns + 1, 0, 0, 0), 0);
   assert_string_equal(stacks_at(db, 0, buf, sizeof buf), "2");
-  set_site(&p->sites[2], 100, 1, 8292, 2, 0);    /* big site drops: written */
+  set_site(&p->sites[2], 100, 1, 8292, 2, 0); /* big site drops: written */
   assert_int_equal(lgst_snapshot(s, p, p->start_ns + 2, 0, 0, 0), 0);
   assert_string_equal(stacks_at(db, 1, buf, sizeof buf), "2");
   assert_int_equal(lgst_snapshot(s, p, p->start_ns + 3, 0, 0, 1), 0);

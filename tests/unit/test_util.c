@@ -32,8 +32,8 @@ static void expect_size(const char *s, uint64_t want) {
   int rc = lgu_parse_size(s, &v);
   if (rc != 0) print_error("lgu_parse_size(\"%s\") = %d\n", s, rc);
   assert_int_equal(rc, 0);
-  if (v != want) print_error("lgu_parse_size(\"%s\") -> %llu, want %llu\n", s, (unsigned long long)v,
-                             (unsigned long long)want);
+  if (v != want)
+    print_error("lgu_parse_size(\"%s\") -> %llu, want %llu\n", s, (unsigned long long)v, (unsigned long long)want);
   assert_true(v == want);
 }
 
@@ -235,8 +235,7 @@ static void test_is_machinery(void **state) {
                                     "/usr/include/c++/12/bits/vector.tcc", "app"),
                    1);
   assert_int_equal(lgr_is_machinery("std::vector<int>::_M_realloc_insert", "", "app"), 1);
-  assert_int_equal(lgr_is_machinery("__gnu_cxx::new_allocator<int>::allocate(unsigned long, void const*)", "",
-                                    "app"),
+  assert_int_equal(lgr_is_machinery("__gnu_cxx::new_allocator<int>::allocate(unsigned long, void const*)", "", "app"),
                    1);
   /* an unnamed (inlined) frame inside a libstdc++ header */
   assert_int_equal(lgr_is_machinery("_M_create_storage", "/usr/include/c++/12/bits/vector.tcc", "app"), 1);
@@ -250,7 +249,7 @@ static void test_is_machinery(void **state) {
   assert_int_equal(lgr_is_machinery("main", "/home/u/app/main.c", "app"), 0);
   assert_int_equal(lgr_is_machinery("Cache::insert(int)", "/home/u/app/cache.cc", "app"), 0);
   assert_int_equal(lgr_is_machinery("mallocate_buffers", "", "app"), 0); /* prefix is not a match */
-  assert_int_equal(lgr_is_machinery("stdout_flush", "", "app"), 0);     /* "std" but not "std::" */
+  assert_int_equal(lgr_is_machinery("stdout_flush", "", "app"), 0);      /* "std" but not "std::" */
   assert_int_equal(lgr_is_machinery(NULL, "", "app"), 0);
   assert_int_equal(lgr_is_machinery("user_fn", "/usr/include/stdio.h", "app"), 0); /* not the C++ headers */
 }

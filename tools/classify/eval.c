@@ -35,8 +35,7 @@ typedef struct tally {
   long n;
 } tally_t;
 
-static void report(const char *title, const tally_t *t)
-{
+static void report(const char *title, const tally_t *t) {
   long ok = 0, benign = 0, false_leak = 0;
   for (int i = 0; i < C; i++) {
     ok += t->cm[i][i];
@@ -48,8 +47,8 @@ static void report(const char *title, const tally_t *t)
   }
   printf("== %s: %ld series\n", title, t->n);
   printf("accuracy: %.2f %% (%ld/%ld)\n", t->n ? 100.0 * ok / t->n : 0.0, ok, t->n);
-  printf("leak predicted for stable/plateau/sawtooth: %.2f %% (%ld/%ld)\n",
-         benign ? 100.0 * false_leak / benign : 0.0, false_leak, benign);
+  printf("leak predicted for stable/plateau/sawtooth: %.2f %% (%ld/%ld)\n", benign ? 100.0 * false_leak / benign : 0.0,
+         false_leak, benign);
   printf("\n%-18s %9s %9s %7s\n", "class", "precision", "recall", "n");
   for (int i = 0; i < C; i++) {
     long row = 0, col = 0;
@@ -64,23 +63,19 @@ static void report(const char *title, const tally_t *t)
   }
   printf("\nconfusion matrix (rows: truth, columns: predicted)\n%-18s", "");
   static const char *const abbr[C] = {"stab", "lin", "acc", "step", "plat", "saw", "frag"};
-  for (int j = 0; j < C; j++)
-    printf(" %6s", abbr[j]);
+  for (int j = 0; j < C; j++) printf(" %6s", abbr[j]);
   printf("\n");
   for (int i = 0; i < C; i++) {
     printf("%-18s", lg_pattern_name((lg_pattern_t)i));
-    for (int j = 0; j < C; j++)
-      printf(" %6ld", t->cm[i][j]);
+    for (int j = 0; j < C; j++) printf(" %6ld", t->cm[i][j]);
     printf("\n");
   }
   printf("\n");
 }
 
-static int parse_label(const char *s)
-{
+static int parse_label(const char *s) {
   for (int c = 0; c < C; c++)
-    if (!strcmp(s, lg_pattern_name((lg_pattern_t)c)))
-      return c;
+    if (!strcmp(s, lg_pattern_name((lg_pattern_t)c))) return c;
   return -1;
 }
 
@@ -92,14 +87,11 @@ typedef struct group {
 
 /* Counts one result in the group called name (up to MAXG groups). */
 #define MAXG 32
-static void group_add(group_t *g, int *ng, const char *name, int ok)
-{
+static void group_add(group_t *g, int *ng, const char *name, int ok) {
   int i = 0;
-  while (i < *ng && strcmp(g[i].name, name))
-    i++;
+  while (i < *ng && strcmp(g[i].name, name)) i++;
   if (i == *ng) {
-    if (*ng == MAXG)
-      return;
+    if (*ng == MAXG) return;
     snprintf(g[i].name, sizeof g[i].name, "%s", name);
     g[i].n = g[i].ok = 0;
     (*ng)++;
@@ -108,8 +100,7 @@ static void group_add(group_t *g, int *ng, const char *name, int ok)
   g[i].ok += ok;
 }
 
-static int eval_recorded(const char *dir, const char *only, int show)
-{
+static int eval_recorded(const char *dir, const char *only, int show) {
   char path[4096], line[1024], err[512];
   snprintf(path, sizeof path, "%s/labels.csv", dir);
   FILE *lf = fopen(path, "r");
@@ -124,22 +115,19 @@ static int eval_recorded(const char *dir, const char *only, int show)
   while (fgets(line, sizeof line, lf)) {
     lineno++;
     line[strcspn(line, "\r\n")] = 0;
-    if (!line[0] || line[0] == '#' || (lineno == 1 && !strncmp(line, "file,", 5)))
-      continue;
+    if (!line[0] || line[0] == '#' || (lineno == 1 && !strncmp(line, "file,", 5))) continue;
     char *field[7] = {0};
     int nf = 0;
     for (char *p = line; nf < 7;) { /* empty fields kept */
       field[nf++] = p;
       p = strchr(p, ',');
-      if (!p)
-        break;
+      if (!p) break;
       *p++ = 0;
     }
     char *file = field[0], *lab = field[1];
     const char *kind = field[2] && *field[2] ? field[2] : "-";
     const char *set = field[6] && *field[6] ? field[6] : "-";
-    if (only && strcmp(only, set))
-      continue;
+    if (only && strcmp(only, set)) continue;
     int y = lab ? parse_label(lab) : -1;
     if (!file || y < 0) {
       fprintf(stderr, "lg-eval-classifier: %s:%d: expected file,label\n", path, lineno);
@@ -173,37 +161,31 @@ static int eval_recorded(const char *dir, const char *only, int show)
     double iv = field[5] && *field[5] ? atof(field[5]) : 0;
     group_add(groups, &ngroups, iv >= 1 ? "interval 1 s" : "interval < 1 s", (int)p == y);
     if ((int)p != y && shown++ < show)
-      printf("  miss: %s truth %s predicted %s (p=%.2f)\n", file,
-             lg_pattern_name((lg_pattern_t)y), lg_pattern_name(p), pr[p]);
+      printf("  miss: %s truth %s predicted %s (p=%.2f)\n", file, lg_pattern_name((lg_pattern_t)y), lg_pattern_name(p),
+             pr[p]);
     lgi_series_free(&s);
   }
   fclose(lf);
-  snprintf(path, sizeof path, "recorded series (%s%s%s)", dir, only ? ", set " : "",
-           only ? only : "");
+  snprintf(path, sizeof path, "recorded series (%s%s%s)", dir, only ? ", set " : "", only ? only : "");
   report(path, &t);
   printf("recorded accuracy by group:");
   for (int i = 0; i < ngroups; i++)
-    printf("  %s: %.2f %% (%ld/%ld)", groups[i].name,
-           groups[i].n ? 100.0 * groups[i].ok / groups[i].n : 0.0, groups[i].ok, groups[i].n);
+    printf("  %s: %.2f %% (%ld/%ld)", groups[i].name, groups[i].n ? 100.0 * groups[i].ok / groups[i].n : 0.0,
+           groups[i].ok, groups[i].n);
   printf("\n");
   return 0;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
   unsigned long count = 7000;
   const char *dir = LG_RECORDED_SRC_DIR;
   const char *only = NULL;
   int show = 0;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--count") && i + 1 < argc)
-      count = strtoul(argv[++i], NULL, 10);
-    else if (!strcmp(argv[i], "--recorded") && i + 1 < argc)
-      dir = argv[++i];
-    else if (!strcmp(argv[i], "--set") && i + 1 < argc)
-      only = argv[++i];
-    else if (!strcmp(argv[i], "--show-errors") && i + 1 < argc)
-      show = atoi(argv[++i]);
+    if (!strcmp(argv[i], "--count") && i + 1 < argc) count = strtoul(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--recorded") && i + 1 < argc) dir = argv[++i];
+    else if (!strcmp(argv[i], "--set") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--show-errors") && i + 1 < argc) show = atoi(argv[++i]);
     else {
       fprintf(stderr, "usage: lg-eval-classifier [--count N] [--recorded DIR] "
                       "[--set NAME] [--show-errors K]\n");
@@ -213,8 +195,7 @@ int main(int argc, char **argv)
   tally_t t;
   memset(&t, 0, sizeof t);
   lgi_gen_series_t *s = malloc(sizeof *s);
-  if (!s)
-    return 1;
+  if (!s) return 1;
   int shown = 0;
   static const size_t edges[] = {8, 24, 100, 500, LGI_GEN_MAXN + 1};
   long bucket_n[4] = {0}, bucket_ok[4] = {0};
@@ -234,8 +215,7 @@ int main(int argc, char **argv)
         bucket_ok[b] += (int)p == s->label;
       }
     if ((int)p != s->label && shown++ < show)
-      printf("  miss: test %lu predicted %s (p=%.2f): %s\n", k, lg_pattern_name(p), pr[p],
-             s->desc);
+      printf("  miss: test %lu predicted %s (p=%.2f): %s\n", k, lg_pattern_name(p), pr[p], s->desc);
   }
   free(s);
   if (count) {

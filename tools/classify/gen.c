@@ -20,27 +20,20 @@
 
 #include "leakguard.h"
 
-static uint64_t splitmix(uint64_t *x)
-{
+static uint64_t splitmix(uint64_t *x) {
   uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
 
-void lgi_gen_seed(lgi_gen_rng_t *r, uint64_t seed)
-{
-  for (int i = 0; i < 4; i++)
-    r->s[i] = splitmix(&seed);
+void lgi_gen_seed(lgi_gen_rng_t *r, uint64_t seed) {
+  for (int i = 0; i < 4; i++) r->s[i] = splitmix(&seed);
 }
 
-static uint64_t rotl(uint64_t x, int k)
-{
-  return (x << k) | (x >> (64 - k));
-}
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-uint64_t lgi_gen_next(lgi_gen_rng_t *r)
-{
+uint64_t lgi_gen_next(lgi_gen_rng_t *r) {
   uint64_t *s = r->s;
   uint64_t res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
   s[2] ^= s[0];
@@ -52,51 +45,34 @@ uint64_t lgi_gen_next(lgi_gen_rng_t *r)
   return res;
 }
 
-double lgi_gen_unif(lgi_gen_rng_t *r)
-{
-  return (double)(lgi_gen_next(r) >> 11) * 0x1.0p-53;
-}
+double lgi_gen_unif(lgi_gen_rng_t *r) { return (double)(lgi_gen_next(r) >> 11) * 0x1.0p-53; }
 
-double lgi_gen_normal(lgi_gen_rng_t *r)
-{
+double lgi_gen_normal(lgi_gen_rng_t *r) {
   double a = lgi_gen_unif(r), b = lgi_gen_unif(r);
   return sqrt(-2.0 * log(1.0 - a)) * cos(6.283185307179586 * b);
 }
 
 /* Uniform in [a, b). */
-static double U(lgi_gen_rng_t *r, double a, double b)
-{
-  return a + (b - a) * lgi_gen_unif(r);
-}
+static double U(lgi_gen_rng_t *r, double a, double b) { return a + (b - a) * lgi_gen_unif(r); }
 
 /* Uniform integer in [a, b]. */
-static int I(lgi_gen_rng_t *r, int a, int b)
-{
-  return a + (int)(lgi_gen_unif(r) * (b - a + 1));
-}
+static int I(lgi_gen_rng_t *r, int a, int b) { return a + (int)(lgi_gen_unif(r) * (b - a + 1)); }
 
 /* Log-uniform in [a, b). */
-static double LU(lgi_gen_rng_t *r, double a, double b)
-{
-  return exp(U(r, log(a), log(b)));
-}
+static double LU(lgi_gen_rng_t *r, double a, double b) { return exp(U(r, log(a), log(b))); }
 
-const char *lgi_gen_split_name(int split)
-{
+const char *lgi_gen_split_name(int split) {
   static const char *const names[] = {"train", "val", "test"};
   return split >= 0 && split < 3 ? names[split] : NULL;
 }
 
-int lgi_gen_split_parse(const char *name)
-{
+int lgi_gen_split_parse(const char *name) {
   for (int i = 0; i < 3; i++)
-    if (!strcmp(name, lgi_gen_split_name(i)))
-      return i;
+    if (!strcmp(name, lgi_gen_split_name(i))) return i;
   return -1;
 }
 
-void lgi_gen_make(int split, uint64_t index, lgi_gen_series_t *s)
-{
+void lgi_gen_make(int split, uint64_t index, lgi_gen_series_t *s) {
   uint64_t x = ((uint64_t)(split + 1) << 48) ^ index ^ 0x6C67636C61737321ull;
   uint64_t seed = splitmix(&x);
   lgi_gen_generate(seed, (int)(index % LG_PATTERN_COUNT), s);
@@ -108,15 +84,14 @@ static double saw_shape(int kind, double duty, double x);
 
 /* A periodic churn: cycles of jittered length and amplitude. */
 typedef struct saw {
-  int kind;           /* 0 ramp-and-drop, 1 on/off batch, 2 triangle, 3 smooth hump
+  int kind; /* 0 ramp-and-drop, 1 on/off batch, 2 triangle, 3 smooth hump
                          (a queue that swells and drains, flat floor between) */
   double duty;
   int ncyc;
   double start[80], amp[80];
 } saw_t;
 
-static void saw_init_irr(lgi_gen_rng_t *r, saw_t *w, double periods, int kind, int irregular)
-{
+static void saw_init_irr(lgi_gen_rng_t *r, saw_t *w, double periods, int kind, int irregular) {
   w->kind = kind;
   w->duty = U(r, 0.3, 0.7);
   double len = 1.0 / periods;
@@ -135,29 +110,26 @@ static void saw_init_irr(lgi_gen_rng_t *r, saw_t *w, double periods, int kind, i
   w->amp[w->ncyc] = 1;
 }
 
-static void saw_init(lgi_gen_rng_t *r, saw_t *w, double periods, int kind)
-{
-  saw_init_irr(r, w, periods, kind, 0);
-}
+static void saw_init(lgi_gen_rng_t *r, saw_t *w, double periods, int kind) { saw_init_irr(r, w, periods, kind, 0); }
 
-static double saw_at(const saw_t *w, double u)
-{
+static double saw_at(const saw_t *w, double u) {
   int k = 0;
-  while (k + 1 < w->ncyc && w->start[k + 1] <= u)
-    k++;
+  while (k + 1 < w->ncyc && w->start[k + 1] <= u) k++;
   double x = (u - w->start[k]) / (w->start[k + 1] - w->start[k]);
   x = x < 0 ? 0 : (x >= 1 ? 0.999999 : x);
   return w->amp[k] * saw_shape(w->kind, w->duty, x);
 }
 
 /* Value of one saw-tooth cycle of the given kind at phase x in [0, 1). */
-static double saw_shape(int kind, double duty, double x)
-{
+static double saw_shape(int kind, double duty, double x) {
   double y;
   switch (kind) {
   case 1: y = x < duty ? 1.0 : 0.0; break;
   case 2: y = 1.0 - fabs(2 * x - 1); break;
-  case 3: y = x < duty ? sin(3.141592653589793 * x / duty) : 0.0; y *= y; break;
+  case 3:
+    y = x < duty ? sin(3.141592653589793 * x / duty) : 0.0;
+    y *= y;
+    break;
   default: y = x; break;
   }
   return y;
@@ -169,9 +141,8 @@ static double saw_shape(int kind, double duty, double x)
  * irregular batches over a 1:6 range with amplitude in proportion), so the phase at
  * each sample wanders and the samples scatter between the floor and the batch peaks.
  * Adds c times it to f; returns P. */
-static double add_aliased_saw(lgi_gen_rng_t *r, size_t n, const double *u, double *f, double c,
-                              int kind, int irregular)
-{
+static double add_aliased_saw(lgi_gen_rng_t *r, size_t n, const double *u, double *f, double c, int kind,
+                              int irregular) {
   double P = LU(r, 0.25, 4.0), duty = kind == 3 ? U(r, 0.6, 1.0) : U(r, 0.3, 0.7);
   double len = P / (double)(n - 1); /* u per cycle (u spans n - 1 mean intervals) */
   double cs = -U(r, 0, 1) * len, cl = len * U(r, 0.85, 1.15), ca = U(r, 0.85, 1.15);
@@ -188,19 +159,15 @@ static double add_aliased_saw(lgi_gen_rng_t *r, size_t n, const double *u, doubl
 }
 
 /* Smooth step from 0 to 1 over [a, a + width]. */
-static double ramp(double u, double a, double width)
-{
-  if (u <= a)
-    return 0;
-  if (width <= 0 || u >= a + width)
-    return 1;
+static double ramp(double u, double a, double width) {
+  if (u <= a) return 0;
+  if (width <= 0 || u >= a + width) return 1;
   return (u - a) / width;
 }
 
 /* Fills u[0..n-1] with increasing times in [0, 1]: jittered spacing plus optional
  * missing stretches. */
-static void make_times(lgi_gen_rng_t *r, size_t n, double *u, char *desc, size_t dlen)
-{
+static void make_times(lgi_gen_rng_t *r, size_t n, double *u, char *desc, size_t dlen) {
   double jit = lgi_gen_unif(r) < 0.4 ? 0 : (lgi_gen_unif(r) < 0.66 ? U(r, 0, 0.5) : U(r, 0.5, 0.95));
   /* Denser from sample c on: the program starts marking steps after its start-up and
    * the recorder snapshots at every marker, D times as often as its interval. */
@@ -211,30 +178,25 @@ static void make_times(lgi_gen_rng_t *r, size_t n, double *u, char *desc, size_t
     D = LU(r, 2, 10);
   }
   u[0] = 0;
-  for (size_t i = 1; i < n; i++)
-    u[i] = u[i - 1] + (i <= c ? D : 1.0) * (1.0 + jit * (2 * lgi_gen_unif(r) - 1));
+  for (size_t i = 1; i < n; i++) u[i] = u[i - 1] + (i <= c ? D : 1.0) * (1.0 + jit * (2 * lgi_gen_unif(r) - 1));
   int gaps = 0;
   if (n >= 24 && lgi_gen_unif(r) < 0.3) {
     gaps = I(r, 1, 3);
     for (int g = 0; g < gaps; g++) {
       size_t at = 1 + (size_t)(lgi_gen_unif(r) * (n - 1));
       double extra = U(r, 2, 3 + 0.1 * (double)n);
-      for (size_t i = at; i < n; i++)
-        u[i] += extra;
+      for (size_t i = at; i < n; i++) u[i] += extra;
     }
   }
   double span = u[n - 1];
-  for (size_t i = 0; i < n; i++)
-    u[i] /= span;
+  for (size_t i = 0; i < n; i++) u[i] /= span;
   size_t l = strlen(desc);
   snprintf(desc + l, dlen - l, " jit=%.2f gaps=%d%s", jit, gaps, c ? " denser" : "");
 }
 
 /* Correlated noise (Ornstein-Uhlenbeck in u) plus white noise, total sigma. */
-static void add_noise(lgi_gen_rng_t *r, size_t n, const double *u, double *f, double sigma)
-{
-  if (sigma <= 0)
-    return;
+static void add_noise(lgi_gen_rng_t *r, size_t n, const double *u, double *f, double sigma) {
+  if (sigma <= 0) return;
   double wf = U(r, 0.4, 1.0);
   double sw = sigma * sqrt(wf), sa = sigma * sqrt(1 - wf);
   double L = LU(r, 0.003, 0.15);
@@ -249,23 +211,19 @@ static void add_noise(lgi_gen_rng_t *r, size_t n, const double *u, double *f, do
 }
 
 /* Isolated spikes (transient allocations, mostly upward). */
-static void add_spikes(lgi_gen_rng_t *r, size_t n, double *f, double height)
-{
+static void add_spikes(lgi_gen_rng_t *r, size_t n, double *f, double height) {
   double rate = U(r, 0.003, 0.02);
   for (size_t i = 0; i < n; i++)
-    if (lgi_gen_unif(r) < rate)
-      f[i] += (lgi_gen_unif(r) < 0.8 ? 1 : -1) * height * U(r, 2, 6);
+    if (lgi_gen_unif(r) < rate) f[i] += (lgi_gen_unif(r) < 0.8 ? 1 : -1) * height * U(r, 2, 6);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
+static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
 /* Robust range (p95 - p5) of f[0..n-1]. */
-static double range_of(const double *f, size_t n)
-{
+static double range_of(const double *f, size_t n) {
   double tmp[LGI_GEN_MAXN];
   memcpy(tmp, f, n * sizeof *f);
   qsort(tmp, n, sizeof *tmp, cmp_double);
@@ -274,17 +232,13 @@ static double range_of(const double *f, size_t n)
 
 /* A stable live curve (in amplitude units) with the usual nuisances; shift allowed
  * when allow_shift. */
-static void stable_shape(lgi_gen_rng_t *r, lgi_gen_series_t *s, const double *u, double *f,
-                         int allow_shift)
-{
+static void stable_shape(lgi_gen_rng_t *r, lgi_gen_series_t *s, const double *u, double *f, int allow_shift) {
   size_t n = s->n;
   double x = lgi_gen_unif(r);
-  for (size_t i = 0; i < n; i++)
-    f[i] = 0;
+  for (size_t i = 0; i < n; i++) f[i] = 0;
   if (allow_shift && x < 0.3) {
     double at = U(r, 0.15, 0.85), mag = U(r, 1, 6) * (lgi_gen_unif(r) < 0.6 ? 1 : -1);
-    for (size_t i = 0; i < n; i++)
-      f[i] += u[i] >= at ? mag : 0;
+    for (size_t i = 0; i < n; i++) f[i] += u[i] >= at ? mag : 0;
     strcat(s->desc, " shift");
   } else if (x < 0.45) {
     /* random bursts: non-periodic transient bumps */
@@ -292,8 +246,7 @@ static void stable_shape(lgi_gen_rng_t *r, lgi_gen_series_t *s, const double *u,
     for (size_t i = 0; i < n; i++)
       if (lgi_gen_unif(r) < rate) {
         size_t w = (size_t)I(r, 1, 4);
-        for (size_t k = i; k < n && k < i + w; k++)
-          f[k] += h;
+        for (size_t k = i; k < n && k < i + w; k++) f[k] += h;
       }
     strcat(s->desc, " bursts");
   }
@@ -313,8 +266,7 @@ static void stable_shape(lgi_gen_rng_t *r, lgi_gen_series_t *s, const double *u,
   }
 }
 
-void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
-{
+void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s) {
   lgi_gen_rng_t rr, *r = &rr;
   lgi_gen_seed(r, seed);
   memset(s->desc, 0, sizeof s->desc);
@@ -324,7 +276,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
   s->label = label;
   snprintf(s->desc, sizeof s->desc, "%s n=%zu", lg_pattern_name((lg_pattern_t)label), n);
 
-  double *u = s->t, *f = s->v;      /* reuse the output arrays as scratch */
+  double *u = s->t, *f = s->v; /* reuse the output arrays as scratch */
   make_times(r, n, u, s->desc, sizeof s->desc);
 
   double sigma = 0, spike_h = 0;
@@ -336,13 +288,11 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     if (label == LG_PATTERN_FRAGMENTATION && lgi_gen_unif(r) < 0.5) {
       double pmax = n / 6.0 < 24 ? n / 6.0 : 24;
       if (lgi_gen_unif(r) < 0.3) {
-        for (size_t i = 0; i < n; i++)
-          f[i] = 0;
+        for (size_t i = 0; i < n; i++) f[i] = 0;
         add_aliased_saw(r, n, u, f, 1.0, I(r, 0, 3), lgi_gen_unif(r) < 0.4);
       } else {
         saw_init(r, &w, U(r, 2, pmax > 2 ? pmax : 2), I(r, 0, 3));
-        for (size_t i = 0; i < n; i++)
-          f[i] = saw_at(&w, u[i]);
+        for (size_t i = 0; i < n; i++) f[i] = saw_at(&w, u[i]);
       }
       sigma = U(r, 0.01, 0.15);
       add_noise(r, n, u, f, sigma);
@@ -353,8 +303,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
       if (label == LG_PATTERN_STABLE && lgi_gen_unif(r) < 0.2) {
         /* the jitter of a constant table: bounded (any distribution, here uniform,
          * not Gaussian) and tiny relative to the level (see the amplitude below) */
-        for (size_t i = 0; i < n; i++)
-          f[i] = U(r, -1.7, 1.7) + 0.3 * f[i];
+        for (size_t i = 0; i < n; i++) f[i] = U(r, -1.7, 1.7) + 0.3 * f[i];
         jitter = 1;
         strcat(s->desc, " jitter");
       }
@@ -365,8 +314,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     /* onset: at once, soon (a plugin loaded after a second of a long run), or late */
     double uo = lgi_gen_unif(r);
     double us = uo < 0.55 ? 0 : (uo < 0.65 ? U(r, 0.02, 0.1) : U(r, 0.1, 0.6));
-    for (size_t i = 0; i < n; i++)
-      f[i] = u[i] > us ? (u[i] - us) / (1 - us) : 0;
+    for (size_t i = 0; i < n; i++) f[i] = u[i] > us ? (u[i] - us) / (1 - us) : 0;
     if (n >= 60 && lgi_gen_unif(r) < 0.25) {
       /* chunked growth: the leak grows by irregular chunks between samples (a fine,
        * uneven staircase: chunk sizes log-normal, a sample gains a chunk with
@@ -374,16 +322,13 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
        * far more than step-leak's 12 steps) */
       double pc = U(r, 1.0 / 6.0, 1.0), sl = U(r, 0.2, 1.2), acc = 0;
       size_t first = 0;
-      while (first + 1 < n && !(u[first] > us))
-        first++;
+      while (first + 1 < n && !(u[first] > us)) first++;
       for (size_t i = 0; i < n; i++) {
-        if (i >= first && i > 0 && lgi_gen_unif(r) < pc)
-          acc += exp(sl * lgi_gen_normal(r));
+        if (i >= first && i > 0 && lgi_gen_unif(r) < pc) acc += exp(sl * lgi_gen_normal(r));
         f[i] = acc;
       }
       if (acc > 0)
-        for (size_t i = 0; i < n; i++)
-          f[i] /= acc;
+        for (size_t i = 0; i < n; i++) f[i] /= acc;
       strcat(s->desc, " chunks");
     }
     if (churn_ok && lgi_gen_unif(r) < 0.3) {
@@ -394,8 +339,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
         strcat(s->desc, " churn-aliased");
       } else {
         saw_init(r, &w, U(r, 3, pmax), I(r, 0, 3));
-        for (size_t i = 0; i < n; i++)
-          f[i] += c * saw_at(&w, u[i]);
+        for (size_t i = 0; i < n; i++) f[i] += c * saw_at(&w, u[i]);
         strcat(s->desc, " churn");
       }
     }
@@ -416,8 +360,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     if (churn_ok && lgi_gen_unif(r) < 0.15) {
       saw_init(r, &w, U(r, 3, n / 5.0 < 24 ? n / 5.0 : 24), I(r, 0, 2));
       double c = U(r, 0.2, 0.6);
-      for (size_t i = 0; i < n; i++)
-        f[i] += c * saw_at(&w, u[i]);
+      for (size_t i = 0; i < n; i++) f[i] += c * saw_at(&w, u[i]);
       strcat(s->desc, " churn");
     }
     sigma = U(r, 0.01, 0.1);
@@ -431,8 +374,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     double at[12], size[12];
     if (lgi_gen_unif(r) < 0.6) {
       double E = 1.0 / (K + U(r, 0.2, 1)), ph = U(r, 0.1, 0.9) * E;
-      for (int k = 0; k < K; k++)
-        at[k] = ph + k * E;
+      for (int k = 0; k < K; k++) at[k] = ph + k * E;
       strcat(s->desc, " regular");
     } else {
       for (int k = 0; k < K; k++) { /* sorted uniform positions, min separation */
@@ -440,12 +382,10 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
       }
     }
     double width = lgi_gen_unif(r) < 0.8 ? 0 : U(r, 0.5, 2.5) / n;
-    for (int k = 0; k < K; k++)
-      size[k] = U(r, 0.5, 1.5) / K;
+    for (int k = 0; k < K; k++) size[k] = U(r, 0.5, 1.5) / K;
     for (size_t i = 0; i < n; i++) {
       f[i] = 0;
-      for (int k = 0; k < K; k++)
-        f[i] += size[k] * ramp(u[i], at[k], width);
+      for (int k = 0; k < K; k++) f[i] += size[k] * ramp(u[i], at[k], width);
     }
     sigma = U(r, 0.02, 0.15) / K;
     spike_h = 1.0 / K;
@@ -461,8 +401,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     int early = emin < 0.15 && lgi_gen_unif(r) < 0.3;
     double up = early ? U(r, emin, 0.15) : U(r, 0.15, 0.6);
     double u0 = early || lgi_gen_unif(r) < 0.6 ? 0 : U(r, 0, 0.1);
-    if (early)
-      strcat(s->desc, " early");
+    if (early) strcat(s->desc, " early");
     if (n >= 16 && lgi_gen_unif(r) < 0.15) {
       /* filled at once at start-up: done by sample k (1-2, up to 2 % of the series),
        * one jump at the very start and flat after - one level shift, not a step leak */
@@ -474,18 +413,14 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     }
     double x = lgi_gen_unif(r);
     for (size_t i = 0; i < n; i++) {
-      if (x < 0.4)
-        f[i] = ramp(u[i], u0, up - u0);
-      else if (x < 0.8)
-        f[i] = u[i] > u0 ? 1 - exp(-3 * (u[i] - u0) / (up - u0)) : 0;
-      else
-        f[i] = 1 / (1 + exp(-(u[i] - (u0 + up) / 2) / ((up - u0) / 8)));
+      if (x < 0.4) f[i] = ramp(u[i], u0, up - u0);
+      else if (x < 0.8) f[i] = u[i] > u0 ? 1 - exp(-3 * (u[i] - u0) / (up - u0)) : 0;
+      else f[i] = 1 / (1 + exp(-(u[i] - (u0 + up) / 2) / ((up - u0) / 8)));
     }
     if (churn_ok && lgi_gen_unif(r) < 0.15) {
       saw_init(r, &w, U(r, 3, n / 5.0 < 24 ? n / 5.0 : 24), I(r, 0, 2));
       double c = U(r, 0.1, 0.5);
-      for (size_t i = 0; i < n; i++)
-        f[i] += c * saw_at(&w, u[i]);
+      for (size_t i = 0; i < n; i++) f[i] += c * saw_at(&w, u[i]);
       strcat(s->desc, " churn");
     }
     sigma = U(r, 0.01, 0.15);
@@ -498,8 +433,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
      * cannot be told from noise, so it is not generated there */
     if (lgi_gen_unif(r) < 0.3 && n >= 32) {
       int irr = lgi_gen_unif(r) < 0.4, kind = irr ? 0 : I(r, 0, 3);
-      for (size_t i = 0; i < n; i++)
-        f[i] = 0;
+      for (size_t i = 0; i < n; i++) f[i] = 0;
       double P = 0;
       char b[48];
       if (lgi_gen_unif(r) < 0.4) {
@@ -511,8 +445,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
         kind = irr ? 0 : (lgi_gen_unif(r) < 0.5 ? 0 : I(r, 1, 3));
         for (size_t i = 0; i < n; i++) {
           double ca = irr ? LU(r, 0.35, 2.1) : U(r, 0.85, 1.15);
-          f[i] = lgi_gen_unif(r) < pf ? ca * U(r, 0, eps)
-                                      : ca * saw_shape(kind, duty, U(r, 0, 1));
+          f[i] = lgi_gen_unif(r) < pf ? ca * U(r, 0, eps) : ca * saw_shape(kind, duty, U(r, 0, 1));
         }
         snprintf(b, sizeof b, " stepsync pf=%.2f%s", pf, irr ? " irregular" : "");
       } else {
@@ -534,8 +467,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
       strcat(s->desc, " irregular");
     }
     saw_init_irr(r, &w, U(r, 2, pmax > 2 ? pmax : 2), kind, irr);
-    for (size_t i = 0; i < n; i++)
-      f[i] = saw_at(&w, u[i]);
+    for (size_t i = 0; i < n; i++) f[i] = saw_at(&w, u[i]);
     sigma = U(r, 0.01, 0.15);
     spike_h = 0.3;
     break;
@@ -549,21 +481,18 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     int kmax = (int)(0.08 * (double)n) > 1 ? (int)(0.08 * (double)n) : 1;
     double wu = u[I(r, 1, kmax)], m = LU(r, 0.05, 0.8);
     int sat = lgi_gen_unif(r) < 0.5;
-    for (size_t i = 0; i < n; i++)
-      f[i] += m * (sat ? 1 - exp(-4 * u[i] / wu) : ramp(u[i], 0, wu));
+    for (size_t i = 0; i < n; i++) f[i] += m * (sat ? 1 - exp(-4 * u[i] / wu) : ramp(u[i], 0, wu));
     strcat(s->desc, " warmup");
   }
   /* A per-site curve (one allocation site's live bytes, as the detector sees it):
    * nearly noiseless (only that site's own blocks move it), starts near zero,
    * quantised to about its block size, no rss. */
-  int site = label != LG_PATTERN_STABLE && label != LG_PATTERN_FRAGMENTATION &&
-             lgi_gen_unif(r) < 0.2;
+  int site = label != LG_PATTERN_STABLE && label != LG_PATTERN_FRAGMENTATION && lgi_gen_unif(r) < 0.2;
   if (site) {
     sigma *= U(r, 0, 0.1);
     strcat(s->desc, " site");
   }
-  if (label != LG_PATTERN_STABLE && label != LG_PATTERN_FRAGMENTATION)
-    add_noise(r, n, u, f, sigma);
+  if (label != LG_PATTERN_STABLE && label != LG_PATTERN_FRAGMENTATION) add_noise(r, n, u, f, sigma);
   if (lgi_gen_unif(r) < 0.25) {
     add_spikes(r, n, f, spike_h);
     strcat(s->desc, " spikes");
@@ -578,8 +507,7 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
     }
     size_t k = lgi_gen_unif(r) < 0.75 ? 1 : 2;
     double to = lo - U(r, 0, 0.3) * (hi - lo);
-    for (size_t i = n - k; i < n; i++)
-      f[i] = to;
+    for (size_t i = n - k; i < n; i++) f[i] = to;
     strcat(s->desc, " teardown");
   }
 
@@ -619,12 +547,9 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
       int K = I(r, 3, 10);
       for (size_t i = 0; i < n; i++) {
         double x = u[i] > us ? (u[i] - us) / (1 - us) : 0, g;
-        if (gk < 0.4)
-          g = x;
-        else if (gk < 0.7)
-          g = pow(x, qx);
-        else
-          g = floor(x * K + 0.999) / K;
+        if (gk < 0.4) g = x;
+        else if (gk < 0.7) g = pow(x, qx);
+        else g = floor(x * K + 0.999) / K;
         hw = f[i] > hw ? f[i] : hw;
         double lv = kappa > 0 ? kappa * (f[i] - B) : (hw - B);
         s->rss[i] = base + lv + G * g + 0.01 * G * lgi_gen_normal(r);
@@ -641,20 +566,17 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
       for (size_t i = 0; i < n; i++) {
         hw = f[i] > hw || i == 0 ? f[i] : hw;
         double x;
-        if (mode < 0.4)
-          x = f[i] + over;
-        else if (mode < 0.65)
-          x = hw + (hwk - 1) * (hw - f[0]) + over;
-        else if (mode < 0.85)
-          x = f[i] + over + warm * (1 - exp(-u[i] / tau));
+        if (mode < 0.4) x = f[i] + over;
+        else if (mode < 0.65) x = hw + (hwk - 1) * (hw - f[0]) + over;
+        else if (mode < 0.85) x = f[i] + over + warm * (1 - exp(-u[i] / tau));
         else {
           lagged = i ? lagged + (hw - lagged) * (1 - exp(-(u[i] - u[i - 1]) / lag)) : f[0];
           x = lagged + over;
         }
         s->rss[i] = x * (1 + 0.002 * lgi_gen_normal(r));
       }
-      strcat(s->desc, mode < 0.4 ? " rss=track"
-                                 : (mode < 0.65 ? " rss=hwm" : (mode < 0.85 ? " rss=warm" : " rss=lag")));
+      strcat(s->desc,
+             mode < 0.4 ? " rss=track" : (mode < 0.65 ? " rss=hwm" : (mode < 0.85 ? " rss=warm" : " rss=lag")));
     }
   }
 
@@ -663,17 +585,14 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s)
    * values keep their shape; only the times move). */
   if (n >= 16 && lgi_gen_unif(r) < 0.25) {
     double extra = LU(r, 0.5, 10) * u[1];
-    for (size_t i = 1; i < n; i++)
-      u[i] = (u[i] + extra) / (1 + extra);
+    for (size_t i = 1; i < n; i++) u[i] = (u[i] + extra) / (1 + extra);
     strcat(s->desc, " startgap");
   }
 
   /* Times: random origin and unit. */
   double t0 = lgi_gen_unif(r) < 0.5 ? 0 : (lgi_gen_unif(r) < 0.5 ? U(r, 1.6e9, 1.8e9) : U(r, 0, 1e4));
   double dt = LU(r, 1e-2, 1e3);
-  for (size_t i = 0; i < n; i++)
-    s->t[i] = t0 + u[i] * dt * (double)n;
+  for (size_t i = 0; i < n; i++) s->t[i] = t0 + u[i] * dt * (double)n;
   for (size_t i = 1; i < n; i++) /* guard rounding at large origins */
-    if (!(s->t[i] > s->t[i - 1]))
-      s->t[i] = nextafter(s->t[i - 1], INFINITY);
+    if (!(s->t[i] > s->t[i - 1])) s->t[i] = nextafter(s->t[i - 1], INFINITY);
 }

@@ -24,9 +24,9 @@ typedef struct lgi_gen_rng {
 
 typedef struct lgi_gen_series {
   size_t n;
-  int label;                 /* lg_pattern_t */
+  int label; /* lg_pattern_t */
   int has_rss;
-  char desc[160];            /* generator variant, for debugging */
+  char desc[160]; /* generator variant, for debugging */
   double t[LGI_GEN_MAXN], v[LGI_GEN_MAXN], rss[LGI_GEN_MAXN];
 } lgi_gen_series_t;
 

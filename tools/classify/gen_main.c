@@ -19,8 +19,7 @@
 #include "gen.h"
 #include "leakguard.h"
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
   int split = LGI_GEN_TEST;
   unsigned long count = 70, first = 0;
   const char *dir = NULL;
@@ -60,8 +59,7 @@ int main(int argc, char **argv)
   }
   fprintf(lf, "file,label,description\n");
   lgi_gen_series_t *s = malloc(sizeof *s);
-  if (!s)
-    return 1;
+  if (!s) return 1;
   for (unsigned long k = first; k < first + count; k++) {
     lgi_gen_make(split, k, s);
     snprintf(path, sizeof path, "%s/%06lu.csv", dir, k);
@@ -72,10 +70,8 @@ int main(int argc, char **argv)
     }
     fprintf(fp, s->has_rss ? "time,value,rss\n" : "time,value\n");
     for (size_t i = 0; i < s->n; i++) {
-      if (s->has_rss)
-        fprintf(fp, "%.17g,%.17g,%.17g\n", s->t[i], s->v[i], s->rss[i]);
-      else
-        fprintf(fp, "%.17g,%.17g\n", s->t[i], s->v[i]);
+      if (s->has_rss) fprintf(fp, "%.17g,%.17g,%.17g\n", s->t[i], s->v[i], s->rss[i]);
+      else fprintf(fp, "%.17g,%.17g\n", s->t[i], s->v[i]);
     }
     if (fclose(fp)) {
       fprintf(stderr, "lg-gen-dataset: %s: write error\n", path);

@@ -27,20 +27,17 @@ typedef struct net {
   double w1[H][F], b1[H], w2[C][H], b2[C];
 } net_t;
 
-static void die(const char *msg)
-{
+static void die(const char *msg) {
   fprintf(stderr, "lg-train: %s\n", msg);
   exit(2);
 }
 
 /* Computes features for count series of split; returns malloc'd arrays. */
-static void features(int split, size_t count, double **X, int **Y)
-{
+static void features(int split, size_t count, double **X, int **Y) {
   *X = malloc(count * F * sizeof **X);
   *Y = malloc(count * sizeof **Y);
   lgi_gen_series_t *s = malloc(sizeof *s);
-  if (!*X || !*Y || !s)
-    die("out of memory");
+  if (!*X || !*Y || !s) die("out of memory");
   for (size_t i = 0; i < count; i++) {
     lgi_gen_make(split, i, s);
     if (lgi_classify_features(s->t, s->v, s->has_rss ? s->rss : NULL, s->n, *X + i * F))
@@ -51,8 +48,7 @@ static void features(int split, size_t count, double **X, int **Y)
 }
 
 /* Standardised, clipped input exactly as lgi_classify_infer computes it. */
-static void standardise(const lgi_classify_model_t *m, const double *f, double *z)
-{
+static void standardise(const lgi_classify_model_t *m, const double *f, double *z) {
   for (int i = 0; i < F; i++) {
     double x = (f[i] - m->mean[i]) * m->inv_std[i];
     z[i] = x < -LGI_CLS_ZCLIP ? -LGI_CLS_ZCLIP : (x > LGI_CLS_ZCLIP ? LGI_CLS_ZCLIP : x);
@@ -60,19 +56,16 @@ static void standardise(const lgi_classify_model_t *m, const double *f, double *
 }
 
 /* Forward pass; returns the cross-entropy loss for label y and fills h, p. */
-static double forward(const net_t *n, const double *z, int y, double *h, double *p)
-{
+static double forward(const net_t *n, const double *z, int y, double *h, double *p) {
   for (int j = 0; j < H; j++) {
     double a = n->b1[j];
-    for (int i = 0; i < F; i++)
-      a += n->w1[j][i] * z[i];
+    for (int i = 0; i < F; i++) a += n->w1[j][i] * z[i];
     h[j] = lgi_cls_tanh(a);
   }
   double top = -INFINITY, sum = 0;
   for (int c = 0; c < C; c++) {
     double a = n->b2[c];
-    for (int j = 0; j < H; j++)
-      a += n->w2[c][j] * h[j];
+    for (int j = 0; j < H; j++) a += n->w2[c][j] * h[j];
     p[c] = a;
     top = a > top ? a : top;
   }
@@ -80,45 +73,35 @@ static double forward(const net_t *n, const double *z, int y, double *h, double 
     p[c] = exp(p[c] - top);
     sum += p[c];
   }
-  for (int c = 0; c < C; c++)
-    p[c] /= sum;
+  for (int c = 0; c < C; c++) p[c] /= sum;
   return -log(p[y] > 1e-300 ? p[y] : 1e-300);
 }
 
-static int argmax(const double *p)
-{
+static int argmax(const double *p) {
   int b = 0;
   for (int c = 1; c < C; c++)
-    if (p[c] > p[b])
-      b = c;
+    if (p[c] > p[b]) b = c;
   return b;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
   size_t ntrain = 42000, nval = 3500;
   int epochs = 60;
   unsigned long long seed = 1;
   const char *out = NULL;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--train") && i + 1 < argc)
-      ntrain = strtoul(argv[++i], NULL, 10);
-    else if (!strcmp(argv[i], "--val") && i + 1 < argc)
-      nval = strtoul(argv[++i], NULL, 10);
-    else if (!strcmp(argv[i], "--epochs") && i + 1 < argc)
-      epochs = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-      seed = strtoull(argv[++i], NULL, 10);
-    else if (!strcmp(argv[i], "--out") && i + 1 < argc)
-      out = argv[++i];
+    if (!strcmp(argv[i], "--train") && i + 1 < argc) ntrain = strtoul(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--val") && i + 1 < argc) nval = strtoul(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) epochs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else {
       fprintf(stderr, "usage: lg-train [--train N] [--val N] [--epochs E] [--seed S] "
                       "[--out FILE]\n");
       return 2;
     }
   }
-  if (ntrain < 100 || nval < 7 || epochs < 1)
-    die("need --train >= 100, --val >= 7, --epochs >= 1");
+  if (ntrain < 100 || nval < 7 || epochs < 1) die("need --train >= 100, --val >= 7, --epochs >= 1");
 
   double *X, *XV;
   int *Y, *YV;
@@ -130,22 +113,17 @@ int main(int argc, char **argv)
   memset(&m, 0, sizeof m);
   for (int i = 0; i < F; i++) {
     double s = 0, ss = 0;
-    for (size_t k = 0; k < ntrain; k++)
-      s += X[k * F + i];
+    for (size_t k = 0; k < ntrain; k++) s += X[k * F + i];
     double mu = s / ntrain;
-    for (size_t k = 0; k < ntrain; k++)
-      ss += (X[k * F + i] - mu) * (X[k * F + i] - mu);
+    for (size_t k = 0; k < ntrain; k++) ss += (X[k * F + i] - mu) * (X[k * F + i] - mu);
     double sd = sqrt(ss / ntrain);
     m.mean[i] = (float)mu;
     m.inv_std[i] = sd > 1e-9 ? (float)(1.0 / sd) : 0.0f;
   }
   double *Z = malloc(ntrain * F * sizeof *Z), *ZV = malloc(nval * F * sizeof *ZV);
-  if (!Z || !ZV)
-    die("out of memory");
-  for (size_t k = 0; k < ntrain; k++)
-    standardise(&m, X + k * F, Z + k * F);
-  for (size_t k = 0; k < nval; k++)
-    standardise(&m, XV + k * F, ZV + k * F);
+  if (!Z || !ZV) die("out of memory");
+  for (size_t k = 0; k < ntrain; k++) standardise(&m, X + k * F, Z + k * F);
+  for (size_t k = 0; k < nval; k++) standardise(&m, XV + k * F, ZV + k * F);
 
   lgi_gen_rng_t rng;
   lgi_gen_seed(&rng, seed);
@@ -153,19 +131,15 @@ int main(int argc, char **argv)
   memset(&net, 0, sizeof net);
   double a1 = sqrt(6.0 / (F + H)), a2 = sqrt(6.0 / (H + C));
   for (int j = 0; j < H; j++)
-    for (int i = 0; i < F; i++)
-      net.w1[j][i] = (2 * lgi_gen_unif(&rng) - 1) * a1;
+    for (int i = 0; i < F; i++) net.w1[j][i] = (2 * lgi_gen_unif(&rng) - 1) * a1;
   for (int c = 0; c < C; c++)
-    for (int j = 0; j < H; j++)
-      net.w2[c][j] = (2 * lgi_gen_unif(&rng) - 1) * a2;
+    for (int j = 0; j < H; j++) net.w2[c][j] = (2 * lgi_gen_unif(&rng) - 1) * a2;
   memset(&am, 0, sizeof am);
   memset(&av, 0, sizeof av);
 
   size_t *order = malloc(ntrain * sizeof *order);
-  if (!order)
-    die("out of memory");
-  for (size_t k = 0; k < ntrain; k++)
-    order[k] = k;
+  if (!order) die("out of memory");
+  for (size_t k = 0; k < ntrain; k++) order[k] = k;
   const double lr0 = 3e-3, b1c = 0.9, b2c = 0.999, eps = 1e-8, wd = 1e-4;
   const int batch = 64;
   const int np = (int)(sizeof net / sizeof(double));
@@ -190,17 +164,14 @@ int main(int argc, char **argv)
         for (int c = 0; c < C; c++) {
           double d = p[c] - (c == y);
           g.b2[c] += d;
-          for (int j = 0; j < H; j++)
-            g.w2[c][j] += d * h[j];
+          for (int j = 0; j < H; j++) g.w2[c][j] += d * h[j];
         }
         for (int j = 0; j < H; j++) {
           double s = 0;
-          for (int c = 0; c < C; c++)
-            s += (p[c] - (c == y)) * net.w2[c][j];
+          for (int c = 0; c < C; c++) s += (p[c] - (c == y)) * net.w2[c][j];
           dh[j] = s * (1 - h[j] * h[j]);
           g.b1[j] += dh[j];
-          for (int i = 0; i < F; i++)
-            g.w1[j][i] += dh[j] * z[i];
+          for (int i = 0; i < F; i++) g.w1[j][i] += dh[j] * z[i];
         }
       }
       double inv = 1.0 / (double)(b1 - b0);
@@ -221,32 +192,27 @@ int main(int argc, char **argv)
         forward(&net, ZV + k * F, YV[k], h, p);
         ok += argmax(p) == YV[k];
       }
-      fprintf(stderr, "lg-train: epoch %3d  loss %.4f  val acc %.2f%%\n", ep + 1,
-              loss / ntrain, 100.0 * ok / nval);
+      fprintf(stderr, "lg-train: epoch %3d  loss %.4f  val acc %.2f%%\n", ep + 1, loss / ntrain, 100.0 * ok / nval);
     }
   }
 
   /* Round to float, then pick the leak bias on validation with the real inference. */
   for (int j = 0; j < H; j++) {
     m.b1[j] = (float)net.b1[j];
-    for (int i = 0; i < F; i++)
-      m.w1[j][i] = (float)net.w1[j][i];
+    for (int i = 0; i < F; i++) m.w1[j][i] = (float)net.w1[j][i];
   }
   for (int c = 0; c < C; c++) {
     m.b2[c] = (float)net.b2[c];
-    for (int j = 0; j < H; j++)
-      m.w2[c][j] = (float)net.w2[c][j];
+    for (int j = 0; j < H; j++) m.w2[c][j] = (float)net.w2[c][j];
   }
   float base[C];
   memcpy(base, m.b2, sizeof base);
   double best_acc = -1, best_delta = 0, best_fl = 1;
   int nonleak = 0;
-  for (size_t k = 0; k < nval; k++)
-    nonleak += !lg_pattern_is_leak((lg_pattern_t)YV[k]);
+  for (size_t k = 0; k < nval; k++) nonleak += !lg_pattern_is_leak((lg_pattern_t)YV[k]);
   for (int d = 0; d <= 60; d++) {
     double delta = 0.05 * d;
-    for (int c = 0; c < C; c++)
-      m.b2[c] = (float)(base[c] - (lg_pattern_is_leak((lg_pattern_t)c) ? delta : 0));
+    for (int c = 0; c < C; c++) m.b2[c] = (float)(base[c] - (lg_pattern_is_leak((lg_pattern_t)c) ? delta : 0));
     int ok = 0, fl = 0;
     for (size_t k = 0; k < nval; k++) {
       double p[C];
@@ -263,62 +229,55 @@ int main(int argc, char **argv)
       best_fl = flr;
     }
   }
-  for (int c = 0; c < C; c++)
-    m.b2[c] = (float)(base[c] - (lg_pattern_is_leak((lg_pattern_t)c) ? best_delta : 0));
-  fprintf(stderr, "lg-train: leak bias %.2f  val acc %.2f%%  val false-leak %.2f%%\n",
-          best_delta, 100 * best_acc, 100 * best_fl);
+  for (int c = 0; c < C; c++) m.b2[c] = (float)(base[c] - (lg_pattern_is_leak((lg_pattern_t)c) ? best_delta : 0));
+  fprintf(stderr, "lg-train: leak bias %.2f  val acc %.2f%%  val false-leak %.2f%%\n", best_delta, 100 * best_acc,
+          100 * best_fl);
 
   char tmp[4096];
-  if (out)
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+  if (out) snprintf(tmp, sizeof tmp, "%s.tmp", out);
   FILE *fp = out ? fopen(tmp, "w") : stdout;
   if (!fp) {
     fprintf(stderr, "lg-train: %s: %s\n", tmp, strerror(errno));
     return 1;
   }
-  fprintf(fp, "/* SPDX-License-Identifier: MIT */\n"
-              "/*\n"
-              " * classify_model.c - GENERATED by tools/classify/train.c; do not edit.\n"
-              " *\n"
-              " * Weights of the pattern classifier's MLP (%d features, %d tanh units, %d\n"
-              " * classes) and the feature standardisation. Regenerate with\n"
-              " *   cmake --build BUILD_DIR --target regen-classifier-model\n"
-              " * which runs\n"
-              " *   lg-train --train %zu --val %zu --epochs %d --seed %llu "
-              "--out src/analysis/classify_model.c\n"
-              " * Training is deterministic: the same command rewrites this file bit for bit.\n"
-              " * Validation: accuracy %.2f %%, leak predictions on non-leak series %.2f %%,\n"
-              " * leak-class logit bias -%.2f.\n"
-              " */\n"
-              "#include \"analysis/classify.h\"\n\n"
-              "const lgi_classify_model_t lgi_classify_model = {\n",
+  fprintf(fp,
+          "/* SPDX-License-Identifier: MIT */\n"
+          "/*\n"
+          " * classify_model.c - GENERATED by tools/classify/train.c; do not edit.\n"
+          " *\n"
+          " * Weights of the pattern classifier's MLP (%d features, %d tanh units, %d\n"
+          " * classes) and the feature standardisation. Regenerate with\n"
+          " *   cmake --build BUILD_DIR --target regen-classifier-model\n"
+          " * which runs\n"
+          " *   lg-train --train %zu --val %zu --epochs %d --seed %llu "
+          "--out src/analysis/classify_model.c\n"
+          " * Training is deterministic: the same command rewrites this file bit for bit.\n"
+          " * Validation: accuracy %.2f %%, leak predictions on non-leak series %.2f %%,\n"
+          " * leak-class logit bias -%.2f.\n"
+          " */\n"
+          "#include \"analysis/classify.h\"\n\n"
+          "const lgi_classify_model_t lgi_classify_model = {\n",
           F, H, C, ntrain, nval, epochs, seed, 100 * best_acc, 100 * best_fl, best_delta);
   fprintf(fp, "  .mean = {");
-  for (int i = 0; i < F; i++)
-    fprintf(fp, "%s%.8ef", i % 4 ? ", " : (i ? ",\n    " : "\n    "), m.mean[i]);
+  for (int i = 0; i < F; i++) fprintf(fp, "%s%.8ef", i % 4 ? ", " : (i ? ",\n    " : "\n    "), m.mean[i]);
   fprintf(fp, "},\n  .inv_std = {");
-  for (int i = 0; i < F; i++)
-    fprintf(fp, "%s%.8ef", i % 4 ? ", " : (i ? ",\n    " : "\n    "), m.inv_std[i]);
+  for (int i = 0; i < F; i++) fprintf(fp, "%s%.8ef", i % 4 ? ", " : (i ? ",\n    " : "\n    "), m.inv_std[i]);
   fprintf(fp, "},\n  .w1 = {");
   for (int j = 0; j < H; j++) {
     fprintf(fp, "\n    {");
-    for (int i = 0; i < F; i++)
-      fprintf(fp, "%s%.8ef", i == 0 ? "" : (i % 4 ? ", " : ",\n     "), m.w1[j][i]);
+    for (int i = 0; i < F; i++) fprintf(fp, "%s%.8ef", i == 0 ? "" : (i % 4 ? ", " : ",\n     "), m.w1[j][i]);
     fprintf(fp, "},");
   }
   fprintf(fp, "},\n  .b1 = {");
-  for (int j = 0; j < H; j++)
-    fprintf(fp, "%s%.8ef", j % 4 ? ", " : (j ? ",\n    " : "\n    "), m.b1[j]);
+  for (int j = 0; j < H; j++) fprintf(fp, "%s%.8ef", j % 4 ? ", " : (j ? ",\n    " : "\n    "), m.b1[j]);
   fprintf(fp, "},\n  .w2 = {");
   for (int c = 0; c < C; c++) {
     fprintf(fp, "\n    {");
-    for (int j = 0; j < H; j++)
-      fprintf(fp, "%s%.8ef", j == 0 ? "" : (j % 4 ? ", " : ",\n     "), m.w2[c][j]);
+    for (int j = 0; j < H; j++) fprintf(fp, "%s%.8ef", j == 0 ? "" : (j % 4 ? ", " : ",\n     "), m.w2[c][j]);
     fprintf(fp, "},");
   }
   fprintf(fp, "},\n  .b2 = {");
-  for (int c = 0; c < C; c++)
-    fprintf(fp, "%s%.8ef", c ? ", " : "", m.b2[c]);
+  for (int c = 0; c < C; c++) fprintf(fp, "%s%.8ef", c ? ", " : "", m.b2[c]);
   fprintf(fp, "},\n};\n");
   if (out && (fclose(fp) || rename(tmp, out))) {
     fprintf(stderr, "lg-train: %s: %s\n", out, strerror(errno));

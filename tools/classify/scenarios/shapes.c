@@ -30,14 +30,12 @@
 
 static unsigned long long rng_state;
 
-static unsigned rnd(void)
-{
+static unsigned rnd(void) {
   rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
   return (unsigned)(rng_state >> 33);
 }
 
-static void *xmalloc(size_t n)
-{
+static void *xmalloc(size_t n) {
   char *p = malloc(n);
   if (!p) {
     perror("malloc");
@@ -47,8 +45,7 @@ static void *xmalloc(size_t n)
   return p;
 }
 
-static void sleep_ms(int ms)
-{
+static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
 }
@@ -58,15 +55,13 @@ typedef struct node {
   struct node *next;
 } node_t;
 
-static node_t *keep(node_t *head, size_t n)
-{
+static node_t *keep(node_t *head, size_t n) {
   node_t *b = xmalloc(n < sizeof(node_t) ? sizeof(node_t) : n);
   b->next = head;
   return b;
 }
 
-static void free_all(node_t *head)
-{
+static void free_all(node_t *head) {
   while (head) {
     node_t *next = head->next;
     free(head);
@@ -80,26 +75,20 @@ static void *survivors[4096];
 static int nsurvivors;
 
 /* frag worker: burst, survivor, free the burst, park forever. */
-static void *frag_worker(void *arg)
-{
+static void *frag_worker(void *arg) {
   (void)arg;
   enum { NB = 3072 };
   static __thread void *burst[NB];
-  for (int i = 0; i < NB; i++)
-    burst[i] = xmalloc(1024);
+  for (int i = 0; i < NB; i++) burst[i] = xmalloc(1024);
   void *s = xmalloc(32);
-  for (int i = 0; i < NB; i++)
-    free(burst[i]);
+  for (int i = 0; i < NB; i++) free(burst[i]);
   pthread_mutex_lock(&park_mu);
-  if (nsurvivors < 4096)
-    survivors[nsurvivors++] = s;
-  for (;;)
-    pthread_cond_wait(&park_cv, &park_mu);
+  if (nsurvivors < 4096) survivors[nsurvivors++] = s;
+  for (;;) pthread_cond_wait(&park_cv, &park_mu);
   return NULL;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
   if (argc != 5) {
     fprintf(stderr, "usage: lgc-scn-shapes MODE TICKS TICK_MS SEED\n");
     return 2;
@@ -107,17 +96,14 @@ int main(int argc, char **argv)
   const char *mode = argv[1];
   int ticks = atoi(argv[2]), tick_ms = atoi(argv[3]);
   rng_state = strtoull(argv[4], NULL, 10) * 2654435761ull + 1;
-  if (ticks < 8 || tick_ms < 0)
-    return 2;
-  if (!strcmp(mode, "frag"))
-    mallopt(M_ARENA_MAX, 1024);
+  if (ticks < 8 || tick_ms < 0) return 2;
+  if (!strcmp(mode, "frag")) mallopt(M_ARENA_MAX, 1024);
 
   enum { WS = 256 };
   void *ws[WS];
-  for (int i = 0; i < WS; i++)
-    ws[i] = xmalloc(1024 + rnd() % (64 * 1024));
+  for (int i = 0; i < WS; i++) ws[i] = xmalloc(1024 + rnd() % (64 * 1024));
   node_t *kept = NULL, *batch = NULL;
-  node_t *cache_head = NULL;        /* newest first; evict from the tail */
+  node_t *cache_head = NULL; /* newest first; evict from the tail */
   int cache_n = 0, cache_cap = (int)(ticks * (0.3 + (rnd() % 10) / 100.0));
   int epoch = ticks / 6 > 1 ? ticks / 6 : 2;
   int phase = (int)(rnd() % 5);
@@ -131,8 +117,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "linear")) {
       kept = keep(kept, 64 * 1024);
     } else if (!strcmp(mode, "late-linear")) {
-      if (t >= ticks / 3 + phase)
-        kept = keep(kept, 64 * 1024);
+      if (t >= ticks / 3 + phase) kept = keep(kept, 64 * 1024);
     } else if (!strcmp(mode, "linear-churn")) {
       kept = keep(kept, 24 * 1024);
       batch = keep(batch, 512 * 1024);
@@ -143,14 +128,12 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "accel")) {
       kept = keep(kept, (size_t)(t + 1) * 3 * 1024);
     } else if (!strcmp(mode, "step")) {
-      if ((t + phase) % epoch == epoch - 1)
-        kept = keep(kept, 3 << 20);
+      if ((t + phase) % epoch == epoch - 1) kept = keep(kept, 3 << 20);
     } else if (!strcmp(mode, "plateau")) {
       cache_head = keep(cache_head, 128 * 1024);
       if (++cache_n > cache_cap) { /* evict the oldest entry */
         node_t **pp = &cache_head;
-        while ((*pp)->next)
-          pp = &(*pp)->next;
+        while ((*pp)->next) pp = &(*pp)->next;
         free(*pp);
         *pp = NULL;
         cache_n--;
@@ -167,8 +150,7 @@ int main(int argc, char **argv)
         pthread_attr_t at;
         pthread_attr_init(&at);
         pthread_attr_setstacksize(&at, 64 * 1024);
-        if (!pthread_create(&th, &at, frag_worker, NULL))
-          pthread_detach(th);
+        if (!pthread_create(&th, &at, frag_worker, NULL)) pthread_detach(th);
         pthread_attr_destroy(&at);
       }
     } else if (strcmp(mode, "stable")) {
