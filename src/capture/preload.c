@@ -114,40 +114,8 @@ static int next_is_glibc(void) {
  * leak). */
 uintptr_t lgi_alloc_lo, lgi_alloc_hi;
 
-static int alloc_range_cb(struct dl_phdr_info *info, size_t size, void *arg) {
-  (void)size;
-  uintptr_t fn = (uintptr_t)arg, lo = UINTPTR_MAX, hi = 0;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
-    uintptr_t a = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
-    if (a < lo) lo = a;
-    if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
-  }
-  if (fn < lo || fn >= hi) return 0;
-  lgi_alloc_lo = lo;
-  lgi_alloc_hi = hi;
-  return 1;
-}
-
 /* The dynamic loader's code: [rtld_lo, rtld_hi) (see record_alloc). */
 static uintptr_t rtld_lo, rtld_hi;
-
-static int rtld_range_cb(struct dl_phdr_info *info, size_t size, void *arg) {
-  (void)size;
-  uintptr_t fn = (uintptr_t)arg, lo = UINTPTR_MAX, hi = 0;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
-    uintptr_t a = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
-    if (a < lo) lo = a;
-    if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
-  }
-  if (fn < lo || fn >= hi) return 0;
-  rtld_lo = lo;
-  rtld_hi = hi;
-  return 1;
-}
 
 static _Atomic int resolve_state; /* 0 no, 1 in progress, 2 done */
 void lgi_resolve_real(void) {
@@ -170,10 +138,14 @@ void lgi_resolve_real(void) {
   head_all = !next_is_glibc();
   /* dladdr() above already took the loader's lock here: dl_iterate_phdr adds no new
    * lock, and this runs once, in the first allocation. */
-  if (head_all) dl_iterate_phdr(alloc_range_cb, (void *)real_malloc);
+  if (head_all) {
+    lg_image_of_t q = {(uintptr_t)real_malloc, 0, 0};
+    if (dl_iterate_phdr(lg_image_of_cb, &q)) lgi_alloc_lo = q.lo, lgi_alloc_hi = q.hi;
+  }
   /* ld.so defines __tls_get_addr (libc's _dl_find_object is only a forwarder) */
   void *in_rtld = dlsym(RTLD_DEFAULT, "__tls_get_addr");
-  if (in_rtld) dl_iterate_phdr(rtld_range_cb, in_rtld);
+  lg_image_of_t q = {(uintptr_t)in_rtld, 0, 0};
+  if (in_rtld && dl_iterate_phdr(lg_image_of_cb, &q)) rtld_lo = q.lo, rtld_hi = q.hi;
   atomic_store(&resolve_state, 2);
 }
 

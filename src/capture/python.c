@@ -41,6 +41,7 @@
 
 #include "capture/pylayout.h"
 #include "capture/recorder.h"
+#include "core/platform.h"
 
 #define LGI_PY_HOPS 256 /* links followed at most (incomplete and shim frames included) */
 
@@ -50,23 +51,6 @@ static int (*addr2line)(void *, int);  /* PyCode_Addr2Line(PyCodeObject *, int) 
 static uintptr_t code_type, str_type;  /* &PyCode_Type, &PyUnicode_Type */
 static uintptr_t interp_lo, interp_hi; /* the module holding the interpreter loop */
 static int py_state;                   /* 0 unknown, 1 active, -1 off */
-
-static int find_interp_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
-  (void)sz;
-  uintptr_t a = (uintptr_t)arg, lo = UINTPTR_MAX, hi = 0;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    if (info->dlpi_phdr[i].p_type != PT_LOAD) continue;
-    uintptr_t s = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr, e = s + info->dlpi_phdr[i].p_memsz;
-    if (s < lo) lo = s;
-    if (e > hi) hi = e;
-  }
-  if (a >= lo && a < hi) {
-    interp_lo = lo;
-    interp_hi = hi;
-    return 1;
-  }
-  return 0;
-}
 
 int lgi_python_interp_frame(uint64_t ip) { return ip >= interp_lo && ip < interp_hi; }
 
@@ -148,7 +132,8 @@ void lgi_python_detect(void) {
   addr2line = (int (*)(void *, int))al;
   code_type = (uintptr_t)ct;
   str_type = (uintptr_t)st;
-  dl_iterate_phdr(find_interp_cb, gt);
+  lg_image_of_t q = {(uintptr_t)gt, 0, 0};
+  if (dl_iterate_phdr(lg_image_of_cb, &q)) interp_lo = q.lo, interp_hi = q.hi;
   get_tstate = (void *(*)(void))gt;
   __atomic_store_n(&py_state, 1, __ATOMIC_RELEASE);
 }

@@ -256,15 +256,8 @@ static int module_known(lg_region_hdr_t *h, uint64_t ip) {
 static int add_module_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
   lg_region_hdr_t *h = arg;
   (void)sz;
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
-    uint64_t s = info->dlpi_addr + ph->p_vaddr, e = s + ph->p_memsz;
-    if (s < lo) lo = s;
-    if (e > hi) hi = e;
-  }
-  if (lo >= hi) return 0;
+  uintptr_t lo, hi;
+  if (!lg_image_span(info, &lo, &hi)) return 0;
   lg_module_rec_t *m = LG_PTR(h, h->modules_off, lg_module_rec_t *);
   uint32_t n = atomic_load_explicit(&h->nmodules, memory_order_relaxed);
   for (uint32_t i = 0; i < n; i++)

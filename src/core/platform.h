@@ -2,7 +2,8 @@
 /*
  * platform.h - what depends on the CPU or on raw system calls, in one place: the
  * spin-wait hint, the pid and tid straight from the kernel, the caller's return
- * address and stack pointer as a hook sees them, glibc's malloc alignment.
+ * address and stack pointer as a hook sees them, glibc's malloc alignment, the span of
+ * a loaded ELF image.
  *
  * In core so that the collector can use it too; header only (static inline functions
  * and macros), because the preload library links no core object. Nothing here
@@ -11,6 +12,7 @@
 #ifndef LG_CORE_PLATFORM_H
 #define LG_CORE_PLATFORM_H
 
+#include <link.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -44,5 +46,36 @@ static inline long lg_sys_gettid(void) { return syscall(SYS_gettid); }
 #else
 #define LG_MALLOC_ALIGN16 0
 #endif
+
+/* The span [*lo, *hi) of an ELF image's PT_LOAD segments, in a dl_iterate_phdr
+ * callback: 1, or 0 when the image maps nothing. */
+static inline int lg_image_span(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi) {
+  uintptr_t l = UINTPTR_MAX, h = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    uintptr_t s = (uintptr_t)info->dlpi_addr + ph->p_vaddr, e = s + ph->p_memsz;
+    if (s < l) l = s;
+    if (e > h) h = e;
+  }
+  *lo = l;
+  *hi = h;
+  return l < h;
+}
+
+/* The image that contains an address: dl_iterate_phdr(lg_image_of_cb, &q) with q.addr
+ * set fills q.lo and q.hi (and returns 1) when an image contains it. */
+typedef struct lg_image_of {
+  uintptr_t addr, lo, hi;
+} lg_image_of_t;
+static inline int lg_image_of_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  lg_image_of_t *q = arg;
+  uintptr_t lo, hi;
+  (void)size;
+  if (!lg_image_span(info, &lo, &hi) || q->addr < lo || q->addr >= hi) return 0;
+  q->lo = lo;
+  q->hi = hi;
+  return 1;
+}
 
 #endif
