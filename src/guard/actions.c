@@ -366,12 +366,12 @@ void lgg_run_actions(lgg_guard_t *g, int lvl, double t, int repeat) {
   g->last_act[lvl] = t;
   if ((a->mask & LGG_A_LOG) && !repeat) {
     g->counts[C_LOG]++;
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], b4[32];
     if (w)
       lgu_err("guard: level %s: %s at %s of %s (%.0f%%), trend %s/s, time to limit %s", lg_level_name((lg_level_t)lvl),
               w->name, lgu_fmt_bytes(b1, sizeof b1, w->usage), lgu_fmt_bytes(b2, sizeof b2, w->limit),
               w->lv.ratio * 100, lgu_fmt_bytes(b3, sizeof b3, w->lv.slope),
-              w->lv.tto_s < 0 ? "never" : lgu_fmt_duration(b1, sizeof b1, w->lv.tto_s));
+              w->lv.tto_s < 0 ? "never" : lgu_fmt_duration(b4, sizeof b4, w->lv.tto_s));
   }
   if (a->mask & LGG_A_PUBLISH) lgg_do_publish(g, lvl, w);
   if (a->mask & LGG_A_MEMHIGH) do_memhigh(g, lvl);

@@ -11,6 +11,7 @@ innocent neighbour in the same cgroup survives.
 
 import argparse
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -81,6 +82,12 @@ def main():
             grc = gt.stop(guard)
             err = guard.stderr.read()
             guard.stderr.close()
+            # the log action's line ends with a duration ("time to limit 3.2s", "never")
+            for line in err.splitlines():
+                if "time to limit " in line:
+                    tail = line.rsplit("time to limit ", 1)[1]
+                    if not re.fullmatch(r"never|[0-9.]+s|[0-9]+m[0-9]{2}s|[0-9.]+[hd]", tail):
+                        failures.append("run %d: guard line without a duration: %s" % (run, line))
             ev = gt.read_events(log)
             kills = [e for e in ev if e.get("event") == "action" and e.get("action") == "kill"
                      and e.get("result") == "sent"]
