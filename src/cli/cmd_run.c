@@ -12,7 +12,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -20,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,11 +26,7 @@
 #include "cli/run_options.h"
 #include "cli/target.h"
 #include "collector/collector.h"
-#include "core/region.h"
 #include "core/util.h"
-#include "guard/guard.h"
-#include "output/live.h"
-#include "output/metrics.h"
 #include "output/report.h"
 #include "output/store.h"
 
@@ -170,18 +164,7 @@ static int run_target(run_opts_t *o, char **targv) {
             LG_INSTALL_LIBDIR);
     return LG_EXIT_INTERNAL;
   }
-  /* Output: check we can write there before starting anything. */
-  if (o->output) {
-    int fd = open(o->output, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      lgu_err("cannot write the output database '%s': %s", o->output, strerror(errno));
-      return LG_EXIT_INTERNAL;
-    }
-    close(fd);
-  } else if (access(".", W_OK) != 0) {
-    lgu_err("cannot write the output database in the current directory: %s (use --output)", strerror(errno));
-    return LG_EXIT_INTERNAL;
-  }
+  if ((rc = lg_check_output(o->output))) return rc;
   run_t r = {.go = -1, .err = -1};
   if ((rc = start_services(o, &r)) != 0) {
     run_free(&r);

@@ -4,10 +4,13 @@
 #include "cli/run_options.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/target.h"
@@ -182,4 +185,19 @@ int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
   *targv = argv + optind;
   *out = o;
   return -1;
+}
+
+int lg_check_output(const char *output) {
+  if (output) {
+    int fd = open(output, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      lgu_err("cannot write the output database '%s': %s", output, strerror(errno));
+      return LG_EXIT_INTERNAL;
+    }
+    close(fd);
+  } else if (access(".", W_OK) != 0) {
+    lgu_err("cannot write the output database in the current directory: %s (use --output)", strerror(errno));
+    return LG_EXIT_INTERNAL;
+  }
+  return 0;
 }

@@ -26,4 +26,8 @@ int lg_run_options(int argc, char **argv, run_opts_t *o, char ***targv);
  * 0, or the exit status after a one-line error. */
 int lg_check_target(const char *cmd, char *path, size_t n);
 
+/* Checks that the database can be written (--output, else the current directory)
+ * before anything is started: 0, or the exit status after a one-line error. */
+int lg_check_output(const char *output);
+
 #endif
