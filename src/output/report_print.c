@@ -27,6 +27,19 @@ static void *jptr(void *p) {
   return p;
 }
 #define JPTR(x) ((__typeof__(x))jptr(x))
+/* Attach item to a parent; when that fails (item or parent NULL), item is freed. */
+static void jobj(cJSON *parent, const char *key, cJSON *item) {
+  if (!cJSON_AddItemToObject(parent, key, item)) {
+    json_oom = 1;
+    cJSON_Delete(item);
+  }
+}
+static void jarr(cJSON *parent, cJSON *item) {
+  if (!cJSON_AddItemToArray(parent, item)) {
+    json_oom = 1;
+    cJSON_Delete(item);
+  }
+}
 #define JCHK(x)                                                                                                        \
   do {                                                                                                                 \
     if (!(x)) json_oom = 1;                                                                                            \
@@ -328,15 +341,15 @@ static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, in
   JCHK(cJSON_AddNumberToObject(j, "peak_live_bytes", (double)s->peak_live_bytes));
   JCHK(cJSON_AddNumberToObject(j, "allocated_bytes", (double)s->alloc_bytes));
   JCHK(cJSON_AddNumberToObject(j, "allocated_blocks", (double)s->alloc_blocks));
-  JCHK(cJSON_AddItemToObject(j, "growth_bytes_per_s", num_or_null(round2(s->r.growth_bytes_per_s))));
-  JCHK(cJSON_AddItemToObject(j, "growth_bytes_per_step", num_or_null(round2(s->r.growth_bytes_per_step))));
-  JCHK(cJSON_AddItemToObject(j, "time_to_oom_s", num_or_null(round2(s->time_to_oom_s))));
+  jobj(j, "growth_bytes_per_s", num_or_null(round2(s->r.growth_bytes_per_s)));
+  jobj(j, "growth_bytes_per_step", num_or_null(round2(s->r.growth_bytes_per_step)));
+  jobj(j, "time_to_oom_s", num_or_null(round2(s->time_to_oom_s)));
   JCHK(cJSON_AddNumberToObject(j, "confidence", round2(s->r.confidence)));
   JCHK(cJSON_AddStringToObject(j, "pattern", lg_pattern_name(s->r.pattern)));
-  JCHK(cJSON_AddItemToObject(j, "oldest_block_age_s", num_or_null(round2(s->oldest_age_s))));
+  jobj(j, "oldest_block_age_s", num_or_null(round2(s->oldest_age_s)));
   if (with_rank) {
-    JCHK(cJSON_AddItemToObject(j, "detected_after_s", num_or_null(round2(s->detected_after_s))));
-    JCHK(cJSON_AddItemToObject(j, "growing_since_s", num_or_null(round2(s->r.since_s))));
+    jobj(j, "detected_after_s", num_or_null(round2(s->detected_after_s)));
+    jobj(j, "growing_since_s", num_or_null(round2(s->r.since_s)));
     JCHK(cJSON_AddNumberToObject(j, "blocks_gained", (double)s->blocks_gained));
     JCHK(cJSON_AddNumberToObject(j, "held_bytes", (double)s->held_bytes));
     if (s->leak >= 0) JCHK(cJSON_AddNumberToObject(j, "leak", s->leak + 1));
@@ -347,23 +360,23 @@ static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, in
   if (s->nframes) {
     cJSON *site = frame_json(&s->frames[s->site_frame]);
     if (s->source) JCHK(cJSON_AddStringToObject(site, "source", s->source));
-    JCHK(cJSON_AddItemToObject(j, "site", site));
+    jobj(j, "site", site);
   } else {
     JCHK(cJSON_AddNullToObject(j, "site"));
   }
   cJSON *hl = s->holders_json ? cJSON_Parse(s->holders_json) : NULL;
-  JCHK(cJSON_AddItemToObject(j, "holders", hl ? hl : cJSON_CreateArray()));
+  jobj(j, "holders", hl ? hl : cJSON_CreateArray());
   cJSON *bd = s->bounded ? cJSON_Parse(s->bounded) : NULL;
-  if (bd) JCHK(cJSON_AddItemToObject(j, "bounded", bd));
+  if (bd) jobj(j, "bounded", bd);
   cJSON *fr = JPTR(cJSON_AddArrayToObject(j, "frames"));
-  for (int k = 0; k < s->nframes; k++) JCHK(cJSON_AddItemToArray(fr, frame_json(&s->frames[k])));
+  for (int k = 0; k < s->nframes; k++) jarr(fr, frame_json(&s->frames[k]));
   cJSON *st = JPTR(cJSON_AddArrayToObject(j, "stacks"));
   for (int k = 0; k < s->nstacks && k < 32; k++) {
     cJSON *x = JPTR(cJSON_CreateObject());
     JCHK(cJSON_AddNumberToObject(x, "stack", s->stacks[k].stack));
     JCHK(cJSON_AddNumberToObject(x, "live_bytes", (double)s->stacks[k].live_bytes));
     JCHK(cJSON_AddNumberToObject(x, "peak_live_bytes", (double)s->stacks[k].peak_live_bytes));
-    JCHK(cJSON_AddItemToArray(st, x));
+    jarr(st, x);
   }
   if (s->nstacks > 32) JCHK(cJSON_AddNumberToObject(j, "stacks_omitted", s->nstacks - 32));
   return j;
@@ -374,12 +387,12 @@ static cJSON *leak_json(const lgr_report_t *r, int j) {
   cJSON *x = JPTR(cJSON_CreateObject());
   JCHK(cJSON_AddNumberToObject(x, "rank", j + 1));
   cJSON *sus = JPTR(cJSON_AddArrayToObject(x, "suspects"));
-  for (int k = 0; k < L->nsuspects; k++) JCHK(cJSON_AddItemToArray(sus, cJSON_CreateNumber(L->suspects[k] + 1)));
+  for (int k = 0; k < L->nsuspects; k++) jarr(sus, cJSON_CreateNumber(L->suspects[k] + 1));
   JCHK(cJSON_AddStringToObject(x, "by", L->by));
   cJSON *h = L->holder_json ? cJSON_Parse(L->holder_json) : NULL;
   if (h) {
     cJSON_DeleteItemFromObject(h, "detail");
-    JCHK(cJSON_AddItemToObject(x, "holder", h));
+    jobj(x, "holder", h);
   } else {
     JCHK(cJSON_AddNullToObject(x, "holder"));
   }
@@ -387,12 +400,12 @@ static cJSON *leak_json(const lgr_report_t *r, int j) {
   if (L->rank >= 0) JCHK(cJSON_AddNumberToObject(x, "process_rank", L->rank));
   else JCHK(cJSON_AddNullToObject(x, "process_rank"));
   JCHK(cJSON_AddNumberToObject(x, "live_bytes", (double)L->live_bytes));
-  JCHK(cJSON_AddItemToObject(x, "growth_bytes_per_s", num_or_null(round2(L->growth_bytes_per_s))));
-  JCHK(cJSON_AddItemToObject(x, "growth_bytes_per_step", num_or_null(round2(L->growth_bytes_per_step))));
+  jobj(x, "growth_bytes_per_s", num_or_null(round2(L->growth_bytes_per_s)));
+  jobj(x, "growth_bytes_per_step", num_or_null(round2(L->growth_bytes_per_step)));
   JCHK(cJSON_AddStringToObject(x, "pattern", lg_pattern_name(L->pattern)));
   JCHK(cJSON_AddNumberToObject(x, "confidence", round2(L->confidence)));
-  JCHK(cJSON_AddItemToObject(x, "detected_after_s", num_or_null(round2(L->detected_after_s))));
-  JCHK(cJSON_AddItemToObject(x, "time_to_oom_s", num_or_null(round2(L->time_to_oom_s))));
+  jobj(x, "detected_after_s", num_or_null(round2(L->detected_after_s)));
+  jobj(x, "time_to_oom_s", num_or_null(round2(L->time_to_oom_s)));
   return x;
 }
 
@@ -426,14 +439,14 @@ static void gpus_json(cJSON *root, const lgr_report_t *r) {
     } else {
       JCHK(cJSON_AddNullToObject(j, "nvml"));
     }
-    JCHK(cJSON_AddItemToArray(arr, j));
+    jarr(arr, j);
   }
   cJSON *notes = JPTR(cJSON_AddArrayToObject(root, "cuda_notes"));
-  for (int i = 0; i < r->ncuda_notes; i++) JCHK(cJSON_AddItemToArray(notes, cJSON_CreateString(r->cuda_notes[i])));
+  for (int i = 0; i < r->ncuda_notes; i++) jarr(notes, cJSON_CreateString(r->cuda_notes[i]));
   if (r->torch_cuda) JCHK(cJSON_AddTrueToObject(root, "torch_cuda"));
   if (r->nvml_status) JCHK(cJSON_AddStringToObject(root, "nvml", r->nvml_status));
   cJSON *um = r->um_json ? cJSON_Parse(r->um_json) : NULL;
-  JCHK(cJSON_AddItemToObject(root, "unified_memory", um ? um : cJSON_CreateArray()));
+  jobj(root, "unified_memory", um ? um : cJSON_CreateArray());
 }
 
 int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
@@ -474,19 +487,18 @@ int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     if (u->host) JCHK(cJSON_AddStringToObject(j, "host", u->host));
     else JCHK(cJSON_AddNullToObject(j, "host"));
     JCHK(cJSON_AddBoolToObject(j, "leaking", u->leaking));
-    JCHK(cJSON_AddItemToArray(runs, j));
+    jarr(runs, j);
   }
   cJSON *leaks = JPTR(cJSON_AddArrayToObject(root, "leaks"));
-  for (int j = 0; j < r->nleaks; j++) JCHK(cJSON_AddItemToArray(leaks, leak_json(r, j)));
+  for (int j = 0; j < r->nleaks; j++) jarr(leaks, leak_json(r, j));
   cJSON *sus = JPTR(cJSON_AddArrayToObject(root, "suspects"));
   int top = o->top > 0 ? o->top : 10;
-  for (int i = 0; i < r->nsuspects && i < top; i++)
-    JCHK(cJSON_AddItemToArray(sus, site_json(r, &r->suspects[i], i + 1, 1)));
+  for (int i = 0; i < r->nsuspects && i < top; i++) jarr(sus, site_json(r, &r->suspects[i], i + 1, 1));
   gpus_json(root, r);
   cJSON *mi = JPTR(cJSON_AddArrayToObject(root, "minor_growth"));
-  for (int i = 0; i < r->nminor && i < top; i++) JCHK(cJSON_AddItemToArray(mi, site_json(r, &r->minor[i], 0, 0)));
+  for (int i = 0; i < r->nminor && i < top; i++) jarr(mi, site_json(r, &r->minor[i], 0, 0));
   cJSON *oth = JPTR(cJSON_AddArrayToObject(root, "largest_non_leaking"));
-  for (int i = 0; i < r->nothers; i++) JCHK(cJSON_AddItemToArray(oth, site_json(r, &r->others[i], 0, 0)));
+  for (int i = 0; i < r->nothers; i++) jarr(oth, site_json(r, &r->others[i], 0, 0));
   char *s = json_oom ? NULL : cJSON_Print(root);
   cJSON_Delete(root);
   if (!s) return -ENOMEM;
