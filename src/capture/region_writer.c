@@ -245,11 +245,19 @@ fail:;
 
 /* ------------------------------------------------------------------ modules */
 
+/* Caller holds the lock (it guards last_module too). The frames of one stack mostly lie
+ * in a few objects, and a torch process maps hundreds: the last object that matched is
+ * tried first. */
+static uint32_t last_module;
 static int module_known(lg_region_hdr_t *h, uint64_t ip) {
   lg_module_rec_t *m = LG_PTR(h, h->modules_off, lg_module_rec_t *);
   uint32_t n = atomic_load_explicit(&h->nmodules, memory_order_acquire);
+  if (last_module < n && ip >= m[last_module].start && ip < m[last_module].end) return 1;
   for (uint32_t i = n; i-- > 0;)
-    if (ip >= m[i].start && ip < m[i].end) return 1;
+    if (ip >= m[i].start && ip < m[i].end) {
+      last_module = i;
+      return 1;
+    }
   return 0;
 }
 

@@ -277,6 +277,7 @@ int lgc_accept_hello(lgc_collector_t *c) {
     goto fail;
   }
   close(fd);
+  p->m.known_only = 1; /* samples of the stacks it stores only (core/model.h) */
   p->m.proc = c->nprocs + 1;
   p->m.pid = h.pid;
   p->m.ppid = h.ppid;

@@ -80,6 +80,7 @@ static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
     if (!(live >= 1024 || (final && live >= 256))) continue;
     p->symbolized[id] = 1;
     if (lgc_symq_stack(c->symq, p, p->sym, m, id) != 0) p->symbolized[id] = 0;
+    m->sites[id].known = p->symbolized[id];
     if (!is_py) continue;
     p->python = 1;
     int nf = 0;

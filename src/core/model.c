@@ -122,10 +122,11 @@ int lgm_collect(lgm_proc_t *p) {
   int32_t(*eras)[LG_ERAS] = p->eras;
   memset(eras, 0, (size_t)n * sizeof *eras);
   for (uint32_t i = 0; i < n; i++) {
-    uint8_t sp = p->sites[i].space, dev = p->sites[i].device;
+    uint8_t sp = p->sites[i].space, dev = p->sites[i].device, known = p->sites[i].known;
     memset(&p->sites[i], 0, sizeof p->sites[i]);
     p->sites[i].space = sp;
     p->sites[i].device = dev;
+    p->sites[i].known = known;
   }
   const lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, const lg_shard_desc_t *);
   uint32_t nshards = atomic_load(&((lg_region_hdr_t *)h)->nshards);

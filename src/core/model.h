@@ -21,6 +21,7 @@ typedef struct lgm_site {
   uint32_t oldest_epoch; /* lower bound of the birth epoch of the oldest live block */
   uint8_t space;
   uint8_t device; /* GPU ordinal (spaces device, managed, pinned) */
+  uint8_t known;  /* its stack is stored (the collector queued it); see lgm_proc_t.known_only */
 } lgm_site_t;
 
 /* How a recorded process image came to be. */
@@ -42,6 +43,11 @@ typedef struct lgm_proc {
   char end_reason[32]; /* "exit", "signal", "exec", "unknown" */
   int exit_status, signal;
   uint32_t nsites;    /* sites summed so far (== hdr->nstacks at last read) */
+  /* 1: snapshots store only the samples of known sites (and of GPU spaces). The
+   * collector stores the stacks that ever held 1 KiB; the other 10^5 stacks of a
+   * Python start-up have no frames in the database, and their samples would be most
+   * of it. 0 (the default): every site. */
+  int known_only;
   lgm_site_t *sites;  /* [nsites] current totals */
   lgm_site_t *stored; /* [nsites] values last written to the store */
   void *eras;         /* scratch for lgm_collect: int32_t[eras_cap][LG_ERAS] */

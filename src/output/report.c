@@ -203,12 +203,10 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
  * in front is trimmed (unless native), and so are the interpreter's own frames
  * between the allocation and the Python line. */
 int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native) {
-  sqlite3_stmt *st;
-  if (lgr_prepare(db,
-                  "SELECT function, file, line, module, inlined, ip FROM frames"
-                  " WHERE proc=? AND stack=? ORDER BY idx",
-                  -1, &st, NULL) != SQLITE_OK)
-    return -EIO;
+  sqlite3_stmt *st = lgr_cached(db, LGR_STMT_FRAMES,
+                                "SELECT function, file, line, module, inlined, ip FROM frames"
+                                " WHERE proc=? AND stack=? ORDER BY idx");
+  if (!st) return -EIO;
   sqlite3_bind_int(st, 1, s->proc);
   sqlite3_bind_int(st, 2, s->stack);
   int cap = 0;
@@ -230,7 +228,7 @@ int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native) {
     f->inlined = sqlite3_column_int(st, 4);
     f->ip = (uint64_t)sqlite3_column_int64(st, 5);
   }
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
   /* Python frames first as recorded: rotate the native tail to the front. */
   int npy = 0;
   while (npy < s->nall && lgr_is_python_module(s->all_frames[npy].module)) npy++;
@@ -363,6 +361,41 @@ int lgr_prepare(sqlite3 *db, const char *sql, int n, sqlite3_stmt **st, const ch
   return rc;
 }
 
+/* Statements that the report runs once per site or stack, prepared once per build:
+ * preparing costs more than the query itself, and a torch process has thousands of
+ * sites. Reset (not finalized) between uses; lgr_build finalizes them. */
+static _Thread_local struct {
+  sqlite3 *db;
+  sqlite3_stmt *st[LGR_STMT_COUNT];
+} stmts;
+
+sqlite3_stmt *lgr_cached(sqlite3 *db, int which, const char *sql) {
+  if (which < 0 || which >= LGR_STMT_COUNT) return NULL;
+  if (stmts.db != db) {
+    lgr_cache_clear();
+    stmts.db = db;
+  }
+  sqlite3_stmt *st = stmts.st[which];
+  if (st) {
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return st;
+  }
+  if (lgr_prepare(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    sqlite3_finalize(st);
+    return NULL;
+  }
+  return stmts.st[which] = st;
+}
+
+void lgr_cache_clear(void) {
+  for (int i = 0; i < LGR_STMT_COUNT; i++) {
+    sqlite3_finalize(stmts.st[i]);
+    stmts.st[i] = NULL;
+  }
+  stmts.db = NULL;
+}
+
 int lgr_step(sqlite3_stmt *st) {
   int rc = sqlite3_step(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) lgr_fail(rc == SQLITE_NOMEM ? -ENOMEM : -EIO);
@@ -381,6 +414,7 @@ int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why,
   sqlite3 *db = lgst_db(store);
   build_err = 0;
   int rc = build(db, o, r, why, whylen);
+  lgr_cache_clear();
   if (rc == 0 && build_err) {
     rc = build_err;
     if (rc == -ENOMEM) snprintf(why, whylen, "out of memory while building the report");

@@ -41,6 +41,11 @@ int lgr_step(sqlite3_stmt *st); /* sqlite3_step, recording a failure */
  * that older databases lack is not a failure) */
 int lgr_prepare(sqlite3 *db, const char *sql, int n, sqlite3_stmt **st, const char **tail);
 void lgr_fail(int err); /* records -ENOMEM, -EIO... (the first one is kept) */
+/* A statement prepared once per build and reset for each use (NULL when it cannot be
+ * prepared: a table that an older database lacks); lgr_build finalizes them all. */
+enum { LGR_STMT_FRAMES, LGR_STMT_HOLDERS_LATEST, LGR_STMT_HOLDERS, LGR_STMT_COUNT };
+sqlite3_stmt *lgr_cached(sqlite3 *db, int which, const char *sql);
+void lgr_cache_clear(void);
 int lgr_failed(void);   /* a failure was recorded */
 
 /* Frees what a site owns and zeroes it. */

@@ -23,9 +23,9 @@
  * findings standing); identical chains are added up, the five holding the most bytes
  * kept. */
 void lgr_load_holders(sqlite3 *db, lgr_site_t *s) {
-  sqlite3_stmt *st;
-  if (lgr_prepare(db, "SELECT max(explain) FROM holders WHERE proc=?1 AND stack=?2", -1, &st, NULL) != SQLITE_OK)
-    return; /* older database */
+  sqlite3_stmt *st =
+      lgr_cached(db, LGR_STMT_HOLDERS_LATEST, "SELECT max(explain) FROM holders WHERE proc=?1 AND stack=?2");
+  if (!st) return; /* older database */
   int nst = s->nstacks < 256 ? s->nstacks : 256, latest = -1;
   for (int k = 0; k < nst; k++) {
     sqlite3_reset(st);
@@ -34,13 +34,12 @@ void lgr_load_holders(sqlite3 *db, lgr_site_t *s) {
     if (lgr_row(st) && sqlite3_column_type(st, 0) != SQLITE_NULL && sqlite3_column_int(st, 0) > latest)
       latest = sqlite3_column_int(st, 0);
   }
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
   if (latest < 0) return;
-  if (lgr_prepare(db,
+  st = lgr_cached(db, LGR_STMT_HOLDERS,
                   "SELECT kind, chain, objects, bytes, detail FROM holders"
-                  " WHERE proc=?1 AND stack=?2 AND explain=?3",
-                  -1, &st, NULL) != SQLITE_OK)
-    return;
+                  " WHERE proc=?1 AND stack=?2 AND explain=?3");
+  if (!st) return;
   cJSON *arr = cJSON_CreateArray();
   for (int k = 0; k < nst; k++) {
     sqlite3_reset(st);
@@ -84,7 +83,7 @@ void lgr_load_holders(sqlite3 *db, lgr_site_t *s) {
       cJSON_AddItemToArray(arr, h);
     }
   }
-  sqlite3_finalize(st);
+  sqlite3_reset(st);
   /* largest first, five kept */
   cJSON *sorted = cJSON_CreateArray();
   while (cJSON_GetArraySize(arr) > 0 && cJSON_GetArraySize(sorted) < 5) {

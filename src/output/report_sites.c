@@ -540,6 +540,33 @@ static int spread_persists(const pctx_t *c, const int *cand, const int *member, 
   return total > 0 && both >= 0.5 * total;
 }
 
+/* A candidate's hash of its d outermost frames, for grouping (find_spread). */
+typedef struct hkey {
+  uint64_t h;
+  int j;
+} hkey_t;
+
+static int cmp_hkey(const void *a, const void *b) {
+  const hkey_t *x = a, *y = b;
+  if (x->h != y->h) return x->h < y->h ? -1 : 1;
+  return (x->j > y->j) - (x->j < y->j);
+}
+
+static int cmp_hkey_j(const void *a, const void *b) {
+  const hkey_t *x = a, *y = b;
+  return (x->j > y->j) - (x->j < y->j);
+}
+
+/* FNV-1a over what makes two frames the same caller: function, file and line. */
+static uint64_t path_hash(uint64_t h, const lgr_frame_t *f) {
+  for (const char *p = f->function ? f->function : ""; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+  h = (h ^ 0x1f) * 1099511628211ULL;
+  for (const char *p = f->file ? f->file : ""; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+  h = (h ^ 0x1e) * 1099511628211ULL;
+  for (unsigned x = (unsigned)f->line, k = 0; k < 4; k++, x >>= 8) h = (h ^ (x & 0xff)) * 1099511628211ULL;
+  return h;
+}
+
 /* Whole-process growth that no single site explains (growth spread over many sites,
  * each under the bar): the sites are grouped by the path of callers they share, from
  * the root (Python frames for Python stacks, native frames otherwise), and the deepest
@@ -595,43 +622,70 @@ static void find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
     cand[ncand++] = i;
   }
   /* Root-first paths: the frames after the site frame for Python (its callers), all
-   * frames for native stacks. Depth d = the d outermost frames. */
+   * frames for native stacks. Depth d = the d outermost frames. Groups at depth d are
+   * found by a hash of each candidate's d outermost frames (prefix hashes from the
+   * root), sorted, so a depth costs n log n instead of comparing every pair of the up
+   * to 4096 candidates (seconds for a torch import); members are then checked frame
+   * by frame against the group's first one, so a hash collision cannot merge sites. */
   int maxd = 0;
-  for (int j = 0; j < ncand; j++) {
-    int depth = cs[j].nframes - (lgr_is_python_module(cs[j].frames[cs[j].site_frame].module) ? cs[j].site_frame : 0);
+  int *first = malloc((size_t)(ncand ? ncand : 1) * sizeof *first);
+  uint64_t **ph = calloc((size_t)(ncand ? ncand : 1), sizeof *ph);
+  if (!first || !ph) lgr_fail(-ENOMEM);
+  for (int j = 0; j < ncand && first && ph; j++) {
+    first[j] = lgr_is_python_module(cs[j].frames[cs[j].site_frame].module) ? cs[j].site_frame : 0;
+    int depth = cs[j].nframes - first[j];
     if (depth > maxd) maxd = depth;
+    ph[j] = malloc((size_t)(depth + 1) * sizeof **ph);
+    if (!ph[j]) {
+      lgr_fail(-ENOMEM);
+      break;
+    }
+    uint64_t h = 1469598103934665603ULL;
+    ph[j][0] = h;
+    for (int x = 1; x <= depth; x++) {
+      const lgr_frame_t *f = &cs[j].frames[cs[j].nframes - x];
+      h = path_hash(h, f);
+      ph[j][x] = h;
+    }
   }
   double *sum = calloc((size_t)c->nsnap, sizeof *sum);
   double *sumb = calloc((size_t)c->nsnap, sizeof *sumb);
   int *member = malloc((size_t)(ncand ? ncand : 1) * sizeof *member);
+  hkey_t *hk = malloc((size_t)(ncand ? ncand : 1) * sizeof *hk);
   int found = 0;
-  for (int d = maxd; d >= 1 && sum && sumb && member && !found; d--) {
-    /* groups at depth d: sites whose d outermost frames are the same */
-    for (int j = 0; j < ncand && !found; j++) {
+  for (int d = maxd; d >= 1 && sum && sumb && member && hk && first && ph && !lgr_failed() && !found; d--) {
+    /* groups at depth d: sites whose d outermost frames are the same, evaluated in the
+     * order of their first member */
+    int nk = 0;
+    for (int j = 0; j < ncand; j++)
+      if (cs[j].nframes - first[j] >= d) hk[nk++] = (hkey_t){ph[j][d], j};
+    qsort(hk, (size_t)nk, sizeof *hk, cmp_hkey); /* by hash, then candidate order */
+    /* each bucket's first entry is its lowest candidate: visit buckets in that order */
+    int nb = 0;
+    for (int x = 0; x < nk; x++)
+      if (x == 0 || hk[x].h != hk[x - 1].h) member[nb++] = x;
+    hkey_t *bucket = malloc((size_t)(nb ? nb : 1) * sizeof *bucket);
+    if (!bucket) {
+      lgr_fail(-ENOMEM);
+      break;
+    }
+    for (int q = 0; q < nb; q++) bucket[q] = (hkey_t){(uint64_t)member[q], hk[member[q]].j};
+    qsort(bucket, (size_t)nb, sizeof *bucket, cmp_hkey_j);
+    for (int b = 0; b < nb && !found; b++) {
+      int x0 = (int)bucket[b].h, j = bucket[b].j;
       lgr_site_t *a = &cs[j];
       int la = a->nframes;
-      int first_a = lgr_is_python_module(a->frames[a->site_frame].module) ? a->site_frame : 0;
-      if (la - first_a < d) continue;
-      /* only the group's first member (in candidate order) evaluates it */
-      int nmem = 0, dup = 0;
-      for (int q = 0; q < ncand; q++) {
-        lgr_site_t *b = &cs[q];
-        int lb = b->nframes;
-        int first_b = lgr_is_python_module(b->frames[b->site_frame].module) ? b->site_frame : 0;
-        if (lb - first_b < d) continue;
-        int same = 1;
-        for (int x = 1; x <= d && same; x++) {
-          const lgr_frame_t *fa = &a->frames[la - x], *fb = &b->frames[lb - x];
+      int nmem = 0;
+      for (int x = x0; x < nk && hk[x].h == hk[x0].h; x++) {
+        lgr_site_t *bs = &cs[hk[x].j];
+        int lb = bs->nframes, same = 1;
+        for (int y = 1; y <= d && same; y++) {
+          const lgr_frame_t *fa = &a->frames[la - y], *fb = &bs->frames[lb - y];
           same = fa->line == fb->line && !strcmp(fa->function, fb->function) && !strcmp(fa->file, fb->file);
         }
-        if (!same) continue;
-        if (q < j) {
-          dup = 1;
-          break;
-        }
-        member[nmem++] = q;
+        if (same) member[nmem++] = hk[x].j;
       }
-      if (dup || nmem < 2) continue;
+      if (nmem < 2) continue;
       memset(sum, 0, (size_t)c->nsnap * sizeof *sum);
       memset(sumb, 0, (size_t)c->nsnap * sizeof *sumb);
       for (int m = 0; m < nmem; m++) {
@@ -689,10 +743,15 @@ static void find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
       if (lgr_push_site(&c->r->suspects, &c->r->nsuspects, &scap, &g)) lgr_site_free(&g);
       found = 1;
     }
+    free(bucket);
   }
   free(sum);
   free(sumb);
   free(member);
+  free(hk);
+  free(first);
+  for (int j = 0; j < ncand && ph; j++) free(ph[j]);
+  free(ph);
   for (int j = 0; j < ncand; j++) lgr_site_free(&cs[j]);
   free(cs);
   free(cand);

@@ -47,6 +47,7 @@ static const char *SCHEMA =
     " PRIMARY KEY(proc, stack, seq)) WITHOUT ROWID;"
     "CREATE TABLE holders(proc INTEGER, stack INTEGER, explain INTEGER, step INTEGER, kind TEXT,"
     " chain TEXT, objects INTEGER, bytes INTEGER, detail TEXT);"
+    "CREATE INDEX holders_stack ON holders(proc, stack, explain);"
     "CREATE TABLE flags(proc INTEGER, stack INTEGER, t_ns INTEGER, growth_bytes_per_s REAL,"
     " PRIMARY KEY(proc, stack)) WITHOUT ROWID;"
     "CREATE TABLE labels(proc INTEGER, key TEXT, value TEXT, PRIMARY KEY(proc, key)) WITHOUT ROWID;";
@@ -316,6 +317,7 @@ int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint6
   st = s->ins_sample;
   for (uint32_t k = 1; k < p->nsites; k++) {
     lgm_site_t *c = &p->sites[k], *o = &p->stored[k];
+    if (p->known_only && !c->known && c->space < LG_SPACE_DEVICE) continue;
     int changed = c->live_bytes != o->live_bytes || c->live_blocks != o->live_blocks;
     if (!changed && !(full == LGST_ALL && c->alloc_blocks > 0)) continue;
     /* In partial snapshots, sites that never held 4 KiB (below the detector's minimum
