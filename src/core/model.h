@@ -42,7 +42,7 @@ typedef struct lgm_proc {
   int ended;           /* 1 once the image is gone (EOF) */
   char end_reason[32]; /* "exit", "signal", "exec", "unknown" */
   int exit_status, signal;
-  uint32_t nsites;    /* sites summed so far (== hdr->nstacks at last read) */
+  uint32_t nsites; /* sites summed so far (== hdr->nstacks at last read) */
   /* 1: snapshots store only the samples of known sites (and of GPU spaces). The
    * collector stores the stacks that ever held 1 KiB; the other 10^5 stacks of a
    * Python start-up have no frames in the database, and their samples would be most

@@ -46,7 +46,7 @@ void lgr_fail(int err); /* records -ENOMEM, -EIO... (the first one is kept) */
 enum { LGR_STMT_FRAMES, LGR_STMT_HOLDERS_LATEST, LGR_STMT_HOLDERS, LGR_STMT_COUNT };
 sqlite3_stmt *lgr_cached(sqlite3 *db, int which, const char *sql);
 void lgr_cache_clear(void);
-int lgr_failed(void);   /* a failure was recorded */
+int lgr_failed(void); /* a failure was recorded */
 
 /* Frees what a site owns and zeroes it. */
 void lgr_site_free(lgr_site_t *s);
