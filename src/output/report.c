@@ -196,6 +196,102 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
 
 /* ------------------------------------------------------------------ frames */
 
+/* The locations of one process (docs/schema.md: a stack is a list of location ids),
+ * read once per process and kept for the build: every frame of every site is one of
+ * them. Indexed by loc - lo. */
+static _Thread_local struct {
+  sqlite3 *db;
+  int proc, loaded;
+  int64_t lo;
+  lgr_loc_t *v; /* [n], function == NULL: no such location */
+  size_t n;
+} locs;
+
+static void locs_clear(void) {
+  for (size_t i = 0; i < locs.n; i++) {
+    free(locs.v[i].function);
+    free(locs.v[i].file);
+    free(locs.v[i].module);
+  }
+  free(locs.v);
+  memset(&locs, 0, sizeof locs);
+}
+
+static int locs_load(sqlite3 *db, int proc) {
+  if (locs.loaded && locs.db == db && locs.proc == proc) return 0;
+  locs_clear();
+  locs.db = db;
+  locs.proc = proc;
+  locs.loaded = 1;
+  sqlite3_stmt *st;
+  if (lgr_prepare(db, "SELECT min(loc), max(loc) FROM locations WHERE proc=?", -1, &st, NULL) != SQLITE_OK) return -EIO;
+  sqlite3_bind_int(st, 1, proc);
+  int64_t lo = 0, hi = -1;
+  if (lgr_row(st) && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+    lo = sqlite3_column_int64(st, 0);
+    hi = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  /* ids are dense (the writer counts up from 1): a damaged database's holes cost memory,
+   * so keep the range sane */
+  if (hi < lo || hi - lo > 50000000) return 0;
+  locs.lo = lo;
+  locs.n = (size_t)(hi - lo + 1);
+  locs.v = calloc(locs.n, sizeof *locs.v);
+  if (!locs.v) {
+    locs.n = 0;
+    lgr_fail(-ENOMEM);
+    return -ENOMEM;
+  }
+  if (lgr_prepare(db, "SELECT loc, function, file, line, module, inlined, ip FROM locations WHERE proc=?", -1, &st,
+                  NULL) != SQLITE_OK)
+    return -EIO;
+  sqlite3_bind_int(st, 1, proc);
+  while (lgr_row(st)) {
+    int64_t id = sqlite3_column_int64(st, 0);
+    if (id < lo || id > hi) continue;
+    lgr_loc_t *l = &locs.v[id - lo];
+    if (l->function) continue;
+    l->function = lgr_dupstr(sqlite3_column_text(st, 1));
+    l->file = lgr_dupstr(sqlite3_column_text(st, 2));
+    l->line = sqlite3_column_int(st, 3);
+    l->module = lgr_dupstr(sqlite3_column_text(st, 4));
+    l->inlined = sqlite3_column_int(st, 5);
+    l->ip = (uint64_t)sqlite3_column_int64(st, 6);
+    if (!l->function || !l->file || !l->module) break;
+  }
+  sqlite3_finalize(st);
+  return 0;
+}
+
+int lgr_parse_locs(const char *text, int64_t *ids, int max) {
+  int n = 0;
+  if (!text) return 0;
+  for (const char *p = text; *p && n < max;) {
+    if (*p >= '0' && *p <= '9') {
+      int64_t v = 0;
+      while (*p >= '0' && *p <= '9') {
+        if (v < 1000000000000LL) v = v * 10 + (*p - '0');
+        p++;
+      }
+      ids[n++] = v;
+    } else p++;
+  }
+  return n;
+}
+
+int lgr_stack_locs(sqlite3 *db, int proc, const char *locs_text, const lgr_loc_t **out, int max) {
+  if (locs_load(db, proc) != 0) return 0;
+  int64_t ids[LGR_MAX_FRAMES];
+  int n = lgr_parse_locs(locs_text, ids, max < LGR_MAX_FRAMES ? max : LGR_MAX_FRAMES), k = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t x = ids[i] - locs.lo;
+    if (x < 0 || (uint64_t)x >= locs.n || !locs.v[x].function) continue; /* a damaged database */
+    out[k++] = &locs.v[x];
+  }
+  return k;
+}
+
 /* Loads the frames of stack s->stack, innermost first, and finds the site frame. A
  * Python stack is recorded as its Python frames (innermost first) followed by the
  * native frames under the innermost Python line; it is read the way the program ran:
@@ -203,32 +299,29 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
  * in front is trimmed (unless native), and so are the interpreter's own frames
  * between the allocation and the Python line. */
 int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native) {
-  sqlite3_stmt *st = lgr_cached(db, LGR_STMT_FRAMES,
-                                "SELECT function, file, line, module, inlined, ip FROM frames"
-                                " WHERE proc=? AND stack=? ORDER BY idx");
+  sqlite3_stmt *st = lgr_cached(db, LGR_STMT_STACK_LOCS, "SELECT locs FROM stacks WHERE proc=? AND stack=?");
   if (!st) return -EIO;
   sqlite3_bind_int(st, 1, s->proc);
   sqlite3_bind_int(st, 2, s->stack);
-  int cap = 0;
-  while (lgr_row(st)) {
-    if (s->nall == cap) {
-      cap = cap ? cap * 2 : 16;
-      lgr_frame_t *n = realloc(s->all_frames, (size_t)cap * sizeof *n);
-      if (!n) {
-        lgr_fail(-ENOMEM);
-        break;
-      }
-      s->all_frames = n;
-    }
-    lgr_frame_t *f = &s->all_frames[s->nall++];
-    f->function = lgr_dupstr(sqlite3_column_text(st, 0));
-    f->file = lgr_dupstr(sqlite3_column_text(st, 1));
-    f->line = sqlite3_column_int(st, 2);
-    f->module = lgr_dupstr(sqlite3_column_text(st, 3));
-    f->inlined = sqlite3_column_int(st, 4);
-    f->ip = (uint64_t)sqlite3_column_int64(st, 5);
-  }
+  const lgr_loc_t *lv[LGR_MAX_FRAMES];
+  int nl = lgr_row(st) ? lgr_stack_locs(db, s->proc, (const char *)sqlite3_column_text(st, 0), lv, LGR_MAX_FRAMES) : 0;
   sqlite3_reset(st);
+  if (nl > 0) {
+    s->all_frames = calloc((size_t)nl, sizeof *s->all_frames);
+    if (!s->all_frames) {
+      lgr_fail(-ENOMEM);
+      nl = 0;
+    }
+  }
+  for (int i = 0; i < nl; i++) {
+    lgr_frame_t *f = &s->all_frames[s->nall++];
+    f->function = lgr_strdup(lv[i]->function);
+    f->file = lgr_strdup(lv[i]->file);
+    f->module = lgr_strdup(lv[i]->module);
+    f->line = lv[i]->line;
+    f->inlined = lv[i]->inlined;
+    f->ip = lv[i]->ip;
+  }
   /* Python frames first as recorded: rotate the native tail to the front. */
   int npy = 0;
   while (npy < s->nall && lgr_is_python_module(s->all_frames[npy].module)) npy++;
@@ -389,6 +482,7 @@ sqlite3_stmt *lgr_cached(sqlite3 *db, int which, const char *sql) {
 }
 
 void lgr_cache_clear(void) {
+  locs_clear();
   for (int i = 0; i < LGR_STMT_COUNT; i++) {
     sqlite3_finalize(stmts.st[i]);
     stmts.st[i] = NULL;

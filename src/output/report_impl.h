@@ -43,7 +43,7 @@ int lgr_prepare(sqlite3 *db, const char *sql, int n, sqlite3_stmt **st, const ch
 void lgr_fail(int err); /* records -ENOMEM, -EIO... (the first one is kept) */
 /* A statement prepared once per build and reset for each use (NULL when it cannot be
  * prepared: a table that an older database lacks); lgr_build finalizes them all. */
-enum { LGR_STMT_FRAMES, LGR_STMT_HOLDERS_LATEST, LGR_STMT_HOLDERS, LGR_STMT_COUNT };
+enum { LGR_STMT_STACK_LOCS, LGR_STMT_HOLDERS_LATEST, LGR_STMT_HOLDERS, LGR_STMT_COUNT };
 sqlite3_stmt *lgr_cached(sqlite3 *db, int which, const char *sql);
 void lgr_cache_clear(void);
 int lgr_failed(void); /* a failure was recorded */
@@ -56,6 +56,19 @@ char *lgr_dupstr(const unsigned char *s); /* a column's text ("" for NULL); lgr_
 char *lgr_strdup(const char *s);          /* NULL for NULL; lgr_fail on ENOMEM */
 int lgr_is_python_module(const char *m);
 int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native);
+/* One stored frame location (docs/schema.md, table locations). */
+typedef struct lgr_loc {
+  char *function, *file, *module;
+  int line, inlined;
+  uint64_t ip;
+} lgr_loc_t;
+/* The deepest stack the report reads. */
+#define LGR_MAX_FRAMES 2048
+/* The locations of a stack of process proc, from its stacks.locs text (a JSON array of
+ * ids), innermost first: up to max pointers into a per-build cache (lgr_cache_clear
+ * frees it). Unknown ids (a damaged database) are left out. Returns the count. */
+int lgr_stack_locs(sqlite3 *db, int proc, const char *locs_text, const lgr_loc_t **out, int max);
+int lgr_parse_locs(const char *text, int64_t *ids, int max);
 int lgr_cmp_suspect(const void *a, const void *b);
 int lgr_push_site(lgr_site_t **arr, int *n, int *cap, const lgr_site_t *s);
 

@@ -520,48 +520,31 @@ int lgr_print_folded(FILE *f, lgst_t *store) {
   sqlite3 *db = lgst_db(store);
   sqlite3_stmt *st;
   /* last sample per (proc, stack) with live bytes > 0 */
-  const char *sql = "SELECT s.proc, s.stack, s.live_bytes FROM samples s"
+  const char *sql = "SELECT s.proc, s.stack, s.live_bytes, k.locs FROM samples s"
                     " JOIN (SELECT proc, stack, max(seq) m FROM samples GROUP BY proc, stack) l"
-                    " ON s.proc=l.proc AND s.stack=l.stack AND s.seq=l.m WHERE s.live_bytes > 0"
+                    " ON s.proc=l.proc AND s.stack=l.stack AND s.seq=l.m"
+                    " LEFT JOIN stacks k ON k.proc=s.proc AND k.stack=s.stack WHERE s.live_bytes > 0"
                     " ORDER BY s.proc, s.stack";
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
-  sqlite3_stmt *fr;
-  if (sqlite3_prepare_v2(db, "SELECT function, module FROM frames WHERE proc=? AND stack=? ORDER BY idx", -1, &fr,
-                         NULL) != SQLITE_OK) {
+  const lgr_loc_t **lv = malloc(LGR_MAX_FRAMES * sizeof *lv);
+  if (!lv) {
     sqlite3_finalize(st);
-    return -EIO;
+    return -ENOMEM;
   }
-  char **fn = NULL;
-  int cap = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
-    sqlite3_reset(fr);
-    sqlite3_bind_int(fr, 1, sqlite3_column_int(st, 0));
-    sqlite3_bind_int(fr, 2, sqlite3_column_int(st, 1));
-    int n = 0, npy = 0, leading = 1;
-    while (sqlite3_step(fr) == SQLITE_ROW) {
-      if (n == cap) {
-        cap = cap ? cap * 2 : 64;
-        char **nf = realloc(fn, (size_t)cap * sizeof *nf);
-        if (!nf) break;
-        fn = nf;
-      }
-      const char *m = (const char *)sqlite3_column_text(fr, 1);
-      if (leading && m && !strcmp(m, "python")) npy++;
-      else leading = 0;
-      const char *t = (const char *)sqlite3_column_text(fr, 0);
-      fn[n++] = strdup(t ? t : "??");
-    }
+    int n = lgr_stack_locs(db, sqlite3_column_int(st, 0), (const char *)sqlite3_column_text(st, 3), lv, LGR_MAX_FRAMES);
+    int npy = 0;
+    while (npy < n && !strcmp(lv[npy]->module, "python")) npy++;
     /* root first: the Python callers (outermost first), then the native frames under
      * the innermost Python line, down to the allocation */
     int first = 1;
-    for (int i = npy - 1; i >= 0; i--) put_folded(f, fn[i], &first);
-    for (int i = n - 1; i >= npy; i--) put_folded(f, fn[i], &first);
+    for (int i = npy - 1; i >= 0; i--) put_folded(f, lv[i]->function, &first);
+    for (int i = n - 1; i >= npy; i--) put_folded(f, lv[i]->function, &first);
     if (first) fprintf(f, "[unknown]");
     fprintf(f, " %lld\n", (long long)sqlite3_column_int64(st, 2));
-    for (int i = 0; i < n; i++) free(fn[i]);
   }
-  free(fn);
-  sqlite3_finalize(fr);
+  free(lv);
+  lgr_cache_clear();
   sqlite3_finalize(st);
   return 0;
 }

@@ -269,56 +269,55 @@ static int key_stacks(pctx_t *c, lgu_strmap_t *keys, int **site_of, int *max_sta
     }
     sqlite3_finalize(st);
   }
-  if (lgr_prepare(c->db,
-                  "SELECT f.stack, f.idx, f.function, f.file, f.line, f.module, k.space FROM frames f"
-                  " LEFT JOIN stacks k ON k.proc=f.proc AND k.stack=f.stack"
-                  " WHERE f.proc=? ORDER BY f.stack, f.idx",
-                  -1, &st, NULL) != SQLITE_OK) {
+  if (lgr_prepare(c->db, "SELECT stack, locs, space FROM stacks WHERE proc=? ORDER BY stack", -1, &st, NULL) !=
+      SQLITE_OK) {
     free(dev_of);
     return -EIO;
   }
   sqlite3_bind_int(st, 1, c->run->proc);
+  const lgr_loc_t **lv = malloc(LGR_MAX_FRAMES * sizeof *lv);
+  if (!lv) {
+    sqlite3_finalize(st);
+    free(dev_of);
+    return -ENOMEM;
+  }
   keyer_t k = {{0}, 0, 0};
   char key_space[32];
-  int cur = -1;
-  char cur_space[16] = "host";
-  int rc = lgr_step(st);
-  for (;;) {
-    int stack = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
-    if (stack != cur && cur >= 0 && cur <= *max_stack && k.key[0]) {
-      int added = 0;
-      int idx = lgu_strmap_get_or_add(keys, k.key, c->nsites, &added);
-      if (idx < 0) {
-        lgr_fail(idx);
-        break;
-      }
-      if (added) {
-        if (c->nsites == c->csites) {
-          int cap = c->csites ? c->csites * 2 : 64;
-          acc_t *na = realloc(c->sites, (size_t)cap * sizeof *na);
-          if (!na) {
-            lgr_fail(-ENOMEM);
-            break;
-          }
-          c->sites = na;
-          c->csites = cap;
-        }
-        memset(&c->sites[c->nsites], 0, sizeof c->sites[0]);
-        snprintf(c->sites[c->nsites].space, sizeof c->sites[0].space, "%s", cur_space);
-        c->nsites++;
-      }
-      (*site_of)[cur] = idx;
-    }
-    if (rc != SQLITE_ROW) break;
-    cur = stack;
-    const char *sp = (const char *)sqlite3_column_text(st, 6);
+  while (lgr_row(st)) {
+    int stack = sqlite3_column_int(st, 0);
+    if (stack < 0 || stack > *max_stack) continue;
+    const char *sp = (const char *)sqlite3_column_text(st, 2);
+    char cur_space[16];
     snprintf(cur_space, sizeof cur_space, "%s", sp ? sp : "host");
-    snprintf(key_space, sizeof key_space, "%s@%d", cur_space, stack >= 0 && stack <= *max_stack ? dev_of[stack] : 0);
-    keyer_row(&k, sqlite3_column_int(st, 1), (const char *)sqlite3_column_text(st, 2),
-              (const char *)sqlite3_column_text(st, 3), sqlite3_column_int(st, 4),
-              (const char *)sqlite3_column_text(st, 5), key_space);
-    rc = lgr_step(st);
+    snprintf(key_space, sizeof key_space, "%s@%d", cur_space, dev_of[stack]);
+    int nl = lgr_stack_locs(c->db, c->run->proc, (const char *)sqlite3_column_text(st, 1), lv, LGR_MAX_FRAMES);
+    k.key[0] = 0;
+    for (int i = 0; i < nl; i++) keyer_row(&k, i, lv[i]->function, lv[i]->file, lv[i]->line, lv[i]->module, key_space);
+    if (!k.key[0]) continue;
+    int added = 0;
+    int idx = lgu_strmap_get_or_add(keys, k.key, c->nsites, &added);
+    if (idx < 0) {
+      lgr_fail(idx);
+      break;
+    }
+    if (added) {
+      if (c->nsites == c->csites) {
+        int cap = c->csites ? c->csites * 2 : 64;
+        acc_t *na = realloc(c->sites, (size_t)cap * sizeof *na);
+        if (!na) {
+          lgr_fail(-ENOMEM);
+          break;
+        }
+        c->sites = na;
+        c->csites = cap;
+      }
+      memset(&c->sites[c->nsites], 0, sizeof c->sites[0]);
+      snprintf(c->sites[c->nsites].space, sizeof c->sites[0].space, "%s", cur_space);
+      c->nsites++;
+    }
+    (*site_of)[stack] = idx;
   }
+  free(lv);
   sqlite3_finalize(st);
   free(dev_of);
   return 0;

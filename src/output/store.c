@@ -3,6 +3,7 @@
 #include "output/store.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "analysis/detect.h"
+#include "core/strmap.h"
 #include "leakguard.h"
 
 /* Text is bound with SQLITE_STATIC: every string outlives the step of its statement
@@ -19,8 +21,13 @@
  * succeeds: a row silently without its value (tests/unit/test_alloc_fail.c). */
 struct lgst {
   sqlite3 *db;
-  sqlite3_stmt *ins_sample, *ins_snap, *ins_frame, *ins_stack;
+  sqlite3_stmt *ins_sample, *ins_snap, *ins_loc, *ins_stack;
   int cuda_schema; /* the CUDA tables exist (made on first use, end of this file) */
+  /* Locations written so far: "proc ip inlined module function file line" -> loc id.
+   * A frame is stored once however many stacks pass through it (pprof's model): the
+   * 15 000 stacks of an `import torch` share 13 000 locations among 385 000 frames. */
+  lgu_strmap_t locs;
+  int nlocs;
 };
 
 static const char *SCHEMA =
@@ -34,10 +41,15 @@ static const char *SCHEMA =
     " final_live_bytes INTEGER, snapshots INTEGER);"
     "CREATE TABLE modules(proc INTEGER, module INTEGER, path TEXT, start INTEGER, end INTEGER,"
     " bias INTEGER, PRIMARY KEY(proc, module));"
-    "CREATE TABLE stacks(proc INTEGER, stack INTEGER, space TEXT, depth INTEGER,"
+    "CREATE TABLE stacks(proc INTEGER, stack INTEGER, space TEXT, depth INTEGER, locs TEXT,"
     " PRIMARY KEY(proc, stack));"
-    "CREATE TABLE frames(proc INTEGER, stack INTEGER, idx INTEGER, ip INTEGER, module TEXT,"
-    " function TEXT, file TEXT, line INTEGER, inlined INTEGER, PRIMARY KEY(proc, stack, idx)) WITHOUT ROWID;"
+    "CREATE TABLE locations(proc INTEGER, loc INTEGER, ip INTEGER, module TEXT, function TEXT, file TEXT,"
+    " line INTEGER, inlined INTEGER, PRIMARY KEY(proc, loc)) WITHOUT ROWID;"
+    /* every frame of every stack, for people and scripts that query the database
+     * (docs/schema.md); the report reads stacks and locations itself */
+    "CREATE VIEW frames AS SELECT s.proc AS proc, s.stack AS stack, CAST(j.key AS INTEGER) AS idx, l.ip AS ip,"
+    " l.module AS module, l.function AS function, l.file AS file, l.line AS line, l.inlined AS inlined"
+    " FROM stacks s JOIN json_each(s.locs) j JOIN locations l ON l.proc = s.proc AND l.loc = j.value;"
     "CREATE TABLE snapshots(proc INTEGER, seq INTEGER, t_ns INTEGER, step INTEGER,"
     " live_bytes INTEGER, live_blocks INTEGER, host_bytes INTEGER, mmap_bytes INTEGER,"
     " rss_bytes INTEGER, usage_bytes INTEGER, limit_bytes INTEGER, dropped INTEGER,"
@@ -91,8 +103,8 @@ int lgst_create(const char *path, lgst_t **out, const char **errmsg) {
   }
   if (prep(s, &s->ins_sample, "INSERT OR REPLACE INTO samples VALUES(?,?,?,?,?,?,?,?)") ||
       prep(s, &s->ins_snap, "INSERT OR REPLACE INTO snapshots VALUES(?,?,?,?,?,?,?,?,?,?,?,?)") ||
-      prep(s, &s->ins_frame, "INSERT OR REPLACE INTO frames VALUES(?,?,?,?,?,?,?,?,?)") ||
-      prep(s, &s->ins_stack, "INSERT OR REPLACE INTO stacks VALUES(?,?,?,?)")) {
+      prep(s, &s->ins_loc, "INSERT OR REPLACE INTO locations VALUES(?,?,?,?,?,?,?,?)") ||
+      prep(s, &s->ins_stack, "INSERT OR REPLACE INTO stacks VALUES(?,?,?,?,?)")) {
     *errmsg = sqlite3_errmsg(s->db);
     lgst_close(s);
     return -EIO;
@@ -139,7 +151,17 @@ int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen) {
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
       int v = sqlite3_column_int(st, 0);
-      if (v != LG_SCHEMA_VERSION) reason = "unsupported leakguard database schema version";
+      static char vr[160];
+      if (v > 0 && v < LG_SCHEMA_VERSION) {
+        snprintf(vr, sizeof vr,
+                 "recorded by an older leakguard (database schema %d; this one reads schema %d): record it again", v,
+                 LG_SCHEMA_VERSION);
+        reason = vr;
+      } else if (v != LG_SCHEMA_VERSION) {
+        snprintf(vr, sizeof vr, "unsupported leakguard database schema version %d (this leakguard reads %d)", v,
+                 LG_SCHEMA_VERSION);
+        reason = vr;
+      }
       rc = SQLITE_OK;
     } else if (rc == SQLITE_DONE) {
       reason = "not a leakguard database (no schema version)";
@@ -154,7 +176,8 @@ int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen) {
   if (!reason) {
     /* Every table the report needs must be readable (a truncated file fails here). */
     static const char *q[] = {"SELECT count(*) FROM processes", "SELECT count(*) FROM snapshots",
-                              "SELECT count(*) FROM samples", "SELECT count(*) FROM frames"};
+                              "SELECT count(*) FROM samples", "SELECT count(*) FROM stacks",
+                              "SELECT count(*) FROM locations"};
     for (size_t i = 0; i < sizeof q / sizeof *q && !reason; i++) {
       sqlite3_stmt *c = NULL;
       if (sqlite3_prepare_v2(s->db, q[i], -1, &c, NULL) != SQLITE_OK || sqlite3_step(c) != SQLITE_ROW)
@@ -179,9 +202,10 @@ void lgst_close(lgst_t *s) {
   if (!s) return;
   sqlite3_finalize(s->ins_sample);
   sqlite3_finalize(s->ins_snap);
-  sqlite3_finalize(s->ins_frame);
+  sqlite3_finalize(s->ins_loc);
   sqlite3_finalize(s->ins_stack);
   sqlite3_close(s->db);
+  lgu_strmap_free(&s->locs);
   free(s);
 }
 
@@ -251,7 +275,47 @@ int lgst_module(lgst_t *s, int proc, uint32_t idx, const lg_module_rec_t *m) {
   return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
+/* The location id of frame f of process proc, inserting it the first time. */
+static int location(lgst_t *s, int proc, const lgs_frame_t *f) {
+  char key[1536];
+  snprintf(key, sizeof key, "%d\x1f%" PRIx64 "\x1f%d\x1f%s\x1f%s\x1f%s\x1f%d", proc, f->ip, f->inlined,
+           f->module ? f->module : "", f->function ? f->function : "", f->file ? f->file : "", f->line);
+  int added = 0;
+  int loc = lgu_strmap_get_or_add(&s->locs, key, s->nlocs + 1, &added);
+  if (loc < 0) return -ENOMEM;
+  if (!added) return loc;
+  s->nlocs++;
+  sqlite3_stmt *st = s->ins_loc;
+  sqlite3_reset(st);
+  sqlite3_bind_int(st, 1, proc);
+  sqlite3_bind_int(st, 2, loc);
+  sqlite3_bind_int64(st, 3, (sqlite3_int64)f->ip);
+  sqlite3_bind_text(st, 4, f->module, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 5, f->function, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 6, f->file, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 7, f->line);
+  sqlite3_bind_int(st, 8, f->inlined);
+  if (sqlite3_step(st) != SQLITE_DONE) return -EIO;
+  return loc;
+}
+
 int lgst_stack(lgst_t *s, int proc, uint32_t id, unsigned space, const lgs_frame_t *f, int nframes) {
+  /* locs: the frames' location ids, innermost first, as a JSON array (the frames view
+   * expands it with json_each) */
+  size_t cap = 3 + (size_t)(nframes > 0 ? nframes : 0) * 12, n = 0;
+  char *locs = malloc(cap);
+  if (!locs) return -ENOMEM;
+  locs[n++] = '[';
+  for (int i = 0; i < nframes; i++) {
+    int loc = location(s, proc, &f[i]);
+    if (loc < 0) {
+      free(locs);
+      return loc;
+    }
+    n += (size_t)snprintf(locs + n, cap - n, "%s%d", i ? "," : "", loc);
+  }
+  locs[n++] = ']';
+  locs[n] = 0;
   sqlite3_stmt *st = s->ins_stack;
   sqlite3_reset(st);
   sqlite3_bind_int(st, 1, proc);
@@ -259,22 +323,11 @@ int lgst_stack(lgst_t *s, int proc, uint32_t id, unsigned space, const lgs_frame
   const char *sn = lg_space_name((lg_space_t)space);
   sqlite3_bind_text(st, 3, sn ? sn : "host", -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 4, nframes);
-  if (sqlite3_step(st) != SQLITE_DONE) return -EIO;
-  st = s->ins_frame;
-  for (int i = 0; i < nframes; i++) {
-    sqlite3_reset(st);
-    sqlite3_bind_int(st, 1, proc);
-    sqlite3_bind_int(st, 2, (int)id);
-    sqlite3_bind_int(st, 3, i);
-    sqlite3_bind_int64(st, 4, (sqlite3_int64)f[i].ip);
-    sqlite3_bind_text(st, 5, f[i].module, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 6, f[i].function, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 7, f[i].file, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 8, f[i].line);
-    sqlite3_bind_int(st, 9, f[i].inlined);
-    if (sqlite3_step(st) != SQLITE_DONE) return -EIO;
-  }
-  return 0;
+  sqlite3_bind_text(st, 5, locs, (int)n, SQLITE_STATIC);
+  int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
+  sqlite3_reset(st); /* before locs goes */
+  free(locs);
+  return rc;
 }
 
 int lgst_holder(lgst_t *s, int proc, const lgst_holder_t *h) {

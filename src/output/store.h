@@ -15,7 +15,7 @@
 #include "core/model.h"
 #include "core/symbolize.h"
 
-#define LG_SCHEMA_VERSION 1
+#define LG_SCHEMA_VERSION 2
 
 typedef struct lgst lgst_t;
 

@@ -212,12 +212,12 @@ static void test_report_holders_merged_site(void **state) {
   make_report_db(path);
   sqlite3 *db = NULL;
   assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  const char *sql = "INSERT INTO stacks VALUES(1,4,'host',3),(1,5,'host',2);"
-                    "INSERT INTO frames VALUES(1,4,0,1,'libc.so.6','realloc',NULL,NULL,0),"
-                    " (1,4,1,2,'app','grow_cache','/src/app/cache.c',42,0),"
-                    " (1,4,2,3,'app','warm_up','/src/app/main.c',20,0),"
-                    " (1,5,0,4,'app','grow_cache','/src/app/cache.c',43,0),"
-                    " (1,5,1,5,'app','main','/src/app/main.c',10,0);"
+  const char *sql = "INSERT INTO stacks VALUES(1,4,'host',3,'[901,902,903]'),(1,5,'host',2,'[904,905]');"
+                    "INSERT INTO locations VALUES(1,901,1,'libc.so.6','realloc',NULL,NULL,0),"
+                    " (1,902,2,'app','grow_cache','/src/app/cache.c',42,0),"
+                    " (1,903,3,'app','warm_up','/src/app/main.c',20,0),"
+                    " (1,904,4,'app','grow_cache','/src/app/cache.c',43,0),"
+                    " (1,905,5,'app','main','/src/app/main.c',10,0);"
                     "INSERT INTO samples VALUES(1,4,19,4096,1,4096,1,NULL),(1,5,19,999,1,999,1,NULL);"
                     "INSERT INTO holders VALUES(1,5,1,7,'object','[\"app.other\"]',9,999999,NULL),"
                     " (1,4,1,7,'object','[\"app.cache (dict)\", \"[k]\"]',20,1310720,NULL),"

@@ -71,7 +71,7 @@ static void test_create_and_write(void **state) {
   assert_non_null(s);
   assert_null(err);
   sqlite3 *db = lgst_db(s);
-  assert_string_equal(q_text(db, "SELECT value FROM meta WHERE key='schema'", buf, sizeof buf), "1");
+  assert_string_equal(q_text(db, "SELECT value FROM meta WHERE key='schema'", buf, sizeof buf), "2");
   assert_int_equal(lgst_meta(s, "limit_source", "cgroup"), 0);
   assert_int_equal(lgst_meta(s, "limit_source", "physical"), 0); /* replaces */
   assert_string_equal(q_text(db, "SELECT value FROM meta WHERE key='limit_source'", buf, sizeof buf), "physical");
@@ -115,6 +115,23 @@ static void test_create_and_write(void **state) {
   assert_int_equal(q_int(db, "SELECT ip FROM frames WHERE proc=1 AND stack=2 AND idx=2"), 0x3000);
   assert_string_equal(q_text(db, "SELECT module FROM frames WHERE proc=1 AND stack=2 AND idx=0", buf, sizeof buf),
                       "libc.so.6");
+
+  /* a location is stored once, whatever the number of stacks through it: stack 3's one
+   * frame is stack 2's third; the same ip in another process is another location */
+  assert_int_equal(q_int(db, "SELECT count(*) FROM locations"), 3);
+  assert_string_equal(q_text(db, "SELECT locs FROM stacks WHERE proc=1 AND stack=3", buf, sizeof buf), "[3]");
+  assert_string_equal(q_text(db, "SELECT locs FROM stacks WHERE proc=1 AND stack=2", buf, sizeof buf), "[1,2,3]");
+  assert_int_equal(lgst_stack(s, 2, 2, LG_SPACE_HOST, fr + 2, 1), 0);
+  assert_int_equal(q_int(db, "SELECT count(*) FROM locations"), 4);
+  assert_int_equal(q_int(db, "SELECT count(*) FROM frames WHERE proc=2 AND function='main'"), 1);
+  /* a frame with the same ip but another inlining level is another location */
+  lgs_frame_t inl[2] = {{0x3000, "app", "helper", "/src/app/h.c", 7, 1},
+                        {0x3000, "app", "main", "/src/app/main.c", 10, 0}};
+  assert_int_equal(lgst_stack(s, 1, 4, LG_SPACE_HOST, inl, 2), 0);
+  assert_string_equal(q_text(db, "SELECT locs FROM stacks WHERE proc=1 AND stack=4", buf, sizeof buf), "[5,3]");
+  /* no frames at all */
+  assert_int_equal(lgst_stack(s, 1, 5, LG_SPACE_HOST, fr, 0), 0);
+  assert_string_equal(q_text(db, "SELECT locs FROM stacks WHERE proc=1 AND stack=5", buf, sizeof buf), "[]");
 
   lg_module_rec_t m;
   memset(&m, 0, sizeof m);
@@ -236,6 +253,31 @@ static void test_full_snapshot_writes_every_site(void **state) {
   lgst_close(s);
   free_proc(p);
   assert_string_equal(buf, "1,2,3");
+}
+
+/* model.h, known_only: the collector's snapshots store the samples of the stacks it
+ * stores (known), and of the GPU spaces, only; every site otherwise. */
+static void test_known_only(void **state) {
+  fixture_t *f = *state;
+  char path[256], buf[64];
+  path_in(f, path, sizeof path, "known.lgdb");
+  lgst_t *s = NULL;
+  const char *err = NULL;
+  assert_int_equal(lgst_create(path, &s, &err), 0);
+  sqlite3 *db = lgst_db(s);
+  lgm_proc_t *p = fake_proc(5);
+  for (uint32_t i = 1; i < 5; i++) set_site(&p->sites[i], 10000 * i, 1, 10000 * i, 1, 0);
+  p->known_only = 1;
+  p->sites[2].known = 1;
+  p->sites[4].space = LG_SPACE_DEVICE;
+  assert_int_equal(lgst_snapshot(s, p, p->start_ns + 1, 0, 0, LGST_ALL), 0);
+  assert_string_equal(stacks_at(db, 0, buf, sizeof buf), "2,4");
+  p->known_only = 0;
+  for (uint32_t i = 1; i < 5; i++) set_site(&p->sites[i], 20000 * i, 2, 20000 * i, 2, 0);
+  assert_int_equal(lgst_snapshot(s, p, p->start_ns + 2, 0, 0, LGST_ALL), 0);
+  assert_string_equal(stacks_at(db, 1, buf, sizeof buf), "1,2,3,4");
+  lgst_close(s);
+  free_proc(p);
 }
 
 /* ------------------------------------------------------------------ opening */
@@ -399,9 +441,14 @@ static void test_open_future_schema(void **state) {
   make_valid_db(path);
   sqlite3 *db = NULL;
   assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(db, "UPDATE meta SET value='2' WHERE key='schema'", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "UPDATE meta SET value='3' WHERE key='schema'", NULL, NULL, NULL), SQLITE_OK);
   sqlite3_close(db);
-  expect_open_fails(path, "schema version");
+  expect_open_fails(path, "schema version 3");
+  /* a database of an older leakguard says so, and what to do */
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "UPDATE meta SET value='1' WHERE key='schema'", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  expect_open_fails(path, "recorded by an older leakguard (database schema 1; this one reads schema 2)");
 }
 
 int main(void) {
@@ -409,6 +456,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_create_and_write, setup, teardown),
       cmocka_unit_test_setup_teardown(test_full_snapshot_writes_every_site, setup, teardown),
       cmocka_unit_test_setup_teardown(test_small_sites_only_in_full, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_known_only, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_valid, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_text_file, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_truncated, setup, teardown),
