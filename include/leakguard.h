@@ -59,6 +59,12 @@ LG_API int lg_site_of(const void *block, uint32_t *site);
  * nothing is recorded. */
 LG_API int lg_pause_recording(int pause);
 
+/* Marks (held != 0) and unmarks that leakguard's own work holds the program: the
+ * Python module's holder explanation keeps every Python thread waiting while it walks
+ * the objects. The collector takes no snapshot while a process is held, so that the
+ * observer's pause is not read as the program's memory standing still. Nests. */
+LG_API void lg_program_held(int held);
+
 /* Marks that the process has begun to exit: what it frees from now on is teardown,
  * left out of the analysis however long it takes. The recorder calls it from exit();
  * the Python module from its exit hook, before the interpreter's finalisation frees

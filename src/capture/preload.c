@@ -617,6 +617,12 @@ LG_API int lg_recording(void) { return lgi_g.enabled; }
 
 /* The recursion guard is what makes the hooks pass a call through: a paused thread
  * is, for the recorder, a thread inside it. */
+LG_API void lg_program_held(int held) {
+  if (!lgi_g.enabled) return;
+  if (held) atomic_fetch_add(&lgi_g.hdr->held, 1);
+  else if (atomic_load(&lgi_g.hdr->held) > 0) atomic_fetch_sub(&lgi_g.hdr->held, 1);
+}
+
 LG_API int lg_pause_recording(int pause) {
   if (!lgi_g.enabled) return 0;
   lgi_tls_t *t = &lgi_tls;

@@ -229,6 +229,7 @@ int lgi_region_fork_copy(void) {
   atomic_store(&h->epoch, 0);
   atomic_store(&h->lock, 0);
   atomic_store(&h->reaped_head, 0);
+  atomic_store(&h->held, 0); /* a hold is the parent's (its explaining thread is not here) */
   memset(LG_PTR(h, h->reaped_off, lg_reaped_t *), 0, LG_REAPED_RING * sizeof(lg_reaped_t));
   /* Only the forking thread survives: free every shard but its own. */
   lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, lg_shard_desc_t *);

@@ -135,7 +135,7 @@ static void store_flags(lgc_collector_t *c, lgc_proc_t *p, const lgc_group_t *g,
 void lgc_live_tick(lgc_collector_t *c, uint64_t now) {
   for (int i = 0; i < c->nprocs; i++) {
     lgc_proc_t *p = c->procs[i];
-    if (p->m.ended) continue;
+    if (p->m.ended || atomic_load(&p->m.hdr->held)) continue; /* held by our own explanation */
     double t = (double)(now - p->m.start_ns) / 1e9;
     if (now - p->last_tick_ns >= LIVE_TICK_NS / 2) { /* no snapshot gave a point lately */
       if (lgm_collect(&p->m) != 0) continue;

@@ -31,8 +31,9 @@
 
 #define LG_REGION_MAGIC 0x4e4f494745524c47ULL /* "GLREGION" little endian */
 #define LG_REGION_VERSION                                                                                              \
-  3 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
-                             3: reaped-children ring (its own section, reaped_off) */
+  4 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
+                             3: reaped-children ring (its own section, reaped_off);
+                             4: held (the program held by leakguard's own work) */
 
 #define LG_MAX_DEPTH 256
 #define LG_DEFAULT_DEPTH 64
@@ -229,6 +230,13 @@ typedef struct lg_region_hdr {
    * reaped_off, so that the header stays within its first page. */
   _Atomic uint64_t reaped_head; /* entries ever written; entry n is in slot n % LG_REAPED_RING */
   uint64_t reaped_off;          /* the ring; 0: none */
+  /* version 4: > 0 while leakguard's own work holds the program (lg_program_held: the
+   * Python module's holder explanation keeps every Python thread waiting for up to its
+   * budget). Its memory does not move meanwhile, and a flat stretch of the curve that
+   * the observer made is not the program's: the collector takes no snapshot or live
+   * tick of a held process. */
+  _Atomic uint32_t held;
+  uint32_t held_pad;
 } lg_region_hdr_t;
 
 /* Stack index slot: hash (0 = empty) and the stack id once published (0 = pending). */
@@ -262,8 +270,8 @@ _Static_assert(sizeof(lg_cuda_um_t) == 48, "lg_cuda_um_t layout");
 _Static_assert(sizeof(lg_cuda_dev_t) == 88, "lg_cuda_dev_t layout");
 _Static_assert(sizeof(lg_reaped_t) == 16, "lg_reaped_t layout");
 _Static_assert(sizeof(lg_index_slot_t) == 16, "lg_index_slot_t layout");
-_Static_assert(sizeof(lg_region_hdr_t) == 3648 && sizeof(lg_region_hdr_t) <= 4096,
-               "lg_region_hdr_t: v3 layout, within the first page");
+_Static_assert(sizeof(lg_region_hdr_t) == 3656 && sizeof(lg_region_hdr_t) <= 4096,
+               "lg_region_hdr_t: v4 layout, within the first page");
 _Static_assert(__builtin_offsetof(lg_region_hdr_t, epoch) == 56 &&
                    __builtin_offsetof(lg_region_hdr_t, index_off) == 136 &&
                    __builtin_offsetof(lg_region_hdr_t, cuda_flags) == 264 &&

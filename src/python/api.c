@@ -28,6 +28,7 @@ void lgpy_resolve_api(void) {
   lgpy.tag_stats = (int (*)(int, lg_tag_stats_t *))dlsym(RTLD_DEFAULT, "lg_tag_stats");
   lgpy.pause = (int (*)(int))dlsym(RTLD_DEFAULT, "lg_pause_recording");
   lgpy.exiting = (void (*)(void))dlsym(RTLD_DEFAULT, "lg_exiting");
+  lgpy.held = (void (*)(int))dlsym(RTLD_DEFAULT, "lg_program_held");
   lgpy.active = lgpy.step && lgpy.recording && lgpy.recording();
   const char *pm = getenv("PYTHONMALLOC");
   lgpy.pymalloc_is_malloc = pm && strcmp(pm, "malloc") == 0;

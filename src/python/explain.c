@@ -333,6 +333,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
   int gc_was = lgpy_gc_disable(); /* no collection while we hold raw pointers */
   /* the walk's tables are leakguard's memory, not the program's */
   if (lgpy.pause) lgpy.pause(1);
+  if (lgpy.held) lgpy.held(1); /* the program waits for us: no snapshot meanwhile */
   ex_t E;
   hold_t H;
   memset(&E, 0, sizeof E);
@@ -663,6 +664,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
   }
 
 done:
+  if (lgpy.held) lgpy.held(0);
   if (lgpy.pause) lgpy.pause(0);
   Py_CLEAR(rev_cache);
   g_tensor = NULL;

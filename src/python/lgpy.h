@@ -23,6 +23,7 @@ typedef struct lgpy_api {
   int (*tag_stats)(int id, lg_tag_stats_t *out);
   int (*pause)(int pause); /* lg_pause_recording */
   void (*exiting)(void);   /* lg_exiting */
+  void (*held)(int held);  /* lg_program_held */
   int active;              /* recorder loaded and recording in this process */
   int pymalloc_is_malloc;  /* PYTHONMALLOC=malloc: Python objects are malloc blocks */
 } lgpy_api_t;
