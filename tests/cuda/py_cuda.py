@@ -14,12 +14,17 @@ Prints "py_cuda: mode=M k=v ...".
 """
 import ctypes
 import gc
+import os
 import sys
 import time
 
 import leakguard
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from _common import process_age  # noqa: E402 (tests/python/_common.py)
+
 MiB = 1 << 20
+
 kv_cache = []  # a module global: still there when the exit-time explain runs
 
 
@@ -60,7 +65,9 @@ def holders(secs):
         assert rc == 0, rc
         return d.value
 
-    end = time.monotonic() + secs
+    # at least as long as the process took to get here (`import torch` takes 1 s on a
+    # quiet machine, 8 s beside a busy ASan collector): the leak is most of the run
+    end = time.monotonic() + max(secs, process_age())
     steps = 0
     while time.monotonic() < end:
         t = torch.empty(0).as_subclass(CudaTensor)
