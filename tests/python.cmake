@@ -79,6 +79,8 @@ foreach(m 9 10 11 12 13)
   # full recording: sampled at 64 KiB, 8 KiB blocks give a live estimate in 64 KiB steps,
   # and that noise on a 512 KiB plateau was once read as growth (ASan build, 3.12)
   lg_pyver(${m} deque     --script pure_deque.py --expect no-leak --sample 0)
+  # a program that only imports, the whole run: start-up, never a leak
+  lg_pyver(${m} imports   --script pure_imports.py --expect no-leak --sample 0)
   lg_pyver(${m} threads   --script pure_threads.py --expect leak
                           --holder "__main__.results (list)" --kind object)
   lg_pyver(${m} fork      --script pure_fork.py --expect leak --child
@@ -138,6 +140,8 @@ lg_py(ddp            --script leak_ddp.py --expect leak --child --leaks 1 --leak
                      --seconds 6 --holder "frame worker():kept (list)" --kind tensor)
 # --- controls
 lg_py(ok_item        --script ok_item.py --expect no-leak)
+# `import torch` and friends only: 60-90 MiB under imports, then the exit (start-up)
+lg_py(ok_imports     --script ok_imports.py --expect no-leak --startup --sample 0)
 lg_py(ok_detached    --script ok_detached.py --expect no-leak)
 lg_py(ok_lru         --script ok_lru.py --expect no-leak)
 lg_py(ok_deque       --script ok_deque.py --expect no-leak)

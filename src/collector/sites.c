@@ -34,7 +34,7 @@ void lgc_sites_free(lgc_sites_t *s) {
 }
 
 int lgc_sites_assign(lgc_sites_t *s, uint32_t stack, const char *key, const char *label, const char *frames_json,
-                     unsigned space, unsigned device) {
+                     unsigned space, unsigned device, int in_import) {
   if (!s->index && !(s->index = calloc(1, sizeof(lgu_strmap_t)))) return -ENOMEM;
   if (stack >= s->nstacks) {
     uint32_t nc = s->nstacks ? s->nstacks : 1024;
@@ -67,6 +67,10 @@ int lgc_sites_assign(lgc_sites_t *s, uint32_t stack, const char *key, const char
     g->flag_t = NAN;
     g->t_tracked = NAN;
     if (!g->key || !g->label) return -ENOMEM;
+  }
+  if (s->group_of[stack] != gi) {
+    s->g[gi].nstacks++;
+    s->g[gi].nimport += in_import != 0;
   }
   s->group_of[stack] = gi;
   return 0;
@@ -117,6 +121,8 @@ int lgc_sites_analyse(lgc_sites_t *s, double t, double live_bytes, double headro
     g->growing = 0;
     g->quiet++;
     if (!g->hist.max_points || g->hist.n < 6) continue;
+    /* a site reached only under module imports is start-up (docs/detection.md) */
+    if (g->nstacks > 0 && g->nimport == g->nstacks) continue;
     size_t ring_from = 0;
     size_t n = gather(g, pts, cap, &ring_from);
     lgd_options_t lo = {0, 1};

@@ -36,12 +36,13 @@ typedef struct lgc_group {
   lgd_series_t hist;              /* the whole run (decimated, floors kept); empty until it mattered */
   lgd_point_t recent[LGC_RECENT]; /* ring of the last ticks */
   int nrecent, head;
-  double t_tracked; /* first tick it was tracked */
-  lgd_result_t r;   /* the last analysis */
-  int growing;      /* 1 when the last analysis found significant growth */
-  int flagged;      /* 1 once it was */
-  double flag_t;    /* when the current episode of growth was first flagged (s since the process started) */
-  int quiet;        /* analyses since it last grew */
+  double t_tracked;     /* first tick it was tracked */
+  lgd_result_t r;       /* the last analysis */
+  int growing;          /* 1 when the last analysis found significant growth */
+  int flagged;          /* 1 once it was */
+  double flag_t;        /* when the current episode of growth was first flagged (s since the process started) */
+  int quiet;            /* analyses since it last grew */
+  int nstacks, nimport; /* stacks assigned, and those under a module import */
 } lgc_group_t;
 
 typedef struct lgc_sites {
@@ -56,9 +57,10 @@ void lgc_sites_init(lgc_sites_t *s);
 void lgc_sites_free(lgc_sites_t *s);
 
 /* Assigns a (symbolized) stack to the group of key, creating it with label and
- * frames_json (both copied), space and device. 0 or -ENOMEM. */
+ * frames_json (both copied), space and device; in_import: the stack runs under a
+ * module import (lgr_is_import_frame). 0 or -ENOMEM. */
 int lgc_sites_assign(lgc_sites_t *s, uint32_t stack, const char *key, const char *label, const char *frames_json,
-                     unsigned space, unsigned device);
+                     unsigned space, unsigned device, int in_import);
 
 /* One live tick at t seconds (process clock): sums the sites' live bytes per group and
  * appends a point to the groups that hold 16 KiB or more, or did once. */

@@ -83,17 +83,18 @@ static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
     m->sites[id].known = p->symbolized[id];
     if (!is_py) continue;
     p->python = 1;
-    int nf = 0;
+    int nf = 0, in_import = 0;
     for (unsigned k = 0; k < depth && nf < LG_MAX_DEPTH; k++) {
       const char *pf, *pfn;
       int pl;
       if (lgm_pyframe(m, ips[k], &pf, &pfn, &pl) != 0) break;
       py[nf++] = (lgs_frame_t){ips[k], "python", pfn, pf, pl, 0};
+      in_import |= lgr_is_import_frame(pfn, pf);
     }
     char label[512], key[1200], *fj = NULL;
     unsigned dev = lgm_stack_device(m, id);
     site_of_frames(py, nf, space | dev << 8, id, key, sizeof key, label, sizeof label, &fj);
-    lgc_sites_assign(&p->sites, id, key, label, fj, space, dev);
+    lgc_sites_assign(&p->sites, id, key, label, fj, space, dev, in_import);
     free(fj);
   }
 }
@@ -114,7 +115,7 @@ void lgc_take_symbols(lgc_collector_t *c, uint64_t budget_ns) {
       char label[512], key[1200], *fj = NULL;
       unsigned dev = lgm_stack_device(&p->m, r.id);
       site_of_frames(r.frames, r.nframes, r.space | dev << 8, r.id, key, sizeof key, label, sizeof label, &fj);
-      lgc_sites_assign(&p->sites, r.id, key, label, fj, r.space, dev);
+      lgc_sites_assign(&p->sites, r.id, key, label, fj, r.space, dev, 0);
       free(fj);
     }
     lgc_symq_release(&r);

@@ -82,6 +82,13 @@ int lgr_is_machinery(const char *fn, const char *file, const char *module) {
   return 0;
 }
 
+int lgr_is_import_frame(const char *fn, const char *file) {
+  (void)fn; /* every function of importlib's bootstrap runs for imports only (and for the
+               interpreter's own start-up, _install) */
+  return file &&
+         (!strcmp(file, "<frozen importlib._bootstrap>") || !strcmp(file, "<frozen importlib._bootstrap_external>"));
+}
+
 /* Minor growth: the rule of docs/detection.md. */
 int lgr_is_minor(double growth, double rate, double size, double blocks_gained, double tto, int steady) {
   double rel = size > 0 ? growth / size : 1;

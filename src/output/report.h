@@ -68,6 +68,7 @@ typedef struct lgr_site {
   int leak;         /* index into lgr_report_t.leaks, -1 when none */
   double *series;   /* suspects: live bytes at each snapshot of its run (lgr_run_t.snap_t) */
   char *bounded;    /* JSON {container, maxsize, size}: held through a full bounded container, so a plateau */
+  int startup;      /* 1: grew under a module import (lgr_is_import_frame): start-up, not a leak */
   int device;       /* GPU ordinal for the device, managed and pinned spaces, else -1 */
   int has_um;       /* CUPTI Unified Memory counters of a managed site (--cuda-um) */
   int64_t um_cpu_faults, um_gpu_faults, um_bytes_htod, um_bytes_dtoh, um_thrashing;
@@ -134,6 +135,8 @@ typedef struct lgr_report {
   int nminor;
   lgr_site_t *others; /* largest non-leaking sites, for context */
   int nothers;
+  int nstartup;          /* sites that grew only under module imports (start-up, never a leak) */
+  double startup_growth; /* their growth, bytes */
   char *limit_source;
   lgr_gpu_t *gpus; /* per process and device that used CUDA */
   int ngpus;
@@ -162,6 +165,13 @@ int lgr_print_folded(FILE *f, lgst_t *db);
 /* 1 when a frame is allocator machinery (malloc family, operator new, C++ standard
  * library internals, leakguard itself) and not the allocation site. */
 int lgr_is_machinery(const char *function, const char *file, const char *module);
+
+/* 1 for a Python frame of importlib's bootstrap (<frozen importlib._bootstrap> and
+ * _bootstrap_external: module imports, and the interpreter's own start-up): what is
+ * allocated under it is a module's start-up (its code, tables, classes,
+ * registrations), made once, however long the imports take (docs/detection.md,
+ * "Start-up"). */
+int lgr_is_import_frame(const char *function, const char *file);
 
 /* Significance (docs/detection.md, "Minor growth"): 1 when a growth of growth_bytes at
  * rate bytes/s, in a process whose live memory is typically size_bytes (the median of

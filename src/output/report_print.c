@@ -297,9 +297,13 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
                 cJSON_GetNumberValue(cJSON_GetObjectItem(bd, "size")),
                 cJSON_GetNumberValue(cJSON_GetObjectItem(bd, "maxsize")));
       cJSON_Delete(bd);
+      if (s->startup) fprintf(f, "  (grew while modules were imported: start-up)");
       fprintf(f, "\n");
     }
   }
+  if (r->nstartup)
+    fprintf(f, "\nStart-up (not a leak): %d site%s grew by %s only while modules were imported.\n", r->nstartup,
+            r->nstartup == 1 ? "" : "s", lgu_fmt_bytes(b1, sizeof b1, r->startup_growth));
 }
 
 /* ------------------------------------------------------------------ JSON */
@@ -368,6 +372,7 @@ static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, in
   jobj(j, "holders", hl ? hl : cJSON_CreateArray());
   cJSON *bd = s->bounded ? cJSON_Parse(s->bounded) : NULL;
   if (bd) jobj(j, "bounded", bd);
+  if (s->startup) JCHK(cJSON_AddStringToObject(j, "startup", "import"));
   cJSON *fr = JPTR(cJSON_AddArrayToObject(j, "frames"));
   for (int k = 0; k < s->nframes; k++) jarr(fr, frame_json(&s->frames[k]));
   cJSON *st = JPTR(cJSON_AddArrayToObject(j, "stacks"));
@@ -497,6 +502,9 @@ int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   gpus_json(root, r);
   cJSON *mi = JPTR(cJSON_AddArrayToObject(root, "minor_growth"));
   for (int i = 0; i < r->nminor && i < top; i++) jarr(mi, site_json(r, &r->minor[i], 0, 0));
+  cJSON *su = JPTR(cJSON_AddObjectToObject(root, "startup_growth"));
+  JCHK(cJSON_AddNumberToObject(su, "sites", r->nstartup));
+  JCHK(cJSON_AddNumberToObject(su, "growth_bytes", round(r->startup_growth)));
   cJSON *oth = JPTR(cJSON_AddArrayToObject(root, "largest_non_leaking"));
   for (int i = 0; i < r->nothers; i++) jarr(oth, site_json(r, &r->others[i], 0, 0));
   char *s = json_oom ? NULL : cJSON_Print(root);

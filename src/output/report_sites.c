@@ -539,6 +539,13 @@ static int spread_persists(const pctx_t *c, const int *cand, const int *member, 
   return total > 0 && both >= 0.5 * total;
 }
 
+/* A stack under a module import (any of its frames, docs/detection.md "Start-up"). */
+static int in_import(const lgr_site_t *s) {
+  for (int i = 0; i < s->nall; i++)
+    if (lgr_is_import_frame(s->all_frames[i].function, s->all_frames[i].file)) return 1;
+  return 0;
+}
+
 /* A candidate's hash of its d outermost frames, for grouping (find_spread). */
 typedef struct hkey {
   uint64_t h;
@@ -614,7 +621,7 @@ static void find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
       if (a->st[k].live_bytes > a->st[best].live_bytes) best = k;
     s->stack = a->st[best].stack;
     lgr_load_frames(c->db, s, 0);
-    if (s->nframes == 0) {
+    if (s->nframes == 0 || in_import(s)) { /* a module's start-up is not spread growth */
       lgr_site_free(s);
       continue;
     }
@@ -817,6 +824,19 @@ int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_re
       site.series = a->val; /* kept for the leak's summed series */
       a->val = NULL;
       lgr_load_frames(db, &site, o->native);
+      if (in_import(&site)) { /* a module's start-up: made once, not a leak */
+        r->nstartup++;
+        r->startup_growth += site.growth_bytes;
+        site.startup = 1;
+        site.r.leak = 0;
+        site.r.confidence = 0;
+        site.r.pattern = LG_PATTERN_PLATEAU;
+        site.time_to_oom_s = NAN;
+        free(site.series);
+        site.series = NULL;
+        if (lgr_push_site(others, nothers, ocap, &site)) lgr_site_free(&site);
+        continue;
+      }
       lgr_load_holders(db, &site);
       if ((site.bounded = lgr_full_bound(site.holders_json))) { /* a full bounded cache: a plateau */
         site.r.leak = 0;
