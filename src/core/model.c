@@ -33,9 +33,6 @@ void lgm_release(lgm_proc_t *p) {
   p->hdr = NULL;
   free(p->sites);
   free(p->stored);
-  free(p->eras);
-  p->eras = NULL;
-  p->eras_cap = 0;
   p->sites = p->stored = NULL;
   p->nsites = 0;
 }
@@ -107,20 +104,20 @@ static int grow(lgm_proc_t *p, uint32_t n) {
   return 0;
 }
 
+/* The counters of site in shard sd (NULL when that shard never touched its chunk). */
+static const lg_site_ctr_t *shard_ctr(const lg_region_hdr_t *h, const lg_shard_desc_t *sd, uint32_t site) {
+  uint32_t c = site / LG_SITES_PER_CHUNK;
+  if (c >= sd->nchunks_cap) return NULL;
+  const uint64_t *dir = LG_PTR(h, sd->chunk_dir, const uint64_t *);
+  uint64_t off = __atomic_load_n(&dir[c], __ATOMIC_ACQUIRE);
+  if (!off || off < h->arena_off || off + LG_SITES_PER_CHUNK * sizeof(lg_site_ctr_t) > h->size) return NULL;
+  return LG_PTR(h, off, const lg_site_ctr_t *) + site % LG_SITES_PER_CHUNK;
+}
+
 int lgm_collect(lgm_proc_t *p) {
   const lg_region_hdr_t *h = p->hdr;
   uint32_t n = lgm_nstacks(p);
   if (grow(p, n) != 0) return -ENOMEM;
-  /* Reused between snapshots: a fresh calloc of this size would fault in zeroed pages
-   * every time. */
-  if (p->eras_cap < n) {
-    void *e = realloc(p->eras, (size_t)n * sizeof(int32_t[LG_ERAS]));
-    if (!e) return -ENOMEM;
-    p->eras = e;
-    p->eras_cap = n;
-  }
-  int32_t(*eras)[LG_ERAS] = p->eras;
-  memset(eras, 0, (size_t)n * sizeof *eras);
   for (uint32_t i = 0; i < n; i++) {
     uint8_t sp = p->sites[i].space, dev = p->sites[i].device, known = p->sites[i].known;
     memset(&p->sites[i], 0, sizeof p->sites[i]);
@@ -132,6 +129,7 @@ int lgm_collect(lgm_proc_t *p) {
   uint32_t nshards = atomic_load(&((lg_region_hdr_t *)h)->nshards);
   if (nshards > h->shards_cap) nshards = h->shards_cap;
   uint32_t nchunks = (n + LG_SITES_PER_CHUNK - 1) / LG_SITES_PER_CHUNK;
+  /* Pass 1: bytes and blocks, summed over the shards. */
   for (uint32_t s = 0; s < nshards; s++) {
     const uint64_t *dir = LG_PTR(h, sd[s].chunk_dir, const uint64_t *);
     uint32_t cap = sd[s].nchunks_cap < nchunks ? sd[s].nchunks_cap : nchunks;
@@ -148,20 +146,33 @@ int lgm_collect(lgm_proc_t *p) {
         t->live_blocks += __atomic_load_n(&x->live_blocks, __ATOMIC_RELAXED);
         t->alloc_bytes += __atomic_load_n(&x->alloc_bytes, __ATOMIC_RELAXED);
         t->alloc_blocks += __atomic_load_n(&x->alloc_blocks, __ATOMIC_RELAXED);
-        for (unsigned e = 0; e < LG_ERAS; e++) eras[site][e] += __atomic_load_n(&x->era_blocks[e], __ATOMIC_RELAXED);
       }
     }
+  }
+  /* Pass 2: the age of the oldest live block, for the sites that hold any. Most of the
+   * stacks of a Python program's start-up (10^5) hold nothing after it: reading every
+   * site's 24 era counters in every shard, and clearing a table of them, was most of a
+   * snapshot's cost. */
+  for (uint32_t i = 0; i < n; i++) {
+    lgm_site_t *t = &p->sites[i];
+    t->oldest_epoch = UINT32_MAX;
+    if (t->live_blocks <= 0) continue;
+    int32_t eras[LG_ERAS] = {0};
+    for (uint32_t s = 0; s < nshards; s++) {
+      const lg_site_ctr_t *x = shard_ctr(h, &sd[s], i);
+      if (!x) continue;
+      for (unsigned e = 0; e < LG_ERAS; e++) eras[e] += __atomic_load_n(&x->era_blocks[e], __ATOMIC_RELAXED);
+    }
+    for (unsigned e = 0; e < LG_ERAS; e++)
+      if (eras[e] > 0) {
+        t->oldest_epoch = lg_era_start(e);
+        break;
+      }
   }
   int64_t live = 0, blocks = 0, host = 0, mm = 0, gpu = 0;
   memset(p->gpu_space_bytes, 0, sizeof p->gpu_space_bytes);
   for (uint32_t i = 0; i < n; i++) {
     lgm_site_t *t = &p->sites[i];
-    t->oldest_epoch = UINT32_MAX;
-    for (unsigned e = 0; e < LG_ERAS; e++)
-      if (eras[i][e] > 0) {
-        t->oldest_epoch = lg_era_start(e);
-        break;
-      }
     live += t->live_bytes;
     blocks += t->live_blocks;
     if (t->space == LG_SPACE_MMAP) mm += t->live_bytes;

@@ -50,8 +50,6 @@ typedef struct lgm_proc {
   int known_only;
   lgm_site_t *sites;  /* [nsites] current totals */
   lgm_site_t *stored; /* [nsites] values last written to the store */
-  void *eras;         /* scratch for lgm_collect: int32_t[eras_cap][LG_ERAS] */
-  uint32_t eras_cap;
   uint32_t stacks_stored, modules_stored;
   uint64_t steps_seen;
   uint64_t seq; /* snapshots taken */

@@ -60,6 +60,12 @@ def case_outputs(t, args):
     t.check(top is not None, "a suspect to compare outputs against", report=rep)
     if top is None:
         t.finish()
+    # the leak's first blocks were born in the first second: their age is about the run's
+    # (the recorder's birth eras, summed over the threads' shards by the collector)
+    dur = rep["runs"][0]["duration_s"]
+    age = top.get("oldest_block_age_s")
+    t.check(isinstance(age, (int, float)) and dur - 1.5 <= age <= dur + 0.5,
+            "the oldest live block of the leak is about as old as the run", age=age, duration=dur)
     txt = t.run([args.leakguard, "report", p.db])
     t.check(txt.returncode == 0, "text report exits 0", exit=txt.returncode)
     first = txt.stdout.splitlines()[0] if txt.stdout else ""
