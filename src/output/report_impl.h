@@ -72,6 +72,58 @@ int lgr_parse_locs(const char *text, int64_t *ids, int max);
 int lgr_cmp_suspect(const void *a, const void *b);
 int lgr_push_site(lgr_site_t **arr, int *n, int *cap, const lgr_site_t *s);
 
+/* report_sites.c and report_spread.c: the per-process analysis state. */
+/* A change of one stack's live bytes and blocks at snapshot seq. */
+typedef struct delta {
+  int64_t seq;
+  double bytes, blocks;
+} delta_t;
+
+/* A site while the samples are read. */
+typedef struct acc {
+  char space[16];
+  lgr_stackref_t *st;
+  int nst, cst;
+  delta_t *d;
+  size_t nd, cd;
+  int64_t live_blocks;
+  uint64_t alloc_bytes, alloc_blocks;
+  int has_oldest;
+  int64_t oldest;
+  double *val, *blk; /* merged series at each snapshot (built after reading) */
+  struct {
+    int stack;
+    size_t from, len;
+  } * rng; /* each stack's deltas, d[from..from+len), in seq order */
+  int nrng;
+} acc_t;
+
+/* Per-process analysis state. */
+typedef struct pctx {
+  sqlite3 *db;
+  lgr_run_t *run;
+  const lgr_options_t *o;
+  lgr_report_t *r;
+  double min_growth;
+  int64_t nsnap;
+  double *t, *step; /* per snapshot seq (NaN t: missing) */
+  acc_t *sites;
+  int nsites, csites;
+  double *flag_t; /* per stack id: first live flag (s after start), NaN none */
+  int nflag;
+  double headroom;
+} pctx_t;
+
+int lgr_cmp_stackref(const void *a, const void *b); /* highest peak first */
+/* Analyses the merged series v (blk: its blocks, or NULL) of site s. */
+void lgr_analyse_series(const pctx_t *c, const double *v, const double *blk, lgr_site_t *s, lgd_series_t *ser);
+/* The first live flag of any of the site's stacks (s after start), NaN: none. */
+double lgr_site_flag(const pctx_t *c, const lgr_site_t *s);
+/* 1 when the site's stack runs under a module import (lgr_is_import_frame). */
+int lgr_in_import(const lgr_site_t *s);
+/* report_spread.c: growth spread over many sites; used[i]: site i already a suspect. */
+void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used);
+
 /* report_sites.c */
 int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_report_t *r, lgr_site_t **others,
                      int *nothers, int *ocap);
