@@ -30,10 +30,13 @@ typedef struct lgd_point {
 } lgd_point_t;
 
 /* A growable series that halves its resolution (merging neighbours, keeping
- * min/max) instead of growing past max_points. */
+ * min/max) instead of growing past max_points; later samples are then merged into
+ * points of the same span, so the resolution stays even over the whole run. Setting n
+ * to 0 empties it for reuse. */
 typedef struct lgd_series {
   lgd_point_t *pts;
   size_t n, cap, max_points;
+  size_t per_point, in_last; /* samples per point, and in the last one */
 } lgd_series_t;
 
 void lgd_series_init(lgd_series_t *s, size_t max_points);
@@ -50,6 +53,12 @@ typedef struct lgd_result {
   double tau, p;                /* Mann-Kendall on the floors */
   double floor_first, floor_last;
   int windows;
+  /* Mann-Kendall on the floors from the start of the rise on (the last window still at
+   * the first floor's level): a leak that began after start-up is judged on how
+   * consistently it grew while it grew, not diluted by the flat start. Equal to tau,
+   * p and windows when the rise starts at once. */
+  double tau_growing, p_growing;
+  int windows_growing;
   double since_s; /* start of the growing part (lgd_analyze_recent), else t of the first point */
   double until_s; /* t of the last point analysed (an exit-time teardown left out) */
 } lgd_result_t;

@@ -99,7 +99,11 @@ int lgr_is_minor(double growth, double rate, double size, double blocks_gained, 
 }
 
 int lgr_is_steady(const lgd_result_t *r) {
-  return r->leak && r->tau >= LGR_STEADY_TAU && r->p < LGR_STEADY_P && r->windows >= 10 &&
+  int whole = r->tau >= LGR_STEADY_TAU && r->p < LGR_STEADY_P && r->windows >= 10;
+  /* or since the rise began: a leak that starts after the imports (a training loop's
+   * first step) has a flat start that dilutes the whole run's tau */
+  int growing = r->tau_growing >= LGR_STEADY_TAU && r->p_growing < LGR_STEADY_P && r->windows_growing >= 10;
+  return r->leak && (whole || growing) &&
          (r->pattern == LG_PATTERN_LINEAR_LEAK || r->pattern == LG_PATTERN_ACCELERATING_LEAK);
 }
 

@@ -183,7 +183,8 @@ int lgr_is_import_frame(const char *function, const char *file);
 int lgr_is_minor(double growth_bytes, double rate, double size_bytes, double blocks_gained, double time_to_oom_s,
                  int steady);
 /* 1 for a steady growth: a linear or accelerating leak whose trend is strong (Mann-Kendall
- * tau of at least LGR_STEADY_TAU, p under LGR_STEADY_P, over at least 10 windows). */
+ * tau of at least LGR_STEADY_TAU, p under LGR_STEADY_P, over at least 10 windows), over
+ * the whole run or since its rise began (lgd_result_t.tau_growing). */
 int lgr_is_steady(const lgd_result_t *r);
 
 #endif

@@ -261,4 +261,3 @@ void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
   free(cs);
   free(cand);
 }
-
