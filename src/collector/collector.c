@@ -129,6 +129,8 @@ int lgc_run(lgc_collector_t *c) {
   sigset_t mask;
   lgc_signals(&mask);
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) /* children are still reaped at every pass (lgc_reap below) */
+    lgu_err("cannot read signals (signalfd: %s): interrupts will not be passed on to the program", strerror(errno));
   uint64_t next_snap = lgu_now_ns() + lgc_snapshot_interval_ns(c, lgu_now_ns());
   uint64_t next_tick = lgu_now_ns(), next_live = next_tick + LIVE_TICK_NS;
   struct pollfd *pf = NULL;
@@ -140,8 +142,13 @@ int lgc_run(lgc_collector_t *c) {
     int n = 2 + 2 * c->nprocs;
     if (n > pfcap) {
       pfcap = n * 2;
-      pf = realloc(pf, (size_t)pfcap * sizeof *pf);
-      if (!pf) return -ENOMEM;
+      struct pollfd *np = realloc(pf, (size_t)pfcap * sizeof *np);
+      if (!np) {
+        free(pf);
+        if (sfd >= 0) close(sfd);
+        return -ENOMEM;
+      }
+      pf = np;
     }
     pf[0] = (struct pollfd){sfd, POLLIN, 0};
     pf[1] = (struct pollfd){c->listen_fd, POLLIN, 0};
@@ -270,6 +277,6 @@ int lgc_run(lgc_collector_t *c) {
   lgc_take_symbols(c, 0);
   lgc_db_commit(c);
   free(pf);
-  close(sfd);
+  if (sfd >= 0) close(sfd);
   return 0;
 }
