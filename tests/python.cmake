@@ -148,6 +148,10 @@ lg_py(ok_deque       --script ok_deque.py --expect no-leak)
 # a full lru_cache whose entries get bigger: a curve that looks like a leak, held by a
 # cache at its maxsize (holder-aware verdict)
 lg_py(ok_lru_varsize --script ok_lru_varsize.py --expect no-leak --bounded --seconds 6)
+# a dict of 16 keys whose values get longer every step: a leak, not a bounded dict (the
+# bound of a dict whose length stopped growing is checked in python_*module)
+lg_py(dict_grow      --script leak_dict_grow.py --expect leak --leaks 1
+                     --holder "__main__.history (dict)" --kind tensor)
 # --- threads, forked workers, abnormal exits
 lg_py(threads        --script leak_threads.py --expect leak
                      --holder "__main__.results (list)" --kind tensor)

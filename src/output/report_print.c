@@ -291,9 +291,12 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
       fprintf(f, "  %10s  %-10s %s", lgu_fmt_bytes(b1, sizeof b1, (double)s->live_bytes), lg_pattern_name(s->r.pattern),
               site_label(lab, sizeof lab, s));
       cJSON *bd = s->bounded ? cJSON_Parse(s->bounded) : NULL;
-      if (bd)
-        fprintf(f, "  (held by a %s at its bound, %.0f of %.0f: not a leak)",
-                cJSON_GetStringValue(cJSON_GetObjectItem(bd, "container")),
+      const char *ct = bd ? cJSON_GetStringValue(cJSON_GetObjectItem(bd, "container")) : NULL;
+      if (ct && !strcmp(ct, "dict"))
+        fprintf(f, "  (held as the values of a dict whose length stopped growing, %.0f keys: not a leak)",
+                cJSON_GetNumberValue(cJSON_GetObjectItem(bd, "size")));
+      else if (ct)
+        fprintf(f, "  (held by a %s at its bound, %.0f of %.0f: not a leak)", ct,
                 cJSON_GetNumberValue(cJSON_GetObjectItem(bd, "size")),
                 cJSON_GetNumberValue(cJSON_GetObjectItem(bd, "maxsize")));
       cJSON_Delete(bd);

@@ -115,6 +115,14 @@ static PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind,
     PyObject *d = PyDict_GetItemString(h, "detail");
     if (d) PyDict_SetItemString(d, "bound", bound);
     Py_DECREF(bound);
+  } else if (h && p >= 0 && PyDict_Check(E->obj[p]) && !is_collapsed_dict(E, p)) {
+    /* held as the values of a plain dict: its length, for dict_bounds() once the
+     * holder's bytes are known */
+    PyObject *d = PyDict_GetItemString(h, "detail");
+    PyObject *dd =
+        Py_BuildValue("{s:K,s:n}", "addr", (unsigned long long)(uintptr_t)E->obj[p], "len", PyDict_Size(E->obj[p]));
+    if (d && dd) PyDict_SetItemString(d, "dict", dd);
+    Py_XDECREF(dd);
   }
   if (!h || PyDict_SetItem(H->groups, key, h) < 0 || PyList_Append(H->order, h) < 0) {
     Py_XDECREF(h);
@@ -132,6 +140,53 @@ found:
     H->last_kind = kind;
   }
   return h;
+}
+
+/* A plain dict whose length stopped growing (issue #10): the values of a dict with a
+ * fixed set of keys, replaced by values of varying size, make a curve that rises and
+ * falls and can look like a step leak; the dict holds len values whatever happens. A
+ * holder through a dict's values is given the bound {container: dict, maxsize: len,
+ * size: len, full} when an earlier explanation of that stack in this process saw the
+ * same dict at the same length and its values are not getting bigger since then (their
+ * mean size at most 1.5 times what it was at that first sighting: values that grow,
+ * d[k] = cat(d[k], x), are a leak with a fixed set of keys). Remembered across
+ * explanations: (stack, dict address) -> (len, mean bytes when first seen at it). */
+static PyObject *dict_seen;
+
+static void dict_bounds(PyObject *holders) {
+  if (!dict_seen && !(dict_seen = PyDict_New())) return;
+  for (Py_ssize_t j = 0; j < PyList_GET_SIZE(holders); j++) {
+    PyObject *h = PyList_GET_ITEM(holders, j);
+    PyObject *det = PyDict_GetItemString(h, "detail");
+    PyObject *dd = det ? PyDict_GetItemString(det, "dict") : NULL;
+    if (!dd) continue;
+    long long addr = PyLong_AsLongLong(PyDict_GetItemString(dd, "addr"));
+    Py_ssize_t len = PyLong_AsSsize_t(PyDict_GetItemString(dd, "len"));
+    double objects = PyFloat_AsDouble(PyDict_GetItemString(h, "objects"));
+    double bytes = PyFloat_AsDouble(PyDict_GetItemString(h, "bytes"));
+    PyErr_Clear();
+    double mean = objects > 0 ? bytes / objects : 0;
+    PyObject *key = Py_BuildValue("(OL)", PyDict_GetItemString(h, "stack"), addr);
+    PyObject *prev = key ? PyDict_GetItem(dict_seen, key) : NULL;
+    if (prev && PyTuple_Check(prev) && PyTuple_GET_SIZE(prev) == 2 && len >= 2 &&
+        PyLong_AsSsize_t(PyTuple_GET_ITEM(prev, 0)) == len &&
+        mean <= 1.5 * PyFloat_AsDouble(PyTuple_GET_ITEM(prev, 1))) {
+      PyObject *b =
+          Py_BuildValue("{s:s,s:n,s:n,s:O}", "container", "dict", "maxsize", len, "size", len, "full", Py_True);
+      if (b) PyDict_SetItemString(det, "bound", b);
+      Py_XDECREF(b);
+    }
+    if (!prev || !PyTuple_Check(prev) || PyTuple_GET_SIZE(prev) != 2 ||
+        PyLong_AsSsize_t(PyTuple_GET_ITEM(prev, 0)) != len) {
+      PyObject *now = Py_BuildValue("(nd)", len, mean); /* first seen at this length */
+      if (key && now) PyDict_SetItem(dict_seen, key, now);
+      Py_XDECREF(now);
+    }
+    Py_XDECREF(key);
+    PyErr_Clear();
+    PyDict_DelItemString(dd, "addr"); /* an address means nothing outside this process */
+    PyErr_Clear();
+  }
 }
 
 /* Saved tensors of an autograd node type: its "_saved_*" attribute names (cached). */
@@ -606,6 +661,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
   }
 
   if (dbg) fprintf(stderr, "explain: autograd %.3fs\n", now_s() - t0);
+  dict_bounds(H.order);
   /* output: by bytes, at most 8 chains per stack */
   {
     PyObject *op = PyImport_ImportModule("operator");

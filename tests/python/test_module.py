@@ -116,6 +116,25 @@ def main():
                     work(i)
                 lg.step()
             snap = lg.snapshot()
+            # a dict of 16 keys whose values are replaced by others of the same sizes, and
+            # one of 8 keys whose values get 4 times bigger (a leak with a fixed key set)
+            import random
+            buckets, grow = {}, {}
+            def fill_buckets():
+                for k in range(16):
+                    buckets[k] = bytearray(40000 + random.randrange(20000))
+            def fill_grow(scale):
+                for k in range(8):
+                    grow[k] = bytearray(20000 * scale)
+            docs = []
+            for scale in (1, 4):  # one call site: the same stacks both times
+                fill_buckets(); fill_grow(scale)
+                sites = [lg._site_of_object(buckets[0]), lg._site_of_object(grow[0])]
+                docs.append(lg.explain(stacks=sites, write=False))
+            d1, d2 = docs
+            def bounds(doc):
+                return {h["chain"][0]: (h.get("detail") or {}).get("bound") for h in doc["holders"]
+                        if h["chain"][0] in ("__main__.buckets (dict)", "__main__.grow (dict)")}
             r = lg.explain(top=8)
             small = lg.explain(top=8, max_objects=500, write=False)
             site = lg._site_of_object(history[0])
@@ -126,7 +145,8 @@ def main():
                                        and os.path.basename(r["path"]) ==
                                            "holders-%d-1.json" % os.getpid(),
                               "small_scanned": small["objects_scanned"],
-                              "site_of_list": lg._site_of_object(history)}))
+                              "site_of_list": lg._site_of_object(history),
+                              "dict_bounds": [bounds(d1), bounds(d2)]}))
         """))
     r = run([a.leakguard, "run", "-q", "-i", "0.2", "-o", os.path.join(tmp, "syn.db"), "--",
              py, script], env, tmp)
@@ -150,6 +170,12 @@ def main():
         check(bool(reg) and reg[0]["objects"] == 40, "class attribute: Registry.entries -> [i] -> bytes",
               chains=chains)
         check(res["truncated"] is False and res["pid"] > 0, "not truncated", res=res["truncated"])
+        b1, b2 = out["dict_bounds"]
+        check(b1 == {"__main__.buckets (dict)": None, "__main__.grow (dict)": None} and
+              b2.get("__main__.buckets (dict)") == {"container": "dict", "maxsize": 16, "size": 16, "full": True}
+              and "__main__.grow (dict)" in b2 and b2["__main__.grow (dict)"] is None,
+              "a dict whose length stopped growing bounds its values (second explain); one whose "
+              "values grow does not", first=b1, second=b2)
         check(out["small_truncated"] is True and out["small_scanned"] <= 500,
               "max_objects bounds the walk (truncated)", small=out)
         # the collector ingests (and removes) the file within a tick: look for it in the
