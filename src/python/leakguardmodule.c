@@ -131,6 +131,15 @@ static PyObject *py_explain_soon(PyObject *self, PyObject *stacks) {
   Py_RETURN_TRUE;
 }
 
+/* leakguard._pause_this_thread(): the calling thread's allocations are no longer
+ * recorded (lg_pause_recording; frees of recorded blocks still count). For leakguard's
+ * own threads in the target (sitecustomize's watcher): their memory is not the
+ * program's, and a report must never name leakguard's code as a leak. */
+static PyObject *py_pause_this_thread(PyObject *self, PyObject *unused) {
+  if (lgpy.pause) lgpy.pause(1);
+  Py_RETURN_NONE;
+}
+
 static PyObject *py_explain(PyObject *self, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"stacks", "top", "budget_s", "max_objects", "write", NULL};
   PyObject *stacks = Py_None;
@@ -269,6 +278,7 @@ static PyMethodDef methods[] = {
      "cuda_memory() -> dict: GPU memory per device (recorded, and torch.cuda's view)."},
     {"_install_atexit", py_install_atexit, METH_NOARGS, NULL},
     {"_explain_soon", py_explain_soon, METH_O, NULL},
+    {"_pause_this_thread", py_pause_this_thread, METH_NOARGS, NULL},
     {"_site_of_address", py_site_of_address, METH_O, NULL},
     {"_site_of_object", py_site_of_object, METH_O, NULL},
     {NULL, NULL, 0, NULL}};

@@ -135,6 +135,15 @@ def main():
             def bounds(doc):
                 return {h["chain"][0]: (h.get("detail") or {}).get("bound") for h in doc["holders"]
                         if h["chain"][0] in ("__main__.buckets (dict)", "__main__.grow (dict)")}
+            # a thread of leakguard's own (sitecustomize's watcher) is never recorded
+            import threading
+            quiet = []
+            def own_thread():
+                lg._pause_this_thread()
+                quiet.extend(bytearray(5000) for _ in range(100))
+            th = threading.Thread(target=own_thread)
+            th.start(); th.join()
+            paused_sites = sum(lg._site_of_object(b) is not None for b in quiet)
             r = lg.explain(top=8)
             small = lg.explain(top=8, max_objects=500, write=False)
             site = lg._site_of_object(history[0])
@@ -146,7 +155,9 @@ def main():
                                            "holders-%d-1.json" % os.getpid(),
                               "small_scanned": small["objects_scanned"],
                               "site_of_list": lg._site_of_object(history),
-                              "dict_bounds": [bounds(d1), bounds(d2)]}))
+                              "dict_bounds": [bounds(d1), bounds(d2)],
+                              "paused_sites": paused_sites,
+                              "main_site": lg._site_of_object(history[0]) is not None}))
         """))
     r = run([a.leakguard, "run", "-q", "-i", "0.2", "-o", os.path.join(tmp, "syn.db"), "--",
              py, script], env, tmp)
@@ -170,6 +181,9 @@ def main():
         check(bool(reg) and reg[0]["objects"] == 40, "class attribute: Registry.entries -> [i] -> bytes",
               chains=chains)
         check(res["truncated"] is False and res["pid"] > 0, "not truncated", res=res["truncated"])
+        check(out["paused_sites"] == 0 and out["main_site"],
+              "_pause_this_thread: that thread's blocks are not recorded, the main thread's are",
+              paused=out["paused_sites"], main=out["main_site"])
         b1, b2 = out["dict_bounds"]
         check(b1 == {"__main__.buckets (dict)": None, "__main__.grow (dict)": None} and
               b2.get("__main__.buckets (dict)") == {"container": "dict", "maxsize": 16, "size": 16, "full": True}
