@@ -475,6 +475,18 @@ int lgr_in_import(const lgr_site_t *s) {
   return 0;
 }
 
+/* A site whose curve looked like a leak but is not one (start-up, a bounded holder):
+ * a plateau among the sites that do not grow. */
+static void not_a_leak(lgr_site_t *site, lgr_site_t **others, int *nothers, int *ocap) {
+  site->r.leak = 0;
+  site->r.confidence = 0;
+  site->r.pattern = LG_PATTERN_PLATEAU;
+  site->time_to_oom_s = NAN;
+  free(site->series);
+  site->series = NULL;
+  if (lgr_push_site(others, nothers, ocap, site)) lgr_site_free(site);
+}
+
 /* Analyses every site of one process. */
 int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_report_t *r, lgr_site_t **others,
                      int *nothers, int *ocap) {
@@ -540,24 +552,12 @@ int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_re
         r->nstartup++;
         r->startup_growth += site.growth_bytes;
         site.startup = 1;
-        site.r.leak = 0;
-        site.r.confidence = 0;
-        site.r.pattern = LG_PATTERN_PLATEAU;
-        site.time_to_oom_s = NAN;
-        free(site.series);
-        site.series = NULL;
-        if (lgr_push_site(others, nothers, ocap, &site)) lgr_site_free(&site);
+        not_a_leak(&site, others, nothers, ocap);
         continue;
       }
       lgr_load_holders(db, &site);
       if ((site.bounded = lgr_full_bound(site.holders_json))) { /* a full bounded cache: a plateau */
-        site.r.leak = 0;
-        site.r.confidence = 0;
-        site.r.pattern = LG_PATTERN_PLATEAU;
-        site.time_to_oom_s = NAN;
-        free(site.series);
-        site.series = NULL;
-        if (lgr_push_site(others, nothers, ocap, &site)) lgr_site_free(&site);
+        not_a_leak(&site, others, nothers, ocap);
         continue;
       }
       if (lgr_push_site(&r->suspects, &r->nsuspects, &scap, &site)) lgr_site_free(&site);
