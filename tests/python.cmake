@@ -140,8 +140,11 @@ lg_py(ddp            --script leak_ddp.py --expect leak --child --leaks 1 --leak
                      --seconds 6 --holder "frame worker():kept (list)" --kind tensor)
 # --- controls
 lg_py(ok_item        --script ok_item.py --expect no-leak)
-# `import torch` and friends only: 60-90 MiB under imports, then the exit (start-up)
-lg_py(ok_imports     --script ok_imports.py --expect no-leak --startup --sample 0)
+# `import torch` and friends only: 60-90 MiB under imports, then the exit. How many of
+# its sites look like leaks before the start-up rule varies from run to run (0 to 50
+# here), so the rule itself is asserted on a recorded curve (unit_test_report,
+# test_report_startup_import); this run asserts no false alarm.
+lg_py(ok_imports     --script ok_imports.py --expect no-leak --sample 0)
 lg_py(ok_detached    --script ok_detached.py --expect no-leak)
 lg_py(ok_lru         --script ok_lru.py --expect no-leak)
 lg_py(ok_deque       --script ok_deque.py --expect no-leak)

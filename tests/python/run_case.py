@@ -15,8 +15,7 @@ Findings (issue #10): --leaks N: the verdict leak comes with 1..N entries in `le
 suspect; --leak-rank R: that leak is in the process of rank R of a distributed job;
 --detected-within S: the leak was flagged while the program ran, at most S seconds
 after its first step marker; --bounded: a no-leak run whose growing site the holder
-explanation found held by a full bounded container (lru_cache, deque); --startup: a
-no-leak run whose growth under module imports is reported as start-up.
+explanation found held by a full bounded container (lru_cache, deque).
 
 A leak report without any Python frame fails (the recorder reads the frames of every
 CPython 3.9-3.13), and so does a `leakguard:` complaint about the Python version or the
@@ -67,8 +66,6 @@ def main():
                     help="flagged at most S seconds after the first step marker")
     ap.add_argument("--bounded", action="store_true",
                     help="no-leak: a site is reported held by a full bounded container")
-    ap.add_argument("--startup", action="store_true",
-                    help="no-leak: sites grew under module imports and were called start-up")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     a.leakguard, a.pydir = os.path.abspath(a.leakguard), os.path.abspath(a.pydir)
@@ -139,10 +136,6 @@ def main():
             check(bool(b), "a site is held by a full bounded container (not a leak)",
                   others=[(x.get("site"), x.get("pattern"), x.get("bounded"))
                           for x in doc.get("largest_non_leaking", [])][:6])
-        if a.startup:
-            su = doc.get("startup_growth") or {}
-            check(su.get("sites", 0) >= 1 and su.get("growth_bytes", 0) > 0,
-                  "growth under module imports is reported as start-up", startup_growth=su)
     if a.expect == "leak" and a.leaks:
         check(1 <= len(leaks) <= a.leaks and leaks[0].get("suspects", [0])[0] == 1,
               "1..%d leak entries, the first with suspect #1 as its main one" % a.leaks,

@@ -512,6 +512,59 @@ static void test_report_spread_growth(void **state) {
   cJSON_Delete(j);
 }
 
+/* A module's start-up: one site grows steadily for the whole run, as a leak would, but
+ * only under importlib's frames (say, `import torch` until the exit). Not a leak, and
+ * counted as start-up growth; the same curve and lines without the import is a leak. */
+static const lgs_frame_t F_IMPORT[4] = {{0x10, "python", "<module>", "/usr/lib/mod/tables.py", 14, 0},
+                                        {0x11, "python", "_call_with_frames_removed",
+                                         "<frozen importlib._bootstrap>", 241, 0},
+                                        {0x12, "python", "_find_and_load", "<frozen importlib._bootstrap>", 1176, 0},
+                                        {0x13, "python", "<module>", "/src/train.py", 3, 0}};
+static const lgs_frame_t F_NOIMPORT[2] = {{0x10, "python", "<module>", "/usr/lib/mod/tables.py", 14, 0},
+                                          {0x13, "python", "<module>", "/src/train.py", 3, 0}};
+static int64_t steady(int k, int stack, int64_t *blocks) {
+  if (stack == 0) {
+    *blocks = 1;
+    return 4 * MiB;
+  }
+  *blocks = (int64_t)(k + 1) * 40;
+  return *blocks * 1024;
+}
+
+static void test_report_startup_import(void **state) {
+  fixture_t *f = *state;
+  char path[256];
+  lgr_options_t o = {0};
+  stack_def_t defs[2] = {{F_TABLE, 2}, {F_IMPORT, 4}};
+  path_in(f, path, sizeof path, "import.lgdb");
+  make_series_db(path, defs, 2, 40, steady);
+  cJSON *j = report_json(path, &o);
+  assert_string_equal(str(j, "verdict"), "no-leak");
+  assert_int_equal(cJSON_GetArraySize(field(j, "leaks")), 0);
+  assert_int_equal(cJSON_GetArraySize(field(j, "suspects")), 0);
+  const cJSON *su = field(j, "startup_growth");
+  assert_true(num(su, "sites") == 1);
+  assert_true(num(su, "growth_bytes") > 30 * 40 * KiB && num(su, "growth_bytes") <= 40 * 40 * KiB);
+  const cJSON *oth = field(j, "largest_non_leaking");
+  int found = 0;
+  for (int i = 0; i < cJSON_GetArraySize(oth); i++) {
+    const cJSON *o0 = cJSON_GetArrayItem(oth, i);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(o0, "startup");
+    if (st && cJSON_IsString(st) && !strcmp(st->valuestring, "import")) found++;
+  }
+  assert_int_equal(found, 1);
+  cJSON_Delete(j);
+  defs[1] = (stack_def_t){F_NOIMPORT, 2};
+  path_in(f, path, sizeof path, "noimport.lgdb");
+  make_series_db(path, defs, 2, 40, steady);
+  j = report_json(path, &o);
+  assert_string_equal(str(j, "verdict"), "leak");
+  assert_true(num(field(j, "startup_growth"), "sites") == 0);
+  const cJSON *s0 = cJSON_GetArrayItem(field(j, "suspects"), 0);
+  assert_true(num(field(s0, "site"), "line") == 14);
+  cJSON_Delete(j);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_report_json, setup, teardown),
@@ -521,6 +574,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_report_staircase_of_fills, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_lockstep_is_one_leak, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_spread_growth, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_report_startup_import, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
