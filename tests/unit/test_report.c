@@ -515,11 +515,11 @@ static void test_report_spread_growth(void **state) {
 /* A module's start-up: one site grows steadily for the whole run, as a leak would, but
  * only under importlib's frames (say, `import torch` until the exit). Not a leak, and
  * counted as start-up growth; the same curve and lines without the import is a leak. */
-static const lgs_frame_t F_IMPORT[4] = {{0x10, "python", "<module>", "/usr/lib/mod/tables.py", 14, 0},
-                                        {0x11, "python", "_call_with_frames_removed",
-                                         "<frozen importlib._bootstrap>", 241, 0},
-                                        {0x12, "python", "_find_and_load", "<frozen importlib._bootstrap>", 1176, 0},
-                                        {0x13, "python", "<module>", "/src/train.py", 3, 0}};
+static const lgs_frame_t F_IMPORT[4] = {
+    {0x10, "python", "<module>", "/usr/lib/mod/tables.py", 14, 0},
+    {0x11, "python", "_call_with_frames_removed", "<frozen importlib._bootstrap>", 241, 0},
+    {0x12, "python", "_find_and_load", "<frozen importlib._bootstrap>", 1176, 0},
+    {0x13, "python", "<module>", "/src/train.py", 3, 0}};
 static const lgs_frame_t F_NOIMPORT[2] = {{0x10, "python", "<module>", "/usr/lib/mod/tables.py", 14, 0},
                                           {0x13, "python", "<module>", "/src/train.py", 3, 0}};
 static int64_t steady(int k, int stack, int64_t *blocks) {
