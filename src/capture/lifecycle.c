@@ -106,6 +106,7 @@ static void thread_exit(void *arg) {
   t->guard++;
   lgi_shard_release(t);
   lgi_unwind_thread_exit(t);
+  lgi_python_thread_exit(t);
   t->state = 2;
   t->guard--;
 }

@@ -328,6 +328,11 @@ static int frame_at(const lgi_pylayout_t *l, uintptr_t f, uintptr_t *co, uint64_
   return 1;
 }
 
+void lgi_python_thread_exit(lgi_tls_t *t) {
+  lgi_pages_free(t->pycache, sizeof(pcache_t) * PCACHE);
+  t->pycache = NULL;
+}
+
 unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max) {
   if (!lgi_python_active()) return 0;
   const lgi_pylayout_t *l = lay;

@@ -62,7 +62,8 @@ typedef struct lgi_tls {
   uint16_t tag_stack[LGI_TAG_DEPTH];
   uint16_t quota_tag; /* quota crossed inside the allocator: callback pending */
   int64_t quota_live;
-  void *pycache; /* python.c's per-thread frame cache */
+  void *pycache;         /* python.c's per-thread frame cache */
+  struct lgi_memo *memo; /* unwind.c: the last Python stack interned by this thread */
 } lgi_tls_t;
 
 LGI_HIDDEN extern __thread lgi_tls_t lgi_tls;
@@ -195,6 +196,8 @@ LGI_HIDDEN int lgi_python_active(void);
 LGI_HIDDEN unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max);
 /* 1 when ip lies in the interpreter's own module (python3.X or libpython3.X). */
 LGI_HIDDEN int lgi_python_interp_frame(uint64_t ip);
+/* Releases the calling thread's frame cache (thread exit). */
+LGI_HIDDEN void lgi_python_thread_exit(lgi_tls_t *t);
 
 /* ---- unwind.c */
 
