@@ -32,6 +32,7 @@
 #include "core/model.h"
 #include "core/region.h"
 #include "leakguard.h"
+#include "output/diff.h"
 #include "output/report.h"
 #include "output/store.h"
 
@@ -200,6 +201,16 @@ static int report(const char *path, out_t *o, char *why, size_t whylen) {
     lgr_print_text(ft, &r, &opt);
     rc = lgr_print_json(fj, &r, &opt);
     if (rc) snprintf(why, whylen, "lgr_print_json: %d", rc);
+    /* and `leakguard diff` of the report against itself */
+    lgdf_t d;
+    if (rc == 0 && (rc = lgdf_compare(&r, &r, LGDF_WORSE_RATIO, &d)) != 0)
+      snprintf(why, whylen, "lgdf_compare: %d", rc);
+    if (rc == 0) {
+      lgdf_print_text(ft, &d, "a.db", "a.db");
+      rc = lgdf_print_json(fj, &d, "a.db", "a.db", LGDF_WORSE_RATIO);
+      if (rc) snprintf(why, whylen, "lgdf_print_json: %d", rc);
+      lgdf_free(&d);
+    }
     fclose(ft);
     fclose(fj);
     lgr_free(&r);
