@@ -12,20 +12,21 @@
 #include "output/store.h"
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: leakguard diff [OPTIONS] OLD.db NEW.db\n"
-             "\n"
-             "Compares the leaks of two databases written by `leakguard run`: allocation\n"
-             "sites that leak in NEW and did not in OLD, that leak faster, that leak in both,\n"
-             "and that were fixed. Sites are matched by function, file and line (by function\n"
-             "and file when the line moved), never by address.\n"
-             "\n"
-             "  -f, --format FMT     text (default) or json\n"
-             "      --worse-ratio R  a site leaking R times as fast as in OLD is worse\n"
-             "                       (default %.1f)\n"
-             "      --fail-on-new    exit with status 97 when NEW has a new or worse leak\n"
-             "  -h, --help           this help\n"
-             "\n"
-             "Exit status: 0, or 97 with --fail-on-new and a regression; 2 for bad input.\n",
+  fprintf(f,
+          "usage: leakguard diff [OPTIONS] OLD.db NEW.db\n"
+          "\n"
+          "Compares the leaks of two databases written by `leakguard run`: allocation\n"
+          "sites that leak in NEW and did not in OLD, that leak faster, that leak in both,\n"
+          "and that were fixed. Sites are matched by function, file and line (by function\n"
+          "and file when the line moved), never by address.\n"
+          "\n"
+          "  -f, --format FMT     text (default) or json\n"
+          "      --worse-ratio R  a site leaking R times as fast as in OLD is worse\n"
+          "                       (default %.1f)\n"
+          "      --fail-on-new    exit with status 97 when NEW has a new or worse leak\n"
+          "  -h, --help           this help\n"
+          "\n"
+          "Exit status: 0, or 97 with --fail-on-new and a regression; 2 for bad input.\n",
           LGDF_WORSE_RATIO);
 }
 

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* cmd_report.c - `leakguard report DB`: the report, built from the database only. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "core/util.h"
+#include "output/pprof.h"
 #include "output/report.h"
 #include "output/store.h"
 
@@ -14,8 +17,11 @@ static void usage(FILE *f) {
              "\n"
              "Prints the leak report of a database written by `leakguard run`.\n"
              "\n"
-             "  -f, --format FMT   text (default), json, or folded (stacks weighted by live\n"
-             "                     bytes at the end, for flamegraph.pl and speedscope)\n"
+             "  -f, --format FMT   text (default), json, folded (stacks weighted by live\n"
+             "                     bytes at the end, for flamegraph.pl and speedscope), or\n"
+             "                     pprof (gzipped profile.proto: go tool pprof, Pyroscope,\n"
+             "                     Parca, speedscope)\n"
+             "  -o, --output FILE  write to FILE instead of standard output\n"
              "  -n, --top N        suspects to show (default 10)\n"
              "      --native       keep allocator and interpreter frames in the stacks\n"
              "      --fail-on-leak exit with status 97 when the report finds a leak\n"
@@ -25,19 +31,23 @@ static void usage(FILE *f) {
 enum { OPT_NATIVE = 256, OPT_FAIL };
 
 int lg_cmd_report(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"format", required_argument, NULL, 'f'},  {"top", required_argument, NULL, 'n'},
-      {"native", no_argument, NULL, OPT_NATIVE}, {"fail-on-leak", no_argument, NULL, OPT_FAIL},
-      {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
-  const char *format = "text";
+  static const struct option longopts[] = {{"format", required_argument, NULL, 'f'},
+                                           {"top", required_argument, NULL, 'n'},
+                                           {"output", required_argument, NULL, 'o'},
+                                           {"native", no_argument, NULL, OPT_NATIVE},
+                                           {"fail-on-leak", no_argument, NULL, OPT_FAIL},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  const char *format = "text", *outp = NULL;
   lgr_options_t ro = {.top = 10};
   int fail = 0, ch;
   long lv;
   optind = 1;
   opterr = 0;
-  while ((ch = getopt_long(argc, argv, "f:n:h", longopts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "f:n:o:h", longopts, NULL)) != -1) {
     switch (ch) {
     case 'f': format = optarg; break;
+    case 'o': outp = optarg; break;
     case 'n':
       if (lgu_parse_long(optarg, 1, 100000, &lv) != 0) {
         lgu_err("report: --top must be an integer between 1 and 100000, not '%s'", optarg);
@@ -53,8 +63,13 @@ int lg_cmd_report(int argc, char **argv) {
       return LG_EXIT_USAGE;
     }
   }
-  if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "folded")) {
-    lgu_err("report: unknown format '%s' (text, json or folded)", format);
+  if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "folded") && strcmp(format, "pprof")) {
+    lgu_err("report: unknown format '%s' (text, json, folded or pprof)", format);
+    return LG_EXIT_USAGE;
+  }
+  int pprof = !strcmp(format, "pprof");
+  if (pprof && !outp && isatty(STDOUT_FILENO)) {
+    lgu_err("report: the pprof format is binary (gzip): give -o FILE or redirect standard output");
     return LG_EXIT_USAGE;
   }
   if (optind != argc - 1) {
@@ -68,25 +83,45 @@ int lg_cmd_report(int argc, char **argv) {
     lgu_err("report: %s", why);
     return LG_EXIT_USAGE;
   }
+  FILE *out = stdout;
+  if (outp && !(out = fopen(outp, "wb"))) {
+    lgu_err("report: cannot write %s: %s", outp, strerror(errno));
+    lgst_close(db);
+    return LG_EXIT_INTERNAL;
+  }
   int rc = LG_EXIT_OK;
   if (!strcmp(format, "folded")) {
-    if (lgr_print_folded(stdout, db) != 0) {
+    if (lgr_print_folded(out, db) != 0) {
       lgu_err("report: %s: cannot read stacks (damaged database?)", path);
       rc = LG_EXIT_USAGE;
     }
-    lgst_close(db);
-    return rc;
+  } else {
+    lgr_report_t rep;
+    if (lgr_build(db, &ro, &rep, why, sizeof why) != 0) {
+      lgu_err("report: %s: %s", path, why);
+      rc = LG_EXIT_USAGE;
+    } else {
+      if (pprof) {
+        int prc = lgr_print_pprof(out, db, &rep);
+        if (prc == -ENOMEM) lgu_err("report: out of memory writing the pprof profile"), rc = LG_EXIT_INTERNAL;
+        else if (prc != 0)
+          lgu_err("report: %s: cannot write the pprof profile (damaged database?)", path), rc = LG_EXIT_USAGE;
+      } else if (!strcmp(format, "json")) {
+        lgr_print_json(out, &rep, &ro);
+      } else {
+        lgr_print_text(out, &rep, &ro);
+      }
+      if (rc == LG_EXIT_OK && fail && rep.nsuspects) rc = LG_EXIT_LEAK;
+      lgr_free(&rep);
+    }
   }
-  lgr_report_t rep;
-  if (lgr_build(db, &ro, &rep, why, sizeof why) != 0) {
-    lgu_err("report: %s: %s", path, why);
-    lgst_close(db);
-    return LG_EXIT_USAGE;
-  }
-  if (!strcmp(format, "json")) lgr_print_json(stdout, &rep, &ro);
-  else lgr_print_text(stdout, &rep, &ro);
-  if (fail && rep.nsuspects) rc = LG_EXIT_LEAK;
-  lgr_free(&rep);
   lgst_close(db);
+  if (out != stdout) {
+    if (fclose(out) != 0 && rc != LG_EXIT_USAGE) {
+      lgu_err("report: cannot write %s: %s", outp, strerror(errno));
+      rc = LG_EXIT_INTERNAL;
+    }
+    if (rc == LG_EXIT_USAGE || rc == LG_EXIT_INTERNAL) unlink(outp); /* no half-written file */
+  }
   return rc;
 }

@@ -33,6 +33,7 @@
 #include "core/region.h"
 #include "leakguard.h"
 #include "output/diff.h"
+#include "output/pprof.h"
 #include "output/report.h"
 #include "output/store.h"
 
@@ -211,6 +212,8 @@ static int report(const char *path, out_t *o, char *why, size_t whylen) {
       if (rc) snprintf(why, whylen, "lgdf_print_json: %d", rc);
       lgdf_free(&d);
     }
+    /* and the pprof profile (gzip without a time stamp: the same bytes every time) */
+    if (rc == 0 && (rc = lgr_print_pprof(fj, s, &r)) != 0) snprintf(why, whylen, "lgr_print_pprof: %d", rc);
     fclose(ft);
     fclose(fj);
     lgr_free(&r);
