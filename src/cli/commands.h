@@ -16,6 +16,7 @@
 int lg_cmd_run(int argc, char **argv);
 int lg_cmd_report(int argc, char **argv);
 int lg_cmd_diff(int argc, char **argv);
+int lg_cmd_merge(int argc, char **argv);
 int lg_cmd_classify(int argc, char **argv);
 int lg_cmd_guard(int argc, char **argv);
 

@@ -18,6 +18,7 @@ static void usage(FILE *f) {
           "  report [OPTIONS] DATABASE            print the report of a recorded run\n"
           "                                       (text, json, folded)\n"
           "  diff [OPTIONS] OLD.db NEW.db         leaks that are new, worse or fixed in NEW\n"
+          "  merge -o OUT.db DATABASE...          the ranks and nodes of a job in one database\n"
           "  classify [OPTIONS] FILE.csv          name the shape of a memory curve\n"
           "  guard [--cgroup PATH|--pid PID]...   act on memory pressure before the OOM killer\n"
           "\n"
@@ -45,8 +46,9 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "run")) return lg_cmd_run(argc - 1, argv + 1);
   if (!strcmp(cmd, "report")) return lg_cmd_report(argc - 1, argv + 1);
   if (!strcmp(cmd, "diff")) return lg_cmd_diff(argc - 1, argv + 1);
+  if (!strcmp(cmd, "merge")) return lg_cmd_merge(argc - 1, argv + 1);
   if (!strcmp(cmd, "classify")) return lg_cmd_classify(argc - 1, argv + 1);
   if (!strcmp(cmd, "guard")) return lg_cmd_guard(argc - 1, argv + 1);
-  lgu_err("unknown command '%s' (commands: run, report, diff, classify, guard; see leakguard --help)", cmd);
+  lgu_err("unknown command '%s' (commands: run, report, diff, merge, classify, guard; see leakguard --help)", cmd);
   return LG_EXIT_USAGE;
 }

@@ -163,11 +163,12 @@ static int pid_of(const lgr_report_t *r, int proc) {
 
 /* The stacks that ever held memory, with their values at the end. */
 static int load_stacks(sqlite3 *db, stk_t **out, size_t *nout) {
-  const char *sql = "SELECT s.proc, s.stack, s.live_bytes, s.live_blocks, s.alloc_bytes, s.alloc_blocks, k.locs, k.space"
-                    " FROM samples s JOIN (SELECT proc, stack, max(seq) m, max(live_bytes) peak FROM samples"
-                    " GROUP BY proc, stack) l ON s.proc = l.proc AND s.stack = l.stack AND s.seq = l.m"
-                    " JOIN stacks k ON k.proc = s.proc AND k.stack = s.stack"
-                    " WHERE l.peak > 0 OR s.alloc_bytes > 0 ORDER BY s.proc, s.stack";
+  const char *sql =
+      "SELECT s.proc, s.stack, s.live_bytes, s.live_blocks, s.alloc_bytes, s.alloc_blocks, k.locs, k.space"
+      " FROM samples s JOIN (SELECT proc, stack, max(seq) m, max(live_bytes) peak FROM samples"
+      " GROUP BY proc, stack) l ON s.proc = l.proc AND s.stack = l.stack AND s.seq = l.m"
+      " JOIN stacks k ON k.proc = s.proc AND k.stack = s.stack"
+      " WHERE l.peak > 0 OR s.alloc_bytes > 0 ORDER BY s.proc, s.stack";
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
   stk_t *v = NULL;
@@ -235,8 +236,7 @@ static void add_growth(const lgr_report_t *r, stk_t *v, size_t n) {
     for (int k = 0; k < s->nstacks; k++) {
       stk_t *x = find_stk(v, n, s->proc, s->stacks[k].stack);
       if (!x) continue;
-      double w = sum > 0 ? (s->stacks[k].live_bytes > 0 ? (double)s->stacks[k].live_bytes : 0) / sum
-                         : 1.0 / s->nstacks;
+      double w = sum > 0 ? (s->stacks[k].live_bytes > 0 ? (double)s->stacks[k].live_bytes : 0) / sum : 1.0 / s->nstacks;
       x->v[V_GROWTH] += (int64_t)llround(rate * w);
     }
   }

@@ -95,6 +95,19 @@ static const lgr_run_t *run_of(const lgr_report_t *r, int proc) {
   return NULL;
 }
 
+/* 1 when the runs were recorded on more than one host (merged databases): the text
+ * then names each process's host, since pids collide across nodes. */
+static int many_hosts(const lgr_report_t *r) {
+  const char *first = NULL;
+  for (int i = 0; i < r->nruns; i++) {
+    const char *h = r->runs[i].host;
+    if (!h) continue;
+    if (!first) first = h;
+    else if (strcmp(first, h)) return 1;
+  }
+  return 0;
+}
+
 /* Frames of a suspect, innermost first: at most 3 native frames before the site frame
  * (the rest summarised), the site with its source line, then up to 5 callers. */
 static void print_frames(FILE *f, const lgr_site_t *s) {
@@ -144,6 +157,8 @@ static void print_leaks(FILE *f, const lgr_report_t *r) {
     fprintf(f, "  holds %s  %s", lgu_fmt_bytes(b3, sizeof b3, (double)L->live_bytes), lg_pattern_name(L->pattern));
     if (!isnan(L->time_to_oom_s)) fprintf(f, "  OOM in %s", lgu_fmt_duration(b1, sizeof b1, L->time_to_oom_s));
     fprintf(f, "  pid %d", L->pid);
+    const lgr_run_t *lu = run_of(r, L->proc);
+    if (many_hosts(r) && lu && lu->host) fprintf(f, " on %s", lu->host);
     if (L->rank >= 0) fprintf(f, " (rank %d)", L->rank);
     fprintf(f, "\n      ");
     if (m->spread_sites) fprintf(f, "spread over %d sites under %s", m->spread_sites, site_label(lab, sizeof lab, m));
@@ -224,7 +239,9 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   else fprintf(f, "leakguard report: no leak found\n");
   for (int i = 0; i < r->nruns; i++) {
     const lgr_run_t *u = &r->runs[i];
-    fprintf(f, "  process %d (%s) ", u->pid, u->command);
+    fprintf(f, "  process %d", u->pid);
+    if (many_hosts(r) && u->host) fprintf(f, " on %s", u->host);
+    fprintf(f, " (%s) ", u->command);
     if (u->rank >= 0) {
       fprintf(f, "rank %d", u->rank);
       if (u->world_size > 0) fprintf(f, " of %d", u->world_size);
@@ -407,6 +424,9 @@ static cJSON *leak_json(const lgr_report_t *r, int j) {
   JCHK(cJSON_AddNumberToObject(x, "pid", L->pid));
   if (L->rank >= 0) JCHK(cJSON_AddNumberToObject(x, "process_rank", L->rank));
   else JCHK(cJSON_AddNullToObject(x, "process_rank"));
+  const lgr_run_t *lu = run_of(r, L->proc);
+  if (lu && lu->host) JCHK(cJSON_AddStringToObject(x, "host", lu->host));
+  else JCHK(cJSON_AddNullToObject(x, "host"));
   JCHK(cJSON_AddNumberToObject(x, "live_bytes", (double)L->live_bytes));
   jobj(x, "growth_bytes_per_s", num_or_null(round2(L->growth_bytes_per_s)));
   jobj(x, "growth_bytes_per_step", num_or_null(round2(L->growth_bytes_per_step)));

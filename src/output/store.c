@@ -422,7 +422,7 @@ static const char *CUDA_SCHEMA =
     "CREATE TABLE IF NOT EXISTS nvml_processes(t_ns INTEGER, device INTEGER, pid INTEGER, proc INTEGER,"
     " used_bytes INTEGER, PRIMARY KEY(t_ns, device, pid));";
 
-static int cuda_schema(lgst_t *s) {
+int lgst_cuda_tables(lgst_t *s) {
   if (s->cuda_schema) return 0;
   if (sqlite3_exec(s->db, CUDA_SCHEMA, NULL, NULL, NULL) != SQLITE_OK) return -EIO;
   s->cuda_schema = 1;
@@ -442,7 +442,7 @@ static int exec_row(lgst_t *s, const char *sql, const int64_t *v, int n, const c
 int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
   const lg_region_hdr_t *h = p->hdr;
   if (!h || !atomic_load(&((lg_region_hdr_t *)h)->cuda_flags)) return 0;
-  if (cuda_schema(s) != 0) return -EIO;
+  if (lgst_cuda_tables(s) != 0) return -EIO;
   int rc = 0;
   for (uint32_t id = p->gpu_stacks_stored > 2 ? p->gpu_stacks_stored : 2; id < p->nsites; id++) {
     if (p->sites[id].space < LG_SPACE_DEVICE || p->sites[id].space > LG_SPACE_PINNED) continue;
@@ -496,13 +496,13 @@ int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
 }
 
 int lgst_nvml_device(lgst_t *s, uint64_t t_ns, int device, uint64_t used, uint64_t total) {
-  if (cuda_schema(s) != 0) return -EIO;
+  if (lgst_cuda_tables(s) != 0) return -EIO;
   int64_t v[4] = {(int64_t)t_ns, device, (int64_t)used, (int64_t)total};
   return exec_row(s, "INSERT OR REPLACE INTO nvml VALUES(?,?,?,?)", v, 4, NULL);
 }
 
 int lgst_nvml_process(lgst_t *s, uint64_t t_ns, int device, int pid, int proc, uint64_t used) {
-  if (cuda_schema(s) != 0) return -EIO;
+  if (lgst_cuda_tables(s) != 0) return -EIO;
   int64_t v[5] = {(int64_t)t_ns, device, pid, proc, (int64_t)used};
   return exec_row(s, "INSERT OR REPLACE INTO nvml_processes VALUES(?,?,?,?,?)", v, 5, NULL);
 }
