@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/util.h"
 #include "output/pprof.h"
+#include "output/report_html.h"
 #include "output/report.h"
 #include "output/store.h"
 
@@ -20,7 +21,8 @@ static void usage(FILE *f) {
              "  -f, --format FMT   text (default), json, folded (stacks weighted by live\n"
              "                     bytes at the end, for flamegraph.pl and speedscope), or\n"
              "                     pprof (gzipped profile.proto: go tool pprof, Pyroscope,\n"
-             "                     Parca, speedscope)\n"
+             "                     Parca, speedscope), or html (one self-contained page:\n"
+             "                     leaks and their curves, flame graphs, every site)\n"
              "  -o, --output FILE  write to FILE instead of standard output\n"
              "  -n, --top N        suspects to show (default 10)\n"
              "      --native       keep allocator and interpreter frames in the stacks\n"
@@ -63,8 +65,9 @@ int lg_cmd_report(int argc, char **argv) {
       return LG_EXIT_USAGE;
     }
   }
-  if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "folded") && strcmp(format, "pprof")) {
-    lgu_err("report: unknown format '%s' (text, json, folded or pprof)", format);
+  if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "folded") && strcmp(format, "pprof") &&
+      strcmp(format, "html")) {
+    lgu_err("report: unknown format '%s' (text, json, folded, pprof or html)", format);
     return LG_EXIT_USAGE;
   }
   int pprof = !strcmp(format, "pprof");
@@ -106,6 +109,11 @@ int lg_cmd_report(int argc, char **argv) {
         if (prc == -ENOMEM) lgu_err("report: out of memory writing the pprof profile"), rc = LG_EXIT_INTERNAL;
         else if (prc != 0)
           lgu_err("report: %s: cannot write the pprof profile (damaged database?)", path), rc = LG_EXIT_USAGE;
+      } else if (!strcmp(format, "html")) {
+        int hrc = lgr_print_html(out, db, &rep, &ro);
+        if (hrc == -ENOMEM) lgu_err("report: out of memory writing the HTML page"), rc = LG_EXIT_INTERNAL;
+        else if (hrc != 0)
+          lgu_err("report: %s: cannot write the HTML page (damaged database?)", path), rc = LG_EXIT_USAGE;
       } else if (!strcmp(format, "json")) {
         lgr_print_json(out, &rep, &ro);
       } else {

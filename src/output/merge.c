@@ -24,10 +24,9 @@
 #include <unistd.h>
 
 /* Tables an input may have (docs/schema.md), in copying order; meta is merged apart. */
-static const char *const TABLES[] = {"processes", "modules",      "stacks",   "locations",  "snapshots",
-                                     "samples",   "holders",      "flags",    "labels",     "cuda_stacks",
-                                     "cuda_devices", "cuda_notes", "cuda_um", "nvml",       "nvml_processes",
-                                     NULL};
+static const char *const TABLES[] = {
+    "processes", "modules",     "stacks",       "locations",  "snapshots", "samples", "holders",        "flags",
+    "labels",    "cuda_stacks", "cuda_devices", "cuda_notes", "cuda_um",   "nvml",    "nvml_processes", NULL};
 
 /* Runs the SQL that sqlite3_vmprintf makes of fmt (%Q quotes a string, %w an
  * identifier: not printf's, so no format attribute). */
@@ -113,8 +112,9 @@ int lgst_merge(const char *out, const char *const *in, int n, char *why, size_t 
       struct stat x;
       if (stat(in[i], &x) == 0 && same_file(&x, &so)) input = 1;
     }
-    snprintf(why, whylen, input ? "%s is one of the inputs: merging a database into itself"
-                                : "%s exists: leakguard merge does not overwrite a file (remove it first)",
+    snprintf(why, whylen,
+             input ? "%s is one of the inputs: merging a database into itself"
+                   : "%s exists: leakguard merge does not overwrite a file (remove it first)",
              out);
     return -EEXIST;
   }
@@ -134,8 +134,7 @@ int lgst_merge(const char *out, const char *const *in, int n, char *why, size_t 
       if (same_file(&si[k], &si[i])) {
         if (!strcmp(in[i], in[k]))
           snprintf(why, whylen, "%s is given twice: its processes would be counted twice", in[i]);
-        else
-          snprintf(why, whylen, "%s and %s are the same file: its processes would be counted twice", in[k], in[i]);
+        else snprintf(why, whylen, "%s and %s are the same file: its processes would be counted twice", in[k], in[i]);
         return -EINVAL;
       }
   }

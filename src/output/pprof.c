@@ -115,13 +115,8 @@ static int64_t str_id(strs_t *s, const char *v) {
 
 /* ------------------------------------------------------------------ the recording */
 
-enum { V_INUSE, V_OBJECTS, V_ALLOC, V_ALLOC_OBJECTS, V_PEAK, V_GROWTH, NV };
-
-typedef struct stk {
-  int proc, stack;
-  int64_t v[NV];
-  char *locs, *space;
-} stk_t;
+typedef lgr_stackval_t stk_t;
+enum { V_INUSE = LGR_SV_INUSE, V_OBJECTS, V_ALLOC, V_ALLOC_OBJECTS, V_PEAK, V_GROWTH, NV = LGR_SV_N };
 
 typedef struct loc {
   int proc;
@@ -206,23 +201,44 @@ static int load_stacks(sqlite3 *db, stk_t **out, size_t *nout) {
   return rc;
 }
 
-/* Live bytes of every stack at its process's peak snapshot (the last sample at or
- * before it: samples are written when they change). */
+/* Live bytes of every stack at its process's peak snapshot: the last sample at or
+ * before it (samples are written when they change), read in the primary key's order
+ * (proc, stack, seq), one pass per process. */
 static int load_peak(sqlite3 *db, stk_t *v, size_t n) {
-  const char *sql = "WITH pk AS (SELECT proc, (SELECT seq FROM snapshots x WHERE x.proc = p.proc"
-                    " ORDER BY x.live_bytes DESC, x.seq LIMIT 1) AS seq FROM processes p)"
-                    " SELECT s.proc, s.stack, s.live_bytes FROM samples s JOIN (SELECT y.proc, y.stack, max(y.seq) m"
-                    " FROM samples y JOIN pk ON pk.proc = y.proc AND y.seq <= pk.seq GROUP BY y.proc, y.stack) l"
-                    " ON s.proc = l.proc AND s.stack = l.stack AND s.seq = l.m";
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
-  int step;
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    stk_t *s = find_stk(v, n, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1));
-    if (s) s->v[V_PEAK] = sqlite3_column_int64(st, 2);
+  sqlite3_stmt *pk, *st;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT p.proc, (SELECT seq FROM snapshots x WHERE x.proc = p.proc"
+                         " ORDER BY x.live_bytes DESC, x.seq LIMIT 1) FROM processes p",
+                         -1, &pk, NULL) != SQLITE_OK)
+    return -EIO;
+  if (sqlite3_prepare_v2(db, "SELECT stack, live_bytes FROM samples WHERE proc = ? AND seq <= ? ORDER BY stack, seq",
+                         -1, &st, NULL) != SQLITE_OK) {
+    sqlite3_finalize(pk);
+    return -EIO;
   }
+  int rc = 0, step;
+  while (rc == 0 && (step = sqlite3_step(pk)) == SQLITE_ROW) {
+    if (sqlite3_column_type(pk, 1) == SQLITE_NULL) continue; /* no snapshot */
+    int proc = sqlite3_column_int(pk, 0);
+    sqlite3_bind_int(st, 1, proc);
+    sqlite3_bind_int64(st, 2, sqlite3_column_int64(pk, 1));
+    stk_t *cur = NULL;
+    int cur_stack = -1, s2;
+    while ((s2 = sqlite3_step(st)) == SQLITE_ROW) {
+      int stack = sqlite3_column_int(st, 0);
+      if (stack != cur_stack) {
+        cur_stack = stack;
+        cur = find_stk(v, n, proc, stack);
+      }
+      if (cur) cur->v[V_PEAK] = sqlite3_column_int64(st, 1); /* the last one stays */
+    }
+    if (s2 != SQLITE_DONE) rc = -EIO;
+    sqlite3_reset(st);
+  }
+  if (rc == 0 && step != SQLITE_DONE) rc = -EIO;
+  sqlite3_finalize(pk);
   sqlite3_finalize(st);
-  return step == SQLITE_DONE ? 0 : -EIO;
+  return rc;
 }
 
 /* The growth of each leaking site, shared among its stacks by their live bytes at the
@@ -240,6 +256,26 @@ static void add_growth(const lgr_report_t *r, stk_t *v, size_t n) {
       x->v[V_GROWTH] += (int64_t)llround(rate * w);
     }
   }
+}
+
+int lgr_stack_values(sqlite3 *db, const lgr_report_t *r, lgr_stackval_t **out, size_t *nout) {
+  int rc = load_stacks(db, out, nout);
+  if (rc == 0) rc = load_peak(db, *out, *nout);
+  if (rc == 0) add_growth(r, *out, *nout);
+  if (rc != 0) {
+    lgr_stack_values_free(*out, *nout);
+    *out = NULL;
+    *nout = 0;
+  }
+  return rc;
+}
+
+void lgr_stack_values_free(lgr_stackval_t *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(v[i].locs);
+    free(v[i].space);
+  }
+  free(v);
 }
 
 /* Mappings (the modules table), functions and locations, written to prof as they are
@@ -424,12 +460,8 @@ int lgr_print_pprof(FILE *f, lgst_t *store, const lgr_report_t *r) {
                                            {"alloc_space", "bytes"},      {"alloc_objects", "count"},
                                            {"peak_inuse_space", "bytes"}, {"growth_space_per_second", "bytes"}};
   for (int k = 0; k < NV; k++) value_type(&prof, 1, &strs, TYPES[k][0], TYPES[k][1]);
-  int rc = load_stacks(db, &sv, &ns);
-  if (rc == 0) rc = load_peak(db, sv, ns);
-  if (rc == 0) {
-    add_growth(r, sv, ns);
-    rc = load_locations(db, &prof, &strs, &lv, &nl);
-  }
+  int rc = lgr_stack_values(db, r, &sv, &ns);
+  if (rc == 0) rc = load_locations(db, &prof, &strs, &lv, &nl);
   if (rc == 0) {
     put_samples(&prof, &strs, r, sv, ns, lv, nl);
     int64_t dur = 0;
@@ -466,11 +498,7 @@ int lgr_print_pprof(FILE *f, lgst_t *store, const lgr_report_t *r) {
       deflateEnd(&z);
     }
   }
-  for (size_t i = 0; i < ns; i++) {
-    free(sv[i].locs);
-    free(sv[i].space);
-  }
-  free(sv);
+  lgr_stack_values_free(sv, ns);
   free(lv);
   free(prof.b);
   free(strs.out.b);

@@ -136,6 +136,19 @@ void lgr_free_leaks(lgr_report_t *r);
 void lgr_analyse_leaks(lgr_report_t *r);
 void lgr_split_minor(lgr_report_t *r);
 
+/* pprof.c: every stored stack that held memory, with its values (the pprof profile's
+ * samples; the HTML page's flame graphs and site table). */
+enum { LGR_SV_INUSE, LGR_SV_OBJECTS, LGR_SV_ALLOC, LGR_SV_ALLOC_OBJECTS, LGR_SV_PEAK, LGR_SV_GROWTH, LGR_SV_N };
+typedef struct lgr_stackval {
+  int proc, stack;
+  int64_t v[LGR_SV_N]; /* live bytes, blocks at the end; allocated bytes, blocks; live at the
+                          process's peak; growth/s of its leaking site (its share), else 0 */
+  char *locs, *space;
+} lgr_stackval_t;
+/* Sorted by (proc, stack). 0, -ENOMEM or -EIO. */
+int lgr_stack_values(sqlite3 *db, const lgr_report_t *r, lgr_stackval_t **out, size_t *n);
+void lgr_stack_values_free(lgr_stackval_t *v, size_t n);
+
 /* report_gpu.c */
 int lgr_gpu_site_device(sqlite3 *db, const lgr_site_t *s);
 void lgr_gpu_site_um(sqlite3 *db, lgr_site_t *s);
