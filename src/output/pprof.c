@@ -134,6 +134,7 @@ static int cmp_stk(const void *a, const void *b) {
 }
 
 static stk_t *find_stk(stk_t *v, size_t n, int proc, int stack) {
+  if (!n) return NULL;
   stk_t key = {.proc = proc, .stack = stack};
   return bsearch(&key, v, n, sizeof *v, cmp_stk);
 }
@@ -390,6 +391,7 @@ static int load_locations(sqlite3 *db, pb_t *prof, strs_t *strs, loc_t **locs_ou
 }
 
 static int64_t loc_id(const loc_t *v, size_t n, int proc, int64_t loc) {
+  if (!n) return 0;
   loc_t key = {.proc = proc, .loc = loc};
   const loc_t *l = bsearch(&key, v, n, sizeof *v, cmp_loc);
   return l ? (int64_t)(l - v) + 1 : 0;

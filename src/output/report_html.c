@@ -402,7 +402,9 @@ int lgr_print_html(FILE *f, lgst_t *store, const lgr_report_t *r, const lgr_opti
   fputs(r->nleaks ? "LEAK" : "no leak", f);
   fputs(" \u2014 ", f);
   html_text(f, cmd);
-  fprintf(f, "</title>\n<style>%s</style></head>\n<body>\n<header><h1>leakguard report: <span id=\"verdict\" class=\"%s\">%s</span></h1>\n<p>",
+  fprintf(f,
+          "</title>\n<style>%s</style></head>\n<body>\n<header><h1>leakguard report: <span id=\"verdict\" "
+          "class=\"%s\">%s</span></h1>\n<p>",
           lgr_html_css, r->nleaks ? "v-leak" : "v-ok", r->nleaks ? "LEAK" : "no leak found");
   html_text(f, cmd);
   fputs("</p></header>\n<main>\n", f);

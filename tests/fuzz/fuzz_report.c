@@ -23,7 +23,10 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "output/diff.h"
+#include "output/pprof.h"
 #include "output/report.h"
+#include "output/report_html.h"
 #include "output/store.h"
 
 #include "fuzz_main.h"
@@ -155,6 +158,14 @@ int lg_fuzz_one(const uint8_t *data, size_t size) {
     if (lgr_build(db, &ro, &rep, why, sizeof why) == 0) {
       lgr_print_text(devnull, &rep, &ro);
       lgr_print_json(devnull, &rep, &ro);
+      lgr_print_pprof(devnull, db, &rep);
+      lgr_print_html(devnull, db, &rep, &ro);
+      lgdf_t d; /* `leakguard diff` of the report against itself */
+      if (lgdf_compare(&rep, &rep, LGDF_WORSE_RATIO, &d) == 0) {
+        lgdf_print_text(devnull, &d, "a", "a");
+        lgdf_print_json(devnull, &d, "a", "a", LGDF_WORSE_RATIO);
+        lgdf_free(&d);
+      }
       lgr_free(&rep);
       rc = 0;
     }
