@@ -81,6 +81,25 @@ def main():
             and "0 leaks" in dom2 and "nothing to show" in dom2,
             "healthy: no leak, an empty growth graph, the script ran", body=re.findall(r"<body[^>]*>", dom2))
 
+    # bad input: one line, status 2, no page left behind
+    trunc = t.path("trunc.db")
+    shutil.copyfile(rec.db, trunc)
+    with open(trunc, "r+b") as f:
+        f.truncate(os.path.getsize(trunc) // 3)
+    future = t.path("future.db")
+    shutil.copyfile(rec.db, future)
+    import sqlite3
+    con = sqlite3.connect(future)
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
+    con.commit()
+    con.close()
+    for what, db, mention in (("a truncated database", trunc, None), ("a schema from the future", future, "schema"),
+                              ("a missing database", t.path("missing.db"), None)):
+        bad = t.path("bad.html")
+        p = t.run([a.leakguard, "report", "--format", "html", "-o", bad, db])
+        lgtest.one_line_error(t, p, what, expect_rc=2, mention=[mention] if mention else None)
+        t.check(not os.path.exists(bad), "%s: no page left behind" % what)
+
     # the screenshot, kept for people to look at
     art = os.path.join(os.path.dirname(os.path.dirname(a.bin)), "test-artifacts")
     os.makedirs(art, exist_ok=True)
