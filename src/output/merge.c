@@ -203,11 +203,7 @@ int lgst_merge(const char *out, const char *const *in, int n, char *why, size_t 
   lgst_close(s);
   if (rc != 0) { /* no half-merged file */
     unlink(out);
-    char side[4200];
-    snprintf(side, sizeof side, "%s-wal", out);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", out);
-    unlink(side);
+    lgst_remove_journal(out);
   }
   return rc;
 }

@@ -70,6 +70,14 @@ static int prep(lgst_t *s, sqlite3_stmt **st, const char *sql) {
   return sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) == SQLITE_OK ? 0 : -EIO;
 }
 
+void lgst_remove_journal(const char *path) {
+  char side[4200];
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+}
+
 int lgst_create(const char *path, lgst_t **out, const char **errmsg) {
   *errmsg = NULL;
   /* Refuse to clobber something that is not ours; remove stale WAL files. */
@@ -80,11 +88,7 @@ int lgst_create(const char *path, lgst_t **out, const char **errmsg) {
     return -e;
   }
   fclose(f);
-  char side[4200];
-  snprintf(side, sizeof side, "%s-wal", path);
-  unlink(side);
-  snprintf(side, sizeof side, "%s-shm", path);
-  unlink(side);
+  lgst_remove_journal(path);
   lgst_t *s = calloc(1, sizeof *s);
   if (!s) return -ENOMEM;
   if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {

@@ -22,6 +22,8 @@ typedef struct lgst lgst_t;
 /* Creates (truncating) the database at path. 0 or -errno; *errmsg gets a static or
  * sqlite message on failure. */
 int lgst_create(const char *path, lgst_t **out, const char **errmsg);
+/* Removes the -wal and -shm files beside a database (stale ones, or of a removed file). */
+void lgst_remove_journal(const char *path);
 /* Opens an existing leakguard database read-only; validates it. On failure returns
  * -errno and writes a one-line reason to why. */
 int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen);

@@ -7,8 +7,6 @@ The planted site (its LEAK-SITE line) is new from the healthy run to the leaking
 against itself; bad input gets one line and status 2."""
 import json
 import os
-import shutil
-import sqlite3
 
 import lgtest
 
@@ -71,25 +69,8 @@ def main():
             and "Verdict: regressed" in p.stdout, "text: the new leak's line and the verdict", stdout=p.stdout)
 
     # bad input: one line, status 2, nothing on stdout
-    missing = t.path("missing.db")
-    foreign = t.path("foreign.db")
-    con = sqlite3.connect(foreign)
-    con.execute("CREATE TABLE t(x)")
-    con.commit()
-    con.close()
-    truncated = t.path("truncated.db")
-    shutil.copyfile(leaking.db, truncated)
-    with open(truncated, "r+b") as f:
-        f.truncate(os.path.getsize(truncated) // 3)
-    future = t.path("future.db")
-    shutil.copyfile(leaking.db, future)
-    con = sqlite3.connect(future)
-    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
-    con.commit()
-    con.close()
-    notdb = t.path("notes.txt")
-    with open(notdb, "w") as f:
-        f.write("not a database\n" * 100)
+    bad = lgtest.bad_databases(t, leaking.db)
+    missing, foreign, truncated, future, notdb = (bad[k] for k in ("missing", "foreign", "truncated", "future", "text"))
     cases = [("a missing file", [missing, leaking.db]), ("a foreign database", [healthy.db, foreign]),
              ("a truncated database", [truncated, leaking.db]), ("a text file", [notdb, leaking.db]),
              ("a schema from the future", [leaking.db, future]),

@@ -10,7 +10,6 @@ LEAK-SITE line. A screenshot is kept in BUILD/test-artifacts/report.png."""
 import os
 import re
 import shutil
-import subprocess
 
 import lgtest
 
@@ -82,17 +81,8 @@ def main():
             "healthy: no leak, an empty growth graph, the script ran", body=re.findall(r"<body[^>]*>", dom2))
 
     # bad input: one line, status 2, no page left behind
-    trunc = t.path("trunc.db")
-    shutil.copyfile(rec.db, trunc)
-    with open(trunc, "r+b") as f:
-        f.truncate(os.path.getsize(trunc) // 3)
-    future = t.path("future.db")
-    shutil.copyfile(rec.db, future)
-    import sqlite3
-    con = sqlite3.connect(future)
-    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
-    con.commit()
-    con.close()
+    bad = lgtest.bad_databases(t, rec.db)
+    trunc, future = bad["truncated"], bad["future"]
     for what, db, mention in (("a truncated database", trunc, None), ("a schema from the future", future, "schema"),
                               ("a missing database", t.path("missing.db"), None)):
         bad = t.path("bad.html")

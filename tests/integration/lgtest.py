@@ -330,6 +330,32 @@ def wait_for_file(path, timeout):
     return None
 
 
+def bad_databases(t, good):
+    """Damaged copies of the database GOOD for bad-input tests, by kind: 'truncated' (a
+    third of it), 'future' (schema 99), 'foreign' (an SQLite file that is not
+    leakguard's), 'text' (not a database), 'missing'."""
+    out = {"missing": t.path("missing.db")}
+    out["truncated"] = t.path("truncated.db")
+    shutil.copyfile(good, out["truncated"])
+    with open(out["truncated"], "r+b") as f:
+        f.truncate(os.path.getsize(out["truncated"]) // 3)
+    out["future"] = t.path("future.db")
+    shutil.copyfile(good, out["future"])
+    con = sqlite3.connect(out["future"])
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
+    con.commit()
+    con.close()
+    out["foreign"] = t.path("foreign.db")
+    con = sqlite3.connect(out["foreign"])
+    con.execute("CREATE TABLE t(x)")
+    con.commit()
+    con.close()
+    out["text"] = t.path("notes.txt")
+    with open(out["text"], "w") as f:
+        f.write("not a database\n" * 100)
+    return out
+
+
 def one_line_error(t, p, what, expect_rc=None, mention=None):
     """Checks a clean error: non-zero (or EXPECT_RC) exit, no signal, exactly one line
     on stderr starting 'leakguard: ', optionally mentioning one of MENTION."""

@@ -86,16 +86,8 @@ def main():
             "still one leak, on node-b", leaks=rep2.get("leaks"))
 
     # bad input: one line, status 2, nothing written
-    future = t.path("future.db")
-    shutil.copyfile(runs[1], future)
-    con = sqlite3.connect(future)
-    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
-    con.commit()
-    con.close()
-    trunc = t.path("trunc.db")
-    shutil.copyfile(runs[1], trunc)
-    with open(trunc, "r+b") as f:
-        f.truncate(os.path.getsize(trunc) // 3)
+    damaged = lgtest.bad_databases(t, runs[1])
+    future, trunc = damaged["future"], damaged["truncated"]
     bad = t.path("bad-out.db")
     cases = [("an input given twice", ["-o", bad, runs[0], runs[0]], "twice", True),
              ("the output among the inputs", ["-o", runs[0], runs[0], runs[1]], "itself", False),
