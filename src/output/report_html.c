@@ -311,8 +311,8 @@ static void cct_free(cct_t *t) {
 }
 
 /* Every stored stack: [peak, growth/s, live at the end, allocated, site, leaf node] of
- * the tree ("nodes": parent, name pairs; names: "function\tfile:line"), root first: the
- * Python callers outermost first, then the native frames under the innermost Python
+ * the tree ("nodes": parent, name pairs; names: "function\tfile:line"), root first: its
+ * process ("pid N rank R on HOST\tcommand"), then the Python callers outermost first, then the native frames under the innermost Python
  * line, down to the allocation. The site is the innermost Python line when there is
  * one, else the innermost frame that is not allocator machinery. */
 static int print_stacks(FILE *f, sqlite3 *db, const lgr_report_t *r) {
@@ -349,7 +349,23 @@ static int print_stacks(FILE *f, sqlite3 *db, const lgr_report_t *r) {
       for (int k = 0; k < n && site < 0; k++)
         if (!lgr_is_machinery(lv[k]->function, lv[k]->file, lv[k]->module)) site = ids[k];
     if (site < 0 && n) site = ids[0];
-    uint32_t node = 0;
+    /* the first level: the process (a run has several: forks, workers, ranks) */
+    const lgr_run_t *u = run_of(r, s->proc);
+    int pl = snprintf(key, sizeof key, "pid %d", u ? u->pid : 0);
+    if (u && u->rank >= 0) pl += snprintf(key + pl, sizeof key - (size_t)pl, " rank %d", u->rank);
+    if (u && u->host && pl < (int)sizeof key) pl += snprintf(key + pl, sizeof key - (size_t)pl, " on %s", u->host);
+    if (pl < (int)sizeof key) snprintf(key + pl, sizeof key - (size_t)pl, "\t%s", u ? u->command : "");
+    int added = 0, pid_name = lgu_strmap_get_or_add(&names, key, nnames, &added);
+    if (pid_name < 0) {
+      rc = -ENOMEM;
+      break;
+    }
+    nnames += added;
+    uint32_t node = cct_child(&t, 0, (uint32_t)pid_name);
+    if (!node) {
+      rc = -ENOMEM;
+      break;
+    }
     for (int k = npy - 1; k >= 0 && node != UINT32_MAX; k--)
       if (!(node = cct_child(&t, node, (uint32_t)ids[k]))) rc = -ENOMEM, node = UINT32_MAX;
     for (int k = n - 1; k >= npy && node != UINT32_MAX; k--)

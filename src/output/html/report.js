@@ -44,14 +44,17 @@
     let ymax = 1;
     for (const sp of spaces) for (const v of s.spaces[sp]) ymax = Math.max(ymax, v);
     let xmax = Math.max(xs[n - 1], 1e-9);
-    // time to OOM: a dashed line over the next quarter of the axis, toward the limit
+    // time to OOM: a dashed line over the next quarter of the axis, from the highest
+    // point (a process that exits frees its leak: the curve drops before the end)
     const proj = !bySteps && s.oom_s !== null && s.rate > 0;
     const xEnd = proj ? xmax * 1.25 : xmax;
-    if (proj) {
-      let last = 0;
-      for (const sp of spaces) last += s.spaces[sp][n - 1];
-      ymax = Math.max(ymax, last + s.rate * (xEnd - xmax));
+    let top = 0, topV = -1;
+    for (let i = 0; i < n; i++) {
+      let v = 0;
+      for (const sp of spaces) v += s.spaces[sp][i];
+      if (v > topV) { topV = v; top = i; }
     }
+    if (proj) ymax = Math.max(ymax, topV + s.rate * (xEnd - xs[top]));
     const X = (x) => L + (x / xEnd) * (W - L - R), Y = (y) => H - B - (y / ymax) * (H - T - B);
     const svg = el("svg:svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "memory of leak L" + s.leak });
     svg.append(el("svg:line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
@@ -63,16 +66,14 @@
       svg.append(el("svg:text", { x: X(xv), y: H - 8, "text-anchor": "middle" },
         bySteps ? String(Math.round(xv)) : fmtDur(xv)));
     }
-    let lastY = 0;
     for (const sp of spaces) {
       const v = s.spaces[sp];
       let d = "";
       for (let i = 0; i < n; i++) d += (i ? " " : "") + X(xs[i]).toFixed(1) + "," + Y(v[i]).toFixed(1);
       svg.append(el("svg:polyline", { class: "series", "data-space": sp, points: d, stroke: COLORS[sp] || "#57606a" }));
-      lastY += v[n - 1];
     }
     if (proj) {
-      svg.append(el("svg:polyline", { class: "oom", points: `${X(xmax)},${Y(lastY)} ${X(xEnd)},${Y(lastY + s.rate * (xEnd - xmax))}` }));
+      svg.append(el("svg:polyline", { class: "oom", points: `${X(xs[top])},${Y(topV)} ${X(xEnd)},${Y(topV + s.rate * (xEnd - xs[top]))}` }));
       svg.append(el("svg:text", { x: X(xEnd) - 4, y: T + 12, "text-anchor": "end", fill: "#d73a49" }, "OOM in " + fmtDur(s.oom_s)));
     }
     svg.append(el("svg:text", { x: L + 6, y: T + 12 }, spaces.join(", ") + (bySteps ? " — by step" : " — by time")));
