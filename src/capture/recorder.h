@@ -62,8 +62,7 @@ typedef struct lgi_tls {
   uint16_t tag_stack[LGI_TAG_DEPTH];
   uint16_t quota_tag; /* quota crossed inside the allocator: callback pending */
   int64_t quota_live;
-  void *pycache;         /* python.c's per-thread frame cache */
-  struct lgi_memo *memo; /* unwind.c: the last Python stack interned by this thread */
+  void *pycache; /* python.c's per-thread frame cache */
 } lgi_tls_t;
 
 LGI_HIDDEN extern __thread lgi_tls_t lgi_tls;

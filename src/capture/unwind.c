@@ -60,42 +60,9 @@ static lgi_scache_ent_t *scache_slot(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0
   return &t->scache[(k >> 20) & (LGI_SCACHE_ENTRIES - 1)];
 }
 
-/* The last stack a Python thread interned. Consecutive allocations often come from
- * the same Python line and the same C path (a loop filling a list or a dict, a
- * function's objects): during `import torch` 42 % of the 2.3 million recorded
- * allocations repeat the thread's previous stack exactly. Comparing with it, in this
- * thread's own page, saves hashing the stack and probing the shared index. Stack ids
- * never change while the region lives (a forked child copies the region, ids and
- * all); the region's address is kept too, for a region made anew. */
-typedef struct lgi_memo {
-  const lg_region_hdr_t *hdr;
-  uint32_t id, n, space;
-  uint64_t ips[LG_MAX_DEPTH];
-} lgi_memo_t;
-
-static uint32_t intern_memo(lgi_tls_t *t, const uint64_t *ips, unsigned n, unsigned space) {
-  lgi_memo_t *m = t->memo;
-  if (LGI_UNLIKELY(!m)) {
-    m = t->memo = lgi_pages_alloc(sizeof *m);
-    if (!m) return lgi_stack_intern(ips, n, space);
-  }
-  if (m->id && m->hdr == lgi_g.hdr && m->n == n && m->space == space && !__builtin_memcmp(m->ips, ips, n * sizeof *ips))
-    return m->id;
-  uint32_t id = lgi_stack_intern(ips, n, space);
-  m->id = 0; /* a signal handler's allocation on this thread passes through (guard) */
-  m->hdr = lgi_g.hdr;
-  m->n = n;
-  m->space = space;
-  __builtin_memcpy(m->ips, ips, n * sizeof *ips);
-  m->id = id;
-  return id;
-}
-
 void lgi_unwind_thread_exit(lgi_tls_t *t) {
   lgi_pages_free(t->scache, sizeof(lgi_scache_ent_t) * LGI_SCACHE_ENTRIES);
   t->scache = NULL;
-  lgi_pages_free(t->memo, sizeof(lgi_memo_t));
-  t->memo = NULL;
 }
 
 #define LGI_PY_NATIVE 6
@@ -208,7 +175,7 @@ uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned s
    * from the interpreter itself (object, frame, dict allocations), the Python line
    * alone is the site: which internal C path allocated does not matter to the user
    * and would multiply the sites. */
-  if (lgi_python_interp_frame(ra0)) return intern_memo(t, ips, np, space);
+  if (lgi_python_interp_frame(ra0)) return lgi_stack_intern(ips, np, space);
   unsigned nd = native_head(ra0, ips + np);
-  return intern_memo(t, ips, np + nd, space);
+  return lgi_stack_intern(ips, np + nd, space);
 }
