@@ -16,7 +16,7 @@ static void usage(FILE *f) {
           "  run [OPTIONS] -- PROGRAM [ARGS...]   run PROGRAM under the recorder, show growing\n"
           "                                       allocation sites live, report at the end\n"
           "  report [OPTIONS] DATABASE            print the report of a recorded run\n"
-          "                                       (text, json, folded)\n"
+          "                                       (text, json, folded, pprof, html)\n"
           "  diff [OPTIONS] OLD.db NEW.db         leaks that are new, worse or fixed in NEW\n"
           "  merge -o OUT.db DATABASE...          the ranks and nodes of a job in one database\n"
           "  classify [OPTIONS] FILE.csv          name the shape of a memory curve\n"
