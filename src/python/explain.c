@@ -75,6 +75,18 @@ static PyObject *bound_of(ex_t *E, int32_t i) {
   return NULL;
 }
 
+/* Which objects a dict's values are (FNV-1a over their addresses, in the dict's order). */
+static unsigned long long values_fp(PyObject *d) {
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  unsigned long long h = 1469598103934665603ULL;
+  while (PyDict_Next(d, &pos, &k, &v)) {
+    h ^= (unsigned long long)(uintptr_t)v;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
 /* Adds one owner to its group (creating it). chain_norm is the grouping key. */
 static PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind, int32_t i, PyObject *extra_desc) {
   int32_t p = E->parent[i];
@@ -116,11 +128,11 @@ static PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind,
     if (d) PyDict_SetItemString(d, "bound", bound);
     Py_DECREF(bound);
   } else if (h && p >= 0 && PyDict_Check(E->obj[p]) && !is_collapsed_dict(E, p)) {
-    /* held as the values of a plain dict: its length, for dict_bounds() once the
-     * holder's bytes are known */
+    /* held as the values of a plain dict: its length and which objects its values are,
+     * for dict_bounds() once the holder's bytes are known */
     PyObject *d = PyDict_GetItemString(h, "detail");
-    PyObject *dd =
-        Py_BuildValue("{s:K,s:n}", "addr", (unsigned long long)(uintptr_t)E->obj[p], "len", PyDict_Size(E->obj[p]));
+    PyObject *dd = Py_BuildValue("{s:K,s:n,s:K}", "addr", (unsigned long long)(uintptr_t)E->obj[p], "len",
+                                 PyDict_Size(E->obj[p]), "values", values_fp(E->obj[p]));
     if (d && dd) PyDict_SetItemString(d, "dict", dd);
     Py_XDECREF(dd);
   }
@@ -147,10 +159,14 @@ found:
  * falls and can look like a step leak; the dict holds len values whatever happens. A
  * holder through a dict's values is given the bound {container: dict, maxsize: len,
  * size: len, full} when an earlier explanation of that stack in this process saw the
- * same dict at the same length and its values are not getting bigger since then (their
- * mean size at most 1.5 times what it was at that first sighting: values that grow,
- * d[k] = cat(d[k], x), are a leak with a fixed set of keys). Remembered across
- * explanations: (stack, dict address) -> (len, mean bytes when first seen at it). */
+ * same dict at the same length, its values have been replaced since (other objects:
+ * the program went on storing into it), and they are not getting bigger (their mean
+ * size at most 1.5 times what it was at that first sighting: values that grow,
+ * d[k] = cat(d[k], x), are a leak with a fixed set of keys). Two sightings of the very
+ * same values say nothing: a growing cache seen twice after its last insertion (an
+ * explanation asked for while the loop ended, then the one at exit) must stay a leak.
+ * Remembered across explanations: (stack, dict address) -> (len, mean bytes, values)
+ * when first seen at that length. */
 static PyObject *dict_seen;
 
 static void dict_bounds(PyObject *holders) {
@@ -162,29 +178,34 @@ static void dict_bounds(PyObject *holders) {
     if (!dd) continue;
     long long addr = PyLong_AsLongLong(PyDict_GetItemString(dd, "addr"));
     Py_ssize_t len = PyLong_AsSsize_t(PyDict_GetItemString(dd, "len"));
+    PyObject *vals = PyDict_GetItemString(dd, "values");
+    unsigned long long vfp = vals ? PyLong_AsUnsignedLongLong(vals) : 0;
     double objects = PyFloat_AsDouble(PyDict_GetItemString(h, "objects"));
     double bytes = PyFloat_AsDouble(PyDict_GetItemString(h, "bytes"));
     PyErr_Clear();
     double mean = objects > 0 ? bytes / objects : 0;
     PyObject *key = Py_BuildValue("(OL)", PyDict_GetItemString(h, "stack"), addr);
     PyObject *prev = key ? PyDict_GetItem(dict_seen, key) : NULL;
-    if (prev && PyTuple_Check(prev) && PyTuple_GET_SIZE(prev) == 2 && len >= 2 &&
+    if (prev && PyTuple_Check(prev) && PyTuple_GET_SIZE(prev) == 3 && len >= 2 &&
         PyLong_AsSsize_t(PyTuple_GET_ITEM(prev, 0)) == len &&
-        mean <= 1.5 * PyFloat_AsDouble(PyTuple_GET_ITEM(prev, 1))) {
+        mean <= 1.5 * PyFloat_AsDouble(PyTuple_GET_ITEM(prev, 1)) &&
+        PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(prev, 2)) != vfp) {
       PyObject *b =
           Py_BuildValue("{s:s,s:n,s:n,s:O}", "container", "dict", "maxsize", len, "size", len, "full", Py_True);
       if (b) PyDict_SetItemString(det, "bound", b);
       Py_XDECREF(b);
     }
-    if (!prev || !PyTuple_Check(prev) || PyTuple_GET_SIZE(prev) != 2 ||
+    if (!prev || !PyTuple_Check(prev) || PyTuple_GET_SIZE(prev) != 3 ||
         PyLong_AsSsize_t(PyTuple_GET_ITEM(prev, 0)) != len) {
-      PyObject *now = Py_BuildValue("(nd)", len, mean); /* first seen at this length */
+      PyObject *now = Py_BuildValue("(ndK)", len, mean, vfp); /* first seen at this length */
       if (key && now) PyDict_SetItem(dict_seen, key, now);
       Py_XDECREF(now);
     }
     Py_XDECREF(key);
     PyErr_Clear();
-    PyDict_DelItemString(dd, "addr"); /* an address means nothing outside this process */
+    PyDict_DelItemString(dd, "addr"); /* addresses mean nothing outside this process */
+    PyErr_Clear();
+    PyDict_DelItemString(dd, "values");
     PyErr_Clear();
   }
 }
