@@ -40,7 +40,7 @@ typedef struct pb {
 } pb_t;
 
 static void pb_put(pb_t *p, const void *d, size_t len) {
-  if (p->oom) return;
+  if (p->oom || !len) return; /* (d may be NULL then: a buffer never grown) */
   if (p->n + len > p->cap) {
     size_t nc = p->cap ? p->cap : 256;
     while (nc < p->n + len) nc *= 2;
