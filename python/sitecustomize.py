@@ -34,26 +34,26 @@ def _leakguard_setup():
 
 
 def _leakguard_watch(lg):
-    """A daemon thread that does, while the program runs, what the collector asks:
-    have the main thread explain who holds a site that began to grow (explain-PID.json:
-    the collector writes it when a site is flagged and when its memory doubled), and tell the collector
-    the process's rank once torch.distributed knows it (labels-PID.json). Restarted in
-    forked children. It sleeps 0.1 s between looks at one file (a stat)."""
+    """What the collector asks while the program runs: have the main thread explain who
+    holds a site that began to grow (explain-PID.json: the collector writes it when a
+    site is flagged and when its memory doubled), and tell the collector the process's
+    rank once torch.distributed knows it (labels-PID.json). The watcher is a native
+    thread of the leakguard module (src/python/watch.c) that never takes the GIL: it
+    stats the file every 0.1 s and has the main thread call look() or labels() between
+    two bytecodes. (A Python daemon thread here could hang CPython 3.9 at exit.)"""
     import json
-    import threading
-    import time
 
     d = os.environ["LEAKGUARD_DIR"]
-    state = {"seq": 0, "mtime": None, "labeled": False}
+    state = {"seq": 0}
 
     def labels():
         dist = sys.modules.get("torch.distributed")
         try:
             if dist is None or not dist.is_available() or not dist.is_initialized():
-                return
+                return False
             doc = {"rank": dist.get_rank(), "world_size": dist.get_world_size()}
         except Exception:
-            return
+            return False
         if os.environ.get("LOCAL_RANK", "").isdigit():
             doc["local_rank"] = int(os.environ["LOCAL_RANK"])
         pid = os.getpid()
@@ -61,17 +61,10 @@ def _leakguard_watch(lg):
         with open(tmp, "w") as f:
             json.dump(doc, f)
         os.rename(tmp, os.path.join(d, "labels-%d.json" % pid))
-        state["labeled"] = True
+        return True
 
     def look():
         path = os.path.join(d, "explain-%d.json" % os.getpid())
-        try:
-            st = os.stat(path)
-        except OSError:
-            return
-        if st.st_mtime_ns == state["mtime"]:
-            return
-        state["mtime"] = st.st_mtime_ns
         try:
             with open(path) as f:
                 req = json.load(f)
@@ -80,34 +73,15 @@ def _leakguard_watch(lg):
         if req.get("seq", 0) <= state["seq"]:
             return
         state["seq"] = req["seq"]
-        # in the main thread, between two bytecodes: not here, while the main thread
-        # may be inside torch's C++ code working on the objects the walk reads
-        lg._explain_soon(req.get("stacks") or None)
-
-    def loop():
-        # this thread's own allocations (stat results, exceptions, JSON) are leakguard's,
-        # not the program's: never recorded (a report once named them a leak)
-        pause = getattr(lg, "_pause_this_thread", None)
-        if pause:
-            pause()
-        while True:
-            time.sleep(0.1)
-            try:
-                look()
-                if not state["labeled"]:
-                    labels()
-            except Exception:  # never break the program over a diagnostic
-                pass
-
-    def start():
-        t = threading.Thread(target=loop, name="leakguard-watch", daemon=True)
-        t.start()
+        lg.explain(req.get("stacks") or None, 64, -1, 0, True)
 
     def after_fork():
-        state.update(seq=0, mtime=None, labeled=False)
-        start()
+        state["seq"] = 0
+        lg._watch_after_fork()
 
-    start()
+    import atexit
+    lg._watch(look, labels)
+    atexit.register(lg._watch_stop)
     os.register_at_fork(after_in_child=after_fork)
 
 

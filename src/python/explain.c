@@ -381,8 +381,10 @@ static int write_doc(PyObject *doc, char *path, size_t pathsz) {
 }
 
 /* One explain at a time: the walk keeps process-wide state, and Python code it calls
- * (torch's Tensor.storage) can run a pending explain (leakguard._explain_soon) inside it. */
+ * (torch's Tensor.storage) can run the watcher's pending call (watch.c) inside it. */
 static int explaining;
+
+int lgpy_explaining(void) { return explaining; }
 
 static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write);
 

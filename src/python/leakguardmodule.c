@@ -108,32 +108,9 @@ static PyObject *py_snapshot(PyObject *self, PyObject *unused) {
 
 /* ------------------------------------------------------------------ explain */
 
-/* leakguard._explain_soon(stacks): the explain runs in the main thread at its next
- * bytecode boundary (Py_AddPendingCall), not in the calling thread. The watcher thread
- * of sitecustomize asks for it when the collector flags a site: run there, the walk
- * would read torch objects (autograd graphs, storages) while the main thread works on
- * them in C++ without the GIL. Returns False when it could not be scheduled. */
-static int pending_explain(void *arg) {
-  PyObject *stacks = arg;
-  PyObject *r = lgpy_explain(stacks == Py_None ? NULL : stacks, 64, -1, 0, 1);
-  if (!r) PyErr_WriteUnraisable(stacks); /* never break the program over a diagnostic */
-  Py_XDECREF(r);
-  Py_DECREF(stacks);
-  return 0;
-}
-
-static PyObject *py_explain_soon(PyObject *self, PyObject *stacks) {
-  Py_INCREF(stacks);
-  if (Py_AddPendingCall(pending_explain, stacks) != 0) {
-    Py_DECREF(stacks);
-    Py_RETURN_FALSE;
-  }
-  Py_RETURN_TRUE;
-}
-
 /* leakguard._pause_this_thread(): the calling thread's allocations are no longer
  * recorded (lg_pause_recording; frees of recorded blocks still count). For leakguard's
- * own threads in the target (sitecustomize's watcher): their memory is not the
+ * own Python threads in the target: their memory is not the
  * program's, and a report must never name leakguard's code as a leak. */
 static PyObject *py_pause_this_thread(PyObject *self, PyObject *unused) {
   if (lgpy.pause) lgpy.pause(1);
@@ -277,8 +254,10 @@ static PyMethodDef methods[] = {
     {"cuda_memory", lgpy_cuda_memory, METH_NOARGS, /* src/python/cuda.c */
      "cuda_memory() -> dict: GPU memory per device (recorded, and torch.cuda's view)."},
     {"_install_atexit", py_install_atexit, METH_NOARGS, NULL},
-    {"_explain_soon", py_explain_soon, METH_O, NULL},
     {"_pause_this_thread", py_pause_this_thread, METH_NOARGS, NULL},
+    {"_watch", lgpy_watch, METH_VARARGS, NULL}, /* src/python/watch.c */
+    {"_watch_stop", lgpy_watch_stop, METH_NOARGS, NULL},
+    {"_watch_after_fork", lgpy_watch_after_fork, METH_NOARGS, NULL},
     {"_site_of_address", py_site_of_address, METH_O, NULL},
     {"_site_of_object", py_site_of_object, METH_O, NULL},
     {NULL, NULL, 0, NULL}};

@@ -45,6 +45,9 @@ uint32_t lgpy_object_site(PyObject *o, size_t *size);
 /* explain(): writes holders-<pid>-<n>.json (when write) and returns the dict. */
 PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write);
 
+/* 1 while an explain runs (a nested one returns None at once). */
+int lgpy_explaining(void);
+
 /* suspects-<pid>.json's "suspects" list (new ref; [] when none). */
 PyObject *lgpy_read_suspects(void);
 
@@ -57,5 +60,11 @@ int lgpy_cuda_init(PyObject *module);
 int lgpy_cuda_tensor_site(PyObject *t, uintptr_t *ptr, uint64_t *nbytes, uint32_t *site);
 /* leakguard.cuda_memory() */
 PyObject *lgpy_cuda_memory(PyObject *self, PyObject *noargs);
+
+/* ---- watch.c (the collector's requests while the program runs) */
+/* leakguard._watch(look, labels), _watch_stop(), _watch_after_fork() */
+PyObject *lgpy_watch(PyObject *self, PyObject *args);
+PyObject *lgpy_watch_stop(PyObject *self, PyObject *unused);
+PyObject *lgpy_watch_after_fork(PyObject *self, PyObject *unused);
 
 #endif

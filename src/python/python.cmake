@@ -27,7 +27,8 @@ set(LG_PYTHON_SOURCES
   ${CMAKE_SOURCE_DIR}/src/python/graph.c
   ${CMAKE_SOURCE_DIR}/src/python/naming.c
   ${CMAKE_SOURCE_DIR}/src/python/torch.c
-  ${CMAKE_SOURCE_DIR}/src/python/cuda.c)
+  ${CMAKE_SOURCE_DIR}/src/python/cuda.c
+  ${CMAKE_SOURCE_DIR}/src/python/watch.c)
 
 add_custom_command(
   OUTPUT ${LG_PYTHON_DIR}/sitecustomize.py

@@ -100,7 +100,11 @@ def main():
     script = os.path.join(tmp, "synthetic.py")
     with open(script, "w") as f:
         f.write(textwrap.dedent("""
-            import json, leakguard as lg
+            import json, threading, leakguard as lg
+
+            # the watcher is a native thread: a Python daemon thread of leakguard's
+            # could hang CPython 3.9 at exit (gh-96387, src/python/watch.c)
+            assert [t.name for t in threading.enumerate()] == ["MainThread"], threading.enumerate()
 
             class Registry:
                 entries = []          # a class attribute
