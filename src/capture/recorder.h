@@ -141,6 +141,23 @@ LGI_HIDDEN extern uintptr_t lgi_alloc_lo, lgi_alloc_hi;
  * for GPU spaces, the device ordinal in bits 8-15 (sites differ by device). */
 #define LGI_SITE_SPACE(space, dev) ((unsigned)(space) | ((unsigned)((dev)&0xff) << 8))
 
+/* The function preload.c defines for an allocator name (malloc, free, __libc_free,
+ * malloc_usable_size...), NULL for any other name; for dl.c's dlsym/dlvsym. */
+LGI_HIDDEN void *lgi_alloc_own(const char *name);
+/* The same for mmap_table.c's names (mmap, mmap64, munmap, mremap). */
+LGI_HIDDEN void *lgi_mmap_own(const char *name);
+
+/* ---- dl.c: dlsym and dlvsym of the interposed allocator names */
+
+/* For the RTLD_NEXT entry of dlsym/dlvsym (version NULL for dlsym): our own function
+ * when name is interposed here and the caller's lookup would give the function we
+ * wrap (the caller is a library after us in load order, not that function's own);
+ * NULL: the caller gets glibc's answer. */
+LGI_HIDDEN void *lgi_dl_next_alloc(const char *name, const char *version, uintptr_t caller);
+/* For lookups with an explicit handle: r, or our own function when r is the function
+ * we wrap for name. */
+LGI_HIDDEN void *lgi_dl_alloc_result(const char *name, void *r, uintptr_t caller);
+
 /* ---- cuda_mem.c (CUDA driver API: the records; cuda_impl.h for the CUDA files) */
 
 /* fork: 0 prepare (takes the CUDA table lock), 1 parent, 2 child (release it). */

@@ -50,6 +50,8 @@ CASES = {
     "close_range_nofollow": dict(argv=["{bin}/tt_closefds", "close_range"], leak=C_LEAK,
                                  lg_extra=["--no-follow"], runs=1),
     "libc_direct": dict(argv=["{bin}/tt_libc"], leak=("tt_libc.c", "/* TT-LEAK-LIBC */")),
+    "dlsym_handle": dict(argv=["{bin}/tt_dlsym", "handle"], leak=C_LEAK),
+    "dlsym_next": dict(argv=["{bin}/tt_dlsym", "next", "{bin}"], leak=C_LEAK),
     "close_range": dict(argv=["{bin}/tt_closefds", "close_range"], leak=C_LEAK,
                         children=[(7, 1)], child_leak=7),
     "closefrom": dict(argv=["{bin}/tt_closefds", "closefrom"], leak=C_LEAK,
