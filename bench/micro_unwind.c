@@ -15,12 +15,16 @@
  * --alloc Recorder cost per allocation: malloc(32)+free pairs from D nested frames,
  *           hit    always the same call chain (stack-cache hit after the first)
  *           miss   the caller's stack pointer moves by a random multiple of 16 bytes
- *                  (0..64 KiB) before each call, so (return address, stack pointer)
- *                  is new each time: cache miss -> libunwind (the stack itself is the
- *                  same, so interning it is a lock-free lookup)
+ *                  (0..64 KiB, --jitter) before each call, so (return address, stack
+ *                  pointer) is new each time: cache miss -> libunwind (the stack itself
+ *                  is the same, so interning it is a lock-free lookup). The jitter is
+ *                  an alloca in one frame, which the slot scan of a miss walks through
+ *                  (uninitialised stack, up to 64 KiB): a smaller --jitter shows the
+ *                  cost of a miss on ordinary frames.
  *         Run it bare and under `leakguard run`; the difference is the recorder's cost.
  *
  * Options: --depth D (default 8; several: --depth 4,16,48), --iters N (default 200000),
+ *          --jitter BYTES (the miss case's largest stack-pointer move, default 65536),
  *          --unw-cache thread|global|none (libunwind caching policy for --walk; the
  *          recorder uses thread)
  */
@@ -38,6 +42,7 @@
 #define MAXF 256
 
 static unsigned long g_iters = 200000;
+static unsigned long g_jitter = 65536; /* bytes, a multiple of 16 */
 static uintptr_t g_stack_lo, g_stack_hi;
 
 static double now(void) {
@@ -153,10 +158,11 @@ static __attribute__((noinline)) void *alloc_jitter(unsigned j, unsigned d, size
 
 static double time_alloc(unsigned d, int miss) {
   uint64_t s = 88172645463325252ULL;
-  for (int w = 0; w < 1000; w++) free(alloc_jitter(miss ? (unsigned)(rnd(&s) & 4095) : 0, d, 32));
+  unsigned long slots = g_jitter / 16 ? g_jitter / 16 : 1;
+  for (int w = 0; w < 1000; w++) free(alloc_jitter(miss ? (unsigned)(rnd(&s) % slots) : 0, d, 32));
   double t0 = now();
   for (unsigned long i = 0; i < g_iters; i++) {
-    void *p = alloc_jitter(miss ? (unsigned)(rnd(&s) & 4095) : 0, d, 32);
+    void *p = alloc_jitter(miss ? (unsigned)(rnd(&s) % slots) : 0, d, 32);
     free(p);
   }
   return (now() - t0) * 1e9 / (double)g_iters;
@@ -185,11 +191,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--alloc")) alloc = 1;
     else if (!strcmp(argv[i], "--depth") && i + 1 < argc) snprintf(depths, sizeof depths, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc) g_iters = strtoul(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "--jitter") && i + 1 < argc) g_jitter = strtoul(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--unw-cache") && i + 1 < argc) {
       const char *c = argv[++i];
       policy = !strcmp(c, "none") ? UNW_CACHE_NONE : !strcmp(c, "global") ? UNW_CACHE_GLOBAL : UNW_CACHE_PER_THREAD;
     } else {
-      fprintf(stderr, "usage: micro_unwind (--walk | --alloc) [--depth D[,D...]] [--iters N] [--unw-cache P]\n");
+      fprintf(stderr, "usage: micro_unwind (--walk | --alloc) [--depth D[,D...]] [--iters N] [--jitter BYTES] "
+                      "[--unw-cache P]\n");
       return 2;
     }
   }

@@ -224,7 +224,7 @@ LGI_HIDDEN int lgi_cuda_export_name(const char *name);
 LGI_HIDDEN void *lgi_dlsym_handle(void *handle, const char *name);
 LGI_HIDDEN void *lgi_dlsym_default(void *handle, const char *name);
 
-/* glibc's dlsym, never ours: dlvsym is not interposed. */
+/* glibc's dlsym, never ours (dl.c's dlvsym passes this lookup from us to glibc's). */
 __attribute__((used)) void *lgi_dlsym_resolve(void) {
   void *p = __atomic_load_n(&lgi_real_dlsym_ptr, __ATOMIC_ACQUIRE);
   if (LGI_LIKELY(p)) return p;
@@ -252,7 +252,7 @@ __asm__(".pushsection .text\n"
         "dlsym:\n"
         "  .cfi_startproc\n"
         "  cmpq $-1, %rdi\n"
-        "  je 2f\n"
+        "  je lgi_dlsym_next\n" /* dl.c: allocator names, else glibc */
         "  testq %rdi, %rdi\n"
         "  jne lgi_dlsym_handle\n"
         "  pushq %rdi\n"
@@ -299,6 +299,8 @@ __asm__(".pushsection .text\n"
 LG_API void *dlsym(void *handle, const char *name) {
   if (handle == RTLD_DEFAULT && lgi_cuda_export_name(name)) return lgi_dlsym_default(handle, name);
   if (handle != RTLD_DEFAULT && handle != RTLD_NEXT) return lgi_dlsym_handle(handle, name);
+  void *own = handle == RTLD_NEXT ? lgi_dl_next_alloc(name, NULL, (uintptr_t)__builtin_return_address(0)) : NULL;
+  if (own) return own;
   return ((dlsym_fn)lgi_dlsym_resolve())(handle, name);
 }
 #endif
@@ -397,7 +399,8 @@ static void *wrap_proc(const char *sym, int ver, void *p) {
 __attribute__((used)) void *lgi_dlsym_handle(void *handle, const char *name) {
   dlsym_fn d = (dlsym_fn)lgi_dlsym_resolve();
   void *r = d(handle, name);
-  if (!r || !name || name[0] != 'c' || name[1] != 'u') return r;
+  if (!r || !name) return r;
+  if (name[0] != 'c' || name[1] != 'u') return lgi_dl_alloc_result(name, r, (uintptr_t)__builtin_return_address(0));
   int e = export_index(name);
   if (e < 0) {
     if (!strncmp(name, "cuMem", 5) && !benign(name) && strcmp(name, "cuMemAlloc") && strcmp(name, "cuMemFree") &&

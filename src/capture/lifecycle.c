@@ -316,6 +316,7 @@ int lgi_thread_ready(lgi_tls_t *t) {
     t->rng = (uint64_t)lg_sys_gettid() * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
     pthread_setspecific(thread_key, t);
     lgi_shard_acquire(t);
+    lgi_unwind_thread_start(t);
     t->guard--;
   }
   return 1;

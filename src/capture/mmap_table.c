@@ -213,3 +213,25 @@ LG_API void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
   if (p != MAP_FAILED) mm_remapped(old, old_len, p, new_len, flags);
   return p;
 }
+
+/* The hooks above by name, for dl.c (see lgi_alloc_own in preload.c): a munmap found
+ * with dlsym must not leave a recorded range behind. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LGI_OWN(name)                                                                                                  \
+  extern __typeof__(name) lgi_own_##name __attribute__((alias(#name), copy(name), visibility("hidden")));
+#else
+#define LGI_OWN(name) extern __typeof__(name) lgi_own_##name __attribute__((alias(#name), visibility("hidden")));
+#endif
+LGI_OWN(mmap)
+LGI_OWN(mmap64)
+LGI_OWN(munmap)
+LGI_OWN(mremap)
+
+void *lgi_mmap_own(const char *name) {
+  if (name[0] != 'm') return NULL;
+  if (!strcmp(name, "mmap")) return (void *)lgi_own_mmap;
+  if (!strcmp(name, "mmap64")) return (void *)lgi_own_mmap64;
+  if (!strcmp(name, "munmap")) return (void *)lgi_own_munmap;
+  if (!strcmp(name, "mremap")) return (void *)lgi_own_mremap;
+  return NULL;
+}

@@ -630,3 +630,70 @@ LG_API int lg_pause_recording(int pause) {
   else if (t->guard > 0) t->guard--;
   return t->guard;
 }
+
+/* ------------------------------------------------------------------ names for dlsym
+ * A program or a shim that looks an allocator function up by name (dlsym(RTLD_NEXT,
+ * "free") in a library, dlsym on a dlopen("libc.so.6") handle) gets glibc's function,
+ * which would meet blocks with our header: dl.c hands out ours instead (docs/design.md,
+ * "Mismatched allocator paths"). Hidden aliases, so that the address is our own
+ * definition's, not whatever the global scope binds the name to. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LGI_OWN(name)                                                                                                  \
+  extern __typeof__(name) lgi_own_##name __attribute__((alias(#name), copy(name), visibility("hidden")));
+#else
+#define LGI_OWN(name) extern __typeof__(name) lgi_own_##name __attribute__((alias(#name), visibility("hidden")));
+#endif
+LGI_OWN(malloc)
+LGI_OWN(free)
+LGI_OWN(calloc)
+LGI_OWN(realloc)
+LGI_OWN(reallocarray)
+LGI_OWN(posix_memalign)
+LGI_OWN(memalign)
+LGI_OWN(aligned_alloc)
+LGI_OWN(valloc)
+LGI_OWN(pvalloc)
+LGI_OWN(malloc_usable_size)
+LGI_OWN(__libc_malloc)
+LGI_OWN(__libc_free)
+LGI_OWN(__libc_calloc)
+LGI_OWN(__libc_realloc)
+LGI_OWN(__libc_memalign)
+LGI_OWN(__libc_valloc)
+LGI_OWN(__libc_pvalloc)
+LGI_OWN(free_sized)
+LGI_OWN(free_aligned_sized)
+LGI_OWN(cfree)
+
+void *lgi_alloc_own(const char *name) {
+#define E(n)                                                                                                           \
+  { #n, (void *)lgi_own_##n }
+  static const struct {
+    const char *name;
+    void *fn;
+  } own[] = {E(malloc),
+             E(free),
+             E(calloc),
+             E(realloc),
+             E(reallocarray),
+             E(posix_memalign),
+             E(memalign),
+             E(aligned_alloc),
+             E(valloc),
+             E(pvalloc),
+             E(malloc_usable_size),
+             E(__libc_malloc),
+             E(__libc_free),
+             E(__libc_calloc),
+             E(__libc_realloc),
+             E(__libc_memalign),
+             E(__libc_valloc),
+             E(__libc_pvalloc),
+             E(free_sized),
+             E(free_aligned_sized),
+             E(cfree)};
+#undef E
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+    if (!strcmp(name, own[i].name)) return own[i].fn;
+  return NULL;
+}

@@ -46,6 +46,13 @@ typedef struct lgi_scache_ent {
   uint64_t ra[LGI_SCACHE_DEPTH];
 } lgi_scache_ent_t;
 
+/* The per-thread memory of stack capture (unwind.c), mmap'd on the thread's first
+ * capture: the stack cache and the buffers of an unwind, which would otherwise take
+ * ~8 KiB of the stack of whatever the program was doing (a signal handler on a small
+ * alternate stack, the bottom of a deep recursion). One capture per thread at a time:
+ * every caller holds the recursion guard. */
+typedef struct lgi_unw_mem lgi_unw_mem_t;
+
 #define LGI_TAG_DEPTH 8
 typedef struct lgi_tls {
   int guard;         /* > 0 while inside the recorder: nested calls pass through */
@@ -55,9 +62,11 @@ typedef struct lgi_tls {
   lg_shard_desc_t *shard; /* NULL: use the shared atomic shard 0 */
   uint64_t *chunk_dir;
   int shard_atomic;
-  uintptr_t stack_lo, stack_hi;
-  lgi_scache_ent_t *scache; /* LGI_SCACHE_ENTRIES entries, mmap'd on first use */
-  uint16_t tag;             /* current lg_tag_push() tag, 0 = none */
+  uintptr_t stack_lo, stack_hi; /* this thread's own stack, once stack_known */
+  int stack_known;              /* 0 not yet, 1 yes, -1 unknown (no bounds) */
+  int in_getattr;               /* inside the program's pthread_getattr_np (unwind.c) */
+  lgi_unw_mem_t *umem;          /* unwind.c's cache and buffers, mmap'd on first use */
+  uint16_t tag;                 /* current lg_tag_push() tag, 0 = none */
   uint16_t tag_depth;
   uint16_t tag_stack[LGI_TAG_DEPTH];
   uint16_t quota_tag; /* quota crossed inside the allocator: callback pending */
@@ -131,6 +140,23 @@ LGI_HIDDEN extern uintptr_t lgi_alloc_lo, lgi_alloc_hi;
 /* The `space` argument of lgi_stack_intern/lgi_capture*: lg_space_t in bits 0-7 and,
  * for GPU spaces, the device ordinal in bits 8-15 (sites differ by device). */
 #define LGI_SITE_SPACE(space, dev) ((unsigned)(space) | ((unsigned)((dev)&0xff) << 8))
+
+/* The function preload.c defines for an allocator name (malloc, free, __libc_free,
+ * malloc_usable_size...), NULL for any other name; for dl.c's dlsym/dlvsym. */
+LGI_HIDDEN void *lgi_alloc_own(const char *name);
+/* The same for mmap_table.c's names (mmap, mmap64, munmap, mremap). */
+LGI_HIDDEN void *lgi_mmap_own(const char *name);
+
+/* ---- dl.c: dlsym and dlvsym of the interposed allocator names */
+
+/* For the RTLD_NEXT entry of dlsym/dlvsym (version NULL for dlsym): our own function
+ * when name is interposed here and the caller's lookup would give the function we
+ * wrap (the caller is a library after us in load order, not that function's own);
+ * NULL: the caller gets glibc's answer. */
+LGI_HIDDEN void *lgi_dl_next_alloc(const char *name, const char *version, uintptr_t caller);
+/* For lookups with an explicit handle: r, or our own function when r is the function
+ * we wrap for name. */
+LGI_HIDDEN void *lgi_dl_alloc_result(const char *name, void *r, uintptr_t caller);
 
 /* ---- cuda_mem.c (CUDA driver API: the records; cuda_impl.h for the CUDA files) */
 
@@ -206,6 +232,8 @@ LGI_HIDDEN uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, uns
 /* lgi_capture plus, in a Python thread, the Python frames in front. */
 LGI_HIDDEN uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space);
 LGI_HIDDEN void lgi_unwind_init(void);
+/* Finds the thread's stack bounds (its first allocation: lgi_thread_ready). */
+LGI_HIDDEN void lgi_unwind_thread_start(lgi_tls_t *t);
 LGI_HIDDEN void lgi_unwind_thread_exit(lgi_tls_t *t);
 
 #endif

@@ -17,63 +17,193 @@
  * when every slot lies inside this thread's stack (pthread bounds), so stacks that
  * are switched (coroutines) are always unwound, never read out of bounds.
  * BENCHMARKS.md has the measured cost of both paths.
+ *
+ * The stack the hook runs on is the program's, and may be nearly full: a signal
+ * handler on a small alternate stack, the bottom of a deep recursion. The cache and
+ * the unwind's buffers are per-thread pages, and an unwind (libunwind needs 3-5 KiB)
+ * happens only with LGI_UNWIND_ROOM left below; otherwise the block is recorded with
+ * its caller alone. A recorded malloc then needs about what a bare one does.
  */
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/resource.h>
 #include <unistd.h>
+#include <dlfcn.h>
+#include <link.h>
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
 #include "capture/recorder.h"
 #include "core/platform.h"
+#include "leakguard.h"
+
+/* The per-thread memory (recorder.h): the stack cache, and the buffers of an unwind,
+ * which on the stack took ~8 KiB of whatever stack the program was on. */
+struct lgi_unw_mem {
+  lgi_scache_ent_t cache[LGI_SCACHE_ENTRIES];
+  uint64_t ips[LG_MAX_DEPTH];
+  uint64_t sps[LG_MAX_DEPTH];
+  void *bt[LG_MAX_DEPTH + 8];
+  uint64_t all[LG_MAX_DEPTH]; /* lgi_capture_all: the Python frames, then native ones */
+};
+
+/* Stack that an unwind needs below the frame that decides to unwind: libunwind's
+ * context and cursor, its frame-cache lookups (dl_iterate_phdr on a miss), the stack
+ * table's slow path. With less left (a signal handler on a small alternate stack, the
+ * bottom of a deep recursion) the block is recorded with its caller alone: unwinding
+ * there would overflow a stack the program itself fits in (BENCHMARKS.md, "stack a
+ * recorded malloc needs"). */
+#define LGI_UNWIND_ROOM ((uintptr_t)LGI_UNWIND_ROOM_KIB * 1024)
+#ifndef LGI_UNWIND_ROOM_KIB
+#define LGI_UNWIND_ROOM_KIB 12
+#endif
+
+/* glibc's pthread_getattr_np. It holds the thread's own lock while it allocates
+ * (realloc, and calloc inside pthread_attr_setaffinity_np): a capture from in there, or
+ * from a signal handler that interrupted it, must not call it again (the lock is not
+ * recursive). The program's calls go through the wrapper below, which says so. */
+typedef int (*getattr_fn)(pthread_t, pthread_attr_t *);
+static getattr_fn real_getattr;
+#ifdef LGI_DEBUG_SP /* measuring what an unwind needs (BENCHMARKS.md): the last check's sp */
+__attribute__((visibility("default"))) uintptr_t lgi_dbg_sp;
+#endif
+
+LG_API int pthread_getattr_np(pthread_t th, pthread_attr_t *attr) {
+  getattr_fn f = __atomic_load_n(&real_getattr, __ATOMIC_ACQUIRE);
+  if (!f) {
+    f = (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np");
+    if (!f) return ENOSYS;
+    __atomic_store_n(&real_getattr, f, __ATOMIC_RELEASE);
+  }
+  lgi_tls_t *t = &lgi_tls;
+  t->in_getattr++;
+  int r = f(th, attr);
+  t->in_getattr--;
+  return r;
+}
 
 void lgi_unwind_init(void) {
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   /* A bigger register-state cache: a miss costs a dl_iterate_phdr and two sigprocmask
    * system calls inside libunwind. */
   unw_set_cache_size(unw_local_addr_space, 4096, 0);
+  if (!real_getattr)
+    __atomic_store_n(&real_getattr, (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np"), __ATOMIC_RELEASE);
 }
 
-/* Upper bound of this thread's stack, without pthread_getattr_np: it takes the
- * thread's lock and allocates under it, so calling it from a malloc hook deadlocks
- * when the program itself is inside pthread_getattr_np. The main thread's frames all
- * lie below __libc_stack_end; a glibc thread's descriptor (pthread_self()) sits at
- * the top of its stack block. A thread on a user-supplied stack elsewhere simply
- * never uses the cache (its slots are not below the bound). */
+/* This thread's own stack [stack_lo, stack_hi): frames lie below stack_hi, and an
+ * unwind needs LGI_UNWIND_ROOM above stack_lo.
+ *  - The main thread: below __libc_stack_end, down to RLIMIT_STACK from the top of the
+ *    stack mapping (its end is just above the exec'd file name, AT_EXECFN), which is
+ *    how far the kernel grows it. Not pthread_getattr_np: for the main thread it reads
+ *    /proc/self/maps with stdio under the thread's lock.
+ *  - Other threads: pthread_getattr_np (the stack block glibc made, or the one the
+ *    program gave pthread_attr_setstack), once per thread; the top is the thread
+ *    descriptor. It takes the thread's own lock and allocates (passed through: the
+ *    guard is held), so it is not called while the thread is inside the program's
+ *    own call of it (then on a later capture).
+ * Without bounds (-1), every capture of the thread keeps the caller alone. */
 extern void *__libc_stack_end;
 static void stack_bounds(lgi_tls_t *t) {
-  uintptr_t hi;
-  if (lg_sys_gettid() == getpid()) hi = (uintptr_t)__libc_stack_end;
-  else hi = (uintptr_t)pthread_self();
-  t->stack_hi = hi;
-  t->stack_lo = hi > ((uintptr_t)1 << 30) ? hi - ((uintptr_t)1 << 30) : 1;
+  int e = errno;
+  if (lg_sys_gettid() == lg_sys_getpid()) {
+    uintptr_t hi = (uintptr_t)__libc_stack_end, top = hi, pg = (uintptr_t)getpagesize();
+    const char *fn = (const char *)getauxval(AT_EXECFN);
+    if (fn && (uintptr_t)fn > hi) top = ((uintptr_t)fn + strlen(fn) + 1 + sizeof(void *) + pg - 1) & ~(pg - 1);
+    struct rlimit rl;
+    uintptr_t span = (uintptr_t)1 << 30; /* unlimited: as far as the old code assumed */
+    if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < span)
+      span = (uintptr_t)rl.rlim_cur;
+    t->stack_hi = hi;
+    t->stack_lo = top > span ? top - span : 1;
+    t->stack_known = 1;
+  } else if (!t->in_getattr && real_getattr) {
+    pthread_attr_t a;
+    void *addr = NULL;
+    size_t size = 0;
+    t->stack_known = -1;
+    if (real_getattr(pthread_self(), &a) == 0) {
+      if (pthread_attr_getstack(&a, &addr, &size) != 0) addr = NULL;
+      pthread_attr_destroy(&a);
+    }
+    uintptr_t lo = (uintptr_t)addr, hi = lo + size, self = (uintptr_t)pthread_self();
+    if (addr && size) {
+      t->stack_lo = lo;
+      t->stack_hi = self > lo && self < hi ? self : hi;
+      t->stack_known = 1;
+    }
+  }
+  errno = e;
 }
 
-static lgi_scache_ent_t *scache_slot(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0) {
-  if (LGI_UNLIKELY(!t->scache)) {
-    t->scache = lgi_pages_alloc(sizeof(lgi_scache_ent_t) * LGI_SCACHE_ENTRIES);
-    if (!t->scache) return NULL;
+/* 1 when the stack below here has LGI_UNWIND_ROOM left. On the thread's own stack its
+ * bounds say; a signal handler's alternate stack has bounds we can ask for (one system
+ * call). Any other stack (a coroutine's, a thread's that is not glibc's) is of unknown
+ * size: no unwind. Bounds not found at the thread's first allocation (it was on an
+ * alternate stack, or inside pthread_getattr_np) are looked for here. */
+static __attribute__((noinline)) int room_to_unwind(lgi_tls_t *t) {
+  uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+#ifdef LGI_DEBUG_SP
+  extern uintptr_t lgi_dbg_sp;
+  lgi_dbg_sp = sp;
+#endif
+  if (LGI_LIKELY(t->stack_known > 0) && sp > t->stack_lo && sp <= t->stack_hi)
+    return sp - t->stack_lo >= LGI_UNWIND_ROOM;
+  stack_t ss;
+  int e = errno;
+  long r = syscall(SYS_sigaltstack, NULL, &ss);
+  errno = e;
+  uintptr_t lo = (uintptr_t)ss.ss_sp;
+  if (r == 0 && (ss.ss_flags & SS_ONSTACK)) return sp > lo && sp - lo <= ss.ss_size && sp - lo >= LGI_UNWIND_ROOM;
+  if (t->stack_known == 0) {
     stack_bounds(t);
+    if (t->stack_known > 0 && sp > t->stack_lo && sp <= t->stack_hi) return sp - t->stack_lo >= LGI_UNWIND_ROOM;
   }
-  uint64_t k = (ra0 * 0x9E3779B97F4A7C15ULL) ^ (cfa0 >> 4);
-  return &t->scache[(k >> 20) & (LGI_SCACHE_ENTRIES - 1)];
+  return 0;
+}
+
+/* The thread's first allocation (lifecycle.c), usually not deep in its stack: its
+ * bounds, unless it runs on an alternate stack (then on a later capture). */
+void lgi_unwind_thread_start(lgi_tls_t *t) {
+  if (t->stack_known) return;
+  stack_t ss;
+  int e = errno;
+  long r = syscall(SYS_sigaltstack, NULL, &ss);
+  errno = e;
+  if (r == 0 && !(ss.ss_flags & SS_ONSTACK)) stack_bounds(t);
+}
+
+/* The thread's memory, mapped on first use. After the thread's exit destructor ran
+ * (a TLS destructor of the program allocates later) a temporary mapping, *tmp set:
+ * the caller unmaps it. NULL when none can be mapped. */
+static lgi_unw_mem_t *unw_mem(lgi_tls_t *t, int *tmp) {
+  *tmp = 0;
+  if (LGI_LIKELY(t->umem != NULL)) return t->umem;
+  int e = errno;
+  lgi_unw_mem_t *m = lgi_pages_alloc(sizeof *m);
+  errno = e;
+  if (m && t->state == 2) *tmp = 1;
+  else t->umem = m;
+  return m;
 }
 
 void lgi_unwind_thread_exit(lgi_tls_t *t) {
-  lgi_pages_free(t->scache, sizeof(lgi_scache_ent_t) * LGI_SCACHE_ENTRIES);
-  t->scache = NULL;
+  lgi_pages_free(t->umem, sizeof *t->umem);
+  t->umem = NULL;
 }
 
 #define LGI_PY_NATIVE 6
 
 /* The innermost native frames of a Python thread's allocation (libunwind's fast trace:
  * a per-IP cache, no system calls once warm), up to the interpreter's own frame. */
-static unsigned native_head(uintptr_t ra0, uint64_t *ips) {
+static unsigned native_head(uintptr_t ra0, uint64_t *ips, void **bt) {
   unsigned n = 0;
   ips[n++] = ra0;
-  void *bt[LGI_PY_NATIVE + 8];
-  int k = unw_backtrace(bt, (int)(sizeof bt / sizeof *bt)), i = 0;
+  int k = unw_backtrace(bt, LGI_PY_NATIVE + 8), i = 0;
   while (i < k && (uintptr_t)bt[i] != ra0) i++;
   for (i++; i < k && n < LGI_PY_NATIVE; i++) {
     ips[n++] = (uint64_t)(uintptr_t)bt[i];
@@ -82,8 +212,13 @@ static unsigned native_head(uintptr_t ra0, uint64_t *ips) {
   return n;
 }
 
-uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
-  lgi_scache_ent_t *e = scache_slot(t, ra0, cfa0);
+static uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintptr_t ra0, uintptr_t cfa0,
+                               unsigned space) {
+  lgi_scache_ent_t *e = NULL;
+  if (use_cache) {
+    uint64_t k = (ra0 * 0x9E3779B97F4A7C15ULL) ^ (cfa0 >> 4);
+    e = &m->cache[(k >> 20) & (LGI_SCACHE_ENTRIES - 1)];
+  }
   if (LGI_LIKELY(e && e->ra0 == ra0 && e->cfa0 == cfa0 && e->space == (uint8_t)space &&
                  e->pad == (uint8_t)(space >> 8) && e->id)) {
     unsigned i = 1;
@@ -92,10 +227,15 @@ uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space
     if (i == e->depth) return e->id;
   }
 
+  if (!room_to_unwind(t)) {
+    uint64_t ip = ra0;
+    return lgi_stack_intern(&ip, 1, space);
+  }
+
   /* Miss: unwind with libunwind, skipping the recorder's own frames (their stack
    * pointer is below the caller's). */
-  uint64_t ips[LG_MAX_DEPTH];
-  uint64_t sps[LG_MAX_DEPTH];
+  uint64_t *ips = m->ips, *sps = m->sps;
+  void **bt = m->bt;
   /* In a Python thread, the innermost native frames (extension code, allocator
    * wrappers) are kept, not the whole native chain: the Python frames identify the
    * site, and deep native recursion would multiply the stacks. */
@@ -105,11 +245,10 @@ uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space
    * found by scanning upward from the previous one (a return address sits at the top
    * of its caller's frame, above the callee's). unw_step would give the stack pointers
    * directly but costs two sigprocmask calls per frame. */
-  void *bt[LG_MAX_DEPTH + 8];
-  int k = unw_backtrace(bt, (int)(sizeof bt / sizeof *bt)), i = 0;
+  int k = unw_backtrace(bt, LG_MAX_DEPTH + 8), i = 0;
   while (i < k && (uintptr_t)bt[i] != ra0) i++;
   uintptr_t scan = cfa0, top = t->stack_hi;
-  int slots_ok = cfa0 >= t->stack_lo && cfa0 < top;
+  int slots_ok = t->stack_known > 0 && cfa0 >= t->stack_lo && cfa0 < top;
   for (; i < k && n < max; i++) {
     uint64_t ip = (uint64_t)(uintptr_t)bt[i];
     if (ip == 0) break;
@@ -163,19 +302,42 @@ uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space
   return id;
 }
 
+uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
+  int tmp;
+  lgi_unw_mem_t *m = unw_mem(t, &tmp);
+  if (LGI_UNLIKELY(!m)) {
+    uint64_t ip = ra0;
+    return lgi_stack_intern(&ip, 1, space);
+  }
+  uint32_t id = capture_native(t, m, !tmp, ra0, cfa0, space);
+  if (LGI_UNLIKELY(tmp)) lgi_pages_free(m, sizeof *m);
+  return id;
+}
+
 #define LGI_PY_DEPTH 32
 uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
   if (!lgi_python_active()) return lgi_capture(t, ra0, cfa0, space);
-  uint64_t ips[LG_MAX_DEPTH];
-  unsigned np = lgi_python_frames(t, ips, LGI_PY_DEPTH);
-  if (np == 0) return lgi_capture(t, ra0, cfa0, space);
-  /* In a Python thread the native stack is needed only down to the interpreter's own
-   * frame: below it, it mirrors the Python frames, and unwinding it (deep, different
-   * for every Python call depth) would cost more than the whole allocation. Called
-   * from the interpreter itself (object, frame, dict allocations), the Python line
-   * alone is the site: which internal C path allocated does not matter to the user
-   * and would multiply the sites. */
-  if (lgi_python_interp_frame(ra0)) return lgi_stack_intern(ips, np, space);
-  unsigned nd = native_head(ra0, ips + np);
-  return lgi_stack_intern(ips, np + nd, space);
+  int tmp;
+  lgi_unw_mem_t *m = unw_mem(t, &tmp);
+  if (LGI_UNLIKELY(!m)) return lgi_capture(t, ra0, cfa0, space);
+  uint32_t id;
+  /* Reading Python frames interns new ones (file and function names on the stack)
+   * and may decode a line table: not on a nearly full stack either. */
+  unsigned np = room_to_unwind(t) ? lgi_python_frames(t, m->all, LGI_PY_DEPTH) : 0;
+  if (np == 0) {
+    id = capture_native(t, m, !tmp, ra0, cfa0, space);
+  } else if (lgi_python_interp_frame(ra0)) {
+    /* In a Python thread the native stack is needed only down to the interpreter's
+     * own frame: below it, it mirrors the Python frames, and unwinding it (deep,
+     * different for every Python call depth) would cost more than the whole
+     * allocation. Called from the interpreter itself (object, frame, dict
+     * allocations), the Python line alone is the site: which internal C path
+     * allocated does not matter to the user and would multiply the sites. */
+    id = lgi_stack_intern(m->all, np, space);
+  } else {
+    unsigned nd = native_head(ra0, m->all + np, m->bt);
+    id = lgi_stack_intern(m->all, np + nd, space);
+  }
+  if (LGI_UNLIKELY(tmp)) lgi_pages_free(m, sizeof *m);
+  return id;
 }

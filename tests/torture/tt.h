@@ -6,6 +6,7 @@
  * same standard output (so it prints nothing that varies: no pid, no address, no
  * timing), and no hang. Where a program plants a leak, it calls tt_leak(), whose
  * allocation line carries the marker the driver (torture.py) looks for in rank 1.
+ * C and C++ (tt_tlocal.cpp).
  */
 #ifndef TT_H
 #define TT_H
@@ -38,7 +39,7 @@ static inline __attribute__((unused)) void tt_keep(void *p)
 {
   if (tt_nkept == tt_capkept) {
     tt_capkept = tt_capkept ? 2 * tt_capkept : 1024;
-    tt_kept = realloc(tt_kept, tt_capkept * sizeof *tt_kept);
+    tt_kept = (void **)realloc(tt_kept, tt_capkept * sizeof *tt_kept);
     if (!tt_kept)
       tt_die("realloc");
   }
@@ -50,7 +51,7 @@ static void tt_leak(long ms, size_t bytes) __attribute__((noinline, unused));
 static void tt_leak(long ms, size_t bytes)
 {
   for (long t = 0; t < ms; t += 20) {
-    char *p = malloc(bytes); /* TT-LEAK */
+    char *p = (char *)malloc(bytes); /* TT-LEAK */
     if (!p)
       tt_die("malloc");
     memset(p, 0x5a, bytes);

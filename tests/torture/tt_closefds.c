@@ -6,7 +6,10 @@
  * recorded, its child too, and the child's exit status (reaped here) must reach the
  * report.
  *   tt_closefds close_range|closefrom|dup2
+ *   tt_closefds close_range_spawn   close_range, then a posix_spawn'ed child (this
+ *                                   program, "child 8") that leaks and exits 8
  */
+#include <spawn.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,11 +20,18 @@
 
 #include "tt.h"
 
+extern char **environ;
+
 int main(int argc, char **argv)
 {
   const char *mode = argc > 1 ? argv[1] : "close_range";
+  if (argc > 2 && !strcmp(mode, "child")) {
+    tt_leak(2000, 16384);
+    return atoi(argv[2]);
+  }
+  int spawn = !strcmp(mode, "close_range_spawn");
   fflush(stdout);
-  if (!strcmp(mode, "close_range")) {
+  if (!strcmp(mode, "close_range") || spawn) {
     if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
       tt_die("close_range");
   } else if (!strcmp(mode, "closefrom")) {
@@ -44,7 +54,22 @@ int main(int argc, char **argv)
   printf("closefds(%s): descriptors closed\n", mode);
   fflush(stdout);
   tt_leak(1000, 32768);
-  pid_t pid = fork();
+  pid_t pid;
+  if (spawn) {
+    char self[4096];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (k <= 0)
+      tt_die("readlink");
+    self[k] = 0;
+    char *av[] = {self, "child", "8", NULL};
+    int rc = posix_spawn(&pid, self, NULL, NULL, av, environ);
+    if (rc) {
+      errno = rc;
+      tt_die("posix_spawn");
+    }
+  } else {
+    pid = fork();
+  }
   if (pid < 0)
     tt_die("fork");
   if (pid == 0) {

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tt_fine.c - allocator and process corners that must keep working under the
- * recorder (issue #17, "fine today, keep fine", and more). One mode per run:
+ * recorder (issue #17, "fine today, keep fine", and more). One mode per run; each
+ * plants a leak (tt_leak) after its torture, found at rank 1. Built with -fno-builtin
+ * (CMakeLists.txt): GCC would otherwise drop a malloc/free pair whose block does not
+ * escape, and the program would not do what it says.
  *
  *   usable    malloc_usable_size() bytes fully written, realloc within it; then a leak
  *   aligned   posix_memalign, aligned_alloc, memalign, valloc, pvalloc at many
@@ -11,14 +14,23 @@
  *   signals   every signal blocked, then every catchable one ignored (SIGCHLD too:
  *             children are reaped by the kernel); fork, wait; then a leak
  *   forks     200 forks from a program whose 4 other threads allocate all the while;
- *             each child allocates, frees and exits with a known status
+ *             each child allocates, frees and exits with a known status; then a leak
  *   cancel    threads cancelled (deferred) while they allocate, with signal handlers
- *             that allocate, delivered between allocations
- *   altstack  handlers on a sigaltstack that allocate (many stacks: recorded slowly)
+ *             that allocate, delivered between allocations; then a leak
+ *   altstack  handlers on a 64 KiB sigaltstack that allocate (many call chains: many
+ *             stacks to record); then a leak
+ *   altstack8k  the same on an 8 KiB (SIGSTKSZ) alternate stack, and in a thread
+ *             whose very first allocation is in such a handler; then a leak
+ *   altstack_min  the same on the smallest alternate stack the program survives bare
+ *             (this CPU's _SC_MINSIGSTKSZ, the kernel's signal frame, plus 4 KiB); then a
+ *             leak
  *   tlsdtor   threads whose TLS destructors free (and allocate) while the thread's
- *             own state is torn down, after the recorder's destructor
- *   deep      recursion to within 4 KiB of the end of a thread's stack, with malloc
- *             at the bottom
+ *             own state is torn down, after the recorder's destructor; then a leak
+ *   deep      recursion in a thread (1 MiB stack, glibc's, a guard page below) until
+ *             at most 6 KiB of stack is left, then malloc (bare needs 3.3 KiB here, the
+ *             recorder used to need 11.5 KiB: BENCHMARKS.md); then a leak
+ *   deep_user the same on a stack the program allocated (pthread_attr_setstack), with
+ *             heap below it instead of a guard page: a canary there must stay intact
  *   threads   2,000 short-lived threads, each allocating
  *   longjmp   siglongjmp out of handlers that allocated
  *   _Fork     glibc's _Fork(), which runs no atfork handlers: its child, which leaks
@@ -195,6 +207,7 @@ static int mode_forks(void)
   for (int i = 0; i < 4; i++)
     pthread_join(th[i], NULL);
   printf("forks: %d of 200 children exited as expected\n", good);
+  tt_leak(2000, 32768);
   return good != 200;
 }
 
@@ -273,6 +286,7 @@ static int mode_cancel(void)
   }
   printf("cancel: %d of 80 threads cancelled, handlers ran: %s\n", cancelled,
          atomic_load(&handled) > 0 ? "yes" : "no");
+  tt_leak(2000, 32768);
   return cancelled != 80;
 }
 
@@ -301,11 +315,40 @@ static __attribute__((noinline)) void alt_depth(int d)
   raise(SIGUSR2);
 }
 
-static int mode_altstack(void)
+/* A thread whose first allocation is in a handler on its alternate stack (a static
+ * buffer: nothing was allocated in the thread before): glibc sets up the thread's
+ * malloc cache there, and the recorder its own state. */
+static char alt_thread_stack[8192];
+static void *alt_thread(void *arg)
 {
-  size_t sz = 64 * 1024;
-  stack_t ss = {.ss_sp = malloc(sz), .ss_size = sz, .ss_flags = 0};
-  if (!ss.ss_sp || sigaltstack(&ss, NULL) != 0)
+  (void)arg;
+  stack_t ss = {.ss_sp = alt_thread_stack, .ss_size = sizeof alt_thread_stack, .ss_flags = 0};
+  if (sigaltstack(&ss, NULL) != 0)
+    return NULL;
+  for (int i = 0; i < 50; i++)
+    alt_depth(i % 10);
+  return alt_thread_stack;
+}
+
+/* size: the alternate stack's size; 0: the smallest this program survives bare
+ * (_SC_MINSIGSTKSZ, the kernel's signal frame on this CPU, plus 4 KiB). The stack is heap
+ * memory with more heap below it: an overflow would not crash, it would corrupt, so a
+ * 64 KiB canary below it must come out intact. */
+#define ALT_CANARY (64 * 1024)
+static int mode_altstack_size(size_t sz, int thread)
+{
+  if (sz == 0) {
+    long min = sysconf(_SC_MINSIGSTKSZ); /* not MINSIGSTKSZ: _GNU_SOURCE makes it SIGSTKSZ */
+    sz = (size_t)(min > 2048 ? min : 2048) + 4096;
+    if (getenv("TT_ALTSTACK")) /* to measure what is the smallest, bare and recorded */
+      sz = (size_t)atol(getenv("TT_ALTSTACK"));
+  }
+  unsigned char *buf = malloc(ALT_CANARY + sz);
+  if (!buf)
+    tt_die("malloc");
+  memset(buf, 0xc5, ALT_CANARY);
+  stack_t ss = {.ss_sp = buf + ALT_CANARY, .ss_size = sz, .ss_flags = 0};
+  if (sigaltstack(&ss, NULL) != 0)
     tt_die("sigaltstack");
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -314,9 +357,25 @@ static int mode_altstack(void)
   sigaction(SIGUSR2, &sa, NULL);
   for (int i = 0; i < 2000; i++)
     alt_depth(i % 40); /* different call chains: new stacks to record */
-  printf("altstack: %d of 2000 handlers allocated on the alternate stack\n", (int)alt_ok);
-  return alt_ok != 2000;
+  int want = 2000;
+  if (thread) {
+    pthread_t th;
+    void *r = NULL;
+    pthread_create(&th, NULL, alt_thread, NULL);
+    pthread_join(th, &r);
+    want += r ? 50 : 0;
+  }
+  size_t bad = 0;
+  for (size_t i = 0; i < ALT_CANARY; i++)
+    bad += buf[i] != 0xc5;
+  printf("altstack: %d of %d handlers allocated on the alternate stack, %zu bytes below it overwritten\n",
+         (int)alt_ok, want, bad);
+  tt_leak(2000, 32768);
+  return alt_ok != want || bad != 0;
 }
+static int mode_altstack(void) { return mode_altstack_size(64 * 1024, 0); }
+static int mode_altstack8k(void) { return mode_altstack_size(8192, 1); }
+static int mode_altstack_min(void) { return mode_altstack_size(0, 0); }
 
 /* ------------------------------------------------------------------ tlsdtor */
 static pthread_key_t keys[4];
@@ -359,7 +418,7 @@ static int mode_tlsdtor(void)
 
 /* ------------------------------------------------------------------ deep */
 static uintptr_t deep_lo;
-static size_t deep_left = 4 * 1024; /* stop with this much stack left (TT_DEEP_LEFT) */
+static size_t deep_left = 6 * 1024; /* stop with at most this much stack left (TT_DEEP_LEFT) */
 static __attribute__((noinline)) size_t recurse(unsigned d)
 {
   volatile char pad[256];
@@ -368,7 +427,9 @@ static __attribute__((noinline)) size_t recurse(unsigned d)
     size_t r = recurse(d + 1);
     return r + pad[0] * 0;
   }
-  char *p = malloc(1000 + d % 100); /* malloc at the bottom */
+  /* malloc at the bottom, with less than deep_left bytes of stack below pad (the
+   * torture programs are built with -fno-builtin: GCC would drop this pair) */
+  char *p = malloc(1000 + d % 100);
   memset(p, 1, 1000);
   size_t r = p[999] + d;
   free(p);
@@ -391,22 +452,46 @@ static void *deep_thread(void *arg)
   return (void *)r;
 }
 
-static int mode_deep(void)
+/* user: the thread runs on a stack the program allocated (pthread_attr_setstack),
+ * with heap memory below it instead of a guard page: a 64 KiB canary there must
+ * come out intact (an overflow would not crash, it would corrupt). */
+#define DEEP_STACK (1024 * 1024)
+#define DEEP_CANARY (64 * 1024)
+static int mode_deep_stack(int user)
 {
   const char *left = getenv("TT_DEEP_LEFT");
   if (left)
     deep_left = (size_t)atol(left);
   pthread_attr_t a;
   pthread_attr_init(&a);
-  pthread_attr_setstacksize(&a, 1024 * 1024);
+  unsigned char *buf = NULL;
+  if (user) {
+    buf = malloc(DEEP_CANARY + DEEP_STACK);
+    if (!buf)
+      tt_die("malloc");
+    memset(buf, 0xc5, DEEP_CANARY);
+    pthread_attr_setstack(&a, buf + DEEP_CANARY, DEEP_STACK);
+  } else {
+    pthread_attr_setstacksize(&a, DEEP_STACK);
+  }
   pthread_t th;
   pthread_create(&th, &a, deep_thread, NULL);
   void *r;
   pthread_join(th, &r);
-  printf("deep: %zu of 20 descents reached malloc within %zu bytes of the stack's end\n",
-         (size_t)(uintptr_t)r, deep_left + 256);
-  return (uintptr_t)r != 20;
+  pthread_attr_destroy(&a);
+  size_t bad = 0;
+  for (size_t i = 0; user && i < DEEP_CANARY; i++)
+    bad += buf[i] != 0xc5;
+  printf("deep: %zu of 20 descents called malloc with at most %zu bytes of stack left\n", (size_t)(uintptr_t)r,
+         deep_left);
+  if (user)
+    printf("deep: %zu bytes below the thread's own stack overwritten\n", bad);
+  free(buf);
+  tt_leak(2000, 32768);
+  return (uintptr_t)r != 20 || bad != 0;
 }
+static int mode_deep(void) { return mode_deep_stack(0); }
+static int mode_deep_user(void) { return mode_deep_stack(1); }
 
 /* ------------------------------------------------------------------ threads */
 static void *short_thread(void *arg)
@@ -564,7 +649,8 @@ int main(int argc, char **argv)
                {"signals", mode_signals},   {"forks", mode_forks},     {"cancel", mode_cancel},
                {"altstack", mode_altstack}, {"tlsdtor", mode_tlsdtor}, {"deep", mode_deep},
                {"threads", mode_threads},   {"longjmp", mode_longjmp}, {"libcbufs", mode_libcbufs},
-               {"_Fork", mode_xfork}};
+               {"_Fork", mode_xfork},       {"altstack8k", mode_altstack8k},
+               {"altstack_min", mode_altstack_min}, {"deep_user", mode_deep_user}};
   if (argc != 2) {
     fprintf(stderr, "usage: tt_fine MODE\n");
     return 2;
