@@ -151,6 +151,8 @@ lg_py(ok_deque       --script ok_deque.py --expect no-leak)
 # a full lru_cache whose entries get bigger: a curve that looks like a leak, held by a
 # cache at its maxsize (holder-aware verdict)
 lg_py(ok_lru_varsize --script ok_lru_varsize.py --expect no-leak --bounded --seconds 6)
+# the same with a deque(maxlen) whose entries get bigger
+lg_py(ok_deque_varsize --script ok_deque_varsize.py --expect no-leak --bounded --seconds 6)
 # a dict of 16 keys whose values get longer every step: a leak, not a bounded dict (the
 # bound of a dict whose length stopped growing is checked in python_*module)
 lg_py(dict_grow      --script leak_dict_grow.py --expect leak --leaks 1
@@ -177,3 +179,16 @@ lg_py(explain_at_step --script leak_raise.py "--args=--exit _exit" --expect leak
 lg_py(total_loss_backward --script leak_total_loss.py "--args=--backward" --expect leak --leaks 2
                      --marker "LEAK-SITE|LEAK-NODES|LEAK-HOLDER" --sample 1024 --seconds 12
                      --holder "__main__.total_loss" --kind autograd-graph --holder-any)
+
+# --- the same verdicts beside two CPU hogs (issue #10: a verdict must not depend on a
+# quiet machine): leaks of each kind of holder, and the controls
+lg_py(list_history_hog --script leak_list_history.py --expect leak --leaks 1 --detected-within 3
+                       --holder "__main__.history (list)" --kind tensor --hog 2)
+lg_py(local_list_hog   --script leak_local_list.py --expect leak --leaks 1 --seconds 6
+                       --holder "frame train():activations (list)" --kind tensor --hog 2)
+lg_py(total_loss_backward_hog --script leak_total_loss.py "--args=--backward" --expect leak --leaks 2
+                       --marker "LEAK-SITE|LEAK-NODES|LEAK-HOLDER" --sample 1024 --seconds 12
+                       --holder "__main__.total_loss" --kind autograd-graph --holder-any --hog 2)
+lg_py(ok_lru_varsize_hog --script ok_lru_varsize.py --expect no-leak --bounded --seconds 6 --hog 2)
+lg_py(ok_deque_varsize_hog --script ok_deque_varsize.py --expect no-leak --bounded --seconds 6 --hog 2)
+lg_py(ok_imports_hog   --script ok_imports.py --expect no-leak --sample 0 --hog 2)

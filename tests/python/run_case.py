@@ -10,6 +10,8 @@
                     (tests/python/pyinterp.py); absent: exit 77 (skipped), saying which.
                     Default: Debian's /usr/bin/python3.
 
+--hog N: N busy processes share the CPUs while the script is recorded.
+
 Findings (issue #10): --leaks N: the verdict leak comes with 1..N entries in `leaks`
 (one cause; 2 for an autograd graph whose ops split), the first with rank 1 as its main
 suspect; --leak-rank R: that leak is in the process of rank R of a distributed job;
@@ -66,6 +68,8 @@ def main():
                     help="flagged at most S seconds after the first step marker")
     ap.add_argument("--bounded", action="store_true",
                     help="no-leak: a site is reported held by a full bounded container")
+    ap.add_argument("--hog", type=int, default=0,
+                    help="N busy processes share the CPUs while the script is recorded")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     a.leakguard, a.pydir = os.path.abspath(a.leakguard), os.path.abspath(a.pydir)
@@ -113,8 +117,16 @@ def main():
             fails.append(what)
         return cond
 
-    r = subprocess.run(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, timeout=280)
+    # a verdict must not depend on a quiet machine: --hog N runs N busy loops beside it
+    hog = "import time\nt=time.time()\nwhile time.time()-t<600: pass\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(a.hog)]
+    try:
+        r = subprocess.run(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=280)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
     sys.stdout.write(r.stdout[-2000:])
     sys.stderr.write(r.stderr[-3000:])
     check(r.returncode == a.status, "exit status %d" % a.status, got=r.returncode)
