@@ -122,22 +122,25 @@ endfunction()
 # holder names the root, the leak is one entry of `leaks` (two at most for an autograd
 # graph whose ops split), flagged while the program runs within 3 s of its first step
 lg_py(list_history   --script leak_list_history.py --expect leak --leaks 1 --detected-within 3
-                     --holder "__main__.history (list)" --kind tensor)
+                     --holder "__main__.history (list)" --kind tensor --native-first)
+# explained again while it runs each time its memory doubled, not only when flagged
+lg_py(list_history_explains --script leak_list_history.py --expect leak --leaks 1 --seconds 8
+                     --live-explains 2 --holder "__main__.history (list)" --kind tensor)
 lg_py(total_loss     --script leak_total_loss.py --expect leak --leaks 2 --detected-within 3
-                     --holder "__main__.total_loss" --kind autograd-graph --holder-any)
+                     --holder "__main__.total_loss" --kind autograd-graph --holder-any --native-first)
 lg_py(tensor_cache   --script leak_tensor_cache.py --expect leak --leaks 1 --detected-within 3
-                     --holder "__main__._cache (dict)" --kind tensor)
+                     --holder "__main__._cache (dict)" --kind tensor --native-first)
 # a list in a function's locals: only an explanation made while the function runs can
 # name it (the collector asks for one when it flags the site)
 lg_py(local_list     --script leak_local_list.py --expect leak --leaks 1 --detected-within 3
-                     --seconds 6 --holder "frame train():activations (list)" --kind tensor)
+                     --seconds 6 --holder "frame train():activations (list)" --kind tensor --native-first)
 lg_py(model_attr     --script leak_model_attr.py --expect leak --leaks 1 --detected-within 3
-                     --holder "__main__.model (Net)" --kind tensor)
+                     --holder "__main__.model (Net)" --kind tensor --native-first)
 lg_py(lru_unbounded  --script leak_lru_unbounded.py --expect leak --leaks 1 --detected-within 3
                      --holder "__main__.embed (_lru_cache_wrapper)" --kind tensor)
 # two DDP ranks (torch.multiprocessing + gloo), rank 1 leaks: the report says which rank
 lg_py(ddp            --script leak_ddp.py --expect leak --child --leaks 1 --leak-rank 1
-                     --seconds 6 --holder "frame worker():kept (list)" --kind tensor)
+                     --seconds 6 --holder "frame worker():kept (list)" --kind tensor --detected-within 3 --all-statuses)
 # --- controls
 lg_py(ok_item        --script ok_item.py --expect no-leak)
 # `import torch` and friends only: 60-90 MiB under imports, then the exit. How many of
@@ -151,17 +154,19 @@ lg_py(ok_deque       --script ok_deque.py --expect no-leak)
 # a full lru_cache whose entries get bigger: a curve that looks like a leak, held by a
 # cache at its maxsize (holder-aware verdict)
 lg_py(ok_lru_varsize --script ok_lru_varsize.py --expect no-leak --bounded --seconds 6)
+# the same with a deque(maxlen) whose entries get bigger
+lg_py(ok_deque_varsize --script ok_deque_varsize.py --expect no-leak --bounded --seconds 6)
 # a dict of 16 keys whose values get longer every step: a leak, not a bounded dict (the
 # bound of a dict whose length stopped growing is checked in python_*module)
 lg_py(dict_grow      --script leak_dict_grow.py --expect leak --leaks 1
-                     --holder "__main__.history (dict)" --kind tensor)
+                     --holder "__main__.history (dict)" --kind tensor --detected-within 3)
 # --- threads, forked workers, abnormal exits
 lg_py(threads        --script leak_threads.py --expect leak
                      --holder "__main__.results (list)" --kind tensor)
 lg_py(fork           --script leak_fork.py "--args=--mode fork" --expect leak --child
-                     --holder "__main__.seen (list)" --kind tensor)
+                     --holder "__main__.seen (list)" --kind tensor --all-statuses)
 lg_py(dataloader     --script leak_fork.py "--args=--mode dataloader" --expect leak --child
-                     --no-holders)
+                     --no-holders --all-statuses)
 lg_py(raise          --script leak_raise.py "--args=--exit raise" --expect leak --status 1
                      --holder "__main__.history (list)" --kind tensor)
 lg_py(os_exit        --script leak_raise.py "--args=--exit _exit" --expect leak --status 3
@@ -176,4 +181,17 @@ lg_py(explain_at_step --script leak_raise.py "--args=--exit _exit" --expect leak
 # loaded machine (one snapshot every 0.4 s there)
 lg_py(total_loss_backward --script leak_total_loss.py "--args=--backward" --expect leak --leaks 2
                      --marker "LEAK-SITE|LEAK-NODES|LEAK-HOLDER" --sample 1024 --seconds 12
-                     --holder "__main__.total_loss" --kind autograd-graph --holder-any)
+                     --holder "__main__.total_loss" --kind autograd-graph --holder-any --detected-within 3)
+
+# --- the same verdicts beside two CPU hogs (issue #10: a verdict must not depend on a
+# quiet machine): leaks of each kind of holder, and the controls
+lg_py(list_history_hog --script leak_list_history.py --expect leak --leaks 1 --detected-within 3
+                       --holder "__main__.history (list)" --kind tensor --hog 2)
+lg_py(local_list_hog   --script leak_local_list.py --expect leak --leaks 1 --seconds 6
+                       --holder "frame train():activations (list)" --kind tensor --hog 2)
+lg_py(total_loss_backward_hog --script leak_total_loss.py "--args=--backward" --expect leak --leaks 2
+                       --marker "LEAK-SITE|LEAK-NODES|LEAK-HOLDER" --sample 1024 --seconds 12
+                       --holder "__main__.total_loss" --kind autograd-graph --holder-any --hog 2)
+lg_py(ok_lru_varsize_hog --script ok_lru_varsize.py --expect no-leak --bounded --seconds 6 --hog 2)
+lg_py(ok_deque_varsize_hog --script ok_deque_varsize.py --expect no-leak --bounded --seconds 6 --hog 2)
+lg_py(ok_imports_hog   --script ok_imports.py --expect no-leak --sample 0 --hog 2)

@@ -211,21 +211,6 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
       if (icpt + slope * pts[i - 1].t >= first + 0.5 * g && pts[i].lo <= first + 0.1 * g) out->leak = 0;
   }
 
-  out->tau_growing = tau;
-  out->p_growing = p;
-  out->windows_growing = (int)W;
-  if (out->leak) {
-    size_t k0 = 0;
-    for (size_t w = 0; w < W; w++)
-      if (fl[w] <= fl[0] + 0.02 * growth) k0 = w;
-    if (k0 > 0 && W - k0 >= 5) {
-      double t2 = 0, p2 = 1;
-      lga_mann_kendall(fl + k0, W - k0, &t2, &p2);
-      out->tau_growing = t2;
-      out->p_growing = p2;
-      out->windows_growing = (int)(W - k0);
-    }
-  }
   if (out->leak) {
     /* Shape of a leak. Step: most of the growth in few window transitions. */
     double inc[MAXW];

@@ -53,12 +53,6 @@ typedef struct lgd_result {
   double tau, p;                /* Mann-Kendall on the floors */
   double floor_first, floor_last;
   int windows;
-  /* Mann-Kendall on the floors from the start of the rise on (the last window still at
-   * the first floor's level): a leak that began after start-up is judged on how
-   * consistently it grew while it grew, not diluted by the flat start. Equal to tau,
-   * p and windows when the rise starts at once. */
-  double tau_growing, p_growing;
-  int windows_growing;
   double since_s; /* start of the growing part (lgd_analyze_recent), else t of the first point */
   double until_s; /* t of the last point analysed (an exit-time teardown left out) */
 } lgd_result_t;

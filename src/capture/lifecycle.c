@@ -117,10 +117,14 @@ void lgi_atfork_prepare(void) {
     lgi_cuda_atfork(0); /* order: CUDA table, region, mmap table (never held the other way) */
     lgi_lock();         /* no stack insert is half done while we copy */
     lgi_mm_lock_take(); /* nor a change of the mmap table */
+    /* the child's copy, made now: after the fork the parent writes on (region_writer.c) */
+    lgi_g.fork_fd = -1;
+    if (lgi_g.follow) (void)lgi_region_fork_prepare();
   }
 }
 void lgi_atfork_parent(void) {
   if (lgi_g.enabled) {
+    lgi_region_fork_discard();
     lgi_cuda_atfork(1);
     lgi_mm_lock_drop();
     lgi_unlock();
@@ -151,15 +155,18 @@ void lgi_atfork_child(void) {
   if (lgi_g.enabled) {
     lgi_cuda_atfork(2);
     lgi_mm_lock_drop();
-    lgi_unlock();
     /* The parent's connection is the parent's: closed here (if the descriptor is
      * still it) so that its EOF follows the parent alone. */
     if (lgi_fd_is(lgi_g.conn, lgi_g.conn_dev, lgi_g.conn_ino)) syscall(SYS_close, lgi_g.conn);
     lgi_g.conn = -1;
-    if (!lgi_g.follow || lgi_region_fork_copy() != 0 || send_hello(LG_HELLO_FORK) < 0) {
+    /* The region lock stays the parent's to release: the child's own region is the
+     * copy (its lock free), or a private one unlocked here. */
+    if (!lgi_g.follow || lgi_region_fork_adopt() != 0 || send_hello(LG_HELLO_FORK) < 0) {
       /* Unrecorded child: make it stop writing into the parent's region. */
       lgi_g.enabled = 0;
+      lgi_region_fork_discard();
       region_make_private();
+      lgi_unlock();
     }
   }
   if (!lgi_g.enabled) lgi_tls.countdown = INT64_MAX;

@@ -38,7 +38,7 @@
 #include "leakguard.h"
 
 __thread lgi_tls_t lgi_tls __attribute__((tls_model("initial-exec")));
-lgi_global_t lgi_g = {.fd = -1, .conn = -1};
+lgi_global_t lgi_g = {.fd = -1, .conn = -1, .fork_fd = -1};
 
 /* ------------------------------------------------------------------ block header
  * Layout and the reason for the mark bit: src/core/blockhdr.h. */

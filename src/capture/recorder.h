@@ -88,6 +88,7 @@ typedef struct lgi_global {
   uint32_t depth;
   uint64_t sample_bytes;
   int follow;
+  int fork_fd; /* the next child's copy of the region (lgi_region_fork_prepare), or -1 */
   char sock_path[108];
 } lgi_global_t;
 
@@ -103,9 +104,13 @@ LGI_HIDDEN void lgi_fd_identity(int fd, uint64_t *dev, uint64_t *ino);
 
 /* Creates and maps a region sized for `depth`-frame stacks; returns 0 or -errno. */
 LGI_HIDDEN int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags);
-/* In a forked child: replaces the inherited shared mapping by a private copy in a new
- * memfd, at the same address. Returns 0 or -errno (then recording is disabled). */
-LGI_HIDDEN int lgi_region_fork_copy(void);
+/* fork. Before it, in the parent with the region lock held: copies the region into a
+ * new memfd (lgi_g.fork_fd), the child's. After it, in the parent: closes that memfd.
+ * In the child: maps it at the region's address in place of the inherited shared
+ * mapping. 0 or -errno (then the child is not recorded). */
+LGI_HIDDEN int lgi_region_fork_prepare(void);
+LGI_HIDDEN void lgi_region_fork_discard(void);
+LGI_HIDDEN int lgi_region_fork_adopt(void);
 /* Interns a stack (ips[0] innermost) and returns its id (>= 2), or LGI_STACK_OVERFLOW
  * when the tables are full (counted in hdr->dropped). Lock-free when known. */
 #define LGI_STACK_OVERFLOW 1u

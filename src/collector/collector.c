@@ -114,15 +114,19 @@ void lgc_signals(sigset_t *mask) {
   for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaddset(mask, sigs[i]);
 }
 
-/* The snapshot interval at time now: -i when given, else adaptive: 0.1 s while the run
- * is young, growing with its age (age / 30) up to 1 s after 30 s, so short runs get
- * enough points for the detector and long ones a small database. */
-uint64_t lgc_snapshot_interval_ns(const lgc_collector_t *c, uint64_t now) {
-  if (c->interval > 0) return (uint64_t)(c->interval * 1e9);
-  double age = (double)(now - c->t0) / 1e9, iv = age / 30.0;
+double lgc_adaptive_interval_s(double age) {
+  double iv = age / 30.0; /* young: 0.1 s, up to 1 s at 30 s */
   if (iv < 0.1) iv = 0.1;
   if (iv > 1.0) iv = 1.0;
-  return (uint64_t)(iv * 1e9);
+  if (age > 600.0) iv = age / 600.0; /* old: coarser with age, 1 s at 10 min, 6 s at 1 h */
+  if (iv > 60.0) iv = 60.0;
+  return iv;
+}
+
+/* The snapshot interval at time now: -i when given, else adaptive (collector.h). */
+uint64_t lgc_snapshot_interval_ns(const lgc_collector_t *c, uint64_t now) {
+  if (c->interval > 0) return (uint64_t)(c->interval * 1e9);
+  return (uint64_t)(lgc_adaptive_interval_s((double)(now - c->t0) / 1e9) * 1e9);
 }
 
 int lgc_run(lgc_collector_t *c) {

@@ -32,7 +32,7 @@
 typedef struct lgc_collector lgc_collector_t;
 
 typedef struct lgc_options {
-  double interval;          /* snapshot interval in seconds; 0: adaptive (0.1 s growing to 1 s) */
+  double interval;          /* snapshot interval in seconds; 0: adaptive (lgc_adaptive_interval_s) */
   uint64_t limit;           /* memory limit for time to OOM */
   const char *limit_source; /* "cgroup", "physical", "--limit" */
   int limit_given;          /* 1: --limit (usage is then the recorded processes' RSS) */
@@ -42,6 +42,14 @@ typedef struct lgc_options {
   lgg_guard_t *guard;       /* the guard, or NULL */
   lgx_registry_t *metrics;  /* Prometheus registry, or NULL */
 } lgc_options_t;
+
+/* The adaptive snapshot interval (seconds) of a run age_s seconds old: 0.1 s while the
+ * run is young, so that short runs get enough points for the detector, growing with
+ * its age (age / 30) to 1 s at 30 s; after 10 minutes age / 600 (6 s at an hour, 1 min
+ * from 10 hours on), so that a run of a day stores about 5 000 snapshots, not 86 400.
+ * Only what is stored thins out: the live analysis samples every site every 250 ms
+ * whatever the interval, so a leak that begins late is flagged as fast. */
+double lgc_adaptive_interval_s(double age_s);
 
 /* The signals the collector's loop reads (to block before lgc_run, and before a fork
  * whose child restores its mask). */

@@ -137,7 +137,7 @@ int lgc_sites_analyse(lgc_sites_t *s, double t, double live_bytes, double headro
     double tto = g->r.growth_bytes_per_s > 0 ? headroom / g->r.growth_bytes_per_s : NAN;
     /* blocks are not sampled per tick: the few-blocks clause of the rule is the
      * report's alone, so a growth of a handful of big blocks may be flagged here. */
-    if (lgr_is_minor(growth, g->r.growth_bytes_per_s, live_bytes, INFINITY, tto, lgr_is_steady(&g->r))) continue;
+    if (lgr_is_minor(growth, g->r.growth_bytes_per_s, live_bytes, INFINITY, tto)) continue;
     g->growing = 1;
     /* A new episode of growth after a quiet spell (startup tables that grew, then a
      * leak that began later) flags again: the flag dates the growth that is current. */

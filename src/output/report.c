@@ -90,21 +90,12 @@ int lgr_is_import_frame(const char *fn, const char *file) {
 }
 
 /* Minor growth: the rule of docs/detection.md. */
-int lgr_is_minor(double growth, double rate, double size, double blocks_gained, double tto, int steady) {
+int lgr_is_minor(double growth, double rate, double size, double blocks_gained, double tto) {
   double rel = size > 0 ? growth / size : 1;
   int slow = (isnan(tto) || tto > LGR_MINOR_OOM_S) && !(rate > 0 && size / rate < LGR_MINOR_DOUBLING_S);
-  if (rel < LGR_MINOR_REL && slow && !steady) return 1;                       /* tiny against the process */
+  if (rel < LGR_MINOR_REL && slow) return 1;                                  /* tiny against the process */
   if (blocks_gained < LGR_MINOR_BLOCKS && rel < LGR_FEW_BLOCKS_REL) return 1; /* a handful of first uses */
   return 0;
-}
-
-int lgr_is_steady(const lgd_result_t *r) {
-  int whole = r->tau >= LGR_STEADY_TAU && r->p < LGR_STEADY_P && r->windows >= 10;
-  /* or since the rise began: a leak that starts after the imports (a training loop's
-   * first step) has a flat start that dilutes the whole run's tau */
-  int growing = r->tau_growing >= LGR_STEADY_TAU && r->p_growing < LGR_STEADY_P && r->windows_growing >= 10;
-  return r->leak && (whole || growing) &&
-         (r->pattern == LG_PATTERN_LINEAR_LEAK || r->pattern == LG_PATTERN_ACCELERATING_LEAK);
 }
 
 /* ------------------------------------------------------------------ runs */

@@ -176,15 +176,10 @@ int lgr_is_import_frame(const char *function, const char *file);
 /* Significance (docs/detection.md, "Minor growth"): 1 when a growth of growth_bytes at
  * rate bytes/s, in a process whose live memory is typically size_bytes (the median of
  * its snapshots), gaining blocks_gained blocks, with time_to_oom_s of headroom at its
- * rate (NaN: unknown), is too small to be called a leak. A steady growth
- * (lgr_is_steady), or one that would double the process within LGR_MINOR_DOUBLING_S, is
- * never minor for being small against the process: a little every step for the whole
- * run is what a leak looks like in a short recording. */
-int lgr_is_minor(double growth_bytes, double rate, double size_bytes, double blocks_gained, double time_to_oom_s,
-                 int steady);
-/* 1 for a steady growth: a linear or accelerating leak whose trend is strong (Mann-Kendall
- * tau of at least LGR_STEADY_TAU, p under LGR_STEADY_P, over at least 10 windows), over
- * the whole run or since its rise began (lgd_result_t.tau_growing). */
-int lgr_is_steady(const lgd_result_t *r);
+ * rate (NaN: unknown), is too small to be called a leak. How steady the growth looked
+ * does not matter: in a short recording a cache that fills (CPython's type attribute
+ * cache under a web server's requests) grows as steadily as a leak; the evidence for a
+ * leak is its size, which a longer recording gives. */
+int lgr_is_minor(double growth_bytes, double rate, double size_bytes, double blocks_gained, double time_to_oom_s);
 
 #endif

@@ -18,7 +18,7 @@
  *  - tiny against the process: the growth is under LGR_MINOR_REL of the process's
  *    typical live memory (the median of its snapshots), at its rate the memory limit is
  *    more than LGR_MINOR_OOM_S away and the process would take more than
- *    LGR_MINOR_DOUBLING_S to double, and it is not steady (lgr_is_steady);
+ *    LGR_MINOR_DOUBLING_S to double;
  *  - a handful of first uses: fewer than LGR_MINOR_BLOCKS blocks gained, together
  *    under LGR_FEW_BLOCKS_REL of the process's typical live memory. */
 #define LGR_MINOR_REL 0.02
@@ -26,10 +26,6 @@
 #define LGR_MINOR_DOUBLING_S 1200.0
 #define LGR_MINOR_BLOCKS 8
 #define LGR_FEW_BLOCKS_REL 0.25
-/* A steady growth (not minor for being small): linear or accelerating, with a trend
- * this strong. */
-#define LGR_STEADY_TAU 0.7
-#define LGR_STEADY_P 1e-4
 
 /* Failures while the report is built. A query that stops with an error, or an
  * allocation that fails, must fail the whole report instead of leaving a shorter one

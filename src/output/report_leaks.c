@@ -369,7 +369,7 @@ void lgr_split_minor(lgr_report_t *r) {
     for (int k = 0; k < r->nruns; k++)
       if (r->runs[k].proc == L->proc) u = &r->runs[k];
     double size = u ? u->median_live_bytes : 0;
-    if (!lgr_is_minor(growth, L->growth_bytes_per_s, size, blocks, L->time_to_oom_s, lgr_is_steady(&L->r))) continue;
+    if (!lgr_is_minor(growth, L->growth_bytes_per_s, size, blocks, L->time_to_oom_s)) continue;
     for (int k = 0; k < L->nsuspects; k++) minor[L->suspects[k]] = 1;
     any = 1;
   }

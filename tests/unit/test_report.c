@@ -24,6 +24,7 @@
 #include "core/region.h"
 #include "leakguard.h"
 #include "output/report.h"
+#include "output/report_impl.h"
 #include "output/store.h"
 #include "store_fixture.h"
 
@@ -359,8 +360,7 @@ static int64_t first_uses(int k, int stack, int64_t *blocks) {
 }
 
 /* Minor growth, both sides of the rule: six first uses of 16 KiB in a 4 MiB process
- * are minor (no leak, listed apart); forty are 640 KiB, 15 % of the process, and steady:
- * a leak. */
+ * are minor (no leak, listed apart); forty are 640 KiB, 15 % of the process: a leak. */
 static void test_report_minor_first_uses(void **state) {
   fixture_t *f = *state;
   char path[256];
@@ -386,15 +386,16 @@ static void test_report_minor_first_uses(void **state) {
   assert_int_equal(cJSON_GetArraySize(field(j, "minor_growth")), 0);
   cJSON_Delete(j);
   /* the rule itself, at its edges */
-  /* (growth, rate, size, blocks, time to OOM, steady); 10 MiB at 2 KiB/s doubles in 85 min */
-  assert_true(lgr_is_minor(100 * KiB, 2 * KiB, 10 * MiB, 1000, 30 * 86400.0, 0));   /* 1 %, slow */
-  assert_false(lgr_is_minor(100 * KiB, 2 * KiB, 10 * MiB, 1000, 30 * 86400.0, 1));  /* steady */
-  assert_false(lgr_is_minor(100 * KiB, 2 * KiB, 10 * MiB, 1000, 3600.0, 0));        /* OOM in an hour */
-  assert_false(lgr_is_minor(100 * KiB, 10 * KiB, 10 * MiB, 1000, 30 * 86400.0, 0)); /* doubles in 17 min */
-  assert_false(lgr_is_minor(300 * KiB, 2 * KiB, 10 * MiB, 1000, 30 * 86400.0, 0));  /* 3 % */
-  assert_true(lgr_is_minor(2 * MiB, 2 * KiB, 10 * MiB, 7, 30 * 86400.0, 1));        /* 7 blocks, 20 % */
-  assert_false(lgr_is_minor(3 * MiB, 2 * KiB, 10 * MiB, 7, 30 * 86400.0, 0));       /* 7 blocks, 30 % */
-  assert_false(lgr_is_minor(2 * MiB, 2 * KiB, 10 * MiB, 8, 30 * 86400.0, 0));       /* 8 blocks, 20 % */
+  /* (growth, rate, size, blocks, time to OOM); 10 MiB at 2 KiB/s doubles in 85 min */
+  assert_true(lgr_is_minor(100 * KiB, 2 * KiB, 10 * MiB, 1000, 30 * 86400.0));   /* 1 %, slow: however steady */
+  assert_true(lgr_is_minor(190 * KiB, 2 * KiB, 10 * MiB, 1000, NAN));            /* 1.9 %, no limit known */
+  assert_false(lgr_is_minor(210 * KiB, 2 * KiB, 10 * MiB, 1000, 30 * 86400.0));  /* 2.05 % */
+  assert_false(lgr_is_minor(100 * KiB, 2 * KiB, 10 * MiB, 1000, 3600.0));        /* OOM in an hour */
+  assert_false(lgr_is_minor(100 * KiB, 10 * KiB, 10 * MiB, 1000, 30 * 86400.0)); /* doubles in 17 min */
+  assert_false(lgr_is_minor(300 * KiB, 2 * KiB, 10 * MiB, 1000, 30 * 86400.0));  /* 3 % */
+  assert_true(lgr_is_minor(2 * MiB, 2 * KiB, 10 * MiB, 7, 30 * 86400.0));        /* 7 blocks, 20 % */
+  assert_false(lgr_is_minor(3 * MiB, 2 * KiB, 10 * MiB, 7, 30 * 86400.0));       /* 7 blocks, 30 % */
+  assert_false(lgr_is_minor(2 * MiB, 2 * KiB, 10 * MiB, 8, 30 * 86400.0));       /* 8 blocks, 20 % */
 }
 
 /* Two stacks of one site (route_for reached from serve and from warm_up), each filling
@@ -467,6 +468,76 @@ static void test_report_lockstep_is_one_leak(void **state) {
   assert_string_equal(str(field(cJSON_GetArrayItem(field(j, "suspects"), 0), "site"), "function"), "copy_payload");
   assert_true(fabs(num(l0, "growth_bytes_per_s") - 50 * (24 + 2048)) < 0.02 * 50 * (24 + 2048));
   cJSON_Delete(j);
+}
+
+/* The key and the value of a cache entry, allocated on two lines of one function, grow
+ * at their own rates (values get more numerous as entries age): one leak,
+ * bound by the function. The same two rates in two unrelated functions: two leaks. */
+static const lgs_frame_t F_KEY[2] = {{0xa, "app", "cache_insert", "/src/app/cache.c", 10, 0},
+                                     {0xb, "app", "handle", "/src/app/main.c", 80, 0}};
+static const lgs_frame_t F_VAL[2] = {{0xc, "app", "cache_insert", "/src/app/cache.c", 11, 0},
+                                     {0xb, "app", "handle", "/src/app/main.c", 80, 0}};
+static const lgs_frame_t F_LOG[2] = {{0xd, "app", "log_line", "/src/app/log.c", 40, 0},
+                                     {0xe, "app", "flush", "/src/app/main.c", 90, 0}};
+static int64_t key_and_value(int k, int stack, int64_t *blocks) {
+  if (stack == 0) {
+    *blocks = 1;
+    return 4 * MiB;
+  }
+  if (stack == 1) {
+    *blocks = (int64_t)(k + 1) * 40;
+    return *blocks * 480;
+  }
+  *blocks = (int64_t)(k + 1) * (k + 1) / 2; /* faster and faster: not in lockstep with the keys */
+  return *blocks * 4000;
+}
+
+static void test_report_same_function_is_one_leak(void **state) {
+  fixture_t *f = *state;
+  char path[256];
+  lgr_options_t o = {0};
+  stack_def_t same[3] = {{F_TABLE, 2}, {F_KEY, 2}, {F_VAL, 2}};
+  path_in(f, path, sizeof path, "function.lgdb");
+  make_series_db(path, same, 3, 40, key_and_value);
+  cJSON *j = report_json(path, &o);
+  assert_string_equal(str(j, "verdict"), "leak");
+  assert_int_equal(cJSON_GetArraySize(field(j, "suspects")), 2);
+  assert_int_equal(cJSON_GetArraySize(field(j, "leaks")), 1);
+  const cJSON *l0 = cJSON_GetArrayItem(field(j, "leaks"), 0);
+  assert_string_equal(str(l0, "by"), "function");
+  assert_int_equal(cJSON_GetArraySize(field(l0, "suspects")), 2);
+  /* nothing flagged it while it ran (no flags rows): found at the end only */
+  assert_true(cJSON_IsNull(field(l0, "detected_after_s")));
+  assert_true(cJSON_IsNull(field(cJSON_GetArrayItem(field(j, "suspects"), 0), "detected_after_s")));
+  cJSON_Delete(j);
+  stack_def_t apart[3] = {{F_TABLE, 2}, {F_KEY, 2}, {F_LOG, 2}};
+  path_in(f, path, sizeof path, "functions.lgdb");
+  make_series_db(path, apart, 3, 40, key_and_value);
+  j = report_json(path, &o);
+  assert_string_equal(str(j, "verdict"), "leak");
+  assert_int_equal(cJSON_GetArraySize(field(j, "suspects")), 2);
+  assert_int_equal(cJSON_GetArraySize(field(j, "leaks")), 2);
+  cJSON_Delete(j);
+}
+
+/* The holder-aware verdict's rule: a bound reached by containers holding at least half
+ * of the explained bytes. */
+static void test_full_bound(void **state) {
+  (void)state;
+  const char *full = "[{\"bytes\": 1000, \"detail\": {\"bound\": {\"container\": \"lru_cache\", "
+                     "\"maxsize\": 64, \"size\": 64, \"full\": true}}}, {\"bytes\": 900, \"detail\": {}}]";
+  char *b = lgr_full_bound(full);
+  assert_non_null(b);
+  assert_string_equal(b, "{\"container\":\"lru_cache\",\"maxsize\":64,\"size\":64}");
+  free(b);
+  const char *minority = "[{\"bytes\": 400, \"detail\": {\"bound\": {\"container\": \"deque\", "
+                         "\"maxsize\": 8, \"size\": 8, \"full\": true}}}, {\"bytes\": 600}]";
+  assert_null(lgr_full_bound(minority));
+  const char *not_full = "[{\"bytes\": 1000, \"detail\": {\"bound\": {\"container\": \"deque\", "
+                         "\"maxsize\": 8, \"size\": 3, \"full\": false}}}]";
+  assert_null(lgr_full_bound(not_full));
+  assert_null(lgr_full_bound(NULL));
+  assert_null(lgr_full_bound("[{\"bytes\": 1000, \"detail\""));
 }
 
 /* Growth spread over 12 sites under one caller (say, every op of a graph kept alive),
@@ -573,6 +644,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_report_minor_first_uses, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_staircase_of_fills, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_lockstep_is_one_leak, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_report_same_function_is_one_leak, setup, teardown),
+      cmocka_unit_test(test_full_bound),
       cmocka_unit_test_setup_teardown(test_report_spread_growth, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_startup_import, setup, teardown),
   };
