@@ -166,6 +166,15 @@ int lgr_print_folded(FILE *f, lgst_t *db);
  * library internals, leakguard itself) and not the allocation site. */
 int lgr_is_machinery(const char *function, const char *file, const char *module);
 
+/* Reads frame i of frames (any layout): its function, file and module. */
+typedef void (*lgr_frame_at_fn)(const void *frames, int i, const char **function, const char **file,
+                                const char **module);
+/* The index of the allocation site among n native frames, innermost first: the first
+ * frame that is not machinery (lgr_is_machinery), also past the internals of the CUDA
+ * runtime up to the runtime API function the program called (cudaMalloc...): those
+ * may carry no recognisable name. n - 1 when every frame is machinery; 0 when n <= 0. */
+int lgr_site_frame(const void *frames, int n, lgr_frame_at_fn at);
+
 /* 1 for a Python frame of importlib's bootstrap (<frozen importlib._bootstrap> and
  * _bootstrap_external: module imports, and the interpreter's own start-up): what is
  * allocated under it is a module's start-up (its code, tables, classes,

@@ -33,6 +33,9 @@ what the program knows it holds, exactly. Cases:
   cudart     the real libcudart (static or shared, nvcc-built) against the stand-in:
              its entry points are routed through the wrappers (its allocations
              cannot run without the real driver's private export tables)
+  rtsim_named, rtsim_anon   the static runtime's shape (cuda_rtsim): internals named
+             libcudart_static_<sha1> (CUDA 13), or with names no rule knows, between
+             the driver and the API call: each caller is a suspect at its own line
   kvcache, workspace   leaks: the site at rank 1, space device, GPU 0
   pool, ring           controls: no leak
 """
@@ -636,6 +639,29 @@ def case_leak(t, args, mode, marker):
     t.check("device memory on GPU 0" in text, "the text report names the GPU", text=text[:3000])
 
 
+def case_rtsim(t, args, mode):
+    """The static CUDA runtime's shape (cuda_rtsim_rt.c, no debug information): two
+    call sites of one runtime function are two suspects, each at its own line."""
+    p = run(t, args, [t.bin("cuda_rtsim"), mode, "3"], "rtsim.db", interval="0.1")
+    rep = t.report_json(p.db)
+    t.check(rep["verdict"] == "leak", "%s: verdict leak" % mode, verdict=rep["verdict"])
+    sus = rep.get("suspects") or []
+    got = sorted(((s.get("site") or {}).get("file") or "", (s.get("site") or {}).get("line"), s.get("space"),
+                  s.get("device")) for s in sus)
+    want = sorted((t.site("cuda_rtsim.c", "/* LEAK:rt_%s_%s */" % (mode, x)).path,
+                   t.site("cuda_rtsim.c", "/* LEAK:rt_%s_%s */" % (mode, x)).line, "device", 0) for x in "ab")
+    t.check([(os.path.basename(f), ln, sp, d) for f, ln, sp, d in got] ==
+            [(os.path.basename(f), ln, sp, d) for f, ln, sp, d in want],
+            "%s: two suspects, each at its caller's line (not one inside the runtime)" % mode, got=got, want=want,
+            suspects=[(s.get("site"), s.get("frames", [])[:4]) for s in sus][:4])
+    for s in sus:
+        f0 = (s.get("frames") or [{}])[0]
+        t.check(f0 == {k: v for k, v in f0.items()} and (s.get("site") or {}).get("function") == f0.get("function"),
+                "%s: the suspect's first frame is its site" % mode, site=s.get("site"), frame0=f0)
+    text = t.run([args.leakguard, "report", p.db]).stdout
+    t.check("stacks merged" not in text, "%s: no site merges the two callers" % mode, text=text[:3000])
+
+
 def case_control(t, args, mode):
     p = run(t, args, [t.bin("cuda_scen"), mode, "4"], mode + ".db", interval="0.1")
     rep = t.report_json(p.db)
@@ -652,6 +678,8 @@ def main():
     c = args.case
     if c in ("kvcache", "workspace"):
         case_leak(t, args, c, "/* LEAK:%s */" % c)
+    elif c in ("rtsim_named", "rtsim_anon"):
+        case_rtsim(t, args, c.split("_")[1])
     elif c in ("pool", "ring"):
         case_control(t, args, c)
     elif "case_" + c in globals():
