@@ -83,6 +83,9 @@ foreach(v static shared)
   set_tests_properties(cuda_cudart_${v} PROPERTIES LABELS "cuda;cuda-toolkit" TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()
 
+# scripts/gpu-check.sh end to end on the stand-in (about 2 minutes: nvcc builds).
+add_test(NAME cuda_gpu_check COMMAND ${LGC_T} --case gpu_check)
+set_tests_properties(cuda_gpu_check PROPERTIES LABELS "cuda;gpu-check" TIMEOUT 900 SKIP_RETURN_CODE 77)
 foreach(case ways probe async vmm managed pinned ctx threads fork arrays notes live metrics nvml
              no_nvml kvcache workspace pool ring python um um_off torch_notice rtsim_named rtsim_anon)
   add_test(NAME cuda_${case} COMMAND ${LGC_T} --case ${case})

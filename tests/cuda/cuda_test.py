@@ -36,6 +36,8 @@ what the program knows it holds, exactly. Cases:
   rtsim_named, rtsim_anon   the static runtime's shape (cuda_rtsim): internals named
              libcudart_static_<sha1> (CUDA 13), or with names no rule knows, between
              the driver and the API call: each caller is a suspect at its own line
+  gpu_check  scripts/gpu-check.sh on the stand-in driver: the driver-API checks pass,
+             the ones that need a GPU are skipped and say so, one JSON summary
   kvcache, workspace   leaks: the site at rank 1, space device, GPU 0
   pool, ring           controls: no leak
 """
@@ -660,6 +662,49 @@ def case_rtsim(t, args, mode):
                 "%s: the suspect's first frame is its site" % mode, site=s.get("site"), frame0=f0)
     text = t.run([args.leakguard, "report", p.db]).stdout
     t.check("stacks merged" not in text, "%s: no site merges the two callers" % mode, text=text[:3000])
+
+
+def case_gpu_check(t, args):
+    """scripts/gpu-check.sh end to end on the stand-in driver: one JSON summary; the
+    driver-API checks (leak, control, exact, NVML, cost, Unified Memory) pass; what
+    needs a GPU is skipped and says so; nothing fails."""
+    script = os.path.join(args.src, "..", "..", "scripts", "gpu-check.sh")
+    build = os.path.dirname(os.path.dirname(os.path.abspath(args.leakguard)))
+    out = t.path("gpu-check.json")
+    env = env_with(args, LG_GPU_CHECK_LIBCUDA=os.path.join(args.driver_dir, "libcuda.so.1"), LG_GPU_SECONDS=3,
+                   LEAKGUARD_NVML=None)
+    p = t.run([script, "--build", build, "--out", out], env=env, timeout=900)
+    try:
+        summary = json.load(open(out))
+        stdout_summary = json.loads(p.stdout)
+    except (OSError, ValueError) as e:
+        t.fatal("gpu-check.sh wrote its JSON summary (stdout and --out)", error=str(e), stdout=p.stdout[-2000:],
+                stderr=p.stderr[-3000:])
+    t.check(summary == stdout_summary, "the same summary on stdout and in --out")
+    checks = {c["name"]: c for c in summary.get("checks", [])}
+    failed = [(n, c.get("detail")) for n, c in checks.items() if c["status"] == "fail"]
+    t.check(p.returncode == 0 and summary.get("failed") == 0 and not failed, "exit 0, no check failed",
+            exit=p.returncode, failed=failed, stderr=p.stderr[-3000:])
+    t.check(summary.get("standin") is True and summary.get("gpu") == "none", "the summary says: stand-in, no GPU",
+            summary={k: v for k, v in summary.items() if k != "checks"})
+    must_pass = ["build: leakguard", "build: gpu_driver (gcc, -lcuda)", "driver API: cuMemAlloc_v2 leak at rank 1",
+                 "driver API: no leak", "driver API: exact device, pinned, managed",
+                 "NVML timeline (driver API): process >= recorded, untracked named",
+                 "Unified Memory (driver API): page faults and migrations next to the managed site"]
+    must_pass += [n for n in checks if n.startswith("cost (driver API")]
+    for n in must_pass:
+        c = checks.get(n, {})
+        t.check(c.get("status") == "pass" and c.get("ok") is True, "pass: " + n, check=c)
+    gpu_only = [n for n in checks if n.startswith(("cudart-", "torch", "cost (cudart)", "NVML timeline (cudart)",
+                                                   "Unified Memory (cudart)"))]
+    t.check(len(gpu_only) == 15 and all(checks[n]["status"] == "skipped" and checks[n]["ok"] is None
+                                        and "no GPU" in checks[n]["detail"] for n in gpu_only),
+            "the 15 checks that need a GPU: skipped, 'no GPU'", checks={n: checks[n] for n in gpu_only})
+    t.check(summary.get("passed") + summary.get("skipped") == len(checks), "counts add up",
+            passed=summary.get("passed"), skipped=summary.get("skipped"), n=len(checks))
+    ex = checks.get("driver API: exact device, pinned, managed", {}).get("detail") or {}
+    t.check(isinstance(ex, dict) and ex.get("sites", {}).get("KEEP:driver", {}).get("got", {}).get("bytes") == 9 << 20,
+            "the exact check's figures are in the summary", detail=ex)
 
 
 def case_control(t, args, mode):

@@ -57,6 +57,8 @@ static const proc_t procs[] = {
     P("cuArrayCreate", 3020, cuArrayCreate_v2), P("cuArray3DCreate", 3020, cuArray3DCreate_v2),
     P("cuArrayDestroy", 2000, cuArrayDestroy), P("cuStreamCreate", 2000, cuStreamCreate),
     P("cuStreamDestroy", 4000, cuStreamDestroy_v2), P("cuStreamSynchronize", 2000, cuStreamSynchronize),
+    P("cuCtxSynchronize", 2000, cuCtxSynchronize), P("cuModuleLoad", 2000, cuModuleLoad),
+    P("cuModuleGetFunction", 2000, cuModuleGetFunction), P("cuLaunchKernel", 4000, cuLaunchKernel),
 };
 
 /* Where callers asked cuGetProcAddress to store what (the binding proof). */
