@@ -13,7 +13,7 @@ what the program knows it holds, exactly. Cases:
              driver's own pointers. Sites, bytes and blocks exact.
   probe      a program without libcuda probing for CUDA sees none under leakguard
   notes      an unknown cuMem* entry point is passed through and noted once
-  async, vmm, managed, pinned, ctx, threads, fork, arrays   (see cuda_scen.c)
+  async, vmm, managed, pinned, ctx, threads, fork, arrays, entries   (see cuda_scen.c)
   live       the live view on a terminal shows GPU memory and names the GPU of a site
   metrics    Prometheus: leakguard_live_bytes{space,device}, cuda_memory_allocated_bytes,
              cuda_context_recreated_total, gc_triggered_without_cuda_cleanup_count; the
@@ -318,6 +318,46 @@ def case_ctx(t, args):
             "GPU 1: one context, not recreated", device1=d1)
     rep = t.report_json(p.db)
     t.check(sorted(g["device"] for g in rep.get("gpus", [])) == [0, 1], "report: both GPUs", gpus=rep.get("gpus"))
+
+
+def case_entries(t, args):
+    """cuMemAllocPitch_v2, cuMemAllocFromPoolAsync_ptsz + cuMemFreeAsync_ptsz (a free
+    counts when enqueued), cuMemPoolDestroy, cuMemHostUnregister, cuCtxCreate_v3:
+    exact counts and bytes."""
+    p = run(t, args, [t.bin("cuda_scen"), "entries"], "entries.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    calls = {k: kv[k] for k in kv if k.startswith("calls_")}
+    t.check(calls == dict(calls_pitch=4, calls_ptsz=5, calls_free_ptsz=2, calls_destroy=1, calls_unreg=2, calls_v3=3),
+            "each entry point reached the driver's implementation as often as the program called it", calls=calls)
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:pitch */"), "cuMemAllocPitch_v2: pitch x height",
+                live=kv["pitch_bytes"], blocks=kv["pitch_blocks"], alloc=4 * 64 * KiB, alloc_blocks=4)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:pool_ptsz */"),
+                "cuMemAllocFromPoolAsync_ptsz / cuMemFreeAsync_ptsz", live=kv["ptsz_bytes"], blocks=kv["ptsz_blocks"],
+                alloc=5 * 128 * KiB, alloc_blocks=5)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:pool_gone */"), "a destroyed pool's blocks, freed",
+                live=0, blocks=0, alloc=3 * 256 * KiB, alloc_blocks=3)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:ctx_v3 */"),
+                "cuCtxCreate_v3: the destroyed context's blocks go, the new one's stay", live=kv["v3_bytes"],
+                blocks=kv["v3_blocks"], alloc=3 * 64 * KiB, alloc_blocks=3)
+    # stream order: after cuMemFreeAsync the driver still holds the blocks until the
+    # stream gets there; the recorder counts them freed at once
+    t.check(kv["enq_pending"] == 2 and kv["enq_driver_used"] == 5 * 128 * KiB
+            and kv["enq_recorded"] == kv["pitch_bytes"] + kv["ptsz_bytes"],
+            "a free counts when enqueued: recorded %d bytes while the driver, 2 frees pending, still used %d"
+            % (kv["enq_recorded"], kv["enq_driver_used"]), kv=kv)
+    t.check(kv["sync_pending"] == 0 and kv["sync_driver_used"] == kv["ptsz_bytes"],
+            "after the stream's sync the driver agrees", kv=kv)
+    t.check(kv["reserved_before"] == 4 * MiB and kv["reserved_after"] == 2 * MiB,
+            "cuMemPoolDestroy: the destroyed pool's reserve leaves the device's pool figure", kv=kv)
+    t.check(kv["registered"] == 2 * MiB, "cuMemHostUnregister: the registered gauge drops by that buffer only", kv=kv)
+    d = devices(p.db).get(0, {})
+    got = {k: d.get(k) for k in ("pool_reserved_bytes", "pool_used_bytes", "registered_bytes", "contexts_created",
+                                 "contexts_destroyed", "contexts_recreated")}
+    t.check(got == dict(pool_reserved_bytes=2 * MiB, pool_used_bytes=kv["ptsz_bytes"], registered_bytes=2 * MiB,
+                        contexts_created=3, contexts_destroyed=1, contexts_recreated=1),
+            "database cuda_devices: pools, registered bytes, three v3 contexts (one destroyed, one recreated)",
+            got=got)
 
 
 def case_threads(t, args):

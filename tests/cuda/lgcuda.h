@@ -101,6 +101,7 @@ CUresult cuDeviceGetCount(int *n);
 CUresult cuDeviceGet(CUdevice *d, int ordinal);
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d);
 CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d);
+CUresult cuCtxCreate_v3(CUcontext *c, void *params, int n, unsigned flags, CUdevice d);
 CUresult cuCtxDestroy_v2(CUcontext c);
 CUresult cuCtxGetCurrent(CUcontext *c);
 CUresult cuCtxSetCurrent(CUcontext c);
