@@ -12,7 +12,8 @@ what the program knows it holds, exactly. Cases:
              version); the same programs without leakguard check they get the
              driver's own pointers. Sites, bytes and blocks exact.
   probe      a program without libcuda probing for CUDA sees none under leakguard
-  notes      an unknown cuMem* entry point is passed through and noted once
+  notes      IPC imports pass through and are noted when first called (never when only
+             looked up); an unknown cuMem* entry point is passed through and noted once
   async, vmm, managed, pinned, ctx, threads, fork, arrays, entries   (see cuda_scen.c)
   live       the live view on a terminal shows GPU memory and names the GPU of a site
   metrics    Prometheus: leakguard_live_bytes{space,device}, cuda_memory_allocated_bytes,
@@ -226,13 +227,25 @@ def case_probe(t, args):
 
 def case_notes(t, args):
     p = run(t, args, [t.bin("cuda_ways"), "getproc", "--expect-wrapped", "1"], "notes.db")
-    lines = [l for l in p.stderr.splitlines() if "cuMemImportFromShareableHandle" in l]
-    t.check(len(lines) == 1 and lines[0].startswith("leakguard: cuda: pid ") and "untracked" in lines[0],
-            "the unknown cuMem* entry point is reported once, on one line", stderr=p.stderr)
+    cu = [l for l in p.stderr.splitlines() if "leakguard: cuda:" in l]
+    imp = [l for l in cu if "cuMemImportFromShareableHandle" in l]
+    t.check(len(imp) == 1 and imp[0].startswith("leakguard: cuda: pid ") and "IPC import called" in imp[0],
+            "an IPC import called twice is noted once, on one line", stderr=p.stderr)
+    t.check(not [l for l in cu if "cuMemPoolImport" in l or "cuIpcOpenMemHandle" in l],
+            "IPC imports only looked up (as cudart does at its start) are not noted", stderr=p.stderr)
+    fut = [l for l in cu if "cuMemAllocStandinFuture" in l]
+    t.check(len(fut) == 1 and "unknown memory entry point; untracked" in fut[0],
+            "an unknown cuMem* entry point is noted once, when looked up", stderr=p.stderr)
+    t.check(len(cu) == 2, "nothing else is said about CUDA", lines=cu)
     rep = t.report_json(p.db)
-    notes = rep.get("cuda_notes") or []
-    t.check(len(notes) == 1 and notes[0].startswith("cuMemImportFromShareableHandle:"),
-            "and once in the report's cuda_notes", notes=notes)
+    notes = sorted(rep.get("cuda_notes") or [])
+    t.check(len(notes) == 2 and notes[0].startswith("cuMemAllocStandinFuture: unknown")
+            and notes[1].startswith("cuMemImportFromShareableHandle: IPC import called"),
+            "and the same two in the report's cuda_notes", notes=notes)
+    q = run(t, args, [t.bin("cuda_lcuda"), "lcuda", "--expect-wrapped", "1"], "lcuda_notes.db")
+    ipc = [l for l in q.stderr.splitlines() if "leakguard: cuda:" in l]
+    t.check(len(ipc) == 1 and "cuIpcOpenMemHandle: IPC import called" in ipc[0],
+            "an exported IPC import called by a -lcuda program: noted once", stderr=q.stderr)
 
 
 def case_async(t, args):
@@ -533,6 +546,18 @@ def case_cudart(t, args):
     s = find_site(t, gpu_sites(p.db), "cudart_route.cu", "/* KEEP:cudart */")
     expect_site(t, s, "an allocation through cudart's own pointer, at the caller's line", live=kv["keep_bytes"],
                 blocks=kv["keep_blocks"])
+    # cudart asks for cuMemPoolImportPointer and cuMemPoolImportFromShareableHandle at
+    # its start (the stand-in has them, as a driver does) and never calls them
+    asked = set()
+    log = t.path("procs-%s.txt" % args.variant)
+    q = t.run([exe, "1"], env=env_with(args, LD_PRELOAD=None, LG_STANDIN_PROC_LOG=log))
+    if os.path.exists(log):
+        asked = {l.split()[0] for l in open(log) if l.strip()}
+    t.check({"cuMemPoolImportPointer", "cuMemPoolImportFromShareableHandle"} <= asked,
+            "%s cudart asks for the two pool imports (%d names asked)" % (args.variant, len(asked)), exit=q.returncode)
+    cu = [l for l in p.stderr.splitlines() if "leakguard: cuda:" in l]
+    t.check(not cu and not t.report_json(p.db).get("cuda_notes"),
+            "%s cudart: no note (nothing unknown looked up, no import called)" % args.variant, lines=cu)
 
 
 def case_live(t, args):

@@ -24,6 +24,9 @@ typedef struct CUarray_st *CUarray;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef unsigned long long cuuint64_t;
+typedef struct CUipcMemHandle_st {
+  char reserved[64];
+} CUipcMemHandle;
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
@@ -150,6 +153,7 @@ CUresult cuModuleLoad(CUmodule *m, const char *path);
 CUresult cuModuleGetFunction(CUfunction *fn, CUmodule m, const char *name);
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, CUstream s, void **params, void **extra);
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle h, unsigned flags);
 CUresult cuGetProcAddress(const char *sym, void **pfn, int ver, cuuint64_t flags);
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t flags, int *status);
 

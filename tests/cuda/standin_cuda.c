@@ -681,6 +681,40 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, 
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* IPC imports (leakguard does not record them: memory another process allocated).
+ * cuIpcOpenMemHandle checks that its by-value handle arrived intact (bytes 0..63). */
+static CUresult ipc_open(CUdeviceptr *p, CUipcMemHandle h) {
+  for (int i = 0; i < 64; i++)
+    if (h.reserved[i] != (char)i) return CUDA_ERROR_INVALID_VALUE;
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  *p = 0x7e0000000000ULL;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) {
+  BUMP(cuIpcOpenMemHandle_v2);
+  (void)flags;
+  return ipc_open(p, h);
+}
+EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) {
+  (void)flags;
+  return ipc_open(p, h);
+}
+EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os, int type, unsigned long long flags) {
+  BUMP(cuMemPoolImportFromShareableHandle);
+  (void)pool, (void)os, (void)type, (void)flags;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *p, CUmemoryPool pool, void *share) {
+  BUMP(cuMemPoolImportPointer);
+  (void)p, (void)pool, (void)share;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+/* Stands for an allocator entry point of a future CUDA (cuGetProcAddress only). */
+CUresult standin_future_alloc(CUdeviceptr *p, size_t n) {
+  (void)p, (void)n;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 /* ------------------------------------------------------------------ managed, pinned, registered */
 
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags) {
