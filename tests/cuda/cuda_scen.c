@@ -22,6 +22,11 @@
  *   hold      10 MiB of device memory held for argv[2] seconds (NVML timeline)
  *   um        managed buffers and Unified Memory records made by the stand-in CUPTI
  *   torchlike loads argv[2] (a library named libc10_cuda.so), allocates device memory
+ *   pressure  contexts destroyed and recreated 3 times, 5 gc collections without CUDA
+ *             cleanup (lg_cuda_gc_without_cleanup), at low use until the file argv[4]
+ *             exists (the test saw the guard's normal level), then device memory
+ *             grows to 80 % of the device's and is held until the file argv[3]
+ *             exists (the test saw the level rise); argv[2] seconds at most
  *   entries   cuMemAllocPitch_v2, cuMemAllocFromPoolAsync_ptsz, cuMemFreeAsync_ptsz (a
  *             free counts when enqueued: the stand-in completes it at the stream's
  *             sync), cuMemPoolDestroy, cuMemHostUnregister, cuCtxCreate_v3
@@ -479,6 +484,42 @@ static int run_hold(double secs) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ pressure (metrics, guard) */
+
+static NOINLINE void pressure_grow(CUdeviceptr *d) {
+  CHECK(cuMemAlloc_v2(d, 2 * MiB)); /* LEAK:pressure */
+}
+
+static int run_pressure(double secs, const char *stop, const char *go) {
+  double end = now_s() + secs;
+  CHECK(cuInit(0));
+  CUcontext c;
+  CUdeviceptr d;
+  for (int i = 0; i < 4; i++) { /* made, used, destroyed: the last 3 are recreations */
+    CHECK(cuCtxCreate_v2(&c, 0, 0));
+    CHECK(cuMemAlloc_v2(&d, 64 * KiB));
+    if (i < 3) CHECK(cuCtxDestroy_v2(c));
+  }
+  uint64_t (*gc)(void);
+  *(void **)&gc = dlsym(RTLD_DEFAULT, "lg_cuda_gc_without_cleanup");
+  for (int i = 0; gc && i < 5; i++) gc();
+  while (go && access(go, F_OK) != 0 && now_s() < end) sleep_ms(20); /* the guard sees low use first */
+  size_t total = 0;
+  CHECK(cuDeviceTotalMem_v2(&total, 0));
+  size_t held = 64 * KiB;
+  long steps = 0;
+  for (; now_s() < end && !(stop && access(stop, F_OK) == 0); steps++) {
+    if (held + 2 * MiB <= total / 10 * 8) {
+      pressure_grow(&d);
+      held += 2 * MiB;
+    }
+    step();
+    sleep_ms(10);
+  }
+  printf("cuda_scen: mode=pressure recreated=3 gc=5 held=%zu total=%zu steps=%ld\n", held, total, steps);
+  return 0;
+}
+
 /* ------------------------------------------------------------------ the other entry points */
 
 static NOINLINE CUdeviceptr pitch_alloc(void) {
@@ -605,6 +646,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "um")) rc = mode_um();
   else if (!strcmp(m, "torchlike") && argc > 2) rc = mode_torchlike(argv[2]);
   else if (!strcmp(m, "entries")) rc = mode_entries();
+  else if (!strcmp(m, "pressure")) rc = run_pressure(secs, argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL);
   else {
     fprintf(stderr, "usage: %s MODE [SECONDS]\n", argv[0]);
     return 2;

@@ -19,6 +19,9 @@ what the program knows it holds, exactly. Cases:
   metrics    Prometheus: leakguard_live_bytes{space,device}, cuda_memory_allocated_bytes,
              cuda_context_recreated_total, gc_triggered_without_cuda_cleanup_count; the
              guard (no NVML) watches the GPU as "gpu0-recorded"
+  pressure   Prometheus: cuda_context_recreated_total and
+             gc_triggered_without_cuda_cleanup_count non-zero and exact; the guard's
+             level for gpu0-recorded rises as device memory nears the device's
   nvml       NVML timeline from a stand-in NVML fed by the stand-in driver:
              untracked = NVML - recorded = the stand-in's context overhead, exactly
   no_nvml    no NVML library: one line, nothing else changes
@@ -638,6 +641,52 @@ def case_metrics(t, args):
             got.get('leakguard_gpu_memory_total_bytes{device="0",source="recorder"}') == 16 * 1024 * MiB,
             "no NVML: the guard watches GPU 0 from what the recorder saw", body=body[-3000:])
     t.check("GPU source off" in err, "and says once that NVML is absent", stderr=err[-2000:])
+
+
+def case_pressure(t, args):
+    """Prometheus, non-zero: cuda_context_recreated_total and
+    gc_triggered_without_cuda_cleanup_count; the guard (no NVML) raises the level of
+    its gpu0-recorded source when device memory passes 75 % of the device's."""
+    sk = socket.socket()
+    sk.bind(("127.0.0.1", 0))
+    port = sk.getsockname()[1]
+    sk.close()
+    argv = [args.leakguard, "run", "--quiet", "--interval", "0.2", "--output", t.path("p.db"),
+            "--metrics", "127.0.0.1:%d" % port, "--guard-dry-run", "--", t.bin("cuda_scen"), "pressure", "60",
+            t.path("stop"), t.path("go")]
+    print("  $ %s" % " ".join(argv), flush=True)
+    env = env_with(args, LG_STANDIN_MEM=256 * MiB)
+    p = subprocess.Popen(argv, cwd=t.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    src = 'leakguard_guard_source_level{source="gpu0-recorded"}'
+    levels, got, body = [], {}, ""
+    deadline = time.monotonic() + 80
+    while time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+        try:
+            got, body = scrape("http://127.0.0.1:%d/metrics" % port)
+        except OSError:
+            continue
+        if src in got and (not levels or levels[-1][0] != got[src]):
+            levels.append((got[src], got.get('cuda_memory_allocated_bytes{device="0"}')))
+        if levels and levels[0][0] == 0 and not os.path.exists(t.path("go")):
+            open(t.path("go"), "w").close()  # the normal level seen: grow
+        if levels and levels[-1][0] >= 1 and got.get("gc_triggered_without_cuda_cleanup_count", 0) > 0:
+            open(t.path("stop"), "w").close()  # seen: the program may end
+    out, err = p.communicate(timeout=90)
+    t.check(p.returncode == 0, "run exits 0", exit=p.returncode, stderr=err[-3000:])
+    kv = kv_of(t, subprocess.CompletedProcess(argv, 0, out, err), "cuda_scen:")
+    t.check(got.get('cuda_context_recreated_total{device="0"}') == kv["recreated"],
+            "cuda_context_recreated_total{device=\"0\"} = %d (contexts made again after a destroy)" % kv["recreated"],
+            got=got.get('cuda_context_recreated_total{device="0"}'), body=body[-2500:])
+    t.check(got.get("gc_triggered_without_cuda_cleanup_count") == kv["gc"],
+            "gc_triggered_without_cuda_cleanup_count = %d" % kv["gc"],
+            got=got.get("gc_triggered_without_cuda_cleanup_count"))
+    t.check(len(levels) >= 2 and levels[0][0] == 0 and max(v for v, _ in levels) >= 1,
+            "the guard's gpu0-recorded source went from normal (0) up (>= 1: warn) as device memory neared the "
+            "device's", levels=levels)
+    up = next((b for v, b in levels if v >= 1), None)
+    t.check(up is not None and up >= 0.5 * 256 * MiB, "and it rose with the recorded device memory (%s bytes)" % up,
+            levels=levels)
 
 
 def nvml_env(t, args):
