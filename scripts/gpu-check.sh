@@ -476,11 +476,15 @@ else
     judge "${tnames[3]}" "$("$LG" report "$WORK/torch-leak.db" --format json 2>/dev/null | python3 -c '
 import json, re, sys
 r = json.load(sys.stdin)
-t = [x for g in (r.get("gpus") or []) for x in [g.get("torch")] if x]
+g = next((g for g in (r.get("gpus") or []) if g.get("device") == 0), {})
+t = {k: g.get(k) for k in ("torch_allocated_bytes", "torch_reserved_bytes", "torch_peak_reserved_bytes")}
 out = open(sys.argv[1]).read()
 m = re.search(r"allocated=(\d+) reserved=(\d+)", out)
-ok = bool(t) and t[-1].get("allocated_bytes", 0) > 0 and t[-1].get("reserved_bytes", 0) >= t[-1].get("allocated_bytes", 0)
-print(json.dumps({"ok": ok, "report_torch": t, "program_end": m.groups() if m else None}))' "$WORK/torch-leak.db.out" 2>&1)"
+end = [int(x) for x in m.groups()] if m else None
+# the figures read at exit are the program last ones (it prints them just before)
+ok = t["torch_allocated_bytes"] is not None and end is not None and t["torch_allocated_bytes"] == end[0] \
+    and t["torch_reserved_bytes"] == end[1] and end[1] >= end[0] > 0
+print(json.dumps({"ok": ok, "report": t, "program_end": end}))' "$WORK/torch-leak.db.out" 2>&1)"
   else
     skip "${tnames[3]}" "no database of the torch leak run"
   fi

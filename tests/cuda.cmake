@@ -87,7 +87,7 @@ endforeach()
 add_test(NAME cuda_gpu_check COMMAND ${LGC_T} --case gpu_check)
 set_tests_properties(cuda_gpu_check PROPERTIES LABELS "cuda;gpu-check" TIMEOUT 900 SKIP_RETURN_CODE 77)
 foreach(case ways probe async vmm managed pinned ctx threads fork arrays notes live metrics nvml
-             no_nvml kvcache workspace pool ring python um um_off torch_notice rtsim_named rtsim_anon entries pressure)
+             no_nvml kvcache workspace pool ring python um um_off torch_notice rtsim_named rtsim_anon entries pressure torch_stats storages)
   add_test(NAME cuda_${case} COMMAND ${LGC_T} --case ${case})
   set_tests_properties(cuda_${case} PROPERTIES LABELS "cuda" TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()

@@ -670,6 +670,16 @@ LG_API uint64_t lg_cuda_gc_without_cleanup_count(void) {
   return lgi_g.enabled ? atomic_load(&lgi_g.hdr->gc_without_cuda_cleanup) : 0;
 }
 
+LG_API int lg_cuda_torch_memory(int dev, int64_t allocated_bytes, int64_t reserved_bytes) {
+  if (!lgi_g.enabled) return -ENOENT;
+  if (dev < 0 || dev >= LG_CUDA_MAX_DEVICES) return -ENODEV;
+  lg_cuda_dev_t *g = &lgi_g.hdr->cuda[dev];
+  atomic_store_explicit(&g->torch_allocated_bytes, allocated_bytes, memory_order_relaxed);
+  atomic_store_explicit(&g->torch_reserved_bytes, reserved_bytes, memory_order_relaxed);
+  atomic_store_explicit(&g->torch_seen, 1, memory_order_release);
+  return 0;
+}
+
 LG_API int lg_cuda_devices(void) {
   if (!lgi_g.enabled) return 0;
   uint32_t n = atomic_load(&lgi_g.hdr->cuda_ndev);

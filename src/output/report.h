@@ -81,11 +81,14 @@ typedef struct lgr_gpu {
   int64_t peak_device_bytes;                         /* device + managed, highest snapshot */
   int64_t registered_bytes, pool_reserved_bytes, pool_used_bytes, vmm_mapped_bytes;
   int64_t contexts, contexts_created, contexts_destroyed, contexts_recreated;
-  uint64_t total_bytes;                       /* the device's memory, 0 unknown */
-  int has_nvml;                               /* NVML samples for this process */
-  uint64_t nvml_used_bytes, nvml_total_bytes; /* the device, machine-wide */
-  int64_t nvml_process_bytes;                 /* this process, per NVML */
-  int64_t untracked_bytes;                    /* nvml_process_bytes - device_bytes */
+  uint64_t total_bytes;                                /* the device's memory, 0 unknown */
+  int has_nvml;                                        /* NVML samples for this process */
+  uint64_t nvml_used_bytes, nvml_total_bytes;          /* the device, machine-wide */
+  int64_t nvml_process_bytes;                          /* this process, per NVML */
+  int64_t untracked_bytes;                             /* nvml_process_bytes - device_bytes */
+  int has_torch;                                       /* torch.cuda figures (the Python module) */
+  int64_t torch_allocated_bytes, torch_reserved_bytes; /* the last ones */
+  int64_t torch_peak_reserved_bytes;                   /* the highest reserve seen */
 } lgr_gpu_t;
 
 /* One cause. */

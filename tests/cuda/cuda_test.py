@@ -32,6 +32,9 @@ what the program knows it holds, exactly. Cases:
              managed allocation sites that contain their addresses; report and JSON
   um_off     --cuda-um when CUPTI is missing, does not support UM counters, or is held
              by another profiler: one line, and the run goes on as before
+  torch_stats  torch.cuda.memory_allocated/reserved (a faked torch.cuda) stored per
+             device and shown by the report
+  storages   torch storages held directly are holders of the device memory
   torch_notice  a process that loads PyTorch's CUDA allocator library (by its name,
              libc10_cuda.so) gets the report's PyTorch notice; others do not
   cudart     the real libcudart (static or shared, nvcc-built) against the stand-in:
@@ -455,6 +458,69 @@ def case_python(t, args):
     t.check(any("kv_cache" in c and "CudaTensor" in c for c in chains),
             "held by the list of CUDA tensors (the holder explanation reads their device storage)",
             holders=s.get("holders"))
+
+
+def case_torch_stats(t, args):
+    """torch.cuda.memory_allocated/reserved (a faked torch.cuda) read by the Python module
+    and stored per device at the snapshots; the report shows the last ones and the peak
+    reserve (text and JSON)."""
+    py = "/usr/bin/python3"
+    if not args.pydir or not os.path.exists(args.pydir):
+        skip(t, "the leakguard Python module is not built (python3-dev)")
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
+        skip(t, "python3-torch is not installed (scripts/deps.sh installs it)")
+    script = os.path.join(args.src, "py_cuda.py")
+    env = env_with(args, PYTHONPATH=args.pydir, PYTHONMALLOC="malloc")
+    p = run(t, args, [py, script, "torchstats"], "torchstats.db", env=env, interval="0.1")
+    kv = kv_of(t, p, "py_cuda: mode=torchstats")
+    rows = lgtest.db_query(p.db, "SELECT seq, device, allocated_bytes, reserved_bytes FROM cuda_torch ORDER BY seq")
+    t.check(len(rows) >= 5 and len({r[2] for r in rows}) >= 3 and all(r[1] == 0 for r in rows),
+            "cuda_torch: the figures of device 0 at many snapshots, as they changed", rows=rows[:20])
+    t.check(rows and rows[-1][2:] == (kv["allocated"], kv["reserved"]),
+            "the last row holds the last figures (read at exit)", last=rows[-1:], kv=kv)
+    t.check(kv["seen_allocated"] == kv["allocated"], "leakguard.cuda_memory() reads the same figures", kv=kv)
+    rep = t.report_json(p.db)
+    g = (rep.get("gpus") or [{}])[0]
+    got = {k: g.get(k) for k in ("torch_allocated_bytes", "torch_reserved_bytes", "torch_peak_reserved_bytes")}
+    t.check(got == dict(torch_allocated_bytes=kv["allocated"], torch_reserved_bytes=kv["reserved"],
+                        torch_peak_reserved_bytes=kv["peak_reserved"]),
+            "report JSON gpus[]: torch_allocated_bytes, torch_reserved_bytes, torch_peak_reserved_bytes", got=got)
+    text = t.run([args.leakguard, "report", p.db]).stdout
+    t.check("torch.cuda: 96.0 MiB allocated by tensors, 128 MiB reserved by the caching allocator (32.0 MiB cached, "
+            "peak reserve 160 MiB)" in text, "the text report's torch.cuda line", text=text[-2500:])
+    q = run(t, args, [t.bin("cuda_scen"), "hold", "0.3"], "notorch.db")
+    g = (t.report_json(q.db).get("gpus") or [{}])[0]
+    t.check("torch_allocated_bytes" in g and g["torch_allocated_bytes"] is None
+            and "torch.cuda:" not in t.run([args.leakguard, "report", q.db]).stdout,
+            "a program without torch: null figures, no line", gpu=g)
+
+
+def case_storages(t, args):
+    """Storages held directly (torch.UntypedStorage, torch.TypedStorage) are holders of
+    the device memory they point at, like tensors."""
+    py = "/usr/bin/python3"
+    if not args.pydir or not os.path.exists(args.pydir):
+        skip(t, "the leakguard Python module is not built (python3-dev)")
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
+        skip(t, "python3-torch is not installed (scripts/deps.sh installs it)")
+    script = os.path.join(args.src, "py_cuda.py")
+    env = env_with(args, PYTHONPATH=args.pydir, PYTHONMALLOC="malloc")
+    p = run(t, args, [py, script, "storages", "3"], "storages.db", env=env, interval="0.2")
+    rep = t.report_json(p.db)
+    lines = {m: next(i + 1 for i, l in enumerate(open(script)) if l.rstrip().endswith("# " + m))
+             for m in ("LEAK-UNTYPED", "LEAK-TYPED")}
+    for marker, glob, cls in (("LEAK-UNTYPED", "storage_cache", "CudaStorage"),
+                              ("LEAK-TYPED", "typed_cache", "CudaTypedStorage")):
+        s = next((s for s in rep.get("suspects", []) if (s.get("site") or {}).get("line") == lines[marker]
+                  and os.path.basename((s.get("site") or {}).get("file") or "") == "py_cuda.py"), None)
+        t.check(s is not None and s.get("space") == "device", "a device suspect at py_cuda.py:%d (%s)"
+                % (lines[marker], marker), suspects=[(x.get("site"), x.get("space")) for x in rep.get("suspects", [])])
+        if s is None:
+            continue
+        hs = s.get("holders") or []
+        chains = [(h.get("kind"), " \u2192 ".join(h.get("chain", []))) for h in hs]
+        t.check(any(k == "storage" and glob in c and cls + "(" in c and "bytes, cuda)" in c for k, c in chains),
+                "held by %s, a list of %s objects (kind storage)" % (glob, cls), holders=hs)
 
 
 def case_torch_notice(t, args):
