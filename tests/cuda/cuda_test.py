@@ -471,11 +471,33 @@ def case_torch_stats(t, args):
         skip(t, "python3-torch is not installed (scripts/deps.sh installs it)")
     script = os.path.join(args.src, "py_cuda.py")
     env = env_with(args, PYTHONPATH=args.pydir, PYTHONMALLOC="malloc")
-    p = run(t, args, [py, script, "torchstats"], "torchstats.db", env=env, interval="0.1")
+    db, gate = t.path("torchstats.db"), t.path("gate")
+    argv = [args.leakguard, "run", "--quiet", "--interval", "0.1", "--output", db, "--", py, script, "torchstats",
+            gate]
+    print("  $ %s" % " ".join(argv), flush=True)
+    proc = subprocess.Popen(argv, cwd=t.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # each state is held until the collector has stored it: no timing assumption
+    for n, want in enumerate(((64 * MiB, 96 * MiB), (96 * MiB, 160 * MiB)), 1):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if lgtest.db_query(db, "SELECT 1 FROM cuda_torch WHERE allocated_bytes=? AND reserved_bytes=?", want):
+                    break
+            except Exception:  # noqa: BLE001 - no database or table yet
+                pass
+            time.sleep(0.1)
+        open("%s.%d" % (gate, n), "w").close()
+    out, err = proc.communicate(timeout=120)
+    t.check(proc.returncode == 0, "py_cuda.py torchstats exits 0", exit=proc.returncode, stderr=err[-3000:])
+    p = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    p.db = db
     kv = kv_of(t, p, "py_cuda: mode=torchstats")
     rows = lgtest.db_query(p.db, "SELECT seq, device, allocated_bytes, reserved_bytes FROM cuda_torch ORDER BY seq")
-    t.check(len(rows) >= 5 and len({r[2] for r in rows}) >= 3 and all(r[1] == 0 for r in rows),
-            "cuda_torch: the figures of device 0 at many snapshots, as they changed", rows=rows[:20])
+    states = [r[2:] for i, r in enumerate(rows) if i == 0 or r[2:] != rows[i - 1][2:]]
+    t.check(states == [(64 * MiB, 96 * MiB), (96 * MiB, 160 * MiB), (96 * MiB, 128 * MiB)]
+            and all(r[1] == 0 for r in rows),
+            "cuda_torch: device 0's figures at the snapshots, the three states in order", states=states,
+            rows=rows[:20])
     t.check(rows and rows[-1][2:] == (kv["allocated"], kv["reserved"]),
             "the last row holds the last figures (read at exit)", last=rows[-1:], kv=kv)
     t.check(kv["seen_allocated"] == kv["allocated"], "leakguard.cuda_memory() reads the same figures", kv=kv)

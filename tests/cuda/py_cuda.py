@@ -5,7 +5,7 @@
                                          cuMemAlloc_v2) held by "CUDA tensors" in a
                                          list that never shrinks (# LEAK-SITE)
     python3 py_cuda.py gc                the gc_triggered_without_cuda_cleanup_count rule
-    python3 py_cuda.py torchstats        torch.cuda.memory_allocated/reserved (faked: this
+    python3 py_cuda.py torchstats GATE   torch.cuda.memory_allocated/reserved (faked: this
                                          torch has no CUDA) recorded per device
     python3 py_cuda.py storages SECONDS  device memory held by storages kept directly: a
                                          torch.UntypedStorage list (# LEAK-UNTYPED) and a
@@ -126,28 +126,27 @@ def device_context():
     return cu
 
 
-def torchstats():
-    """torch.cuda's figures, faked: allocated rises to 96 MiB, the reserve peaks at
-    160 MiB, then empty_cache() brings it down to 128 MiB; the recorder must hold the
-    last ones at exit and the collector every one it sampled."""
+def torchstats(gate):
+    """torch.cuda's figures, faked, in three states: 64 MiB allocated of a 96 MiB
+    reserve, then 96 MiB of 160 MiB (the peak reserve), then empty_cache() gives 32 MiB
+    back (96 MiB of 128 MiB) and the program exits. Each of the first two is held until
+    the test has seen it in the database (the file GATE.1, GATE.2 exists): no timing."""
     import torch
 
     cu = device_context()
     d = ctypes.c_uint64()
     assert cu.cuMemAlloc_v2(ctypes.byref(d), ctypes.c_size_t(4 * MiB)) == 0  # CUDA in use
-    state = {"allocated": 0, "reserved": 0}
-    torch.cuda.is_initialized = lambda: True
+    state = {"allocated": 64 * MiB, "reserved": 96 * MiB}
     torch.cuda.device_count = lambda: 1
     torch.cuda.memory_allocated = lambda device=None: state["allocated"]
     torch.cuda.memory_reserved = lambda device=None: state["reserved"]
-    for i in range(1, 13):  # 8 MiB more held per step, segments of 32 MiB
-        state["allocated"] = 8 * MiB * i
-        state["reserved"] = max(state["reserved"], -(-state["allocated"] // (32 * MiB)) * 32 * MiB)
-        leakguard.step()
-        time.sleep(0.05)
-    state["reserved"] = 160 * MiB  # a peak
-    for _ in range(50):  # seen by the watcher's ticks (0.1 s): they run between bytecodes
-        time.sleep(0.01)
+    torch.cuda.is_initialized = lambda: True  # last: the watcher's reads start here
+    for n, (a, r) in enumerate(((64 * MiB, 96 * MiB), (96 * MiB, 160 * MiB)), 1):
+        state["allocated"], state["reserved"] = a, r
+        end = time.monotonic() + 60
+        while not os.path.exists("%s.%d" % (gate, n)) and time.monotonic() < end:
+            leakguard.step()
+            time.sleep(0.01)  # the watcher's reads run between bytecodes
     state["reserved"] = 128 * MiB  # empty_cache() gave 32 MiB back
     mem = leakguard.cuda_memory()["devices"].get(0, {})
     print("py_cuda: mode=torchstats allocated=%d reserved=%d peak_reserved=%d seen_allocated=%d" % (
@@ -205,7 +204,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "holders":
         holders(float(sys.argv[2]))
     elif sys.argv[1] == "torchstats":
-        torchstats()
+        torchstats(sys.argv[2])
     elif sys.argv[1] == "storages":
         storages(float(sys.argv[2]))
     else:
