@@ -111,6 +111,13 @@ typedef struct lg_cuda_stats {
   uint64_t gc_without_cuda_cleanup; /* process-wide, see above */
 } lg_cuda_stats_t;
 
+/* torch.cuda.memory_allocated(dev) and memory_reserved(dev) as read now (the leakguard
+ * Python module calls it at its watcher's ticks and at exit; another framework's
+ * allocator may too): stored per device in the recorder's region, into the database at
+ * every snapshot, shown by the report next to what the driver saw (docs/cuda.md).
+ * 0, -ENODEV (dev outside 0..15), -ENOENT (not recording). */
+LG_API int lg_cuda_torch_memory(int dev, int64_t allocated_bytes, int64_t reserved_bytes);
+
 /* Devices used in this process (highest ordinal + 1); 0 when none or not recording. */
 LG_API int lg_cuda_devices(void);
 /* Fills *out for device dev: 0, -ENODEV (dev not used), -ENOENT (not recording). */

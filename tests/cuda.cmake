@@ -50,6 +50,9 @@ lgc_program(cuda_ways SOURCES ${LGC_SRC}/cuda_ways.c)                 # dlsym, c
 lgc_program(cuda_lcuda SOURCES ${LGC_SRC}/cuda_ways.c LIBS lgc_standin_cuda DEFS LINKED)  # -lcuda
 lgc_program(cuda_probe SOURCES ${LGC_SRC}/cuda_probe.c)               # no driver at all
 lgc_program(cuda_scen SOURCES ${LGC_SRC}/cuda_scen.c LIBS lgc_standin_cuda)
+# The static CUDA runtime's shape: its "runtime" part without debug information.
+lgc_program(cuda_rtsim SOURCES ${LGC_SRC}/cuda_rtsim.c ${LGC_SRC}/cuda_rtsim_rt.c LIBS lgc_standin_cuda)
+set_source_files_properties(${LGC_SRC}/cuda_rtsim_rt.c PROPERTIES COMPILE_OPTIONS "-g0")
 add_dependencies(cuda_ways lgc_standin_cuda)
 add_dependencies(cuda_scen lgc_standin_cupti lgc_fake_c10_cuda)
 
@@ -80,8 +83,11 @@ foreach(v static shared)
   set_tests_properties(cuda_cudart_${v} PROPERTIES LABELS "cuda;cuda-toolkit" TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()
 
+# scripts/gpu-check.sh end to end on the stand-in (about 2 minutes: nvcc builds).
+add_test(NAME cuda_gpu_check COMMAND ${LGC_T} --case gpu_check)
+set_tests_properties(cuda_gpu_check PROPERTIES LABELS "cuda;gpu-check" TIMEOUT 900 SKIP_RETURN_CODE 77)
 foreach(case ways probe async vmm managed pinned ctx threads fork arrays notes live metrics nvml
-             no_nvml kvcache workspace pool ring python um um_off torch_notice)
+             no_nvml kvcache workspace pool ring python um um_off torch_notice rtsim_named rtsim_anon entries pressure torch_stats storages)
   add_test(NAME cuda_${case} COMMAND ${LGC_T} --case ${case})
   set_tests_properties(cuda_${case} PROPERTIES LABELS "cuda" TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()

@@ -25,6 +25,10 @@
  *     asked for (per-thread default stream, ABI version) stays that variant. A
  *     request for cuGetProcAddress itself returns its wrapper. An unknown cuMem*
  *     name passes through and is noted once in the region (the collector prints it).
+ *     The IPC imports (memory another process allocated: cuIpcOpenMemHandle,
+ *     cuMemImportFromShareableHandle, cuMemPoolImport*) are not recorded; their
+ *     wrappers pass every call through and note the first, so that a program that
+ *     only looks them up (cudart does, at its start) sees nothing.
  *
  * Wrappers are slots: for every entry-point ABI ("kind") there are LGC_NSLOT
  * distinct functions, each with its own real pointer. Binding a pointer takes the
@@ -102,7 +106,10 @@ static void *const slot_fn[K_COUNT][LGC_NSLOT] = {LGC_KINDS(LGC_SLOTFNS)};
   X(cuCtxCreate_v3, CTXCREATE3) X(cuCtxCreate_v4, CTXCREATE4) X(cuCtxDestroy, CTXDESTROY)              \
   X(cuCtxDestroy_v2, CTXDESTROY) X(cuDevicePrimaryCtxRetain, PRIMRETAIN)                                \
   X(cuDevicePrimaryCtxRelease, PRIMRELEASE) X(cuDevicePrimaryCtxRelease_v2, PRIMRELEASE)               \
-  X(cuDevicePrimaryCtxReset, PRIMRESET) X(cuDevicePrimaryCtxReset_v2, PRIMRESET)
+  X(cuDevicePrimaryCtxReset, PRIMRESET) X(cuDevicePrimaryCtxReset_v2, PRIMRESET)                      \
+  X(cuIpcOpenMemHandle, IPCOPEN) X(cuIpcOpenMemHandle_v2, IPCOPEN)                                      \
+  X(cuMemImportFromShareableHandle, MEMIMPORT) X(cuMemPoolImportFromShareableHandle, POOLIMPORTSH)     \
+  X(cuMemPoolImportPointer, POOLIMPORTPTR)
 // clang-format on
 
 #define LGC_EENUM(S, K) E_##S,
@@ -170,6 +177,12 @@ static const lgc_proc_t procs[] = {
     {"cuDevicePrimaryCtxRetain", 7000, K_PRIMRETAIN},
     {"cuDevicePrimaryCtxRelease", 7000, K_PRIMRELEASE},
     {"cuDevicePrimaryCtxReset", 7000, K_PRIMRESET},
+    /* IPC imports: not recorded, noted when first called (cudart asks for the pool
+     * imports at its start: a note on lookup would be printed by every program) */
+    {"cuIpcOpenMemHandle", 4010, K_IPCOPEN},
+    {"cuMemImportFromShareableHandle", 10020, K_MEMIMPORT},
+    {"cuMemPoolImportFromShareableHandle", 11020, K_POOLIMPORTSH},
+    {"cuMemPoolImportPointer", 11020, K_POOLIMPORTPTR},
 };
 
 /* cuMem* entry points that neither allocate nor free (copies, queries, hints,

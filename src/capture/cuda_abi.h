@@ -21,6 +21,10 @@ typedef void *lgc_ctx_t;                 /* CUcontext */
 typedef void *lgc_stream_t;              /* CUstream */
 typedef void *lgc_pool_t;                /* CUmemoryPool */
 typedef void *lgc_array_t;               /* CUarray */
+/* CUipcMemHandle: 64 opaque bytes, passed by value (cuIpcOpenMemHandle). */
+typedef struct lgc_ipc_handle {
+  char reserved[64];
+} lgc_ipc_handle_t;
 
 enum {
   LGC_SUCCESS = 0,

@@ -36,7 +36,8 @@ typedef void *(*dlsym_fn)(void *, const char *);
   X(GETPROC2) X(MEMALLOC) X(MEMPITCH) X(MEMFREE) X(ALLOCASYNC) X(FROMPOOL) X(FREEASYNC) X(POOLCREATE) X(POOLDESTROY)   \
       X(POOLTRIM) X(MEMCREATE) X(MEMRELEASE) X(MEMMAP) X(MEMUNMAP) X(MANAGED) X(ALLOCHOST) X(HOSTALLOC) X(FREEHOST)    \
           X(HOSTREG) X(HOSTUNREG) X(ARRAY) X(ARRAY3D) X(ARRAYDESTROY) X(CTXCREATE2) X(CTXCREATE3) X(CTXCREATE4)        \
-              X(CTXDESTROY) X(PRIMRETAIN) X(PRIMRELEASE) X(PRIMRESET)
+              X(CTXDESTROY) X(PRIMRETAIN) X(PRIMRELEASE) X(PRIMRESET) X(IPCOPEN) X(MEMIMPORT) X(POOLIMPORTSH)  \
+                  X(POOLIMPORTPTR)
 
 #define P_GETPROC1 (const char *sym, void **pfn, int ver, unsigned long long flags)
 #define A_GETPROC1 (sym, pfn, ver, flags)
@@ -100,6 +101,15 @@ typedef void *(*dlsym_fn)(void *, const char *);
 #define A_PRIMRELEASE (d)
 #define P_PRIMRESET (lgc_device_t d)
 #define A_PRIMRESET (d)
+/* Imports of memory another process allocated: passed through, noted when first called. */
+#define P_IPCOPEN (lgc_dptr_t * dptr, lgc_ipc_handle_t handle, unsigned flags)
+#define A_IPCOPEN (dptr, handle, flags)
+#define P_MEMIMPORT (lgc_handle_t * h, void *os_handle, int type)
+#define A_MEMIMPORT (h, os_handle, type)
+#define P_POOLIMPORTSH (lgc_pool_t * pool, void *os_handle, int type, unsigned long long flags)
+#define A_POOLIMPORTSH (pool, os_handle, type, flags)
+#define P_POOLIMPORTPTR (lgc_dptr_t * dptr, lgc_pool_t pool, void *share)
+#define A_POOLIMPORTPTR (dptr, pool, share)
 // clang-format on
 
 #define LGC_ENUM(K) K_##K,

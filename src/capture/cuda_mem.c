@@ -566,6 +566,48 @@ lgc_result_t lgi_cuda_h_ARRAYDESTROY(void *real, lgc_array_t a, uintptr_t ra, ui
   return rc;
 }
 
+/* ------------------------------------------------------------------ IPC imports
+ * Memory another process allocated (and counts): not recorded here. Passed through;
+ * the first call of each is noted (docs/cuda.md, limits). */
+
+static _Atomic uint32_t imports_noted;
+static void import_noted(unsigned bit, const char *name) {
+  if (atomic_load_explicit(&imports_noted, memory_order_relaxed) & (1u << bit)) return;
+  atomic_fetch_or(&imports_noted, 1u << bit);
+  lgi_cuda_note(name, "IPC import called; not recorded (another process's memory)");
+}
+
+lgc_result_t lgi_cuda_h_IPCOPEN(void *real, lgc_dptr_t *dptr, lgc_ipc_handle_t handle, unsigned flags, uintptr_t ra,
+                                uintptr_t cfa) {
+  (void)ra, (void)cfa;
+  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  import_noted(0, "cuIpcOpenMemHandle");
+  return REAL(IPCOPEN)(dptr, handle, flags);
+}
+
+lgc_result_t lgi_cuda_h_MEMIMPORT(void *real, lgc_handle_t *h, void *os_handle, int type, uintptr_t ra, uintptr_t cfa) {
+  (void)ra, (void)cfa;
+  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  import_noted(1, "cuMemImportFromShareableHandle");
+  return REAL(MEMIMPORT)(h, os_handle, type);
+}
+
+lgc_result_t lgi_cuda_h_POOLIMPORTSH(void *real, lgc_pool_t *pool, void *os_handle, int type, unsigned long long flags,
+                                     uintptr_t ra, uintptr_t cfa) {
+  (void)ra, (void)cfa;
+  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  import_noted(2, "cuMemPoolImportFromShareableHandle");
+  return REAL(POOLIMPORTSH)(pool, os_handle, type, flags);
+}
+
+lgc_result_t lgi_cuda_h_POOLIMPORTPTR(void *real, lgc_dptr_t *dptr, lgc_pool_t pool, void *share, uintptr_t ra,
+                                      uintptr_t cfa) {
+  (void)ra, (void)cfa;
+  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  import_noted(3, "cuMemPoolImportPointer");
+  return REAL(POOLIMPORTPTR)(dptr, pool, share);
+}
+
 /* ------------------------------------------------------------------ managed sites (CUPTI) */
 
 /* CUPTI delivers records in batches about the same few buffers: the last block found
@@ -626,6 +668,16 @@ LG_API uint64_t lg_cuda_gc_without_cleanup(void) {
 
 LG_API uint64_t lg_cuda_gc_without_cleanup_count(void) {
   return lgi_g.enabled ? atomic_load(&lgi_g.hdr->gc_without_cuda_cleanup) : 0;
+}
+
+LG_API int lg_cuda_torch_memory(int dev, int64_t allocated_bytes, int64_t reserved_bytes) {
+  if (!lgi_g.enabled) return -ENOENT;
+  if (dev < 0 || dev >= LG_CUDA_MAX_DEVICES) return -ENODEV;
+  lg_cuda_dev_t *g = &lgi_g.hdr->cuda[dev];
+  atomic_store_explicit(&g->torch_allocated_bytes, allocated_bytes, memory_order_relaxed);
+  atomic_store_explicit(&g->torch_reserved_bytes, reserved_bytes, memory_order_relaxed);
+  atomic_store_explicit(&g->torch_seen, 1, memory_order_release);
+  return 0;
 }
 
 LG_API int lg_cuda_devices(void) {

@@ -12,14 +12,20 @@
 
 #include "collector/collector_impl.h"
 
+static void symframe_at(const void *frames, int i, const char **fn, const char **file, const char **module) {
+  const lgs_frame_t *f = (const lgs_frame_t *)frames + i;
+  *fn = f->function;
+  *file = f->file;
+  *module = f->module;
+}
+
 /* The site of a symbolized stack (the report's rule, output/report.c: the innermost
  * Python line, else the first frame that is not allocator machinery): its key, a label
  * for people and its first frames as JSON (for the suspects files). */
 static void site_of_frames(const lgs_frame_t *fr, int nf, unsigned space, uint32_t id, char *key, size_t keylen,
                            char *label, size_t labellen, char **frames_json) {
   int k = 0;
-  if (!(nf > 0 && !strcmp(fr[0].module, "python")))
-    while (k < nf - 1 && lgr_is_machinery(fr[k].function, fr[k].file, fr[k].module)) k++;
+  if (!(nf > 0 && !strcmp(fr[0].module, "python"))) k = lgr_site_frame(fr, nf, symframe_at);
   if (nf == 0) snprintf(label, labellen, "??");
   else if (fr[k].file[0]) {
     const char *b = strrchr(fr[k].file, '/');

@@ -31,9 +31,10 @@
 
 #define LG_REGION_MAGIC 0x4e4f494745524c47ULL /* "GLREGION" little endian */
 #define LG_REGION_VERSION                                                                                              \
-  4 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
+  5 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
                              3: reaped-children ring (its own section, reaped_off);
-                             4: held (the program held by leakguard's own work) */
+                             4: held (the program held by leakguard's own work);
+                             5: torch.cuda's allocated/reserved bytes per device */
 
 #define LG_MAX_DEPTH 256
 #define LG_DEFAULT_DEPTH 64
@@ -144,7 +145,12 @@ typedef struct lg_cuda_dev {
   _Atomic uint32_t contexts_destroyed;
   _Atomic uint32_t contexts_recreated; /* created after a context of the device was destroyed */
   _Atomic uint32_t pools;              /* live pools known to the recorder */
-  uint32_t pad;
+  /* v5: torch.cuda.memory_allocated / memory_reserved of this device, as the Python
+   * module last read them (lg_cuda_torch_memory; docs/cuda.md). torch_seen: 1 once
+   * written (0: no torch figures), set after the two values (release). */
+  _Atomic uint32_t torch_seen;
+  _Atomic int64_t torch_allocated_bytes;
+  _Atomic int64_t torch_reserved_bytes;
 } lg_cuda_dev_t;
 
 /* One child reaped by the recorded process (wait, waitpid, wait3, wait4, waitid).
@@ -267,16 +273,16 @@ _Static_assert(sizeof(lg_tag_rec_t) == 88, "lg_tag_rec_t layout");
 _Static_assert(sizeof(lg_pyframe_rec_t) == 24, "lg_pyframe_rec_t layout");
 _Static_assert(sizeof(lg_shard_desc_t) == 16, "lg_shard_desc_t layout");
 _Static_assert(sizeof(lg_cuda_um_t) == 48, "lg_cuda_um_t layout");
-_Static_assert(sizeof(lg_cuda_dev_t) == 88, "lg_cuda_dev_t layout");
+_Static_assert(sizeof(lg_cuda_dev_t) == 104, "lg_cuda_dev_t layout");
 _Static_assert(sizeof(lg_reaped_t) == 16, "lg_reaped_t layout");
 _Static_assert(sizeof(lg_index_slot_t) == 16, "lg_index_slot_t layout");
-_Static_assert(sizeof(lg_region_hdr_t) == 3656 && sizeof(lg_region_hdr_t) <= 4096,
-               "lg_region_hdr_t: v4 layout, within the first page");
+_Static_assert(sizeof(lg_region_hdr_t) == 3912 && sizeof(lg_region_hdr_t) <= 4096,
+               "lg_region_hdr_t: v5 layout, within the first page");
 _Static_assert(__builtin_offsetof(lg_region_hdr_t, epoch) == 56 &&
                    __builtin_offsetof(lg_region_hdr_t, index_off) == 136 &&
                    __builtin_offsetof(lg_region_hdr_t, cuda_flags) == 264 &&
-                   __builtin_offsetof(lg_region_hdr_t, reaped_head) == 3632,
-               "lg_region_hdr_t: v3 field offsets");
+                   __builtin_offsetof(lg_region_hdr_t, reaped_head) == 3888,
+               "lg_region_hdr_t: v5 field offsets");
 
 /* ------------------------------------------------------------------ socket protocol
  * The collector listens on a Unix SOCK_SEQPACKET socket whose path is in the

@@ -58,6 +58,10 @@ static int is_alloc_wrapper(const char *fn) {
   return 0;
 }
 
+/* A CUDA runtime API function as libcudart defines it (cudaMalloc, cudaStreamCreate,
+ * cudaMallocAsync_ptsz): "cuda" and a capital letter. */
+static int is_cuda_runtime_api(const char *fn) { return fn && !strncmp(fn, "cuda", 4) && fn[4] >= 'A' && fn[4] <= 'Z'; }
+
 int lgr_is_machinery(const char *fn, const char *file, const char *module) {
   static const char *const alloc_fns[] = {
       "malloc",         "calloc",          "realloc",  "free",      "reallocarray",  "posix_memalign",
@@ -66,12 +70,20 @@ int lgr_is_machinery(const char *fn, const char *file, const char *module) {
       "__libc_realloc", "__libc_memalign", "xmalloc",  "xcalloc",   "xrealloc",      "g_malloc",
       "g_malloc0",      "g_realloc",       NULL};
   if (module && strstr(module, "libleakguard")) return 1;
-  /* CUDA runtime and driver: the runtime linked statically has obfuscated names
-   * (__cudart123) and cudart:: internals; cudaMalloc* are the allocation calls. */
+  /* CUDA runtime and driver. The runtime linked statically (nvcc's default) names its
+   * internal functions libcudart_static_<sha1> (CUDA 13; __cudart<N> before); the
+   * shared one is its own module. cudaMalloc* and cudaHostAlloc are the allocation
+   * calls (and their templates in cuda_runtime.h), cuMem* the driver's. Internals that
+   * carry no recognisable name are handled per stack (lgr_site_frame). */
   if (module && (strstr(module, "libcudart.so") || strstr(module, "libcuda.so"))) return 1;
-  if (fn && (!strncmp(fn, "__cudart", 8) || !strncmp(fn, "cudart::", 8) || !strncmp(fn, "cudaMalloc", 10) ||
-             !strcmp(fn, "cudaHostAlloc") || !strncmp(fn, "cuMem", 5)))
+  if (fn && (!strncmp(fn, "libcudart_static_", 17) || !strncmp(fn, "__cudart", 8) || !strncmp(fn, "cudart::", 8) ||
+             !strncmp(fn, "cudaMalloc", 10) || !strncmp(fn, "cudaHostAlloc", 13) || !strncmp(fn, "cuMem", 5)))
     return 1;
+  if (file) {
+    const char *b = strrchr(file, '/');
+    b = b ? b + 1 : file;
+    if (!strcmp(b, "cuda_runtime.h") || !strcmp(b, "cuda_runtime_api.h")) return 1;
+  }
   if (!fn) return 0;
   for (int i = 0; alloc_fns[i]; i++)
     if (!strcmp(fn, alloc_fns[i])) return 1;
@@ -80,6 +92,38 @@ int lgr_is_machinery(const char *fn, const char *file, const char *module) {
   if (!strncmp(fn, "std::", 5) || !strncmp(fn, "__gnu_cxx::", 11)) return 1;
   if (file && !strncmp(file, "/usr/include/c++/", 17)) return 1;
   return 0;
+}
+
+/* How far a run of frames without source (the CUDA runtime's internals) is searched
+ * for the runtime API function the program called. */
+#define LGR_CUDART_DEPTH 64
+
+int lgr_site_frame(const void *frames, int n, lgr_frame_at_fn at) {
+  const char *fn, *file, *module;
+  int k = 0;
+  for (; k < n - 1; k++) {
+    at(frames, k, &fn, &file, &module);
+    if (!lgr_is_machinery(fn, file, module)) break;
+  }
+  /* The CUDA runtime: between the driver entry point (our wrapper, not in the stack)
+   * and the runtime API function the program called (cudaMalloc, cudaStreamCreate...)
+   * lie the runtime's internals, whatever their names (obfuscated, or none at all in
+   * a binary without symbols). libcudart has no debug information: those frames and
+   * the API function have no source file. A run of such frames that reaches a
+   * "cuda[A-Z]..." function without a source file is machinery, and so is that
+   * function (and an API function calling it); the site is what called the API. */
+  for (int j = k; j < n - 1 && j < k + LGR_CUDART_DEPTH; j++) {
+    at(frames, j, &fn, &file, &module);
+    if (file && *file) break;
+    if (!is_cuda_runtime_api(fn)) continue;
+    int s = j + 1;
+    for (; s < n - 1; s++) {
+      at(frames, s, &fn, &file, &module);
+      if (!((!file || !*file) && is_cuda_runtime_api(fn)) && !lgr_is_machinery(fn, file, module)) break;
+    }
+    return s;
+  }
+  return k;
 }
 
 int lgr_is_import_frame(const char *fn, const char *file) {
@@ -294,6 +338,20 @@ int lgr_stack_locs(sqlite3 *db, int proc, const char *locs_text, const lgr_loc_t
   return k;
 }
 
+static void frame_at(const void *frames, int i, const char **fn, const char **file, const char **module) {
+  const lgr_frame_t *f = (const lgr_frame_t *)frames + i;
+  *fn = f->function;
+  *file = f->file;
+  *module = f->module;
+}
+
+void lgr_loc_at(const void *lv, int i, const char **fn, const char **file, const char **module) {
+  const lgr_loc_t *l = ((const lgr_loc_t *const *)lv)[i];
+  *fn = l->function;
+  *file = l->file;
+  *module = l->module;
+}
+
 /* Loads the frames of stack s->stack, innermost first, and finds the site frame. A
  * Python stack is recorded as its Python frames (innermost first) followed by the
  * native frames under the innermost Python line; it is read the way the program ran:
@@ -337,11 +395,7 @@ int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native) {
       free(tmp);
     }
   }
-  int skip = 0;
-  if (!native)
-    while (skip < s->nall - 1 &&
-           lgr_is_machinery(s->all_frames[skip].function, s->all_frames[skip].file, s->all_frames[skip].module))
-      skip++;
+  int skip = native ? 0 : lgr_site_frame(s->all_frames, s->nall, frame_at);
   /* No frames (a damaged database): no pointer arithmetic on NULL (fuzz, issue #17). */
   s->frames = s->all_frames ? s->all_frames + skip : NULL;
   s->nframes = s->nall - skip;

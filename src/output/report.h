@@ -81,11 +81,14 @@ typedef struct lgr_gpu {
   int64_t peak_device_bytes;                         /* device + managed, highest snapshot */
   int64_t registered_bytes, pool_reserved_bytes, pool_used_bytes, vmm_mapped_bytes;
   int64_t contexts, contexts_created, contexts_destroyed, contexts_recreated;
-  uint64_t total_bytes;                       /* the device's memory, 0 unknown */
-  int has_nvml;                               /* NVML samples for this process */
-  uint64_t nvml_used_bytes, nvml_total_bytes; /* the device, machine-wide */
-  int64_t nvml_process_bytes;                 /* this process, per NVML */
-  int64_t untracked_bytes;                    /* nvml_process_bytes - device_bytes */
+  uint64_t total_bytes;                                /* the device's memory, 0 unknown */
+  int has_nvml;                                        /* NVML samples for this process */
+  uint64_t nvml_used_bytes, nvml_total_bytes;          /* the device, machine-wide */
+  int64_t nvml_process_bytes;                          /* this process, per NVML */
+  int64_t untracked_bytes;                             /* nvml_process_bytes - device_bytes */
+  int has_torch;                                       /* torch.cuda figures (the Python module) */
+  int64_t torch_allocated_bytes, torch_reserved_bytes; /* the last ones */
+  int64_t torch_peak_reserved_bytes;                   /* the highest reserve seen */
 } lgr_gpu_t;
 
 /* One cause. */
@@ -165,6 +168,15 @@ int lgr_print_folded(FILE *f, lgst_t *db);
 /* 1 when a frame is allocator machinery (malloc family, operator new, C++ standard
  * library internals, leakguard itself) and not the allocation site. */
 int lgr_is_machinery(const char *function, const char *file, const char *module);
+
+/* Reads frame i of frames (any layout): its function, file and module. */
+typedef void (*lgr_frame_at_fn)(const void *frames, int i, const char **function, const char **file,
+                                const char **module);
+/* The index of the allocation site among n native frames, innermost first: the first
+ * frame that is not machinery (lgr_is_machinery), also past the internals of the CUDA
+ * runtime up to the runtime API function the program called (cudaMalloc...): those
+ * may carry no recognisable name. n - 1 when every frame is machinery; 0 when n <= 0. */
+int lgr_site_frame(const void *frames, int n, lgr_frame_at_fn at);
 
 /* 1 for a Python frame of importlib's bootstrap (<frozen importlib._bootstrap> and
  * _bootstrap_external: module imports, and the interpreter's own start-up): what is

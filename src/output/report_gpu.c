@@ -196,6 +196,18 @@ void lgr_load_gpus(sqlite3 *db, lgr_report_t *r) {
                   b, 3, 0, NULL);
       g->untracked_bytes = g->nvml_process_bytes - tracked;
     }
+    /* torch.cuda's view (the Python module): the last figures and the highest reserve */
+    int64_t last = q_int64(db, "SELECT max(seq) FROM cuda_torch WHERE proc=? AND device=?", a, 2, 0, &found);
+    if (found) {
+      int64_t b[3] = {g->proc, g->device, last};
+      g->has_torch = 1;
+      g->torch_allocated_bytes =
+          q_int64(db, "SELECT allocated_bytes FROM cuda_torch WHERE proc=?1 AND device=?2 AND seq=?3", b, 3, 0, NULL);
+      g->torch_reserved_bytes =
+          q_int64(db, "SELECT reserved_bytes FROM cuda_torch WHERE proc=?1 AND device=?2 AND seq=?3", b, 3, 0, NULL);
+      g->torch_peak_reserved_bytes =
+          q_int64(db, "SELECT max(reserved_bytes) FROM cuda_torch WHERE proc=? AND device=?", a, 2, 0, NULL);
+    }
   }
   sqlite3_finalize(st);
   if (lgr_prepare(db, "SELECT DISTINCT note FROM cuda_notes ORDER BY note", -1, &st, NULL) == SQLITE_OK) {

@@ -345,10 +345,7 @@ static int print_stacks(FILE *f, sqlite3 *db, const lgr_report_t *r) {
     while (npy < n && lgr_is_python_module(lv[npy]->module)) npy++;
     int site = -1;
     if (npy) site = ids[0];
-    else
-      for (int k = 0; k < n && site < 0; k++)
-        if (!lgr_is_machinery(lv[k]->function, lv[k]->file, lv[k]->module)) site = ids[k];
-    if (site < 0 && n) site = ids[0];
+    else if (n) site = ids[lgr_site_frame(lv, n, lgr_loc_at)];
     /* the first level: the process (a run has several: forks, workers, ranks) */
     const lgr_run_t *u = run_of(r, s->proc);
     int pl = snprintf(key, sizeof key, "pid %d", u ? u->pid : 0);

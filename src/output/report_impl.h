@@ -58,6 +58,8 @@ typedef struct lgr_loc {
   int line, inlined;
   uint64_t ip;
 } lgr_loc_t;
+/* lgr_frame_at_fn over an array of lgr_loc_t pointers (lgr_stack_locs). */
+void lgr_loc_at(const void *locs, int i, const char **function, const char **file, const char **module);
 /* The deepest stack the report reads. */
 #define LGR_MAX_FRAMES 2048
 /* The locations of a stack of process proc, from its stacks.locs text (a JSON array of

@@ -208,6 +208,14 @@ static void print_gpus(FILE *f, const lgr_report_t *r) {
               lgu_fmt_bytes(b2, sizeof b2, (double)g->untracked_bytes),
               lgu_fmt_bytes(b3, sizeof b3, (double)g->nvml_used_bytes),
               lgu_fmt_bytes(b4, sizeof b4, (double)g->nvml_total_bytes));
+    if (g->has_torch)
+      fprintf(f,
+              "     torch.cuda: %s allocated by tensors, %s reserved by the caching allocator (%s cached, "
+              "peak reserve %s)\n",
+              lgu_fmt_bytes(b1, sizeof b1, (double)g->torch_allocated_bytes),
+              lgu_fmt_bytes(b2, sizeof b2, (double)g->torch_reserved_bytes),
+              lgu_fmt_bytes(b3, sizeof b3, (double)(g->torch_reserved_bytes - g->torch_allocated_bytes)),
+              lgu_fmt_bytes(b4, sizeof b4, (double)g->torch_peak_reserved_bytes));
   }
   if (r->nvml_status) fprintf(f, "  %s\n", r->nvml_status);
   cJSON *um = r->um_json ? cJSON_Parse(r->um_json) : NULL, *u;
@@ -466,6 +474,15 @@ static void gpus_json(cJSON *root, const lgr_report_t *r) {
       JCHK(cJSON_AddNumberToObject(n, "device_total_bytes", (double)g->nvml_total_bytes));
     } else {
       JCHK(cJSON_AddNullToObject(j, "nvml"));
+    }
+    if (g->has_torch) {
+      JCHK(cJSON_AddNumberToObject(j, "torch_allocated_bytes", (double)g->torch_allocated_bytes));
+      JCHK(cJSON_AddNumberToObject(j, "torch_reserved_bytes", (double)g->torch_reserved_bytes));
+      JCHK(cJSON_AddNumberToObject(j, "torch_peak_reserved_bytes", (double)g->torch_peak_reserved_bytes));
+    } else {
+      JCHK(cJSON_AddNullToObject(j, "torch_allocated_bytes"));
+      JCHK(cJSON_AddNullToObject(j, "torch_reserved_bytes"));
+      JCHK(cJSON_AddNullToObject(j, "torch_peak_reserved_bytes"));
     }
     jarr(arr, j);
   }

@@ -18,31 +18,17 @@
 
 /* ------------------------------------------------------------------ sites */
 
-/* Key of a stack's allocation site, from its frame rows in order (Python frames first
- * as recorded): the innermost Python line, else the first frame that is not machinery.
- * The space is part of the key. Writes "" when there are no rows. */
-typedef struct keyer {
-  char key[1024];
-  int have, py;
-} keyer_t;
-
-static void keyer_row(keyer_t *k, int idx, const char *fn, const char *file, int line, const char *module,
-                      const char *space) {
-  if (idx == 0) {
-    k->have = 0;
-    k->py = lgr_is_python_module(module);
-    k->key[0] = 0;
-  }
-  if (k->have) return;
-  if (!k->py && lgr_is_machinery(fn, file, module)) {
-    /* remember it in case no other frame follows */
-    snprintf(k->key, sizeof k->key, "%s\x1f%s\x1f%d\x1f%s\x1f%s", fn ? fn : "", file ? file : "", line,
-             file && *file ? "" : (module ? module : ""), space ? space : "host");
-    return;
-  }
-  snprintf(k->key, sizeof k->key, "%s\x1f%s\x1f%d\x1f%s\x1f%s", fn ? fn : "", file ? file : "", line,
+/* Key of a stack's allocation site, from its frames in order (Python frames first as
+ * recorded): the innermost Python line, else the native site frame (lgr_site_frame).
+ * The space is part of the key. Writes "" when there are no frames. */
+static void site_key(char *key, size_t len, const lgr_loc_t **lv, int nl, const char *space) {
+  key[0] = 0;
+  if (nl <= 0) return;
+  int k = lgr_is_python_module(lv[0]->module) ? 0 : lgr_site_frame(lv, nl, lgr_loc_at);
+  const lgr_loc_t *l = lv[k];
+  const char *fn = l->function, *file = l->file, *module = l->module;
+  snprintf(key, len, "%s\x1f%s\x1f%d\x1f%s\x1f%s", fn ? fn : "", file ? file : "", l->line,
            file && *file ? "" : (module ? module : ""), space ? space : "host");
-  k->have = 1;
 }
 
 static int cmp_delta(const void *a, const void *b) {
@@ -240,8 +226,7 @@ static int key_stacks(pctx_t *c, lgu_strmap_t *keys, int **site_of, int *max_sta
     free(dev_of);
     return -ENOMEM;
   }
-  keyer_t k = {{0}, 0, 0};
-  char key_space[32];
+  char key[1024], key_space[32];
   while (lgr_row(st)) {
     int stack = sqlite3_column_int(st, 0);
     if (stack < 0 || stack > *max_stack) continue;
@@ -250,11 +235,10 @@ static int key_stacks(pctx_t *c, lgu_strmap_t *keys, int **site_of, int *max_sta
     snprintf(cur_space, sizeof cur_space, "%s", sp ? sp : "host");
     snprintf(key_space, sizeof key_space, "%s@%d", cur_space, dev_of[stack]);
     int nl = lgr_stack_locs(c->db, c->run->proc, (const char *)sqlite3_column_text(st, 1), lv, LGR_MAX_FRAMES);
-    k.key[0] = 0;
-    for (int i = 0; i < nl; i++) keyer_row(&k, i, lv[i]->function, lv[i]->file, lv[i]->line, lv[i]->module, key_space);
-    if (!k.key[0]) continue;
+    site_key(key, sizeof key, lv, nl, key_space);
+    if (!key[0]) continue;
     int added = 0;
-    int idx = lgu_strmap_get_or_add(keys, k.key, c->nsites, &added);
+    int idx = lgu_strmap_get_or_add(keys, key, c->nsites, &added);
     if (idx < 0) {
       lgr_fail(idx);
       break;

@@ -408,6 +408,7 @@ int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint6
  *   cuda_devices(proc, seq, device, ...)        the recorder's per-device gauges
  *   cuda_notes(proc, note)                      entry points passed through untracked
  *   cuda_um(proc, stack, ...)                   CUPTI Unified Memory counters (--cuda-um)
+ *   cuda_torch(proc, seq, device, allocated_bytes, reserved_bytes)  torch.cuda's view
  *   nvml(t_ns, device, used_bytes, total_bytes) NVML, machine-wide, same clock
  *   nvml_processes(t_ns, device, pid, proc, used_bytes)  NVML, a recorded process */
 static const char *CUDA_SCHEMA =
@@ -421,6 +422,8 @@ static const char *CUDA_SCHEMA =
     "CREATE TABLE IF NOT EXISTS cuda_notes(proc INTEGER, note TEXT, PRIMARY KEY(proc, note));"
     "CREATE TABLE IF NOT EXISTS cuda_um(proc INTEGER, stack INTEGER, cpu_page_faults INTEGER,"
     " gpu_page_faults INTEGER, bytes_htod INTEGER, bytes_dtoh INTEGER, thrashing INTEGER, PRIMARY KEY(proc, stack));"
+    "CREATE TABLE IF NOT EXISTS cuda_torch(proc INTEGER, seq INTEGER, device INTEGER, allocated_bytes INTEGER,"
+    " reserved_bytes INTEGER, PRIMARY KEY(proc, seq, device));"
     "CREATE TABLE IF NOT EXISTS nvml(t_ns INTEGER, device INTEGER, used_bytes INTEGER, total_bytes INTEGER,"
     " PRIMARY KEY(t_ns, device));"
     "CREATE TABLE IF NOT EXISTS nvml_processes(t_ns INTEGER, device INTEGER, pid INTEGER, proc INTEGER,"
@@ -473,6 +476,11 @@ int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
                      atomic_load(&g->contexts_recreated),
                      (int64_t)atomic_load(&g->total_bytes)};
     rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_devices VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", v, 15, NULL);
+    if (atomic_load_explicit(&g->torch_seen, memory_order_acquire)) {
+      int64_t tv[5] = {p->proc, (int64_t)p->seq, d, atomic_load(&g->torch_allocated_bytes),
+                       atomic_load(&g->torch_reserved_bytes)};
+      rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_torch VALUES(?,?,?,?,?)", tv, 5, NULL);
+    }
   }
   for (int i = 0; i < LG_CUDA_UM_SITES; i++) {
     lg_cuda_um_t *u = (lg_cuda_um_t *)&h->cuda_um[i];

@@ -6,6 +6,9 @@
  *  - CUDA tensors and storages in the holder explanation: a CUDA storage's data
  *    pointer is a device address, attributed with lg_cuda_site_of() (inside a caching
  *    allocator's segment: the segment's site, i.e. the Python line that made it grow);
+ *  - torch.cuda.memory_allocated/reserved per device handed to the recorder
+ *    (lg_cuda_torch_memory) at the watcher's ticks and at exit: the collector stores
+ *    them next to the driver's view (the report's torch.cuda line);
  *  - the gc callback behind gc_triggered_without_cuda_cleanup_count: a collection
  *    (gc.callbacks "stop" with info["collected"] > 0) during which the bytes held by
  *    tensors went down (torch.cuda.memory_allocated, summed over devices) while the
@@ -24,6 +27,7 @@ static struct {
   int (*stats)(int, lg_cuda_stats_t *);
   uint64_t (*gc_note)(void);
   uint64_t (*gc_count)(void);
+  int (*torch_memory)(int, int64_t, int64_t);
 } cu;
 
 /* State between the gc callback's "start" and "stop". */
@@ -101,6 +105,7 @@ int lgpy_cuda_init(PyObject *module) {
   *(void **)&cu.stats = dlsym(RTLD_DEFAULT, "lg_cuda_stats");
   *(void **)&cu.gc_note = dlsym(RTLD_DEFAULT, "lg_cuda_gc_without_cleanup");
   *(void **)&cu.gc_count = dlsym(RTLD_DEFAULT, "lg_cuda_gc_without_cleanup_count");
+  *(void **)&cu.torch_memory = dlsym(RTLD_DEFAULT, "lg_cuda_torch_memory");
   g_module = module;
   if (!lgpy.active || !cu.gc_note) return 0;
   /* only under the recorder: the count lives in its region */
@@ -114,31 +119,77 @@ int lgpy_cuda_init(PyObject *module) {
   return rc;
 }
 
-int lgpy_cuda_tensor_site(PyObject *t, uintptr_t *ptr, uint64_t *nbytes, uint32_t *site) {
-  int handled = 0;
-  *site = 0;
-  PyObject *dev = PyObject_GetAttrString(t, "device");
-  PyObject *type = dev ? PyObject_GetAttrString(dev, "type") : NULL;
-  if (type && PyUnicode_Check(type) && PyUnicode_CompareWithASCIIString(type, "cuda") == 0) {
-    handled = 1;
-    PyObject *st = PyObject_HasAttrString(t, "untyped_storage") ? PyObject_CallMethod(t, "untyped_storage", NULL)
-                                                                : PyObject_CallMethod(t, "storage", NULL);
-    PyObject *dp = st ? PyObject_CallMethod(st, "data_ptr", NULL) : NULL;
-    PyObject *nb = st ? PyObject_CallMethod(st, "nbytes", NULL) : NULL;
-    if (dp && nb) {
-      *ptr = (uintptr_t)PyLong_AsUnsignedLongLong(dp);
-      *nbytes = PyLong_AsUnsignedLongLong(nb);
-      uint32_t s;
-      if (!PyErr_Occurred() && *ptr && cu.site_of && cu.site_of((uint64_t)*ptr, &s, NULL) == 0) *site = s;
+int lgpy_cuda_in_use(void) { return lgpy.active && cu.devices && cu.devices() > 0; }
+
+void lgpy_cuda_torch_sample(void) {
+  if (!lgpy.active || !cu.torch_memory) return;
+  PyObject *mods = PySys_GetObject("modules"); /* borrowed */
+  PyObject *torch = mods ? PyDict_GetItemString(mods, "torch") : NULL;
+  if (!torch) return;
+  if (lgpy.pause) lgpy.pause(1); /* leakguard's reading, not the program's memory */
+  PyObject *tc = PyObject_GetAttrString(torch, "cuda");
+  PyObject *ini = tc ? PyObject_CallMethod(tc, "is_initialized", NULL) : NULL;
+  if (ini && PyObject_IsTrue(ini) == 1) {
+    PyObject *n = PyObject_CallMethod(tc, "device_count", NULL);
+    long nd = n ? PyLong_AsLong(n) : 0;
+    Py_XDECREF(n);
+    for (long d = 0; d < nd && d < LG_CUDA_MAX_DEVICES; d++) {
+      PyObject *a = PyObject_CallMethod(tc, "memory_allocated", "l", d);
+      PyObject *r = PyObject_CallMethod(tc, "memory_reserved", "l", d);
+      long long av = a ? PyLong_AsLongLong(a) : -1, rv = r ? PyLong_AsLongLong(r) : -1;
+      Py_XDECREF(a);
+      Py_XDECREF(r);
+      if (PyErr_Occurred() || av < 0 || rv < 0) break;
+      cu.torch_memory((int)d, av, rv);
     }
-    Py_XDECREF(st);
-    Py_XDECREF(dp);
-    Py_XDECREF(nb);
   }
+  Py_XDECREF(ini);
+  Py_XDECREF(tc);
+  PyErr_Clear(); /* never break the program over a diagnostic */
+  if (lgpy.pause) lgpy.pause(0);
+}
+
+/* The device address, size and recorded site of a CUDA storage (data_ptr, nbytes). */
+static void device_site(PyObject *st, uintptr_t *ptr, uint64_t *nbytes, uint32_t *site) {
+  PyObject *dp = st ? PyObject_CallMethod(st, "data_ptr", NULL) : NULL;
+  PyObject *nb = st ? PyObject_CallMethod(st, "nbytes", NULL) : NULL;
+  if (dp && nb) {
+    *ptr = (uintptr_t)PyLong_AsUnsignedLongLong(dp);
+    *nbytes = PyLong_AsUnsignedLongLong(nb);
+    uint32_t s;
+    if (!PyErr_Occurred() && *ptr && cu.site_of && cu.site_of((uint64_t)*ptr, &s, NULL) == 0) *site = s;
+  }
+  Py_XDECREF(dp);
+  Py_XDECREF(nb);
+}
+
+static int on_cuda(PyObject *o) {
+  PyObject *dev = PyObject_GetAttrString(o, "device");
+  PyObject *type = dev ? PyObject_GetAttrString(dev, "type") : NULL;
+  int yes = type && PyUnicode_Check(type) && PyUnicode_CompareWithASCIIString(type, "cuda") == 0;
   Py_XDECREF(dev);
   Py_XDECREF(type);
   PyErr_Clear();
-  return handled;
+  return yes;
+}
+
+int lgpy_cuda_storage_site(PyObject *st, uintptr_t *ptr, uint64_t *nbytes, uint32_t *site) {
+  *site = 0;
+  if (!on_cuda(st)) return 0;
+  device_site(st, ptr, nbytes, site);
+  PyErr_Clear();
+  return 1;
+}
+
+int lgpy_cuda_tensor_site(PyObject *t, uintptr_t *ptr, uint64_t *nbytes, uint32_t *site) {
+  *site = 0;
+  if (!on_cuda(t)) return 0;
+  PyObject *st = PyObject_HasAttrString(t, "untyped_storage") ? PyObject_CallMethod(t, "untyped_storage", NULL)
+                                                              : PyObject_CallMethod(t, "storage", NULL);
+  device_site(st, ptr, nbytes, site);
+  Py_XDECREF(st);
+  PyErr_Clear();
+  return 1;
 }
 
 static int set_num(PyObject *d, const char *k, double v) {

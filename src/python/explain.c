@@ -436,9 +436,15 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
     PyObject *torch = name ? PyImport_GetModule(name) : NULL;
     Py_XDECREF(name);
     PyObject *tt = torch ? PyObject_GetAttrString(torch, "Tensor") : NULL;
-    Py_XDECREF(torch);
     if (tt && PyType_Check(tt)) g_tensor = E.tensor = (PyTypeObject *)tt;
     else Py_XDECREF(tt);
+    static const char *const storage_names[2] = {"UntypedStorage", "TypedStorage"};
+    for (int k = 0; torch && k < 2; k++) {
+      PyObject *st = PyObject_GetAttrString(torch, storage_names[k]);
+      if (st && PyType_Check(st)) E.storage[k] = (PyTypeObject *)st;
+      else Py_XDECREF(st);
+    }
+    Py_XDECREF(torch);
     PyErr_Clear();
   }
   if (ex_grow(&E) < 0) {
@@ -481,6 +487,10 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
       E.flags[i] |= F_TENSOR;
       continue;
     }
+    if (is_storage(&E, o)) { /* a storage held directly: attributed like a tensor's */
+      E.flags[i] |= F_TENSOR | F_STORAGE;
+      continue;
+    }
     size_t sz = 0;
     E.site[i] = lgpy_object_site(o, &sz);
     E.bytes[i] = sz;
@@ -507,7 +517,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
       break;
     }
     uint64_t nb = 0;
-    E.site[i] = tensor_site(E.obj[i], &sptr[i], &nb);
+    E.site[i] = (E.flags[i] & F_STORAGE) ? storage_site(E.obj[i], &sptr[i], &nb) : tensor_site(E.obj[i], &sptr[i], &nb);
     E.bytes[i] = nb;
     if (E.site[i]) {
       PyObject *pk = PyLong_FromVoidPtr((void *)sptr[i]);
@@ -552,7 +562,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
     int roots = 0;
     long budget_nodes = 500000;
     for (Py_ssize_t i = 0; E.tensor && i < E.n && roots < 256 && budget_nodes > 0; i++) {
-      if (!(E.flags[i] & F_TENSOR) || root_kind_of(&E, (int32_t)i) == R_UNROOTED) continue;
+      if (!(E.flags[i] & F_TENSOR) || (E.flags[i] & F_STORAGE) || root_kind_of(&E, (int32_t)i) == R_UNROOTED) continue;
       if (now_s() > E.deadline) {
         E.truncated = 1;
         break;
@@ -618,18 +628,19 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
         Py_DECREF(pk);
         continue;
       }
+      int sto = (E.flags[i] & F_STORAGE) != 0;
       if (h && h != Py_None) { /* a view of a storage already counted */
         Py_DECREF(pk);
-        add_detail(h, "tensors", 1);
+        if (!sto) add_detail(h, "tensors", 1);
         continue;
       }
-      h = holder_for(&E, &H, E.site[i], "tensor", (int32_t)i, NULL);
+      h = holder_for(&E, &H, E.site[i], sto ? "storage" : "tensor", (int32_t)i, NULL);
       if (!h || PyDict_SetItem(H.storages, pk, h) < 0) {
         Py_DECREF(pk);
         goto done;
       }
       Py_DECREF(pk);
-      add_detail(h, "tensors", 1);
+      if (!sto) add_detail(h, "tensors", 1);
       add_detail(h, "storages", 1);
       dict_add_int(h, "objects", 1);
       dict_add_int(h, "bytes", (long long)E.bytes[i]);

@@ -32,7 +32,8 @@ void images_refresh(void);
 /* ------------------------------------------------------------------ graph.c */
 
 enum { R_MODULE = 1, R_FRAME = 2, R_UNROOTED = 3 };
-enum { F_TENSOR = 1, F_OWNER_DONE = 2 };
+/* F_TENSOR: the object holds a storage (a tensor, or a storage itself: F_STORAGE too). */
+enum { F_TENSOR = 1, F_OWNER_DONE = 2, F_STORAGE = 4 };
 
 typedef struct {
   PyObject **obj;
@@ -53,7 +54,8 @@ typedef struct {
   int truncated;
   double deadline;
   PyTypeObject *tensor;
-  PyObject *memo; /* node index -> list (chain prefix) */
+  PyTypeObject *storage[2]; /* torch.UntypedStorage, torch.TypedStorage (NULL: none) */
+  PyObject *memo;           /* node index -> list (chain prefix) */
 } ex_t;
 
 /* Index of o in the table, -1 when absent. */
@@ -118,6 +120,13 @@ typedef struct {
 
 /* "Tensor(64×512, float32[, grad_fn=X])" (new reference, never NULL unless out of memory). */
 PyObject *tensor_desc(PyObject *t);
+/* "UntypedStorage(1048576 bytes, cuda)" */
+PyObject *storage_desc(PyObject *s);
+/* A storage object held directly: its data pointer, size and allocation site (a CUDA
+ * storage's recorded GPU allocation, a CPU one's heap block); 0 when unknown. */
+uint32_t storage_site(PyObject *s, uintptr_t *ptr, uint64_t *nbytes);
+/* 1 when o is an instance of one of E's storage types. */
+int is_storage(const ex_t *E, PyObject *o);
 /* Site of a CPU tensor's storage block (0: unknown); *ptr, *nbytes its storage. */
 uint32_t tensor_site(PyObject *t, uintptr_t *ptr, uint64_t *nbytes);
 /* Walks the autograd graph of grad_fn gf (nodes shared with earlier roots are not

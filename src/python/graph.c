@@ -147,6 +147,8 @@ void ex_free(ex_t *E) {
   free(E->rkind);
   Py_XDECREF(E->memo);
   Py_XDECREF((PyObject *)E->tensor);
+  Py_XDECREF((PyObject *)E->storage[0]);
+  Py_XDECREF((PyObject *)E->storage[1]);
 }
 
 int root_kind_of(ex_t *E, int32_t i) {

@@ -134,6 +134,7 @@ static PyObject *py_explain(PyObject *self, PyObject *args, PyObject *kw) {
 
 static PyObject *atexit_explain(PyObject *self, PyObject *unused) {
   if (!active_now() || !getenv(LG_ENV_DIR)) Py_RETURN_NONE;
+  lgpy_cuda_torch_sample(); /* torch.cuda's last figures, before the teardown */
   /* the interpreter's finalisation, which frees every object, is teardown */
   if (lgpy.exiting) lgpy.exiting();
   PyObject *r = lgpy_explain(NULL, 5, -1, 0, 1);

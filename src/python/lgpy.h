@@ -60,6 +60,15 @@ int lgpy_cuda_init(PyObject *module);
 int lgpy_cuda_tensor_site(PyObject *t, uintptr_t *ptr, uint64_t *nbytes, uint32_t *site);
 /* leakguard.cuda_memory() */
 PyObject *lgpy_cuda_memory(PyObject *self, PyObject *noargs);
+/* 1 when this process used CUDA (the recorder saw a device): no GIL needed. */
+int lgpy_cuda_in_use(void);
+/* Main thread, GIL held: reads torch.cuda.memory_allocated/memory_reserved of every
+ * device when torch's CUDA is initialised (never initialises it) and hands them to the
+ * recorder (lg_cuda_torch_memory), which the collector stores at each snapshot. */
+void lgpy_cuda_torch_sample(void);
+/* 1 when s is a torch storage (UntypedStorage, TypedStorage) of a CUDA device: then
+ * *ptr, *nbytes and *site as for a tensor. */
+int lgpy_cuda_storage_site(PyObject *s, uintptr_t *ptr, uint64_t *nbytes, uint32_t *site);
 
 /* ---- watch.c (the collector's requests while the program runs) */
 /* leakguard._watch(look, labels), _watch_stop(), _watch_after_fork() */

@@ -214,6 +214,7 @@ static PyObject *edge_label(ex_t *E, int32_t p, int32_t c, int real) {
 
 static PyObject *node_desc(ex_t *E, int32_t i) {
   PyObject *o = E->obj[i];
+  if (E->flags[i] & F_STORAGE) return storage_desc(o);
   if (E->flags[i] & F_TENSOR) return tensor_desc(o);
   return PyUnicode_FromFormat("%s(%llu bytes)", short_tname(o), (unsigned long long)(E->bytes[i] + E->bytes2[i]));
 }

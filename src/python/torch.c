@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * torch.c - PyTorch in leakguard.explain(): a CPU tensor is attributed by its storage
- * (a posix_memalign block in torch 1.13), and retained autograd graphs are walked
+ * (a posix_memalign block in torch 1.13), a storage held directly (UntypedStorage,
+ * TypedStorage) by its own data pointer, and retained autograd graphs are walked
  * through grad_fn.next_functions to the tensors their nodes saved. Only attribute
  * lookups: nothing links libtorch.
  */
@@ -74,6 +75,46 @@ static int tensor_storage(PyObject *t, uintptr_t *ptr, uint64_t *nbytes) {
   Py_XDECREF(ls);
   PyErr_Clear();
   return ok;
+}
+
+PyObject *storage_desc(PyObject *s) {
+  PyObject *nb = PyObject_CallMethod(s, "nbytes", NULL);
+  PyObject *dev = nb ? PyObject_GetAttrString(s, "device") : NULL;
+  PyObject *type = dev ? PyObject_GetAttrString(dev, "type") : NULL;
+  PyObject *out = NULL;
+  if (nb && type && PyUnicode_Check(type))
+    out = PyUnicode_FromFormat("%s(%llu bytes, %U)", short_tname(s), PyLong_AsUnsignedLongLong(nb), type);
+  Py_XDECREF(nb);
+  Py_XDECREF(dev);
+  Py_XDECREF(type);
+  if (!out) {
+    PyErr_Clear();
+    out = PyUnicode_FromFormat("%s", short_tname(s));
+  }
+  return out;
+}
+
+int is_storage(const ex_t *E, PyObject *o) {
+  for (int k = 0; k < 2; k++)
+    if (E->storage[k] && PyObject_TypeCheck(o, E->storage[k])) return 1;
+  return 0;
+}
+
+uint32_t storage_site(PyObject *s, uintptr_t *ptr, uint64_t *nbytes) {
+  uint32_t cs;
+  if (lgpy_cuda_storage_site(s, ptr, nbytes, &cs)) return cs; /* CUDA: src/python/cuda.c */
+  PyObject *dp = PyObject_CallMethod(s, "data_ptr", NULL);
+  PyObject *nb = dp ? PyObject_CallMethod(s, "nbytes", NULL) : NULL;
+  int ok = 0;
+  if (dp && nb) {
+    *ptr = (uintptr_t)PyLong_AsVoidPtr(dp);
+    *nbytes = PyLong_AsUnsignedLongLong(nb);
+    ok = !PyErr_Occurred() && *ptr && *nbytes;
+  }
+  Py_XDECREF(dp);
+  Py_XDECREF(nb);
+  PyErr_Clear();
+  return ok ? lgpy_block_site((const void *)*ptr, (size_t)*nbytes, NULL) : 0;
 }
 
 uint32_t tensor_site(PyObject *t, uintptr_t *ptr, uint64_t *nbytes) {

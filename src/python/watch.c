@@ -5,7 +5,9 @@
  *   - explain-PID.json changed (a site was flagged, or its memory doubled): have the main
  *     thread name who holds it;
  *   - until the process knows its rank (torch.distributed initialised): have the main
- *     thread look, so that labels-PID.json names the rank.
+ *     thread look, so that labels-PID.json names the rank;
+ *   - once the process uses CUDA: have the main thread read torch.cuda's allocated and
+ *     reserved bytes for the recorder at every tick (lgpy_cuda_torch_sample).
  *
  * Both run Python code, and both run in the main thread between two bytecodes
  * (Py_AddPendingCall), never in the watcher: there the walk would read torch objects
@@ -48,7 +50,7 @@ static struct {
   char path[PATH_MAX];
   PyObject *look;   /* callables, owned; called in the main thread */
   PyObject *labels; /* returns True once the rank is known (then never again) */
-  atomic_int want_look, want_labels, posted, labeled, closed;
+  atomic_int want_look, want_labels, want_torch, posted, labeled, closed;
 } w = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* In the main thread, with the GIL. */
@@ -62,6 +64,7 @@ static int pending_watch(void *unused) {
     if (!r) PyErr_Clear(); /* never break the program over a diagnostic */
     Py_XDECREF(r);
   }
+  if (atomic_exchange(&w.want_torch, 0)) lgpy_cuda_torch_sample();
   if (atomic_exchange(&w.want_labels, 0) && w.labels && !atomic_load(&w.labeled)) {
     PyObject *r = PyObject_CallNoArgs(w.labels);
     if (!r) PyErr_Clear();
@@ -95,7 +98,8 @@ static void *watch_main(void *unused) {
       atomic_store(&w.want_look, 1);
     }
     if (!atomic_load(&w.labeled) && ++tick % LABEL_TICKS == 0) atomic_store(&w.want_labels, 1);
-    post = atomic_load(&w.want_look) || atomic_load(&w.want_labels);
+    if (lgpy_cuda_in_use()) atomic_store(&w.want_torch, 1); /* reads the region only */
+    post = atomic_load(&w.want_look) || atomic_load(&w.want_labels) || atomic_load(&w.want_torch);
     /* one pending call at a time; a full queue (-1) is tried again at the next tick */
     if (post && !atomic_exchange(&w.posted, 1) && Py_AddPendingCall(pending_watch, NULL) != 0)
       atomic_store(&w.posted, 0);
@@ -121,6 +125,7 @@ static int watch_start(void) {
   atomic_store(&w.posted, 0);
   atomic_store(&w.want_look, 0);
   atomic_store(&w.want_labels, 0);
+  atomic_store(&w.want_torch, 0);
   atomic_store(&w.closed, 0);
   sigset_t all, old;
   sigfillset(&all);

@@ -22,12 +22,21 @@
  *   hold      10 MiB of device memory held for argv[2] seconds (NVML timeline)
  *   um        managed buffers and Unified Memory records made by the stand-in CUPTI
  *   torchlike loads argv[2] (a library named libc10_cuda.so), allocates device memory
+ *   pressure  contexts destroyed and recreated 3 times, 5 gc collections without CUDA
+ *             cleanup (lg_cuda_gc_without_cleanup), at low use until the file argv[4]
+ *             exists (the test saw the guard's normal level), then device memory
+ *             grows to 80 % of the device's and is held until the file argv[3]
+ *             exists (the test saw the level rise); argv[2] seconds at most
+ *   entries   cuMemAllocPitch_v2, cuMemAllocFromPoolAsync_ptsz, cuMemFreeAsync_ptsz (a
+ *             free counts when enqueued: the stand-in completes it at the stream's
+ *             sync), cuMemPoolDestroy, cuMemHostUnregister, cuCtxCreate_v3
  * Leak and control modes run for argv[2] seconds (default 4) with step markers.
  */
 #include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../include/leakguard.h"
 #include "cuda_common.h"
 
 #define KiB 1024ull
@@ -475,6 +484,148 @@ static int run_hold(double secs) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ pressure (metrics, guard) */
+
+static NOINLINE void pressure_grow(CUdeviceptr *d) {
+  CHECK(cuMemAlloc_v2(d, 2 * MiB)); /* LEAK:pressure */
+}
+
+static int run_pressure(double secs, const char *stop, const char *go) {
+  double end = now_s() + secs;
+  CHECK(cuInit(0));
+  CUcontext c;
+  CUdeviceptr d;
+  for (int i = 0; i < 4; i++) { /* made, used, destroyed: the last 3 are recreations */
+    CHECK(cuCtxCreate_v2(&c, 0, 0));
+    CHECK(cuMemAlloc_v2(&d, 64 * KiB));
+    if (i < 3) CHECK(cuCtxDestroy_v2(c));
+  }
+  uint64_t (*gc)(void);
+  *(void **)&gc = dlsym(RTLD_DEFAULT, "lg_cuda_gc_without_cleanup");
+  for (int i = 0; gc && i < 5; i++) gc();
+  while (go && access(go, F_OK) != 0 && now_s() < end) sleep_ms(20); /* the guard sees low use first */
+  size_t total = 0;
+  CHECK(cuDeviceTotalMem_v2(&total, 0));
+  size_t held = 64 * KiB;
+  long steps = 0;
+  for (; now_s() < end && !(stop && access(stop, F_OK) == 0); steps++) {
+    if (held + 2 * MiB <= total / 10 * 8) {
+      pressure_grow(&d);
+      held += 2 * MiB;
+    }
+    step();
+    sleep_ms(10);
+  }
+  printf("cuda_scen: mode=pressure recreated=3 gc=5 held=%zu total=%zu steps=%ld\n", held, total, steps);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ the other entry points */
+
+static NOINLINE CUdeviceptr pitch_alloc(void) {
+  CUdeviceptr d;
+  size_t pitch = 0;
+  CHECK(cuMemAllocPitch_v2(&d, &pitch, 1000, 64, 4)); /* KEEP:pitch */
+  EXPECT(pitch == 1024, "the stand-in's pitch is 1024, got %zu", pitch);
+  return d;
+}
+static NOINLINE CUdeviceptr pool_ptsz(CUmemoryPool pool, CUstream s) {
+  CUdeviceptr d;
+  CHECK(cuMemAllocFromPoolAsync_ptsz(&d, 128 * KiB, pool, s)); /* KEEP:pool_ptsz */
+  return d;
+}
+static NOINLINE CUdeviceptr pool_gone(CUmemoryPool pool) {
+  CUdeviceptr d;
+  CHECK(cuMemAllocFromPoolAsync(&d, 256 * KiB, pool, NULL)); /* KEEP:pool_gone */
+  return d;
+}
+static NOINLINE void v3_alloc(CUdeviceptr *d) {
+  CHECK(cuMemAlloc_v2(d, 64 * KiB)); /* KEEP:ctx_v3 */
+}
+
+/* What the recorder counts on GPU 0 now (lg_cuda_stats, when recording). */
+static lg_cuda_stats_t stats0(void) {
+  lg_cuda_stats_t st;
+  memset(&st, 0, sizeof st);
+  int (*fn)(int, lg_cuda_stats_t *);
+  *(void **)&fn = dlsym(RTLD_DEFAULT, "lg_cuda_stats");
+  if (fn) fn(0, &st);
+  return st;
+}
+
+static long long pool_used(CUmemoryPool pool) {
+  cuuint64_t v = 0;
+  CHECK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v));
+  return (long long)v;
+}
+
+static int mode_entries(void) {
+  CHECK(cuInit(0));
+  CUcontext c, c2, c3;
+  CHECK(cuCtxCreate_v3(&c, NULL, 0, 0, 0));
+  /* pitched: 1000 bytes wide -> pitch 1024, 64 rows: 64 KiB each */
+  CUdeviceptr pd[4];
+  for (int i = 0; i < 4; i++) pd[i] = pitch_alloc();
+  CHECK(cuMemFree_v2(pd[3]));
+  /* a pool on a stream, per-thread-default-stream variants */
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemoryPool p2, p3;
+  CHECK(cuMemPoolCreate(&p2, &props));
+  CUstream s;
+  CHECK(cuStreamCreate(&s, 0));
+  CUdeviceptr a[5];
+  for (int i = 0; i < 5; i++) a[i] = pool_ptsz(p2, s);
+  for (int i = 3; i < 5; i++) CHECK(cuMemFreeAsync_ptsz(a[i], s));
+  /* enqueued, not done: the driver still holds them, the recorder no longer counts them */
+  long long enq_recorded = stats0().device_bytes, enq_driver_used = pool_used(p2);
+  int enq_pending = standin_pending_frees();
+  CHECK(cuStreamSynchronize(s));
+  long long sync_driver_used = pool_used(p2);
+  int sync_pending = standin_pending_frees();
+  /* a second pool, emptied, then destroyed: its reserve leaves the device's figure */
+  CHECK(cuMemPoolCreate(&p3, &props));
+  CUdeviceptr b[3];
+  for (int i = 0; i < 3; i++) b[i] = pool_gone(p3);
+  sleep_ms(300); /* seen live by a snapshot */
+  for (int i = 0; i < 3; i++) CHECK(cuMemFreeAsync(b[i], NULL));
+  CHECK(cuStreamSynchronize(NULL));
+  CHECK(cuMemPoolTrimTo(p3, 64 * MiB)); /* trims nothing; the pools' figures are read now */
+  long long reserved_before = stats0().pool_reserved_bytes;
+  CHECK(cuMemPoolDestroy(p3));
+  long long reserved_after = stats0().pool_reserved_bytes;
+  /* registered host memory: two buffers, one unregistered, one unknown pointer refused */
+  char *r1 = malloc(1 * MiB), *r2 = malloc(2 * MiB);
+  memset(r1, 0, 1 * MiB);
+  memset(r2, 0, 2 * MiB);
+  CHECK(cuMemHostRegister_v2(r1, 1 * MiB, 0));
+  CHECK(cuMemHostRegister_v2(r2, 2 * MiB, 0));
+  CHECK(cuMemHostUnregister(r1));
+  EXPECT(cuMemHostUnregister(r1 + 8) != CUDA_SUCCESS, "an unknown pointer is refused");
+  long long registered = stats0().registered_bytes;
+  /* cuCtxCreate_v3: a context made, destroyed (its records go), made again */
+  CUdeviceptr d;
+  CHECK(cuCtxCreate_v3(&c2, NULL, 0, 0, 0));
+  for (int i = 0; i < 2; i++) v3_alloc(&d);
+  sleep_ms(300);
+  CHECK(cuCtxDestroy_v2(c2));
+  CHECK(cuCtxCreate_v3(&c3, NULL, 0, 0, 0)); /* recreated */
+  v3_alloc(&d);
+  sleep_ms(300);
+  printf("cuda_scen: mode=entries pitch_bytes=%llu pitch_blocks=3 ptsz_bytes=%llu ptsz_blocks=3 enq_recorded=%lld "
+         "enq_driver_used=%lld enq_pending=%d sync_driver_used=%lld sync_pending=%d reserved_before=%lld "
+         "reserved_after=%lld registered=%lld v3_bytes=%llu v3_blocks=1 calls_pitch=%ld calls_ptsz=%ld "
+         "calls_free_ptsz=%ld calls_destroy=%ld calls_unreg=%ld calls_v3=%ld\n",
+         3 * 64 * KiB, 3 * 128 * KiB, enq_recorded, enq_driver_used, enq_pending, sync_driver_used, sync_pending,
+         reserved_before, reserved_after, registered, 64 * KiB, standin_calls("cuMemAllocPitch_v2"),
+         standin_calls("cuMemAllocFromPoolAsync_ptsz"), standin_calls("cuMemFreeAsync_ptsz"),
+         standin_calls("cuMemPoolDestroy"), standin_calls("cuMemHostUnregister"), standin_calls("cuCtxCreate_v3"));
+  (void)c, (void)c3;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "";
   double secs = argc > 2 ? atof(argv[2]) : 4.0;
@@ -494,6 +645,8 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "hold")) rc = run_hold(secs);
   else if (!strcmp(m, "um")) rc = mode_um();
   else if (!strcmp(m, "torchlike") && argc > 2) rc = mode_torchlike(argv[2]);
+  else if (!strcmp(m, "entries")) rc = mode_entries();
+  else if (!strcmp(m, "pressure")) rc = run_pressure(secs, argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL);
   else {
     fprintf(stderr, "usage: %s MODE [SECONDS]\n", argv[0]);
     return 2;

@@ -12,12 +12,16 @@ what the program knows it holds, exactly. Cases:
              version); the same programs without leakguard check they get the
              driver's own pointers. Sites, bytes and blocks exact.
   probe      a program without libcuda probing for CUDA sees none under leakguard
-  notes      an unknown cuMem* entry point is passed through and noted once
-  async, vmm, managed, pinned, ctx, threads, fork, arrays   (see cuda_scen.c)
+  notes      IPC imports pass through and are noted when first called (never when only
+             looked up); an unknown cuMem* entry point is passed through and noted once
+  async, vmm, managed, pinned, ctx, threads, fork, arrays, entries   (see cuda_scen.c)
   live       the live view on a terminal shows GPU memory and names the GPU of a site
   metrics    Prometheus: leakguard_live_bytes{space,device}, cuda_memory_allocated_bytes,
              cuda_context_recreated_total, gc_triggered_without_cuda_cleanup_count; the
              guard (no NVML) watches the GPU as "gpu0-recorded"
+  pressure   Prometheus: cuda_context_recreated_total and
+             gc_triggered_without_cuda_cleanup_count non-zero and exact; the guard's
+             level for gpu0-recorded rises as device memory nears the device's
   nvml       NVML timeline from a stand-in NVML fed by the stand-in driver:
              untracked = NVML - recorded = the stand-in's context overhead, exactly
   no_nvml    no NVML library: one line, nothing else changes
@@ -28,11 +32,19 @@ what the program knows it holds, exactly. Cases:
              managed allocation sites that contain their addresses; report and JSON
   um_off     --cuda-um when CUPTI is missing, does not support UM counters, or is held
              by another profiler: one line, and the run goes on as before
+  torch_stats  torch.cuda.memory_allocated/reserved (a faked torch.cuda) stored per
+             device and shown by the report
+  storages   torch storages held directly are holders of the device memory
   torch_notice  a process that loads PyTorch's CUDA allocator library (by its name,
              libc10_cuda.so) gets the report's PyTorch notice; others do not
   cudart     the real libcudart (static or shared, nvcc-built) against the stand-in:
              its entry points are routed through the wrappers (its allocations
              cannot run without the real driver's private export tables)
+  rtsim_named, rtsim_anon   the static runtime's shape (cuda_rtsim): internals named
+             libcudart_static_<sha1> (CUDA 13), or with names no rule knows, between
+             the driver and the API call: each caller is a suspect at its own line
+  gpu_check  scripts/gpu-check.sh on the stand-in driver: the driver-API checks pass,
+             the ones that need a GPU are skipped and say so, one JSON summary
   kvcache, workspace   leaks: the site at rank 1, space device, GPU 0
   pool, ring           controls: no leak
 """
@@ -221,13 +233,25 @@ def case_probe(t, args):
 
 def case_notes(t, args):
     p = run(t, args, [t.bin("cuda_ways"), "getproc", "--expect-wrapped", "1"], "notes.db")
-    lines = [l for l in p.stderr.splitlines() if "cuMemImportFromShareableHandle" in l]
-    t.check(len(lines) == 1 and lines[0].startswith("leakguard: cuda: pid ") and "untracked" in lines[0],
-            "the unknown cuMem* entry point is reported once, on one line", stderr=p.stderr)
+    cu = [l for l in p.stderr.splitlines() if "leakguard: cuda:" in l]
+    imp = [l for l in cu if "cuMemImportFromShareableHandle" in l]
+    t.check(len(imp) == 1 and imp[0].startswith("leakguard: cuda: pid ") and "IPC import called" in imp[0],
+            "an IPC import called twice is noted once, on one line", stderr=p.stderr)
+    t.check(not [l for l in cu if "cuMemPoolImport" in l or "cuIpcOpenMemHandle" in l],
+            "IPC imports only looked up (as cudart does at its start) are not noted", stderr=p.stderr)
+    fut = [l for l in cu if "cuMemAllocStandinFuture" in l]
+    t.check(len(fut) == 1 and "unknown memory entry point; untracked" in fut[0],
+            "an unknown cuMem* entry point is noted once, when looked up", stderr=p.stderr)
+    t.check(len(cu) == 2, "nothing else is said about CUDA", lines=cu)
     rep = t.report_json(p.db)
-    notes = rep.get("cuda_notes") or []
-    t.check(len(notes) == 1 and notes[0].startswith("cuMemImportFromShareableHandle:"),
-            "and once in the report's cuda_notes", notes=notes)
+    notes = sorted(rep.get("cuda_notes") or [])
+    t.check(len(notes) == 2 and notes[0].startswith("cuMemAllocStandinFuture: unknown")
+            and notes[1].startswith("cuMemImportFromShareableHandle: IPC import called"),
+            "and the same two in the report's cuda_notes", notes=notes)
+    q = run(t, args, [t.bin("cuda_lcuda"), "lcuda", "--expect-wrapped", "1"], "lcuda_notes.db")
+    ipc = [l for l in q.stderr.splitlines() if "leakguard: cuda:" in l]
+    t.check(len(ipc) == 1 and "cuIpcOpenMemHandle: IPC import called" in ipc[0],
+            "an exported IPC import called by a -lcuda program: noted once", stderr=q.stderr)
 
 
 def case_async(t, args):
@@ -315,6 +339,46 @@ def case_ctx(t, args):
     t.check(sorted(g["device"] for g in rep.get("gpus", [])) == [0, 1], "report: both GPUs", gpus=rep.get("gpus"))
 
 
+def case_entries(t, args):
+    """cuMemAllocPitch_v2, cuMemAllocFromPoolAsync_ptsz + cuMemFreeAsync_ptsz (a free
+    counts when enqueued), cuMemPoolDestroy, cuMemHostUnregister, cuCtxCreate_v3:
+    exact counts and bytes."""
+    p = run(t, args, [t.bin("cuda_scen"), "entries"], "entries.db")
+    kv = kv_of(t, p, "cuda_scen:")
+    calls = {k: kv[k] for k in kv if k.startswith("calls_")}
+    t.check(calls == dict(calls_pitch=4, calls_ptsz=5, calls_free_ptsz=2, calls_destroy=1, calls_unreg=2, calls_v3=3),
+            "each entry point reached the driver's implementation as often as the program called it", calls=calls)
+    sites = gpu_sites(p.db)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:pitch */"), "cuMemAllocPitch_v2: pitch x height",
+                live=kv["pitch_bytes"], blocks=kv["pitch_blocks"], alloc=4 * 64 * KiB, alloc_blocks=4)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:pool_ptsz */"),
+                "cuMemAllocFromPoolAsync_ptsz / cuMemFreeAsync_ptsz", live=kv["ptsz_bytes"], blocks=kv["ptsz_blocks"],
+                alloc=5 * 128 * KiB, alloc_blocks=5)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:pool_gone */"), "a destroyed pool's blocks, freed",
+                live=0, blocks=0, alloc=3 * 256 * KiB, alloc_blocks=3)
+    expect_site(t, find_site(t, sites, "cuda_scen.c", "/* KEEP:ctx_v3 */"),
+                "cuCtxCreate_v3: the destroyed context's blocks go, the new one's stay", live=kv["v3_bytes"],
+                blocks=kv["v3_blocks"], alloc=3 * 64 * KiB, alloc_blocks=3)
+    # stream order: after cuMemFreeAsync the driver still holds the blocks until the
+    # stream gets there; the recorder counts them freed at once
+    t.check(kv["enq_pending"] == 2 and kv["enq_driver_used"] == 5 * 128 * KiB
+            and kv["enq_recorded"] == kv["pitch_bytes"] + kv["ptsz_bytes"],
+            "a free counts when enqueued: recorded %d bytes while the driver, 2 frees pending, still used %d"
+            % (kv["enq_recorded"], kv["enq_driver_used"]), kv=kv)
+    t.check(kv["sync_pending"] == 0 and kv["sync_driver_used"] == kv["ptsz_bytes"],
+            "after the stream's sync the driver agrees", kv=kv)
+    t.check(kv["reserved_before"] == 4 * MiB and kv["reserved_after"] == 2 * MiB,
+            "cuMemPoolDestroy: the destroyed pool's reserve leaves the device's pool figure", kv=kv)
+    t.check(kv["registered"] == 2 * MiB, "cuMemHostUnregister: the registered gauge drops by that buffer only", kv=kv)
+    d = devices(p.db).get(0, {})
+    got = {k: d.get(k) for k in ("pool_reserved_bytes", "pool_used_bytes", "registered_bytes", "contexts_created",
+                                 "contexts_destroyed", "contexts_recreated")}
+    t.check(got == dict(pool_reserved_bytes=2 * MiB, pool_used_bytes=kv["ptsz_bytes"], registered_bytes=2 * MiB,
+                        contexts_created=3, contexts_destroyed=1, contexts_recreated=1),
+            "database cuda_devices: pools, registered bytes, three v3 contexts (one destroyed, one recreated)",
+            got=got)
+
+
 def case_threads(t, args):
     p = run(t, args, [t.bin("cuda_scen"), "threads"], "threads.db")
     kv = kv_of(t, p, "cuda_scen:")
@@ -394,6 +458,91 @@ def case_python(t, args):
     t.check(any("kv_cache" in c and "CudaTensor" in c for c in chains),
             "held by the list of CUDA tensors (the holder explanation reads their device storage)",
             holders=s.get("holders"))
+
+
+def case_torch_stats(t, args):
+    """torch.cuda.memory_allocated/reserved (a faked torch.cuda) read by the Python module
+    and stored per device at the snapshots; the report shows the last ones and the peak
+    reserve (text and JSON)."""
+    py = "/usr/bin/python3"
+    if not args.pydir or not os.path.exists(args.pydir):
+        skip(t, "the leakguard Python module is not built (python3-dev)")
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
+        skip(t, "python3-torch is not installed (scripts/deps.sh installs it)")
+    script = os.path.join(args.src, "py_cuda.py")
+    env = env_with(args, PYTHONPATH=args.pydir, PYTHONMALLOC="malloc")
+    db, gate = t.path("torchstats.db"), t.path("gate")
+    argv = [args.leakguard, "run", "--quiet", "--interval", "0.1", "--output", db, "--", py, script, "torchstats",
+            gate]
+    print("  $ %s" % " ".join(argv), flush=True)
+    proc = subprocess.Popen(argv, cwd=t.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # each state is held until the collector has stored it: no timing assumption
+    for n, want in enumerate(((64 * MiB, 96 * MiB), (96 * MiB, 160 * MiB)), 1):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if lgtest.db_query(db, "SELECT 1 FROM cuda_torch WHERE allocated_bytes=? AND reserved_bytes=?", want):
+                    break
+            except Exception:  # noqa: BLE001 - no database or table yet
+                pass
+            time.sleep(0.1)
+        open("%s.%d" % (gate, n), "w").close()
+    out, err = proc.communicate(timeout=120)
+    t.check(proc.returncode == 0, "py_cuda.py torchstats exits 0", exit=proc.returncode, stderr=err[-3000:])
+    p = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    p.db = db
+    kv = kv_of(t, p, "py_cuda: mode=torchstats")
+    rows = lgtest.db_query(p.db, "SELECT seq, device, allocated_bytes, reserved_bytes FROM cuda_torch ORDER BY seq")
+    states = [r[2:] for i, r in enumerate(rows) if i == 0 or r[2:] != rows[i - 1][2:]]
+    t.check(states == [(64 * MiB, 96 * MiB), (96 * MiB, 160 * MiB), (96 * MiB, 128 * MiB)]
+            and all(r[1] == 0 for r in rows),
+            "cuda_torch: device 0's figures at the snapshots, the three states in order", states=states,
+            rows=rows[:20])
+    t.check(rows and rows[-1][2:] == (kv["allocated"], kv["reserved"]),
+            "the last row holds the last figures (read at exit)", last=rows[-1:], kv=kv)
+    t.check(kv["seen_allocated"] == kv["allocated"], "leakguard.cuda_memory() reads the same figures", kv=kv)
+    rep = t.report_json(p.db)
+    g = (rep.get("gpus") or [{}])[0]
+    got = {k: g.get(k) for k in ("torch_allocated_bytes", "torch_reserved_bytes", "torch_peak_reserved_bytes")}
+    t.check(got == dict(torch_allocated_bytes=kv["allocated"], torch_reserved_bytes=kv["reserved"],
+                        torch_peak_reserved_bytes=kv["peak_reserved"]),
+            "report JSON gpus[]: torch_allocated_bytes, torch_reserved_bytes, torch_peak_reserved_bytes", got=got)
+    text = t.run([args.leakguard, "report", p.db]).stdout
+    t.check("torch.cuda: 96.0 MiB allocated by tensors, 128 MiB reserved by the caching allocator (32.0 MiB cached, "
+            "peak reserve 160 MiB)" in text, "the text report's torch.cuda line", text=text[-2500:])
+    q = run(t, args, [t.bin("cuda_scen"), "hold", "0.3"], "notorch.db")
+    g = (t.report_json(q.db).get("gpus") or [{}])[0]
+    t.check("torch_allocated_bytes" in g and g["torch_allocated_bytes"] is None
+            and "torch.cuda:" not in t.run([args.leakguard, "report", q.db]).stdout,
+            "a program without torch: null figures, no line", gpu=g)
+
+
+def case_storages(t, args):
+    """Storages held directly (torch.UntypedStorage, torch.TypedStorage) are holders of
+    the device memory they point at, like tensors."""
+    py = "/usr/bin/python3"
+    if not args.pydir or not os.path.exists(args.pydir):
+        skip(t, "the leakguard Python module is not built (python3-dev)")
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
+        skip(t, "python3-torch is not installed (scripts/deps.sh installs it)")
+    script = os.path.join(args.src, "py_cuda.py")
+    env = env_with(args, PYTHONPATH=args.pydir, PYTHONMALLOC="malloc")
+    p = run(t, args, [py, script, "storages", "3"], "storages.db", env=env, interval="0.2")
+    rep = t.report_json(p.db)
+    lines = {m: next(i + 1 for i, l in enumerate(open(script)) if l.rstrip().endswith("# " + m))
+             for m in ("LEAK-UNTYPED", "LEAK-TYPED")}
+    for marker, glob, cls in (("LEAK-UNTYPED", "storage_cache", "CudaStorage"),
+                              ("LEAK-TYPED", "typed_cache", "CudaTypedStorage")):
+        s = next((s for s in rep.get("suspects", []) if (s.get("site") or {}).get("line") == lines[marker]
+                  and os.path.basename((s.get("site") or {}).get("file") or "") == "py_cuda.py"), None)
+        t.check(s is not None and s.get("space") == "device", "a device suspect at py_cuda.py:%d (%s)"
+                % (lines[marker], marker), suspects=[(x.get("site"), x.get("space")) for x in rep.get("suspects", [])])
+        if s is None:
+            continue
+        hs = s.get("holders") or []
+        chains = [(h.get("kind"), " \u2192 ".join(h.get("chain", []))) for h in hs]
+        t.check(any(k == "storage" and glob in c and cls + "(" in c and "bytes, cuda)" in c for k, c in chains),
+                "held by %s, a list of %s objects (kind storage)" % (glob, cls), holders=hs)
 
 
 def case_torch_notice(t, args):
@@ -488,6 +637,18 @@ def case_cudart(t, args):
     s = find_site(t, gpu_sites(p.db), "cudart_route.cu", "/* KEEP:cudart */")
     expect_site(t, s, "an allocation through cudart's own pointer, at the caller's line", live=kv["keep_bytes"],
                 blocks=kv["keep_blocks"])
+    # cudart asks for cuMemPoolImportPointer and cuMemPoolImportFromShareableHandle at
+    # its start (the stand-in has them, as a driver does) and never calls them
+    asked = set()
+    log = t.path("procs-%s.txt" % args.variant)
+    q = t.run([exe, "1"], env=env_with(args, LD_PRELOAD=None, LG_STANDIN_PROC_LOG=log))
+    if os.path.exists(log):
+        asked = {l.split()[0] for l in open(log) if l.strip()}
+    t.check({"cuMemPoolImportPointer", "cuMemPoolImportFromShareableHandle"} <= asked,
+            "%s cudart asks for the two pool imports (%d names asked)" % (args.variant, len(asked)), exit=q.returncode)
+    cu = [l for l in p.stderr.splitlines() if "leakguard: cuda:" in l]
+    t.check(not cu and not t.report_json(p.db).get("cuda_notes"),
+            "%s cudart: no note (nothing unknown looked up, no import called)" % args.variant, lines=cu)
 
 
 def case_live(t, args):
@@ -570,6 +731,52 @@ def case_metrics(t, args):
     t.check("GPU source off" in err, "and says once that NVML is absent", stderr=err[-2000:])
 
 
+def case_pressure(t, args):
+    """Prometheus, non-zero: cuda_context_recreated_total and
+    gc_triggered_without_cuda_cleanup_count; the guard (no NVML) raises the level of
+    its gpu0-recorded source when device memory passes 75 % of the device's."""
+    sk = socket.socket()
+    sk.bind(("127.0.0.1", 0))
+    port = sk.getsockname()[1]
+    sk.close()
+    argv = [args.leakguard, "run", "--quiet", "--interval", "0.2", "--output", t.path("p.db"),
+            "--metrics", "127.0.0.1:%d" % port, "--guard-dry-run", "--", t.bin("cuda_scen"), "pressure", "60",
+            t.path("stop"), t.path("go")]
+    print("  $ %s" % " ".join(argv), flush=True)
+    env = env_with(args, LG_STANDIN_MEM=256 * MiB)
+    p = subprocess.Popen(argv, cwd=t.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    src = 'leakguard_guard_source_level{source="gpu0-recorded"}'
+    levels, got, body = [], {}, ""
+    deadline = time.monotonic() + 80
+    while time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+        try:
+            got, body = scrape("http://127.0.0.1:%d/metrics" % port)
+        except OSError:
+            continue
+        if src in got and (not levels or levels[-1][0] != got[src]):
+            levels.append((got[src], got.get('cuda_memory_allocated_bytes{device="0"}')))
+        if levels and levels[0][0] == 0 and not os.path.exists(t.path("go")):
+            open(t.path("go"), "w").close()  # the normal level seen: grow
+        if levels and levels[-1][0] >= 1 and got.get("gc_triggered_without_cuda_cleanup_count", 0) > 0:
+            open(t.path("stop"), "w").close()  # seen: the program may end
+    out, err = p.communicate(timeout=90)
+    t.check(p.returncode == 0, "run exits 0", exit=p.returncode, stderr=err[-3000:])
+    kv = kv_of(t, subprocess.CompletedProcess(argv, 0, out, err), "cuda_scen:")
+    t.check(got.get('cuda_context_recreated_total{device="0"}') == kv["recreated"],
+            "cuda_context_recreated_total{device=\"0\"} = %d (contexts made again after a destroy)" % kv["recreated"],
+            got=got.get('cuda_context_recreated_total{device="0"}'), body=body[-2500:])
+    t.check(got.get("gc_triggered_without_cuda_cleanup_count") == kv["gc"],
+            "gc_triggered_without_cuda_cleanup_count = %d" % kv["gc"],
+            got=got.get("gc_triggered_without_cuda_cleanup_count"))
+    t.check(len(levels) >= 2 and levels[0][0] == 0 and max(v for v, _ in levels) >= 1,
+            "the guard's gpu0-recorded source went from normal (0) up (>= 1: warn) as device memory neared the "
+            "device's", levels=levels)
+    up = next((b for v, b in levels if v >= 1), None)
+    t.check(up is not None and up >= 0.5 * 256 * MiB, "and it rose with the recorded device memory (%s bytes)" % up,
+            levels=levels)
+
+
 def nvml_env(t, args):
     f = t.path("nvml.txt")
     return f, env_with(args, LEAKGUARD_NVML=args.fake_nvml, LEAKGUARD_FAKE_NVML=f, LG_STANDIN_NVML_FILE=f,
@@ -636,6 +843,72 @@ def case_leak(t, args, mode, marker):
     t.check("device memory on GPU 0" in text, "the text report names the GPU", text=text[:3000])
 
 
+def case_rtsim(t, args, mode):
+    """The static CUDA runtime's shape (cuda_rtsim_rt.c, no debug information): two
+    call sites of one runtime function are two suspects, each at its own line."""
+    p = run(t, args, [t.bin("cuda_rtsim"), mode, "3"], "rtsim.db", interval="0.1")
+    rep = t.report_json(p.db)
+    t.check(rep["verdict"] == "leak", "%s: verdict leak" % mode, verdict=rep["verdict"])
+    sus = rep.get("suspects") or []
+    got = sorted(((s.get("site") or {}).get("file") or "", (s.get("site") or {}).get("line"), s.get("space"),
+                  s.get("device")) for s in sus)
+    want = sorted((t.site("cuda_rtsim.c", "/* LEAK:rt_%s_%s */" % (mode, x)).path,
+                   t.site("cuda_rtsim.c", "/* LEAK:rt_%s_%s */" % (mode, x)).line, "device", 0) for x in "ab")
+    t.check([(os.path.basename(f), ln, sp, d) for f, ln, sp, d in got] ==
+            [(os.path.basename(f), ln, sp, d) for f, ln, sp, d in want],
+            "%s: two suspects, each at its caller's line (not one inside the runtime)" % mode, got=got, want=want,
+            suspects=[(s.get("site"), s.get("frames", [])[:4]) for s in sus][:4])
+    for s in sus:
+        f0 = (s.get("frames") or [{}])[0]
+        t.check(f0 == {k: v for k, v in f0.items()} and (s.get("site") or {}).get("function") == f0.get("function"),
+                "%s: the suspect's first frame is its site" % mode, site=s.get("site"), frame0=f0)
+    text = t.run([args.leakguard, "report", p.db]).stdout
+    t.check("stacks merged" not in text, "%s: no site merges the two callers" % mode, text=text[:3000])
+
+
+def case_gpu_check(t, args):
+    """scripts/gpu-check.sh end to end on the stand-in driver: one JSON summary; the
+    driver-API checks (leak, control, exact, NVML, cost, Unified Memory) pass; what
+    needs a GPU is skipped and says so; nothing fails."""
+    script = os.path.join(args.src, "..", "..", "scripts", "gpu-check.sh")
+    build = os.path.dirname(os.path.dirname(os.path.abspath(args.leakguard)))
+    out = t.path("gpu-check.json")
+    env = env_with(args, LG_GPU_CHECK_LIBCUDA=os.path.join(args.driver_dir, "libcuda.so.1"), LG_GPU_SECONDS=3,
+                   LEAKGUARD_NVML=None)
+    p = t.run([script, "--build", build, "--out", out], env=env, timeout=900)
+    try:
+        summary = json.load(open(out))
+        stdout_summary = json.loads(p.stdout)
+    except (OSError, ValueError) as e:
+        t.fatal("gpu-check.sh wrote its JSON summary (stdout and --out)", error=str(e), stdout=p.stdout[-2000:],
+                stderr=p.stderr[-3000:])
+    t.check(summary == stdout_summary, "the same summary on stdout and in --out")
+    checks = {c["name"]: c for c in summary.get("checks", [])}
+    failed = [(n, c.get("detail")) for n, c in checks.items() if c["status"] == "fail"]
+    t.check(p.returncode == 0 and summary.get("failed") == 0 and not failed, "exit 0, no check failed",
+            exit=p.returncode, failed=failed, stderr=p.stderr[-3000:])
+    t.check(summary.get("standin") is True and summary.get("gpu") == "none", "the summary says: stand-in, no GPU",
+            summary={k: v for k, v in summary.items() if k != "checks"})
+    must_pass = ["build: leakguard", "build: gpu_driver (gcc, -lcuda)", "driver API: cuMemAlloc_v2 leak at rank 1",
+                 "driver API: no leak", "driver API: exact device, pinned, managed",
+                 "NVML timeline (driver API): process >= recorded, untracked named",
+                 "Unified Memory (driver API): page faults and migrations next to the managed site"]
+    must_pass += [n for n in checks if n.startswith("cost (driver API")]
+    for n in must_pass:
+        c = checks.get(n, {})
+        t.check(c.get("status") == "pass" and c.get("ok") is True, "pass: " + n, check=c)
+    gpu_only = [n for n in checks if n.startswith(("cudart-", "torch", "cost (cudart)", "NVML timeline (cudart)",
+                                                   "Unified Memory (cudart)"))]
+    t.check(len(gpu_only) == 15 and all(checks[n]["status"] == "skipped" and checks[n]["ok"] is None
+                                        and "no GPU" in checks[n]["detail"] for n in gpu_only),
+            "the 15 checks that need a GPU: skipped, 'no GPU'", checks={n: checks[n] for n in gpu_only})
+    t.check(summary.get("passed") + summary.get("skipped") == len(checks), "counts add up",
+            passed=summary.get("passed"), skipped=summary.get("skipped"), n=len(checks))
+    ex = checks.get("driver API: exact device, pinned, managed", {}).get("detail") or {}
+    t.check(isinstance(ex, dict) and ex.get("sites", {}).get("KEEP:driver", {}).get("got", {}).get("bytes") == 9 << 20,
+            "the exact check's figures are in the summary", detail=ex)
+
+
 def case_control(t, args, mode):
     p = run(t, args, [t.bin("cuda_scen"), mode, "4"], mode + ".db", interval="0.1")
     rep = t.report_json(p.db)
@@ -652,6 +925,8 @@ def main():
     c = args.case
     if c in ("kvcache", "workspace"):
         case_leak(t, args, c, "/* LEAK:%s */" % c)
+    elif c in ("rtsim_named", "rtsim_anon"):
+        case_rtsim(t, args, c.split("_")[1])
     elif c in ("pool", "ring"):
         case_control(t, args, c)
     elif "case_" + c in globals():

@@ -9,7 +9,7 @@
  *   getproc  dlsym(handle, "cuGetProcAddress_v2"), then every entry point through it,
  *            as libcudart >= 11.3 does: cuGetProcAddress itself (11030 and 12000),
  *            plain and per-thread-default-stream variants, cuCtxCreate per version,
- *            an unknown cuMem* name
+ *            the IPC imports (one called), an unknown cuMem* name
  * Each mode keeps 10 blocks of 64 KiB at its KEEP site and allocates and frees 5 of
  * 1 MiB; it prints "cuda_ways: mode=M keep_bytes=B keep_blocks=N". With
  * --expect-wrapped 1 (under leakguard) it checks that the entry points it got are
@@ -89,6 +89,13 @@ int main(int argc, char **argv) {
     CHECK(cuMemAlloc_v2(&d, 4096));
     CHECK(cuMemFree_v2(d));
     EXPECT(calls("cuMemAlloc_v2") == before + 1, "the driver's cuMemAlloc_v2 ran once");
+    /* An exported IPC import: its 64-byte handle, passed by value, arrives intact. */
+    CUipcMemHandle ipc;
+    for (int i = 0; i < 64; i++) ipc.reserved[i] = (char)i;
+    CUdeviceptr imported = 0;
+    EXPECT(cuIpcOpenMemHandle_v2(&imported, ipc, 1) == CUDA_SUCCESS && imported == 0x7e0000000000ULL,
+           "cuIpcOpenMemHandle_v2 passed through with its handle intact");
+    EXPECT(calls("cuIpcOpenMemHandle_v2") == 1, "the driver's cuIpcOpenMemHandle_v2 ran once");
     check_bound(dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"), "dlsym(RTLD_DEFAULT, cuMemAlloc_v2)");
 #else
     fprintf(stderr, "mode lcuda needs the -lcuda build\n");
@@ -153,11 +160,30 @@ int main(int argc, char **argv) {
            "each variant reached its own implementation once (plain %ld, ptsz %ld)", calls("cuMemAllocAsync"),
            calls("cuMemAllocAsync_ptsz"));
     EXPECT(calls("cuMemFreeAsync") == 1 && calls("cuMemFreeAsync_ptsz") == 1, "frees reached their variants");
-    /* An unknown memory entry point passes through (noted once by the recorder). */
-    void *imp = NULL, *imp2 = NULL;
+    /* IPC imports: wrapped to pass through, noted by the recorder when first called
+     * (cudart asks for the pool imports at its start and never calls them). */
+    void *imp = NULL, *imp2 = NULL, *pip = NULL, *pis = NULL, *ipc = NULL;
     CHECK(gpa("cuMemImportFromShareableHandle", &imp, 12000, 0, &st));
     CHECK(gpa("cuMemImportFromShareableHandle", &imp2, 12000, 0, &st));
-    EXPECT(imp && !is_wrapper(imp) && imp == imp2, "an unknown cuMem* entry point is the driver's own");
+    CHECK(gpa("cuMemPoolImportPointer", &pip, 12000, 0, &st));
+    CHECK(gpa("cuMemPoolImportFromShareableHandle", &pis, 12000, 0, &st));
+    CHECK(gpa("cuIpcOpenMemHandle", &ipc, 12000, 0, &st));
+    check_bound(imp, "cuMemImportFromShareableHandle");
+    check_bound(pip, "cuMemPoolImportPointer");
+    check_bound(pis, "cuMemPoolImportFromShareableHandle");
+    check_bound(ipc, "cuIpcOpenMemHandle@12000");
+    EXPECT(imp == imp2, "the same lookup gives the same pointer");
+    CUmemGenericAllocationHandle ih;
+    typedef CUresult (*import_fn)(CUmemGenericAllocationHandle *, void *, int);
+    EXPECT(((import_fn)imp)(&ih, NULL, 1) == CUDA_ERROR_NOT_SUPPORTED, "the import reached the driver");
+    EXPECT(((import_fn)imp2)(&ih, NULL, 1) == CUDA_ERROR_NOT_SUPPORTED, "twice");
+    EXPECT(calls("cuMemImportFromShareableHandle") == 2 && calls("cuMemPoolImportPointer") == 0,
+           "the driver's import ran twice, the pool imports never");
+    /* An unknown memory entry point (a future allocator's) passes through, noted. */
+    void *fut = NULL, *fut2 = NULL;
+    CHECK(gpa("cuMemAllocStandinFuture", &fut, 12000, 0, &st));
+    CHECK(gpa("cuMemAllocStandinFuture", &fut2, 12000, 0, &st));
+    EXPECT(fut && !is_wrapper(fut) && fut == fut2, "an unknown cuMem* entry point is the driver's own");
     /* A name the driver does not know: the driver's answer, untouched. */
     void *none = (void *)1;
     EXPECT(gpa("cuNoSuchThing", &none, 12000, 0, &st) == CUDA_ERROR_NOT_FOUND && none == NULL &&

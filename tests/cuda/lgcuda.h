@@ -21,13 +21,19 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUarray_st *CUarray;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
 typedef unsigned long long cuuint64_t;
+typedef struct CUipcMemHandle_st {
+  char reserved[64];
+} CUipcMemHandle;
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
 #define CUDA_ERROR_OUT_OF_MEMORY 2
 #define CUDA_ERROR_NOT_INITIALIZED 3
 #define CUDA_ERROR_STUB_LIBRARY 34
+#define CUDA_ERROR_FILE_NOT_FOUND 301
 #define CUDA_ERROR_NO_DEVICE 100
 #define CUDA_ERROR_INVALID_DEVICE 101
 #define CUDA_ERROR_INVALID_CONTEXT 201
@@ -98,6 +104,7 @@ CUresult cuDeviceGetCount(int *n);
 CUresult cuDeviceGet(CUdevice *d, int ordinal);
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d);
 CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d);
+CUresult cuCtxCreate_v3(CUcontext *c, void *params, int n, unsigned flags, CUdevice d);
 CUresult cuCtxDestroy_v2(CUcontext c);
 CUresult cuCtxGetCurrent(CUcontext *c);
 CUresult cuCtxSetCurrent(CUcontext c);
@@ -141,12 +148,19 @@ CUresult cuArrayDestroy(CUarray a);
 CUresult cuStreamCreate(CUstream *s, unsigned flags);
 CUresult cuStreamDestroy_v2(CUstream s);
 CUresult cuStreamSynchronize(CUstream s);
+CUresult cuCtxSynchronize(void);
+CUresult cuModuleLoad(CUmodule *m, const char *path);
+CUresult cuModuleGetFunction(CUfunction *fn, CUmodule m, const char *name);
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shmem, CUstream s, void **params, void **extra);
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle h, unsigned flags);
 CUresult cuGetProcAddress(const char *sym, void **pfn, int ver, cuuint64_t flags);
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t flags, int *status);
 
 /* The stand-in driver's own introspection (not CUDA). */
 long standin_calls(const char *impl);          /* calls of one implementation, e.g. "cuMemAllocAsync_ptsz" */
 long long standin_live_bytes(int dev);         /* device memory the stand-in holds for the process */
+int standin_pending_frees(void);               /* cuMemFreeAsync frees enqueued, not yet done */
 int standin_check_bindings(char *report, size_t n); /* see standin_procs.c */
 void *standin_binding(const char *name);       /* what a caller of cuGetProcAddress holds now */
 

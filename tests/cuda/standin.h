@@ -26,6 +26,10 @@ EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice d);
 EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice d);
 EXPORT CUresult cuMemHostRegister(void *p, size_t n, unsigned flags);
 EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os, int type);
+EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsigned flags);
+EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os, int type, unsigned long long flags);
+EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *p, CUmemoryPool pool, void *share);
+CUresult standin_future_alloc(CUdeviceptr *p, size_t n);
 
 /* Calls of each implementation (standin_calls()). */
 #define IMPLS(X)                                                                                             \
@@ -36,7 +40,8 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, 
   X(cuMemUnmap) X(cuMemAllocManaged) X(cuMemAllocHost_v2) X(cuMemHostAlloc) X(cuMemFreeHost)                \
   X(cuMemHostRegister_v2) X(cuMemHostUnregister) X(cuArrayCreate_v2) X(cuArray3DCreate_v2) X(cuArrayDestroy) \
   X(cuCtxCreate_v2) X(cuCtxCreate_v3) X(cuCtxCreate_v4) X(cuCtxDestroy_v2) X(cuDevicePrimaryCtxRetain)      \
-  X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset_v2) X(cuMemImportFromShareableHandle)
+  X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset_v2) X(cuMemImportFromShareableHandle)          \
+  X(cuIpcOpenMemHandle_v2) X(cuMemPoolImportFromShareableHandle) X(cuMemPoolImportPointer)
 
 #define X_ENUM(n) C_##n,
 enum { IMPLS(X_ENUM) C_COUNT };

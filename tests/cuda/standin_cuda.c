@@ -24,7 +24,20 @@
  * LG_STANDIN_NVML_FILE set it writes the process's device usage
  * (+ LG_STANDIN_CTX_OVERHEAD per context) for the stand-in NVML
  * (tests/guard/guard_fake_nvml.c). LG_STANDIN_DEVICES (1), LG_STANDIN_MEM (16G).
+ *
+ * Stream order: cuMemFreeAsync only enqueues the free, as on a GPU. The block stays
+ * the pool's (used, its address not handed out again) until the stream is
+ * synchronized (cuStreamSynchronize of its stream or of the NULL stream,
+ * cuCtxSynchronize, destroying the context), or until 64 frees are pending (the GPU
+ * caught up). standin_pending_frees() says how many are.
+ *
+ * Kernels: cuModuleLoad / cuModuleGetFunction accept any file and name;
+ * cuLaunchKernel runs nothing, but when its first parameter is a managed block and
+ * the stand-in CUPTI (tests/cuda/standin_cupti.c, LEAKGUARD_CUPTI) is loaded with its
+ * Unified Memory counters enabled, it makes the records a GPU touching that block
+ * would: GPU page faults (one per 64 KiB) and the block's bytes moved to the device.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -105,6 +118,13 @@ typedef struct freeblk {
 } freeblk_t;
 static freeblk_t freed[256];
 static int nfreed;
+/* Frees enqueued by cuMemFreeAsync, not yet done (stream order). */
+#define MAXPENDING 64
+static struct pending {
+  blk_t *b;
+  CUstream s;
+} pending[MAXPENDING];
+static int npending;
 
 static void config(void) {
   if (inited) return;
@@ -227,6 +247,41 @@ static void blk_free_locked(blk_t *b) {
   free(b);
 }
 
+/* Completes the pending frees of stream s (all of them when all). Caller holds mu. */
+static void complete_pending(CUstream s, int all) {
+  int w = 0;
+  for (int i = 0; i < npending; i++) {
+    if (all || pending[i].s == s) blk_free_locked(pending[i].b);
+    else pending[w++] = pending[i];
+  }
+  npending = w;
+}
+
+/* cuMemFreeAsync: the free is enqueued; the memory goes when the stream gets there. */
+static CUresult free_async(CUdeviceptr p, CUstream s) {
+  pthread_mutex_lock(&mu);
+  blk_t *b = blk_take(p, 1 << A_POOL | 1 << A_DEV);
+  if (b) {
+    if (npending == MAXPENDING) { /* the GPU caught up with the oldest */
+      blk_free_locked(pending[0].b);
+      memmove(pending, pending + 1, (MAXPENDING - 1) * sizeof *pending);
+      npending--;
+    }
+    pending[npending].b = b;
+    pending[npending++].s = s;
+  }
+  publish();
+  pthread_mutex_unlock(&mu);
+  return b ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT int standin_pending_frees(void) {
+  pthread_mutex_lock(&mu);
+  int n = npending;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
 static CUresult dev_free(CUdeviceptr p, int mask) {
   pthread_mutex_lock(&mu);
   blk_t *b = blk_take(p, mask);
@@ -343,6 +398,7 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext c) {
   ctx_t *x = (ctx_t *)c;
   if (!x || x->magic != CTX_MAGIC || !x->alive || x->primary) return CUDA_ERROR_INVALID_CONTEXT;
   pthread_mutex_lock(&mu);
+  complete_pending(NULL, 1); /* destroying a context waits for its work */
   ctx_free_all(x);
   x->alive = 0;
   dev_ctxs[x->dev]--;
@@ -385,6 +441,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   return CUDA_SUCCESS;
 }
 static void primary_down(CUdevice d) {
+  complete_pending(NULL, 1);
   ctx_free_all(&primary[d]);
   if (primary[d].alive) dev_ctxs[d]--;
   primary[d].alive = 0;
@@ -470,13 +527,11 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t n, CUmemoryP
 }
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
   BUMP(cuMemFreeAsync);
-  (void)s;
-  return dev_free(p, 1 << A_POOL | 1 << A_DEV);
+  return free_async(p, s);
 }
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
   BUMP(cuMemFreeAsync_ptsz);
-  (void)s;
-  return dev_free(p, 1 << A_POOL | 1 << A_DEV);
+  return free_async(p, s);
 }
 EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
   BUMP(cuMemPoolCreate);
@@ -626,6 +681,40 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, 
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* IPC imports (leakguard does not record them: memory another process allocated).
+ * cuIpcOpenMemHandle checks that its by-value handle arrived intact (bytes 0..63). */
+static CUresult ipc_open(CUdeviceptr *p, CUipcMemHandle h) {
+  for (int i = 0; i < 64; i++)
+    if (h.reserved[i] != (char)i) return CUDA_ERROR_INVALID_VALUE;
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  *p = 0x7e0000000000ULL;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) {
+  BUMP(cuIpcOpenMemHandle_v2);
+  (void)flags;
+  return ipc_open(p, h);
+}
+EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) {
+  (void)flags;
+  return ipc_open(p, h);
+}
+EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os, int type, unsigned long long flags) {
+  BUMP(cuMemPoolImportFromShareableHandle);
+  (void)pool, (void)os, (void)type, (void)flags;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *p, CUmemoryPool pool, void *share) {
+  BUMP(cuMemPoolImportPointer);
+  (void)p, (void)pool, (void)share;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+/* Stands for an allocator entry point of a future CUDA (cuGetProcAddress only). */
+CUresult standin_future_alloc(CUdeviceptr *p, size_t n) {
+  (void)p, (void)n;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 /* ------------------------------------------------------------------ managed, pinned, registered */
 
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags) {
@@ -753,7 +842,58 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
   return CUDA_SUCCESS;
 }
 EXPORT CUresult cuStreamSynchronize(CUstream s) {
-  (void)s;
+  pthread_mutex_lock(&mu);
+  complete_pending(s, s == NULL); /* the legacy NULL stream waits for every stream */
+  publish();
+  pthread_mutex_unlock(&mu);
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxSynchronize(void) {
+  pthread_mutex_lock(&mu);
+  complete_pending(NULL, 1);
+  publish();
+  pthread_mutex_unlock(&mu);
+  return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ modules, kernels */
+
+EXPORT CUresult cuModuleLoad(CUmodule *m, const char *path) {
+  if (!m || !path) return CUDA_ERROR_INVALID_VALUE;
+  FILE *f = fopen(path, "r");
+  if (!f) return CUDA_ERROR_FILE_NOT_FOUND;
+  fclose(f);
+  *m = (CUmodule)malloc(16);
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuModuleGetFunction(CUfunction *fn, CUmodule m, const char *name) {
+  if (!fn || !m || !name) return CUDA_ERROR_INVALID_VALUE;
+  *fn = (CUfunction)m;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shmem, CUstream s, void **params, void **extra) {
+  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem, (void)s, (void)extra;
+  if (!f) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = need_ctx();
+  if (rc) return rc;
+  if (!params || !params[0]) return CUDA_SUCCESS;
+  CUdeviceptr a = *(CUdeviceptr *)params[0];
+  size_t n = 0;
+  pthread_mutex_lock(&mu);
+  for (blk_t *b = buckets[hb(a)]; b; b = b->next)
+    if (b->addr == a && b->kind == A_MANAGED) n = b->size;
+  pthread_mutex_unlock(&mu);
+  /* What a GPU touching the whole managed block makes CUPTI report. */
+  const char *lib = getenv("LEAKGUARD_CUPTI");
+  void *h = n && lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  int (*rec)(unsigned long long, unsigned, unsigned long long) = NULL;
+  if (h) *(void **)&rec = dlsym(h, "standin_cupti_record");
+  if (rec) {
+    rec(a, 4 /* GPU page faults */, (n + 65535) / 65536);
+    rec(a, 1 /* bytes to the device */, n);
+  }
+  if (h) dlclose(h);
   return CUDA_SUCCESS;
 }
 

@@ -8,11 +8,13 @@
  * table over all of them: for each name, the implementation per CUDA version, with
  * the per-thread-default-stream variants as separate implementations. Every lookup
  * remembers where the caller asked the pointer to be stored, so that
- * standin_check_bindings() and standin_binding() can say what is stored there now.
+ * standin_check_bindings() and standin_binding() can say what is stored there now;
+ * LG_STANDIN_PROC_LOG=FILE writes every name asked for (found or not) to FILE.
  */
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "standin.h"
@@ -51,12 +53,18 @@ static const proc_t procs[] = {
     P("cuMemAddressReserve", 10020, cuMemAddressReserve), P("cuMemAddressFree", 10020, cuMemAddressFree),
     P("cuMemCreate", 10020, cuMemCreate), P("cuMemRelease", 10020, cuMemRelease), P("cuMemMap", 10020, cuMemMap),
     P("cuMemUnmap", 10020, cuMemUnmap), P("cuMemImportFromShareableHandle", 10020, cuMemImportFromShareableHandle),
+    P("cuIpcOpenMemHandle", 4010, cuIpcOpenMemHandle), P("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
+    P("cuMemPoolImportFromShareableHandle", 11020, cuMemPoolImportFromShareableHandle),
+    P("cuMemPoolImportPointer", 11020, cuMemPoolImportPointer),
+    P("cuMemAllocStandinFuture", 12000, standin_future_alloc),
     P("cuMemAllocManaged", 6000, cuMemAllocManaged), P("cuMemAllocHost", 3020, cuMemAllocHost_v2),
     P("cuMemHostAlloc", 2020, cuMemHostAlloc), P("cuMemFreeHost", 2000, cuMemFreeHost),
     P("cuMemHostRegister", 6050, cuMemHostRegister_v2), P("cuMemHostUnregister", 4000, cuMemHostUnregister),
     P("cuArrayCreate", 3020, cuArrayCreate_v2), P("cuArray3DCreate", 3020, cuArray3DCreate_v2),
     P("cuArrayDestroy", 2000, cuArrayDestroy), P("cuStreamCreate", 2000, cuStreamCreate),
     P("cuStreamDestroy", 4000, cuStreamDestroy_v2), P("cuStreamSynchronize", 2000, cuStreamSynchronize),
+    P("cuCtxSynchronize", 2000, cuCtxSynchronize), P("cuModuleLoad", 2000, cuModuleLoad),
+    P("cuModuleGetFunction", 2000, cuModuleGetFunction), P("cuLaunchKernel", 4000, cuLaunchKernel),
 };
 
 /* Where callers asked cuGetProcAddress to store what (the binding proof). */
@@ -68,8 +76,24 @@ static struct {
 } reqs[MAXREQ];
 static _Atomic int nreqs;
 
+/* LG_STANDIN_PROC_LOG=FILE: every name asked for, one "name version flags" a line. */
+static void log_request(const char *sym, int ver, cuuint64_t flags) {
+  static FILE *f;
+  static int tried;
+  if (!tried) {
+    tried = 1;
+    const char *path = getenv("LG_STANDIN_PROC_LOG");
+    f = path ? fopen(path, "a") : NULL;
+  }
+  if (f) {
+    fprintf(f, "%s %d %llu\n", sym, ver, (unsigned long long)flags);
+    fflush(f);
+  }
+}
+
 static CUresult lookup(const char *sym, void **pfn, int ver, cuuint64_t flags, int *status) {
   if (!sym || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  log_request(sym, ver, flags);
   const proc_t *best = NULL;
   int seen = 0;
   for (size_t i = 0; i < sizeof procs / sizeof *procs; i++) {

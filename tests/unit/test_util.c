@@ -254,6 +254,73 @@ static void test_is_machinery(void **state) {
   assert_int_equal(lgr_is_machinery("user_fn", "/usr/include/stdio.h", "app"), 0); /* not the C++ headers */
 }
 
+/* ------------------------------------------------------------------ CUDA runtime frames */
+
+typedef struct tframe {
+  const char *fn, *file, *module;
+} tframe_t;
+
+static void tframe_at(const void *frames, int i, const char **fn, const char **file, const char **module) {
+  const tframe_t *f = (const tframe_t *)frames + i;
+  *fn = f->fn;
+  *file = f->file;
+  *module = f->module;
+}
+#define SITE(fr) lgr_site_frame(fr, (int)(sizeof fr / sizeof *fr), tframe_at)
+
+static void test_cuda_runtime_frames(void **state) {
+  (void)state;
+  /* CUDA 13's static runtime names its internals libcudart_static_<sha1>; the shared
+   * runtime is its own module; the templates of cuda_runtime.h */
+  assert_int_equal(lgr_is_machinery("libcudart_static_76a125a71b5a557a55dda5b7bcab25d92df5527b", "", "train"), 1);
+  assert_int_equal(lgr_is_machinery("__cudart1234", "", "train"), 1);
+  assert_int_equal(lgr_is_machinery("cudaMallocAsync_ptsz", "", "train"), 1);
+  assert_int_equal(lgr_is_machinery("cudaHostAlloc", "", "train"), 1);
+  assert_int_equal(lgr_is_machinery("cudaMalloc<float>", "/usr/local/cuda/include/cuda_runtime.h", "train"), 1);
+  assert_int_equal(lgr_is_machinery("cudaStreamCreate", "", "libcudart.so.13"), 1);
+  assert_int_equal(lgr_is_machinery("cudaStreamCreate", "", "train"), 0); /* per stack, below */
+
+  /* nvcc's default: cudaMalloc -> libcudart_static_<sha1> -> the driver */
+  const tframe_t named[] = {{"libcudart_static_76a125a71b5a557a55dda5b7bcab25d92df5527b", "", "train"},
+                            {"libcudart_static_418eebf4e9b7463362b8385a31d08da131d0ea88", "", "train"},
+                            {"cudaMalloc", "", "train"},
+                            {"grow_cache", "/src/train.cu", "train"},
+                            {"main", "/src/train.cu", "train"}};
+  assert_int_equal(SITE(named), 3);
+  /* internals no name rule knows, and an unsymbolised one, up to an API call that
+   * allocates inside; an API function that calls another */
+  const tframe_t anon[] = {{"rt_5d7a31b0", "", "train"},
+                           {"??", "", "train"},
+                           {"__pthread_once_slow", "", "libc.so.6"},
+                           {"cudaStreamCreateWithPriority", "", "train"},
+                           {"cudaStreamCreate", "", "train"},
+                           {"make_streams", "/src/train.cu", "train"},
+                           {"main", "/src/train.cu", "train"}};
+  assert_int_equal(SITE(anon), 5);
+  /* a host allocation inside the runtime: malloc first, then the same */
+  const tframe_t host[] = {{"malloc", "", "libc.so.6"},
+                           {"libcudart_static_0000", "", "train"},
+                           {"cudaGraphInstantiate", "", "train"},
+                           {"build_graph", "/src/g.cu", "train"}};
+  assert_int_equal(SITE(host), 3);
+  /* not the runtime: a user function named cudaX with debug information is a site */
+  const tframe_t user_named[] = {{"cudaAllocOrDie", "/src/app.c", "app"}, {"main", "/src/app.c", "app"}};
+  assert_int_equal(SITE(user_named), 0);
+  /* a frame with a source file ends the search: a cudaX caller further out does not move the site */
+  const tframe_t driver_api[] = {{"workspace_alloc", "/src/op.c", "app"},
+                                 {"??", "", "app"},
+                                 {"cudaLaunchKernel", "", "app"},
+                                 {"main", "/src/op.c", "app"}};
+  assert_int_equal(SITE(driver_api), 0);
+  /* no API function found: the first frame that is not machinery (here unnamed) */
+  const tframe_t stripped[] = {{"??", "", "train"}, {"??", "", "train"}, {"??", "", "train"}};
+  assert_int_equal(SITE(stripped), 0);
+  /* everything machinery: the last frame; nothing: 0 */
+  const tframe_t all[] = {{"malloc", "", "libc.so.6"}, {"cudaMalloc", "", "train"}};
+  assert_int_equal(SITE(all), 1);
+  assert_int_equal(lgr_site_frame(NULL, 0, tframe_at), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_size_valid),
@@ -264,6 +331,7 @@ int main(void) {
       cmocka_unit_test(test_fmt_bytes),
       cmocka_unit_test(test_fmt_duration),
       cmocka_unit_test(test_is_machinery),
+      cmocka_unit_test(test_cuda_runtime_frames),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
