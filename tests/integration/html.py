@@ -82,13 +82,14 @@ def main():
 
     # bad input: one line, status 2, no page left behind
     bad = lgtest.bad_databases(t, rec.db)
-    trunc, future = bad["truncated"], bad["future"]
-    for what, db, mention in (("a truncated database", trunc, None), ("a schema from the future", future, "schema"),
-                              ("a missing database", t.path("missing.db"), None)):
-        bad = t.path("bad.html")
-        p = t.run([a.leakguard, "report", "--format", "html", "-o", bad, db])
+    for what, db, mention in (("a truncated database", bad["truncated"], None),
+                              ("a schema from the future", bad["future"], "schema"),
+                              ("an SQLite database that is not leakguard's", bad["foreign"], "not a leakguard"),
+                              ("a missing database", bad["missing"], None)):
+        out = t.path("bad.html")
+        p = t.run([a.leakguard, "report", "--format", "html", "-o", out, db])
         lgtest.one_line_error(t, p, what, expect_rc=2, mention=[mention] if mention else None)
-        t.check(not os.path.exists(bad), "%s: no page left behind" % what)
+        t.check(not os.path.exists(out), "%s: no page left behind" % what)
 
     # the screenshot, kept for people to look at
     art = os.path.join(os.path.dirname(os.path.dirname(a.bin)), "test-artifacts")

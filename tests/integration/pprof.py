@@ -8,7 +8,8 @@ holds at the end; the growth samples sum to the report's leaking sites' rates; t
 fastest grower is the LEAK-SITE line (C) and the Python line (Python), with the
 native frames under the Python line leaf first; every native location points at the
 mapping of its module's file (its address inside), Python frames at none. Errors:
-binary output to a terminal, an output file that cannot be written."""
+binary output to a terminal, an output file that cannot be written, a missing,
+truncated, foreign (not leakguard's) database or one from a future schema."""
 import gzip
 import json
 import os
@@ -230,9 +231,15 @@ def main():
     lgtest.one_line_error(t, p, "pprof to a terminal", expect_rc=2, mention=["binary", "-o"])
     p = t.run([a.leakguard, "report", "--format", "pprof", "-o", "/nonexistent/dir/x.pb.gz", rec.db])
     lgtest.one_line_error(t, p, "an output file that cannot be written", expect_rc=98, mention=["/nonexistent/dir"])
-    p = t.run([a.leakguard, "report", "--format", "pprof", "-o", t.path("bad.pb.gz"), t.path("missing.db")])
-    lgtest.one_line_error(t, p, "a missing database", expect_rc=2)
-    t.check(not os.path.exists(t.path("bad.pb.gz")), "no output file is left for a missing database")
+    # databases that are not (or no longer) leakguard's: one line, status 2, no profile
+    bad = lgtest.bad_databases(t, rec.db)
+    for what, db, mention in (("a missing database", bad["missing"], None),
+                              ("a truncated database", bad["truncated"], "damaged"),
+                              ("an SQLite database that is not leakguard's", bad["foreign"], "not a leakguard"),
+                              ("a schema from the future", bad["future"], "schema")):
+        p = t.run([a.leakguard, "report", "--format", "pprof", "-o", t.path("bad.pb.gz"), db])
+        lgtest.one_line_error(t, p, what, expect_rc=2, mention=[mention] if mention else None)
+        t.check(not os.path.exists(t.path("bad.pb.gz")), "%s: no profile is left behind" % what)
     t.finish()
 
 
