@@ -52,19 +52,21 @@ def main():
     a = ap.parse_args()
     a.leakguard, a.pydir = os.path.abspath(a.leakguard), os.path.abspath(a.pydir)
     py = "/usr/bin/python3"
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import pyinterp
     if a.python:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import pyinterp
         py, how = pyinterp.find(a.python)
         if not py:
             print("SKIP: " + how, flush=True)
             return 77
         print("CPython %s: %s" % (how, py), flush=True)
-        suffix = pyinterp.ext_suffix(py)
-        if not suffix or not os.path.exists(os.path.join(a.pydir, "leakguard" + suffix)):
-            print("FAILED: no leakguard%s in %s: this interpreter's headers were not found when "
-                  "the build was configured" % (suffix, a.pydir), flush=True)
-            return 1
+    # an interpreter that is there must have its module (Debian's python3 always)
+    suffix = pyinterp.ext_suffix(py)
+    if not suffix or not os.path.exists(os.path.join(a.pydir, "leakguard" + suffix)):
+        print("FAILED: no leakguard%s in %s for %s: its headers were not found when the build "
+              "was configured (for Debian's python3: python3-dev, scripts/deps.sh; then "
+              "reconfigure)" % (suffix, a.pydir, py), flush=True)
+        return 1
     tmp = tempfile.mkdtemp(prefix="lgpy-module-")
     base = dict(os.environ)
     for k in ("LEAKGUARD_DIR", "LD_PRELOAD", "LEAKGUARD_EXPLAIN_AT_STEP"):
