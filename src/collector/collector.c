@@ -35,7 +35,7 @@ int lgc_new(const lgc_options_t *o, const char *dir, lgc_collector_t **out, char
   c->t0 = lgu_now_ns();
   c->listen_fd = -1;
   snprintf(c->dir, sizeof c->dir, "%s", dir);
-  snprintf(c->sock, sizeof c->sock, "%s/sock", dir);
+  snprintf(c->sock, sizeof c->sock, "%s/" LG_FILE_SOCK, dir);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s", c->sock);
   c->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

@@ -12,12 +12,15 @@
 
 #include "collector/collector_impl.h"
 
+/* Names are matched whole (LG_FILE_*, core/region.h): "%n" is reached only when the
+ * pattern's text after the last number matched too, and nothing may follow it, so a
+ * temporary or other file that merely begins like one is not read (or removed). */
+
 /* Stores labels-PID.json files ({"rank": 1, "world_size": 2, ...}) that the Python
  * module writes once a process knows its rank (torch.distributed initialised). */
 static void ingest_labels(lgc_collector_t *c, const char *name) {
-  int pid = 0;
-  char tail[8] = "";
-  if (sscanf(name, "labels-%d.jso%1s", &pid, tail) != 2) return;
+  int pid = 0, end = 0;
+  if (sscanf(name, LG_FILE_LABELS "%n", &pid, &end) != 1 || !end || name[end]) return;
   char path[512];
   snprintf(path, sizeof path, "%s/%s", c->dir, name);
   char buf[4096];
@@ -46,9 +49,9 @@ void lgc_ingest_holders(lgc_collector_t *c) {
   if (!d) return;
   struct dirent *de;
   while ((de = readdir(d))) {
-    int pid = 0, n = 0;
-    if (!strncmp(de->d_name, "labels-", 7)) ingest_labels(c, de->d_name);
-    if (sscanf(de->d_name, LG_FILE_HOLDERS, &pid, &n) != 2) continue;
+    int pid = 0, n = 0, end = 0;
+    ingest_labels(c, de->d_name);
+    if (sscanf(de->d_name, LG_FILE_HOLDERS "%n", &pid, &n, &end) != 2 || !end || de->d_name[end]) continue;
     char path[512];
     snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name);
     FILE *f = fopen(path, "r");

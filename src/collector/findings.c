@@ -100,7 +100,7 @@ static void write_suspects(lgc_collector_t *c, lgc_proc_t *p, double elapsed, cJ
   cJSON_Delete(root);
   if (!text) return;
   char tmp[128], path[128];
-  snprintf(tmp, sizeof tmp, "%s/.suspects-%d.tmp", c->dir, p->m.pid);
+  snprintf(tmp, sizeof tmp, "%s/" LG_FILE_SUSPECTS_TMP, c->dir, p->m.pid);
   snprintf(path, sizeof path, "%s/" LG_FILE_SUSPECTS, c->dir, p->m.pid);
   FILE *f = fopen(tmp, "w");
   if (f) {
@@ -184,7 +184,7 @@ static void request_explain(lgc_collector_t *c, lgc_proc_t *p, uint64_t now) {
   char *text = cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
   char tmp[128], path[128];
-  snprintf(tmp, sizeof tmp, "%s/.explain-%d.tmp", c->dir, p->m.pid);
+  snprintf(tmp, sizeof tmp, "%s/" LG_FILE_EXPLAIN_TMP, c->dir, p->m.pid);
   snprintf(path, sizeof path, "%s/" LG_FILE_EXPLAIN, c->dir, p->m.pid);
   FILE *f = text ? fopen(tmp, "w") : NULL;
   if (f) {

@@ -19,6 +19,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,6 +94,17 @@ def main():
           "imported from the build tree", stdout=r.stdout)
     msg = "leakguard: not running under `leakguard run`; step/tag/explain are no-ops"
     check(r.stderr.count(msg) == 1, "says so once on stderr", stderr=r.stderr)
+    # the names of the contract with the collector (core/region.h) come from the module;
+    # sitecustomize.py has one literal, the variable it reads before importing it
+    r = run([py, "-c", "import leakguard as lg; print(lg.ENV_DIR, lg.FILE_EXPLAIN, lg.FILE_LABELS, "
+                       "lg.FILE_LABELS_TMP)"], base, tmp)
+    names = r.stdout.split()
+    with open(os.path.join(a.pydir, "sitecustomize.py")) as f:
+        site = f.read()
+    literals = re.findall(r"[\"'](LEAKGUARD_\w*|[.\w-]*%d[.\w%-]*)[\"']", site)
+    check(names == ["LEAKGUARD_DIR", "explain-%d.json", "labels-%d.json", ".labels-%d.tmp"] and
+          literals == [names[0]], "the module exports region.h's names; sitecustomize.py uses them",
+          module=names, literals_in_sitecustomize=literals, stderr=r.stderr)
 
     # 2. under the recorder, full mode, synthetic heap
     print("== under leakguard run", flush=True)
