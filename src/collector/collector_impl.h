@@ -88,6 +88,12 @@ struct lgc_collector {
 /* One transaction per loop iteration that writes anything (begin on the first write). */
 void lgc_db_begin(lgc_collector_t *c);
 void lgc_db_commit(lgc_collector_t *c);
+/* The result rc of a write to the store: a failed one (out of memory, a full disk) is
+ * said once and storing stops (db_failed), the recording and the live view go on: a
+ * database is complete, or the user was told it is not. Returns rc. */
+int lgc_db_write(lgc_collector_t *c, int rc);
+/* 1 when the store takes writes (there is one, and no write failed). */
+static inline int lgc_db_ok(const lgc_collector_t *c) { return c->db && !c->db_failed; }
 uint64_t lgc_snapshot_interval_ns(const lgc_collector_t *c, uint64_t now);
 
 /* ---- proctable.c */

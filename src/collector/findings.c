@@ -123,11 +123,11 @@ static void live_gpu_totals(lgv_frame_t *fr, const lgm_proc_t *m) {
 
 /* Stores a flag row for every stack of group g (the report dates a suspect by them). */
 static void store_flags(lgc_collector_t *c, lgc_proc_t *p, const lgc_group_t *g, int gi) {
-  if (!c->db || c->db_failed) return;
+  if (!lgc_db_ok(c)) return;
   lgc_db_begin(c);
   uint64_t t_ns = p->m.start_ns + (uint64_t)(g->flag_t * 1e9);
-  for (uint32_t id = 2; id < p->sites.nstacks && id < p->m.nsites; id++)
-    if (p->sites.group_of[id] == gi) lgst_flag(c->db, p->m.proc, id, t_ns, g->r.growth_bytes_per_s);
+  for (uint32_t id = 2; id < p->sites.nstacks && id < p->m.nsites && lgc_db_ok(c); id++)
+    if (p->sites.group_of[id] == gi) lgc_db_write(c, lgst_flag(c->db, p->m.proc, id, t_ns, g->r.growth_bytes_per_s));
 }
 
 /* One live tick of every running process: sums its counters, samples its site groups
