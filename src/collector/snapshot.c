@@ -30,15 +30,16 @@ static void site_of_frames(const lgs_frame_t *fr, int nf, unsigned space, uint32
     snprintf(key, keylen, "%s\x1f%s\x1f%d\x1f%s\x1f%u", fr[k].function, fr[k].file, fr[k].line,
              fr[k].file[0] ? "" : fr[k].module, space); /* space: space | device << 8 */
   cJSON *arr = cJSON_CreateArray();
-  for (int q = k; q < nf && q < k + 8; q++) {
+  int ok = arr != NULL;
+  for (int q = k; ok && q < nf && q < k + 8; q++) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "function", fr[q].function);
-    cJSON_AddStringToObject(o, "file", fr[q].file);
-    cJSON_AddNumberToObject(o, "line", fr[q].line);
-    cJSON_AddStringToObject(o, "module", fr[q].module);
-    cJSON_AddItemToArray(arr, o);
+    ok = o && cJSON_AddStringToObject(o, "function", fr[q].function) &&
+         cJSON_AddStringToObject(o, "file", fr[q].file) && cJSON_AddNumberToObject(o, "line", fr[q].line) &&
+         cJSON_AddStringToObject(o, "module", fr[q].module);
+    if (!ok) cJSON_Delete(o), o = NULL;
+    ok = lgc_json_push(arr, o);
   }
-  *frames_json = cJSON_PrintUnformatted(arr);
+  *frames_json = ok ? cJSON_PrintUnformatted(arr) : NULL; /* NULL: the site's frames are not in suspects files */
   cJSON_Delete(arr);
 }
 

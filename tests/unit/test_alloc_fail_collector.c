@@ -160,7 +160,8 @@ static void fake_tick(fake_t *f, int k) {
   struct {
     int site;
     int64_t bytes, blocks;
-  } v[3] = {{S_GROW, 65536LL * (k + 1), 16LL * (k + 1)}, {S_FLAT, 1 << 20, 256}, {S_PY, 32768LL * (k + 1), 8LL * (k + 1)}};
+  } v[3] = {
+      {S_GROW, 65536LL * (k + 1), 16LL * (k + 1)}, {S_FLAT, 1 << 20, 256}, {S_PY, 32768LL * (k + 1), 8LL * (k + 1)}};
   for (int i = 0; i < 3; i++) {
     lg_site_ctr_t *x = &f->ctr[v[i].site];
     x->live_bytes = v[i].bytes;
@@ -333,8 +334,9 @@ static int stored(const char *dbpath, stored_t *s) {
     sqlite3_finalize(st);
   }
   if (rc == 0 &&
-      sqlite3_prepare_v2(db, "SELECT group_concat(function, ',') FROM (SELECT DISTINCT function FROM frames WHERE "
-                             "idx = 0 ORDER BY function)",
+      sqlite3_prepare_v2(db,
+                         "SELECT group_concat(function, ',') FROM (SELECT DISTINCT function FROM frames WHERE "
+                         "idx = 0 ORDER BY function)",
                          -1, &st, NULL) == SQLITE_OK) {
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
       snprintf(s->functions, sizeof s->functions, "%s", sqlite3_column_text(st, 0));
@@ -373,9 +375,8 @@ static long passes(fake_t *f, const char *rundir, const char *dbpath, const stor
     } else if (!said) {
       stored_t s;
       int rc = stored(dbpath, &s);
-      check(!r.db_failed && rc == 0 && s.procs == ref->procs && s.modules == ref->modules &&
-                s.stacks == ref->stacks && s.holders == ref->holders && !strcmp(s.rank, ref->rank) &&
-                !strcmp(s.functions, ref->functions),
+      check(!r.db_failed && rc == 0 && s.procs == ref->procs && s.modules == ref->modules && s.stacks == ref->stacks &&
+                s.holders == ref->holders && !strcmp(s.rank, ref->rank) && !strcmp(s.functions, ref->functions),
             "%s, allocation %ld failed: nothing was said, but the database lost something: "
             "processes %ld/%ld modules %ld/%ld stacks %ld/%ld holders %ld/%ld rank '%s'/'%s' sites '%s'/'%s'",
             mode, n, s.procs, ref->procs, s.modules, ref->modules, s.stacks, ref->stacks, s.holders, ref->holders,
@@ -407,8 +408,8 @@ int main(void) {
   result_t r;
   pass(&f, rundir, dbpath, 1, &r);
   stored_t ref;
-  check(r.stage == 0 && !r.db_failed && r.nprocs == 1, "reference pass: stage %d, db_failed %d, %d processes",
-        r.stage, r.db_failed, r.nprocs);
+  check(r.stage == 0 && !r.db_failed && r.nprocs == 1, "reference pass: stage %d, db_failed %d, %d processes", r.stage,
+        r.db_failed, r.nprocs);
   check(stored(dbpath, &ref) == 0 && ref.procs == 1 && ref.modules == 1 && ref.stacks == 3 && ref.holders == 1 &&
             !strcmp(ref.rank, "3") && ref.flags >= 2 && ref.snapshots > NTICKS &&
             !strcmp(ref.functions, "lgaf_grow_cache,lgaf_load_table,step"),
