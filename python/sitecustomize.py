@@ -11,6 +11,8 @@ import sys
 
 
 def _leakguard_setup():
+    # The one name not taken from the module (it decides whether to import it): the
+    # module's ENV_DIR, which python_*module tests against this line.
     if not os.environ.get("LEAKGUARD_DIR"):
         return
     try:
@@ -43,7 +45,7 @@ def _leakguard_watch(lg):
     two bytecodes. (A Python daemon thread here could hang CPython 3.9 at exit.)"""
     import json
 
-    d = os.environ["LEAKGUARD_DIR"]
+    d = os.environ[lg.ENV_DIR]
     state = {"seq": 0}
 
     def labels():
@@ -57,14 +59,14 @@ def _leakguard_watch(lg):
         if os.environ.get("LOCAL_RANK", "").isdigit():
             doc["local_rank"] = int(os.environ["LOCAL_RANK"])
         pid = os.getpid()
-        tmp = os.path.join(d, ".labels-%d.tmp" % pid)
+        tmp = os.path.join(d, lg.FILE_LABELS_TMP % pid)
         with open(tmp, "w") as f:
             json.dump(doc, f)
-        os.rename(tmp, os.path.join(d, "labels-%d.json" % pid))
+        os.rename(tmp, os.path.join(d, lg.FILE_LABELS % pid))
         return True
 
     def look():
-        path = os.path.join(d, "explain-%d.json" % os.getpid())
+        path = os.path.join(d, lg.FILE_EXPLAIN % os.getpid())
         try:
             with open(path) as f:
                 req = json.load(f)

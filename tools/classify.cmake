@@ -6,18 +6,13 @@
 get_filename_component(LGC_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
 
 # The classifier's objects (lg_classify: features and inference; lg_classify_model:
-# lg_classify() and the generated model) and the CSV reader are the analysis layer's
-# (root CMakeLists.txt), compiled once with -ffp-contract=off.
+# lg_classify() and the generated model), the CSV reader and what `leakguard classify`
+# does below its command line (classify_file.c) are the analysis layer's (root
+# CMakeLists.txt), compiled once with -ffp-contract=off. Tools and tests link no CLI
+# code.
 set(LGC_FP_FLAGS -ffp-contract=off)
 add_library(lgclassify INTERFACE)
 target_link_libraries(lgclassify INTERFACE lg_analysis)
-
-# The `classify` command (src/cli/cmd_classify.c) for the evaluator and its test.
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(LGC_CJSON REQUIRED IMPORTED_TARGET libcjson)
-add_library(lgclassify_cli STATIC ${LGC_ROOT}/src/cli/cmd_classify.c)
-target_include_directories(lgclassify_cli PUBLIC ${LG_INC_cli})
-target_link_libraries(lgclassify_cli PUBLIC lg_analysis PkgConfig::LGC_CJSON)
 
 # Synthetic labelled curves.
 add_library(lgclassify_gen STATIC ${LGC_ROOT}/tools/classify/gen.c)
@@ -37,7 +32,7 @@ target_link_libraries(lg-train PRIVATE lgclassify_gen m)
 add_executable(lg-eval-classifier ${LGC_ROOT}/tools/classify/eval.c)
 target_compile_definitions(lg-eval-classifier PRIVATE
   LG_RECORDED_SRC_DIR="${LGC_ROOT}/tools/classify-data/recorded")
-target_link_libraries(lg-eval-classifier PRIVATE lgclassify_gen lgclassify_cli)
+target_link_libraries(lg-eval-classifier PRIVATE lgclassify_gen lgclassify)
 
 set_target_properties(lg-gen-dataset lg-train lg-eval-classifier PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)

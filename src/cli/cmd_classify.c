@@ -7,19 +7,15 @@
  * and the per-class probabilities; bad input is reported as one line
  * "leakguard classify: FILE:LINE: reason" with exit status 2.
  *
- * The CSV reader itself is src/analysis/csv.c.
+ * The command line only: reading, classifying and printing are
+ * src/analysis/classify_file.c (the CSV reader src/analysis/csv.c).
  */
-#include <cjson/cJSON.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "analysis/classify.h"
-#include "analysis/csv.h"
+#include "analysis/classify_file.h"
 #include "cli/commands.h"
-#include "leakguard.h"
 
 /* ------------------------------------------------------------------ command */
 
@@ -72,39 +68,8 @@ int lg_cmd_classify(int argc, char **argv) {
     return LG_EXIT_USAGE;
   }
 
-  lgi_series_t s;
-  char err[512];
-  if (lgi_series_load(file, &s, err, sizeof err)) {
-    fprintf(stderr, "leakguard classify: %s\n", err);
-    return LG_EXIT_USAGE;
-  }
-  lg_pattern_t cls;
-  double p[LG_PATTERN_COUNT];
-  int rc = lg_classify(s.t, s.v, s.rss, s.n, &cls, p);
-  lgi_series_free(&s);
-  if (rc) {
-    fprintf(stderr, "leakguard classify: %s: %s\n", file, strerror(-rc));
-    return LG_EXIT_USAGE;
-  }
-
-  if (json) {
-    cJSON *root = cJSON_CreateObject(), *probs = NULL;
-    if (root && cJSON_AddStringToObject(root, "class", lg_pattern_name(cls)))
-      probs = cJSON_AddObjectToObject(root, "probabilities");
-    int ok = probs != NULL;
-    for (int c = 0; ok && c < LG_PATTERN_COUNT; c++)
-      ok = cJSON_AddNumberToObject(probs, lg_pattern_name((lg_pattern_t)c), round(p[c] * 1e4) / 1e4) != NULL;
-    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    if (!text) {
-      fprintf(stderr, "leakguard classify: out of memory\n");
-      return LG_EXIT_INTERNAL;
-    }
-    puts(text);
-    cJSON_free(text);
-  } else {
-    printf("%s\n", lg_pattern_name(cls));
-    for (int c = 0; c < LG_PATTERN_COUNT; c++) printf("  %-18s %.4f\n", lg_pattern_name((lg_pattern_t)c), p[c]);
-  }
-  return fflush(stdout) ? LG_EXIT_INTERNAL : LG_EXIT_OK;
+  char why[512];
+  int rc = lgi_classify_file(file, json, stdout, why, sizeof why);
+  if (rc) fprintf(stderr, "leakguard classify: %s\n", why);
+  return rc == 0 ? LG_EXIT_OK : rc == -EINVAL ? LG_EXIT_USAGE : LG_EXIT_INTERNAL;
 }

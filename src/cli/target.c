@@ -65,7 +65,7 @@ int lg_is_static_elf(const char *path) {
 }
 
 int lg_find_library(char *out, size_t n) {
-  const char *env = getenv("LEAKGUARD_LIBRARY");
+  const char *env = getenv(LG_ENV_LIBRARY);
   if (env && *env) {
     snprintf(out, n, "%s", env);
     return access(out, R_OK) == 0 ? 0 : -ENOENT;

@@ -35,7 +35,7 @@ int lgc_new(const lgc_options_t *o, const char *dir, lgc_collector_t **out, char
   c->t0 = lgu_now_ns();
   c->listen_fd = -1;
   snprintf(c->dir, sizeof c->dir, "%s", dir);
-  snprintf(c->sock, sizeof c->sock, "%s/sock", dir);
+  snprintf(c->sock, sizeof c->sock, "%s/" LG_FILE_SOCK, dir);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s", c->sock);
   c->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -93,13 +93,19 @@ void lgc_db_begin(lgc_collector_t *c) {
   if (c->db && !c->db_failed && !c->in_txn) c->in_txn = lgst_begin(c->db) == 0;
 }
 
+int lgc_db_write(lgc_collector_t *c, int rc) {
+  if (rc != 0 && !c->db_failed) {
+    lgu_err("cannot write the database %s (%s); recording continues without storing", c->db_path,
+            strerror(rc < 0 ? -rc : EIO));
+    c->db_failed = 1;
+  }
+  return rc;
+}
+
 void lgc_db_commit(lgc_collector_t *c) {
   if (!c->in_txn) return;
   c->in_txn = 0;
-  if (lgst_commit(c->db) != 0 && !c->db_failed) {
-    lgu_err("cannot write the database %s; recording continues without storing", c->db_path);
-    c->db_failed = 1;
-  }
+  lgc_db_write(c, lgst_commit(c->db));
 }
 
 static int any_connected(const lgc_collector_t *c) {

@@ -7,6 +7,7 @@
 #ifndef LG_COLLECTOR_IMPL_H
 #define LG_COLLECTOR_IMPL_H
 
+#include <cjson/cJSON.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -88,7 +89,26 @@ struct lgc_collector {
 /* One transaction per loop iteration that writes anything (begin on the first write). */
 void lgc_db_begin(lgc_collector_t *c);
 void lgc_db_commit(lgc_collector_t *c);
+/* The result rc of a write to the store: a failed one (out of memory, a full disk) is
+ * said once and storing stops (db_failed), the recording and the live view go on: a
+ * database is complete, or the user was told it is not. Returns rc. */
+int lgc_db_write(lgc_collector_t *c, int rc);
+/* 1 when the store takes writes (there is one, and no write failed). */
+static inline int lgc_db_ok(const lgc_collector_t *c) { return c->db && !c->db_failed; }
 uint64_t lgc_snapshot_interval_ns(const lgc_collector_t *c, uint64_t now);
+
+/* cJSON's AddItem calls do not take the item when they fail (out of memory): these
+ * free it then. 1 when it was added; a document missing a part is not written. */
+static inline int lgc_json_push(cJSON *array, cJSON *item) {
+  if (array && item && cJSON_AddItemToArray(array, item)) return 1;
+  cJSON_Delete(item);
+  return 0;
+}
+static inline int lgc_json_put(cJSON *object, const char *key, cJSON *item) {
+  if (object && item && cJSON_AddItemToObject(object, key, item)) return 1;
+  cJSON_Delete(item);
+  return 0;
+}
 
 /* ---- proctable.c */
 lgc_proc_t *lgc_find_proc(lgc_collector_t *c, int pid, int alive_only);

@@ -5,6 +5,7 @@
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +13,15 @@
 
 #include "collector/collector_impl.h"
 
+/* Names are matched whole (LG_FILE_*, core/region.h): "%n" is reached only when the
+ * pattern's text after the last number matched too, and nothing may follow it, so a
+ * temporary or other file that merely begins like one is not read (or removed). */
+
 /* Stores labels-PID.json files ({"rank": 1, "world_size": 2, ...}) that the Python
  * module writes once a process knows its rank (torch.distributed initialised). */
 static void ingest_labels(lgc_collector_t *c, const char *name) {
-  int pid = 0;
-  char tail[8] = "";
-  if (sscanf(name, "labels-%d.jso%1s", &pid, tail) != 2) return;
+  int pid = 0, end = 0;
+  if (sscanf(name, LG_FILE_LABELS "%n", &pid, &end) != 1 || !end || name[end]) return;
   char path[512];
   snprintf(path, sizeof path, "%s/%s", c->dir, name);
   char buf[4096];
@@ -25,17 +29,18 @@ static void ingest_labels(lgc_collector_t *c, const char *name) {
   unlink(path);
   lgc_proc_t *p = lgc_find_proc(c, pid, 0);
   cJSON *root = k > 0 ? cJSON_Parse(buf) : NULL;
-  if (p && root && c->db && !c->db_failed) {
+  if (p && !root && k > 0) lgu_err("pid %d's labels (%s) could not be read: out of memory or not JSON", pid, name);
+  if (p && root && lgc_db_ok(c)) {
     static const char *const keys[] = {"rank", "local_rank", "world_size"};
     lgc_db_begin(c);
-    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+    for (size_t i = 0; i < sizeof keys / sizeof *keys && lgc_db_ok(c); i++) {
       const cJSON *v = cJSON_GetObjectItem(root, keys[i]);
       if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (1 << 24)) continue;
       char num[24];
       snprintf(num, sizeof num, "%d", (int)v->valuedouble);
-      lgst_label(c->db, p->m.proc, keys[i], num);
+      lgc_db_write(c, lgst_label(c->db, p->m.proc, keys[i], num));
     }
-    lgst_proc(c->db, &p->m);
+    if (lgc_db_ok(c)) lgc_db_write(c, lgst_proc(c->db, &p->m));
   }
   cJSON_Delete(root);
 }
@@ -46,9 +51,9 @@ void lgc_ingest_holders(lgc_collector_t *c) {
   if (!d) return;
   struct dirent *de;
   while ((de = readdir(d))) {
-    int pid = 0, n = 0;
-    if (!strncmp(de->d_name, "labels-", 7)) ingest_labels(c, de->d_name);
-    if (sscanf(de->d_name, LG_FILE_HOLDERS, &pid, &n) != 2) continue;
+    int pid = 0, n = 0, end = 0;
+    ingest_labels(c, de->d_name);
+    if (sscanf(de->d_name, LG_FILE_HOLDERS "%n", &pid, &n, &end) != 2 || !end || de->d_name[end]) continue;
     char path[512];
     snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name);
     FILE *f = fopen(path, "r");
@@ -66,7 +71,9 @@ void lgc_ingest_holders(lgc_collector_t *c) {
     free(buf);
     lgc_proc_t *p = lgc_find_proc(c, pid, 0);
     lgc_db_begin(c);
-    if (!root || !p || !c->db) {
+    if (!root && p && lgc_db_ok(c))
+      lgu_err("pid %d's holders (%s) could not be read: out of memory or not JSON", pid, de->d_name);
+    if (!root || !p || !lgc_db_ok(c)) {
       cJSON_Delete(root);
       continue;
     }
@@ -78,7 +85,8 @@ void lgc_ingest_holders(lgc_collector_t *c) {
       const cJSON *kind = cJSON_GetObjectItem(h, "kind");
       char *cj = chain ? cJSON_PrintUnformatted(chain) : NULL, *dj = detail ? cJSON_PrintUnformatted(detail) : NULL;
       double stack = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "stack"));
-      if (cj && stack >= 1) {
+      if ((chain && !cj) || (detail && !dj)) lgc_db_write(c, -ENOMEM); /* a holder would be left out */
+      if (cj && stack >= 1 && lgc_db_ok(c)) {
         lgst_holder_t row = {(uint32_t)stack,
                              explain,
                              step,
@@ -87,7 +95,7 @@ void lgc_ingest_holders(lgc_collector_t *c) {
                              (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "objects")),
                              (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes")),
                              dj};
-        lgst_holder(c->db, p->m.proc, &row);
+        lgc_db_write(c, lgst_holder(c->db, p->m.proc, &row));
       }
       free(cj);
       free(dj);

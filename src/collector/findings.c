@@ -90,17 +90,17 @@ static void publish_metrics(lgc_collector_t *c, const lgv_frame_t *fr, uint64_t 
 }
 
 /* suspects-PID.json in the private directory, for `leakguard.suspects()` in the
- * target (docs/python.md). Written to a temporary name, then renamed: atomic. */
+ * target (docs/python.md). Written to a temporary name, then renamed: atomic. list is
+ * taken (NULL: it could not be made whole; the last file stays). */
 static void write_suspects(lgc_collector_t *c, lgc_proc_t *p, double elapsed, cJSON *list) {
   cJSON *root = cJSON_CreateObject();
-  cJSON_AddNumberToObject(root, "pid", p->m.pid);
-  cJSON_AddNumberToObject(root, "t", elapsed);
-  cJSON_AddItemToObject(root, "suspects", list);
-  char *text = cJSON_PrintUnformatted(root);
+  int ok = root && cJSON_AddNumberToObject(root, "pid", p->m.pid) && cJSON_AddNumberToObject(root, "t", elapsed);
+  ok = lgc_json_put(ok ? root : NULL, "suspects", list) && ok;
+  char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
   cJSON_Delete(root);
   if (!text) return;
   char tmp[128], path[128];
-  snprintf(tmp, sizeof tmp, "%s/.suspects-%d.tmp", c->dir, p->m.pid);
+  snprintf(tmp, sizeof tmp, "%s/" LG_FILE_SUSPECTS_TMP, c->dir, p->m.pid);
   snprintf(path, sizeof path, "%s/" LG_FILE_SUSPECTS, c->dir, p->m.pid);
   FILE *f = fopen(tmp, "w");
   if (f) {
@@ -123,11 +123,11 @@ static void live_gpu_totals(lgv_frame_t *fr, const lgm_proc_t *m) {
 
 /* Stores a flag row for every stack of group g (the report dates a suspect by them). */
 static void store_flags(lgc_collector_t *c, lgc_proc_t *p, const lgc_group_t *g, int gi) {
-  if (!c->db || c->db_failed) return;
+  if (!lgc_db_ok(c)) return;
   lgc_db_begin(c);
   uint64_t t_ns = p->m.start_ns + (uint64_t)(g->flag_t * 1e9);
-  for (uint32_t id = 2; id < p->sites.nstacks && id < p->m.nsites; id++)
-    if (p->sites.group_of[id] == gi) lgst_flag(c->db, p->m.proc, id, t_ns, g->r.growth_bytes_per_s);
+  for (uint32_t id = 2; id < p->sites.nstacks && id < p->m.nsites && lgc_db_ok(c); id++)
+    if (p->sites.group_of[id] == gi) lgc_db_write(c, lgst_flag(c->db, p->m.proc, id, t_ns, g->r.growth_bytes_per_s));
 }
 
 /* One live tick of every running process: sums its counters, samples its site groups
@@ -156,6 +156,14 @@ void lgc_live_tick(lgc_collector_t *c, uint64_t now) {
  * most one request a second per process: each explain pauses the program's Python
  * threads while it walks the objects. A list in a function's locals can only be
  * explained while that function runs. */
+/* Whether group gi of p is to be explained now (see request_explain). */
+static int wants_explain(const lgc_proc_t *p, int gi, uint64_t now) {
+  const lgc_group_t *g = &p->sites.g[gi];
+  /* still growing a second after it was flagged: a start-up burst (imports) is over by then */
+  double age = (double)(now - p->m.start_ns) / 1e9 - g->flag_t;
+  return g->growing && age >= 1.0 && !(p->explained[gi] > 0 && g->live < 2 * p->explained[gi]);
+}
+
 static void request_explain(lgc_collector_t *c, lgc_proc_t *p, uint64_t now) {
   if (!p->python || now - p->last_explain_ns < 1000000000ULL) return;
   if ((uint32_t)p->sites.n > p->nexplained) {
@@ -166,32 +174,36 @@ static void request_explain(lgc_collector_t *c, lgc_proc_t *p, uint64_t now) {
     p->nexplained = (uint32_t)p->sites.n;
   }
   cJSON *ids = NULL;
-  for (int gi = 0; gi < p->sites.n; gi++) {
-    const lgc_group_t *g = &p->sites.g[gi];
-    /* still growing a second after it was flagged: a start-up burst (imports) is over by then */
-    double age = (double)(now - p->m.start_ns) / 1e9 - g->flag_t;
-    if (!g->growing || age < 1.0 || (p->explained[gi] > 0 && g->live < 2 * p->explained[gi])) continue;
-    if (!ids) ids = cJSON_CreateArray();
-    p->explained[gi] = g->live > 1 ? g->live : 1;
-    for (uint32_t id = 2, k = 0; id < p->sites.nstacks && k < 256; id++)
-      if (p->sites.group_of[id] == gi) cJSON_AddItemToArray(ids, cJSON_CreateNumber(id)), k++;
+  int ok = 1, any = 0;
+  for (int gi = 0; ok && gi < p->sites.n; gi++) {
+    if (!wants_explain(p, gi, now)) continue;
+    if (!any++) ok = (ids = cJSON_CreateArray()) != NULL;
+    for (uint32_t id = 2, k = 0; ok && id < p->sites.nstacks && k < 256; id++)
+      if (p->sites.group_of[id] == gi) ok = lgc_json_push(ids, cJSON_CreateNumber(id)), k++;
   }
-  if (!ids) return;
-  p->last_explain_ns = now;
-  cJSON *root = cJSON_CreateObject();
-  cJSON_AddNumberToObject(root, "seq", ++p->explain_seq);
-  cJSON_AddItemToObject(root, "stacks", ids);
-  char *text = cJSON_PrintUnformatted(root);
+  if (!any) return;
+  cJSON *root = ok ? cJSON_CreateObject() : NULL;
+  ok = root && cJSON_AddNumberToObject(root, "seq", p->explain_seq + 1);
+  ok = lgc_json_put(ok ? root : NULL, "stacks", ids) && ok;
+  char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
   cJSON_Delete(root);
   char tmp[128], path[128];
-  snprintf(tmp, sizeof tmp, "%s/.explain-%d.tmp", c->dir, p->m.pid);
+  snprintf(tmp, sizeof tmp, "%s/" LG_FILE_EXPLAIN_TMP, c->dir, p->m.pid);
   snprintf(path, sizeof path, "%s/" LG_FILE_EXPLAIN, c->dir, p->m.pid);
   FILE *f = text ? fopen(tmp, "w") : NULL;
+  int written = 0;
   if (f) {
     fputs(text, f);
-    if (fclose(f) == 0) rename(tmp, path);
+    written = fclose(f) == 0 && rename(tmp, path) == 0;
   }
   free(text);
+  /* asked: not again until its memory doubled; a request that could not be made
+   * (out of memory) is made at the next tick */
+  if (!written) return;
+  p->explain_seq++;
+  p->last_explain_ns = now;
+  for (int gi = 0; gi < p->sites.n; gi++)
+    if (wants_explain(p, gi, now)) p->explained[gi] = p->sites.g[gi].live > 1 ? p->sites.g[gi].live : 1;
 }
 
 /* The live results of every running process: the live view, guard hints, metrics,
@@ -217,6 +229,7 @@ void lgc_live_update(lgc_collector_t *c, double elapsed) {
     }
     double proc_growth = 0;
     cJSON *sus = cJSON_CreateArray();
+    int sus_ok = sus != NULL; /* a list missing a part is not written */
     /* significant growth first, then sites that grow but not (yet) significantly: the
      * Python module explains the first few of the list */
     for (int pass = 0; pass < 2; pass++)
@@ -238,21 +251,23 @@ void lgc_live_update(lgc_collector_t *c, double elapsed) {
           }
           lgv_add_row(&fr, &row);
         }
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddBoolToObject(o, "significant", pass == 0);
-        cJSON_AddNumberToObject(o, "stack", g->rep_stack);
-        cJSON *ids = cJSON_AddArrayToObject(o, "stacks");
-        for (uint32_t id = 2, k = 0; id < p->sites.nstacks && k < 256; id++)
-          if (p->sites.group_of[id] == gi) cJSON_AddItemToArray(ids, cJSON_CreateNumber(id)), k++;
-        cJSON_AddNumberToObject(o, "growth_bytes_per_s", r->growth_bytes_per_s);
-        cJSON_AddNumberToObject(o, "live_bytes", g->live);
-        cJSON_AddStringToObject(o, "pattern", lg_pattern_name(r->pattern));
-        cJSON_AddNumberToObject(o, "flagged_at_s", g->flag_t);
-        cJSON *fj = g->frames_json ? cJSON_Parse(g->frames_json) : NULL;
-        cJSON_AddItemToObject(o, "frames", fj ? fj : cJSON_CreateArray());
-        cJSON_AddItemToArray(sus, o);
+        if (!sus_ok) continue;
+        cJSON *o = cJSON_CreateObject(), *ids = NULL;
+        int ok = o && cJSON_AddBoolToObject(o, "significant", pass == 0) &&
+                 cJSON_AddNumberToObject(o, "stack", g->rep_stack) && (ids = cJSON_AddArrayToObject(o, "stacks"));
+        for (uint32_t id = 2, k = 0; ok && id < p->sites.nstacks && k < 256; id++)
+          if (p->sites.group_of[id] == gi) ok = lgc_json_push(ids, cJSON_CreateNumber(id)), k++;
+        ok = ok && cJSON_AddNumberToObject(o, "growth_bytes_per_s", r->growth_bytes_per_s) &&
+             cJSON_AddNumberToObject(o, "live_bytes", g->live) &&
+             cJSON_AddStringToObject(o, "pattern", lg_pattern_name(r->pattern)) &&
+             cJSON_AddNumberToObject(o, "flagged_at_s", g->flag_t);
+        cJSON *fj = ok && g->frames_json ? cJSON_Parse(g->frames_json) : NULL;
+        ok = lgc_json_put(ok ? o : NULL, "frames", fj ? fj : cJSON_CreateArray()) && ok;
+        if (!ok) cJSON_Delete(o), o = NULL;
+        sus_ok = lgc_json_push(sus, o);
       }
     if (c->guard && proc_growth > 0) lgg_hint_growth(c->guard, p->m.pid, proc_growth);
+    if (!sus_ok) cJSON_Delete(sus), sus = NULL;
     write_suspects(c, p, elapsed, sus);
     request_explain(c, p, lgu_now_ns());
   }

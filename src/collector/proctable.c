@@ -68,7 +68,7 @@ void lgc_label_process(lgc_collector_t *c, const lgm_proc_t *m) {
     i += (long)len + 1;
     const char *eq = memchr(e, '=', len);
     if (!eq) continue;
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+    for (size_t k = 0; k < sizeof keys / sizeof *keys && lgc_db_ok(c); k++) {
       size_t kl = strlen(keys[k][0]);
       int slot = !strcmp(keys[k][1], "rank") ? 0 : !strcmp(keys[k][1], "local_rank") ? 1 : 2;
       if ((size_t)(eq - e) != kl || memcmp(e, keys[k][0], kl) != 0 || have[slot]) continue;
@@ -76,20 +76,20 @@ void lgc_label_process(lgc_collector_t *c, const lgm_proc_t *m) {
       if (lgu_parse_long(eq + 1, 0, 1 << 24, &v) != 0) continue;
       char num[24];
       snprintf(num, sizeof num, "%ld", v);
-      lgst_label(c->db, m->proc, keys[k][1], num);
+      lgc_db_write(c, lgst_label(c->db, m->proc, keys[k][1], num));
       have[slot] = 1;
     }
   }
   char host[256];
-  if (gethostname(host, sizeof host) == 0) {
+  if (gethostname(host, sizeof host) == 0 && lgc_db_ok(c)) {
     host[sizeof host - 1] = 0;
-    lgst_label(c->db, m->proc, "host", host);
+    lgc_db_write(c, lgst_label(c->db, m->proc, "host", host));
   }
 }
 
 void lgc_store_proc(lgc_collector_t *c, lgc_proc_t *p) {
   lgc_db_begin(c);
-  if (c->db && !c->db_failed) lgst_proc(c->db, &p->m);
+  if (lgc_db_ok(c)) lgc_db_write(c, lgst_proc(c->db, &p->m));
 }
 
 void lgc_end_proc(lgc_collector_t *c, lgc_proc_t *p, const char *reason) {
@@ -262,6 +262,7 @@ int lgc_accept_hello(lgc_collector_t *c) {
     snprintf(prev->m.end_reason, sizeof prev->m.end_reason, "exec");
     lgc_store_proc(c, prev);
   }
+  int e = ENOMEM;
   if (c->nprocs == c->cap) { /* the capacity grows only with the array */
     int cap = c->cap ? c->cap * 2 : 8;
     lgc_proc_t **np = realloc(c->procs, (size_t)cap * sizeof *np);
@@ -272,7 +273,10 @@ int lgc_accept_hello(lgc_collector_t *c) {
   lgc_proc_t *p = calloc(1, sizeof *p);
   if (!p) goto fail;
   p->pidfd = -1;
-  if (lgm_attach(&p->m, fd, h.region_size) != 0) {
+  p->sym = lgs_new();
+  e = p->sym ? -lgm_attach(&p->m, fd, h.region_size) : ENOMEM;
+  if (e) {
+    lgs_free(p->sym);
     free(p);
     goto fail;
   }
@@ -293,14 +297,14 @@ int lgc_accept_hello(lgc_collector_t *c) {
   if (!p->m.command[0]) snprintf(p->m.command, sizeof p->m.command, "%s", h.exe);
   p->m.parent_proc = parent ? parent->m.proc : 0;
   if (prev) p->m.ppid = prev->m.ppid;
-  p->sym = lgs_new();
   c->procs[c->nprocs++] = p;
   if (c->guard) lgg_watch_pid(c->guard, p->m.pid);
   lgc_label_process(c, &p->m);
   lgc_store_proc(c, p);
   if (c->npending) apply_pending(c, p);
   return 1;
-fail:
+fail: /* the program runs on, unrecorded: say so */
+  lgu_err("cannot record pid %d (%s): %s", h.pid, h.exe, strerror(e));
   close(fd);
   close(s);
   return 1;

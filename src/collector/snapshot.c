@@ -36,15 +36,16 @@ static void site_of_frames(const lgs_frame_t *fr, int nf, unsigned space, uint32
     snprintf(key, keylen, "%s\x1f%s\x1f%d\x1f%s\x1f%u", fr[k].function, fr[k].file, fr[k].line,
              fr[k].file[0] ? "" : fr[k].module, space); /* space: space | device << 8 */
   cJSON *arr = cJSON_CreateArray();
-  for (int q = k; q < nf && q < k + 8; q++) {
+  int ok = arr != NULL;
+  for (int q = k; ok && q < nf && q < k + 8; q++) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "function", fr[q].function);
-    cJSON_AddStringToObject(o, "file", fr[q].file);
-    cJSON_AddNumberToObject(o, "line", fr[q].line);
-    cJSON_AddStringToObject(o, "module", fr[q].module);
-    cJSON_AddItemToArray(arr, o);
+    ok = o && cJSON_AddStringToObject(o, "function", fr[q].function) &&
+         cJSON_AddStringToObject(o, "file", fr[q].file) && cJSON_AddNumberToObject(o, "line", fr[q].line) &&
+         cJSON_AddStringToObject(o, "module", fr[q].module);
+    if (!ok) cJSON_Delete(o), o = NULL;
+    ok = lgc_json_push(arr, o);
   }
-  *frames_json = cJSON_PrintUnformatted(arr);
+  *frames_json = ok ? cJSON_PrintUnformatted(arr) : NULL; /* NULL: the site's frames are not in suspects files */
   cJSON_Delete(arr);
 }
 
@@ -62,10 +63,12 @@ static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
     char path[LG_MODULE_PATH + 1];
     memcpy(path, mod->path, LG_MODULE_PATH);
     path[LG_MODULE_PATH] = 0;
-    if (p->sym) lgc_symq_module(c->symq, p->sym, path, mod->start, mod->end, mod->bias);
-    if (c->db) lgst_module(c->db, m->proc, i, mod);
+    /* out of memory: this module and the stacks that may need it, next time (their
+     * frames would stay unnamed for good) */
+    if (lgc_symq_module(c->symq, p->sym, path, mod->start, mod->end, mod->bias) != 0) return;
+    if (lgc_db_ok(c)) lgc_db_write(c, lgst_module(c->db, m->proc, i, mod));
+    m->modules_stored = i + 1;
   }
-  m->modules_stored = nm;
   uint32_t ns = m->nsites;
   if (ns > p->nsymbolized) {
     uint8_t *n = realloc(p->symbolized, ns);
@@ -113,9 +116,9 @@ void lgc_take_symbols(lgc_collector_t *c, uint64_t budget_ns) {
   uint64_t t0 = lgu_now_ns();
   while ((!budget_ns || lgu_now_ns() - t0 < budget_ns) && lgc_symq_take(c->symq, &r)) {
     lgc_proc_t *p = r.owner;
-    if (c->db && !c->db_failed) {
+    if (lgc_db_ok(c)) {
       lgc_db_begin(c);
-      lgst_stack(c->db, p->m.proc, r.id, r.space, r.frames, r.nframes);
+      lgc_db_write(c, lgst_stack(c->db, p->m.proc, r.id, r.space, r.frames, r.nframes));
     }
     if (!(r.nframes > 0 && !strcmp(r.frames[0].module, "python"))) {
       char label[512], key[1200], *fj = NULL;
@@ -135,7 +138,7 @@ static void cuda_snapshot(lgc_collector_t *c, lgc_proc_t *p) {
   uint32_t nn = atomic_load_explicit(&m->hdr->cuda_nnotes, memory_order_acquire);
   for (; m->cuda_notes_seen < nn && m->cuda_notes_seen < LG_CUDA_NOTES; m->cuda_notes_seen++)
     lgu_err("cuda: pid %d: %.*s", m->pid, LG_CUDA_NOTE_LEN, m->hdr->cuda_notes[m->cuda_notes_seen]);
-  if (c->db && !c->db_failed) lgst_cuda_snapshot(c->db, m);
+  if (lgc_db_ok(c)) lgc_db_write(c, lgst_cuda_snapshot(c->db, m));
 }
 
 /* The NVML timeline, at the snapshot interval, once a recorded process uses CUDA;
@@ -154,16 +157,17 @@ void lgc_gpu_timeline(lgc_collector_t *c, uint64_t now) {
     c->nvml_tried = 1;
     c->nvml = lgn_open(why, sizeof why);
     if (!c->nvml) lgu_err("%s", why);
-    if (c->db) lgst_meta(c->db, "nvml", c->nvml ? "on" : why);
+    if (lgc_db_ok(c)) lgc_db_write(c, lgst_meta(c->db, "nvml", c->nvml ? "on" : why));
   }
   lgn_sample_t s;
-  if (!c->nvml || lgn_sample(c->nvml, pids, np, &s) != 0 || !c->db || c->db_failed) return;
+  if (!c->nvml || lgn_sample(c->nvml, pids, np, &s) != 0 || !lgc_db_ok(c)) return;
   lgc_db_begin(c);
   for (int d = 0; d < s.ndev; d++)
-    if (s.dev[d].ok) lgst_nvml_device(c->db, now, d, s.dev[d].used, s.dev[d].total);
+    if (s.dev[d].ok && lgc_db_ok(c)) lgc_db_write(c, lgst_nvml_device(c->db, now, d, s.dev[d].used, s.dev[d].total));
   for (int k = 0; k < s.nproc; k++)
     for (int i = 0; i < np; i++)
-      if (pids[i] == s.proc[k].pid) lgst_nvml_process(c->db, now, s.proc[k].dev, pids[i], procs[i], s.proc[k].used);
+      if (pids[i] == s.proc[k].pid && lgc_db_ok(c))
+        lgc_db_write(c, lgst_nvml_process(c->db, now, s.proc[k].dev, pids[i], procs[i], s.proc[k].used));
 }
 
 /* Takes one snapshot of p and stores it (mode: LGST_*). */
@@ -193,10 +197,10 @@ void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
    * this one may already hold part of the teardown. */
   if (!p->exit_begin_ns && atomic_load(&m->hdr->state) == LG_PS_EXITING) {
     p->exit_begin_ns = p->last_tick_ns ? p->last_tick_ns : now;
-    if (c->db && !c->db_failed) {
+    if (lgc_db_ok(c)) {
       char v[32];
       snprintf(v, sizeof v, "%" PRIu64, p->exit_begin_ns);
-      lgst_label(c->db, m->proc, "exit_begin_ns", v);
+      lgc_db_write(c, lgst_label(c->db, m->proc, "exit_begin_ns", v));
     }
   }
   /* every snapshot (step markers too) is a point of the live site series */
@@ -204,8 +208,8 @@ void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
                  m->nsites);
   p->last_tick_ns = now;
   cuda_snapshot(c, p);
-  if (c->db && !c->db_failed) {
-    lgst_snapshot(c->db, m, now, usage, c->limit, mode);
+  if (lgc_db_ok(c)) {
+    lgc_db_write(c, lgst_snapshot(c->db, m, now, usage, c->limit, mode));
   } else {
     m->seq++;
   }

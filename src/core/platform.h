@@ -47,14 +47,28 @@ static inline long lg_sys_gettid(void) { return syscall(SYS_gettid); }
 #define LG_MALLOC_ALIGN16 0
 #endif
 
+/* The PT_LOAD segments of an ELF image, in a dl_iterate_phdr callback, one at a time:
+ *   int i = 0;
+ *   while (lg_image_segment(info, &i, &lo, &hi)) ... [lo, hi) is loaded ...
+ * 1 with the next segment's addresses (i moves past it), 0 after the last. The one walk
+ * of program headers: lg_image_span and the Python module's static-object test use it. */
+static inline int lg_image_segment(const struct dl_phdr_info *info, int *i, uintptr_t *lo, uintptr_t *hi) {
+  for (; *i < info->dlpi_phnum; (*i)++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[*i];
+    if (ph->p_type != PT_LOAD) continue;
+    *lo = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
+    *hi = *lo + ph->p_memsz;
+    (*i)++;
+    return 1;
+  }
+  return 0;
+}
+
 /* The span [*lo, *hi) of an ELF image's PT_LOAD segments, in a dl_iterate_phdr
  * callback: 1, or 0 when the image maps nothing. */
 static inline int lg_image_span(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi) {
-  uintptr_t l = UINTPTR_MAX, h = 0;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
-    uintptr_t s = (uintptr_t)info->dlpi_addr + ph->p_vaddr, e = s + ph->p_memsz;
+  uintptr_t l = UINTPTR_MAX, h = 0, s, e;
+  for (int i = 0; lg_image_segment(info, &i, &s, &e);) {
     if (s < l) l = s;
     if (e > h) h = e;
   }

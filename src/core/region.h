@@ -265,7 +265,9 @@ static inline uint32_t lg_era_start(unsigned b) { return b == 0 ? 0u : (1u << (b
 
 /* The layout is shared by separately built binaries (a recorder of one build may talk
  * to a collector or guard of another): any change below must bump LG_REGION_VERSION.
- * These asserts make a change visible at build time; update them with the version. */
+ * These asserts make a change visible at build time; update them with the version
+ * (the first fails until they are). */
+_Static_assert(LG_REGION_VERSION == 5, "the layout asserts below are version 5's: check them for the new version");
 _Static_assert(sizeof(lg_site_ctr_t) == 128, "lg_site_ctr_t: two cache lines");
 _Static_assert(sizeof(lg_stack_rec_t) == 16, "lg_stack_rec_t layout");
 _Static_assert(sizeof(lg_module_rec_t) == 264, "lg_module_rec_t layout");
@@ -317,13 +319,34 @@ _Static_assert(sizeof(lg_hello_t) == 288, "lg_hello_t layout");
 #define LG_ENV_MMAP "LEAKGUARD_MMAP"       /* "0": do not record anonymous mmap */
 #define LG_ENV_CUDA_UM "LEAKGUARD_CUDA_UM" /* "1": CUPTI Unified Memory counters */
 #define LG_ENV_CUPTI "LEAKGUARD_CUPTI"     /* path of libcupti (default: the toolkit's) */
-/* Settings read by the Python module (src/python) and python/sitecustomize.py. */
-#define LG_ENV_DIR "LEAKGUARD_DIR"                         /* the run's private directory (files below) */
-#define LG_ENV_EXPLAIN_AT_STEP "LEAKGUARD_EXPLAIN_AT_STEP" /* explain at this step */
+/* Settings read by the Python module (src/python) and python/sitecustomize.py (which
+ * takes them from the module: leakguard.ENV_DIR, ...). */
+#define LG_ENV_DIR "LEAKGUARD_DIR"                           /* the run's private directory (files below) */
+#define LG_ENV_EXPLAIN_AT_STEP "LEAKGUARD_EXPLAIN_AT_STEP"   /* explain at this step */
+#define LG_ENV_EXPLAIN_BUDGET_S "LEAKGUARD_EXPLAIN_BUDGET_S" /* explain()'s time budget, seconds (2) */
+#define LG_ENV_EXPLAIN_DEBUG "LEAKGUARD_EXPLAIN_DEBUG"       /* set: explain() prints its phases */
+/* Settings read by the collector's side. */
+#define LG_ENV_LIBRARY "LEAKGUARD_LIBRARY" /* `leakguard run`: the preload library to use */
+#define LG_ENV_NVML "LEAKGUARD_NVML"       /* the NVML library to open (tests: a stand-in) */
+/* Set by the guard for the commands of its exec actions (docs/guard.md), which get none
+ * of the guard's own LG_ENV_PREFIX variables. */
+#define LG_ENV_PREFIX "LEAKGUARD_"
+#define LG_ENV_LEVEL "LEAKGUARD_LEVEL"   /* the level entered (lg_level_name: normal, ..., emergency) */
+#define LG_ENV_SOURCE "LEAKGUARD_SOURCE" /* the watermark's source that set it */
+#define LG_ENV_USAGE "LEAKGUARD_USAGE"   /* its usage, bytes */
+#define LG_ENV_LIMIT "LEAKGUARD_LIMIT"   /* its limit, bytes */
 
-/* Files in LG_ENV_DIR exchanged by the Python module and the collector. */
+/* Files in LG_ENV_DIR exchanged by the Python module and the collector. Each is written
+ * under its temporary name (a leading dot, *_TMP) and renamed: a reader sees whole
+ * files, and matches the names exactly (a temporary name never matches). */
 #define LG_FILE_SUSPECTS "suspects-%d.json"  /* collector -> module: growing sites */
 #define LG_FILE_EXPLAIN "explain-%d.json"    /* collector -> module: explain now */
 #define LG_FILE_HOLDERS "holders-%d-%d.json" /* module -> collector: pid, sequence */
 #define LG_FILE_LABELS "labels-%d.json"      /* module -> collector: rank, world */
-#endif                                       /* LG_REGION_H */
+#define LG_FILE_SUSPECTS_TMP ".suspects-%d.tmp"
+#define LG_FILE_EXPLAIN_TMP ".explain-%d.tmp"
+#define LG_FILE_HOLDERS_TMP ".holders-%d-%d.tmp"
+#define LG_FILE_LABELS_TMP ".labels-%d.tmp"
+/* The collector's socket in LG_ENV_DIR (its path goes to the recorder in LG_ENV_SOCK). */
+#define LG_FILE_SOCK "sock"
+#endif /* LG_REGION_H */

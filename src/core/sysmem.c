@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/region.h"
 #include "core/util.h"
 
 static long rd(const char *dir, const char *file, char *buf, size_t n) {
@@ -239,7 +240,7 @@ struct lgs_nvml {
 };
 
 lgs_nvml_t *lgs_nvml_open(char *why, size_t whylen) {
-  const char *name = getenv("LEAKGUARD_NVML"); /* tests: a stand-in library */
+  const char *name = getenv(LG_ENV_NVML); /* tests: a stand-in library */
   if (!name || !*name) name = "libnvidia-ml.so.1";
   void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {

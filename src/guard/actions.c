@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/region.h"
 #include "core/util.h"
 #include "leakguard.h"
 
@@ -288,21 +289,21 @@ static void do_exec(lgg_guard_t *g, int lvl, const source_t *w) {
     lgg_jend(g, j);
     return;
   }
-  /* environment: ours plus LEAKGUARD_LEVEL, _SOURCE, _USAGE, _LIMIT */
+  /* environment: ours without LEAKGUARD_*, plus the level, its source, usage and limit */
   size_t ne = 0;
   while (environ[ne]) ne++;
   char **env = calloc(ne + 5, sizeof *env);
   char e1[64], e2[320], e3[64], e4[64];
-  snprintf(e1, sizeof e1, "LEAKGUARD_LEVEL=%s", lg_level_name((lg_level_t)lvl));
-  snprintf(e2, sizeof e2, "LEAKGUARD_SOURCE=%s", w ? w->name : "");
-  snprintf(e3, sizeof e3, "LEAKGUARD_USAGE=%.0f", w ? w->usage : 0);
-  snprintf(e4, sizeof e4, "LEAKGUARD_LIMIT=%.0f", w ? w->limit : 0);
+  snprintf(e1, sizeof e1, LG_ENV_LEVEL "=%s", lg_level_name((lg_level_t)lvl));
+  snprintf(e2, sizeof e2, LG_ENV_SOURCE "=%s", w ? w->name : "");
+  snprintf(e3, sizeof e3, LG_ENV_USAGE "=%.0f", w ? w->usage : 0);
+  snprintf(e4, sizeof e4, LG_ENV_LIMIT "=%.0f", w ? w->limit : 0);
   pid_t pid = -1;
   int rc = -ENOMEM;
   if (env) {
     size_t k = 0;
     for (size_t i = 0; i < ne; i++)
-      if (strncmp(environ[i], "LEAKGUARD_", 10)) env[k++] = environ[i];
+      if (strncmp(environ[i], LG_ENV_PREFIX, strlen(LG_ENV_PREFIX))) env[k++] = environ[i];
     env[k++] = e1;
     env[k++] = e2;
     env[k++] = e3;

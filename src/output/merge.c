@@ -51,13 +51,16 @@ static int exec_fmt(sqlite3 *db, char *why, size_t whylen, const char *fmt, ...)
   return 0;
 }
 
+/* 1 when schema has table name, 0 when it has not, -1 when that cannot be read (a
+ * failed query is not an absent table: its rows would be left out unsaid). */
 static int has_table(sqlite3 *db, const char *schema, const char *name) {
   char *sql = sqlite3_mprintf("SELECT 1 FROM %w.sqlite_master WHERE type='table' AND name=%Q", schema, name);
   sqlite3_stmt *st = NULL;
-  int found = sql && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW;
+  int rc = sql ? sqlite3_prepare_v2(db, sql, -1, &st, NULL) : SQLITE_NOMEM;
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
   sqlite3_finalize(st);
   sqlite3_free(sql);
-  return found;
+  return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
 
 /* Copies src.T into main.T with proc and parent_proc shifted by off. */
@@ -72,10 +75,13 @@ static int copy_table(sqlite3 *db, const char *t, long long off, char *why, size
   sqlite3_free(sql);
   char cols[2048] = "", exprs[2048] = "";
   size_t nc = 0, ne = 0;
-  int ok = 1;
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  int ok = 1, step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     const char *c = (const char *)sqlite3_column_text(st, 1);
-    if (!c) continue;
+    if (!c) { /* out of memory: every column or none */
+      ok = 0;
+      break;
+    }
     int shift = !strcmp(c, "proc") || !strcmp(c, "parent_proc");
     int a = snprintf(cols + nc, sizeof cols - nc, "%s\"%s\"", nc ? "," : "", c);
     int b = shift ? snprintf(exprs + ne, sizeof exprs - ne, "%s\"%s\" + %lld", ne ? "," : "", c, off)
@@ -88,6 +94,10 @@ static int copy_table(sqlite3 *db, const char *t, long long off, char *why, size
     ne += (size_t)b;
   }
   sqlite3_finalize(st);
+  if (ok && step != SQLITE_DONE) {
+    snprintf(why, whylen, "cannot read the columns of %s: %s", t, sqlite3_errstr(step));
+    return -EIO;
+  }
   if (!ok || !nc) {
     snprintf(why, whylen, "table %s: unexpected columns", t);
     return -EIO;
@@ -144,6 +154,8 @@ int lgst_merge(const char *out, const char *const *in, int n, char *why, size_t 
   int rc = lgst_create(out, &s, &err);
   if (rc != 0) {
     snprintf(why, whylen, "cannot create %s: %s", out, err ? err : strerror(-rc));
+    unlink(out); /* it did not exist (above): what a failed create left is ours */
+    lgst_remove_journal(out);
     return rc;
   }
   sqlite3 *db = lgst_db(s);
@@ -155,12 +167,25 @@ int lgst_merge(const char *out, const char *const *in, int n, char *why, size_t 
     rc = exec_fmt(db, why, whylen, "BEGIN");
     long long off = 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT coalesce(max(proc), 0) FROM main.processes", -1, &st, NULL) == SQLITE_OK &&
+    /* the inputs' process keys are shifted past those merged so far: a failed query
+     * here must fail the merge, or this input's processes would replace earlier ones */
+    if (rc == 0 &&
+        sqlite3_prepare_v2(db, "SELECT coalesce(max(proc), 0) FROM main.processes", -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW)
       off = sqlite3_column_int64(st, 0);
+    else if (rc == 0) {
+      snprintf(why, whylen, "cannot read the merged processes: %s", sqlite3_errmsg(db));
+      rc = -EIO;
+    }
     sqlite3_finalize(st);
     for (int k = 0; rc == 0 && TABLES[k]; k++) {
-      if (!has_table(db, "src", TABLES[k])) continue;
+      int has = has_table(db, "src", TABLES[k]);
+      if (has < 0) {
+        snprintf(why, whylen, "cannot read the tables of %s: %s", in[i], sqlite3_errmsg(db));
+        rc = -EIO;
+        break;
+      }
+      if (!has) continue;
       if (!strncmp(TABLES[k], "cuda_", 5) || !strncmp(TABLES[k], "nvml", 4)) {
         if (!cuda && (rc = lgst_cuda_tables(s)) != 0) {
           snprintf(why, whylen, "cannot create the GPU tables");

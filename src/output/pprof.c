@@ -289,12 +289,15 @@ static int load_locations(sqlite3 *db, pb_t *prof, strs_t *strs, loc_t **locs_ou
   int rc = 0, step, nmaps = 0, nfuncs = 0;
   char key[1024];
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, "SELECT proc, module, path, start, end FROM modules ORDER BY proc, start", -1, &st,
-                         NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(db, "SELECT proc, path, start, end FROM modules ORDER BY proc, start", -1, &st, NULL) !=
+      SQLITE_OK)
     return -EIO;
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *mod = (const char *)sqlite3_column_text(st, 1), *path = (const char *)sqlite3_column_text(st, 2);
-    snprintf(key, sizeof key, "%d\x1f%s", sqlite3_column_int(st, 0), mod ? mod : "");
+    /* keyed as locations name their module: the file name of the path (symbolize.c) */
+    const char *path = (const char *)sqlite3_column_text(st, 1);
+    if (!path || !*path) continue; /* the vdso and friends: no file, no location names them */
+    const char *base = strrchr(path, '/');
+    snprintf(key, sizeof key, "%d\x1f%s", sqlite3_column_int(st, 0), base ? base + 1 : path);
     int added = 0;
     if (lgu_strmap_get_or_add(&maps, key, nmaps + 1, &added) < 0) {
       rc = -ENOMEM;
@@ -303,9 +306,9 @@ static int load_locations(sqlite3 *db, pb_t *prof, strs_t *strs, loc_t **locs_ou
     if (!added) continue; /* one mapping per module and process */
     nmaps++;
     pb_uint(&m, 1, (uint64_t)nmaps);
-    pb_uint(&m, 2, (uint64_t)sqlite3_column_int64(st, 3));
-    pb_uint(&m, 3, (uint64_t)sqlite3_column_int64(st, 4));
-    pb_uint(&m, 5, (uint64_t)str_id(strs, path ? path : mod));
+    pb_uint(&m, 2, (uint64_t)sqlite3_column_int64(st, 2));
+    pb_uint(&m, 3, (uint64_t)sqlite3_column_int64(st, 3));
+    pb_uint(&m, 5, (uint64_t)str_id(strs, path));
     pb_bool(&m, 7, 1); /* has_functions, has_filenames, has_line_numbers */
     pb_bool(&m, 8, 1);
     pb_bool(&m, 9, 1);

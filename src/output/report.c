@@ -554,6 +554,12 @@ int lgr_step(sqlite3_stmt *st) {
 
 int lgr_failed(void) { return build_err != 0; }
 
+int lgr_take_failure(void) {
+  int e = build_err;
+  build_err = 0;
+  return e;
+}
+
 void lgr_fail(int err) {
   if (!build_err) build_err = err;
 }

@@ -320,6 +320,7 @@ static int print_stacks(FILE *f, sqlite3 *db, const lgr_report_t *r) {
   size_t ns = 0;
   int rc = lgr_stack_values(db, r, &sv, &ns);
   if (rc) return rc;
+  (void)lgr_take_failure(); /* lgr_stack_locs records its failures (an allocation, a query) */
   const lgr_loc_t **lv = malloc(LGR_MAX_FRAMES * sizeof *lv);
   int *ids = malloc(LGR_MAX_FRAMES * sizeof *ids);
   lgu_strmap_t names = {0};
@@ -392,7 +393,8 @@ static int print_stacks(FILE *f, sqlite3 *db, const lgr_report_t *r) {
   free(ids);
   lgr_stack_values_free(sv, ns);
   lgr_cache_clear();
-  return rc;
+  int e = lgr_take_failure(); /* a stack whose frames could not be read: no silent gap */
+  return rc ? rc : e;
 }
 
 int lgr_print_html(FILE *f, lgst_t *store, const lgr_report_t *r, const lgr_options_t *o) {

@@ -43,6 +43,9 @@ enum { LGR_STMT_STACK_LOCS, LGR_STMT_HOLDERS_LATEST, LGR_STMT_HOLDERS, LGR_STMT_
 sqlite3_stmt *lgr_cached(sqlite3 *db, int which, const char *sql);
 void lgr_cache_clear(void);
 int lgr_failed(void); /* a failure was recorded */
+/* The failure recorded (0: none), cleared: for printers that read the database after
+ * lgr_build (the HTML page's stacks) through the same helpers. */
+int lgr_take_failure(void);
 
 /* Frees what a site owns and zeroes it. */
 void lgr_site_free(lgr_site_t *s);

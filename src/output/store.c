@@ -78,6 +78,15 @@ void lgst_remove_journal(const char *path) {
   unlink(side);
 }
 
+/* A failed create's reason, kept past lgst_close (sqlite3_errmsg's text belongs to the
+ * connection that lgst_close frees). */
+static const char *create_error(lgst_t *s, const char *text) {
+  static _Thread_local char buf[256];
+  snprintf(buf, sizeof buf, "%s", text ? text : s && s->db ? sqlite3_errmsg(s->db) : "cannot open");
+  lgst_close(s);
+  return buf;
+}
+
 int lgst_create(const char *path, lgst_t **out, const char **errmsg) {
   *errmsg = NULL;
   /* Refuse to clobber something that is not ours; remove stale WAL files. */
@@ -90,35 +99,32 @@ int lgst_create(const char *path, lgst_t **out, const char **errmsg) {
   fclose(f);
   lgst_remove_journal(path);
   lgst_t *s = calloc(1, sizeof *s);
-  if (!s) return -ENOMEM;
+  if (!s) {
+    *errmsg = "out of memory";
+    return -ENOMEM;
+  }
   if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
-    *errmsg = s->db ? sqlite3_errmsg(s->db) : "cannot open";
-    lgst_close(s);
+    *errmsg = create_error(s, NULL);
     return -EIO;
   }
   char *err = NULL;
   if (sqlite3_exec(s->db, SCHEMA, NULL, NULL, &err) != SQLITE_OK) {
-    static char buf[256];
-    snprintf(buf, sizeof buf, "%s", err ? err : "schema");
+    *errmsg = create_error(s, err ? err : "schema");
     sqlite3_free(err);
-    *errmsg = buf;
-    lgst_close(s);
     return -EIO;
   }
   if (prep(s, &s->ins_sample, "INSERT OR REPLACE INTO samples VALUES(?,?,?,?,?,?,?,?)") ||
       prep(s, &s->ins_snap, "INSERT OR REPLACE INTO snapshots VALUES(?,?,?,?,?,?,?,?,?,?,?,?)") ||
       prep(s, &s->ins_loc, "INSERT OR REPLACE INTO locations VALUES(?,?,?,?,?,?,?,?)") ||
       prep(s, &s->ins_stack, "INSERT OR REPLACE INTO stacks VALUES(?,?,?,?,?)")) {
-    *errmsg = sqlite3_errmsg(s->db);
-    lgst_close(s);
+    *errmsg = create_error(s, NULL);
     return -EIO;
   }
   char v[32];
   snprintf(v, sizeof v, "%d", LG_SCHEMA_VERSION);
   int rc = lgst_meta(s, "schema", v);
   if (rc) { /* without its version the file is not a leakguard database */
-    *errmsg = sqlite3_errmsg(s->db);
-    lgst_close(s);
+    *errmsg = create_error(s, NULL);
     return rc;
   }
   *out = s;

@@ -6,6 +6,7 @@
  */
 #include "python/explain.h"
 #include "core/blockhdr.h"
+#include "core/platform.h"
 
 #include <link.h>
 #include <stdlib.h>
@@ -21,9 +22,8 @@ static range_t *img;
 static size_t nimg, capimg;
 
 static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg) {
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
+  uintptr_t lo, hi;
+  for (int i = 0; lg_image_segment(info, &i, &lo, &hi);) {
     if (nimg == capimg) {
       size_t nc = capimg ? capimg * 2 : 256;
       range_t *n = realloc(img, nc * sizeof *n);
@@ -31,8 +31,8 @@ static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg) {
       img = n;
       capimg = nc;
     }
-    img[nimg].lo = info->dlpi_addr + ph->p_vaddr;
-    img[nimg].hi = img[nimg].lo + ph->p_memsz;
+    img[nimg].lo = lo;
+    img[nimg].hi = hi;
     nimg++;
   }
   return 0;

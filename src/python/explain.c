@@ -364,7 +364,7 @@ static int write_doc(PyObject *doc, char *path, size_t pathsz) {
   if (u) {
     char tmp[4200];
     snprintf(path, pathsz, "%s/" LG_FILE_HOLDERS, dir, (int)getpid(), ++holders_seq);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(tmp, sizeof tmp, "%s/" LG_FILE_HOLDERS_TMP, dir, (int)getpid(), holders_seq);
     FILE *f = fopen(tmp, "wb");
     if (f) {
       int ok = fwrite(u, 1, (size_t)len, f) == (size_t)len;
@@ -399,7 +399,7 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
 static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write) {
   double t0 = now_s();
   if (budget_s <= 0) {
-    const char *b = getenv("LEAKGUARD_EXPLAIN_BUDGET_S");
+    const char *b = getenv(LG_ENV_EXPLAIN_BUDGET_S);
     budget_s = b ? atof(b) : 0;
     if (budget_s <= 0) budget_s = 2.0;
   }
@@ -472,7 +472,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
   }
   if (stopped || E.full) E.truncated = 1;
   E.deadline = t0 + budget_s;
-  int dbg = getenv("LEAKGUARD_EXPLAIN_DEBUG") != NULL;
+  int dbg = getenv(LG_ENV_EXPLAIN_DEBUG) != NULL;
   if (dbg) fprintf(stderr, "explain: graph %zd objects %.3fs\n", E.n, now_s() - t0);
 
   /* 3: attribution */

@@ -277,7 +277,12 @@ PyMODINIT_FUNC PyInit_leakguard(void) {
   Py_INCREF(&TagType);
   if (PyModule_AddObject(m, "tag", (PyObject *)&TagType) < 0 ||
       PyModule_AddStringConstant(m, "__version__", "0.1.0") < 0 ||
-      PyModule_AddIntConstant(m, "EXPLAIN_AT_STEP", explain_at_step) < 0) {
+      PyModule_AddIntConstant(m, "EXPLAIN_AT_STEP", explain_at_step) < 0 ||
+      /* the contract with the collector (core/region.h), for python/sitecustomize.py */
+      PyModule_AddStringConstant(m, "ENV_DIR", LG_ENV_DIR) < 0 ||
+      PyModule_AddStringConstant(m, "FILE_EXPLAIN", LG_FILE_EXPLAIN) < 0 ||
+      PyModule_AddStringConstant(m, "FILE_LABELS", LG_FILE_LABELS) < 0 ||
+      PyModule_AddStringConstant(m, "FILE_LABELS_TMP", LG_FILE_LABELS_TMP) < 0) {
     Py_DECREF(m);
     return NULL;
   }

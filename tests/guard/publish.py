@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Publishing: a process running with the recorder (`leakguard run`) gets the guard's
 level in its shared region (guard_level, guard_seq bumped, evict_request at
-emergency), read back here through /proc/PID/fd the way the guard finds it.
+emergency), read back here through /proc/PID/fd the way the guard finds it; the exec
+action's command gets the level, its source, usage and limit in its environment.
 
   publish.py --leakguard BIN --mem GUARD_MEM
 """
@@ -67,16 +68,35 @@ def main():
             return gt.SKIP
         lvl0 = region(target)
         # limit below its RSS: emergency at once; publish only (no kill)
+        # and an exec action's command: the level, source, usage and limit in its
+        # environment, none of the guard's own LEAKGUARD_* variables
+        envfile = os.path.join(tmp, "exec.env")
         cfg = os.path.join(tmp, "g.ini")
         with open(cfg, "w") as f:
-            f.write("[guard]\nlimit = 4M\n[emergency]\nactions = log, publish\nrepeat = 0\n")
+            f.write("[guard]\nlimit = 4M\n[emergency]\nactions = log, publish, exec\n"
+                    "command = env > %s.tmp && mv %s.tmp %s\nrepeat = 0\n" % (envfile, envfile, envfile))
         log = os.path.join(tmp, "ev.jsonl")
         g = subprocess.Popen([a.leakguard, "guard", "--pid", str(target), "--config", cfg, "--log", log],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=dict(os.environ, LEAKGUARD_NOT_FOR_COMMANDS="1"))
         e = gt.wait_event(log, lambda e: e.get("action") == "publish")
+        for _ in range(100):
+            if os.path.exists(envfile):
+                break
+            time.sleep(0.05)
         time.sleep(0.3)
         lvl1 = region(target)
         gt.stop(g)
+        env = {}
+        if os.path.exists(envfile):
+            with open(envfile) as f:
+                env = dict(ln.split("=", 1) for ln in f.read().splitlines() if ln.startswith("LEAKGUARD_"))
+        print("exec action's LEAKGUARD_* environment: %s" % env)
+        if not (sorted(env) == ["LEAKGUARD_LEVEL", "LEAKGUARD_LIMIT", "LEAKGUARD_SOURCE", "LEAKGUARD_USAGE"] and
+                env["LEAKGUARD_LEVEL"] == "emergency" and env["LEAKGUARD_LIMIT"] == str(4 << 20) and
+                env["LEAKGUARD_USAGE"].isdigit() and int(env["LEAKGUARD_USAGE"]) > 4 << 20 and env["LEAKGUARD_SOURCE"]):
+            fails.append("the exec action's command did not get exactly LEAKGUARD_LEVEL=emergency, _SOURCE, "
+                         "_USAGE (over the limit) and _LIMIT=4194304")
         print("region before %s, during the guard %s, event %s" % (lvl0, lvl1, e))
         if not (lvl0 and lvl0[0] == 0):
             fails.append("initial level not normal")

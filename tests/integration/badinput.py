@@ -4,15 +4,14 @@
 never a crash.
 
   --case cli      usage errors (exit 2), commands that do not exist (127) or cannot
-                  be executed (126), unwritable output paths (98), `report` on files
-                  that are not leakguard databases, on truncated ones, on missing
-                  ones, with bad options (2)
+                  be executed (126), unwritable output paths (98), `report` (text
+                  and JSON) on files that are not leakguard databases, on truncated
+                  ones, missing ones, one from a future schema, with bad options (2)
   --case preload  targets LD_PRELOAD cannot work on: a statically linked program
                   and a setuid program (126, the message says why)
 """
 import os
 import shutil
-import sqlite3
 import stat
 import sys
 
@@ -96,22 +95,17 @@ def case_cli(t):
     if p.returncode != 0 or not os.path.exists(good):
         t.check(False, "a short run for the report cases works", exit=p.returncode,
                 stderr=p.stderr[-1000:])
-    text = t.path("notes.txt")
-    with open(text, "w") as f:
-        f.write("this is not a database\n" * 100)
     empty = t.path("empty.db")
     open(empty, "w").close()
-    foreign = t.path("foreign.db")
-    con = sqlite3.connect(foreign)
-    con.execute("CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT)")
-    con.execute("INSERT INTO customers(name) VALUES ('x')")
-    con.commit()
-    con.close()
-    cases = [("report on a text file", text), ("report on an empty file", empty),
-             ("report on a SQLite file that is not leakguard's", foreign),
-             ("report on a missing file", t.path("missing.db")),
-             ("report on a directory", t.path("adir"))]
+    cases = [("report on an empty file", empty), ("report on a directory", t.path("adir"))]
     if os.path.exists(good):
+        # the damaged databases every command is tested with (lgtest.bad_databases)
+        bad = lgtest.bad_databases(t, good)
+        cases += [("report on a text file", bad["text"]),
+                  ("report on a SQLite file that is not leakguard's", bad["foreign"]),
+                  ("report on a missing file", bad["missing"]),
+                  ("report on a database truncated to a third", bad["truncated"]),
+                  ("report on a schema from the future (99)", bad["future"])]
         size = os.path.getsize(good)
         for frac in (0.5, 0.1):
             tr = t.path("truncated-%d.db" % int(frac * 100))
@@ -129,7 +123,9 @@ def case_cli(t):
     for what, path in cases:
         for fmt in ("text", "json"):
             p = lg(t, "report", path, "--format", fmt)
-            one_line_error(t, p, "%s (--format %s)" % (what, fmt), expect_rc=2)
+            one_line_error(t, p, "%s (--format %s)" % (what, fmt), expect_rc=2,
+                           mention=["schema version 99"] if "future" in what else None)
+            t.check(p.stdout == "", "%s (--format %s): nothing on stdout" % (what, fmt), stdout=p.stdout[:300])
     if os.path.exists(good):
         for what, argv in (("report --format xml", ["report", good, "--format", "xml"]),
                            ("report --top -1", ["report", good, "--top", "-1"]),

@@ -6,12 +6,20 @@ scripts/deps.sh). The page is self-contained (no URL it would fetch); its script
 the end without an error; the DOM holds the leak's function and line, a memory curve
 (an SVG polyline) with its time-to-OOM projection, flame graph nodes of the LEAK-SITE
 function in both graphs, and the site table's first row (sorted by growth) is the
-LEAK-SITE line. A screenshot is kept in BUILD/test-artifacts/report.png."""
+LEAK-SITE line; opened as "#lg-test-sort=alloc", the page clicks the "allocated" column and
+the table is in that order. The page of two ranks on two nodes, merged, lists both
+processes with their host and rank and says where the leak is; the page of a Python
+leak (pure_sessions.py) names its line and the objects that hold it. Bad databases are
+refused. A screenshot is kept in BUILD/test-artifacts/report.png (scripts/test.sh says
+where, with its size, at the end)."""
 import os
 import re
 import shutil
+import sqlite3
 
 import lgtest
+
+PY_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 
 def chromium():
@@ -30,14 +38,40 @@ def load(t, browser, page, extra=()):
     return p.stdout, p.stderr
 
 
+def set_host(db, host):
+    """As if the run had been recorded on the machine HOST (the test runs on one)."""
+    con = sqlite3.connect(db)
+    con.execute("UPDATE processes SET host = ?", (host,))
+    con.execute("UPDATE labels SET value = ? WHERE key = 'host'", (host,))
+    con.commit()
+    con.close()
+
+
+def section(dom, sid):
+    """The DOM's text from the element with id SID to the end of its section."""
+    s = dom[dom.find('id="%s"' % sid):]
+    return s[:s.find("</section>")]
+
+
+def allocated(dom):
+    """The site table's rows as (function, location, bytes allocated), in the table's
+    order; bytes as the page prints them ("58.1 MiB"), back in bytes."""
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+    rows = re.findall(r'<tr[^>]*><td><code class="fn">([^<]*)</code> <span class="loc">([^<]*)</span></td>'
+                      r'(?:<td>[^<]*</td>){3}<td>([0-9.]+) (B|[KMGT]iB)</td><td>\d+</td></tr>', section(dom, "sites"))
+    return [(fn, loc, float(v) * units[u]) for fn, loc, v, u in rows]
+
+
 def main():
     a = lgtest.parse_args()
     t = lgtest.Test("html", a)
     browser = chromium()
     t.check(browser is not None, "chromium is installed (scripts/deps.sh installs it)")
     site = t.site("late_leak.c")
-    rec = t.lg_run([t.bin("late_leak"), "--seconds", "5", "--start", "1"], db=t.path("leak.db"))
-    ok = t.lg_run([t.bin("late_leak"), "--seconds", "3", "--start", "100"], db=t.path("ok.db"))
+    # two ranks of a job: rank 1 leaks, rank 0 does not
+    job = dict(os.environ, WORLD_SIZE="2", LOCAL_RANK="0")
+    rec = t.lg_run([t.bin("late_leak"), "--seconds", "5", "--start", "1"], db=t.path("leak.db"), env=dict(job, RANK="1"))
+    ok = t.lg_run([t.bin("late_leak"), "--seconds", "3", "--start", "100"], db=t.path("ok.db"), env=dict(job, RANK="0"))
     page = t.path("leak.html")
     p = t.run([a.leakguard, "report", "--format", "html", "-o", page, rec.db])
     t.check(p.returncode == 0 and p.stderr == "", "report --format html -o FILE: exit 0", exit=p.returncode,
@@ -80,15 +114,75 @@ def main():
             and "0 leaks" in dom2 and "nothing to show" in dom2,
             "healthy: no leak, an empty growth graph, the script ran", body=re.findall(r"<body[^>]*>", dom2))
 
+    # one click: the page opened with "#lg-test-sort=alloc" clicks the "allocated" column.
+    # late_leak's decode() allocates the most: 4 KiB-256 KiB per request (about 60 KiB
+    # on average) against 28 KiB thumbnails, one of each per request.
+    with open(t.src("late_leak.c")) as f:
+        decode_line = next(i + 1 for i, ln in enumerate(f) if "unsigned char *p = malloc(len);" in ln)
+    dom3, err3 = load(t, browser, page + "#lg-test-sort=alloc")
+    before, after = allocated(dom), allocated(dom3)
+    t.check('data-lg-ready="1"' in dom3 and 'data-lg-test-sorted="alloc"' in dom3 and "data-lg-error" not in dom3,
+            "#lg-test-sort=alloc: the page clicked the allocated column, without an error",
+            body=re.findall(r"<body[^>]*>", dom3), stderr=err3[-2000:])
+    t.check(re.search(r'<th data-k="alloc" class="sorted">', dom3) is not None and
+            re.search(r'<th data-k="growth" class="[^"]*sorted', dom3) is None and
+            re.search(r'<th data-k="growth" class="sorted">', dom) is not None,
+            "the sorted column moved from growth/s to allocated", before=re.findall(r"<th[^>]*>", dom),
+            after=re.findall(r"<th[^>]*>", dom3))
+    t.check(len(after) > 2 and sorted(after) == sorted(before) and
+            all(after[i][2] >= after[i + 1][2] for i in range(len(after) - 1)) and
+            after[0][0] == "decode" and after[0][1].endswith("late_leak.c:%d" % decode_line) and before[0][0] != "decode",
+            "after the click the same sites are in order of bytes allocated, decode (late_leak.c:%d) first"
+            % decode_line,
+            before=before[:6], after=after[:6])
+
+    # the processes and ranks of a job recorded on two nodes, merged (leakguard merge)
+    nodes = []
+    for db, host in ((ok.db, "node-a"), (rec.db, "node-b")):
+        nodes.append(t.path("%s.db" % host))
+        shutil.copyfile(db, nodes[-1])
+        set_host(nodes[-1], host)
+    merged = t.path("job.db")
+    p = t.run([a.leakguard, "merge", "-o", merged] + nodes)
+    t.check(p.returncode == 0, "merged the two nodes' runs", stderr=p.stderr)
+    jobpage = t.path("job.html")
+    p = t.run([a.leakguard, "report", "--format", "html", "-o", jobpage, merged])
+    t.check(p.returncode == 0, "the page of the merged job", stderr=p.stderr)
+    dom4, _ = load(t, browser, jobpage)
+    procs = section(dom4, "processes")
+    rows = re.findall(r'<tr( class="leaking")?><td>(\d+)</td><td>([^<]*)</td><td>([^<]*)</td>', procs)
+    t.check(sorted((h, r, bool(c)) for c, _, h, r in rows) == [("node-a", "0", False), ("node-b", "1", True)],
+            "processes: node-a rank 0, and node-b rank 1 marked leaking", rows=rows, section=procs[:2000])
+    pid_b = next((pid for c, pid, h, r in rows if h == "node-b"), "?")
+    t.check('data-lg-ready="1"' in dom4 and ("pid %s on node-b, rank 1" % pid_b) in section(dom4, "leaks"),
+            "the leak says where it ran: pid %s on node-b, rank 1" % pid_b, section=section(dom4, "leaks")[:2000])
+
+    # a Python program: the leak's Python line and the objects that hold it
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(a.leakguard), "..", "python"), LG_PY_SECONDS="3")
+    py = t.lg_run(["/usr/bin/python3", os.path.join(PY_DIR, "pure_sessions.py")], db=t.path("py.db"), env=env)
+    t.check(py.returncode == 0, "recorded pure_sessions.py", stderr=py.stderr[-2000:])
+    pypage = t.path("py.html")
+    p = t.run([a.leakguard, "report", "--format", "html", "-o", pypage, py.db])
+    t.check(p.returncode == 0, "the page of a Python run", stderr=p.stderr)
+    dom5, _ = load(t, browser, pypage)
+    leaks = section(dom5, "leaks")
+    t.check('data-lg-ready="1"' in dom5 and "Session.__init__" in leaks and "pure_sessions.py:12" in leaks,
+            "the Python leak names Session.__init__ at pure_sessions.py:12", section=leaks[:2000])
+    t.check(re.search(r'<p class="holder">held by __main__\.sessions \(dict\) \u2192 [^<]*\(Session\) \u2192 '
+                      r'\.buf \u2192 bytearray\(\d+ bytes\)</p>', leaks) is not None,
+            "its holder: __main__.sessions (dict) \u2192 [...] (Session) \u2192 .buf \u2192 bytearray",
+            section=leaks[:2000])
+
     # bad input: one line, status 2, no page left behind
     bad = lgtest.bad_databases(t, rec.db)
-    trunc, future = bad["truncated"], bad["future"]
-    for what, db, mention in (("a truncated database", trunc, None), ("a schema from the future", future, "schema"),
-                              ("a missing database", t.path("missing.db"), None)):
-        bad = t.path("bad.html")
-        p = t.run([a.leakguard, "report", "--format", "html", "-o", bad, db])
+    for what, db, mention in (("a truncated database", bad["truncated"], None),
+                              ("a schema from the future", bad["future"], "schema"),
+                              ("an SQLite database that is not leakguard's", bad["foreign"], "not a leakguard"),
+                              ("a missing database", bad["missing"], None)):
+        out = t.path("bad.html")
+        p = t.run([a.leakguard, "report", "--format", "html", "-o", out, db])
         lgtest.one_line_error(t, p, what, expect_rc=2, mention=[mention] if mention else None)
-        t.check(not os.path.exists(bad), "%s: no page left behind" % what)
+        t.check(not os.path.exists(out), "%s: no page left behind" % what)
 
     # the screenshot, kept for people to look at
     art = os.path.join(os.path.dirname(os.path.dirname(a.bin)), "test-artifacts")

@@ -87,13 +87,15 @@ def main():
 
     # bad input: one line, status 2, nothing written
     damaged = lgtest.bad_databases(t, runs[1])
-    future, trunc = damaged["future"], damaged["truncated"]
+    future, trunc, foreign, text = (damaged[k] for k in ("future", "truncated", "foreign", "text"))
     bad = t.path("bad-out.db")
     cases = [("an input given twice", ["-o", bad, runs[0], runs[0]], "twice", True),
              ("the output among the inputs", ["-o", runs[0], runs[0], runs[1]], "itself", False),
              ("an output that exists", ["-o", out, runs[0]], "exists", False),
              ("a schema from the future", ["-o", bad, runs[0], future], "schema", True),
              ("a truncated database", ["-o", bad, runs[0], trunc], None, True),
+             ("an SQLite database that is not leakguard's", ["-o", bad, runs[0], foreign], "not a leakguard", True),
+             ("a text file", ["-o", bad, runs[0], text], "not a leakguard", True),
              ("a missing database", ["-o", bad, runs[0], t.path("missing.db")], None, True),
              ("no output", [runs[0], runs[1]], "-o", True),
              ("no input", ["-o", bad], None, True)]

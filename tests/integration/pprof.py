@@ -6,8 +6,10 @@ format) and read by Go's pprof (`go tool pprof`, Debian's golang-go, installed b
 scripts/deps.sh). Exact: the inuse_space samples sum to the live bytes the database
 holds at the end; the growth samples sum to the report's leaking sites' rates; the
 fastest grower is the LEAK-SITE line (C) and the Python line (Python), with the
-native frames under the Python line leaf first. Errors: binary output to a terminal,
-an output file that cannot be written."""
+native frames under the Python line leaf first; every native location points at the
+mapping of its module's file (its address inside), Python frames at none. Errors:
+binary output to a terminal, an output file that cannot be written, a missing,
+truncated, foreign (not leakguard's) database or one from a future schema."""
 import gzip
 import json
 import os
@@ -90,6 +92,63 @@ def decode(path):
     return stype, samples
 
 
+def decode_mappings(path):
+    """The profile's Locations {id: (mapping_id, address, function, file)} and Mappings
+    {id: (memory_start, memory_limit, filename)}."""
+    with gzip.open(path, "rb") as f:
+        prof = fields(f.read())
+    strings = [v.decode() for f, w, v in prof if f == 6]
+    maps, funcs, locs = {}, {}, {}
+    for f, w, v in prof:
+        d = dict((ff, vv) for ff, ww, vv in fields(v)) if w == 2 and f in (3, 4, 5) else {}
+        if f == 3:
+            maps[d.get(1, 0)] = (d.get(2, 0), d.get(3, 0), strings[d.get(5, 0)])
+        elif f == 5:
+            funcs[d.get(1, 0)] = (strings[d.get(2, 0)], strings[d.get(4, 0)])
+    for f, w, v in prof:
+        if f == 4:
+            d = fields(v)
+            one = dict((ff, vv) for ff, ww, vv in d if ff != 4)
+            lines = [dict((a, c) for a, _, c in fields(vv)) for ff, ww, vv in d if ff == 4]
+            fn, file = funcs[lines[0].get(1, 0)] if lines else ("?", "")
+            locs[one.get(1, 0)] = (one.get(2, 0), one.get(3, 0), fn, file)
+    return locs, maps
+
+
+def check_mappings(t, prof, db, what, want_python):
+    """Every native Location points at the Mapping of its module (the file the database's
+    modules table names for it, its address inside), Python frames at none."""
+    locs, maps = decode_mappings(prof)
+    con = sqlite3.connect(db)
+    mods = {}  # ip -> the modules the database's locations give it
+    for ip, mod in con.execute("SELECT ip, module FROM locations"):
+        mods.setdefault(ip & ((1 << 64) - 1), set()).add(mod or "")
+    paths = set(p for (p,) in con.execute("SELECT path FROM modules"))
+    con.close()
+    native, python, wrong, pywrong = 0, 0, [], []
+    for lid, (mid, addr, fn, file) in sorted(locs.items()):
+        m = mods.get(addr, set())
+        if m == {"python"}:
+            python += 1
+            if mid != 0:
+                pywrong.append((lid, fn, file, "mapping %d" % mid))
+            continue
+        if len(m) != 1 or "" in m:
+            continue  # no module resolved (the vdso, a JIT): nothing to point at
+        mod = next(iter(m))
+        native += 1
+        mp = maps.get(mid)
+        if mid == 0 or mp is None:
+            wrong.append((lid, fn, mod, "mapping id %d" % mid))
+        elif os.path.basename(mp[2]) != mod or mp[2] not in paths or not mp[0] <= addr < mp[1]:
+            wrong.append((lid, fn, mod, "mapping %d is %s [%#x, %#x), address %#x" % (mid, mp[2], mp[0], mp[1], addr)))
+    t.check(native >= 5 and not wrong,
+            "%s: every native Location (%d) points at the Mapping of its module's file, its address inside"
+            % (what, native), wrong=wrong[:8], mappings=sorted(maps.values())[:8])
+    if want_python:
+        t.check(python > 0 and not pywrong, "%s: Python frames (%d) have no mapping" % (what, python), wrong=pywrong[:8])
+
+
 def main():
     a = lgtest.parse_args()
     t = lgtest.Test("pprof", a)
@@ -123,6 +182,7 @@ def main():
     leaf = top[0][0] if top[0] else ("?", "", 0)
     t.check(site.func_matches(leaf[0]) and site.file_matches(leaf[1]) and leaf[2] == site.line,
             "the fastest grower's leaf is the LEAK-SITE line %s:%d" % (site.function, site.line), leaf=leaf)
+    check_mappings(t, out, rec.db, "C", False)
     t.check(all(v[4] >= 0 for _, v in samples) and sum(v[4] for _, v in samples) >= sum(v[0] for _, v in samples),
             "peak_inuse_space: the process's peak holds at least what the end holds here (a leak)")
     if go:
@@ -142,6 +202,7 @@ def main():
     p = t.run([a.leakguard, "report", "-f", "pprof", "-o", pout, py.db])
     t.check(p.returncode == 0, "report --format pprof of a Python run", stderr=p.stderr)
     stype, samples = decode(pout)
+    check_mappings(t, pout, py.db, "Python", True)
     top = max(samples, key=lambda s: s[1][5])
     frames = top[0]
     pyi = [i for i, fr in enumerate(frames) if fr[1].endswith("pure_sessions.py")]
@@ -170,9 +231,15 @@ def main():
     lgtest.one_line_error(t, p, "pprof to a terminal", expect_rc=2, mention=["binary", "-o"])
     p = t.run([a.leakguard, "report", "--format", "pprof", "-o", "/nonexistent/dir/x.pb.gz", rec.db])
     lgtest.one_line_error(t, p, "an output file that cannot be written", expect_rc=98, mention=["/nonexistent/dir"])
-    p = t.run([a.leakguard, "report", "--format", "pprof", "-o", t.path("bad.pb.gz"), t.path("missing.db")])
-    lgtest.one_line_error(t, p, "a missing database", expect_rc=2)
-    t.check(not os.path.exists(t.path("bad.pb.gz")), "no output file is left for a missing database")
+    # databases that are not (or no longer) leakguard's: one line, status 2, no profile
+    bad = lgtest.bad_databases(t, rec.db)
+    for what, db, mention in (("a missing database", bad["missing"], None),
+                              ("a truncated database", bad["truncated"], "damaged"),
+                              ("an SQLite database that is not leakguard's", bad["foreign"], "not a leakguard"),
+                              ("a schema from the future", bad["future"], "schema")):
+        p = t.run([a.leakguard, "report", "--format", "pprof", "-o", t.path("bad.pb.gz"), db])
+        lgtest.one_line_error(t, p, what, expect_rc=2, mention=[mention] if mention else None)
+        t.check(not os.path.exists(t.path("bad.pb.gz")), "%s: no profile is left behind" % what)
     t.finish()
 
 

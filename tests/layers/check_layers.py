@@ -5,7 +5,7 @@ a probe marked ok (the layer may include that header) must compile; a probe mark
 fail (an include against the data flow) must fail, and fail because the header is not
 on the layer's include path ("No such file or directory"), not for another reason.
 
-  check_layers.py --build BUILD_DIR TARGET:HEADER:ok|fail ...
+  check_layers.py --build BUILD_DIR [--note TEXT] TARGET:HEADER:ok|fail ...
 """
 import argparse
 import subprocess
@@ -15,8 +15,11 @@ import sys
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
+    ap.add_argument("--note", action="append", default=[], help="a line to print first (probes not run)")
     ap.add_argument("probes", nargs="+")
     a = ap.parse_args()
+    for n in a.note:
+        print("NOTE " + n)
     bad = 0
     for p in a.probes:
         target, header, want = p.split(":")

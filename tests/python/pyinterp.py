@@ -82,5 +82,17 @@ def ext_suffix(exe):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--no-headers"]:
+        # A test of CPython 3.X that could not be built (its headers were not found when
+        # the build was configured): skipped if the interpreter is absent too, failed if
+        # it is here.
+        m = sys.argv[2]
+        exe, how = find(m)
+        if not exe:
+            print("SKIP: " + how)
+            sys.exit(77)
+        print("FAILED: CPython %s is here (%s) but its headers were not found when the build was "
+              "configured (src/python/interpreters.cmake): install them and reconfigure" % (m, exe))
+        sys.exit(1)
     for m in sys.argv[1:] or ["3.9", "3.10", "3.11", "3.12", "3.13"]:
         print(m, *find(m))

@@ -80,25 +80,37 @@ def main():
                          "allocator), then the Python line: stacks read innermost first")
     ap.add_argument("--hog", type=int, default=0,
                     help="N busy processes share the CPUs while the script is recorded")
+    ap.add_argument("--needs", action="append", default=[],
+                    help="a module the script imports (torch): if the interpreter has none, fail saying so")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     a.leakguard, a.pydir = os.path.abspath(a.leakguard), os.path.abspath(a.pydir)
 
     python = "/usr/bin/python3"
+    sys.path.insert(0, HERE)
+    import pyinterp
     if a.python:
-        sys.path.insert(0, HERE)
-        import pyinterp
         python, how = pyinterp.find(a.python)
         if not python:
             print("SKIP: " + how, flush=True)
             return SKIP
         print("CPython %s: %s" % (how, python), flush=True)
-        suffix = pyinterp.ext_suffix(python)
-        mod = os.path.join(a.pydir, "leakguard" + (suffix or ".so"))
-        if not suffix or not os.path.exists(mod):
-            print("FAILED: no leakguard module for this interpreter (%s): its headers were not "
-                  "found when the build was configured; reconfigure (src/python/interpreters.cmake)"
-                  % mod, flush=True)
+    # an interpreter that is there must have its module (Debian's python3 always), and
+    # what the script imports (torch): their absence fails the test, saying so
+    suffix = pyinterp.ext_suffix(python)
+    mod = os.path.join(a.pydir, "leakguard" + (suffix or ".so"))
+    if not suffix or not os.path.exists(mod):
+        print("FAILED: no leakguard module for %s (%s): its headers were not found when the "
+              "build was configured (for Debian's python3: python3-dev, scripts/deps.sh); "
+              "reconfigure (src/python/interpreters.cmake)" % (python, mod), flush=True)
+        return 1
+    for m in a.needs:
+        r = subprocess.run([python, "-c", "import " + m], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=300)
+        if r.returncode != 0:
+            last = (r.stderr.strip().splitlines() or ["?"])[-1]
+            print("FAILED: %s cannot import %s, which %s needs (Debian: python3-%s, scripts/deps.sh): %s"
+                  % (python, m, a.script, m, last), flush=True)
             return 1
 
     script = os.path.join(HERE, a.script)

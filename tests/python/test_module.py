@@ -19,6 +19,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,19 +53,21 @@ def main():
     a = ap.parse_args()
     a.leakguard, a.pydir = os.path.abspath(a.leakguard), os.path.abspath(a.pydir)
     py = "/usr/bin/python3"
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import pyinterp
     if a.python:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import pyinterp
         py, how = pyinterp.find(a.python)
         if not py:
             print("SKIP: " + how, flush=True)
             return 77
         print("CPython %s: %s" % (how, py), flush=True)
-        suffix = pyinterp.ext_suffix(py)
-        if not suffix or not os.path.exists(os.path.join(a.pydir, "leakguard" + suffix)):
-            print("FAILED: no leakguard%s in %s: this interpreter's headers were not found when "
-                  "the build was configured" % (suffix, a.pydir), flush=True)
-            return 1
+    # an interpreter that is there must have its module (Debian's python3 always)
+    suffix = pyinterp.ext_suffix(py)
+    if not suffix or not os.path.exists(os.path.join(a.pydir, "leakguard" + suffix)):
+        print("FAILED: no leakguard%s in %s for %s: its headers were not found when the build "
+              "was configured (for Debian's python3: python3-dev, scripts/deps.sh; then "
+              "reconfigure)" % (suffix, a.pydir, py), flush=True)
+        return 1
     tmp = tempfile.mkdtemp(prefix="lgpy-module-")
     base = dict(os.environ)
     for k in ("LEAKGUARD_DIR", "LD_PRELOAD", "LEAKGUARD_EXPLAIN_AT_STEP"):
@@ -91,6 +94,17 @@ def main():
           "imported from the build tree", stdout=r.stdout)
     msg = "leakguard: not running under `leakguard run`; step/tag/explain are no-ops"
     check(r.stderr.count(msg) == 1, "says so once on stderr", stderr=r.stderr)
+    # the names of the contract with the collector (core/region.h) come from the module;
+    # sitecustomize.py has one literal, the variable it reads before importing it
+    r = run([py, "-c", "import leakguard as lg; print(lg.ENV_DIR, lg.FILE_EXPLAIN, lg.FILE_LABELS, "
+                       "lg.FILE_LABELS_TMP)"], base, tmp)
+    names = r.stdout.split()
+    with open(os.path.join(a.pydir, "sitecustomize.py")) as f:
+        site = f.read()
+    literals = re.findall(r"[\"'](LEAKGUARD_\w*|[.\w-]*%d[.\w%-]*)[\"']", site)
+    check(names == ["LEAKGUARD_DIR", "explain-%d.json", "labels-%d.json", ".labels-%d.tmp"] and
+          literals == [names[0]], "the module exports region.h's names; sitecustomize.py uses them",
+          module=names, literals_in_sitecustomize=literals, stderr=r.stderr)
 
     # 2. under the recorder, full mode, synthetic heap
     print("== under leakguard run", flush=True)

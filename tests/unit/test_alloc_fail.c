@@ -1,118 +1,42 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_alloc_fail.c - allocation-failure injection, SQLite-style (issue #11).
+ * test_alloc_fail.c - allocation-failure injection, SQLite-style (issue #11), for the
+ * store writer, the report and its printers, and `leakguard merge`. The collector's
+ * own code: test_alloc_fail_collector.c.
  *
- * Every allocation the store writer (what the collector does at each snapshot) and the
- * report (lgr_build and its printers) make goes through a counter: leakguard's own
- * malloc/calloc/realloc/strdup (linked with -Wl,--wrap), SQLite's (sqlite3_config
- * SQLITE_CONFIG_MALLOC) and cJSON's (cJSON_InitHooks). For N = 1, 2, ... the Nth
- * allocation fails, once ("transient") and then every one from the Nth on
- * ("persistent"), until a pass completes without reaching N.
+ * Every allocation goes through a counter (alloc_inject.h): leakguard's own, SQLite's
+ * and cJSON's. For N = 1, 2, ... the Nth allocation fails, once ("transient") and then
+ * every one from the Nth on ("persistent"), until a pass completes without reaching N.
  *
  * What must hold for every N: no crash, no leak (the ASan build runs this test with
  * detect_leaks=1), and no silent damage: a writer pass that reports success wrote a
  * database that opens and reports the same as the reference; a report pass that
- * returns success printed exactly the reference text and JSON. A failure may only
- * surface as an error (a non-zero return, with a reason in `why`).
+ * returns success printed exactly the reference text, JSON, pprof and HTML; a merge
+ * that returns success wrote a database that reports as the reference merge, and a
+ * merge that fails left no file. A failure may only surface as an error (a non-zero
+ * return, with a reason in `why`).
  *
  *   test_alloc_fail [DATABASE]   also runs the report passes on DATABASE (a real run)
  */
 #include <errno.h>
-#include <execinfo.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-#include <sqlite3.h>
-
+#include "alloc_inject.h"
 #include "core/model.h"
 #include "core/region.h"
 #include "leakguard.h"
 #include "output/diff.h"
+#include "output/merge.h"
 #include "output/pprof.h"
 #include "output/report.h"
+#include "output/report_html.h"
 #include "output/store.h"
 
-/* ------------------------------------------------------------------ injection */
-
-static long inject_at; /* 0: off; else the allocation number that fails */
-static int persistent; /* 1: every allocation from inject_at on fails */
-static long calls;     /* allocations counted since the pass began */
-static int hit;        /* the pass reached inject_at */
-
-static long trace_at; /* LG_ALLOC_FAIL_TRACE=N: print the stack of failed allocation N */
-
-static int fail_now(void) {
-  if (!inject_at) return 0;
-  calls++;
-  if (calls == inject_at || (persistent && calls > inject_at)) {
-    if (calls == trace_at && !hit) {
-      void *bt[32];
-      int n = backtrace(bt, 32); /* libc's: not counted, no allocation after the first */
-      fprintf(stderr, "allocation %ld fails here:\n", calls);
-      backtrace_symbols_fd(bt, n, 2);
-    }
-    hit = 1;
-    return 1;
-  }
-  return 0;
-}
-
-static void arm(long n, int pers) {
-  inject_at = n;
-  persistent = pers;
-  calls = 0;
-  hit = 0;
-}
-static void disarm(void) { inject_at = 0; } /* keeps hit */
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t k);
-void *__real_realloc(void *p, size_t n);
-char *__real_strdup(const char *s);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t k);
-void *__wrap_realloc(void *p, size_t n);
-char *__wrap_strdup(const char *s);
-
-void *__wrap_malloc(size_t n) {
-  if (fail_now()) return errno = ENOMEM, NULL;
-  return __real_malloc(n);
-}
-void *__wrap_calloc(size_t n, size_t k) {
-  if (fail_now()) return errno = ENOMEM, NULL;
-  return __real_calloc(n, k);
-}
-void *__wrap_realloc(void *p, size_t n) {
-  if (n && fail_now()) return errno = ENOMEM, NULL;
-  return __real_realloc(p, n);
-}
-char *__wrap_strdup(const char *s) {
-  if (fail_now()) return errno = ENOMEM, NULL;
-  return __real_strdup(s);
-}
-
-static sqlite3_mem_methods sq_real;
-static void *sq_malloc(int n) { return fail_now() ? NULL : sq_real.xMalloc(n); }
-static void *sq_realloc(void *p, int n) { return fail_now() ? NULL : sq_real.xRealloc(p, n); }
-
-static void *cj_malloc(size_t n) { return fail_now() ? NULL : __real_malloc(n); }
-
-static int failures;
-static void check(int ok, const char *fmt, ...) {
-  if (ok) return;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "FAIL ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
-  va_end(ap);
-  failures++;
-}
+#define check ai_check
 
 /* ------------------------------------------------------------------ the writer */
 
@@ -214,6 +138,8 @@ static int report(const char *path, out_t *o, char *why, size_t whylen) {
     }
     /* and the pprof profile (gzip without a time stamp: the same bytes every time) */
     if (rc == 0 && (rc = lgr_print_pprof(fj, s, &r)) != 0) snprintf(why, whylen, "lgr_print_pprof: %d", rc);
+    /* and the HTML page */
+    if (rc == 0 && (rc = lgr_print_html(fj, s, &r, &opt)) != 0) snprintf(why, whylen, "lgr_print_html: %d", rc);
     fclose(ft);
     fclose(fj);
     lgr_free(&r);
@@ -228,9 +154,9 @@ static long report_passes(const char *db, const out_t *ref, int pers) {
   for (n = 1; n < 200000; n++) {
     char why[512] = "";
     out_t o;
-    arm(n, pers);
+    ai_arm(n, pers);
     int rc = report(db, &o, why, sizeof why);
-    disarm();
+    ai_disarm();
     if (rc == 0) {
       check(o.ntext == ref->ntext && !memcmp(o.text, ref->text, ref->ntext),
             "%s report of %s, allocation %ld failed: success, but the text differs", pers ? "persistent" : "transient",
@@ -242,10 +168,43 @@ static long report_passes(const char *db, const out_t *ref, int pers) {
       check(why[0] != 0, "report of %s, allocation %ld failed: error %d without a reason", db, n, rc);
     }
     out_free(&o);
-    if (!hit) break; /* the pass needed fewer than n allocations: done */
-    if (failures > 20) break;
+    if (!ai_hit()) break; /* the pass needed fewer than n allocations: done */
+    if (ai_failures() > 20) break;
   }
   return n;
+}
+
+/* ------------------------------------------------------------------ merge */
+
+/* `leakguard merge` of the n databases in[] into out, against the report ref of the
+ * merge made without injection: success must mean a database that reports the same;
+ * a failure must leave no file at out. */
+static long merge_passes(const char *const *in, int n, const char *out, const out_t *ref, int pers) {
+  long k;
+  for (k = 1; k < 200000; k++) {
+    char why[512] = "";
+    unlink(out);
+    ai_arm(k, pers);
+    int rc = lgst_merge(out, in, n, why, sizeof why);
+    ai_disarm();
+    const char *mode = pers ? "persistent" : "transient";
+    if (rc == 0) {
+      out_t o;
+      char why2[512] = "";
+      int r2 = report(out, &o, why2, sizeof why2);
+      check(r2 == 0 && o.ntext == ref->ntext && !memcmp(o.text, ref->text, ref->ntext) && o.njson == ref->njson &&
+                !memcmp(o.json, ref->json, ref->njson),
+            "%s merge, allocation %ld failed: success, but the merged database does not report as the reference (%s)",
+            mode, k, r2 ? why2 : "different output");
+      out_free(&o);
+    } else {
+      check(why[0] != 0, "%s merge, allocation %ld failed: error %d without a reason", mode, k, rc);
+      check(access(out, F_OK) != 0, "%s merge, allocation %ld failed: error %d, but %s was left behind", mode, k, rc,
+            out);
+    }
+    if (!ai_hit() || ai_failures() > 20) break;
+  }
+  return k;
 }
 
 /* A process as the collector models it when it first connects (the store reads the
@@ -269,22 +228,15 @@ static void new_proc(lgm_proc_t *p, lg_region_hdr_t *hdr, lgm_site_t *sites, lgm
 }
 
 int main(int argc, char **argv) {
-  const char *tr = getenv("LG_ALLOC_FAIL_TRACE");
-  trace_at = tr ? atol(tr) : 0;
-  {
-    void *bt[2];
-    backtrace(bt, 2); /* loads libgcc's unwinder before anything is counted */
-  }
-  if (sqlite3_config(SQLITE_CONFIG_GETMALLOC, &sq_real) != SQLITE_OK) return 99;
-  sqlite3_mem_methods m = sq_real;
-  m.xMalloc = sq_malloc;
-  m.xRealloc = sq_realloc;
-  if (sqlite3_config(SQLITE_CONFIG_MALLOC, &m) != SQLITE_OK) return 99;
-  cJSON_Hooks hooks = {cj_malloc, free};
-  cJSON_InitHooks(&hooks);
+  if (ai_init() != 0) return 99;
 
-  char dir[] = "/tmp/lgallocfail-XXXXXX";
-  if (!mkdtemp(dir)) return 99;
+  /* thousands of databases are written: in memory (tmpfs) when there is one, where
+   * SQLite's syncs cost nothing */
+  char dir[] = "/dev/shm/lgallocfail-XXXXXX";
+  if (!mkdtemp(dir)) {
+    memcpy(dir, "/tmp/lgallocfail-XXXXXX", sizeof "/tmp/lgallocfail-XXXXXX");
+    if (!mkdtemp(dir)) return 99;
+  }
   char ref_db[600], db[600], why[512];
   snprintf(ref_db, sizeof ref_db, "%s/ref.db", dir);
   snprintf(db, sizeof db, "%s/try.db", dir);
@@ -302,7 +254,7 @@ int main(int argc, char **argv) {
   check(ref.ntext > 0 && !strncmp(ref.text, "leakguard report: LEAK", 22) &&
             strstr(ref.text, "allocated at grow_cache (cache.c:42): suspect #1") != NULL,
         "the reference report names the leak at grow_cache (cache.c:42)");
-  if (failures) return 1;
+  if (ai_failures()) return 1;
   if (getenv("LG_ALLOC_FAIL_KEEP")) {
     FILE *kf = fopen("/tmp/lgaf-ref.json", "w");
     if (kf) fwrite(ref.json, 1, ref.njson, kf), fclose(kf);
@@ -314,9 +266,9 @@ int main(int argc, char **argv) {
     long n;
     for (n = 1; n < 200000; n++) {
       new_proc(p, hdr, sites, stored);
-      arm(n, pers);
+      ai_arm(n, pers);
       int rc = write_db(db, p);
-      disarm();
+      ai_disarm();
       if (rc == 0) {
         out_t o;
         int r2 = report(db, &o, why, sizeof why);
@@ -332,7 +284,7 @@ int main(int argc, char **argv) {
               pers ? "persistent" : "transient", n, r2 ? why : "different JSON");
         out_free(&o);
       }
-      if (!hit || failures > 20) break;
+      if (!ai_hit() || ai_failures() > 20) break;
     }
     wn[pers] = n;
   }
@@ -349,8 +301,29 @@ int main(int argc, char **argv) {
     printf("report of %s: %ld allocation points failed once, %ld persistently\n", dbs[i], t - 1, q - 1);
     out_free(&r);
   }
+
+  /* merge: the reference database and a copy under another name (the real run adds
+   * nothing the merge code does not do for these, at many times the cost) */
+  char copy_db[600], merged[600];
+  snprintf(copy_db, sizeof copy_db, "%s/copy.db", dir);
+  snprintf(merged, sizeof merged, "%s/merged.db", dir);
+  new_proc(p, hdr, sites, stored);
+  check(write_db(copy_db, p) == 0, "a second database written");
+  const char *in[2] = {ref_db, copy_db};
+  int nin = 2;
+  out_t mref;
+  unlink(merged);
+  int mrc = lgst_merge(merged, in, nin, why, sizeof why);
+  check(mrc == 0 && report(merged, &mref, why, sizeof why) == 0, "reference merge and its report: %s", why);
+  if (mrc == 0) {
+    long t = merge_passes(in, nin, merged, &mref, 0), q = merge_passes(in, nin, merged, &mref, 1);
+    printf("merge of %d databases: %ld allocation points failed once, %ld persistently\n", nin, t - 1, q - 1);
+    out_free(&mref);
+  }
   out_free(&ref);
 
+  unlink(merged);
+  unlink(copy_db);
   unlink(ref_db);
   unlink(db);
   char wal[640];
@@ -363,6 +336,6 @@ int main(int argc, char **argv) {
   free(sites);
   free(stored);
   free(p);
-  printf("%s\n", failures ? "FAILED" : "all passes: errors reported, nothing silently lost");
-  return failures ? 1 : 0;
+  printf("%s\n", ai_failures() ? "FAILED" : "all passes: errors reported, nothing silently lost");
+  return ai_failures() ? 1 : 0;
 }

@@ -2,8 +2,8 @@
 /*
  * test_classify.c - unit tests of the pattern classifier (issue #4): each feature on
  * hand-made series, invariance to scale and time units, rejection of bad input,
- * the CSV reader's errors (naming the line), the committed model's accuracy on a
- * freshly generated test set, and the `classify` command's text and JSON output.
+ * the committed model's accuracy on a freshly generated test set. The CSV reader and
+ * what `leakguard classify FILE` prints: test_csv.c.
  */
 #include <errno.h>
 #include <math.h>
@@ -16,11 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
 #include <cmocka.h>
 
 #include "analysis/classify.h"
-#include "cli/commands.h"
 #include "gen.h"
 #include "leakguard.h"
 
@@ -653,155 +651,6 @@ static void test_generator_round4(void **state) {
   assert_true(denser >= 50);
 }
 
-/* ------------------------------------------------------------------ CSV reader */
-
-static int parse(const char *text, lgi_series_t *s, char *err) {
-  FILE *fp = fmemopen((void *)text, strlen(text), "r");
-  assert_non_null(fp);
-  int rc = lgi_series_read_csv(fp, "x.csv", s, err, 256);
-  fclose(fp);
-  return rc;
-}
-
-static void expect_error(const char *text, const char *msg) {
-  lgi_series_t s;
-  char err[256];
-  assert_int_equal(parse(text, &s, err), -1);
-  assert_string_equal(err, msg);
-  assert_null(s.t);
-  assert_int_equal(s.n, 0);
-}
-
-static void test_csv_ok(void **state) {
-  (void)state;
-  lgi_series_t s;
-  char err[256];
-  assert_int_equal(parse("time,value\n1,10\n2,11\n3,12\n4,13\n5,14\n6,15\n7,16\n8,17\n\n\n", &s, err), 0);
-  assert_int_equal(s.n, 8);
-  assert_null(s.rss);
-  assert_true(s.t[7] == 8 && s.v[7] == 17);
-  lgi_series_free(&s);
-  /* no header, rss column, blanks, CRLF, comments */
-  assert_int_equal(parse("# exported\r\n0.5, 1e3, 2e3\r\n1.5,1001,2001\n2.5,1002,2002\n"
-                         "3.5,1003,2003\n4.5,1004,2004\n5.5,1005,2005\n6.5,1006,2006\n"
-                         "7.5,1007,2007\n",
-                         &s, err),
-                   0);
-  assert_int_equal(s.n, 8);
-  assert_non_null(s.rss);
-  assert_true(s.t[0] == 0.5 && s.v[0] == 1000 && s.rss[0] == 2000 && s.rss[7] == 2007);
-  lgi_series_free(&s);
-  /* named columns in another order */
-  assert_int_equal(parse("rss,value,timestamp\n9,2,1\n9,2,2\n9,2,3\n9,2,4\n9,2,5\n9,2,6\n"
-                         "9,2,7\n9,3,8\n",
-                         &s, err),
-                   0);
-  assert_true(s.t[7] == 8 && s.v[7] == 3 && s.rss[7] == 9);
-  lgi_series_free(&s);
-}
-
-static void test_csv_errors(void **state) {
-  (void)state;
-  const char *rows = "1,1\n2,2\n3,3\n4,4\n5,5\n6,6\n7,7\n";
-  char buf[512];
-  expect_error("", "x.csv: need at least 8 samples, got 0");
-  expect_error("time,value\n", "x.csv: need at least 8 samples, got 0");
-  expect_error("1,1\n2,2\n3,3\n", "x.csv: need at least 8 samples, got 3");
-  snprintf(buf, sizeof buf, "time,value\n1,1\n\n2,2\n%s", rows);
-  expect_error(buf, "x.csv:3: empty row");
-  expect_error("time,value\n1,1\n2,abc\n", "x.csv:3: column 2: 'abc' is not a number");
-  expect_error("1,1\n2,\n", "x.csv:2: column 2 is empty");
-  expect_error("1,1\n2,2,2\n", "x.csv:2: expected 2 columns, got 3");
-  expect_error("1\n", "x.csv:1: expected 2 or 3 columns (time,value[,rss]), got 1");
-  expect_error("1,1,1,1\n", "x.csv:1: expected 2 or 3 columns (time,value[,rss]), got 4");
-  expect_error("1,1\n2,nan\n", "x.csv:2: column 2: non-finite value 'nan'");
-  expect_error("1,1\ninf,2\n", "x.csv:2: column 1: non-finite value 'inf'");
-  /* equal times are merged (tests/unit/test_csv.c); a time going back is an error */
-  expect_error("1,1\n3,2\n2,3\n", "x.csv:3: time 2 is before the previous sample's 3");
-  expect_error("1,1\n2,2\n3,12abc\n", "x.csv:3: column 2: '12abc' is not a number");
-}
-
-/* ------------------------------------------------------------------ command */
-
-/* Runs lg_cmd_classify with stdout/stderr captured into out/err. */
-static int run_cmd(int argc, char **argv, char *out, char *err, size_t len) {
-  fflush(stdout);
-  fflush(stderr);
-  FILE *fo = tmpfile(), *fe = tmpfile();
-  int so = dup(1), se = dup(2);
-  dup2(fileno(fo), 1);
-  dup2(fileno(fe), 2);
-  int rc = lg_cmd_classify(argc, argv);
-  fflush(stdout);
-  fflush(stderr);
-  dup2(so, 1);
-  dup2(se, 2);
-  close(so);
-  close(se);
-  size_t k;
-  rewind(fo);
-  k = fread(out, 1, len - 1, fo);
-  out[k] = 0;
-  rewind(fe);
-  k = fread(err, 1, len - 1, fe);
-  err[k] = 0;
-  fclose(fo);
-  fclose(fe);
-  return rc;
-}
-
-static void test_cmd_classify(void **state) {
-  (void)state;
-  char path[] = "/tmp/lg-test-classify-XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  FILE *fp = fdopen(fd, "w");
-  fprintf(fp, "time,value\n");
-  for (int i = 0; i < 200; i++) fprintf(fp, "%d,%.1f\n", i, 1e6 + 1e4 * i + 2e3 * noise((unsigned)i));
-  fclose(fp);
-
-  static char out[8192], err[8192];
-  char *a1[] = {"classify", "--format", "json", path};
-  assert_int_equal(run_cmd(4, a1, out, err, sizeof out), LG_EXIT_OK);
-  cJSON *j = cJSON_Parse(out);
-  assert_non_null(j);
-  assert_string_equal(cJSON_GetObjectItem(j, "class")->valuestring, "linear-leak");
-  cJSON *p = cJSON_GetObjectItem(j, "probabilities");
-  double sum = 0;
-  for (int c = 0; c < LG_PATTERN_COUNT; c++) {
-    cJSON *x = cJSON_GetObjectItem(p, lg_pattern_name((lg_pattern_t)c));
-    assert_non_null(x);
-    sum += x->valuedouble;
-  }
-  assert_true(fabs(sum - 1) < 1e-3);
-  cJSON_Delete(j);
-
-  char *a2[] = {"classify", path};
-  assert_int_equal(run_cmd(2, a2, out, err, sizeof out), LG_EXIT_OK);
-  assert_true(!strncmp(out, "linear-leak\n", 12));
-  assert_non_null(strstr(out, "fragmentation"));
-
-  fp = fopen(path, "a");
-  fprintf(fp, "12,oops\n");
-  fclose(fp);
-  assert_int_equal(run_cmd(2, a2, out, err, sizeof out), LG_EXIT_USAGE);
-  char want[256];
-  snprintf(want, sizeof want, "leakguard classify: %s:202: column 2: 'oops' is not a number\n", path);
-  assert_string_equal(err, want);
-
-  char *a3[] = {"classify", "--format", "xml", path};
-  assert_int_equal(run_cmd(4, a3, out, err, sizeof out), LG_EXIT_USAGE);
-  char *a4[] = {"classify"};
-  assert_int_equal(run_cmd(1, a4, out, err, sizeof out), LG_EXIT_USAGE);
-  char *a5[] = {"classify", "--help"};
-  assert_int_equal(run_cmd(2, a5, out, err, sizeof out), LG_EXIT_OK);
-  assert_non_null(strstr(out, "usage: leakguard classify"));
-  char *a6[] = {"classify", "/nonexistent/x.csv"};
-  assert_int_equal(run_cmd(2, a6, out, err, sizeof out), LG_EXIT_USAGE);
-  assert_non_null(strstr(err, "/nonexistent/x.csv: No such file"));
-  unlink(path);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_names),
@@ -825,9 +674,6 @@ int main(void) {
       cmocka_unit_test(test_generator_round3),
       cmocka_unit_test(test_generator_round4),
       cmocka_unit_test(test_model_accuracy),
-      cmocka_unit_test(test_csv_ok),
-      cmocka_unit_test(test_csv_errors),
-      cmocka_unit_test(test_cmd_classify),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,19 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_csv.c - the classify CSV reader (src/analysis/csv.c): samples with equal
- * timestamps are merged into their mean, a timestamp going back is rejected with its
- * line number, and the merged series feeds the "at least 8 samples" rule.
+ * test_csv.c - the classify CSV reader (src/analysis/csv.c): headers, comments,
+ * blanks and an rss column; samples with equal timestamps are merged into their mean,
+ * a timestamp going back is rejected with its line number, and the merged series
+ * feeds the "at least 8 samples" rule; each error names the line and the column. And
+ * what `leakguard classify FILE` does with it (src/analysis/classify_file.c): the
+ * class and probabilities in text and JSON, errors with nothing printed.
  */
+#include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "analysis/classify_file.h"
 #include "analysis/csv.h"
+#include "leakguard.h"
 
 static int parse(const char *text, lgi_series_t *s, char *err, size_t errlen) {
   FILE *fp = fmemopen((void *)text, strlen(text), "r");
@@ -87,11 +97,150 @@ static void test_decreasing_time_names_line(void **state) {
   assert_int_equal(s.n, 0);
 }
 
+static void expect_error(const char *text, const char *msg) {
+  lgi_series_t s;
+  char err[256];
+  assert_int_equal(parse(text, &s, err, sizeof err), -1);
+  assert_string_equal(err, msg);
+  assert_null(s.t);
+  assert_int_equal(s.n, 0);
+}
+
+static void test_csv_ok(void **state) {
+  (void)state;
+  lgi_series_t s;
+  char err[256];
+  assert_int_equal(parse("time,value\n1,10\n2,11\n3,12\n4,13\n5,14\n6,15\n7,16\n8,17\n\n\n", &s, err, sizeof err), 0);
+  assert_int_equal(s.n, 8);
+  assert_null(s.rss);
+  assert_true(s.t[7] == 8 && s.v[7] == 17);
+  lgi_series_free(&s);
+  /* no header, rss column, blanks, CRLF, comments */
+  assert_int_equal(parse("# exported\r\n0.5, 1e3, 2e3\r\n1.5,1001,2001\n2.5,1002,2002\n"
+                         "3.5,1003,2003\n4.5,1004,2004\n5.5,1005,2005\n6.5,1006,2006\n"
+                         "7.5,1007,2007\n",
+                         &s, err, sizeof err),
+                   0);
+  assert_int_equal(s.n, 8);
+  assert_non_null(s.rss);
+  assert_true(s.t[0] == 0.5 && s.v[0] == 1000 && s.rss[0] == 2000 && s.rss[7] == 2007);
+  lgi_series_free(&s);
+  /* named columns in another order */
+  assert_int_equal(parse("rss,value,timestamp\n9,2,1\n9,2,2\n9,2,3\n9,2,4\n9,2,5\n9,2,6\n"
+                         "9,2,7\n9,3,8\n",
+                         &s, err, sizeof err),
+                   0);
+  assert_true(s.t[7] == 8 && s.v[7] == 3 && s.rss[7] == 9);
+  lgi_series_free(&s);
+}
+
+static void test_csv_errors(void **state) {
+  (void)state;
+  const char *rows = "1,1\n2,2\n3,3\n4,4\n5,5\n6,6\n7,7\n";
+  char buf[512];
+  expect_error("", "m.csv: need at least 8 samples, got 0");
+  expect_error("time,value\n", "m.csv: need at least 8 samples, got 0");
+  expect_error("1,1\n2,2\n3,3\n", "m.csv: need at least 8 samples, got 3");
+  snprintf(buf, sizeof buf, "time,value\n1,1\n\n2,2\n%s", rows);
+  expect_error(buf, "m.csv:3: empty row");
+  expect_error("time,value\n1,1\n2,abc\n", "m.csv:3: column 2: 'abc' is not a number");
+  expect_error("1,1\n2,\n", "m.csv:2: column 2 is empty");
+  expect_error("1,1\n2,2,2\n", "m.csv:2: expected 2 columns, got 3");
+  expect_error("1\n", "m.csv:1: expected 2 or 3 columns (time,value[,rss]), got 1");
+  expect_error("1,1,1,1\n", "m.csv:1: expected 2 or 3 columns (time,value[,rss]), got 4");
+  expect_error("1,1\n2,nan\n", "m.csv:2: column 2: non-finite value 'nan'");
+  expect_error("1,1\ninf,2\n", "m.csv:2: column 1: non-finite value 'inf'");
+  /* equal times are merged (tests/unit/test_csv.c); a time going back is an error */
+  expect_error("1,1\n3,2\n2,3\n", "m.csv:3: time 2 is before the previous sample's 3");
+  expect_error("1,1\n2,2\n3,12abc\n", "m.csv:3: column 2: '12abc' is not a number");
+}
+
+/* ------------------------------------------------------------------ classify FILE */
+
+/* What `leakguard classify FILE` prints (lgi_classify_file), into a memory stream. */
+static int classify_file(const char *path, int json, char **out, char *why) {
+  size_t n;
+  FILE *fp = open_memstream(out, &n);
+  assert_non_null(fp);
+  int rc = lgi_classify_file(path, json, fp, why, 512);
+  fclose(fp);
+  return rc;
+}
+
+static void test_classify_file(void **state) {
+  (void)state;
+  char path[] = "/tmp/lg-test-classify-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *fp = fdopen(fd, "w");
+  fprintf(fp, "time,value\n");
+  /* a line rising 1 % of its start per sample, with a little deterministic noise */
+  for (int i = 0; i < 200; i++) fprintf(fp, "%d,%.1f\n", i, 1e6 + 1e4 * i + 2e3 * ((i * 7919) % 13 - 6) / 6.0);
+  fclose(fp);
+
+  char *out = NULL, why[512] = "";
+  assert_int_equal(classify_file(path, 1, &out, why), 0);
+  cJSON *j = cJSON_Parse(out);
+  assert_non_null(j);
+  assert_string_equal(cJSON_GetObjectItem(j, "class")->valuestring, "linear-leak");
+  cJSON *p = cJSON_GetObjectItem(j, "probabilities");
+  double sum = 0;
+  for (int c = 0; c < LG_PATTERN_COUNT; c++) {
+    cJSON *x = cJSON_GetObjectItem(p, lg_pattern_name((lg_pattern_t)c));
+    assert_non_null(x);
+    sum += x->valuedouble;
+  }
+  assert_true(fabs(sum - 1) < 1e-3);
+  assert_int_equal(cJSON_GetArraySize(p), LG_PATTERN_COUNT);
+  cJSON_Delete(j);
+  assert_true(strchr(out, '\n') == out + strlen(out) - 1); /* one line */
+  free(out);
+
+  out = NULL;
+  assert_int_equal(classify_file(path, 0, &out, why), 0);
+  assert_true(!strncmp(out, "linear-leak\n  stable             0.", 32));
+  assert_non_null(strstr(out, "\n  fragmentation      0."));
+  free(out);
+
+  /* bad input: nothing printed, the reason names the file and the line */
+  fp = fopen(path, "a");
+  fprintf(fp, "12,oops\n");
+  fclose(fp);
+  out = NULL;
+  assert_int_equal(classify_file(path, 1, &out, why), -EINVAL);
+  assert_string_equal(out, "");
+  free(out);
+  char want[256];
+  snprintf(want, sizeof want, "%s:202: column 2: 'oops' is not a number", path);
+  assert_string_equal(why, want);
+  out = NULL;
+  assert_int_equal(classify_file("/nonexistent/x.csv", 0, &out, why), -EINVAL);
+  assert_string_equal(why, "/nonexistent/x.csv: No such file or directory");
+  free(out);
+
+  /* a write that fails is an error, not a silent success */
+  FILE *full = fopen("/dev/full", "w");
+  if (full) {
+    fp = fopen(path, "w");
+    for (int i = 0; i < 50; i++) fprintf(fp, "%d,%d\n", i, 1000 + 10 * i);
+    fclose(fp);
+    assert_int_equal(lgi_classify_file(path, 0, full, why, sizeof why), -EIO);
+    assert_true(!strncmp(why, "cannot write the result: ", 25));
+    fclose(full);
+  }
+  unlink(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_equal_times_merge_to_mean),  cmocka_unit_test(test_equal_times_merge_rss),
-      cmocka_unit_test(test_merge_huge_values),          cmocka_unit_test(test_merged_count_too_few),
+      cmocka_unit_test(test_equal_times_merge_to_mean),
+      cmocka_unit_test(test_equal_times_merge_rss),
+      cmocka_unit_test(test_merge_huge_values),
+      cmocka_unit_test(test_merged_count_too_few),
       cmocka_unit_test(test_decreasing_time_names_line),
+      cmocka_unit_test(test_csv_ok),
+      cmocka_unit_test(test_csv_errors),
+      cmocka_unit_test(test_classify_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
