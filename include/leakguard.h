@@ -222,6 +222,78 @@ LG_API int lg_pattern_is_leak(lg_pattern_t p);
 LG_API int lg_classify(const double *t, const double *v, const double *rss, size_t n, lg_pattern_t *out,
                        double probs[LG_PATTERN_COUNT]);
 
+/* ------------------------------------------------------------------ isolated calls
+ * Runs fn in a copy-on-write fork of the caller under a seccomp filter, a memory
+ * budget and a timeout; the copy is discarded afterwards (docs/isolate.md, issue #15).
+ * Defined in libleakguard_isolate.so (link -lleakguard_isolate) and in the Python
+ * module; not in the preload library. Linux x86-64. */
+#define LG_ISOLATE_OK 0
+#define LG_ISOLATE_BUDGET 1    /* the child grew past max_rss and was killed */
+#define LG_ISOLATE_FORBIDDEN 2 /* a denied system call: lg_isolate_result.syscall */
+#define LG_ISOLATE_TIMEOUT 3   /* ran past timeout_s and was killed */
+#define LG_ISOLATE_CRASH 4     /* died of a signal (lg_isolate_result.signal) or exited */
+#define LG_ISOLATE_ERROR 5     /* bad arguments or the isolation could not be set up */
+#define LG_ISOLATE_NCODES 6
+
+/* Capabilities a child may keep (default 0: none). */
+#define LG_ALLOW_NET 0x1u   /* socket, connect, bind, listen, accept; inherited sockets kept */
+#define LG_ALLOW_WRITE 0x2u /* open for writing, creat, unlink, rename, mkdir, truncate... */
+#define LG_ALLOW_EXEC 0x4u  /* execve, execveat */
+#define LG_ALLOW_PROC 0x8u  /* fork, vfork, clone of processes, unshare, setns */
+
+/* The handler, run in the child: reads in[inlen], returns its output in a buffer from
+ * malloc() (*out, *outlen; NULL/0 for none). Its return value is passed back as
+ * lg_isolate_result.status. arg is lg_isolate_opts.arg (as mapped in the child). */
+typedef int (*lg_isolate_fn)(const void *in, size_t inlen, void **out, size_t *outlen, void *arg);
+
+typedef struct lg_isolate_opts {
+  size_t max_rss;   /* budget: bytes the child may add to the memory it shares; 0 none */
+  double timeout_s; /* wall-clock limit; <= 0 none */
+  unsigned allow;   /* LG_ALLOW_* */
+  int pool_size;    /* reserved for the pre-forked pool (0: fork per call) */
+  int reuse_k;      /* reserved: requests one pooled child may serve */
+  size_t max_out;   /* largest accepted output; 0: 256 MiB */
+  void *arg;        /* passed to fn */
+  /* Optional fork hooks (an interpreter's: CPython's PyOS_BeforeFork...), called with
+   * hook_arg: before_fork and after_fork_parent in the caller around fork(), the latter
+   * also when fork fails; after_fork_child in the child before its filter. */
+  void (*before_fork)(void *hook_arg);
+  void (*after_fork_parent)(void *hook_arg);
+  void (*after_fork_child)(void *hook_arg);
+  void *hook_arg;
+} lg_isolate_opts_t;
+
+typedef struct lg_isolate_result {
+  int code;          /* LG_ISOLATE_* (also the return value) */
+  int status;        /* fn's return value (LG_ISOLATE_OK only) */
+  int signal;        /* LG_ISOLATE_CRASH: the signal, 0 when the child exited */
+  int exit_code;     /* LG_ISOLATE_CRASH without a signal: the exit code */
+  int syscall_nr;    /* LG_ISOLATE_FORBIDDEN: the call's number, else -1 */
+  char syscall[32];  /* LG_ISOLATE_FORBIDDEN: its name ("socket", "openat"...) */
+  char message[128]; /* one line saying what happened */
+  size_t peak_rss;   /* the child's peak growth over what it shared, bytes */
+  double seconds;    /* wall time of the call */
+} lg_isolate_result_t;
+
+/* Runs fn(in, inlen, ...) isolated. opts may be NULL (no budget, no timeout, nothing
+ * allowed); res may be NULL. On LG_ISOLATE_OK, *out (free() it) and *outlen hold fn's
+ * output; otherwise *out is NULL. Returns LG_ISOLATE_*. Thread-safe; the caller is
+ * never signalled or killed by what the child does. */
+LG_API int lg_isolate_call(lg_isolate_fn fn, const void *in, size_t inlen, void **out, size_t *outlen,
+                           const lg_isolate_opts_t *opts, lg_isolate_result_t *res);
+
+/* "ok", "budget", "forbidden", "timeout", "crash", "error"; NULL out of range. */
+LG_API const char *lg_isolate_code_name(int code);
+
+/* Counters of this process's isolated calls (in-process; see docs/isolate.md). */
+#define LG_ISOLATE_RSS_BUCKETS 8 /* peak growth <= 1, 4, 16, 64, 256 MiB, 1, 4 GiB, +Inf */
+typedef struct lg_isolate_stats {
+  uint64_t requests[LG_ISOLATE_NCODES]; /* by code */
+  uint64_t peak_rss_bucket[LG_ISOLATE_RSS_BUCKETS];
+  uint64_t peak_rss_sum; /* bytes */
+} lg_isolate_stats_t;
+LG_API void lg_isolate_stats(lg_isolate_stats_t *out);
+
 #ifdef __cplusplus
 }
 #endif

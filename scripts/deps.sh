@@ -6,6 +6,7 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config libunwind-dev libdw-dev libelf-dev libsqlite3-dev
       libcjson-dev libcmocka-dev python3 sqlite3 libc6-dev g++ libmicrohttpd-dev prometheus wrk libinih-dev python3-torch python3-dev
       libjemalloc2 clang-format zlib1g-dev golang-go chromium redis-server redis-tools)
+PKGS+=(libseccomp-dev) # isolated calls (issue #15)
 PKGS+=("$@")
 missing=()
 for p in "${PKGS[@]}"; do

@@ -261,6 +261,10 @@ static PyMethodDef methods[] = {
     {"_watch_after_fork", lgpy_watch_after_fork, METH_NOARGS, NULL},
     {"_site_of_address", py_site_of_address, METH_O, NULL},
     {"_site_of_object", py_site_of_object, METH_O, NULL},
+    {"_isolate_call", (PyCFunction)(void (*)(void))lgpy_isolate_call, METH_VARARGS | METH_KEYWORDS,
+     NULL}, /* src/python/isolate.c */
+    {"isolate_stats", lgpy_isolate_stats, METH_NOARGS,
+     "isolate_stats() -> dict: counts of this process's isolated calls by outcome, peak RSS histogram."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {
@@ -287,6 +291,10 @@ PyMODINIT_FUNC PyInit_leakguard(void) {
     return NULL;
   }
   if (lgpy_cuda_init(m) != 0) PyErr_Clear(); /* GPU side: src/python/cuda.c */
+  if (lgpy_isolate_init(m) != 0) {           /* leakguard.isolated: src/python/isolate.py */
+    Py_DECREF(m);
+    return NULL;
+  }
   /* Under the recorder, explain at exit (also for scripts that import us themselves). */
   if (active_now() && getenv(LG_ENV_DIR)) {
     PyObject *r = py_install_atexit(m, NULL);

@@ -28,7 +28,17 @@ set(LG_PYTHON_SOURCES
   ${CMAKE_SOURCE_DIR}/src/python/naming.c
   ${CMAKE_SOURCE_DIR}/src/python/torch.c
   ${CMAKE_SOURCE_DIR}/src/python/cuda.c
-  ${CMAKE_SOURCE_DIR}/src/python/watch.c)
+  ${CMAKE_SOURCE_DIR}/src/python/watch.c
+  ${CMAKE_SOURCE_DIR}/src/python/isolate.c
+  ${CMAKE_BINARY_DIR}/gen/isolate_py.c
+  $<TARGET_OBJECTS:lg_isolate_obj>)
+# leakguard.isolated's Python half, compiled in (run at import, src/python/isolate.c).
+add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/gen/isolate_py.c
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/gen
+  COMMAND ${CMAKE_COMMAND} -DIN=${CMAKE_SOURCE_DIR}/src/python/isolate.py
+          -DOUT=${CMAKE_BINARY_DIR}/gen/isolate_py.c -DNAME=lgpy_isolate_py -P ${CMAKE_SOURCE_DIR}/cmake/embed.cmake
+  DEPENDS ${CMAKE_SOURCE_DIR}/src/python/isolate.py ${CMAKE_SOURCE_DIR}/cmake/embed.cmake
+  COMMENT "Embedding src/python/isolate.py")
 
 add_custom_command(
   OUTPUT ${LG_PYTHON_DIR}/sitecustomize.py
@@ -69,7 +79,8 @@ foreach(_m IN LISTS LG_PY_MINORS)
   target_include_directories(${_t} PRIVATE ${LG_INC_python} ${LG_INC_core} ${LG_INC_public})
   # No link to libpython (the interpreter provides its symbols) nor to libleakguard
   # (the recorder's symbols are looked up at run time).
-  target_link_libraries(${_t} PRIVATE ${CMAKE_DL_LIBS})
+  # libseccomp: leakguard.isolated (src/python/isolate.c, src/isolate).
+  target_link_libraries(${_t} PRIVATE ${CMAKE_DL_LIBS} PkgConfig::SECCOMP m)
   target_compile_options(${_t} PRIVATE -fno-strict-aliasing)
   add_dependencies(leakguard_python ${_t})
   install(TARGETS ${_t} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/leakguard/python)

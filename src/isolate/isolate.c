@@ -1,0 +1,488 @@
+/* SPDX-License-Identifier: MIT */
+/* Isolated calls: fn runs in a copy-on-write fork of the caller, under the seccomp
+ * filter of seccomp.c, a memory budget (RSS polling) and a timeout (docs/isolate.md).
+ *
+ * The child talks to the parent over one AF_UNIX stream socket (send with
+ * MSG_NOSIGNAL: no SIGPIPE in the caller). Messages are a fixed header, lgi_msg,
+ * followed by len payload bytes for LGI_DONE:
+ *   LGI_START  value = the child's RSS when it starts (the base of the budget)
+ *   LGI_DONE   value = fn's status, peak = peak growth, len = output bytes
+ *   LGI_DENIED value = the number of the denied system call (SIGSYS handler)
+ *   LGI_SETUP  value = errno of a failed setup step */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+#include "isolate/isolate.h"
+
+#define LGI_MAGIC 0x4c474931u /* "LGI1" */
+enum { LGI_START = 1, LGI_DONE = 2, LGI_DENIED = 3, LGI_SETUP = 4 };
+typedef struct lgi_msg {
+  uint32_t magic, kind;
+  int64_t value;
+  uint64_t peak, len;
+} lgi_msg_t;
+
+#define DEFAULT_MAX_OUT ((size_t)256 << 20)
+#define POLL_MS 2 /* budget polling period */
+#define EXIT_DENIED 121
+#define EXIT_SETUP 122
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------- child side */
+
+static int child_sock = -1;
+
+/* Async-signal-safe write of all of buf. */
+static int write_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static void child_send(uint32_t kind, int64_t value, uint64_t peak, uint64_t len) {
+  lgi_msg_t m = {.magic = LGI_MAGIC, .kind = kind, .value = value, .peak = peak, .len = len};
+  (void)write_all(child_sock, &m, sizeof m);
+}
+
+static void on_sigsys(int sig, siginfo_t *si, void *uc) {
+  child_send(LGI_DENIED, si->si_syscall, 0, 0);
+  _exit(EXIT_DENIED);
+}
+
+/* Reads a number of pages (field 1 of statm) or a "Key: N kB" line; -1 on failure.
+ * Async-signal-safe (open/read/close only). */
+static long read_file(const char *path, char *buf, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  return n;
+}
+
+static int64_t statm_rss(const char *path) {
+  char buf[128];
+  if (read_file(path, buf, sizeof buf) < 0) return -1;
+  char *p = buf;
+  while (*p && *p != ' ') p++;
+  return strtoll(p, NULL, 10) * sysconf(_SC_PAGESIZE);
+}
+
+static int64_t self_hwm(void) {
+  char buf[4096];
+  if (read_file("/proc/self/status", buf, sizeof buf) < 0) return -1;
+  char *p = strstr(buf, "VmHWM:");
+  return p ? strtoll(p + 6, NULL, 10) * 1024 : -1;
+}
+
+/* Closes the sockets the child inherited (the caller's listeners, connections, other
+ * children's channels) except its own: without LG_ALLOW_NET the handler must not reach
+ * the network through them either. */
+static void close_inherited_sockets(void) {
+  int fd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[4096];
+  for (;;) {
+    long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      struct {
+        uint64_t ino;
+        int64_t off;
+        unsigned short reclen;
+        unsigned char type;
+        char name[];
+      } *d = (void *)(buf + off);
+      off += d->reclen;
+      if (d->name[0] < '0' || d->name[0] > '9') continue;
+      int x = (int)strtol(d->name, NULL, 10);
+      struct stat st;
+      if (x != fd && x != child_sock && fstat(x, &st) == 0 && S_ISSOCK(st.st_mode)) close(x);
+    }
+  }
+  close(fd);
+}
+
+static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen, const lg_isolate_opts_t *o,
+                                 const struct sock_filter *prog, size_t plen, struct sock_filter *copy) {
+  if (o->after_fork_child) o->after_fork_child(o->hook_arg);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_sigsys;
+  sa.sa_flags = SA_SIGINFO;
+  sigaction(SIGSYS, &sa, NULL);
+  sa.sa_handler = SIG_IGN;
+  sa.sa_flags = 0;
+  sigaction(SIGPIPE, &sa, NULL);
+  sigset_t un;
+  sigemptyset(&un);
+  sigaddset(&un, SIGSYS);
+  sigaddset(&un, SIGSEGV);
+  sigaddset(&un, SIGBUS);
+  sigaddset(&un, SIGFPE);
+  sigaddset(&un, SIGILL);
+  sigaddset(&un, SIGABRT);
+  pthread_sigmask(SIG_UNBLOCK, &un, NULL);
+  /* Dies with the caller. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (!(o->allow & LG_ALLOW_NET)) close_inherited_sockets();
+  int64_t rss0 = statm_rss("/proc/self/statm");
+  child_send(LGI_START, rss0, 0, 0);
+  /* The filter, with this process's pid where kill/tgkill compare it. */
+  pid_t self = getpid();
+  for (size_t i = 0; i < plen; i++) {
+    copy[i] = prog[i];
+    if (BPF_CLASS(copy[i].code) == BPF_JMP && copy[i].k == LGI_SELF_PID) copy[i].k = (uint32_t)self;
+  }
+  struct sock_fprog fp = {.len = (unsigned short)plen, .filter = copy};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp)) {
+    child_send(LGI_SETUP, errno, 0, 0);
+    _exit(EXIT_SETUP);
+  }
+  void *out = NULL;
+  size_t outlen = 0;
+  int status = fn(in, inlen, &out, &outlen, o->arg);
+  if (!out) outlen = 0;
+  int64_t hwm = self_hwm();
+  uint64_t peak = hwm > rss0 && rss0 >= 0 ? (uint64_t)(hwm - rss0) : 0;
+  child_send(LGI_DONE, status, peak, outlen);
+  if (outlen) (void)write_all(child_sock, out, outlen);
+  _exit(0);
+}
+
+/* ---------------------------------------------------------------- parent side */
+
+static void fail(lg_isolate_result_t *res, int code, const char *fmt, const char *what, int err) {
+  res->code = code;
+  snprintf(res->message, sizeof res->message, fmt, what, strerror(err));
+}
+
+int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, const lg_isolate_opts_t *opts,
+              lg_isolate_result_t *res) {
+  static const lg_isolate_opts_t none;
+  memset(res, 0, sizeof *res);
+  res->syscall_nr = -1;
+  memset(job, 0, sizeof *job);
+  job->pid = -1;
+  job->pidfd = job->sock = -1;
+  const lg_isolate_opts_t *o = opts ? opts : &none;
+  const char *bad = !fn                                       ? "fn is NULL"
+                    : !in && inlen                            ? "in is NULL with inlen > 0"
+                    : isnan(o->timeout_s) || o->timeout_s < 0 ? "timeout_s is negative or NaN"
+                    : o->allow & ~(unsigned)(LG_ALLOW_NET | LG_ALLOW_WRITE | LG_ALLOW_EXEC | LG_ALLOW_PROC)
+                        ? "unknown allow flags"
+                    : o->pool_size < 0 || o->reuse_k < 0 ? "pool_size or reuse_k is negative"
+                                                         : NULL;
+  if (bad) {
+    res->code = LG_ISOLATE_ERROR;
+    snprintf(res->message, sizeof res->message, "invalid argument: %s", bad);
+    return res->code;
+  }
+  job->opts = *o;
+  if (!job->opts.max_out) job->opts.max_out = DEFAULT_MAX_OUT;
+  const struct sock_filter *prog;
+  size_t plen;
+  int rc = lgi_filter(o->allow, &prog, &plen);
+  if (rc < 0) {
+    fail(res, LG_ISOLATE_ERROR, "building the seccomp filter: %s%s", "", -rc);
+    return res->code;
+  }
+  /* The child's copy of the program is allocated here: the child must not allocate. */
+  struct sock_filter *copy = malloc(plen * sizeof *copy);
+  int sv[2];
+  if (!copy || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    free(copy);
+    fail(res, LG_ISOLATE_ERROR, "%ssocketpair: %s", "", errno);
+    return res->code;
+  }
+  job->t0 = now_s();
+  if (o->before_fork) o->before_fork(o->hook_arg);
+  pid_t pid = fork();
+  int fork_err = errno;
+  if (pid != 0 && o->after_fork_parent) o->after_fork_parent(o->hook_arg);
+  if (pid < 0) {
+    int e = fork_err;
+    free(copy);
+    close(sv[0]);
+    close(sv[1]);
+    fail(res, LG_ISOLATE_ERROR, "%sfork: %s", "", e);
+    return res->code;
+  }
+  if (pid == 0) {
+    close(sv[0]);
+    child_sock = sv[1];
+    child_main(fn, in, inlen, &job->opts, prog, plen, copy);
+  }
+  free(copy);
+  close(sv[1]);
+  job->pid = pid;
+  job->sock = sv[0];
+  job->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  return LG_ISOLATE_OK;
+}
+
+/* Receive state of the parent. */
+typedef struct rx {
+  lgi_msg_t hdr;
+  size_t hdr_have;
+  char *buf;
+  size_t have;
+  int64_t rss0; /* -1 until LGI_START */
+  int done, denied, setup, bad;
+  int64_t status, denied_nr, setup_errno;
+  uint64_t peak;
+} rx_t;
+
+/* Reads what is available; returns 0 at EOF, 1 when more may come, -1 on error. */
+static int rx_read(int fd, rx_t *r, size_t max_out, int nonblock) {
+  for (;;) {
+    char tmp[65536];
+    size_t want = sizeof tmp;
+    char *dst = tmp;
+    int into_buf = r->done && r->have < r->hdr.len;
+    if (into_buf) {
+      dst = r->buf + r->have;
+      want = r->hdr.len - r->have;
+    } else if (r->hdr_have < sizeof r->hdr) {
+      dst = (char *)&r->hdr + r->hdr_have;
+      want = sizeof r->hdr - r->hdr_have;
+    }
+    ssize_t n = recv(fd, dst, want, nonblock ? MSG_DONTWAIT : 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
+    if (n <= 0) return n == 0 ? 0 : -1;
+    if (into_buf) {
+      r->have += (size_t)n;
+    } else if (dst != tmp) {
+      r->hdr_have += (size_t)n;
+      if (r->hdr_have < sizeof r->hdr) continue;
+      if (r->hdr.magic != LGI_MAGIC) {
+        r->bad = 1;
+        return -1;
+      }
+      r->hdr_have = 0;
+      switch (r->hdr.kind) {
+      case LGI_START: r->rss0 = r->hdr.value; break;
+      case LGI_DONE:
+        if (r->hdr.len > max_out) {
+          r->bad = 2;
+          return -1;
+        }
+        r->done = 1;
+        r->status = r->hdr.value;
+        r->peak = r->hdr.peak;
+        r->buf = malloc(r->hdr.len ? r->hdr.len : 1);
+        if (!r->buf) {
+          r->bad = 3;
+          return -1;
+        }
+        r->hdr_have = sizeof r->hdr; /* nothing follows the payload */
+        break;
+      case LGI_DENIED:
+        r->denied = 1;
+        r->denied_nr = r->hdr.value;
+        break;
+      case LGI_SETUP:
+        r->setup = 1;
+        r->setup_errno = r->hdr.value;
+        break;
+      default: r->bad = 1; return -1;
+      }
+    } else {
+      r->bad = 1; /* bytes after the payload */
+      return -1;
+    }
+    if (!nonblock) return 1;
+  }
+}
+
+static const int rss_edges_mib[LG_ISOLATE_RSS_BUCKETS - 1] = {1, 4, 16, 64, 256, 1024, 4096};
+static _Atomic uint64_t st_requests[LG_ISOLATE_NCODES];
+static _Atomic uint64_t st_bucket[LG_ISOLATE_RSS_BUCKETS];
+static _Atomic uint64_t st_sum;
+
+void lgi_count(int code, size_t peak) {
+  if (code < 0 || code >= LG_ISOLATE_NCODES) return;
+  atomic_fetch_add_explicit(&st_requests[code], 1, memory_order_relaxed);
+  if (code == LG_ISOLATE_ERROR) return;
+  int b = 0;
+  while (b < LG_ISOLATE_RSS_BUCKETS - 1 && peak > (size_t)rss_edges_mib[b] << 20) b++;
+  atomic_fetch_add_explicit(&st_bucket[b], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&st_sum, peak, memory_order_relaxed);
+}
+
+void lg_isolate_stats(lg_isolate_stats_t *out) {
+  if (!out) return;
+  for (int i = 0; i < LG_ISOLATE_NCODES; i++)
+    out->requests[i] = atomic_load_explicit(&st_requests[i], memory_order_relaxed);
+  for (int i = 0; i < LG_ISOLATE_RSS_BUCKETS; i++)
+    out->peak_rss_bucket[i] = atomic_load_explicit(&st_bucket[i], memory_order_relaxed);
+  out->peak_rss_sum = atomic_load_explicit(&st_sum, memory_order_relaxed);
+}
+
+const char *lg_isolate_code_name(int code) {
+  static const char *const names[LG_ISOLATE_NCODES] = {"ok", "budget", "forbidden", "timeout", "crash", "error"};
+  return code >= 0 && code < LG_ISOLATE_NCODES ? names[code] : NULL;
+}
+
+static void kill_child(lgi_job_t *job) {
+  if (job->pidfd >= 0 && syscall(SYS_pidfd_send_signal, job->pidfd, SIGKILL, NULL, 0) == 0) return;
+  kill(job->pid, SIGKILL);
+}
+
+int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *res) {
+  rx_t r = {.rss0 = -1};
+  const lg_isolate_opts_t *o = &job->opts;
+  double deadline = o->timeout_s > 0 ? job->t0 + o->timeout_s : 0;
+  enum { NONE, BY_BUDGET, BY_TIMEOUT } killed = NONE;
+  char statm[64];
+  snprintf(statm, sizeof statm, "/proc/%d/statm", (int)job->pid);
+  uint64_t peak_seen = 0;
+  int eof = 0, exited = 0;
+  while (!exited) {
+    int ms = -1;
+    if (o->max_rss) ms = POLL_MS;
+    if (deadline) {
+      double left = deadline - now_s();
+      int lms = left <= 0 ? 0 : (int)(left * 1000) + 1;
+      if (ms < 0 || lms < ms) ms = lms;
+    }
+    if (job->pidfd < 0 && (ms < 0 || ms > 10)) ms = 10;
+    struct pollfd p[2] = {{.fd = eof ? -1 : job->sock, .events = POLLIN}, {.fd = job->pidfd, .events = POLLIN}};
+    int n = poll(p, 2, ms);
+    if (n < 0 && errno != EINTR) break;
+    if (n > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      int rc = rx_read(job->sock, &r, o->max_out, 1);
+      if (rc <= 0) {
+        eof = 1;
+        if (rc < 0 && killed == NONE) kill_child(job); /* a protocol error or an oversized output */
+      }
+    }
+    if (job->pidfd >= 0) {
+      if (n > 0 && (p[1].revents & POLLIN)) exited = 1;
+    } else {
+      siginfo_t si = {0};
+      if (waitid(P_PID, (id_t)job->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == job->pid) exited = 1;
+    }
+    if (exited || killed != NONE) continue;
+    if (o->max_rss && r.rss0 >= 0 && !r.done) {
+      int64_t rss = statm_rss(statm);
+      if (rss > r.rss0) {
+        uint64_t g = (uint64_t)(rss - r.rss0);
+        if (g > peak_seen) peak_seen = g;
+        if (g > o->max_rss) {
+          killed = BY_BUDGET;
+          kill_child(job);
+          continue;
+        }
+      }
+    }
+    if (deadline && now_s() >= deadline) {
+      killed = BY_TIMEOUT;
+      kill_child(job);
+    }
+  }
+  /* The child has exited: what it wrote is in the socket. */
+  if (!eof)
+    while (rx_read(job->sock, &r, o->max_out, 1) > 0 && !(r.done && r.have == r.hdr.len))
+      ;
+  int st = 0;
+  while (waitpid(job->pid, &st, 0) < 0 && errno == EINTR)
+    ;
+  if (job->pidfd >= 0) close(job->pidfd);
+  close(job->sock);
+  res->seconds = now_s() - job->t0;
+  res->peak_rss = r.peak > peak_seen ? r.peak : peak_seen;
+  int complete = r.done && r.have == r.hdr.len && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  if (killed == BY_BUDGET || (complete && o->max_rss && r.peak > o->max_rss)) {
+    res->code = LG_ISOLATE_BUDGET;
+    snprintf(res->message, sizeof res->message, "memory budget exceeded: grew by %zu MiB, budget %zu MiB",
+             res->peak_rss >> 20, o->max_rss >> 20);
+  } else if (killed == BY_TIMEOUT) {
+    res->code = LG_ISOLATE_TIMEOUT;
+    snprintf(res->message, sizeof res->message, "timed out after %.3g s", o->timeout_s);
+  } else if (r.denied) {
+    res->code = LG_ISOLATE_FORBIDDEN;
+    res->syscall_nr = (int)r.denied_nr;
+    lgi_syscall_name(res->syscall_nr, res->syscall, sizeof res->syscall);
+    snprintf(res->message, sizeof res->message, "forbidden system call: %s", res->syscall);
+  } else if (r.setup) {
+    fail(res, LG_ISOLATE_ERROR, "%sinstalling the seccomp filter: %s", "", (int)r.setup_errno);
+  } else if (complete) {
+    res->code = LG_ISOLATE_OK;
+    res->status = (int)r.status;
+    snprintf(res->message, sizeof res->message, "ok");
+  } else if (r.bad == 2) {
+    res->code = LG_ISOLATE_ERROR;
+    snprintf(res->message, sizeof res->message, "output of %llu bytes is over max_out", (unsigned long long)r.hdr.len);
+  } else if (WIFSIGNALED(st)) {
+    res->code = LG_ISOLATE_CRASH;
+    res->signal = WTERMSIG(st);
+    const char *abbrev = sigabbrev_np(res->signal);
+    snprintf(res->message, sizeof res->message, "crashed: killed by SIG%s (%s)", abbrev ? abbrev : "?",
+             sigdescr_np(res->signal));
+  } else {
+    res->code = LG_ISOLATE_CRASH;
+    res->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(res->message, sizeof res->message, "the child exited with code %d before answering", res->exit_code);
+  }
+  if (res->code == LG_ISOLATE_OK) {
+    *out = r.buf;
+    *outlen = r.have;
+  } else {
+    free(r.buf);
+  }
+  lgi_count(res->code, res->peak_rss);
+  return res->code;
+}
+
+int lg_isolate_call(lg_isolate_fn fn, const void *in, size_t inlen, void **out, size_t *outlen,
+                    const lg_isolate_opts_t *opts, lg_isolate_result_t *res) {
+  lg_isolate_result_t local;
+  if (!res) res = &local;
+  if (out) *out = NULL;
+  if (outlen) *outlen = 0;
+  if (!out || !outlen) {
+    memset(res, 0, sizeof *res);
+    res->syscall_nr = -1;
+    res->code = LG_ISOLATE_ERROR;
+    snprintf(res->message, sizeof res->message, "invalid argument: out or outlen is NULL");
+    lgi_count(res->code, 0);
+    return res->code;
+  }
+  lgi_job_t job;
+  if (lgi_spawn(&job, fn, in, inlen, opts, res) != LG_ISOLATE_OK) {
+    lgi_count(res->code, 0);
+    return res->code;
+  }
+  return lgi_wait(&job, out, outlen, res);
+}
