@@ -269,7 +269,8 @@ typedef struct lg_isolate_result {
   int signal;        /* LG_ISOLATE_CRASH: the signal, 0 when the child exited */
   int exit_code;     /* LG_ISOLATE_CRASH without a signal: the exit code */
   int syscall_nr;    /* LG_ISOLATE_FORBIDDEN: the call's number, else -1 */
-  char syscall[32];  /* LG_ISOLATE_FORBIDDEN: its name ("socket", "openat"...) */
+  char syscall[32];  /* LG_ISOLATE_FORBIDDEN: its name ("socket", "openat"...); "unknown"
+                      * when made with SIGSYS blocked (posix_spawn) */
   char message[128]; /* one line saying what happened */
   size_t peak_rss;   /* the child's peak growth over what it shared, bytes */
   double seconds;    /* wall time of the call */

@@ -143,14 +143,17 @@ static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen,
   sa.sa_handler = SIG_IGN;
   sa.sa_flags = 0;
   sigaction(SIGPIPE, &sa, NULL);
+  /* A crash ends the child: the caller's handlers of crash signals (a test harness's
+   * longjmp, a sanitizer's report) would go on running the caller's code in it. */
+  static const int crash[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP};
   sigset_t un;
   sigemptyset(&un);
   sigaddset(&un, SIGSYS);
-  sigaddset(&un, SIGSEGV);
-  sigaddset(&un, SIGBUS);
-  sigaddset(&un, SIGFPE);
-  sigaddset(&un, SIGILL);
-  sigaddset(&un, SIGABRT);
+  sa.sa_handler = SIG_DFL;
+  for (size_t i = 0; i < sizeof crash / sizeof crash[0]; i++) {
+    sigaction(crash[i], &sa, NULL);
+    sigaddset(&un, crash[i]);
+  }
   pthread_sigmask(SIG_UNBLOCK, &un, NULL);
   /* Dies with the caller. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -444,6 +447,14 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
   } else if (r.bad == 2) {
     res->code = LG_ISOLATE_ERROR;
     snprintf(res->message, sizeof res->message, "output of %llu bytes is over max_out", (unsigned long long)r.hdr.len);
+  } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) {
+    /* A denied call made with SIGSYS blocked (posix_spawn and Python's subprocess
+     * block every signal around clone/vfork): the kernel kills without running the
+     * handler, so the call cannot be named. */
+    res->code = LG_ISOLATE_FORBIDDEN;
+    snprintf(res->syscall, sizeof res->syscall, "unknown");
+    snprintf(res->message, sizeof res->message,
+             "forbidden system call (not named: made with SIGSYS blocked, as by posix_spawn)");
   } else if (WIFSIGNALED(st)) {
     res->code = LG_ISOLATE_CRASH;
     res->signal = WTERMSIG(st);

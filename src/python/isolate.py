@@ -79,6 +79,20 @@ def _allow_mask(allow):
     return mask
 
 
+def _after_fork_in_child():
+    # The child has only the forking thread: a thread pool the caller had started
+    # (torch's OpenMP team) is gone, and libgomp would wait for it forever. One thread
+    # runs torch's parallel regions inline.
+    import sys as _sys
+
+    torch = _sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "set_num_threads"):
+        try:
+            torch.set_num_threads(1)
+        except Exception:
+            pass
+
+
 def run_isolated(fn, *args, max_rss=None, timeout=None, allow=(), **kwargs):
     """Runs fn(*args, **kwargs) in a copy-on-write fork of this process under a
     seccomp filter, a memory budget (max_rss: bytes or '100M', '2G') and a timeout
@@ -88,6 +102,7 @@ def run_isolated(fn, *args, max_rss=None, timeout=None, allow=(), **kwargs):
     t = float(timeout) if timeout else 0.0
 
     def child():
+        _after_fork_in_child()
         try:
             return b"R" + _pickle.dumps(fn(*args, **kwargs), protocol=_pickle.HIGHEST_PROTOCOL)
         except BaseException as e:  # noqa: B902 -- every exception goes back to the caller
@@ -113,7 +128,7 @@ def run_isolated(fn, *args, max_rss=None, timeout=None, allow=(), **kwargs):
     if out == "budget":
         raise MemoryBudgetExceeded(r["message"])
     if out == "forbidden":
-        raise IsolationViolation(r["syscall"])
+        raise IsolationViolation(r["syscall"], r["message"] if r["syscall"] == "unknown" else None)
     if out == "timeout":
         raise IsolationTimeout(r["message"])
     if out == "crash":

@@ -1,0 +1,21 @@
+# SPDX-License-Identifier: MIT
+# Isolated calls (issue #15, docs/isolate.md).
+#   isolate_c              lg_isolate_call: outcomes, exact bytes, named calls, bad input
+#   isolate_py_<case>      leakguard.isolated on /usr/bin/python3 (tests/isolate/test_isolate.py)
+pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+add_executable(test_isolate ${CMAKE_CURRENT_SOURCE_DIR}/isolate/test_isolate.c)
+target_link_libraries(test_isolate PRIVATE lg_isolate PkgConfig::CMOCKA Threads::Threads)
+target_compile_options(test_isolate PRIVATE ${LG_SAN_FLAGS})
+add_test(NAME isolate_c COMMAND test_isolate)
+set_tests_properties(isolate_c PROPERTIES LABELS isolate TIMEOUT 120)
+
+# The issue's Python tests, on Debian's /usr/bin/python3 (python3-torch). The Python
+# module is never sanitized: the same in both builds.
+if(NOT (DEFINED LG_PYTHON AND NOT LG_PYTHON))
+  foreach(c state forbidden budget timeout threads torch run)
+    add_test(NAME isolate_py_${c}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/isolate/test_isolate.py
+                     --pydir ${CMAKE_BINARY_DIR}/python --leakguard $<TARGET_FILE:leakguard-cli> ${c})
+    set_tests_properties(isolate_py_${c} PROPERTIES LABELS "isolate;python" TIMEOUT 180)
+  endforeach()
+endif()

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: MIT */
+/* lg_isolate_call (src/isolate, issue #15): outcomes, exact bytes, named system calls
+ * and signals, bad arguments, and the caller unharmed after each. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "leakguard.h"
+
+static int state = 7; /* the caller's state: a child's change must not reach it */
+
+/* Output: the input reversed; status 42. */
+static int reverse(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  unsigned char *o = malloc(inlen ? inlen : 1);
+  for (size_t i = 0; i < inlen; i++) o[i] = ((const unsigned char *)in)[inlen - 1 - i];
+  *out = o;
+  *outlen = inlen;
+  return 42;
+}
+
+static int bump_state(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  int seen = state;
+  state += 1000;
+  *out = malloc(sizeof seen);
+  memcpy(*out, &seen, sizeof seen);
+  *outlen = sizeof seen;
+  return 0;
+}
+
+static int big_output(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  size_t n = (size_t)8 << 20;
+  unsigned char *o = malloc(n);
+  for (size_t i = 0; i < n; i++) o[i] = (unsigned char)(i * 31 + (i >> 13));
+  *out = o;
+  *outlen = n;
+  return 0;
+}
+
+static int do_socket(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  return socket(AF_INET, SOCK_STREAM, 0) >= 0 ? 0 : errno;
+}
+static int do_open_write(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  return open("/tmp/lg-isolate-must-not-exist", O_WRONLY | O_CREAT, 0600) >= 0 ? 0 : errno;
+}
+static int do_open_read(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  int fd = open("/proc/self/stat", O_RDONLY);
+  return fd >= 0 ? 0 : errno;
+}
+static int do_exec(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  char *argv[] = {"true", NULL};
+  execv("/bin/true", argv);
+  return errno;
+}
+static int do_fork(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  return p < 0 ? errno : 0;
+}
+static int do_kill_parent(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  return kill(getppid(), SIGKILL);
+}
+static int do_ptrace(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  return (int)ptrace(PTRACE_ATTACH, getppid(), 0, 0);
+}
+static void *thread_body(void *p) {
+  *(int *)p = 5;
+  return NULL;
+}
+static int do_thread(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  pthread_t t;
+  int v = 0;
+  if (pthread_create(&t, NULL, thread_body, &v)) return -1;
+  pthread_join(t, NULL);
+  return v;
+}
+static int do_touch(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  size_t n = *(const size_t *)in;
+  volatile char *p = malloc(n);
+  if (!p) return -1;
+  for (size_t i = 0; i < n; i += 4096) p[i] = 1;
+  return 0;
+}
+static int do_loop(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  for (volatile int i = 0;; i++)
+    ;
+  return 0;
+}
+static volatile uintptr_t bad_address = 8;
+static int do_segv(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  return *(volatile int *)bad_address;
+}
+static int do_abort(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) { abort(); }
+static int do_exit3(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) { _exit(3); }
+static int uses_arg(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) { return *(int *)arg; }
+
+static int call(lg_isolate_fn fn, const lg_isolate_opts_t *o, lg_isolate_result_t *r) {
+  void *out = NULL;
+  size_t outlen = 0;
+  int rc = lg_isolate_call(fn, NULL, 0, &out, &outlen, o, r);
+  free(out);
+  return rc;
+}
+
+static void ok_exact_bytes(void **unused) {
+  const char in[] = "leakguard isolate";
+  void *out = NULL;
+  size_t outlen = 0;
+  lg_isolate_result_t r;
+  assert_int_equal(lg_isolate_call(reverse, in, sizeof in - 1, &out, &outlen, NULL, &r), LG_ISOLATE_OK);
+  assert_int_equal(r.code, LG_ISOLATE_OK);
+  assert_int_equal(r.status, 42);
+  assert_int_equal(outlen, sizeof in - 1);
+  assert_memory_equal(out, "etalosi draugkael", outlen);
+  free(out);
+  int v = 9;
+  lg_isolate_opts_t o = {.arg = &v};
+  assert_int_equal(call(uses_arg, &o, &r), LG_ISOLATE_OK);
+  assert_int_equal(r.status, 9);
+}
+
+static void big_output_exact(void **unused) {
+  void *out = NULL, *want = NULL;
+  size_t outlen = 0, wantlen = 0;
+  lg_isolate_result_t r;
+  assert_int_equal(lg_isolate_call(big_output, NULL, 0, &out, &outlen, NULL, &r), LG_ISOLATE_OK);
+  big_output(NULL, 0, &want, &wantlen, NULL);
+  assert_int_equal(outlen, wantlen);
+  assert_memory_equal(out, want, outlen);
+  free(out);
+  free(want);
+  lg_isolate_opts_t o = {.max_out = 1 << 20};
+  assert_int_equal(lg_isolate_call(big_output, NULL, 0, &out, &outlen, &o, &r), LG_ISOLATE_ERROR);
+  assert_null(out);
+  assert_non_null(strstr(r.message, "max_out"));
+}
+
+static void state_does_not_leak(void **unused) {
+  for (int i = 0; i < 20; i++) {
+    void *out = NULL;
+    size_t outlen = 0;
+    assert_int_equal(lg_isolate_call(bump_state, NULL, 0, &out, &outlen, NULL, NULL), LG_ISOLATE_OK);
+    assert_int_equal(outlen, sizeof(int));
+    assert_int_equal(*(int *)out, 7);
+    free(out);
+  }
+  assert_int_equal(state, 7);
+}
+
+static void forbidden(lg_isolate_fn fn, const char *name) {
+  lg_isolate_result_t r;
+  assert_int_equal(call(fn, NULL, &r), LG_ISOLATE_FORBIDDEN);
+  assert_string_equal(r.syscall, name);
+  assert_true(r.syscall_nr >= 0);
+  assert_non_null(strstr(r.message, name));
+}
+
+static void forbidden_calls(void **unused) {
+  forbidden(do_socket, "socket");
+  forbidden(do_open_write, "openat");
+  assert_int_equal(access("/tmp/lg-isolate-must-not-exist", F_OK), -1);
+  forbidden(do_exec, "execve");
+  forbidden(do_fork, "clone");
+  forbidden(do_kill_parent, "kill");
+  forbidden(do_ptrace, "ptrace");
+  /* the caller is here, and reading is allowed */
+  lg_isolate_result_t r;
+  assert_int_equal(call(do_open_read, NULL, &r), LG_ISOLATE_OK);
+  assert_int_equal(r.status, 0);
+}
+
+static void allowed_calls(void **unused) {
+  lg_isolate_result_t r;
+  lg_isolate_opts_t o = {.allow = LG_ALLOW_NET};
+  assert_int_equal(call(do_socket, &o, &r), LG_ISOLATE_OK);
+  assert_int_equal(r.status, 0);
+  o.allow = LG_ALLOW_PROC;
+  assert_int_equal(call(do_fork, &o, &r), LG_ISOLATE_OK);
+  /* threads are not processes: allowed by default */
+  assert_int_equal(call(do_thread, NULL, &r), LG_ISOLATE_OK);
+  assert_int_equal(r.status, 5);
+}
+
+static void budget(void **unused) {
+  size_t n = (size_t)400 << 20;
+  lg_isolate_opts_t o = {.max_rss = (size_t)100 << 20};
+  lg_isolate_result_t r;
+  void *out = NULL;
+  size_t outlen = 0;
+  assert_int_equal(lg_isolate_call(do_touch, &n, sizeof n, &out, &outlen, &o, &r), LG_ISOLATE_BUDGET);
+  assert_null(out);
+  assert_true(r.peak_rss > o.max_rss);
+  /* within the budget */
+  n = (size_t)20 << 20;
+  assert_int_equal(lg_isolate_call(do_touch, &n, sizeof n, &out, &outlen, &o, &r), LG_ISOLATE_OK);
+  assert_true(r.peak_rss >= n - (n >> 3));
+}
+
+static void timeout_and_crash(void **unused) {
+  lg_isolate_result_t r;
+  lg_isolate_opts_t o = {.timeout_s = 0.3};
+  assert_int_equal(call(do_loop, &o, &r), LG_ISOLATE_TIMEOUT);
+  assert_int_equal(call(do_segv, NULL, &r), LG_ISOLATE_CRASH);
+  assert_int_equal(r.signal, SIGSEGV);
+  assert_non_null(strstr(r.message, "SIGSEGV"));
+  assert_int_equal(call(do_abort, NULL, &r), LG_ISOLATE_CRASH);
+  assert_int_equal(r.signal, SIGABRT);
+  assert_int_equal(call(do_exit3, NULL, &r), LG_ISOLATE_CRASH);
+  assert_int_equal(r.signal, 0);
+  assert_int_equal(r.exit_code, 3);
+}
+
+static void bad_arguments(void **unused) {
+  void *out = (void *)1;
+  size_t outlen = 1;
+  lg_isolate_result_t r;
+  assert_int_equal(lg_isolate_call(NULL, NULL, 0, &out, &outlen, NULL, &r), LG_ISOLATE_ERROR);
+  assert_null(out);
+  assert_int_equal(outlen, 0);
+  assert_non_null(strstr(r.message, "fn is NULL"));
+  assert_int_equal(lg_isolate_call(reverse, NULL, 0, NULL, &outlen, NULL, &r), LG_ISOLATE_ERROR);
+  assert_int_equal(lg_isolate_call(reverse, NULL, 0, &out, NULL, NULL, NULL), LG_ISOLATE_ERROR);
+  assert_int_equal(lg_isolate_call(reverse, NULL, 5, &out, &outlen, NULL, &r), LG_ISOLATE_ERROR);
+  lg_isolate_opts_t o = {.timeout_s = -1};
+  assert_int_equal(lg_isolate_call(reverse, NULL, 0, &out, &outlen, &o, &r), LG_ISOLATE_ERROR);
+  o.timeout_s = NAN;
+  assert_int_equal(lg_isolate_call(reverse, NULL, 0, &out, &outlen, &o, &r), LG_ISOLATE_ERROR);
+  o = (lg_isolate_opts_t){.allow = 0x100};
+  assert_int_equal(lg_isolate_call(reverse, NULL, 0, &out, &outlen, &o, &r), LG_ISOLATE_ERROR);
+  o = (lg_isolate_opts_t){.pool_size = -1};
+  assert_int_equal(lg_isolate_call(reverse, NULL, 0, &out, &outlen, &o, &r), LG_ISOLATE_ERROR);
+  /* max_rss 0 is "no budget", not "nothing": the call runs */
+  o = (lg_isolate_opts_t){.max_rss = 0};
+  assert_int_equal(lg_isolate_call(reverse, "ab", 2, &out, &outlen, &o, &r), LG_ISOLATE_OK);
+  assert_memory_equal(out, "ba", 2);
+  free(out);
+  assert_null(lg_isolate_code_name(-1));
+  assert_null(lg_isolate_code_name(LG_ISOLATE_NCODES));
+  assert_string_equal(lg_isolate_code_name(LG_ISOLATE_FORBIDDEN), "forbidden");
+}
+
+static void *thread_caller(void *p) {
+  int id = (int)(intptr_t)p;
+  for (int i = 0; i < 10; i++) {
+    char in[32];
+    int n = snprintf(in, sizeof in, "thread-%d-call-%d", id, i);
+    void *out = NULL;
+    size_t outlen = 0;
+    if (lg_isolate_call(reverse, in, (size_t)n, &out, &outlen, NULL, NULL) != LG_ISOLATE_OK || outlen != (size_t)n)
+      return (void *)1;
+    for (int k = 0; k < n; k++)
+      if (((char *)out)[k] != in[n - 1 - k]) return (void *)1;
+    free(out);
+  }
+  return NULL;
+}
+
+static void threads(void **unused) {
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&t[i], NULL, thread_caller, (void *)(intptr_t)i), 0);
+  for (int i = 0; i < 4; i++) {
+    void *rv;
+    pthread_join(t[i], &rv);
+    assert_null(rv);
+  }
+}
+
+static void stats(void **unused) {
+  lg_isolate_stats_t a, b;
+  lg_isolate_stats(&a);
+  lg_isolate_result_t r;
+  call(do_socket, NULL, &r);
+  call(do_segv, NULL, &r);
+  call(do_open_read, NULL, &r);
+  lg_isolate_stats(&b);
+  assert_int_equal(b.requests[LG_ISOLATE_FORBIDDEN] - a.requests[LG_ISOLATE_FORBIDDEN], 1);
+  assert_int_equal(b.requests[LG_ISOLATE_CRASH] - a.requests[LG_ISOLATE_CRASH], 1);
+  assert_int_equal(b.requests[LG_ISOLATE_OK] - a.requests[LG_ISOLATE_OK], 1);
+  uint64_t na = 0, nb = 0;
+  for (int i = 0; i < LG_ISOLATE_RSS_BUCKETS; i++) {
+    na += a.peak_rss_bucket[i];
+    nb += b.peak_rss_bucket[i];
+  }
+  assert_int_equal(nb - na, 3);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(ok_exact_bytes),
+      cmocka_unit_test(big_output_exact),
+      cmocka_unit_test(state_does_not_leak),
+      cmocka_unit_test(forbidden_calls),
+      cmocka_unit_test(allowed_calls),
+      cmocka_unit_test(budget),
+      cmocka_unit_test(timeout_and_crash),
+      cmocka_unit_test(bad_arguments),
+      cmocka_unit_test(threads),
+      cmocka_unit_test(stats),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
