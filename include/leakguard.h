@@ -278,7 +278,7 @@ typedef struct lg_isolate_result {
 
 /* Runs fn(in, inlen, ...) isolated. opts may be NULL (no budget, no timeout, nothing
  * allowed); res may be NULL. On LG_ISOLATE_OK, *out (free() it) and *outlen hold fn's
- * output; otherwise *out is NULL. Returns LG_ISOLATE_*. Thread-safe; the caller is
+ * output (NULL, 0 when it gave none); otherwise *out is NULL. Returns LG_ISOLATE_*. Thread-safe; the caller is
  * never signalled or killed by what the child does. */
 LG_API int lg_isolate_call(lg_isolate_fn fn, const void *in, size_t inlen, void **out, size_t *outlen,
                            const lg_isolate_opts_t *opts, lg_isolate_result_t *res);

@@ -466,7 +466,7 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
     res->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     snprintf(res->message, sizeof res->message, "the child exited with code %d before answering", res->exit_code);
   }
-  if (res->code == LG_ISOLATE_OK) {
+  if (res->code == LG_ISOLATE_OK && r.have) {
     *out = r.buf;
     *outlen = r.have;
   } else {

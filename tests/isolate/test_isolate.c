@@ -208,6 +208,8 @@ static void budget(void **unused) {
   n = (size_t)20 << 20;
   assert_int_equal(lg_isolate_call(do_touch, &n, sizeof n, &out, &outlen, &o, &r), LG_ISOLATE_OK);
   assert_true(r.peak_rss >= n - (n >> 3));
+  assert_null(out); /* no output: NULL, 0 */
+  assert_int_equal(outlen, 0);
 }
 
 static void timeout_and_crash(void **unused) {
