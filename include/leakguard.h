@@ -283,6 +283,20 @@ typedef struct lg_isolate_result {
 LG_API int lg_isolate_call(lg_isolate_fn fn, const void *in, size_t inlen, void **out, size_t *outlen,
                            const lg_isolate_opts_t *opts, lg_isolate_result_t *res);
 
+/* The pre-forked pool: opts->pool_size children of fn forked ahead from the caller as
+ * it is now (warm it up first), refilled by a background thread. A pooled call gives
+ * the same results as lg_isolate_call. No fork hooks (a pool forks from its own
+ * thread: not for interpreters). NULL with errno EINVAL (no fn, pool_size <= 0 or
+ * > 1024, hooks set) or ENOMEM. Calls are thread-safe; free it once, after them. */
+typedef struct lg_isolate_pool lg_isolate_pool_t;
+LG_API lg_isolate_pool_t *lg_isolate_pool_new(lg_isolate_fn fn, const lg_isolate_opts_t *opts);
+LG_API int lg_isolate_pool_call(lg_isolate_pool_t *pool, const void *in, size_t inlen, void **out, size_t *outlen,
+                                lg_isolate_result_t *res);
+/* Children ready now (for tests and metrics). */
+LG_API int lg_isolate_pool_ready(lg_isolate_pool_t *pool);
+/* Kills the ready children, stops the refill thread, frees. */
+LG_API void lg_isolate_pool_free(lg_isolate_pool_t *pool);
+
 /* "ok", "budget", "forbidden", "timeout", "crash", "error"; NULL out of range. */
 LG_API const char *lg_isolate_code_name(int code);
 

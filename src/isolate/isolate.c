@@ -132,7 +132,7 @@ static void close_inherited_sockets(void) {
   close(fd);
 }
 
-static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen, const lg_isolate_opts_t *o,
+static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen, int pooled, const lg_isolate_opts_t *o,
                                  const struct sock_filter *prog, size_t plen, struct sock_filter *copy) {
   if (o->after_fork_child) o->after_fork_child(o->hook_arg);
   struct sigaction sa;
@@ -158,8 +158,6 @@ static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen,
   /* Dies with the caller. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (!(o->allow & LG_ALLOW_NET)) close_inherited_sockets();
-  int64_t rss0 = statm_rss("/proc/self/statm");
-  child_send(LGI_START, rss0, 0, 0);
   /* The filter, with this process's pid where kill/tgkill compare it. */
   pid_t self = getpid();
   for (size_t i = 0; i < plen; i++) {
@@ -171,6 +169,23 @@ static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen,
     child_send(LGI_SETUP, errno, 0, 0);
     _exit(EXIT_SETUP);
   }
+  if (pooled) {
+    /* A pooled child waits for its request: the input's length, then the input. */
+    uint64_t len;
+    if (recv(child_sock, &len, sizeof len, MSG_WAITALL) != (ssize_t)sizeof len) _exit(0);
+    char *buf = malloc(len ? len : 1);
+    if (!buf) _exit(EXIT_SETUP);
+    for (uint64_t got = 0; got < len;) {
+      ssize_t n = recv(child_sock, buf + got, len - got, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) _exit(0);
+      got += (uint64_t)n;
+    }
+    in = buf;
+    inlen = len;
+  }
+  int64_t rss0 = statm_rss("/proc/self/statm");
+  child_send(LGI_START, rss0, 0, 0);
   void *out = NULL;
   size_t outlen = 0;
   int status = fn(in, inlen, &out, &outlen, o->arg);
@@ -189,7 +204,7 @@ static void fail(lg_isolate_result_t *res, int code, const char *fmt, const char
   snprintf(res->message, sizeof res->message, fmt, what, strerror(err));
 }
 
-int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, const lg_isolate_opts_t *opts,
+int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, int pooled, const lg_isolate_opts_t *opts,
               lg_isolate_result_t *res) {
   static const lg_isolate_opts_t none;
   memset(res, 0, sizeof *res);
@@ -243,7 +258,7 @@ int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, co
   if (pid == 0) {
     close(sv[0]);
     child_sock = sv[1];
-    child_main(fn, in, inlen, &job->opts, prog, plen, copy);
+    child_main(fn, in, inlen, pooled, &job->opts, prog, plen, copy);
   }
   free(copy);
   close(sv[1]);
@@ -491,7 +506,7 @@ int lg_isolate_call(lg_isolate_fn fn, const void *in, size_t inlen, void **out, 
     return res->code;
   }
   lgi_job_t job;
-  if (lgi_spawn(&job, fn, in, inlen, opts, res) != LG_ISOLATE_OK) {
+  if (lgi_spawn(&job, fn, in, inlen, 0, opts, res) != LG_ISOLATE_OK) {
     lgi_count(res->code, 0);
     return res->code;
   }

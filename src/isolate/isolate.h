@@ -24,8 +24,11 @@ typedef struct lgi_job {
  * child, runs opts->after_fork_child, installs the filter, runs fn and never
  * returns. In the parent fills *job. Returns LG_ISOLATE_OK or LG_ISOLATE_ERROR
  * (res->message says why). */
-int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, const lg_isolate_opts_t *opts,
+int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, int pooled, const lg_isolate_opts_t *opts,
               lg_isolate_result_t *res);
+/* pooled: the child, once isolated, waits for its input on job->sock (a uint64_t
+ * length, then the bytes: lgi_send_request) instead of taking in/inlen. */
+int lgi_send_request(lgi_job_t *job, const void *in, size_t inlen);
 
 /* Waits for the child of job (budget polling, timeout), reaps it, fills res and
  * *out, *outlen (LG_ISOLATE_OK only), counts the outcome. Returns res->code. */

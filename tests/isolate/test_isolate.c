@@ -300,6 +300,56 @@ static void stats(void **unused) {
   assert_int_equal(nb - na, 3);
 }
 
+static void pool(void **unused) {
+  lg_isolate_opts_t o = {.pool_size = 0};
+  assert_null(lg_isolate_pool_new(reverse, &o));
+  o.pool_size = 3;
+  assert_null(lg_isolate_pool_new(NULL, &o));
+  lg_isolate_pool_t *p = lg_isolate_pool_new(reverse, &o);
+  assert_non_null(p);
+  /* wait (no time limit but ctest's) until the refill thread has forked all three */
+  while (lg_isolate_pool_ready(p) < 3) usleep(1000);
+  for (int i = 0; i < 12; i++) {
+    char in[32];
+    int n = snprintf(in, sizeof in, "pooled request %d", i);
+    void *out = NULL;
+    size_t outlen = 0;
+    lg_isolate_result_t r;
+    assert_int_equal(lg_isolate_pool_call(p, in, (size_t)n, &out, &outlen, &r), LG_ISOLATE_OK);
+    assert_int_equal(r.status, 42);
+    assert_int_equal(outlen, (size_t)n);
+    for (int k = 0; k < n; k++) assert_int_equal(((char *)out)[k], in[n - 1 - k]);
+    free(out);
+  }
+  void *out = NULL;
+  size_t outlen = 0;
+  assert_int_equal(lg_isolate_pool_call(p, NULL, 3, &out, &outlen, NULL), LG_ISOLATE_ERROR);
+  lg_isolate_pool_free(p);
+  /* pooled children are isolated and fresh like the others */
+  o = (lg_isolate_opts_t){.pool_size = 2};
+  p = lg_isolate_pool_new(do_socket, &o);
+  lg_isolate_result_t r;
+  assert_int_equal(lg_isolate_pool_call(p, NULL, 0, &out, &outlen, &r), LG_ISOLATE_FORBIDDEN);
+  assert_string_equal(r.syscall, "socket");
+  lg_isolate_pool_free(p);
+  p = lg_isolate_pool_new(bump_state, &o);
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal(lg_isolate_pool_call(p, NULL, 0, &out, &outlen, &r), LG_ISOLATE_OK);
+    assert_int_equal(*(int *)out, 7);
+    free(out);
+  }
+  lg_isolate_pool_free(p);
+  o = (lg_isolate_opts_t){.pool_size = 1, .max_rss = (size_t)100 << 20};
+  p = lg_isolate_pool_new(do_touch, &o);
+  size_t n = (size_t)400 << 20;
+  assert_int_equal(lg_isolate_pool_call(p, &n, sizeof n, &out, &outlen, &r), LG_ISOLATE_BUDGET);
+  lg_isolate_pool_free(p);
+  o = (lg_isolate_opts_t){.pool_size = 1, .timeout_s = 0.3};
+  p = lg_isolate_pool_new(do_loop, &o);
+  assert_int_equal(lg_isolate_pool_call(p, NULL, 0, &out, &outlen, &r), LG_ISOLATE_TIMEOUT);
+  lg_isolate_pool_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ok_exact_bytes),
@@ -312,6 +362,7 @@ int main(void) {
       cmocka_unit_test(bad_arguments),
       cmocka_unit_test(threads),
       cmocka_unit_test(stats),
+      cmocka_unit_test(pool),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
