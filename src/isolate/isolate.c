@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -372,6 +373,48 @@ const char *lg_isolate_code_name(int code) {
   return code >= 0 && code < LG_ISOLATE_NCODES ? names[code] : NULL;
 }
 
+/* Children that answered and were still exiting: reaped later, so that a call does not
+ * wait for the kernel to tear down a copy of a large caller. */
+static pthread_mutex_t reap_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct reap {
+  pid_t pid;
+  int pidfd;
+} * reap_list;
+static size_t reap_n, reap_cap;
+
+static void reap_deferred(void) {
+  pthread_mutex_lock(&reap_mu);
+  for (size_t i = 0; i < reap_n;) {
+    pid_t w = waitpid(reap_list[i].pid, NULL, WNOHANG);
+    if (w == 0 || (w < 0 && errno == EINTR)) {
+      i++;
+      continue;
+    }
+    if (reap_list[i].pidfd >= 0) close(reap_list[i].pidfd);
+    reap_list[i] = reap_list[--reap_n];
+  }
+  pthread_mutex_unlock(&reap_mu);
+}
+
+/* 1 when deferred, 0 when reaped now (no memory for the list). */
+static int defer_reap(pid_t pid, int pidfd) {
+  pthread_mutex_lock(&reap_mu);
+  if (reap_n == reap_cap) {
+    size_t cap = reap_cap ? reap_cap * 2 : 16;
+    struct reap *l = realloc(reap_list, cap * sizeof *l);
+    if (!l) {
+      pthread_mutex_unlock(&reap_mu);
+      while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+      return 0;
+    }
+    reap_list = l;
+    reap_cap = cap;
+  }
+  reap_list[reap_n++] = (struct reap){pid, pidfd};
+  pthread_mutex_unlock(&reap_mu);
+  return 1;
+}
+
 static void kill_child(lgi_job_t *job) {
   if (job->pidfd >= 0 && syscall(SYS_pidfd_send_signal, job->pidfd, SIGKILL, NULL, 0) == 0) return;
   kill(job->pid, SIGKILL);
@@ -385,7 +428,8 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
   char statm[64];
   snprintf(statm, sizeof statm, "/proc/%d/statm", (int)job->pid);
   uint64_t peak_seen = 0;
-  int eof = 0, exited = 0;
+  int eof = 0, exited = 0, answered = 0;
+  reap_deferred();
   while (!exited) {
     int ms = -1;
     if (o->max_rss) ms = POLL_MS;
@@ -404,6 +448,10 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
         eof = 1;
         if (rc < 0 && killed == NONE) kill_child(job); /* a protocol error or an oversized output */
       }
+    }
+    if (killed == NONE && r.done && r.have == r.hdr.len) {
+      answered = 1; /* all that remains for the child is _exit(0) */
+      break;
     }
     if (job->pidfd >= 0) {
       if (n > 0 && (p[1].revents & POLLIN)) exited = 1;
@@ -429,18 +477,25 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
       kill_child(job);
     }
   }
-  /* The child has exited: what it wrote is in the socket. */
-  if (!eof)
-    while (rx_read(job->sock, &r, o->max_out, 1) > 0 && !(r.done && r.have == r.hdr.len))
-      ;
-  int st = 0;
-  while (waitpid(job->pid, &st, 0) < 0 && errno == EINTR)
-    ;
+  int st = 0, reaped = 1;
+  if (answered) {
+    pid_t w;
+    while ((w = waitpid(job->pid, &st, WNOHANG)) < 0 && errno == EINTR) {}
+    if (w == 0 && defer_reap(job->pid, job->pidfd)) {
+      job->pidfd = -1;
+      reaped = 0;
+    }
+  } else {
+    /* The child has exited: what it wrote is in the socket. */
+    if (!eof)
+      while (rx_read(job->sock, &r, o->max_out, 1) > 0 && !(r.done && r.have == r.hdr.len)) {}
+    while (waitpid(job->pid, &st, 0) < 0 && errno == EINTR) {}
+  }
   if (job->pidfd >= 0) close(job->pidfd);
   close(job->sock);
   res->seconds = now_s() - job->t0;
   res->peak_rss = r.peak > peak_seen ? r.peak : peak_seen;
-  int complete = r.done && r.have == r.hdr.len && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  int complete = r.done && r.have == r.hdr.len && (!reaped || (WIFEXITED(st) && WEXITSTATUS(st) == 0));
   if (killed == BY_BUDGET || (complete && o->max_rss && r.peak > o->max_rss)) {
     res->code = LG_ISOLATE_BUDGET;
     snprintf(res->message, sizeof res->message, "memory budget exceeded: grew by %zu MiB, budget %zu MiB",

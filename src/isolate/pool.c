@@ -27,6 +27,7 @@ struct lg_isolate_pool {
   pthread_cond_t want, have; /* want: the refiller has work; have: a child is ready */
   lgi_job_t *ready;
   int nready, size, stop;
+  int inflight; /* calls between taking a child and their answer */
   pthread_t refiller;
 };
 
@@ -44,7 +45,10 @@ static void *refill(void *arg) {
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the caller's threads' */
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
-    if (p->nready >= p->size) {
+    /* fork() write-locks the caller's address space while it copies the page tables
+     * (milliseconds for a large caller): a call's page faults would wait for it. So
+     * the pool refills while no call is in flight, unless it is empty. */
+    if (p->nready >= p->size || (p->inflight > 0 && p->nready > 0)) {
       pthread_cond_wait(&p->want, &p->mu);
       continue;
     }
@@ -138,7 +142,7 @@ int lg_isolate_pool_call(lg_isolate_pool_t *p, const void *in, size_t inlen, voi
     if (p->nready > 0) {
       j = p->ready[--p->nready];
       have = 1;
-      pthread_cond_signal(&p->want);
+      p->inflight++;
     }
     pthread_mutex_unlock(&p->mu);
     if (!have) {
@@ -152,14 +156,21 @@ int lg_isolate_pool_call(lg_isolate_pool_t *p, const void *in, size_t inlen, voi
     }
     memset(res, 0, sizeof *res);
     res->syscall_nr = -1;
+    int rc;
     if (lgi_send_request(&j, in, inlen) < 0) {
       discard(&j); /* it died waiting (killed from outside): take another */
-      continue;
+      rc = -1;
+    } else {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      j.t0 = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9; /* the budget and timeout start now */
+      rc = lgi_wait(&j, out, outlen, res);
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    j.t0 = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9; /* the budget and timeout start now */
-    return lgi_wait(&j, out, outlen, res);
+    pthread_mutex_lock(&p->mu);
+    p->inflight--;
+    pthread_cond_signal(&p->want);
+    pthread_mutex_unlock(&p->mu);
+    if (rc >= 0) return rc;
   }
   res->code = LG_ISOLATE_ERROR;
   snprintf(res->message, sizeof res->message, "pooled children keep dying before their request");
