@@ -8,3 +8,5 @@ target_compile_options(serve PRIVATE -O2 -g)
 set_target_properties(serve PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/examples
   BUILD_RPATH ${CMAKE_BINARY_DIR}/lib)
 target_link_libraries(serve PRIVATE leakguard PkgConfig::MHD Threads::Threads)
+# --isolate: lg_isolate_call (libleakguard_isolate.so, issue #15).
+target_link_libraries(serve PRIVATE leakguard_isolate)

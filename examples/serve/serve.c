@@ -3,7 +3,7 @@
  * serve - a small inference-style HTTP server that uses leakguard's breaker API.
  *
  *   serve [--port P] [--addr A] [--threads N] [--batch B] [--block KIB] [--kv-block KIB]
- *         [--kv-max N] [--quota BYTES] [--work-us US] [--leak] [--no-breaker]
+ *         [--kv-max N] [--quota BYTES] [--work-us US] [--leak] [--no-breaker] [--isolate]
  *
  * GET /infer?prompt=TEXT (or POST /infer with the prompt as body) runs one "inference":
  * a per-request working buffer of batch x --block KiB (default 16 x 64 KiB), touched
@@ -64,8 +64,8 @@ static struct {
   size_t batch, block, kv_block, kv_max;
   int64_t quota;
   unsigned work_us;
-  bool leak, breaker;
-} opt = {"127.0.0.1", 8080, 4, 16, 64 * KiB, 16 * KiB, 256, 256 * (int64_t)MiB, 0, false, true};
+  bool leak, breaker, isolate;
+} opt = {"127.0.0.1", 8080, 4, 16, 64 * KiB, 16 * KiB, 256, 256 * (int64_t)MiB, 0, false, true, false};
 
 /* ------------------------------------------------------------------ counters */
 
@@ -276,6 +276,74 @@ static void busy_wait_us(unsigned us) {
     ;
 }
 
+/* --isolate (issue #15, docs/isolate.md): the request's work runs in a copy-on-write fork
+ * of the server under seccomp, with --quota as its memory budget. What the request
+ * inserts into the KV store dies with the copy: the --leak bug cannot grow the server
+ * (the cache stays as it was warmed up). */
+typedef struct iso_req {
+  size_t batch;
+  uint64_t id;
+  char prompt[256];
+} iso_req_t;
+typedef struct iso_ans {
+  uint64_t sum;
+  int hit;
+} iso_ans_t;
+
+static int iso_work(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  const iso_req_t *q = in;
+  size_t nbytes = q->batch * opt.block;
+  unsigned char *work = malloc(nbytes);
+  iso_ans_t *a = calloc(1, sizeof *a);
+  if (!work || !a) return 1;
+  size_t plen = strlen(q->prompt);
+  for (size_t i = 0; i < nbytes; i += 512) {
+    work[i] = (unsigned char)(q->prompt[plen ? i % plen : 0] + i);
+    a->sum = a->sum * 31 + work[i];
+  }
+  busy_wait_us(opt.work_us);
+  free(work);
+  char key[PREFIX_LEN + 24];
+  if (opt.leak) snprintf(key, sizeof key, "%.*s#%" PRIu64, PREFIX_LEN, q->prompt, q->id);
+  else snprintf(key, sizeof key, "%.*s", PREFIX_LEN, q->prompt);
+  a->hit = kv_lookup_insert(key, q->batch * opt.kv_block, &a->sum);
+  *out = a;
+  *outlen = sizeof *a;
+  return 0;
+}
+
+static enum MHD_Result infer_isolated(struct MHD_Connection *c, const char *prompt, uint64_t id, size_t batch) {
+  iso_req_t q = {.batch = batch, .id = id};
+  snprintf(q.prompt, sizeof q.prompt, "%s", prompt);
+  lg_isolate_opts_t o = {.max_rss = opt.quota > 0 ? (size_t)opt.quota : 0, .timeout_s = 10};
+  lg_isolate_result_t r;
+  void *out = NULL;
+  size_t outlen = 0;
+  if (lg_isolate_call(iso_work, &q, sizeof q, &out, &outlen, &o, &r) != LG_ISOLATE_OK || r.status ||
+      outlen != sizeof(iso_ans_t)) {
+    free(out);
+    atomic_fetch_add(&n_quota, 1);
+    char why[200];
+    snprintf(why, sizeof why, "isolated request failed: %s", r.message);
+    return shed(c, why);
+  }
+  iso_ans_t a;
+  memcpy(&a, out, sizeof a);
+  free(out);
+  if (a.hit < 0) {
+    atomic_fetch_add(&n_quota, 1);
+    return shed(c, "out of memory for the KV cache");
+  }
+  atomic_fetch_add(a.hit ? &n_hits : &n_misses, 1);
+  atomic_fetch_add(&n_served, 1);
+  char t[256];
+  snprintf(t, sizeof t,
+           "{\"id\":%" PRIu64 ",\"batch\":%zu,\"cache\":\"%s\",\"level\":\"%s\",\"checksum\":%" PRIu64
+           ",\"isolated\":true}\n",
+           id, batch, a.hit ? "hit" : "miss", lg_level_name(lg_level()), a.sum);
+  return reply(c, MHD_HTTP_OK, t, false);
+}
+
 static enum MHD_Result infer(struct MHD_Connection *c, const char *prompt) {
   uint64_t id = atomic_fetch_add(&n_requests, 1);
   if (opt.breaker && !lg_admit()) {
@@ -283,6 +351,7 @@ static enum MHD_Result infer(struct MHD_Connection *c, const char *prompt) {
     return shed(c, "overloaded: memory breaker open");
   }
   size_t batch = opt.breaker ? lg_batch_size(opt.batch) : opt.batch;
+  if (opt.isolate) return infer_isolated(c, prompt, id, batch);
 
   /* the per-request working buffer, accounted to tag "request" (quota: fail) */
   if (opt.breaker) lg_tag_push("request");
@@ -378,7 +447,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 
 static void usage(FILE *f) {
   fprintf(f, "usage: serve [--port P] [--addr A] [--threads N] [--batch B] [--block KIB] [--kv-block KIB]\n"
-             "             [--kv-max N] [--quota BYTES] [--work-us US] [--leak] [--no-breaker]\n");
+             "             [--kv-max N] [--quota BYTES] [--work-us US] [--leak] [--no-breaker]\n"
+             "             [--isolate]\n");
 }
 
 static unsigned long num(const char *name, const char *v, unsigned long lo, unsigned long hi) {
@@ -397,6 +467,7 @@ int main(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--leak")) opt.leak = true;
     else if (!strcmp(a, "--no-breaker")) opt.breaker = false;
+    else if (!strcmp(a, "--isolate")) opt.isolate = true;
     else if (!strcmp(a, "--addr") && v) opt.addr = argv[++i];
     else if (!strcmp(a, "--port")) opt.port = (unsigned)num(a, v, 0, 65535), i++;
     else if (!strcmp(a, "--threads")) opt.threads = (unsigned)num(a, v, 1, 256), i++;
