@@ -24,6 +24,7 @@ typedef struct CUstream_st *CUstream;
 CUresult cuInit(unsigned flags);
 CUresult cuStreamCreate(CUstream *s, unsigned flags);
 CUresult cuStreamSynchronize(CUstream s);
+CUresult cuStreamDestroy_v2(CUstream s);
 void standin_events_hold(int hold);
 void standin_events_complete(CUstream s);
 long standin_calls(const char *impl);
@@ -231,6 +232,8 @@ static void stream_order(void **state) {
   assert_int_equal(standin_calls("cuMemFree_v2") - frees0, 2);
   standin_events_hold(0);
   lg_pool_destroy(p);
+  cuStreamDestroy_v2(a);
+  cuStreamDestroy_v2(b);
 }
 
 /* A fixed trace: every step allocates seven 256 KiB activations, then one 256 KiB
