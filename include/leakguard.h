@@ -308,6 +308,66 @@ typedef struct lg_isolate_stats {
   uint64_t peak_rss_sum; /* bytes */
 } lg_isolate_stats_t;
 LG_API void lg_isolate_stats(lg_isolate_stats_t *out);
+/* ------------------------------------------------------------------ liblgpool
+ * A generational caching allocator for device memory (the CUDA driver, dlopen'ed) or
+ * host memory (mmap), in its own library: liblgpool.so (docs/pool.md). Three
+ * generations, each with its own pools and release window; the guard's levels trim
+ * them (warn: young, breaker: young and middle, emergency: every cache). */
+typedef struct lg_pool lg_pool_t;
+
+typedef enum lg_gen {
+  LG_GEN_AUTO = -1, /* from the site profile (LEAKGUARD_POOL_PROFILE), else the default */
+  LG_GEN_YOUNG = 0,
+  LG_GEN_MIDDLE = 1,
+  LG_GEN_OLD = 2,
+  LG_GEN_COUNT = 3
+} lg_gen_t;
+
+/* "young", "middle", "old"; NULL out of range. */
+LG_API const char *lg_gen_name(lg_gen_t gen);
+
+typedef enum lg_pool_backend { LG_POOL_HOST = 0, LG_POOL_CUDA = 1 } lg_pool_backend_t;
+
+typedef struct lg_pool_config {
+  lg_pool_backend_t backend;
+  int device;                       /* CUDA ordinal */
+  int single;                       /* 1: one pool for everything (a PyTorch-like cache) */
+  uint64_t window_ms[LG_GEN_COUNT]; /* release windows; UINT64_MAX: kept until pressure */
+  lg_gen_t default_gen;             /* for LG_GEN_AUTO without a profile entry */
+  uint64_t (*clock_ms)(void *arg);  /* NULL: CLOCK_MONOTONIC */
+  void *clock_arg;
+  int subscribe;       /* 1: trim on the guard's level changes */
+  const char *profile; /* site profile file, or NULL (docs/pool.md) */
+} lg_pool_config_t;
+
+/* Defaults: host backend, windows young 100 ms, middle 10 s, old UINT64_MAX. */
+LG_API void lg_pool_config_init(lg_pool_config_t *cfg);
+/* NULL with errno set on failure (ENOSYS: no CUDA driver). */
+LG_API lg_pool_t *lg_pool_create(const lg_pool_config_t *cfg);
+/* Releases every cached block and the pool (blocks still in use are released too). */
+LG_API void lg_pool_destroy(lg_pool_t *pool);
+/* A block of size bytes for stream (NULL: the default stream) in generation gen. */
+LG_API void *lg_pool_alloc_gen(lg_pool_t *pool, size_t size, lg_gen_t gen, void *stream);
+/* Frees p on stream: another stream gets it only after an event recorded now says
+ * the stream got there. 0, -EINVAL (unknown pointer), -EALREADY (double free); bad
+ * frees are counted and the first of each kind reported on stderr. */
+LG_API int lg_pool_free(lg_pool_t *pool, void *p, void *stream);
+/* Releases cached memory for a guard level: warn young, breaker young and middle,
+ * emergency every generation (windows ignored). Returns the bytes given back. */
+LG_API size_t lg_pool_trim(lg_pool_t *pool, lg_level_t level);
+/* Releases what outlived its generation's window (also done inside alloc/free). */
+LG_API size_t lg_pool_tick(lg_pool_t *pool);
+
+typedef struct lg_pool_stats {
+  uint64_t reserved_bytes, peak_reserved_bytes;   /* held from the driver */
+  uint64_t allocated_bytes, peak_allocated_bytes; /* handed out (rounded sizes) */
+  uint64_t requested_bytes;                       /* handed out (asked sizes) */
+  uint64_t reserved_gen[LG_GEN_COUNT], cached_gen[LG_GEN_COUNT];
+  uint64_t driver_allocs, driver_frees, event_records, event_queries;
+  uint64_t double_frees, unknown_frees, alloc_failures;
+  uint64_t trims[4]; /* trims per level */
+} lg_pool_stats_t;
+LG_API int lg_pool_stats(lg_pool_t *pool, lg_pool_stats_t *out);
 
 #ifdef __cplusplus
 }

@@ -490,4 +490,25 @@ print(json.dumps({"ok": ok, "report": t, "program_end": end}))' "$WORK/torch-lea
   fi
 fi
 
+# ------------------------------------------------------------------ liblgpool (issue #16)
+# The generational pool (docs/pool.md) through its pluggable-allocator ABI on the
+# driver (also on the stand-in), then as torch's CUDAPluggableAllocator for a short
+# training run (GPU and a CUDA torch >= 2.0 only).
+POOLLIB=$BUILD/lib/liblgpool.so
+PCHK=$ROOT/tests/pool/gpu_pool_check.py
+name="liblgpool: reuse on the stream, trims to zero (driver)"
+if [[ ! -e $POOLLIB ]]; then skip "$name" "liblgpool.so was not built"
+elif [[ -z $LIBCUDA ]]; then skip "$name" "$NOGPU"
+elif budget "$name" 30; then
+  judge "$name" "$(timeout 60 python3 "$PCHK" "$POOLLIB" abi 2>&1 | tail -1)"
+fi
+name="liblgpool: torch CUDAPluggableAllocator training"
+if [[ ! -e $POOLLIB ]]; then skip "$name" "liblgpool.so was not built"
+elif ((!HAVE_GPU)); then skip "$name" "$NOGPU"
+elif ! timeout 120 python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+  skip "$name" "no CUDA torch installed (python3 -c 'import torch')"
+elif budget "$name" 90; then
+  judge "$name" "$(timeout 120 python3 "$PCHK" "$POOLLIB" torch 2>&1 | tail -1)"
+fi
+
 finish

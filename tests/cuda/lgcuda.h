@@ -23,6 +23,7 @@ typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUarray_st *CUarray;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
+typedef struct CUevent_st *CUevent;
 typedef unsigned long long cuuint64_t;
 typedef struct CUipcMemHandle_st {
   char reserved[64];
@@ -38,6 +39,8 @@ typedef struct CUipcMemHandle_st {
 #define CUDA_ERROR_INVALID_DEVICE 101
 #define CUDA_ERROR_INVALID_CONTEXT 201
 #define CUDA_ERROR_NOT_FOUND 500
+#define CUDA_ERROR_INVALID_HANDLE 400
+#define CUDA_ERROR_NOT_READY 600
 #define CUDA_ERROR_NOT_SUPPORTED 801
 
 #define CU_GET_PROC_ADDRESS_DEFAULT 0ull

@@ -30,6 +30,16 @@ EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsigned fl
 EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os, int type, unsigned long long flags);
 EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *p, CUmemoryPool pool, void *share);
 CUresult standin_future_alloc(CUdeviceptr *p, size_t n);
+/* Events (liblgpool's stream order) and their test hooks. */
+EXPORT CUresult cuEventCreate(CUevent *ev, unsigned flags);
+EXPORT CUresult cuEventRecord(CUevent ev, CUstream s);
+EXPORT CUresult cuEventQuery(CUevent ev);
+EXPORT CUresult cuEventSynchronize(CUevent ev);
+EXPORT CUresult cuEventDestroy_v2(CUevent ev);
+EXPORT CUresult cuEventDestroy(CUevent ev);
+EXPORT void standin_events_hold(int hold);
+EXPORT void standin_events_complete(CUstream s);
+EXPORT extern long standin_event_queries;
 
 /* Calls of each implementation (standin_calls()). */
 #define IMPLS(X)                                                                                             \

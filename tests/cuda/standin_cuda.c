@@ -247,8 +247,11 @@ static void blk_free_locked(blk_t *b) {
   free(b);
 }
 
-/* Completes the pending frees of stream s (all of them when all). Caller holds mu. */
+static void events_done(CUstream s, int all);
+/* Completes the pending frees of stream s (all of them when all), and the events
+ * recorded on it. Caller holds mu. */
 static void complete_pending(CUstream s, int all) {
+  events_done(s, all);
   int w = 0;
   for (int i = 0; i < npending; i++) {
     if (all || pending[i].s == s) blk_free_locked(pending[i].b);
@@ -903,3 +906,89 @@ EXPORT long long standin_live_bytes(int dev) {
   pthread_mutex_unlock(&mu);
   return v;
 }
+
+/* ------------------------------------------------------------------ events (liblgpool)
+ * An event recorded on a stream is done at once (the GPU is idle), unless the test
+ * holds the streams busy (standin_events_hold(1)): then it stays not ready until
+ * standin_events_complete(stream) (NULL: every stream), cuStreamSynchronize of its
+ * stream or of the NULL stream, cuCtxSynchronize, or cuEventSynchronize. */
+#define EVENT_MAGIC 0x45564e54
+typedef struct standin_event {
+  int magic, done;
+  CUstream s;
+  struct standin_event *next;
+} standin_event_t;
+static standin_event_t *events;
+static int events_held;
+
+static void events_done(CUstream s, int all) { /* caller holds mu */
+  for (standin_event_t *e = events; e; e = e->next)
+    if (all || e->s == s) e->done = 1;
+}
+EXPORT void standin_events_hold(int hold) {
+  pthread_mutex_lock(&mu);
+  events_held = hold;
+  pthread_mutex_unlock(&mu);
+}
+EXPORT void standin_events_complete(CUstream s) {
+  pthread_mutex_lock(&mu);
+  for (standin_event_t *e = events; e; e = e->next)
+    if (!s || e->s == s) e->done = 1;
+  pthread_mutex_unlock(&mu);
+}
+EXPORT long standin_event_queries;
+EXPORT CUresult cuEventCreate(CUevent *ev, unsigned flags) {
+  (void)flags;
+  if (!ev) return CUDA_ERROR_INVALID_VALUE;
+  standin_event_t *e = calloc(1, sizeof *e);
+  if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+  e->magic = EVENT_MAGIC;
+  e->done = 1;
+  pthread_mutex_lock(&mu);
+  e->next = events;
+  events = e;
+  pthread_mutex_unlock(&mu);
+  *ev = (CUevent)e;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventRecord(CUevent ev, CUstream s) {
+  standin_event_t *e = (standin_event_t *)ev;
+  if (!e || e->magic != EVENT_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&mu);
+  e->s = s;
+  e->done = !events_held;
+  pthread_mutex_unlock(&mu);
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventQuery(CUevent ev) {
+  standin_event_t *e = (standin_event_t *)ev;
+  if (!e || e->magic != EVENT_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&mu);
+  standin_event_queries++;
+  int done = e->done;
+  pthread_mutex_unlock(&mu);
+  return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+EXPORT CUresult cuEventSynchronize(CUevent ev) {
+  standin_event_t *e = (standin_event_t *)ev;
+  if (!e || e->magic != EVENT_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&mu);
+  e->done = 1;
+  pthread_mutex_unlock(&mu);
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventDestroy_v2(CUevent ev) {
+  standin_event_t *e = (standin_event_t *)ev;
+  if (!e || e->magic != EVENT_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&mu);
+  for (standin_event_t **pp = &events; *pp; pp = &(*pp)->next)
+    if (*pp == e) {
+      *pp = e->next;
+      break;
+    }
+  pthread_mutex_unlock(&mu);
+  e->magic = 0;
+  free(e);
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventDestroy(CUevent ev) { return cuEventDestroy_v2(ev); }
