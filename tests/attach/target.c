@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * target.c - a program for `leakguard attach` tests (tests/attach.cmake): threads
+ * hammering malloc/free, one looping malloc_trim, one looping dlopen/dlclose, threads
+ * that start and exit, a planted leak (leak_here) and a progress counter it writes
+ * to the file named by argv[1] (the pid first, then the count, every 50 ms).
+ * argv[2] (optional): megabytes allocated at start and freed after argv[3] seconds.
+ */
+#include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static _Atomic unsigned long progress;
+
+__attribute__((noinline)) static void *leak_here(size_t n) {
+  void *p = malloc(n);
+  memset(p, 1, n);
+  return p;
+}
+
+static void *hammer(void *arg) {
+  (void)arg;
+  void *keep[64] = {0};
+  for (unsigned i = 0;; i++) {
+    unsigned k = i % 64;
+    free(keep[k]);
+    keep[k] = malloc(16 + (i * 37) % 4000);
+    if (i % 1024 == 0) atomic_fetch_add(&progress, 1);
+  }
+  return NULL;
+}
+static void *trimmer(void *arg) {
+  (void)arg;
+  for (;;) {
+    malloc_trim(0);
+    usleep(1000);
+  }
+  return NULL;
+}
+static void *loader(void *arg) {
+  (void)arg;
+  for (;;) {
+    void *h = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
+    if (h) dlclose(h);
+    void *z = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (z) dlclose(z);
+    usleep(2000);
+  }
+  return NULL;
+}
+static void *brief(void *arg) { return malloc((size_t)(uintptr_t)arg); }
+static void *spawner(void *arg) {
+  (void)arg;
+  for (;;) {
+    pthread_t t;
+    void *r;
+    if (pthread_create(&t, NULL, brief, (void *)(uintptr_t)100) == 0) {
+      pthread_join(t, &r);
+      free(r);
+    }
+    usleep(500);
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  size_t big_mb = argc > 2 ? strtoul(argv[2], NULL, 10) : 0;
+  double big_s = argc > 3 ? atof(argv[3]) : 0;
+  char **big = NULL;
+  if (big_mb) {
+    big = malloc(big_mb * sizeof *big);
+    for (size_t i = 0; i < big_mb; i++) {
+      big[i] = malloc(1 << 20);
+      memset(big[i], 2, 1 << 20);
+    }
+  }
+  pthread_t t;
+  for (int i = 0; i < 3; i++) pthread_create(&t, NULL, hammer, NULL);
+  pthread_create(&t, NULL, trimmer, NULL);
+  pthread_create(&t, NULL, loader, NULL);
+  pthread_create(&t, NULL, spawner, NULL);
+  for (unsigned long tick = 0;; tick++) {
+    if (tick % 2 == 0) leak_here(4096); /* 80 KiB/s */
+    if (big && tick * 0.05 >= big_s) {
+      for (size_t i = 0; i < big_mb; i++) free(big[i]);
+      free(big);
+      big = NULL;
+    }
+    FILE *f = fopen(argv[1], "w");
+    if (f) {
+      fprintf(f, "%d %lu\n", (int)getpid(), atomic_load(&progress));
+      fclose(f);
+    }
+    usleep(50000);
+  }
+}
