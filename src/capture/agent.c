@@ -384,8 +384,7 @@ static void *h_realloc(void *old, size_t n) {
   if (known) {
     t->guard++;
     if (p) lgi_count(t, e.site, -weight_bytes(e.size), -weight_blocks(e.size), e.epoch, 0);
-    else { /* the old block lives on */
-      ent_t o2;
+    else { /* the old block lives on */ ent_t o2;
       (void)table_put(e.key, e.site, e.epoch, e.size, &o2);
     }
     t->guard--;
@@ -443,7 +442,8 @@ static const struct {
   void *hook;
   void **real;
 } names[] = {
-#define N(n, h, r) {#n, (void *)h, (void **)&real.r}
+#define N(n, h, r)                                                                                                     \
+  { #n, (void *)h, (void **)&real.r }
     N(malloc, h_malloc, malloc),
     N(free, h_free, free),
     N(calloc, h_calloc, calloc),
@@ -593,7 +593,7 @@ static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 /* Restores the slots of each object still loaded, inside the iteration (above). */
 static int restore_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   (void)size;
-  int child = arg != NULL;
+  (void)arg;
   const ElfW(Dyn) *dyn = NULL;
   uintptr_t rlo, rhi;
   uintptr_t obj = obj_of(info, &dyn, &rlo, &rhi);
@@ -601,7 +601,7 @@ static int restore_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   for (size_t i = nslots; i-- > 0;)
     if (slots[i].obj == obj) {
       write_slot(slots[i].addr, slots[i].orig, slots[i].relro);
-      if (!child) atomic_fetch_add(&stats.slots_restored, 1);
+      atomic_fetch_add(&stats.slots_restored, 1);
     }
   return 0;
 }
@@ -704,15 +704,15 @@ static void *watcher(void *arg) {
   return NULL;
 }
 
-/* fork while attached: the child records nothing (its slots go back, every call
- * passes through; its blocks carry no header, so nothing else is needed). */
+/* fork while attached: the child records nothing. Its slots keep the hooks, which pass
+ * every call through (its blocks carry no header, so nothing else is needed): putting
+ * the slots back would need dl_iterate_phdr, whose lock another thread of the parent
+ * may have held at the fork (glibc does not reset it in the child). */
 static void atfork_child(void) {
   if (atomic_load(&stats.state) != 1) return;
   atomic_store(&recording, 0);
   lgi_g.enabled = 0;
   atomic_store(&stats.state, 2);
-  dl_iterate_phdr(restore_cb, (void *)1); /* the loader's lock was taken around fork */
-  nslots = 0;
   atomic_store(&detach_once, 1);
   pthread_mutex_init(&patch_mu, NULL);
   for (int i = 0; i < STRIPES; i++) atomic_store(&stripes[i].lock, 0);

@@ -90,10 +90,14 @@ typedef struct attach_opts {
 } attach_opts_t;
 
 static int parse(int argc, char **argv, attach_opts_t *o) {
-  static const struct option lo[] = {{"output", required_argument, 0, 'o'},   {"interval", required_argument, 0, 'i'},
-                                     {"sample", required_argument, 0, 's'},   {"depth", required_argument, 0, 'd'},
-                                     {"duration", required_argument, 0, 'D'}, {"quiet", no_argument, 0, 'q'},
-                                     {"fail-on-leak", no_argument, 0, 'F'},   {"help", no_argument, 0, 'h'},
+  static const struct option lo[] = {{"output", required_argument, 0, 'o'},
+                                     {"interval", required_argument, 0, 'i'},
+                                     {"sample", required_argument, 0, 's'},
+                                     {"depth", required_argument, 0, 'd'},
+                                     {"duration", required_argument, 0, 'D'},
+                                     {"quiet", no_argument, 0, 'q'},
+                                     {"fail-on-leak", no_argument, 0, 'F'},
+                                     {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->depth = 64;
@@ -186,8 +190,8 @@ static int attach(attach_opts_t *o) {
   lgst_meta(db, "command", v);
   const char *limit_source = "physical";
   uint64_t limit = lgu_memory_limit(&limit_source);
-  lgc_options_t co = {.interval = o->interval, .limit = limit, .limit_source = limit_source, .db = db,
-                      .db_path = o->output};
+  lgc_options_t co = {
+      .interval = o->interval, .limit = limit, .limit_source = limit_source, .db = db, .db_path = o->output};
   sigset_t mask, old;
   lgc_signals(&mask);
   sigprocmask(SIG_BLOCK, &mask, &old);

@@ -183,7 +183,8 @@ static int ptrace_refused(pid_t pid, int e, char *why, size_t n) {
              : scope == 2 ? "only CAP_SYS_PTRACE may trace"
                           : "ptrace disabled");
   else if (e == EPERM)
-    snprintf(why, n, "ptrace of process %d refused: it belongs to another user or is not dumpable (needs CAP_SYS_PTRACE)",
+    snprintf(why, n,
+             "ptrace of process %d refused: it belongs to another user or is not dumpable (needs CAP_SYS_PTRACE)",
              (int)pid);
   else snprintf(why, n, "ptrace of process %d failed: %s", (int)pid, strerror(e));
   return -e;
@@ -228,7 +229,9 @@ static thr_t *add_thr(inj_t *s, pid_t tid) {
   return &s->t[s->n++];
 }
 
-static int poke_word(pid_t tid, uintptr_t a, uint64_t v) { return (int)ptrace(PTRACE_POKEDATA, tid, (void *)a, (void *)v); }
+static int poke_word(pid_t tid, uintptr_t a, uint64_t v) {
+  return (int)ptrace(PTRACE_POKEDATA, tid, (void *)a, (void *)v);
+}
 
 static int tgid_of(pid_t tid) {
   long tg = -1;
@@ -376,8 +379,8 @@ static int set_bps(inj_t *s, int on) {
 }
 
 /* Calls fn(a0, a1) in thread tid (stopped, registers saved in r0): 0 and *ret. */
-static int remote_call(inj_t *s, pid_t tid, const struct user_regs_struct *r0, uintptr_t sp, uintptr_t fn,
-                       uint64_t a0, uint64_t a1, uint64_t *ret, double timeout_ms) {
+static int remote_call(inj_t *s, pid_t tid, const struct user_regs_struct *r0, uintptr_t sp, uintptr_t fn, uint64_t a0,
+                       uint64_t a1, uint64_t *ret, double timeout_ms) {
   struct user_regs_struct r = *r0;
   uint64_t zero = 0;
   sp = (sp & ~(uintptr_t)15) - 8;
@@ -504,8 +507,18 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
     int got = (int)pread(s.memfd, &state, sizeof state, (off_t)r_state_addr);
     if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "try %d: r_state %d (read %d)\n", tries, state, got);
     if (got != (int)sizeof state || state != 0) {
+      /* the loader is busy: another round, after the threads ran a little without
+       * breakpoints (the one stopped would hit the same entry again at once) */
+      resume_all(&s, 0);
+      struct timespec ts = {0, 5000000};
+      nanosleep(&ts, NULL);
+      if (stop_all(&s, now_ms() + 3000) != 0) {
+        snprintf(why, n, "process %d did not stop within 3 s", (int)pid);
+        rc = -ETIMEDOUT;
+        goto fail;
+      }
       for (int i = 0; i < s.n; i++) s.t[i].hit = 0;
-      continue; /* the loader is busy: another round */
+      continue;
     }
     for (int i = 0; i < s.n; i++)
       if (!s.t[i].gone && s.t[i].hit) {
@@ -562,9 +575,13 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
     goto fail;
   }
   if (st < 4096) {
-    static const char *const what[] = {"", "bad configuration", "the program's allocator is not glibc's",
-                                       "cannot create the shared region", "the collector's socket is not reachable",
-                                       "cannot start the agent's thread", "another leakguard attach is recording this process"};
+    static const char *const what[] = {"",
+                                       "bad configuration",
+                                       "the program's allocator is not glibc's",
+                                       "cannot create the shared region",
+                                       "the collector's socket is not reachable",
+                                       "cannot start the agent's thread",
+                                       "another leakguard attach is recording this process"};
     snprintf(why, n, "the agent did not start in process %d: %s", (int)pid, st < 7 ? what[st] : "error");
     rc = -EIO;
     goto restore;

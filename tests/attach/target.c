@@ -5,7 +5,12 @@
  * that start and exit, a planted leak (leak_here) and a progress counter it writes
  * to the file named by argv[1] (the pid first, then the count, every 50 ms).
  * argv[2] (optional): megabytes allocated at start and freed after argv[3] seconds.
+ * ATTACH_FORK=1: a thread forks every 20 ms (the child allocates, frees, exits 0); a
+ * child that dies otherwise is written to ARGV1.forkfail.
+ * ATTACH_LEAKY=LIB: once ARGV1.go exists, LIB is dlopen'ed and its leaky() called
+ * every 50 ms.
  */
+#include <sys/wait.h>
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -69,8 +74,37 @@ static void *spawner(void *arg) {
   return NULL;
 }
 
+static const char *prog;
+static void *forker(void *arg) {
+  (void)arg;
+  for (;;) {
+    pid_t c = fork();
+    if (c == 0) {
+      for (int i = 0; i < 1000; i++) free(malloc(64 + i));
+      _exit(0);
+    }
+    int st = 0;
+    if (c > 0 && waitpid(c, &st, 0) == c && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+      char p[4096];
+      snprintf(p, sizeof p, "%s.forkfail", prog);
+      FILE *f = fopen(p, "a");
+      if (f) {
+        fprintf(f, "child status %d\n", st);
+        fclose(f);
+      }
+    }
+    usleep(20000);
+  }
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
+  prog = argv[1];
+  const char *leaky_lib = getenv("ATTACH_LEAKY");
+  void (*leaky)(void) = NULL;
+  char go[4096];
+  snprintf(go, sizeof go, "%s.go", argv[1]);
   size_t big_mb = argc > 2 ? strtoul(argv[2], NULL, 10) : 0;
   double big_s = argc > 3 ? atof(argv[3]) : 0;
   char **big = NULL;
@@ -86,8 +120,14 @@ int main(int argc, char **argv) {
   pthread_create(&t, NULL, trimmer, NULL);
   pthread_create(&t, NULL, loader, NULL);
   pthread_create(&t, NULL, spawner, NULL);
+  if (getenv("ATTACH_FORK")) pthread_create(&t, NULL, forker, NULL);
   for (unsigned long tick = 0;; tick++) {
-    if (tick % 2 == 0) leak_here(4096); /* 80 KiB/s */
+    if (tick % 2 == 0) leak_here(4096); /* 40 KiB/s */
+    if (leaky_lib && !leaky && access(go, F_OK) == 0) {
+      void *h = dlopen(leaky_lib, RTLD_NOW);
+      if (h) *(void **)&leaky = dlsym(h, "leaky");
+    }
+    if (leaky) leaky();
     if (big && tick * 0.05 >= big_s) {
       for (size_t i = 0; i < big_mb; i++) free(big[i]);
       free(big);
