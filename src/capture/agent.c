@@ -742,14 +742,14 @@ static void restart(void) {
   stats.slots_patched = 0;
   stats.slots_restored = 0;
   stats.table_full = 0;
+  /* the table's pages go back to the kernel (they read as zeros: empty) */
+  for (int i = 0; i < STRIPES; i++) st_lock(&stripes[i]);
+  syscall(SYS_madvise, stripes[0].e, (size_t)STRIPES * STRIPE_CAP * sizeof(ent_t), MADV_DONTNEED);
   for (int i = 0; i < STRIPES; i++) {
-    stripe_t *st = &stripes[i];
-    st_lock(st);
-    memset(st->e, 0, STRIPE_CAP * sizeof(ent_t));
-    atomic_fetch_sub(&table_count, (int64_t)st->n);
-    st->n = 0;
-    st_unlock(st);
+    stripes[i].n = 0;
+    st_unlock(&stripes[i]);
   }
+  atomic_store(&table_count, 0);
   if (lgi_g.fd >= 0) syscall(SYS_close, lgi_g.fd);
   lgi_g.fd = -1;
   lgi_g.hdr = NULL;

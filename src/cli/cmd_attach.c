@@ -177,13 +177,13 @@ static int attach(attach_opts_t *o) {
     rmdir(dir);
     return LG_EXIT_INTERNAL;
   }
-  char v[64];
+  char v[64], began[32];
   time_t t0 = time(NULL);
   struct tm tm;
   gmtime_r(&t0, &tm);
-  strftime(v, sizeof v, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  strftime(began, sizeof began, "%Y-%m-%dT%H:%M:%SZ", &tm);
   lgst_meta(db, "version", LG_VERSION);
-  lgst_meta(db, "attached_at", v);
+  lgst_meta(db, "attached_at", began);
   snprintf(v, sizeof v, "%" PRIu64, o->sample);
   lgst_meta(db, "sample_bytes", v);
   snprintf(v, sizeof v, "attach %d", (int)o->pid);
@@ -215,7 +215,7 @@ static int attach(attach_opts_t *o) {
     fprintf(stderr,
             "leakguard: attached to process %d (all threads stopped %.1f ms, loading thread %.1f ms); recording "
             "from %s\n",
-            (int)o->pid, res.all_stopped_ms, res.caller_ms, v);
+            (int)o->pid, res.all_stopped_ms, res.caller_ms, began);
   snprintf(v, sizeof v, "%.3f", res.all_stopped_ms);
   lgst_meta(db, "attach_stopped_ms", v);
   if (lgc_run(col) != 0) lgu_err("attach: out of memory in the collector; the recording may be incomplete");
@@ -235,9 +235,7 @@ static int attach(attach_opts_t *o) {
     if (!o->quiet) {
       fflush(stdout);
       lgr_print_text(stdout, &rep, &ro);
-      gmtime_r(&t0, &tm);
-      strftime(v, sizeof v, "%Y-%m-%dT%H:%M:%SZ", &tm);
-      printf("\nRecording began at attach, %s (growth is judged from then on).\n", v);
+      printf("\nRecording began at attach, %s (growth is judged from then on).\n", began);
       if (have)
         printf("Pre-attach bytes released while attached: %" PRIu64 " in %" PRIu64 " blocks%s.\n",
                st.preattach_bytes_released, st.preattach_blocks_released,

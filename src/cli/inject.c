@@ -323,6 +323,10 @@ static int call_finished(inj_t *s) { return s->call_done; }
 static int seize_all(inj_t *s) {
   char p[64];
   snprintf(p, sizeof p, "/proc/%d/task", (int)s->pid);
+  /* the leader first: its refusal is the permission answer */
+  if (ptrace(PTRACE_SEIZE, s->pid, NULL, (void *)(long)OPTS) != 0) return -errno;
+  if (!add_thr(s, s->pid)) return -ENOMEM;
+  ptrace(PTRACE_INTERRUPT, s->pid, NULL, NULL);
   for (int round = 0; round < 100; round++) {
     DIR *d = opendir(p);
     if (!d) return -errno;
@@ -333,7 +337,9 @@ static int seize_all(inj_t *s) {
       if (tid <= 0 || find_thr(s, tid)) continue;
       if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)OPTS) != 0) {
         int er = errno;
-        if (er == ESRCH) continue; /* exited meanwhile */
+        /* exited meanwhile; EPERM for a thread when the leader was seized: it is
+         * exiting (PF_EXITING) */
+        if (er == ESRCH || (er == EPERM && tid != s->pid && find_thr(s, s->pid))) continue;
         closedir(d);
         return -er;
       }
