@@ -117,9 +117,11 @@ int main(int argc, char **argv) {
   }
   pthread_t t;
   for (int i = 0; i < 3; i++) pthread_create(&t, NULL, hammer, NULL);
-  pthread_create(&t, NULL, trimmer, NULL);
-  pthread_create(&t, NULL, loader, NULL);
-  pthread_create(&t, NULL, spawner, NULL);
+  if (!getenv("ATTACH_CHURN_ONLY")) { /* ATTACH_CHURN_ONLY=1: the hammering threads alone (bench) */
+    pthread_create(&t, NULL, trimmer, NULL);
+    pthread_create(&t, NULL, loader, NULL);
+    pthread_create(&t, NULL, spawner, NULL);
+  }
   if (getenv("ATTACH_FORK")) pthread_create(&t, NULL, forker, NULL);
   for (unsigned long tick = 0;; tick++) {
     if (tick % 2 == 0) leak_here(4096); /* 40 KiB/s */
