@@ -12,8 +12,11 @@ add_executable(attach_static ${LGA_ROOT}/tests/attach/static_sleeper.c)
 target_link_options(attach_static PRIVATE -static)
 set(LGA_ARGS --cli $<TARGET_FILE:leakguard-cli> --target $<TARGET_FILE:attach_target>
     --leaky $<TARGET_FILE:attach_leaky> --static $<TARGET_FILE:attach_static>)
-# "cycles": 4 short attach/detach cycles and a long one here (CI time);
+# "cycles": 3 short attach/detach cycles and a long one here (CI time);
 # bench/attach_bench.sh runs 50 and measures the stop times.
+if(LG_SANITIZE)
+  list(APPEND LGA_ARGS --cycles 1) # the sanitized CLI is slower: CI time
+endif()
 foreach(case cycles got kill_cli fork dlopen_lib preattach errors python)
   add_test(NAME attach_${case} COMMAND ${Python3_EXECUTABLE} ${LGA_ROOT}/tests/attach/attach_test.py ${case} ${LGA_ARGS})
   set_tests_properties(attach_${case} PROPERTIES TIMEOUT 120 LABELS "attach")

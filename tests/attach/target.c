@@ -4,7 +4,7 @@
  * hammering malloc/free, one looping malloc_trim, one looping dlopen/dlclose, threads
  * that start and exit, a planted leak (leak_here) and a progress counter it writes
  * to the file named by argv[1] (the pid first, then the count, every 50 ms).
- * argv[2] (optional): megabytes allocated at start and freed after argv[3] seconds.
+ * argv[2] (optional): megabytes allocated at start, freed once ARGV1.free exists.
  * ATTACH_FORK=1: a thread forks every 20 ms (the child allocates, frees, exits 0); a
  * child that dies otherwise is written to ARGV1.forkfail.
  * ATTACH_LEAKY=LIB: once ARGV1.go exists, LIB is dlopen'ed and its leaky() called
@@ -106,7 +106,8 @@ int main(int argc, char **argv) {
   char go[4096];
   snprintf(go, sizeof go, "%s.go", argv[1]);
   size_t big_mb = argc > 2 ? strtoul(argv[2], NULL, 10) : 0;
-  double big_s = argc > 3 ? atof(argv[3]) : 0;
+  char freeit[4096];
+  snprintf(freeit, sizeof freeit, "%s.free", argv[1]);
   char **big = NULL;
   if (big_mb) {
     big = malloc(big_mb * sizeof *big);
@@ -130,7 +131,7 @@ int main(int argc, char **argv) {
       if (h) *(void **)&leaky = dlsym(h, "leaky");
     }
     if (leaky) leaky();
-    if (big && tick * 0.05 >= big_s) {
+    if (big && access(freeit, F_OK) == 0) {
       for (size_t i = 0; i < big_mb; i++) free(big[i]);
       free(big);
       big = NULL;
