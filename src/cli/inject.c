@@ -253,17 +253,29 @@ static void on_event(inj_t *s, pid_t tid, int st) {
   if (!WIFSTOPPED(st)) return;
   if (!t) {
     if (tgid_of(tid) == s->pid) t = add_thr(s, tid);
-    if (!t) { /* a fork child: give back the original bytes, let it go */
-      if (s->bp_set)
-        for (int i = 0; i < 2; i++) {
-          poke_word(tid, s->bp[i], s->orig[i]);
-        }
+    if (!t) { /* a fork child: give back the original bytes (its copy may hold the
+               * breakpoints even when the parent's are gone), let it go */
+      for (int i = 0; i < 2; i++) poke_word(tid, s->bp[i], s->orig[i]);
       ptrace(PTRACE_DETACH, tid, NULL, NULL);
       return;
     }
   }
   t->stopped = 1;
   int sig = WSTOPSIG(st), ev = st >> 16;
+  if (ev == PTRACE_EVENT_FORK || ev == PTRACE_EVENT_VFORK) {
+    /* the child (traced, not yet running) gets the original bytes now: it is
+     * detached when its first stop arrives, or freed with us if that comes late */
+    unsigned long child = 0;
+    if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &child) == 0 && child > 0) {
+      char mp[64];
+      snprintf(mp, sizeof mp, "/proc/%lu/mem", child);
+      int fd = open(mp, O_RDWR | O_CLOEXEC);
+      if (fd >= 0) {
+        for (int i = 0; i < 2; i++) (void)!pwrite(fd, &s->orig[i], sizeof s->orig[i], (off_t)s->bp[i]);
+        close(fd);
+      }
+    }
+  }
   if (ev) return; /* clone/fork/vfork event or PTRACE_EVENT_STOP: nothing to deliver */
   struct user_regs_struct r;
   if (sig == SIGTRAP && ptrace(PTRACE_GETREGS, tid, NULL, &r) == 0 &&
