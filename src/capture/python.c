@@ -328,6 +328,10 @@ static int frame_at(const lgi_pylayout_t *l, uintptr_t f, uintptr_t *co, uint64_
   return 1;
 }
 
+void lgi_python_reset(void) {
+  if (pix) memset(pix, 0, sizeof(pix_t) * PIX_CAP);
+}
+
 void lgi_python_thread_exit(lgi_tls_t *t) {
   lgi_pages_free(t->pycache, sizeof(pcache_t) * PCACHE);
   t->pycache = NULL;

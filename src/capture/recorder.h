@@ -226,6 +226,8 @@ LGI_HIDDEN int lgi_python_active(void);
 LGI_HIDDEN unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max);
 /* 1 when ip lies in the interpreter's own module (python3.X or libpython3.X). */
 LGI_HIDDEN int lgi_python_interp_frame(uint64_t ip);
+/* Forgets the pyframe ids of the previous region (agent.c: a new attach, a new region). */
+LGI_HIDDEN void lgi_python_reset(void);
 /* Releases the calling thread's frame cache (thread exit). */
 LGI_HIDDEN void lgi_python_thread_exit(lgi_tls_t *t);
 

@@ -19,5 +19,6 @@ int lg_cmd_diff(int argc, char **argv);
 int lg_cmd_merge(int argc, char **argv);
 int lg_cmd_classify(int argc, char **argv);
 int lg_cmd_guard(int argc, char **argv);
+int lg_cmd_attach(int argc, char **argv);
 
 #endif

@@ -15,6 +15,7 @@ static void usage(FILE *f) {
           "commands:\n"
           "  run [OPTIONS] -- PROGRAM [ARGS...]   run PROGRAM under the recorder, show growing\n"
           "                                       allocation sites live, report at the end\n"
+          "  attach [OPTIONS] PID                 record a running process, detach, report\n"
           "  report [OPTIONS] DATABASE            print the report of a recorded run\n"
           "                                       (text, json, folded, pprof, html)\n"
           "  diff [OPTIONS] OLD.db NEW.db         leaks that are new, worse or fixed in NEW\n"
@@ -44,11 +45,13 @@ int main(int argc, char **argv) {
     return LG_EXIT_OK;
   }
   if (!strcmp(cmd, "run")) return lg_cmd_run(argc - 1, argv + 1);
+  if (!strcmp(cmd, "attach")) return lg_cmd_attach(argc - 1, argv + 1);
   if (!strcmp(cmd, "report")) return lg_cmd_report(argc - 1, argv + 1);
   if (!strcmp(cmd, "diff")) return lg_cmd_diff(argc - 1, argv + 1);
   if (!strcmp(cmd, "merge")) return lg_cmd_merge(argc - 1, argv + 1);
   if (!strcmp(cmd, "classify")) return lg_cmd_classify(argc - 1, argv + 1);
   if (!strcmp(cmd, "guard")) return lg_cmd_guard(argc - 1, argv + 1);
-  lgu_err("unknown command '%s' (commands: run, report, diff, merge, classify, guard; see leakguard --help)", cmd);
+  lgu_err("unknown command '%s' (commands: run, attach, report, diff, merge, classify, guard; see leakguard --help)",
+          cmd);
   return LG_EXIT_USAGE;
 }

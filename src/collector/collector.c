@@ -59,6 +59,11 @@ int lgc_new(const lgc_options_t *o, const char *dir, lgc_collector_t **out, char
 
 const char *lgc_socket_path(const lgc_collector_t *c) { return c->sock; }
 void lgc_set_child(lgc_collector_t *c, int pid) { c->child = pid; }
+void lgc_set_attached(lgc_collector_t *c, int pid, uint64_t deadline_ns) {
+  (void)pid;
+  c->attached = 1;
+  c->deadline_ns = deadline_ns;
+}
 int lgc_child_status(const lgc_collector_t *c) { return c->child_status; }
 int lgc_nprocs(const lgc_collector_t *c) { return c->nprocs; }
 
@@ -148,7 +153,7 @@ int lgc_run(lgc_collector_t *c) {
   int stopping_since = 0;
   /* Like strace -f: recording ends when the target and every recorded descendant
    * (still connected) are gone. */
-  while (!c->child_done || any_connected(c)) {
+  while (c->attached ? !c->stop : (!c->child_done || any_connected(c))) {
     int n = 2 + 2 * c->nprocs;
     if (n > pfcap) {
       pfcap = n * 2;
@@ -196,6 +201,7 @@ int lgc_run(lgc_collector_t *c) {
         struct signalfd_siginfo si;
         while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
           if (si.ssi_signo == SIGCHLD) lgc_reap(c);
+          else if (c->attached && si.ssi_signo != SIGUSR1 && si.ssi_signo != SIGUSR2) c->stop = 1; /* detach */
           else if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) {
             /* A guard signalling the processes of a cgroup reaches us too: it meant
              * the program, so pass it on (never fatal to the collector). */
@@ -209,6 +215,7 @@ int lgc_run(lgc_collector_t *c) {
       }
     }
     lgc_reap(c);
+    if (c->attached && ((c->deadline_ns && now >= c->deadline_ns) || (c->nprocs && !any_connected(c)))) c->stop = 1;
     for (int i = 0; i < c->nprocs; i++) {
       lgc_proc_t *p = c->procs[i];
       lgc_read_reaped(c, p);

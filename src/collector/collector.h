@@ -64,6 +64,10 @@ int lgc_new(const lgc_options_t *o, const char *dir, lgc_collector_t **out, char
 const char *lgc_socket_path(const lgc_collector_t *c);
 /* The started program: the run ends when it and every recorded descendant are gone. */
 void lgc_set_child(lgc_collector_t *c, int pid);
+/* `leakguard attach`: the process pid was not started by us (its agent connects like
+ * a recorded program). The run ends at deadline_ns (CLOCK_MONOTONIC, 0: none), on
+ * SIGINT/SIGTERM/SIGHUP/SIGQUIT (not passed on), or when every image has ended. */
+void lgc_set_attached(lgc_collector_t *c, int pid, uint64_t deadline_ns);
 /* The loop, until the run ends; then final snapshots, every symbolized stack stored.
  * 0 or -ENOMEM. */
 int lgc_run(lgc_collector_t *c);

@@ -83,6 +83,8 @@ struct lgc_collector {
     int pid, status;
   } pending[64];
   int npending;
+  int attached, stop; /* lgc_set_attached; stop: end the loop */
+  uint64_t deadline_ns;
 };
 
 /* ---- collector.c */

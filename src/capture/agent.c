@@ -1,0 +1,933 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent.c - libleakguard-agent.so: the recorder of `leakguard attach` (docs/attach.md).
+ *
+ * Loaded into a running process by the injector (cli/inject.c) with dlopen, then
+ * started with lg_agent_start(config). It does not interpose symbols (the process is
+ * already bound): it rewrites the GOT slots (R_X86_64_JUMP_SLOT, R_X86_64_GLOB_DAT) of
+ * the malloc family in every loaded object except ld.so, the vDSO and itself, so that
+ * those calls reach the hooks below, which call the function the slot held.
+ *
+ * Blocks allocated before attach have no header, so nothing here uses one: a recorded
+ * block lives in a side table (pointer -> site, epoch, size) in mmap'd pages, split
+ * into stripes, each a small open-addressing table under its own spin lock (held for
+ * a few probes, never across a call). A free or realloc of a pointer the table does
+ * not know goes straight to the real function; in full mode (every allocation
+ * recorded) its usable size is counted as "pre-attach bytes released".
+ *
+ * Order at start: region and hello (the collector knows us), patch every object with
+ * recording off, then recording on: no recorded block can lose its free to a module
+ * not yet patched. A watcher thread patches objects loaded later (dlopen is hooked
+ * too, and the list is polled), and detaches when the collector's connection ends
+ * (--duration, Ctrl-C, or the CLI killed): it restores every slot, stops recording
+ * and leaves the library loaded as a pass-through (never dlclose'd). Recorded blocks
+ * freed after detach go to the real free directly: they carry no header.
+ *
+ * The capture rules of recorder.h hold here too: no allocation through malloc in a
+ * hook, no stdio, the recursion guard first.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <malloc.h>
+
+#include "capture/recorder.h"
+#include "core/platform.h"
+#include "leakguard.h"
+
+__thread lgi_tls_t lgi_tls __attribute__((tls_model("initial-exec")));
+lgi_global_t lgi_g = {.fd = -1, .conn = -1, .fork_fd = -1};
+uintptr_t lgi_alloc_lo, lgi_alloc_hi;
+
+/* What the CLI reads back (through /proc/PID/mem, at the address lg_agent_start
+ * returns). Layout shared with cli/inject.h: keep in step. */
+typedef struct lg_agent_stats {
+  uint64_t magic; /* LG_AGENT_MAGIC */
+  _Atomic uint64_t preattach_bytes_released;
+  _Atomic uint64_t preattach_blocks_released;
+  _Atomic uint64_t slots_patched;
+  _Atomic uint64_t slots_restored;
+  _Atomic uint64_t table_full; /* recorded allocations dropped: side table full */
+  _Atomic uint32_t state;      /* 0 idle, 1 recording, 2 detached */
+  uint32_t pad;
+} lg_agent_stats_t;
+#define LG_AGENT_MAGIC 0x544e454741474cULL /* "LGAGENT" */
+static lg_agent_stats_t stats = {.magic = LG_AGENT_MAGIC};
+
+/* ------------------------------------------------------------------ real functions */
+
+static struct {
+  void *(*malloc)(size_t);
+  void (*free)(void *);
+  void *(*calloc)(size_t, size_t);
+  void *(*realloc)(void *, size_t);
+  void *(*reallocarray)(void *, size_t, size_t);
+  int (*posix_memalign)(void **, size_t, size_t);
+  void *(*aligned_alloc)(size_t, size_t);
+  void *(*memalign)(size_t, size_t);
+  void *(*valloc)(size_t);
+  void *(*pvalloc)(size_t);
+  size_t (*usable)(void *);
+  void *(*dlopen)(const char *, int);
+} real;
+
+static _Atomic int recording; /* hooks record */
+
+/* ------------------------------------------------------------------ side table */
+
+#define STRIPES 256
+#define STRIPE_CAP 16384 /* power of 2: 4 M blocks in all, 96 MiB reserved, touched as used */
+typedef struct ent {
+  uintptr_t key; /* 0: empty */
+  uint32_t site, epoch;
+  uint64_t size;
+} ent_t;
+typedef struct stripe {
+  _Atomic uint32_t lock;
+  _Atomic uint32_t seq; /* odd while a writer changes the stripe (lookups without the lock) */
+  uint32_t n;
+  ent_t *e;
+} __attribute__((aligned(64))) stripe_t;
+static stripe_t stripes[STRIPES];
+static _Atomic int64_t table_count;
+/* A counting filter in front of the table (1 MiB, hot in cache): a free of a block that
+ * was not recorded (in sampled mode nearly every free) reads one byte, not a random
+ * line of the 96 MiB table. 0: certainly absent; 255 sticks. */
+#define FILTER_BITS 20
+static uint8_t *filter;
+static inline uint8_t *filter_of(uint64_t h) { return &filter[(h >> 40) & ((1u << FILTER_BITS) - 1)]; }
+static inline void filter_add(uint64_t h) {
+  uint8_t *f = filter_of(h), v = __atomic_load_n(f, __ATOMIC_RELAXED);
+  while (v != 255 && !__atomic_compare_exchange_n(f, &v, (uint8_t)(v + 1), 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+    continue;
+}
+static inline void filter_del(uint64_t h) {
+  uint8_t *f = filter_of(h), v = __atomic_load_n(f, __ATOMIC_RELAXED);
+  while (v != 255 && v != 0 &&
+         !__atomic_compare_exchange_n(f, &v, (uint8_t)(v - 1), 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+    continue;
+}
+
+static inline uint64_t hash_ptr(uintptr_t p) {
+  uint64_t h = (uint64_t)p * 0x9E3779B97F4A7C15ULL;
+  return h ^ (h >> 29);
+}
+static inline void st_lock(stripe_t *s) {
+  while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
+    while (atomic_load_explicit(&s->lock, memory_order_relaxed)) __builtin_ia32_pause();
+  atomic_fetch_add_explicit(&s->seq, 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+}
+static inline void st_unlock(stripe_t *s) {
+  atomic_fetch_add_explicit(&s->seq, 1, memory_order_release);
+  atomic_store_explicit(&s->lock, 0, memory_order_release);
+}
+
+/* 1 when p may be in the table. Without the lock or any store (the common case in
+ * sampled mode, a free of a block that was not recorded): a probe between two equal
+ * even values of the stripe's sequence saw a consistent stripe. p itself cannot be
+ * inserted meanwhile: the caller is freeing it, so it is live and not being handed out. */
+static inline int table_maybe(uintptr_t p) {
+  uint64_t h = hash_ptr(p);
+  if (!__atomic_load_n(filter_of(h), __ATOMIC_ACQUIRE)) return 0;
+  stripe_t *s = &stripes[h & (STRIPES - 1)];
+  for (int tries = 0; tries < 4; tries++) {
+    uint32_t q = atomic_load_explicit(&s->seq, memory_order_acquire);
+    if (q & 1) continue;
+    uint32_t i = (uint32_t)(h >> 8) & (STRIPE_CAP - 1);
+    uintptr_t k;
+    int found = 0;
+    while ((k = __atomic_load_n(&s->e[i].key, __ATOMIC_RELAXED)) != 0) {
+      if (k == p) {
+        found = 1;
+        break;
+      }
+      i = (i + 1) & (STRIPE_CAP - 1);
+    }
+    atomic_thread_fence(memory_order_acquire);
+    if (found) return 1;
+    if (atomic_load_explicit(&s->seq, memory_order_relaxed) == q) return 0;
+  }
+  return 1; /* busy stripe: ask under the lock */
+}
+
+static int table_init(void) {
+  size_t bytes = (size_t)STRIPES * STRIPE_CAP * sizeof(ent_t);
+  char *m = (char *)syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                            -1, 0);
+  if (m == MAP_FAILED) return -1;
+  filter = (uint8_t *)lgi_pages_alloc((size_t)1 << FILTER_BITS);
+  if (!filter) return -1;
+  for (int i = 0; i < STRIPES; i++) stripes[i].e = (ent_t *)(m + (size_t)i * STRIPE_CAP * sizeof(ent_t));
+  return 0;
+}
+
+/* Inserts p; *old gets a stale entry of the same address (its free was missed: a
+ * pointer taken before the patch reached the real free), old->key 0 if none.
+ * 0, or -1 when the stripe is full. */
+static int table_put(uintptr_t p, uint32_t site, uint32_t epoch, uint64_t size, ent_t *old) {
+  uint64_t h = hash_ptr(p);
+  stripe_t *s = &stripes[h & (STRIPES - 1)];
+  old->key = 0;
+  st_lock(s);
+  if (s->n >= STRIPE_CAP * 7 / 8) {
+    st_unlock(s);
+    return -1;
+  }
+  uint32_t i = (uint32_t)(h >> 8) & (STRIPE_CAP - 1);
+  while (s->e[i].key && s->e[i].key != p) i = (i + 1) & (STRIPE_CAP - 1);
+  if (s->e[i].key == p) *old = s->e[i];
+  else {
+    s->n++;
+    filter_add(h);
+  }
+  s->e[i] = (ent_t){p, site, epoch, size};
+  st_unlock(s);
+  if (!old->key) atomic_fetch_add_explicit(&table_count, 1, memory_order_relaxed);
+  return 0;
+}
+
+/* Removes p (backward-shift deletion, no tombstones): 1 and *out when it was there. */
+static int table_take(uintptr_t p, ent_t *out) {
+  uint64_t h = hash_ptr(p);
+  stripe_t *s = &stripes[h & (STRIPES - 1)];
+  st_lock(s);
+  uint32_t i = (uint32_t)(h >> 8) & (STRIPE_CAP - 1);
+  while (s->e[i].key && s->e[i].key != p) i = (i + 1) & (STRIPE_CAP - 1);
+  if (!s->e[i].key) {
+    st_unlock(s);
+    return 0;
+  }
+  *out = s->e[i];
+  uint32_t j = i;
+  for (;;) {
+    j = (j + 1) & (STRIPE_CAP - 1);
+    if (!s->e[j].key) break;
+    uint32_t home = (uint32_t)(hash_ptr(s->e[j].key) >> 8) & (STRIPE_CAP - 1);
+    /* move e[j] into the hole at i when its home is not within (i, j] cyclically */
+    if (((j - home) & (STRIPE_CAP - 1)) >= ((j - i) & (STRIPE_CAP - 1))) {
+      s->e[i] = s->e[j];
+      i = j;
+    }
+  }
+  s->e[i].key = 0;
+  s->n--;
+  filter_del(h);
+  st_unlock(s);
+  atomic_fetch_sub_explicit(&table_count, 1, memory_order_relaxed);
+  return 1;
+}
+
+/* ------------------------------------------------------------------ accounting
+ * (the counters as in preload.c: this thread's shard, shared shard when nested) */
+
+double lgi_next_exp(lgi_tls_t *t, double mean) {
+  t->rng ^= t->rng << 13;
+  t->rng ^= t->rng >> 7;
+  t->rng ^= t->rng << 17;
+  double u = ((double)(t->rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+  return -log(u) * mean;
+}
+static inline int64_t weight_bytes(size_t size) {
+  uint64_t B = lgi_g.sample_bytes;
+  if (!B || !size) return (int64_t)size;
+  double p = -expm1(-(double)size / (double)B);
+  return (int64_t)((double)size / p + 0.5);
+}
+static inline int64_t weight_blocks(size_t size) {
+  uint64_t B = lgi_g.sample_bytes;
+  if (!B || !size) return 1;
+  double p = -expm1(-(double)size / (double)B);
+  int64_t w = (int64_t)(1.0 / p + 0.5);
+  return w < 1 ? 1 : w;
+}
+uint32_t lgi_epoch(void) { return atomic_load_explicit(&lgi_g.hdr->epoch, memory_order_relaxed); }
+
+void lgi_count(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch, int alloc) {
+  int shared = t->shard_atomic || t->guard > 1 || !t->chunk_dir;
+  lgi_tls_t tmp;
+  if (t->guard > 1) {
+    memset(&tmp, 0, sizeof tmp);
+    tmp.state = 2;
+    tmp.guard = t->guard;
+    lgi_shard_acquire(&tmp);
+    t = &tmp;
+  }
+  lg_site_ctr_t *c = lgi_site_ctr(t, site);
+  if (!c) return;
+  unsigned era = lg_era(epoch);
+  if (shared) {
+    __atomic_fetch_add(&c->live_bytes, bytes, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->live_blocks, blocks, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->era_blocks[era], (int32_t)blocks, __ATOMIC_RELAXED);
+    if (alloc) {
+      __atomic_fetch_add(&c->alloc_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&c->alloc_blocks, (uint64_t)blocks, __ATOMIC_RELAXED);
+    }
+  } else {
+    __atomic_store_n(&c->live_bytes, c->live_bytes + bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->live_blocks, c->live_blocks + blocks, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->era_blocks[era], c->era_blocks[era] + (int32_t)blocks, __ATOMIC_RELAXED);
+    if (alloc) {
+      __atomic_store_n(&c->alloc_bytes, c->alloc_bytes + (uint64_t)bytes, __ATOMIC_RELAXED);
+      __atomic_store_n(&c->alloc_blocks, c->alloc_blocks + (uint64_t)blocks, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+void lgi_say(const char *a, const char *b, const char *c) {
+  char buf[512];
+  size_t n = 0;
+  const char *parts[] = {"leakguard agent: ", a, b, c};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    for (const char *q = parts[i]; q && *q && n < sizeof buf - 1; q++) buf[n++] = *q;
+  buf[n++] = '\n';
+  (void)!syscall(SYS_write, 2, buf, n);
+}
+
+/* ------------------------------------------------------------------ threads */
+
+static pthread_key_t thread_key;
+static void thread_exit(void *arg) {
+  (void)arg;
+  lgi_tls_t *t = &lgi_tls;
+  t->guard++;
+  lgi_shard_release(t);
+  lgi_unwind_thread_exit(t);
+  lgi_python_thread_exit(t);
+  t->state = 2;
+  t->guard--;
+}
+
+/* Each attach has a region of its own: a thread set up for an earlier one starts over
+ * (its shard, stack cache and Python frame cache belong to the old region). */
+static _Atomic uint32_t session;
+static __thread uint32_t thread_session __attribute__((tls_model("initial-exec")));
+
+int lgi_thread_ready(lgi_tls_t *t) {
+  if (!lgi_g.enabled) return 0;
+  uint32_t cur = atomic_load_explicit(&session, memory_order_acquire);
+  if (LGI_UNLIKELY(thread_session != cur) && t->state != 2) {
+    t->guard++;
+    lgi_unwind_thread_exit(t);
+    lgi_python_thread_exit(t);
+    t->shard = NULL;
+    t->chunk_dir = NULL;
+    t->shard_atomic = 0;
+    t->stack_known = 0;
+    t->state = 0;
+    thread_session = cur;
+    t->guard--;
+  }
+  if (t->state == 0) {
+    t->guard++;
+    t->state = 1;
+    t->rng = (uint64_t)lg_sys_gettid() * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+    if (!t->rng) t->rng = 1;
+    pthread_setspecific(thread_key, t);
+    lgi_shard_acquire(t);
+    lgi_unwind_thread_start(t);
+    if (lgi_g.sample_bytes) t->countdown = (int64_t)lgi_next_exp(t, (double)lgi_g.sample_bytes);
+    t->guard--;
+  }
+  return t->state == 1;
+}
+
+/* The names the other capture files expect from preload.c and lifecycle.c (dl.c,
+ * procs.c, breaker.c and the CUDA files are not part of the agent). */
+void *lgi_alloc_own(const char *name) {
+  (void)name;
+  return NULL;
+}
+void *lgi_mmap_own(const char *name) {
+  (void)name;
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ hooks */
+
+/* 1 when this allocation is to be recorded (sampling countdown, as preload.c). */
+static inline int decide(lgi_tls_t *t, size_t size) {
+  if (!atomic_load_explicit(&recording, memory_order_relaxed) || t->guard) return 0;
+  if (lgi_g.sample_bytes) {
+    if (LGI_UNLIKELY(t->state == 0)) {
+      if (!lgi_thread_ready(t)) return 0;
+    }
+    t->countdown -= (int64_t)size;
+    if (LGI_LIKELY(t->countdown > 0)) return 0;
+    t->countdown = (int64_t)lgi_next_exp(t, (double)lgi_g.sample_bytes);
+    return size != 0;
+  }
+  return lgi_thread_ready(t);
+}
+
+static __attribute__((noinline)) void record(lgi_tls_t *t, void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
+  t->guard++;
+  uint32_t site = lgi_capture_all(t, ra0, cfa0, LG_SPACE_HOST);
+  uint32_t ep = lgi_epoch();
+  ent_t old;
+  if (table_put((uintptr_t)p, site, ep, size, &old) != 0) {
+    atomic_fetch_add_explicit(&stats.table_full, 1, memory_order_relaxed);
+    t->guard--;
+    return;
+  }
+  if (old.key) lgi_count(t, old.site, -weight_bytes(old.size), -weight_blocks(old.size), old.epoch, 0);
+  lgi_count(t, site, weight_bytes(size), weight_blocks(size), ep, 1);
+  t->guard--;
+}
+
+/* Before the real free (the address may be handed out again as soon as it returns). */
+static inline void forget(void *p) {
+  if (!p || !atomic_load_explicit(&table_count, memory_order_relaxed)) {
+    if (p && !lgi_g.sample_bytes && atomic_load_explicit(&recording, memory_order_relaxed) && !lgi_tls.guard) goto pre;
+    return;
+  }
+  ent_t e;
+  if (table_maybe((uintptr_t)p) && table_take((uintptr_t)p, &e)) {
+    lgi_tls_t *t = &lgi_tls;
+    t->guard++;
+    lgi_count(t, e.site, -weight_bytes(e.size), -weight_blocks(e.size), e.epoch, 0);
+    t->guard--;
+    return;
+  }
+  if (lgi_g.sample_bytes || !atomic_load_explicit(&recording, memory_order_relaxed) || lgi_tls.guard) return;
+pre:
+  /* full mode: every block allocated since attach is in the table, so this one is older */
+  atomic_fetch_add_explicit(&stats.preattach_bytes_released, real.usable(p), memory_order_relaxed);
+  atomic_fetch_add_explicit(&stats.preattach_blocks_released, 1, memory_order_relaxed);
+}
+
+static void *h_malloc(size_t n) {
+  void *p = real.malloc(n);
+  if (p && decide(&lgi_tls, n)) record(&lgi_tls, p, n, LG_CALLER_RA, LG_CALLER_CFA);
+  return p;
+}
+static void h_free(void *p) {
+  forget(p);
+  real.free(p);
+}
+static void *h_calloc(size_t a, size_t b) {
+  void *p = real.calloc(a, b);
+  if (p && decide(&lgi_tls, a * b)) record(&lgi_tls, p, a * b, LG_CALLER_RA, LG_CALLER_CFA);
+  return p;
+}
+static void *h_realloc(void *old, size_t n) {
+  if (old && n == 0) {
+    forget(old);
+    return real.realloc(old, n);
+  }
+  ent_t e = {0};
+  int known = old && atomic_load_explicit(&table_count, memory_order_relaxed) && table_maybe((uintptr_t)old) &&
+              table_take((uintptr_t)old, &e);
+  if (old && !known && !lgi_g.sample_bytes && atomic_load_explicit(&recording, memory_order_relaxed) &&
+      !lgi_tls.guard) {
+    atomic_fetch_add_explicit(&stats.preattach_bytes_released, real.usable(old), memory_order_relaxed);
+    atomic_fetch_add_explicit(&stats.preattach_blocks_released, 1, memory_order_relaxed);
+  }
+  void *p = real.realloc(old, n);
+  lgi_tls_t *t = &lgi_tls;
+  if (known) {
+    t->guard++;
+    if (p) lgi_count(t, e.site, -weight_bytes(e.size), -weight_blocks(e.size), e.epoch, 0);
+    else { /* the old block lives on */ ent_t o2;
+      (void)table_put(e.key, e.site, e.epoch, e.size, &o2);
+    }
+    t->guard--;
+  }
+  if (p && decide(t, n)) record(t, p, n, LG_CALLER_RA, LG_CALLER_CFA);
+  return p;
+}
+static void *h_reallocarray(void *old, size_t a, size_t b) {
+  size_t n;
+  if (__builtin_mul_overflow(a, b, &n)) return real.reallocarray(old, a, b);
+  return h_realloc(old, n);
+}
+static int h_posix_memalign(void **out, size_t al, size_t n) {
+  int r = real.posix_memalign(out, al, n);
+  if (r == 0 && decide(&lgi_tls, n)) record(&lgi_tls, *out, n, LG_CALLER_RA, LG_CALLER_CFA);
+  return r;
+}
+static void *h_aligned_alloc(size_t al, size_t n) {
+  void *p = real.aligned_alloc(al, n);
+  if (p && decide(&lgi_tls, n)) record(&lgi_tls, p, n, LG_CALLER_RA, LG_CALLER_CFA);
+  return p;
+}
+static void *h_memalign(size_t al, size_t n) {
+  void *p = real.memalign(al, n);
+  if (p && decide(&lgi_tls, n)) record(&lgi_tls, p, n, LG_CALLER_RA, LG_CALLER_CFA);
+  return p;
+}
+static void *h_valloc(size_t n) {
+  void *p = real.valloc(n);
+  if (p && decide(&lgi_tls, n)) record(&lgi_tls, p, n, LG_CALLER_RA, LG_CALLER_CFA);
+  return p;
+}
+static void *h_pvalloc(size_t n) {
+  void *p = real.pvalloc(n);
+  if (p && decide(&lgi_tls, n)) record(&lgi_tls, p, n, LG_CALLER_RA, LG_CALLER_CFA);
+  return p;
+}
+static size_t h_usable(void *p) { return real.usable(p); }
+
+static void rescan(void);
+static void *h_dlopen(const char *f, int mode) {
+  void *h = real.dlopen(f, mode);
+  if (h && atomic_load(&stats.state) == 1) {
+    lgi_tls.guard++;
+    rescan();
+    lgi_tls.guard--;
+  }
+  return h;
+}
+
+/* ------------------------------------------------------------------ GOT patching */
+
+static const struct {
+  const char *name;
+  void *hook;
+  void **real;
+} names[] = {
+#define N(n, h, r)                                                                                                     \
+  { #n, (void *)h, (void **)&real.r }
+    N(malloc, h_malloc, malloc),
+    N(free, h_free, free),
+    N(calloc, h_calloc, calloc),
+    N(realloc, h_realloc, realloc),
+    N(reallocarray, h_reallocarray, reallocarray),
+    N(posix_memalign, h_posix_memalign, posix_memalign),
+    N(aligned_alloc, h_aligned_alloc, aligned_alloc),
+    N(memalign, h_memalign, memalign),
+    N(valloc, h_valloc, valloc),
+    N(pvalloc, h_pvalloc, pvalloc),
+    N(malloc_usable_size, h_usable, usable),
+    N(dlopen, h_dlopen, dlopen),
+#undef N
+};
+#define NNAMES (sizeof names / sizeof names[0])
+
+/* One patched slot: restored at detach. Pages from mmap. An object that dlclose
+ * unmaps loses its slots (pruned at the next scan); one loaded again at the same
+ * address is patched again (its fresh GOT does not hold our hooks). */
+typedef struct slot {
+  uintptr_t addr, orig, obj;
+  int relro;
+} slot_t;
+#define MAX_SLOTS 65536
+static slot_t *slots;
+static size_t nslots;
+#define MAX_OBJS 8192
+static uintptr_t *live_objs; /* objects loaded now (scan) */
+static size_t nlive;
+static pthread_mutex_t patch_mu = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t self_base, rtld_base;
+
+static void write_slot(uintptr_t addr, uintptr_t val, int relro) {
+  uintptr_t pg = addr & ~(uintptr_t)4095;
+  if (relro) syscall(SYS_mprotect, pg, 4096, PROT_READ | PROT_WRITE);
+  __atomic_store_n((uintptr_t *)addr, val, __ATOMIC_RELEASE);
+  if (relro) syscall(SYS_mprotect, pg, 4096, PROT_READ);
+}
+
+static uintptr_t dyn_ptr(uintptr_t v, uintptr_t base) { return v < base ? v + base : v; }
+
+static void patch_rela(uintptr_t obj, uintptr_t base, const ElfW(Rela) * r, size_t n, const ElfW(Sym) * sym,
+                       const char *str, uintptr_t rlo, uintptr_t rhi) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned type = ELF64_R_TYPE(r[i].r_info);
+    if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
+    const char *nm = str + sym[ELF64_R_SYM(r[i].r_info)].st_name;
+    for (size_t k = 0; k < NNAMES; k++) {
+      if (strcmp(nm, names[k].name) != 0) continue;
+      uintptr_t addr = base + r[i].r_offset, cur = *(uintptr_t *)addr;
+      if (cur == (uintptr_t)names[k].hook || !*names[k].real) break;
+      int relro = addr >= rlo && addr < rhi;
+      size_t j = 0;
+      while (j < nslots && slots[j].addr != addr) j++;
+      if (j == nslots) {
+        if (nslots >= MAX_SLOTS) break;
+        nslots++;
+      }
+      slots[j] = (slot_t){addr, cur, obj, relro};
+      /* a lazy slot not bound yet (it points into the object's PLT) is bound to the hook */
+      write_slot(addr, (uintptr_t)names[k].hook, relro);
+      atomic_fetch_add(&stats.slots_patched, 1);
+      break;
+    }
+  }
+}
+
+/* The object's identity, dynamic section and RELRO range; 0 when it is not to be
+ * patched (no dynamic section, vDSO, ld.so, the agent). */
+static uintptr_t obj_of(struct dl_phdr_info *info, const ElfW(Dyn) * *dynp, uintptr_t *rlo, uintptr_t *rhi) {
+  uintptr_t base = info->dlpi_addr;
+  const ElfW(Dyn) *dyn = NULL;
+  *rlo = *rhi = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(base + info->dlpi_phdr[i].p_vaddr);
+    if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
+      *rlo = base + info->dlpi_phdr[i].p_vaddr;
+      *rhi = *rlo + info->dlpi_phdr[i].p_memsz;
+    }
+  }
+  if (!dyn) return 0;
+  const char *nm = info->dlpi_name ? info->dlpi_name : "";
+  if (strstr(nm, "linux-vdso") || strstr(nm, "linux-gate")) return 0;
+  if (base == self_base || (rtld_base && base == rtld_base)) return 0;
+  *dynp = dyn;
+  return base ^ (uintptr_t)dyn;
+}
+
+/* In dl_iterate_phdr's callback the object cannot be unmapped (dlclose removes it
+ * from the list, under the lock the iteration holds, before it unmaps it). */
+static int patch_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  (void)arg;
+  const ElfW(Dyn) *dyn = NULL;
+  uintptr_t rlo, rhi, base = info->dlpi_addr;
+  uintptr_t obj = obj_of(info, &dyn, &rlo, &rhi);
+  if (!obj) return 0;
+  if (nlive < MAX_OBJS) live_objs[nlive++] = obj;
+  const ElfW(Sym) *sym = NULL;
+  const char *str = NULL;
+  const ElfW(Rela) *rela = NULL, *jmp = NULL;
+  size_t relasz = 0, jmpsz = 0;
+  for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+    switch (d->d_tag) {
+    case DT_SYMTAB: sym = (const ElfW(Sym) *)dyn_ptr(d->d_un.d_ptr, base); break;
+    case DT_STRTAB: str = (const char *)dyn_ptr(d->d_un.d_ptr, base); break;
+    case DT_RELA: rela = (const ElfW(Rela) *)dyn_ptr(d->d_un.d_ptr, base); break;
+    case DT_RELASZ: relasz = d->d_un.d_val / sizeof(ElfW(Rela)); break;
+    case DT_JMPREL: jmp = (const ElfW(Rela) *)dyn_ptr(d->d_un.d_ptr, base); break;
+    case DT_PLTRELSZ: jmpsz = d->d_un.d_val / sizeof(ElfW(Rela)); break;
+    default: break;
+    }
+  }
+  if (!sym || !str) return 0;
+  if (rela) patch_rela(obj, base, rela, relasz, sym, str, rlo, rhi);
+  if (jmp) patch_rela(obj, base, jmp, jmpsz, sym, str, rlo, rhi);
+  return 0;
+}
+
+static int is_live(uintptr_t obj) {
+  for (size_t i = 0; i < nlive; i++)
+    if (live_objs[i] == obj) return 1;
+  return 0;
+}
+
+static _Atomic unsigned long seen_adds;
+static void rescan(void) {
+  pthread_mutex_lock(&patch_mu);
+  if (atomic_load(&stats.state) <= 1) {
+    nlive = 0;
+    dl_iterate_phdr(patch_cb, NULL);
+    size_t k = 0; /* the slots of unloaded objects go */
+    for (size_t i = 0; i < nslots; i++)
+      if (is_live(slots[i].obj)) slots[k++] = slots[i];
+    nslots = k;
+  }
+  pthread_mutex_unlock(&patch_mu);
+  if (lgi_g.hdr) atomic_fetch_add(&lgi_g.hdr->module_gen, 1);
+}
+
+static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)info;
+  if (size >= offsetof(struct dl_phdr_info, dlpi_subs)) *(unsigned long long *)arg = info->dlpi_adds;
+  return 1;
+}
+
+/* Restores the slots of each object still loaded, inside the iteration (above). */
+static int restore_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  (void)arg;
+  const ElfW(Dyn) *dyn = NULL;
+  uintptr_t rlo, rhi;
+  uintptr_t obj = obj_of(info, &dyn, &rlo, &rhi);
+  if (!obj) return 0;
+  for (size_t i = nslots; i-- > 0;)
+    if (slots[i].obj == obj) {
+      write_slot(slots[i].addr, slots[i].orig, slots[i].relro);
+      atomic_fetch_add(&stats.slots_restored, 1);
+    }
+  return 0;
+}
+
+static void restore_all(void) {
+  pthread_mutex_lock(&patch_mu);
+  dl_iterate_phdr(restore_cb, NULL);
+  nslots = 0;
+  pthread_mutex_unlock(&patch_mu);
+}
+
+/* ------------------------------------------------------------------ hello */
+
+static int send_hello(void) {
+  int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  memcpy(a.sun_path, lgi_g.sock_path, sizeof a.sun_path - 1);
+  if (syscall(SYS_connect, s, (struct sockaddr *)&a, sizeof a) < 0) goto fail;
+  lg_hello_t h;
+  memset(&h, 0, sizeof h);
+  h.magic = LG_HELLO_MAGIC;
+  h.version = LG_REGION_VERSION;
+  h.kind = LG_HELLO_START;
+  h.pid = lgi_g.hdr->pid;
+  h.ppid = lgi_g.hdr->ppid;
+  h.region_size = lgi_g.hdr->size;
+  ssize_t k = (ssize_t)syscall(SYS_readlink, "/proc/self/exe", h.exe, sizeof h.exe - 1);
+  h.exe[k > 0 ? k : 0] = 0;
+  struct iovec iov = {&h, sizeof h};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  memset(&u, 0, sizeof u);
+  struct msghdr m;
+  memset(&m, 0, sizeof m);
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = u.buf;
+  m.msg_controllen = sizeof u.buf;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &lgi_g.fd, sizeof(int));
+  if (syscall(SYS_sendmsg, s, &m, MSG_NOSIGNAL) != (long)sizeof h) goto fail;
+  lgi_g.conn = s;
+  lgi_fd_identity(s, &lgi_g.conn_dev, &lgi_g.conn_ino);
+  return s;
+fail:
+  syscall(SYS_close, s);
+  return -1;
+}
+
+/* ------------------------------------------------------------------ detach, watcher */
+
+static int cli_pidfd = -1;
+static _Atomic int detach_once;
+
+static void detach(const char *why) {
+  if (atomic_exchange(&detach_once, 1)) return;
+  atomic_store(&stats.state, 2); /* first: a rescan waiting for the lock patches nothing */
+  restore_all();
+  atomic_store(&recording, 0);
+  lgi_g.enabled = 0;
+  if (why) lgi_say("detached: ", why, "");
+}
+
+static void *watcher(void *arg) {
+  (void)arg;
+  lgi_tls.guard++; /* nothing this thread allocates is recorded */
+  unsigned long long adds = 0;
+  dl_iterate_phdr(adds_cb, &adds);
+  atomic_store(&seen_adds, adds);
+  for (;;) {
+    struct pollfd q[2] = {{lgi_g.conn, POLLIN, 0}, {cli_pidfd, POLLIN, 0}};
+    int conn_ok = lgi_fd_is(lgi_g.conn, lgi_g.conn_dev, lgi_g.conn_ino);
+    if (!conn_ok) q[0].fd = -1;
+    int r = poll(q, 2, 100);
+    if (r > 0 && (q[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      char b;
+      ssize_t got = recv(lgi_g.conn, &b, 1, MSG_DONTWAIT);
+      if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) break;
+    }
+    if (r > 0 && (q[1].revents & POLLIN)) break; /* the CLI is gone */
+    if (!conn_ok && cli_pidfd < 0) break;
+    unsigned long long now = 0;
+    dl_iterate_phdr(adds_cb, &now);
+    if (now != atomic_load(&seen_adds)) {
+      atomic_store(&seen_adds, now);
+      rescan();
+    }
+  }
+  detach(NULL); /* quietly: the target's stderr is not ours */
+  if (lgi_fd_is(lgi_g.conn, lgi_g.conn_dev, lgi_g.conn_ino)) syscall(SYS_close, lgi_g.conn);
+  if (cli_pidfd >= 0) syscall(SYS_close, cli_pidfd);
+  return NULL;
+}
+
+/* fork while attached: the child records nothing. Its slots keep the hooks, which pass
+ * every call through (its blocks carry no header, so nothing else is needed): putting
+ * the slots back would need dl_iterate_phdr, whose lock another thread of the parent
+ * may have held at the fork (glibc does not reset it in the child). */
+static void atfork_child(void) {
+  if (atomic_load(&stats.state) != 1) return;
+  atomic_store(&recording, 0);
+  lgi_g.enabled = 0;
+  atomic_store(&stats.state, 2);
+  atomic_store(&detach_once, 1);
+  pthread_mutex_init(&patch_mu, NULL);
+  for (int i = 0; i < STRIPES; i++) atomic_store(&stripes[i].lock, 0);
+}
+
+/* ------------------------------------------------------------------ start */
+
+static unsigned long long cfg_num(const char *cfg, const char *key, unsigned long long dflt) {
+  const char *p = strstr(cfg, key);
+  if (!p) return dflt;
+  p += strlen(key);
+  unsigned long long v = 0;
+  int any = 0;
+  for (; *p >= '0' && *p <= '9'; p++, any = 1) v = v * 10 + (unsigned)(*p - '0');
+  return any ? v : dflt;
+}
+
+static _Atomic int starting;
+
+/* A new attach after a detach: the previous region's collector is gone. Its mapping is
+ * left (a hook of the last session may still be finishing a record in it), the rest is
+ * reset: figures, side table (its blocks may have been freed since, unseen), Python
+ * frame ids, and every thread's per-region state (session). */
+static void restart(void) {
+  stats.preattach_bytes_released = 0;
+  stats.preattach_blocks_released = 0;
+  stats.slots_patched = 0;
+  stats.slots_restored = 0;
+  stats.table_full = 0;
+  /* the table's pages go back to the kernel (they read as zeros: empty) */
+  for (int i = 0; i < STRIPES; i++) st_lock(&stripes[i]);
+  syscall(SYS_madvise, stripes[0].e, (size_t)STRIPES * STRIPE_CAP * sizeof(ent_t), MADV_DONTNEED);
+  memset(filter, 0, (size_t)1 << FILTER_BITS);
+  for (int i = 0; i < STRIPES; i++) {
+    stripes[i].n = 0;
+    st_unlock(&stripes[i]);
+  }
+  atomic_store(&table_count, 0);
+  if (lgi_g.fd >= 0) syscall(SYS_close, lgi_g.fd);
+  lgi_g.fd = -1;
+  lgi_g.hdr = NULL;
+  lgi_python_reset();
+  cli_pidfd = -1;
+  atomic_store(&detach_once, 0);
+  atomic_fetch_add(&session, 1);
+}
+
+/* Called by the injector in the stopped thread, at the entry of malloc or free (no
+ * allocator lock held by this thread). cfg: "sock=PATH\nsample=N\ndepth=N\ncli=PID\n".
+ * Returns the address of the stats block (cli/inject.h), or an error code below 4096
+ * (1: bad config, 2: allocator not glibc's, 3: region, 4: collector not reachable,
+ * 5: thread). */
+LG_API uintptr_t lg_agent_start(const char *cfg);
+LG_API uintptr_t lg_agent_start(const char *cfg) {
+  lgi_tls.guard++;
+  uintptr_t rc = 0;
+  uint32_t was = atomic_load(&stats.state);
+  int idle = 0;
+  if (was == 1 || !atomic_compare_exchange_strong(&starting, &idle, 1)) {
+    lgi_tls.guard--;
+    return 6; /* recording already */
+  }
+  if (was == 2) { /* attached before: the library stayed as a pass-through; start over */
+    restart();
+    atomic_store(&stats.state, 0);
+  }
+  const char *s = strstr(cfg, "sock=");
+  if (!s) {
+    rc = 1;
+    goto out;
+  }
+  s += 5;
+  size_t n = strcspn(s, "\n");
+  if (n == 0 || n >= sizeof lgi_g.sock_path) {
+    rc = 1;
+    goto out;
+  }
+  memcpy(lgi_g.sock_path, s, n);
+  lgi_g.sock_path[n] = 0;
+  lgi_g.sample_bytes = cfg_num(cfg, "sample=", 0);
+  unsigned long long depth = cfg_num(cfg, "depth=", LG_DEFAULT_DEPTH);
+  if (depth < 1) depth = 1;
+  if (depth > LG_MAX_DEPTH) depth = LG_MAX_DEPTH;
+  lgi_g.depth = (uint32_t)depth;
+  lgi_g.follow = 0;
+  int cli = (int)cfg_num(cfg, "cli=", 0);
+
+  /* the real functions: glibc's (another allocator in front of it is not supported) */
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  if (!libc) {
+    rc = 2;
+    goto out;
+  }
+  for (size_t k = 0; k < NNAMES; k++) *names[k].real = dlsym(libc, names[k].name);
+  if (!real.malloc || !real.free || !real.calloc || !real.realloc || !real.usable || !real.dlopen) {
+    rc = 2;
+    goto out;
+  }
+  Dl_info di;
+  const ElfW(Sym) *sy = NULL;
+  void *first = dlsym(RTLD_DEFAULT, "malloc");
+  if (first && dladdr1(first, &di, (void **)&sy, RTLD_DL_SYMENT) && sy && sy->st_shndx != SHN_UNDEF &&
+      first != (void *)real.malloc) {
+    rc = 2;
+    goto out;
+  }
+  if (dladdr((void *)lg_agent_start, &di)) self_base = (uintptr_t)di.dli_fbase;
+  void *in_rtld = dlsym(RTLD_DEFAULT, "__tls_get_addr");
+  if (in_rtld && dladdr(in_rtld, &di)) rtld_base = (uintptr_t)di.dli_fbase;
+  struct link_map *lm = NULL;
+  if (dladdr1((void *)lg_agent_start, &di, (void **)&lm, RTLD_DL_LINKMAP) && lm) self_base = lm->l_addr;
+
+  if (!slots) slots = (slot_t *)lgi_pages_alloc(MAX_SLOTS * sizeof(slot_t));
+  if (!live_objs) live_objs = (uintptr_t *)lgi_pages_alloc(MAX_OBJS * sizeof(uintptr_t));
+  if (!slots || !live_objs || (!stripes[0].e && table_init() != 0)) {
+    rc = 3;
+    goto out;
+  }
+  lgi_unwind_init();
+  lgi_python_detect();
+  if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, 0) != 0) {
+    rc = 3;
+    goto out;
+  }
+  if (send_hello() < 0) {
+    rc = 4;
+    goto out;
+  }
+  if (cli > 0) cli_pidfd = (int)syscall(SYS_pidfd_open, cli, 0);
+  static int once;
+  if (!once) {
+    once = 1;
+    pthread_key_create(&thread_key, thread_exit);
+    pthread_atfork(NULL, NULL, atfork_child);
+  }
+  lgi_g.enabled = 1;
+  /* patch everything with recording off, then record */
+  rescan();
+  atomic_store(&stats.state, 1);
+  rescan(); /* objects loaded meanwhile */
+  atomic_store(&recording, 1);
+  pthread_t th;
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&th, &at, watcher, NULL) != 0) {
+    detach("cannot start the watcher thread");
+    rc = 5;
+  }
+  pthread_attr_destroy(&at);
+  if (!rc) rc = (uintptr_t)&stats;
+out:
+  atomic_store(&starting, 0);
+  lgi_tls.guard--;
+  return rc;
+}
+
+/* For tests and gdb: detach now (what the watcher does when the collector ends). */
+LG_API void lg_agent_detach(void);
+LG_API void lg_agent_detach(void) { detach(NULL); }

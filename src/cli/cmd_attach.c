@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_attach.c - `leakguard attach [OPTIONS] PID`: records a process that is already
+ * running (docs/attach.md).
+ *
+ * Sequence: check the target (cli/inject.c) -> private directory, database, collector
+ * listening -> inject libleakguard-agent.so at a safe point; its hello arrives like a
+ * recorded program's -> the collector's loop until --duration, Ctrl-C or the target's
+ * exit -> the collector closes the connection: the agent restores the GOT and stays as
+ * a pass-through -> the report. The target keeps running.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "cli/inject.h"
+#include "cli/run_options.h"
+#include "cli/target.h"
+#include "collector/collector.h"
+#include "core/util.h"
+#include "output/report.h"
+#include "output/store.h"
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: leakguard attach [-o FILE] [-i SEC] [-s BYTES] [-d DEPTH] [--duration SEC] [--quiet]\n"
+             "                        [--fail-on-leak] PID\n"
+             "Records the running process PID until --duration SEC, Ctrl-C or its exit, then detaches\n"
+             "(the process keeps running) and prints the report. docs/attach.md.\n");
+}
+
+/* The agent next to libleakguard.so (LEAKGUARD_AGENT overrides). */
+static int find_agent(char *out, size_t n) {
+  const char *env = getenv("LEAKGUARD_AGENT");
+  if (env && *env) {
+    snprintf(out, n, "%s", env);
+    return access(out, R_OK) == 0 ? 0 : -ENOENT;
+  }
+  char lib[PATH_MAX];
+  if (lg_find_library(lib, sizeof lib) != 0) return -ENOENT;
+  char *slash = strrchr(lib, '/');
+  if (!slash) return -ENOENT;
+  *slash = 0;
+  snprintf(out, n, "%s/libleakguard-agent.so", lib);
+  return access(out, R_OK) == 0 ? 0 : -ENOENT;
+}
+
+/* The agent must be reachable at the same path in the target's mount namespace:
+ * else it is copied there (/proc/PID/root/tmp). 0 and the path to load, or -errno. */
+static int agent_in_target(pid_t pid, const char *agent, char *out, size_t n, char *why, size_t wn) {
+  char there[PATH_MAX + 64];
+  struct stat a, b;
+  snprintf(there, sizeof there, "/proc/%d/root%s", (int)pid, agent);
+  if (stat(agent, &a) == 0 && stat(there, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+    snprintf(out, n, "%s", agent);
+    return 0;
+  }
+  snprintf(out, n, "/tmp/libleakguard-agent-%d.so", (int)getuid());
+  snprintf(there, sizeof there, "/proc/%d/root%s", (int)pid, out);
+  FILE *in = fopen(agent, "rbe"), *o = in ? fopen(there, "wbe") : NULL;
+  int ok = in && o;
+  char buf[65536];
+  size_t k;
+  while (ok && (k = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, k, o) == k;
+  if (in) fclose(in);
+  if (o && fclose(o) != 0) ok = 0;
+  if (!ok) {
+    snprintf(why, wn, "the agent %s is not reachable from process %d's mount namespace and cannot be copied to %s",
+             agent, (int)pid, there);
+    return -EACCES;
+  }
+  return 0;
+}
+
+typedef struct attach_opts {
+  const char *output;
+  double interval, duration;
+  uint64_t sample;
+  long depth;
+  int quiet, fail_on_leak;
+  pid_t pid;
+} attach_opts_t;
+
+static int parse(int argc, char **argv, attach_opts_t *o) {
+  static const struct option lo[] = {{"output", required_argument, 0, 'o'},
+                                     {"interval", required_argument, 0, 'i'},
+                                     {"sample", required_argument, 0, 's'},
+                                     {"depth", required_argument, 0, 'd'},
+                                     {"duration", required_argument, 0, 'D'},
+                                     {"quiet", no_argument, 0, 'q'},
+                                     {"fail-on-leak", no_argument, 0, 'F'},
+                                     {"help", no_argument, 0, 'h'},
+                                     {0, 0, 0, 0}};
+  memset(o, 0, sizeof *o);
+  o->depth = 64;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "+o:i:s:d:qh", lo, NULL)) != -1) {
+    switch (c) {
+    case 'o': o->output = optarg; break;
+    case 'i':
+      if (lgu_parse_double(optarg, &o->interval) != 0 || o->interval < 0.05 || o->interval > 3600) {
+        lgu_err("attach: -i: an interval of 0.05 to 3600 seconds");
+        return LG_EXIT_USAGE;
+      }
+      break;
+    case 's':
+      if (lgu_parse_size(optarg, &o->sample) != 0 || o->sample < 1 || o->sample > (1ULL << 40)) {
+        lgu_err("attach: -s: a size of 1 byte to 1 TiB");
+        return LG_EXIT_USAGE;
+      }
+      break;
+    case 'd':
+      if (lgu_parse_long(optarg, 1, 256, &o->depth) != 0) {
+        lgu_err("attach: -d: a depth of 1 to 256");
+        return LG_EXIT_USAGE;
+      }
+      break;
+    case 'D':
+      if (lgu_parse_double(optarg, &o->duration) != 0 || o->duration <= 0) {
+        lgu_err("attach: --duration: a positive number of seconds");
+        return LG_EXIT_USAGE;
+      }
+      break;
+    case 'q': o->quiet = 1; break;
+    case 'F': o->fail_on_leak = 1; break;
+    case 'h': usage(stdout); return 0;
+    default: usage(stderr); return LG_EXIT_USAGE;
+    }
+  }
+  long pid;
+  if (optind != argc - 1 || lgu_parse_long(argv[optind], 1, INT_MAX, &pid) != 0) {
+    lgu_err("attach: one process id is needed (leakguard attach [OPTIONS] PID)");
+    return LG_EXIT_USAGE;
+  }
+  o->pid = (pid_t)pid;
+  return -1;
+}
+
+static int attach(attach_opts_t *o) {
+  char why[1024], agent[PATH_MAX], load[PATH_MAX], outbuf[PATH_MAX], dir[32] = "/tmp/leakguard-XXXXXX";
+  if (lg_inject_check(o->pid, why, sizeof why) != 0) {
+    lgu_err("attach: %s", why);
+    return LG_EXIT_CANNOT_EXEC;
+  }
+  if (find_agent(agent, sizeof agent) != 0) {
+    lgu_err("attach: cannot find libleakguard-agent.so next to libleakguard.so; set LEAKGUARD_AGENT");
+    return LG_EXIT_INTERNAL;
+  }
+  if (agent_in_target(o->pid, agent, load, sizeof load, why, sizeof why) != 0) {
+    lgu_err("attach: %s", why);
+    return LG_EXIT_CANNOT_EXEC;
+  }
+  int rc = lg_check_output(o->output);
+  if (rc) return rc;
+  if (!mkdtemp(dir)) {
+    lgu_err("attach: cannot create a temporary directory: %s", strerror(errno));
+    return LG_EXIT_INTERNAL;
+  }
+  if (!o->output) {
+    snprintf(outbuf, sizeof outbuf, "leakguard-attach-%d.db", (int)o->pid);
+    o->output = outbuf;
+  }
+  lgst_t *db = NULL;
+  lgc_collector_t *col = NULL;
+  const char *emsg = NULL;
+  if (lgst_create(o->output, &db, &emsg) != 0) {
+    lgu_err("attach: cannot create the output database '%s': %s", o->output, emsg ? emsg : "error");
+    rmdir(dir);
+    return LG_EXIT_INTERNAL;
+  }
+  char v[64], began[32];
+  time_t t0 = time(NULL);
+  struct tm tm;
+  gmtime_r(&t0, &tm);
+  strftime(began, sizeof began, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  lgst_meta(db, "version", LG_VERSION);
+  lgst_meta(db, "attached_at", began);
+  snprintf(v, sizeof v, "%" PRIu64, o->sample);
+  lgst_meta(db, "sample_bytes", v);
+  snprintf(v, sizeof v, "attach %d", (int)o->pid);
+  lgst_meta(db, "command", v);
+  const char *limit_source = "physical";
+  uint64_t limit = lgu_memory_limit(&limit_source);
+  lgc_options_t co = {
+      .interval = o->interval, .limit = limit, .limit_source = limit_source, .db = db, .db_path = o->output};
+  sigset_t mask, old;
+  lgc_signals(&mask);
+  sigprocmask(SIG_BLOCK, &mask, &old);
+  if (lgc_new(&co, dir, &col, why, sizeof why) != 0) {
+    lgu_err("attach: %s", why);
+    rc = LG_EXIT_INTERNAL;
+    goto out;
+  }
+  uint64_t deadline = o->duration > 0 ? lgu_now_ns() + (uint64_t)(o->duration * 1e9) : 0;
+  lgc_set_attached(col, o->pid, deadline);
+  char cfg[512];
+  snprintf(cfg, sizeof cfg, "sock=%s\nsample=%" PRIu64 "\ndepth=%ld\ncli=%d\n", lgc_socket_path(col), o->sample,
+           o->depth, (int)getpid());
+  lg_inject_result_t res;
+  if ((rc = lg_inject(o->pid, load, cfg, &res, why, sizeof why)) != 0) {
+    lgu_err("attach: %s", why);
+    rc = LG_EXIT_CANNOT_EXEC;
+    goto out;
+  }
+  if (!o->quiet)
+    fprintf(stderr,
+            "leakguard: attached to process %d (all threads stopped %.1f ms, loading thread %.1f ms); recording "
+            "from %s\n",
+            (int)o->pid, res.all_stopped_ms, res.caller_ms, began);
+  snprintf(v, sizeof v, "%.3f", res.all_stopped_ms);
+  lgst_meta(db, "attach_stopped_ms", v);
+  if (lgc_run(col) != 0) lgu_err("attach: out of memory in the collector; the recording may be incomplete");
+  lg_agent_stats_t st;
+  int have = lg_agent_read_stats(o->pid, res.stats_addr, &st) == 0;
+  if (have) {
+    snprintf(v, sizeof v, "%" PRIu64, st.preattach_bytes_released);
+    lgst_meta(db, "preattach_bytes_released", v);
+  }
+  lgc_free(col); /* closes the connection: the agent detaches */
+  col = NULL;
+  lgr_report_t rep;
+  lgr_options_t ro = {0};
+  int leak = 0;
+  if (lgr_build(db, &ro, &rep, why, sizeof why) == 0) {
+    leak = rep.nleaks > 0;
+    if (!o->quiet) {
+      fflush(stdout);
+      lgr_print_text(stdout, &rep, &ro);
+      printf("\nRecording began at attach, %s (growth is judged from then on).\n", began);
+      if (have)
+        printf("Pre-attach bytes released while attached: %" PRIu64 " in %" PRIu64 " blocks%s.\n",
+               st.preattach_bytes_released, st.preattach_blocks_released,
+               o->sample ? " (not counted in sampled mode)" : "");
+      printf("Recorded in %s (leakguard report %s --format json)\n", o->output, o->output);
+    }
+    lgr_free(&rep);
+  } else lgu_err("attach: cannot build the report: %s", why);
+  rc = o->fail_on_leak && leak ? LG_EXIT_LEAK : 0;
+out:
+  lgc_free(col);
+  rmdir(dir);
+  lgst_close(db);
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  return rc;
+}
+
+int lg_cmd_attach(int argc, char **argv) {
+  attach_opts_t o;
+  int rc = parse(argc, argv, &o);
+  return rc >= 0 ? rc : attach(&o);
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/* inject.h - loading libleakguard-agent.so into a running process (cli/inject.c,
+ * docs/attach.md). */
+#ifndef LG_CLI_INJECT_H
+#define LG_CLI_INJECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The agent's figures, read back from the target (src/capture/agent.c keeps the same
+ * layout). */
+typedef struct lg_agent_stats {
+  uint64_t magic;
+  uint64_t preattach_bytes_released;
+  uint64_t preattach_blocks_released;
+  uint64_t slots_patched;
+  uint64_t slots_restored;
+  uint64_t table_full;
+  uint32_t state; /* 0 idle, 1 recording, 2 detached */
+  uint32_t pad;
+} lg_agent_stats_t;
+#define LG_AGENT_MAGIC 0x544e454741474cULL
+
+typedef struct lg_inject_result {
+  uintptr_t stats_addr;  /* the agent's stats in the target */
+  double all_stopped_ms; /* every thread of the target stopped */
+  double caller_ms;      /* the thread that loads the agent, from its stop to its release */
+  int tries;             /* breakpoint rounds (a round is dropped while the loader is busy) */
+} lg_inject_result_t;
+
+/* Checks that PID can be attached to (exists, not traced, not static, ptrace allowed):
+ * 0, or -errno with a one-line reason in why. Nothing in the target is changed. */
+int lg_inject_check(pid_t pid, char *why, size_t n);
+
+/* Stops PID at a safe point (a malloc or free entry with the loader consistent), loads
+ * agent there and calls lg_agent_start(cfg), then lets it go. 0 or -errno with a
+ * one-line reason in why. */
+int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t *res, char *why, size_t n);
+
+/* Reads the agent's figures from the target: 0 or -errno. */
+int lg_agent_read_stats(pid_t pid, uintptr_t addr, lg_agent_stats_t *out);
+
+#endif

@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: MIT
+# `leakguard attach` (issue #14, docs/attach.md): tests/attach/attach_test.py drives the
+# CLI against tests/attach/target.c. Included from tests/CMakeLists.txt.
+get_filename_component(LGA_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+add_executable(attach_target ${LGA_ROOT}/tests/attach/target.c)
+# -fno-builtin: GCC would drop a malloc/free pair whose block does not escape.
+target_compile_options(attach_target PRIVATE -O1 -fno-builtin -fno-omit-frame-pointer)
+target_link_libraries(attach_target PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+add_library(attach_leaky SHARED ${LGA_ROOT}/tests/attach/leaky.c)
+target_compile_options(attach_leaky PRIVATE -O1 -fno-builtin)
+add_executable(attach_static ${LGA_ROOT}/tests/attach/static_sleeper.c)
+target_link_options(attach_static PRIVATE -static)
+set(LGA_ARGS --cli $<TARGET_FILE:leakguard-cli> --target $<TARGET_FILE:attach_target>
+    --leaky $<TARGET_FILE:attach_leaky> --static $<TARGET_FILE:attach_static>)
+# "cycles": 3 short attach/detach cycles and a long one here (CI time);
+# bench/attach_bench.sh runs 50 and measures the stop times.
+if(LG_SANITIZE)
+  list(APPEND LGA_ARGS --cycles 1) # the sanitized CLI is slower: CI time
+endif()
+foreach(case cycles got kill_cli fork dlopen_lib preattach errors python)
+  add_test(NAME attach_${case} COMMAND ${Python3_EXECUTABLE} ${LGA_ROOT}/tests/attach/attach_test.py ${case} ${LGA_ARGS})
+  set_tests_properties(attach_${case} PROPERTIES TIMEOUT 120 LABELS "attach")
+endforeach()
+add_dependencies(attach_target leakguard-cli)

@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Tests of `leakguard attach` (issue #14; tests/attach.cmake, docs/attach.md).
+
+usage: attach_test.py CASE --cli LEAKGUARD --target TARGET [--leaky LIB] [--static BIN] [--cycles N]
+
+Cases: cycles, got, kill_cli, fork, dlopen_lib, preattach, errors, python.
+Every wait polls for a state with a generous deadline; nothing asserts a duration.
+"""
+import argparse
+import ctypes
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+A = None
+TMP = None
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def wait_for(pred, what, timeout=30.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    fail("timed out waiting for " + what)
+
+
+def progress(prog):
+    try:
+        with open(prog) as f:
+            parts = f.read().split()
+        return int(parts[1]) if len(parts) == 2 else None
+    except (OSError, ValueError):
+        return None
+
+
+def start_target(name, args=(), env=None):
+    prog = os.path.join(TMP, name)
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.Popen([A.target, prog] + list(args), env=e)
+    wait_for(lambda: progress(prog) is not None, "the target's first progress line")
+    return p, prog
+
+
+def stop(p):
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+
+
+def attach(pid, db, duration, extra=(), timeout=90):
+    cmd = [A.cli, "attach", "--duration", str(duration), "-o", db] + list(extra) + [str(pid)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def report(db):
+    r = subprocess.run([A.cli, "report", db, "--format", "json"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        fail("report of %s: rc %d %s" % (db, r.returncode, r.stderr))
+    return json.loads(r.stdout)
+
+
+def leak_funcs(d):
+    """The allocating function of each leak, in rank order."""
+    sus = {s["rank"]: s for s in d["suspects"]}
+    return [sus[lk["suspects"][0]]["site"]["function"] for lk in d["leaks"]]
+
+
+def maps(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return f.read().splitlines()
+
+
+def base_of(pid, suffix):
+    for line in maps(pid):
+        f = line.split()
+        if len(f) >= 6 and f[5].endswith(suffix) and int(f[2], 16) == 0:
+            return int(f[0].split("-")[0], 16), f[5]
+    fail("no %s in process %d" % (suffix, pid))
+
+
+def span_of(pid, suffix):
+    lo, hi = None, None
+    for line in maps(pid):
+        f = line.split()
+        if len(f) >= 6 and f[5].endswith(suffix):
+            a, b = (int(x, 16) for x in f[0].split("-"))
+            lo = a if lo is None else min(lo, a)
+            hi = b if hi is None else max(hi, b)
+    return lo, hi
+
+
+def got_slot_of_malloc(binary):
+    """The r_offset of the target executable's malloc relocation (readelf -rW)."""
+    out = subprocess.run(["readelf", "-rW", binary], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 5 and ("JUMP_SLO" in f[2] or "GLOB_DAT" in f[2]) and f[4] == "malloc@GLIBC_2.2.5":
+            return int(f[0], 16)
+    fail("no malloc relocation in " + binary)
+
+
+def sym_value(lib, name):
+    out = subprocess.run(["readelf", "-sW", lib], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[7].split("@")[0] == name and f[6] != "UND":
+            return int(f[1], 16)
+    fail("no %s in %s" % (name, lib))
+
+
+def read_word(pid, addr):
+    with open("/proc/%d/mem" % pid, "rb") as f:
+        f.seek(addr)
+        return int.from_bytes(f.read(8), "little")
+
+
+# ---------------------------------------------------------------------- cases
+
+
+def case_cycles():
+    """A target inside malloc (3 hammering threads, malloc_trim and dlopen/dlclose loops,
+    threads starting and exiting): N short attach/detach cycles, then one long enough for
+    the detector. No hang, no crash, progress keeps moving, the planted leak at rank 1."""
+    p, prog = start_target("cycles")
+    try:
+        last = progress(prog)
+        for i in range(A.cycles):
+            r = attach(p.pid, os.path.join(TMP, "c%d.db" % i), 0.3, ["-q"])
+            if r.returncode != 0:
+                fail("cycle %d: rc %d: %s" % (i, r.returncode, r.stderr))
+            if p.poll() is not None:
+                fail("cycle %d: the target died: %s" % (i, p.returncode))
+            wait_for(lambda: (progress(prog) or 0) > last, "progress after cycle %d" % i)
+            last = progress(prog)
+        db = os.path.join(TMP, "long.db")
+        r = attach(p.pid, db, 3)
+        if r.returncode != 0:
+            fail("long attach: rc %d: %s" % (r.returncode, r.stderr))
+        if "Recording began at attach" not in r.stdout:
+            fail("the report does not say when recording began:\n" + r.stdout)
+        funcs = leak_funcs(report(db))
+        if not funcs or funcs[0] != "leak_here":
+            fail("rank 1 is not leak_here: %s\n%s" % (funcs, r.stdout))
+        wait_for(lambda: (progress(prog) or 0) > last, "progress after the long attach")
+        if p.poll() is not None:
+            fail("the target died")
+    finally:
+        stop(p)
+    print("ok: %d cycles and a long attach, leak_here at rank 1" % A.cycles)
+
+
+def case_got():
+    """The executable's malloc slot points into the agent while attached and holds glibc's
+    malloc again after detach (read through /proc/PID/mem)."""
+    p, prog = start_target("got")
+    try:
+        slot = base_of(p.pid, os.path.basename(A.target))[0] + got_slot_of_malloc(A.target)
+        libc_base, libc = base_of(p.pid, "libc.so.6")
+        real = libc_base + sym_value(libc, "malloc")
+        if read_word(p.pid, slot) != real:
+            fail("before attach the slot is %#x, not glibc's malloc %#x" % (read_word(p.pid, slot), real))
+        cli = subprocess.Popen([A.cli, "attach", "--duration", "60", "-q", "-o", os.path.join(TMP, "got.db"),
+                                str(p.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: read_word(p.pid, slot) != real, "the slot to be patched")
+        lo, hi = span_of(p.pid, "libleakguard-agent.so")
+        v = read_word(p.pid, slot)
+        if lo is None or not lo <= v < hi:
+            fail("patched slot %#x is not in the agent [%s, %s)" % (v, lo, hi))
+        cli.send_signal(signal.SIGINT)  # Ctrl-C: detach and report
+        out, err = cli.communicate(timeout=60)
+        if cli.returncode != 0:
+            fail("attach after Ctrl-C: rc %d %s" % (cli.returncode, err))
+        wait_for(lambda: read_word(p.pid, slot) == real, "the slot to be restored")
+        if p.poll() is not None:
+            fail("the target died")
+    finally:
+        stop(p)
+    print("ok: GOT slot patched into the agent, restored after Ctrl-C")
+
+
+def case_kill_cli():
+    """kill -9 of the CLI: the agent detaches itself (the slot is restored)."""
+    p, prog = start_target("killcli")
+    try:
+        slot = base_of(p.pid, os.path.basename(A.target))[0] + got_slot_of_malloc(A.target)
+        real = read_word(p.pid, slot)
+        cli = subprocess.Popen([A.cli, "attach", "--duration", "60", "-o", os.path.join(TMP, "k.db"), str(p.pid)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # only once the injection is over (docs/attach.md: a SIGKILL of the CLI in the
+        # middle of it kills the target)
+        line = cli.stderr.readline()
+        if "attached to process" not in line:
+            fail("no attach line: %r" % line)
+        wait_for(lambda: read_word(p.pid, slot) != real, "the slot to be patched")
+        cli.kill()
+        cli.wait()
+        wait_for(lambda: read_word(p.pid, slot) == real, "the agent to restore the slot after kill -9 of the CLI")
+        last = progress(prog)
+        wait_for(lambda: (progress(prog) or 0) > last, "progress after the CLI died")
+        # and it attaches again
+        r = attach(p.pid, os.path.join(TMP, "k2.db"), 0.3, ["-q"])
+        if r.returncode != 0:
+            fail("attach after kill -9: rc %d %s" % (r.returncode, r.stderr))
+    finally:
+        stop(p)
+    print("ok: the agent detached itself after kill -9 of the CLI")
+
+
+def case_fork():
+    """fork while attached: children (pass-through) exit 0, the parent is recorded."""
+    p, prog = start_target("fork", env={"ATTACH_FORK": "1"})
+    try:
+        db = os.path.join(TMP, "fork.db")
+        r = attach(p.pid, db, 3)
+        if r.returncode != 0:
+            fail("rc %d %s" % (r.returncode, r.stderr))
+        time.sleep(0.3)
+        if os.path.exists(prog + ".forkfail"):
+            with open(prog + ".forkfail") as f:
+                fail("a fork child failed: " + f.read())
+        funcs = leak_funcs(report(db))
+        if not funcs or funcs[0] != "leak_here":
+            fail("rank 1 is not leak_here: %s" % funcs)
+        if p.poll() is not None:
+            fail("the target died")
+    finally:
+        stop(p)
+    print("ok: fork children ran through, the leak found")
+
+
+def case_dlopen_lib():
+    """A leaking library dlopened after attach is recorded (its leak among the leaks)."""
+    p, prog = start_target("dl", env={"ATTACH_LEAKY": A.leaky})
+    try:
+        db = os.path.join(TMP, "dl.db")
+        cli = subprocess.Popen([A.cli, "attach", "--duration", "3", "-o", db, str(p.pid)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        line = cli.stderr.readline()
+        if "attached to process" not in line:
+            fail("no attach line: %r" % line)
+        with open(prog + ".go", "w"):
+            pass
+        out, err = cli.communicate(timeout=90)
+        if cli.returncode != 0:
+            fail("rc %d %s" % (cli.returncode, err))
+        funcs = leak_funcs(report(db))
+        if "leaky" not in funcs:
+            fail("the dlopened library's leak is not reported: %s\n%s" % (funcs, out))
+    finally:
+        stop(p)
+    print("ok: the library dlopened after attach is recorded: %s" % funcs)
+
+
+def case_preattach():
+    """100 MB allocated before attach and freed while attached: no leak but leak_here,
+    no negative growth, and the bytes counted as pre-attach bytes released."""
+    p, prog = start_target("pre", ["100"])
+    try:
+        db = os.path.join(TMP, "pre.db")
+        cli = subprocess.Popen([A.cli, "attach", "--duration", "3.5", "-o", db, str(p.pid)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        line = cli.stderr.readline()
+        if "attached to process" not in line:
+            fail("no attach line: %r" % line)
+        with open(prog + ".free", "w"):
+            pass
+        out, err = cli.communicate(timeout=90)
+        if cli.returncode != 0:
+            fail("rc %d %s" % (cli.returncode, err))
+        m = re.search(r"Pre-attach bytes released while attached: (\d+)", out)
+        if not m or int(m.group(1)) < 100 << 20:
+            fail("pre-attach bytes released missing or < 100 MiB:\n" + out)
+        funcs = leak_funcs(report(db))
+        if funcs != ["leak_here"]:
+            fail("leaks are %s, expected only leak_here" % funcs)
+    finally:
+        stop(p)
+    print("ok: 100 MiB freed after attach: %s bytes pre-attach released, only leak_here" % m.group(1))
+
+
+def case_errors():
+    """One line each, rc 126, nothing changed in the target."""
+    def one(pid, want):
+        r = attach(pid, os.path.join(TMP, "err.db"), 1)
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        if r.returncode != 126 or len(lines) != 1 or want not in lines[0]:
+            fail("pid %d: expected rc 126 and one line with %r, got rc %d: %r" % (pid, want, r.returncode, r.stderr))
+
+    one(2**22 + 12345, "no process")
+    if A.static:
+        s = subprocess.Popen([A.static], stdin=subprocess.PIPE)
+        try:
+            wait_for(lambda: os.path.exists("/proc/%d/exe" % s.pid), "the static program")
+            time.sleep(0.1)
+            one(s.pid, "statically linked")
+        finally:
+            s.kill()
+            s.wait()
+    # already traced: this test seizes it
+    p, prog = start_target("traced")
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+        if libc.ptrace(0x4206, p.pid, None, None) != 0:  # PTRACE_SEIZE
+            fail("cannot seize the target: errno %d" % ctypes.get_errno())
+        one(p.pid, "already traced")
+        libc.ptrace(17, p.pid, None, None)  # PTRACE_DETACH (needs a stop; killed below anyway)
+        if any(l.endswith("libleakguard-agent.so") for l in maps(p.pid)):
+            fail("the agent was loaded into a traced target")
+    finally:
+        stop(p)
+    # already recorded by `leakguard run`
+    run = subprocess.Popen([A.cli, "run", "-q", "-o", os.path.join(TMP, "run.db"), "--", A.target,
+                            os.path.join(TMP, "runprog")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: progress(os.path.join(TMP, "runprog")) is not None, "the program under run")
+        with open(os.path.join(TMP, "runprog")) as f:
+            tpid = int(f.read().split()[0])
+        one(tpid, "already recorded by leakguard run")
+        os.kill(tpid, signal.SIGKILL)
+    finally:
+        run.wait(timeout=60)
+    print("ok: no process, static, already traced, already recorded: one line each")
+
+
+PYLEAK = """
+import time
+keep = []
+def grow():
+    keep.append(bytearray(8192))
+def churn():
+    return len([str(i) * 10 for i in range(200)])
+open(PROG, "w").write("ready")
+while True:
+    grow()
+    for _ in range(5):
+        churn()
+    time.sleep(0.01)
+"""
+
+
+def case_python():
+    """A pure-Python leak in CPython 3.11 (this interpreter), attached: the Python line at
+    rank 1."""
+    script = os.path.join(TMP, "pyleak.py")
+    ready = os.path.join(TMP, "pyready")
+    text = "PROG = %r\n" % ready + PYLEAK
+    with open(script, "w") as f:
+        f.write(text)
+    want = text.splitlines().index("    keep.append(bytearray(8192))") + 1
+    p = subprocess.Popen([sys.executable, script])
+    try:
+        wait_for(lambda: os.path.exists(ready), "the Python program")
+        db = os.path.join(TMP, "py.db")
+        r = attach(p.pid, db, 2.5)
+        if r.returncode != 0:
+            fail("rc %d %s" % (r.returncode, r.stderr))
+        d = report(db)
+        sus = {s["rank"]: s for s in d["suspects"]}
+        if not d["leaks"]:
+            fail("no leak found:\n" + r.stdout)
+        site = sus[d["leaks"][0]["suspects"][0]]["site"]
+        if site["function"] != "grow" or not (site["file"] or "").endswith("pyleak.py") or site["line"] != want:
+            fail("rank 1 is %s, not grow (pyleak.py:%d)" % (site, want))
+        if p.poll() is not None:
+            fail("the interpreter died")
+    finally:
+        stop(p)
+    print("ok: the Python line at rank 1: %s" % site)
+
+
+def main():
+    global A, TMP
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--leaky")
+    ap.add_argument("--static")
+    ap.add_argument("--cycles", type=int, default=3)
+    A = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="lg-attach-") as d:
+        TMP = d
+        globals()["case_" + A.case]()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * target.c - a program for `leakguard attach` tests (tests/attach.cmake): threads
+ * hammering malloc/free, one looping malloc_trim, one looping dlopen/dlclose, threads
+ * that start and exit, a planted leak (leak_here) and a progress counter it writes
+ * to the file named by argv[1] (the pid first, then the count, every 50 ms).
+ * argv[2] (optional): megabytes allocated at start, freed once ARGV1.free exists.
+ * ATTACH_FORK=1: a thread forks every 20 ms (the child allocates, frees, exits 0); a
+ * child that dies otherwise is written to ARGV1.forkfail.
+ * ATTACH_LEAKY=LIB: once ARGV1.go exists, LIB is dlopen'ed and its leaky() called
+ * every 50 ms.
+ */
+#include <sys/wait.h>
+#include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static _Atomic unsigned long progress;
+
+__attribute__((noinline)) static void *leak_here(size_t n) {
+  void *p = malloc(n);
+  memset(p, 1, n);
+  return p;
+}
+
+static void *hammer(void *arg) {
+  (void)arg;
+  void *keep[64] = {0};
+  for (unsigned i = 0;; i++) {
+    unsigned k = i % 64;
+    free(keep[k]);
+    keep[k] = malloc(16 + (i * 37) % 4000);
+    if (i % 1024 == 0) atomic_fetch_add(&progress, 1);
+  }
+  return NULL;
+}
+static void *trimmer(void *arg) {
+  (void)arg;
+  for (;;) {
+    malloc_trim(0);
+    usleep(1000);
+  }
+  return NULL;
+}
+static void *loader(void *arg) {
+  (void)arg;
+  for (;;) {
+    void *h = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
+    if (h) dlclose(h);
+    void *z = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (z) dlclose(z);
+    usleep(2000);
+  }
+  return NULL;
+}
+static void *brief(void *arg) { return malloc((size_t)(uintptr_t)arg); }
+static void *spawner(void *arg) {
+  (void)arg;
+  for (;;) {
+    pthread_t t;
+    void *r;
+    if (pthread_create(&t, NULL, brief, (void *)(uintptr_t)100) == 0) {
+      pthread_join(t, &r);
+      free(r);
+    }
+    usleep(500);
+  }
+  return NULL;
+}
+
+static const char *prog;
+static void *forker(void *arg) {
+  (void)arg;
+  for (;;) {
+    pid_t c = fork();
+    if (c == 0) {
+      for (int i = 0; i < 1000; i++) free(malloc(64 + i));
+      _exit(0);
+    }
+    int st = 0;
+    if (c > 0 && waitpid(c, &st, 0) == c && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+      char p[4096];
+      snprintf(p, sizeof p, "%s.forkfail", prog);
+      FILE *f = fopen(p, "a");
+      if (f) {
+        fprintf(f, "child status %d\n", st);
+        fclose(f);
+      }
+    }
+    usleep(20000);
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  prog = argv[1];
+  const char *leaky_lib = getenv("ATTACH_LEAKY");
+  void (*leaky)(void) = NULL;
+  char go[4096];
+  snprintf(go, sizeof go, "%s.go", argv[1]);
+  size_t big_mb = argc > 2 ? strtoul(argv[2], NULL, 10) : 0;
+  char freeit[4096];
+  snprintf(freeit, sizeof freeit, "%s.free", argv[1]);
+  char **big = NULL;
+  if (big_mb) {
+    big = malloc(big_mb * sizeof *big);
+    for (size_t i = 0; i < big_mb; i++) {
+      big[i] = malloc(1 << 20);
+      memset(big[i], 2, 1 << 20);
+    }
+  }
+  pthread_t t;
+  for (int i = 0; i < 3; i++) pthread_create(&t, NULL, hammer, NULL);
+  if (!getenv("ATTACH_CHURN_ONLY")) { /* ATTACH_CHURN_ONLY=1: the hammering threads alone (bench) */
+    pthread_create(&t, NULL, trimmer, NULL);
+    pthread_create(&t, NULL, loader, NULL);
+    pthread_create(&t, NULL, spawner, NULL);
+  }
+  if (getenv("ATTACH_FORK")) pthread_create(&t, NULL, forker, NULL);
+  for (unsigned long tick = 0;; tick++) {
+    if (tick % 2 == 0) leak_here(4096); /* 40 KiB/s */
+    if (leaky_lib && !leaky && access(go, F_OK) == 0) {
+      void *h = dlopen(leaky_lib, RTLD_NOW);
+      if (h) *(void **)&leaky = dlsym(h, "leaky");
+    }
+    if (leaky) leaky();
+    if (big && access(freeit, F_OK) == 0) {
+      for (size_t i = 0; i < big_mb; i++) free(big[i]);
+      free(big);
+      big = NULL;
+    }
+    FILE *f = fopen(argv[1], "w");
+    if (f) {
+      fprintf(f, "%d %lu\n", (int)getpid(), atomic_load(&progress));
+      fclose(f);
+    }
+    usleep(50000);
+  }
+}
