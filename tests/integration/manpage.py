@@ -14,7 +14,7 @@ import sys
 
 # each command's options are documented in its section of the man page
 COMMANDS = {"run": "OPTIONS (run)", "report": "OPTIONS (report)", "diff": "DIFF", "merge": "MERGE",
-            "classify": "CLASSIFY", "guard": "GUARD"}
+            "classify": "CLASSIFY", "guard": "GUARD", "attach": "ATTACH"}
 
 
 def section(man, title):
