@@ -673,50 +673,6 @@ static void restore_all(void) {
 
 /* ------------------------------------------------------------------ hello */
 
-static int send_hello(void) {
-  int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (s < 0) return -1;
-  struct sockaddr_un a;
-  memset(&a, 0, sizeof a);
-  a.sun_family = AF_UNIX;
-  memcpy(a.sun_path, lgi_g.sock_path, sizeof a.sun_path - 1);
-  if (syscall(SYS_connect, s, (struct sockaddr *)&a, sizeof a) < 0) goto fail;
-  lg_hello_t h;
-  memset(&h, 0, sizeof h);
-  h.magic = LG_HELLO_MAGIC;
-  h.version = LG_REGION_VERSION;
-  h.kind = LG_HELLO_START;
-  h.pid = lgi_g.hdr->pid;
-  h.ppid = lgi_g.hdr->ppid;
-  h.region_size = lgi_g.hdr->size;
-  ssize_t k = (ssize_t)syscall(SYS_readlink, "/proc/self/exe", h.exe, sizeof h.exe - 1);
-  h.exe[k > 0 ? k : 0] = 0;
-  struct iovec iov = {&h, sizeof h};
-  union {
-    char buf[CMSG_SPACE(sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  memset(&u, 0, sizeof u);
-  struct msghdr m;
-  memset(&m, 0, sizeof m);
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = u.buf;
-  m.msg_controllen = sizeof u.buf;
-  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &lgi_g.fd, sizeof(int));
-  if (syscall(SYS_sendmsg, s, &m, MSG_NOSIGNAL) != (long)sizeof h) goto fail;
-  lgi_g.conn = s;
-  lgi_fd_identity(s, &lgi_g.conn_dev, &lgi_g.conn_ino);
-  return s;
-fail:
-  syscall(SYS_close, s);
-  return -1;
-}
-
 /* ------------------------------------------------------------------ detach, watcher */
 
 static int cli_pidfd = -1;
@@ -895,7 +851,7 @@ LG_API uintptr_t lg_agent_start(const char *cfg) {
     rc = 3;
     goto out;
   }
-  if (send_hello() < 0) {
+  if (lgi_send_hello(LG_HELLO_START) < 0) {
     rc = 4;
     goto out;
   }

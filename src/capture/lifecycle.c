@@ -48,58 +48,6 @@ static unsigned long parse_ul(const char *s, unsigned long dflt) {
   return v;
 }
 
-static int send_hello(unsigned kind) {
-  int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (s < 0) return -1;
-  struct sockaddr_un a;
-  memset(&a, 0, sizeof a);
-  a.sun_family = AF_UNIX;
-  memcpy(a.sun_path, lgi_g.sock_path, sizeof a.sun_path - 1);
-  int rc;
-  do rc = (int)syscall(SYS_connect, s, (struct sockaddr *)&a, sizeof a);
-  while (rc < 0 && errno == EINTR);
-  if (rc < 0) goto fail;
-  lg_hello_t h;
-  memset(&h, 0, sizeof h);
-  h.magic = LG_HELLO_MAGIC;
-  h.version = LG_REGION_VERSION;
-  h.kind = kind;
-  h.pid = lgi_g.hdr->pid;
-  h.ppid = lgi_g.hdr->ppid;
-  h.region_size = lgi_g.hdr->size;
-  ssize_t k = (ssize_t)syscall(SYS_readlink, "/proc/self/exe", h.exe, sizeof h.exe - 1);
-  h.exe[k > 0 ? k : 0] = 0;
-  struct iovec iov = {&h, sizeof h};
-  union {
-    char buf[CMSG_SPACE(sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  memset(&u, 0, sizeof u);
-  struct msghdr m;
-  memset(&m, 0, sizeof m);
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = u.buf;
-  m.msg_controllen = sizeof u.buf;
-  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &lgi_g.fd, sizeof(int));
-  do rc = (int)syscall(SYS_sendmsg, s, &m, MSG_NOSIGNAL);
-  while (rc < 0 && errno == EINTR);
-  if (rc != (int)sizeof h) goto fail;
-  /* Kept open until exit/exec (close-on-exec). Its EOF is a hint for the collector,
-   * not the proof that we are gone: the program may close it (close_range, dup2),
-   * and the collector then watches the process itself (pidfd). */
-  lgi_g.conn = s;
-  lgi_fd_identity(s, &lgi_g.conn_dev, &lgi_g.conn_ino);
-  return s;
-fail:
-  syscall(SYS_close, s);
-  return -1;
-}
-
 static void thread_exit(void *arg) {
   (void)arg;
   lgi_tls_t *t = &lgi_tls;
@@ -161,7 +109,7 @@ void lgi_atfork_child(void) {
     lgi_g.conn = -1;
     /* The region lock stays the parent's to release: the child's own region is the
      * copy (its lock free), or a private one unlocked here. */
-    if (!lgi_g.follow || lgi_region_fork_adopt() != 0 || send_hello(LG_HELLO_FORK) < 0) {
+    if (!lgi_g.follow || lgi_region_fork_adopt() != 0 || lgi_send_hello(LG_HELLO_FORK) < 0) {
       /* Unrecorded child: make it stop writing into the parent's region. */
       lgi_g.enabled = 0;
       lgi_region_fork_discard();
@@ -280,7 +228,7 @@ static int do_init(void) {
     lgi_unwind_init();
     lgi_python_detect();
     if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, flags) == 0) {
-      if (send_hello(LG_HELLO_START) >= 0) {
+      if (lgi_send_hello(LG_HELLO_START) >= 0) {
         pthread_key_create(&thread_key, thread_exit);
         pthread_atfork(lgi_atfork_prepare, lgi_atfork_parent, lgi_atfork_child);
         lgi_g.enabled = 1;

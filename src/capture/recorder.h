@@ -101,6 +101,9 @@ LGI_HIDDEN extern lgi_global_t lgi_g;
 LGI_HIDDEN int lgi_fd_is(int fd, uint64_t dev, uint64_t ino);
 /* Saves fd's device and inode in *dev, *ino (0, 0 when fstat fails). */
 LGI_HIDDEN void lgi_fd_identity(int fd, uint64_t *dev, uint64_t *ino);
+/* Connects to the collector and sends a hello (LG_HELLO_START, LG_HELLO_FORK) with the
+ * region's memfd; keeps the connection in lgi_g.conn. The socket, or -1. */
+LGI_HIDDEN int lgi_send_hello(unsigned kind);
 
 /* Creates and maps a region sized for `depth`-frame stacks; returns 0 or -errno. */
 LGI_HIDDEN int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags);

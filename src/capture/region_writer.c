@@ -14,8 +14,10 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -473,4 +475,58 @@ lg_site_ctr_t *lgi_site_ctr(lgi_tls_t *t, uint32_t site) {
     else off = z;
   }
   return LG_PTR(h, off, lg_site_ctr_t *) + (site % LG_SITES_PER_CHUNK);
+}
+
+/* Connects to the collector (lgi_g.sock_path) and sends the hello of `kind` with the
+ * region's memfd. Raw system calls, no allocation. */
+int lgi_send_hello(unsigned kind) {
+  int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  memcpy(a.sun_path, lgi_g.sock_path, sizeof a.sun_path - 1);
+  int rc;
+  do rc = (int)syscall(SYS_connect, s, (struct sockaddr *)&a, sizeof a);
+  while (rc < 0 && errno == EINTR);
+  if (rc < 0) goto fail;
+  lg_hello_t h;
+  memset(&h, 0, sizeof h);
+  h.magic = LG_HELLO_MAGIC;
+  h.version = LG_REGION_VERSION;
+  h.kind = kind;
+  h.pid = lgi_g.hdr->pid;
+  h.ppid = lgi_g.hdr->ppid;
+  h.region_size = lgi_g.hdr->size;
+  ssize_t k = (ssize_t)syscall(SYS_readlink, "/proc/self/exe", h.exe, sizeof h.exe - 1);
+  h.exe[k > 0 ? k : 0] = 0;
+  struct iovec iov = {&h, sizeof h};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  memset(&u, 0, sizeof u);
+  struct msghdr m;
+  memset(&m, 0, sizeof m);
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = u.buf;
+  m.msg_controllen = sizeof u.buf;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &lgi_g.fd, sizeof(int));
+  do rc = (int)syscall(SYS_sendmsg, s, &m, MSG_NOSIGNAL);
+  while (rc < 0 && errno == EINTR);
+  if (rc != (int)sizeof h) goto fail;
+  /* Kept open until exit/exec (close-on-exec). Its EOF is a hint for the collector,
+   * not the proof that we are gone: the program may close it (close_range, dup2),
+   * and the collector then watches the process itself (pidfd). */
+  lgi_g.conn = s;
+  lgi_fd_identity(s, &lgi_g.conn_dev, &lgi_g.conn_ino);
+  return s;
+fail:
+  syscall(SYS_close, s);
+  return -1;
 }
