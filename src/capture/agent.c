@@ -96,8 +96,8 @@ typedef struct ent {
   uint64_t size;
 } ent_t;
 typedef struct stripe {
-  _Atomic uint32_t lock;
-  _Atomic uint32_t seq; /* odd while a writer changes the stripe (lookups without the lock) */
+  _Atomic uintptr_t lock; /* 0, or the holder thread's lgi_tls address */
+  _Atomic uint32_t seq;   /* odd while a writer changes the stripe (lookups without the lock) */
   uint32_t n;
   ent_t *e;
 } __attribute__((aligned(64))) stripe_t;
@@ -125,11 +125,21 @@ static inline uint64_t hash_ptr(uintptr_t p) {
   uint64_t h = (uint64_t)p * 0x9E3779B97F4A7C15ULL;
   return h ^ (h >> 29);
 }
-static inline void st_lock(stripe_t *s) {
-  while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
+/* 0 with the stripe locked; -1, without waiting, when this thread already holds it: a
+ * signal handler that allocates or frees has interrupted the thread's own table
+ * operation, and spinning would never end. The caller then leaves the table as it is
+ * (a block not recorded, or an entry left stale: table_put reports it when the
+ * address is handed out again). */
+static inline int st_lock(stripe_t *s) {
+  uintptr_t self = (uintptr_t)&lgi_tls, cur = 0;
+  while (!atomic_compare_exchange_weak_explicit(&s->lock, &cur, self, memory_order_acquire, memory_order_relaxed)) {
+    if (cur == self) return -1;
     while (atomic_load_explicit(&s->lock, memory_order_relaxed)) __builtin_ia32_pause();
+    cur = 0;
+  }
   atomic_fetch_add_explicit(&s->seq, 1, memory_order_relaxed);
   atomic_thread_fence(memory_order_release);
+  return 0;
 }
 static inline void st_unlock(stripe_t *s) {
   atomic_fetch_add_explicit(&s->seq, 1, memory_order_release);
@@ -177,12 +187,12 @@ static int table_init(void) {
 
 /* Inserts p; *old gets a stale entry of the same address (its free was missed: a
  * pointer taken before the patch reached the real free), old->key 0 if none.
- * 0, or -1 when the stripe is full. */
+ * 0, -1 when the stripe is full, -2 inside this thread's own table operation. */
 static int table_put(uintptr_t p, uint32_t site, uint32_t epoch, uint64_t size, ent_t *old) {
   uint64_t h = hash_ptr(p);
   stripe_t *s = &stripes[h & (STRIPES - 1)];
   old->key = 0;
-  st_lock(s);
+  if (st_lock(s) != 0) return -2;
   if (s->n >= STRIPE_CAP * 7 / 8) {
     st_unlock(s);
     return -1;
@@ -204,7 +214,7 @@ static int table_put(uintptr_t p, uint32_t site, uint32_t epoch, uint64_t size, 
 static int table_take(uintptr_t p, ent_t *out) {
   uint64_t h = hash_ptr(p);
   stripe_t *s = &stripes[h & (STRIPES - 1)];
-  st_lock(s);
+  if (st_lock(s) != 0) return 0;
   uint32_t i = (uint32_t)(h >> 8) & (STRIPE_CAP - 1);
   while (s->e[i].key && s->e[i].key != p) i = (i + 1) & (STRIPE_CAP - 1);
   if (!s->e[i].key) {
@@ -379,8 +389,9 @@ static __attribute__((noinline)) void record(lgi_tls_t *t, void *p, size_t size,
   uint32_t site = lgi_capture_all(t, ra0, cfa0, LG_SPACE_HOST);
   uint32_t ep = lgi_epoch();
   ent_t old;
-  if (table_put((uintptr_t)p, site, ep, size, &old) != 0) {
-    atomic_fetch_add_explicit(&stats.table_full, 1, memory_order_relaxed);
+  int rc = table_put((uintptr_t)p, site, ep, size, &old);
+  if (rc != 0) {
+    if (rc == -1) atomic_fetch_add_explicit(&stats.table_full, 1, memory_order_relaxed);
     t->guard--;
     return;
   }
@@ -757,7 +768,7 @@ static void restart(void) {
   stats.slots_restored = 0;
   stats.table_full = 0;
   /* the table's pages go back to the kernel (they read as zeros: empty) */
-  for (int i = 0; i < STRIPES; i++) st_lock(&stripes[i]);
+  for (int i = 0; i < STRIPES; i++) (void)st_lock(&stripes[i]);
   syscall(SYS_madvise, stripes[0].e, (size_t)STRIPES * STRIPE_CAP * sizeof(ent_t), MADV_DONTNEED);
   memset(filter, 0, (size_t)1 << FILTER_BITS);
   for (int i = 0; i < STRIPES; i++) {
