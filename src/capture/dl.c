@@ -200,9 +200,16 @@ void *lgi_real_dlvsym_ptr;
 __attribute__((used)) void *lgi_dlvsym_resolve(void) {
   void *p = __atomic_load_n(&lgi_real_dlvsym_ptr, __ATOMIC_ACQUIRE);
   if (LGI_LIKELY(p)) return p;
-  /* libc.so.6: the object that holds dl_iterate_phdr, which we do not interpose */
+  /* libc.so.6: the object that holds dl_iterate_phdr, which we do not interpose; but
+   * a program may (tests/torture/tt_forkunwind.c), and then that address is the
+   * program's: the loaded objects in order, the first named libc.so.6. */
   struct link_map *libc = map_of((const void *)dl_iterate_phdr);
   p = libc ? elf_lookup(libc, "dlvsym") : NULL;
+  for (struct link_map *lm = _r_debug.r_map; !p && lm; lm = lm->l_next) {
+    const char *n = lm->l_name ? strrchr(lm->l_name, '/') : NULL;
+    n = n ? n + 1 : lm->l_name;
+    if (n && !strcmp(n, "libc.so.6")) p = elf_lookup(lm, "dlvsym");
+  }
   Dl_info di;
   if (!p || !dladdr(p, &di) || !di.dli_sname || strcmp(di.dli_sname, "dlvsym") != 0) {
     static const char msg[] = "leakguard: cannot find the real dlvsym, aborting\n";

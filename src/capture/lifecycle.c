@@ -62,9 +62,10 @@ static void thread_exit(void *arg) {
 void lgi_atfork_prepare(void) {
   lgi_tls.guard++;
   if (lgi_g.enabled) {
-    lgi_cuda_atfork(0); /* order: CUDA table, region, mmap table (never held the other way) */
-    lgi_lock();         /* no stack insert is half done while we copy */
-    lgi_mm_lock_take(); /* nor a change of the mmap table */
+    lgi_unwind_fork_prepare(&lgi_tls); /* first: an unwinding thread holds none of ours */
+    lgi_cuda_atfork(0);                /* order: CUDA table, region, mmap table (never held the other way) */
+    lgi_lock();                        /* no stack insert is half done while we copy */
+    lgi_mm_lock_take();                /* nor a change of the mmap table */
     /* the child's copy, made now: after the fork the parent writes on (region_writer.c) */
     lgi_g.fork_fd = -1;
     if (lgi_g.follow) (void)lgi_region_fork_prepare();
@@ -76,6 +77,7 @@ void lgi_atfork_parent(void) {
     lgi_cuda_atfork(1);
     lgi_mm_lock_drop();
     lgi_unlock();
+    lgi_unwind_fork_parent();
   }
   lgi_tls.guard--;
 }
@@ -101,6 +103,7 @@ static void region_make_private(void) {
 
 void lgi_atfork_child(void) {
   if (lgi_g.enabled) {
+    int safe = lgi_unwind_fork_child(&lgi_tls);
     lgi_cuda_atfork(2);
     lgi_mm_lock_drop();
     /* The parent's connection is the parent's: closed here (if the descriptor is
@@ -109,7 +112,7 @@ void lgi_atfork_child(void) {
     lgi_g.conn = -1;
     /* The region lock stays the parent's to release: the child's own region is the
      * copy (its lock free), or a private one unlocked here. */
-    if (!lgi_g.follow || lgi_region_fork_adopt() != 0 || lgi_send_hello(LG_HELLO_FORK) < 0) {
+    if (!safe || !lgi_g.follow || lgi_region_fork_adopt() != 0 || lgi_send_hello(LG_HELLO_FORK) < 0) {
       /* Unrecorded child: make it stop writing into the parent's region. */
       lgi_g.enabled = 0;
       lgi_region_fork_discard();

@@ -65,6 +65,7 @@ typedef struct lgi_tls {
   uintptr_t stack_lo, stack_hi; /* this thread's own stack, once stack_known */
   int stack_known;              /* 0 not yet, 1 yes, -1 unknown (no bounds) */
   int in_getattr;               /* inside the program's pthread_getattr_np (unwind.c) */
+  int in_unwind;                /* inside libunwind (unwind.c: fork waits for none) */
   lgi_unw_mem_t *umem;          /* unwind.c's cache and buffers, mmap'd on first use */
   uint16_t tag;                 /* current lg_tag_push() tag, 0 = none */
   uint16_t tag_depth;
@@ -245,5 +246,13 @@ LGI_HIDDEN void lgi_unwind_init(void);
 /* Finds the thread's stack bounds (its first allocation: lgi_thread_ready). */
 LGI_HIDDEN void lgi_unwind_thread_start(lgi_tls_t *t);
 LGI_HIDDEN void lgi_unwind_thread_exit(lgi_tls_t *t);
+/* fork: the prepare handler waits until no other thread is inside libunwind (whose
+ * locks, and glibc's dl_iterate_phdr lock, a child would inherit held); the others
+ * then release the threads that wait to unwind. */
+LGI_HIDDEN void lgi_unwind_fork_prepare(lgi_tls_t *t);
+LGI_HIDDEN void lgi_unwind_fork_parent(void);
+/* 0: a thread was still inside libunwind (or this one, interrupted by the handler
+ * that forks): the child must not be recorded. */
+LGI_HIDDEN int lgi_unwind_fork_child(lgi_tls_t *t);
 
 #endif

@@ -26,10 +26,13 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 #include <dlfcn.h>
 #include <link.h>
@@ -93,6 +96,93 @@ void lgi_unwind_init(void) {
   unw_set_cache_size(unw_local_addr_space, 4096, 0);
   if (!real_getattr)
     __atomic_store_n(&real_getattr, (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np"), __ATOMIC_RELEASE);
+}
+
+/* ---- fork while other threads unwind
+ *
+ * libunwind takes a mutex of its own while it steps (with every signal blocked), and
+ * on a frame-cache miss glibc's dl_iterate_phdr lock, which glibc's fork does not
+ * reset in the child. A thread of the parent inside libunwind at the fork leaves the
+ * child a lock that nobody will release: the child's first unwind then hangs for
+ * good, deaf to every signal but SIGKILL (tests/torture "forks" caught it; the glibc
+ * part alone: a thread looping dl_iterate_phdr while another forks hangs the first
+ * child). So an unwind counts itself in `unwinders`, and the prepare handler raises
+ * `fork_pending` and waits until the count is down to its own thread's.
+ *
+ * Neither side blocks on the other for long: a thread that finds a fork pending waits
+ * at most LGI_FORK_WAIT_NS, then records that block with its caller alone (it may hold
+ * a lock of glibc's that the fork needs: NSS's, stdio's); the forking thread waits at
+ * most LGI_FORK_DRAIN_NS (a thread stuck inside libunwind), and that child is then not
+ * recorded: the recorder's own dl_iterate_phdr (a stack in a new module) would hang
+ * in it as well. */
+#define LGI_FORK_WAIT_NS 100000000ULL   /* 100 ms */
+#define LGI_FORK_DRAIN_NS 2000000000ULL /* 2 s */
+static atomic_int unwinders;
+static atomic_int fork_pending;
+static int fork_unsafe; /* the child cannot trust libunwind's or glibc's loader locks */
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* 1: the caller may call libunwind, and must call unwind_leave after. */
+static int unwind_enter(lgi_tls_t *t) {
+  uint64_t t0 = 0;
+  for (;;) {
+    atomic_fetch_add(&unwinders, 1); /* seq_cst: ordered against the load below */
+    if (LGI_LIKELY(!atomic_load(&fork_pending))) {
+      t->in_unwind = 1;
+      return 1;
+    }
+    atomic_fetch_sub(&unwinders, 1);
+    int e = errno;
+    uint64_t now = mono_ns();
+    if (!t0) t0 = now;
+    else if (now - t0 > LGI_FORK_WAIT_NS) {
+      errno = e;
+      return 0;
+    }
+    sched_yield();
+    errno = e;
+  }
+}
+
+static void unwind_leave(lgi_tls_t *t) {
+  t->in_unwind = 0;
+  atomic_fetch_sub(&unwinders, 1);
+}
+
+void lgi_unwind_fork_prepare(lgi_tls_t *t) {
+  atomic_store(&fork_pending, 1);
+  int own = t->in_unwind ? 1 : 0; /* fork from a handler that interrupted our unwind */
+  fork_unsafe = own;
+  uint64_t t0 = 0;
+  int e = errno;
+  while (atomic_load(&unwinders) > own) {
+    uint64_t now = mono_ns();
+    if (!t0) t0 = now;
+    else if (now - t0 > LGI_FORK_DRAIN_NS) {
+      fork_unsafe = 1;
+      break;
+    }
+    sched_yield();
+  }
+  errno = e;
+}
+
+void lgi_unwind_fork_parent(void) {
+  fork_unsafe = 0;
+  atomic_store(&fork_pending, 0);
+}
+
+int lgi_unwind_fork_child(lgi_tls_t *t) {
+  int safe = !fork_unsafe;
+  atomic_store(&unwinders, t->in_unwind ? 1 : 0);
+  fork_unsafe = 0;
+  atomic_store(&fork_pending, 0);
+  return safe;
 }
 
 /* This thread's own stack [stack_lo, stack_hi): frames lie below stack_hi, and an
@@ -203,7 +293,10 @@ void lgi_unwind_thread_exit(lgi_tls_t *t) {
 static unsigned native_head(uintptr_t ra0, uint64_t *ips, void **bt) {
   unsigned n = 0;
   ips[n++] = ra0;
+  lgi_tls_t *t = &lgi_tls;
+  if (!unwind_enter(t)) return n;
   int k = unw_backtrace(bt, LGI_PY_NATIVE + 8), i = 0;
+  unwind_leave(t);
   while (i < k && (uintptr_t)bt[i] != ra0) i++;
   for (i++; i < k && n < LGI_PY_NATIVE; i++) {
     ips[n++] = (uint64_t)(uintptr_t)bt[i];
@@ -227,7 +320,7 @@ static uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, ui
     if (i == e->depth) return e->id;
   }
 
-  if (!room_to_unwind(t)) {
+  if (!room_to_unwind(t) || !unwind_enter(t)) {
     uint64_t ip = ra0;
     return lgi_stack_intern(&ip, 1, space);
   }
@@ -246,6 +339,7 @@ static uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, ui
    * of its caller's frame, above the callee's). unw_step would give the stack pointers
    * directly but costs two sigprocmask calls per frame. */
   int k = unw_backtrace(bt, LG_MAX_DEPTH + 8), i = 0;
+  unwind_leave(t);
   while (i < k && (uintptr_t)bt[i] != ra0) i++;
   uintptr_t scan = cfa0, top = t->stack_hi;
   int slots_ok = t->stack_known > 0 && cfa0 >= t->stack_lo && cfa0 < top;

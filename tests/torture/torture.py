@@ -70,6 +70,12 @@ CASES = {
     "signals": dict(argv=["{bin}/tt_fine", "signals"], leak=C_LEAK),
     "forks": dict(argv=["{bin}/tt_fine", "forks"], leak=C_LEAK,
                   children=[(k, 4) for k in range(50)]),
+    # fork while another thread is inside libunwind (tt_forkunwind.c): the child must
+    # not inherit its locks held; "stuck" outlasts the recorder's wait for it.
+    "forkunwind": dict(argv=["{bin}/tt_forkunwind", "hold"], leak=C_LEAK, children=[(7, 1)],
+                       stderr_once="holder inside dl_iterate_phdr"),
+    "forkunwind_stuck": dict(argv=["{bin}/tt_forkunwind", "stuck"], leak=C_LEAK, runs=1,
+                             stderr_once="holder inside dl_iterate_phdr"),
     "cancel": dict(argv=["{bin}/tt_fine", "cancel"], leak=C_LEAK),
     "altstack": dict(argv=["{bin}/tt_fine", "altstack"], leak=C_LEAK),
     "altstack8k": dict(argv=["{bin}/tt_fine", "altstack8k"], leak=C_LEAK),
