@@ -8,16 +8,20 @@ target_compile_options(attach_target PRIVATE -O1 -fno-builtin -fno-omit-frame-po
 target_link_libraries(attach_target PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 add_library(attach_leaky SHARED ${LGA_ROOT}/tests/attach/leaky.c)
 target_compile_options(attach_leaky PRIVATE -O1 -fno-builtin)
+add_executable(attach_idle ${LGA_ROOT}/tests/attach/idle.c)
+target_compile_options(attach_idle PRIVATE -O1 -fno-builtin -fno-omit-frame-pointer)
+target_link_libraries(attach_idle PRIVATE Threads::Threads)
 add_executable(attach_static ${LGA_ROOT}/tests/attach/static_sleeper.c)
 target_link_options(attach_static PRIVATE -static)
 set(LGA_ARGS --cli $<TARGET_FILE:leakguard-cli> --target $<TARGET_FILE:attach_target>
-    --leaky $<TARGET_FILE:attach_leaky> --static $<TARGET_FILE:attach_static>)
+    --leaky $<TARGET_FILE:attach_leaky> --static $<TARGET_FILE:attach_static>
+    --idle $<TARGET_FILE:attach_idle>)
 # "cycles": 3 short attach/detach cycles and a long one here (CI time);
 # bench/attach_bench.sh runs 50 and measures the stop times.
 if(LG_SANITIZE)
   list(APPEND LGA_ARGS --cycles 1) # the sanitized CLI is slower: CI time
 endif()
-foreach(case cycles got kill_cli fork dlopen_lib preattach errors python)
+foreach(case cycles got kill_cli fork dlopen_lib preattach errors python idle)
   add_test(NAME attach_${case} COMMAND ${Python3_EXECUTABLE} ${LGA_ROOT}/tests/attach/attach_test.py ${case} ${LGA_ARGS})
   set_tests_properties(attach_${case} PROPERTIES TIMEOUT 120 LABELS "attach")
 endforeach()

@@ -213,9 +213,10 @@ static int attach(attach_opts_t *o) {
   }
   if (!o->quiet)
     fprintf(stderr,
-            "leakguard: attached to process %d (all threads stopped %.1f ms, loading thread %.1f ms); recording "
-            "from %s\n",
-            (int)o->pid, res.all_stopped_ms, res.caller_ms, began);
+            "leakguard: attached to process %d (all threads stopped %.1f ms, loading thread %.1f ms%s); "
+            "recording from %s\n",
+            (int)o->pid, res.all_stopped_ms, res.caller_ms, res.idle ? ", idle: loaded in a waiting thread" : "",
+            began);
   snprintf(v, sizeof v, "%.3f", res.all_stopped_ms);
   lgst_meta(db, "attach_stopped_ms", v);
   if (lgc_run(col) != 0) lgu_err("attach: out of memory in the collector; the recording may be incomplete");

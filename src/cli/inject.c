@@ -9,6 +9,9 @@
  * 3. The first thread that reaches one stops there, holding no allocator lock. The
  *    breakpoints go, the other threads are stopped; unless ld.so's _r_debug.r_state is
  *    RT_CONSISTENT (no dlopen/dlclose half done), they run on and we wait again.
+ *    An idle target reaches neither within LG_INJECT_WAIT_MS: a thread stopped inside
+ *    a blocking system call that allocator code never makes (read, poll, epoll_wait,
+ *    nanosleep...: in_safe_syscall) is taken instead; its call is restarted after.
  * 4. The other threads run on (a lock one of them holds is released as it would be);
  *    in the stopped thread we call dlopen(agent, RTLD_NOW), dlsym(h,
  *    "lg_agent_start") and lg_agent_start(cfg) (System V ABI, 16-byte aligned stack
@@ -27,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -34,6 +38,10 @@
 #include <unistd.h>
 
 #include "cli/inject.h"
+
+/* How long the threads run with the breakpoints set before a thread waiting in a
+ * system call is taken instead (an idle target). */
+#define LG_INJECT_WAIT_MS 2000
 
 #define OPTS (PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_EXITKILL * 0)
 
@@ -368,6 +376,50 @@ static int seize_all(inj_t *s) {
   return 0;
 }
 
+/* A thread stopped (PTRACE_INTERRUPT) inside a blocking system call that no allocator
+ * or loader code makes: it holds none of their locks, so it can run dlopen as well as
+ * a thread stopped at malloc's entry. futex is not one (malloc waits on its arena lock
+ * in futex). Its registers still say the call was interrupted (-ERESTART*, or -EINTR
+ * for the calls that return it even to a stop): once they are put back, the kernel
+ * restarts it on the way out of the stop, as after any signal without a handler. */
+static int in_safe_syscall(const struct user_regs_struct *r) {
+  long nr = (long)r->orig_rax, rv = (long)r->rax;
+  if (rv != -4 /* EINTR */ && rv != -512 && rv != -513 && rv != -514 && rv != -516) return 0;
+  switch (nr) {
+  case SYS_read:
+  case SYS_readv:
+  case SYS_pread64:
+  case SYS_recvfrom:
+  case SYS_recvmsg:
+  case SYS_accept:
+  case SYS_accept4:
+  case SYS_poll:
+  case SYS_ppoll:
+  case SYS_select:
+  case SYS_pselect6:
+  case SYS_epoll_wait:
+  case SYS_epoll_pwait:
+  case SYS_nanosleep:
+  case SYS_clock_nanosleep:
+  case SYS_pause:
+  case SYS_rt_sigsuspend:
+  case SYS_rt_sigtimedwait:
+  case SYS_wait4:
+  case SYS_waitid: return 1;
+  default: return 0;
+  }
+}
+
+/* With every thread stopped: one waiting in such a call, or 0. */
+static pid_t idle_caller(inj_t *s) {
+  for (int i = 0; i < s->n; i++) {
+    struct user_regs_struct r;
+    if (!s->t[i].gone && s->t[i].stopped && ptrace(PTRACE_GETREGS, s->t[i].tid, NULL, &r) == 0 && in_safe_syscall(&r))
+      return s->t[i].tid;
+  }
+  return 0;
+}
+
 static int stop_all(inj_t *s, double deadline) {
   s->mode = 0;
   for (int i = 0; i < s->n; i++)
@@ -500,7 +552,7 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
       goto fail;
     }
     resume_all(&s, 0);
-    int w = pump(&s, any_hit, now_ms() + 5000);
+    int w = pump(&s, any_hit, now_ms() + LG_INJECT_WAIT_MS);
     t_stop = now_ms();
     set_bps(&s, 0);
     if (w == -ESRCH) {
@@ -513,11 +565,12 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
       rc = -ETIMEDOUT;
       goto fail;
     }
-    if (w == -ETIMEDOUT && !any_hit(&s)) {
+    pid_t idle = 0;
+    if (w == -ETIMEDOUT && !any_hit(&s) && !(idle = idle_caller(&s))) {
       snprintf(why, n,
-               "process %d made no malloc or free call within 5 s: an idle target cannot be attached yet "
-               "(docs/attach.md)",
-               (int)pid);
+               "process %d made no malloc or free call within %d s, and none of its threads waits in a "
+               "system call that can be interrupted safely (docs/attach.md)",
+               (int)pid, LG_INJECT_WAIT_MS / 1000);
       rc = -ETIMEDOUT;
       goto fail;
     }
@@ -543,6 +596,10 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
         caller = s.t[i].tid;
         break;
       }
+    if (!caller && idle) {
+      caller = idle;
+      res->idle = 1;
+    }
   }
   if (!caller) {
     snprintf(why, n, "process %d never reached a safe point (the loader stayed busy)", (int)pid);

@@ -27,13 +27,15 @@ typedef struct lg_inject_result {
   double all_stopped_ms; /* every thread of the target stopped */
   double caller_ms;      /* the thread that loads the agent, from its stop to its release */
   int tries;             /* breakpoint rounds (a round is dropped while the loader is busy) */
+  int idle;              /* loaded in a thread waiting in a system call (no malloc came) */
 } lg_inject_result_t;
 
 /* Checks that PID can be attached to (exists, not traced, not static, ptrace allowed):
  * 0, or -errno with a one-line reason in why. Nothing in the target is changed. */
 int lg_inject_check(pid_t pid, char *why, size_t n);
 
-/* Stops PID at a safe point (a malloc or free entry with the loader consistent), loads
+/* Stops PID at a safe point (a malloc or free entry, or in an idle target a thread
+ * waiting in a blocking system call, with the loader consistent), loads
  * agent there and calls lg_agent_start(cfg), then lets it go. 0 or -errno with a
  * one-line reason in why. */
 int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t *res, char *why, size_t n);

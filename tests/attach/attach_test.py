@@ -337,6 +337,49 @@ def case_errors():
     print("ok: no process, static, already traced, already recorded: one line each")
 
 
+def case_idle():
+    """A program that waits in read() and nanosleep and never allocates until told: the
+    agent is loaded in a waiting thread, the leak that follows is found, and the
+    interrupted calls go on (every line written is read)."""
+    prog = os.path.join(TMP, "idle")
+    p = subprocess.Popen([A.idle, prog], stdin=subprocess.PIPE)
+    try:
+        wait_for(lambda: os.path.exists(prog), "the idle program's first line")
+        time.sleep(0.3)
+        db = os.path.join(TMP, "idle.db")
+        cli = subprocess.Popen([A.cli, "attach", "--duration", "8", "-o", db, str(p.pid)],
+                               stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: any(l.endswith("libleakguard-agent.so") for l in maps(p.pid)),
+                 "the agent in the idle program", timeout=30)
+        sent = 0
+        while cli.poll() is None and sent < 400:  # 1 MiB every 0.25 s until the recording ends
+            p.stdin.write(b"leak 16\n")
+            p.stdin.flush()
+            sent += 1
+            time.sleep(0.25)
+        _, err = cli.communicate(timeout=60)
+        if cli.returncode != 0:
+            fail("attach to the idle program: rc %d %s" % (cli.returncode, err))
+        if "idle: loaded in a waiting thread" not in err:
+            fail("the attach did not say it loaded in a waiting thread: %r" % err)
+        funcs = leak_funcs(report(db))
+        if not funcs or funcs[0] != "leak_idle":
+            fail("the idle program's leak is not rank 1: %r" % funcs)
+        p.stdin.write(b"quit\n")
+        p.stdin.flush()
+        rc = p.wait(timeout=30)
+        with open(prog) as f:
+            lines, sleeps = (int(x) for x in f.read().split())
+        if rc != 0 or lines != sent + 1:
+            fail("the idle program after the attach: rc %d, %d lines read of %d" % (rc, lines, sent + 1))
+        if sleeps < 10:
+            fail("the sleeping thread stopped sleeping: %d sleeps" % sleeps)
+        print("ok: idle program attached in a waiting thread; leak_idle rank 1; %d of %d lines read; "
+              "%d sleeps" % (lines, sent + 1, sleeps))
+    finally:
+        stop(p)
+
+
 PYLEAK = """
 import time
 keep = []
@@ -391,6 +434,7 @@ def main():
     ap.add_argument("--target", required=True)
     ap.add_argument("--leaky")
     ap.add_argument("--static")
+    ap.add_argument("--idle")
     ap.add_argument("--cycles", type=int, default=3)
     A = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="lg-attach-") as d:
