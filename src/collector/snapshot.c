@@ -54,7 +54,29 @@ static void site_of_frames(const lgs_frame_t *fr, int nf, unsigned space, uint32
  * the region). A stack is queued when it holds 1 KiB or more, or (at the final
  * snapshot) 256 bytes. Programs such as Python make tens of thousands of short-lived
  * stacks at start-up; storing every one costs the collector seconds for nothing. Needs
- * the sums of lgm_collect. */
+ * the sums of lgm_collect.
+ *
+ * A stack that allocates and frees within a request (a decoder's scratch buffer) may
+ * hold nothing at every snapshot, yet be the program's biggest allocator: the report's
+ * site table sorts by bytes allocated too. At the final snapshot the HEAVY_TOP stacks
+ * that allocated the most (at least HEAVY_MIN bytes) are queued as well, so whether
+ * they are in the table does not depend on a snapshot catching them live. */
+enum { HEAVY_TOP = 32 };
+#define HEAVY_MIN ((uint64_t)1 << 20)
+
+/* The ids of the unqueued stacks that allocated the most, most first: *n of them. */
+static void heaviest(const lgm_proc_t *m, const uint8_t *queued, uint32_t *top, int *n) {
+  *n = 0;
+  for (uint32_t id = 2; id < m->nsites; id++) {
+    uint64_t ab = m->sites[id].alloc_bytes;
+    if (queued[id] || ab < HEAVY_MIN) continue;
+    if (*n == HEAVY_TOP && ab <= m->sites[top[HEAVY_TOP - 1]].alloc_bytes) continue;
+    int k = *n < HEAVY_TOP ? (*n)++ : HEAVY_TOP - 1;
+    while (k > 0 && m->sites[top[k - 1]].alloc_bytes < ab) top[k] = top[k - 1], k--;
+    top[k] = id;
+  }
+}
+
 static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
   lgm_proc_t *m = &p->m;
   uint32_t nm = lgm_nmodules(m);
@@ -79,6 +101,9 @@ static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
   }
   m->stacks_stored = ns;
   lgs_frame_t py[LG_MAX_DEPTH];
+  uint32_t heavy[HEAVY_TOP];
+  int nheavy = 0;
+  if (final) heaviest(m, p->symbolized, heavy, &nheavy);
   for (uint32_t id = 2; id < ns; id++) {
     if (p->symbolized[id]) continue;
     int64_t live = m->sites[id].live_bytes;
@@ -86,7 +111,9 @@ static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
     unsigned space = 0;
     unsigned depth = lgm_stack(m, id, &ips, &space);
     int is_py = depth > 0 && (ips[0] & LG_PYFRAME_BIT);
-    if (!(live >= 1024 || (final && live >= 256))) continue;
+    int heavy_one = 0;
+    for (int k = 0; k < nheavy && !heavy_one; k++) heavy_one = heavy[k] == id;
+    if (!(live >= 1024 || (final && live >= 256) || heavy_one)) continue;
     p->symbolized[id] = 1;
     if (lgc_symq_stack(c->symq, p, p->sym, m, id) != 0) p->symbolized[id] = 0;
     m->sites[id].known = p->symbolized[id];
