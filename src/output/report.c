@@ -466,11 +466,36 @@ static char *source_line(const char *file, int line) {
   return out;
 }
 
-int lgr_cmp_suspect(const void *a, const void *b) {
+static int cmp_strength(const void *a, const void *b) {
   const lgr_site_t *x = a, *y = b;
+  if (x->strength != y->strength) return x->strength < y->strength ? 1 : -1;
   if (x->r.growth_bytes_per_s != y->r.growth_bytes_per_s)
     return x->r.growth_bytes_per_s < y->r.growth_bytes_per_s ? 1 : -1;
   return (x->live_bytes < y->live_bytes) - (x->live_bytes > y->live_bytes);
+}
+
+/* Ranks growing sites, strongest first. The growth rate alone would put first a step
+ * seen in the last tenth of a second of a short run (two sampled blocks give a large
+ * rate over a short span) above a leak that grew for the whole run. The key weighs the
+ * rate by the detector's confidence and by how long the growth was seen:
+ *   strength = rate x confidence x span / (span + tau),
+ * span = the analysed growing part (until_s - since_s), tau = a tenth of the longest
+ * such span among the sites ranked together, at least 1 s. Growth seen over many tau
+ * counts at its full rate; growth seen for a moment counts a fraction of it. */
+void lgr_rank_sites(lgr_site_t *s, int n) {
+  double longest = 0;
+  for (int i = 0; i < n; i++) {
+    double span = s[i].r.until_s - s[i].r.since_s;
+    if (isfinite(span) && span > longest) longest = span;
+  }
+  double tau = fmax(1.0, 0.1 * longest);
+  for (int i = 0; i < n; i++) {
+    double span = s[i].r.until_s - s[i].r.since_s, rate = s[i].r.growth_bytes_per_s;
+    double conf = isfinite(s[i].r.confidence) ? fmin(1, fmax(0, s[i].r.confidence)) : 0;
+    if (!isfinite(span) || span < 0) span = 0;
+    s[i].strength = isfinite(rate) && rate > 0 ? rate * conf * span / (span + tau) : 0;
+  }
+  if (n > 1) qsort(s, (size_t)n, sizeof *s, cmp_strength);
 }
 
 static int cmp_live(const void *a, const void *b) {
@@ -608,8 +633,8 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
     r->nothers = nothers;
     return 0;
   }
-  if (r->nsuspects) qsort(r->suspects, (size_t)r->nsuspects, sizeof *r->suspects, lgr_cmp_suspect);
-  if (r->nminor) qsort(r->minor, (size_t)r->nminor, sizeof *r->minor, lgr_cmp_suspect);
+  lgr_rank_sites(r->suspects, r->nsuspects);
+  lgr_rank_sites(r->minor, r->nminor);
   if (nothers) qsort(others, (size_t)nothers, sizeof *others, cmp_live);
   /* the five largest, and every site found bounded (it looked like a leak) */
   int keep = 0;

@@ -55,6 +55,7 @@ typedef struct lgr_site {
   double time_to_oom_s;    /* NaN when not growing */
   double detected_after_s; /* first flag during the run (s after the process started); NaN: none */
   double growth_bytes;     /* growth over the growing part (last floor - first floor) */
+  double strength;         /* the rank key of lgr_rank_sites (report.c), bytes/s */
   lgd_result_t r;
   lgr_frame_t *frames; /* innermost first: native allocation frames, then the Python line, then its callers */
   int nframes;
@@ -130,9 +131,9 @@ typedef struct lgr_run {
 typedef struct lgr_report {
   lgr_run_t *runs;
   int nruns;
-  lgr_leak_t *leaks; /* ranked: fastest growth first */
+  lgr_leak_t *leaks; /* ranked as their main suspects */
   int nleaks;
-  lgr_site_t *suspects; /* ranked: fastest growth first */
+  lgr_site_t *suspects; /* ranked: strongest first (lgr_rank_sites) */
   int nsuspects;
   lgr_site_t *minor; /* minor growth: growing, but not significantly (never a leak) */
   int nminor;

@@ -70,7 +70,7 @@ void lgr_loc_at(const void *locs, int i, const char **function, const char **fil
  * frees it). Unknown ids (a damaged database) are left out. Returns the count. */
 int lgr_stack_locs(sqlite3 *db, int proc, const char *locs_text, const lgr_loc_t **out, int max);
 int lgr_parse_locs(const char *text, int64_t *ids, int max);
-int lgr_cmp_suspect(const void *a, const void *b);
+void lgr_rank_sites(lgr_site_t *s, int n);
 int lgr_push_site(lgr_site_t **arr, int *n, int *cap, const lgr_site_t *s);
 
 /* report_sites.c and report_spread.c: the per-process analysis state. */

@@ -234,7 +234,7 @@ void lgr_group_leaks(lgr_report_t *r) {
     free(fk);
   }
   if (lgr_failed()) goto out;
-  /* suspects are ranked by growth: the first of a key is its leak's main suspect */
+  /* suspects are ranked (lgr_rank_sites): the first of a key is its leak's main suspect */
   for (int i = 0; i < n; i++) {
     lgr_site_t *s = &r->suspects[i];
     int l = -1;
@@ -388,7 +388,7 @@ void lgr_split_minor(lgr_report_t *r) {
     for (int i = 0; i < r->nsuspects; i++) r->suspects[i].leak = -1;
     lgr_group_leaks(r);
     lgr_analyse_leaks(r);
-    if (r->nminor) qsort(r->minor, (size_t)r->nminor, sizeof *r->minor, lgr_cmp_suspect);
+    lgr_rank_sites(r->minor, r->nminor);
   }
   free(minor);
 }

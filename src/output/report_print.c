@@ -147,7 +147,7 @@ static void print_holders(FILE *f, const char *holders_json) {
 
 static void print_leaks(FILE *f, const lgr_report_t *r) {
   char b1[32], b2[32], b3[32], lab[512];
-  fprintf(f, "\n%d leak%s (one cause each, fastest growth first):\n", r->nleaks, r->nleaks > 1 ? "s" : "");
+  fprintf(f, "\n%d leak%s (one cause each, strongest first):\n", r->nleaks, r->nleaks > 1 ? "s" : "");
   for (int j = 0; j < r->nleaks; j++) {
     const lgr_leak_t *L = &r->leaks[j];
     const lgr_site_t *m = &r->suspects[L->suspects[0]];
@@ -270,7 +270,7 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   if (!r->nsuspects) {
     fprintf(f, "\nNo allocation site's live memory keeps growing significantly.\n");
   } else {
-    fprintf(f, "\n%d growing allocation site%s (fastest first):\n", r->nsuspects, r->nsuspects > 1 ? "s" : "");
+    fprintf(f, "\n%d growing allocation site%s (strongest first):\n", r->nsuspects, r->nsuspects > 1 ? "s" : "");
   }
   for (int i = 0; i < r->nsuspects && i < top; i++) {
     const lgr_site_t *s = &r->suspects[i];

@@ -73,6 +73,47 @@ static void make_report_db(const char *path) {
   free_proc(p);
 }
 
+/* The rank key (lgr_rank_sites): the flake of a CI run, a two-block step at the very end
+ * of a 4-s run ranked above the planted linear leak, must rank second; over long spans
+ * the rate decides; a site without growth comes last. */
+static lgr_site_t ranked(int stack, double rate, double conf, double since, double until) {
+  lgr_site_t s;
+  memset(&s, 0, sizeof s);
+  s.stack = stack;
+  s.r.growth_bytes_per_s = rate;
+  s.r.confidence = conf;
+  s.r.since_s = since;
+  s.r.until_s = until;
+  return s;
+}
+
+static void test_rank_sites(void **state) {
+  (void)state;
+  lgr_site_t a[3] = {
+      ranked(1, 721 * KiB, 0.71, 3.8, 4.1), /* step seen for 0.3 s */
+      ranked(2, 0, 0.9, 0.1, 4.1),          /* no growth */
+      ranked(3, 700 * KiB, 0.94, 0.1, 4.1), /* linear, the whole run */
+  };
+  lgr_rank_sites(a, 3);
+  assert_int_equal(a[0].stack, 3);
+  assert_int_equal(a[1].stack, 1);
+  assert_int_equal(a[2].stack, 2);
+  /* tau = max(1 s, 4.0 s / 10) = 1 s */
+  assert_true(fabs(a[0].strength - 700.0 * KiB * 0.94 * 4.0 / 5.0) < 1e-6);
+  assert_true(fabs(a[1].strength - 721.0 * KiB * 0.71 * 0.3 / 1.3) < 1e-6);
+  assert_true(a[2].strength == 0);
+  lgr_site_t b[2] = {
+      ranked(1, 1 * MiB, 0.9, 0, 100), /* tau 10 s: both seen for 10 tau */
+      ranked(2, 2 * MiB, 0.8, 0, 100),
+  };
+  lgr_rank_sites(b, 2);
+  assert_int_equal(b[0].stack, 2);
+  assert_int_equal(b[1].stack, 1);
+  lgr_site_t c[1] = {ranked(7, NAN, NAN, NAN, NAN)};
+  lgr_rank_sites(c, 1);
+  assert_true(c[0].strength == 0);
+}
+
 static cJSON *report_json(const char *path, const lgr_options_t *o) {
   lgst_t *s = NULL;
   char why[512] = "";
@@ -646,6 +687,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_report_lockstep_is_one_leak, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_same_function_is_one_leak, setup, teardown),
       cmocka_unit_test(test_full_bound),
+      cmocka_unit_test(test_rank_sites),
       cmocka_unit_test_setup_teardown(test_report_spread_growth, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_startup_import, setup, teardown),
   };
