@@ -22,7 +22,9 @@ static void usage(FILE *f) {
              "                     bytes at the end, for flamegraph.pl and speedscope);\n"
              "                     pprof (gzipped profile.proto: go tool pprof, Pyroscope,\n"
              "                     Parca, speedscope); html (one self-contained page:\n"
-             "                     leaks and their curves, flame graphs, every site)\n"
+             "                     leaks and their curves, flame graphs, every site);\n"
+             "                     pool-profile (the generation of each native function's\n"
+             "                     blocks, for liblgpool's LEAKGUARD_POOL_PROFILE)\n"
              "  -o, --output FILE  write to FILE instead of standard output\n"
              "  -n, --top N        suspects to show (default 10)\n"
              "      --native       keep allocator and interpreter frames in the stacks\n"
@@ -66,11 +68,12 @@ int lg_cmd_report(int argc, char **argv) {
     }
   }
   if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "folded") && strcmp(format, "pprof") &&
-      strcmp(format, "html")) {
-    lgu_err("report: unknown format '%s' (text, json, folded, pprof or html)", format);
+      strcmp(format, "html") && strcmp(format, "pool-profile")) {
+    lgu_err("report: unknown format '%s' (text, json, folded, pprof, html or pool-profile)", format);
     return LG_EXIT_USAGE;
   }
   int pprof = !strcmp(format, "pprof");
+  ro.generations = !strcmp(format, "pool-profile");
   if (pprof && !outp && isatty(STDOUT_FILENO)) {
     lgu_err("report: the pprof format is binary (gzip): give -o FILE or redirect standard output");
     return LG_EXIT_USAGE;
@@ -116,6 +119,8 @@ int lg_cmd_report(int argc, char **argv) {
           lgu_err("report: %s: cannot write the HTML page (damaged database?)", path), rc = LG_EXIT_USAGE;
       } else if (!strcmp(format, "json")) {
         lgr_print_json(out, &rep, &ro);
+      } else if (ro.generations) {
+        lgr_print_pool_profile(out, &rep, path);
       } else {
         lgr_print_text(out, &rep, &ro);
       }

@@ -689,5 +689,12 @@ void lgr_free(lgr_report_t *r) {
   free(r->cuda_notes);
   free(r->nvml_status);
   free(r->um_json);
+  for (int i = 0; i < r->ngens; i++) free(r->gens[i].key);
+  free(r->gens);
   memset(r, 0, sizeof *r);
+}
+
+const char *lgr_gen_name(int gen) {
+  static const char *names[] = {"young", "middle", "old"};
+  return gen >= 0 && gen <= LGR_GEN_OLD ? names[gen] : "unknown";
 }

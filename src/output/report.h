@@ -41,6 +41,20 @@ typedef struct lgr_stackref {
   int64_t peak_live_bytes;
 } lgr_stackref_t;
 
+/* The lifetime of a site's blocks (docs/lifetimes.md), from the recorded series by
+ * Little's law: mean lifetime = mean live blocks / blocks allocated per second. A block
+ * still live at the end counts its age so far. */
+enum { LGR_GEN_YOUNG = 0, LGR_GEN_MIDDLE = 1, LGR_GEN_OLD = 2 };
+#define LGR_YOUNG_S 0.1 /* young: a mean lifetime below liblgpool's default young window */
+typedef struct lgr_life {
+  int gen;           /* LGR_GEN_*, -1: unknown (nothing allocated, or no snapshot) */
+  double mean_s;     /* mean lifetime, NaN unknown; 0 with below_s > 0: never live at a snapshot */
+  double below_s;    /* > 0: the mean lifetime is below this (what the snapshots can resolve) */
+  double mean_steps; /* mean_s in steps (the run's mean step time), NaN without steps */
+  double kept;       /* fraction of the blocks allocated still live at the end, 0..1 */
+} lgr_life_t;
+const char *lgr_gen_name(int gen); /* "young", "middle", "old", "unknown" */
+
 typedef struct lgr_site {
   int proc, pid;
   int stack; /* the merged stack that held the most live bytes (its frames are shown) */
@@ -56,6 +70,7 @@ typedef struct lgr_site {
   double detected_after_s; /* first flag during the run (s after the process started); NaN: none */
   double growth_bytes;     /* growth over the growing part (last floor - first floor) */
   double strength;         /* the rank key of lgr_rank_sites (report.c), bytes/s */
+  lgr_life_t life;
   lgd_result_t r;
   lgr_frame_t *frames; /* innermost first: native allocation frames, then the Python line, then its callers */
   int nframes;
@@ -128,6 +143,14 @@ typedef struct lgr_run {
   int64_t nsnap;
 } lgr_run_t;
 
+/* One line of a liblgpool site profile (docs/pool.md): the generation of the blocks
+ * that a native function allocated, measured in this run. */
+typedef struct lgr_genrow {
+  char *key; /* the function (frames of liblgpool, PyTorch and the CUDA runtime skipped) */
+  lgr_life_t life;
+  uint64_t alloc_blocks;
+} lgr_genrow_t;
+
 typedef struct lgr_report {
   lgr_run_t *runs;
   int nruns;
@@ -146,15 +169,18 @@ typedef struct lgr_report {
   int ngpus;
   char **cuda_notes; /* driver entry points passed through untracked */
   int ncuda_notes;
-  int torch_cuda;    /* a process loaded PyTorch's CUDA libraries */
-  char *nvml_status; /* "NVML: ..." when the GPU timeline could not be recorded, or NULL */
-  char *um_json;     /* JSON array: CUPTI Unified Memory counters per managed site, or NULL */
+  int torch_cuda;     /* a process loaded PyTorch's CUDA libraries */
+  char *nvml_status;  /* "NVML: ..." when the GPU timeline could not be recorded, or NULL */
+  char *um_json;      /* JSON array: CUPTI Unified Memory counters per managed site, or NULL */
+  lgr_genrow_t *gens; /* lgr_options_t.generations: one row per native site function */
+  int ngens;
 } lgr_report_t;
 
 typedef struct lgr_options {
   int top;    /* suspects to print, default 10 */
   int native; /* 1: keep every frame (no trimming of machinery) */
   double min_growth_bytes;
+  int generations; /* 1: fill lgr_report_t.gens (every site's frames are read: slower) */
 } lgr_options_t;
 
 /* Builds the report. 0 or -errno (why gets a one-line reason). */
@@ -163,6 +189,8 @@ void lgr_free(lgr_report_t *r);
 
 void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o);
 int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o);
+/* A liblgpool site profile (LEAKGUARD_POOL_PROFILE, docs/pool.md) from r->gens. */
+void lgr_print_pool_profile(FILE *f, const lgr_report_t *r, const char *source);
 /* Folded stacks ("root;...;leaf bytes"), weighted by live bytes at the end. */
 int lgr_print_folded(FILE *f, lgst_t *db);
 

@@ -69,6 +69,25 @@ static void print_run_end(FILE *f, const lgr_run_t *u) {
 }
 
 /* "site (file:line)" of a site, into buf. */
+/* A lifetime in seconds, us to days. */
+static const char *fmt_life_s(char *buf, size_t n, double v) {
+  if (v < 1e-3) snprintf(buf, n, "%.0f us", v * 1e6);
+  else if (v < 0.1) snprintf(buf, n, "%.1f ms", v * 1e3);
+  else if (v < 1) snprintf(buf, n, "%.0f ms", v * 1e3);
+  else lgu_fmt_duration(buf, n, v);
+  return buf;
+}
+
+/* "young, blocks live ~0.4 ms" / "old, 97 % kept" (docs/lifetimes.md). */
+static const char *life_text(char *buf, size_t n, const lgr_life_t *l) {
+  char d[32];
+  if (l->below_s > 0)
+    snprintf(buf, n, "%s: blocks live < %s", lgr_gen_name(l->gen), fmt_life_s(d, sizeof d, l->below_s));
+  else if (l->kept >= 0.5) snprintf(buf, n, "%s: %.0f %% of its blocks kept", lgr_gen_name(l->gen), l->kept * 100);
+  else snprintf(buf, n, "%s: blocks live ~%s", lgr_gen_name(l->gen), fmt_life_s(d, sizeof d, l->mean_s));
+  return buf;
+}
+
 static const char *site_label(char *buf, size_t n, const lgr_site_t *s) {
   if (!s->nframes) {
     snprintf(buf, n, "??");
@@ -326,6 +345,7 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
                 cJSON_GetNumberValue(cJSON_GetObjectItem(bd, "maxsize")));
       cJSON_Delete(bd);
       if (s->startup) fprintf(f, "  (grew while modules were imported: start-up)");
+      if (s->life.gen >= 0) fprintf(f, "  [%s]", life_text(lab, sizeof lab, &s->life));
       fprintf(f, "\n");
     }
   }
@@ -339,6 +359,24 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
 static cJSON *num_or_null(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
 
 static double round2(double v) { return isfinite(v) ? round(v * 100) / 100 : v; }
+
+/* Significant figures for small and large values alike (lifetimes span us to hours). */
+static double sig3(double v) {
+  if (!isfinite(v) || v == 0) return v;
+  double m = pow(10, 2 - floor(log10(fabs(v))));
+  return round(v * m) / m;
+}
+
+static cJSON *life_json(const lgr_life_t *l) {
+  if (l->gen < 0) return cJSON_CreateNull();
+  cJSON *x = JPTR(cJSON_CreateObject());
+  JCHK(cJSON_AddStringToObject(x, "generation", lgr_gen_name(l->gen)));
+  jobj(x, "mean_s", num_or_null(sig3(l->mean_s)));
+  jobj(x, "below_s", l->below_s > 0 ? num_or_null(sig3(l->below_s)) : cJSON_CreateNull());
+  jobj(x, "mean_steps", num_or_null(sig3(l->mean_steps)));
+  JCHK(cJSON_AddNumberToObject(x, "kept", round2(l->kept)));
+  return x;
+}
 
 static cJSON *frame_json(const lgr_frame_t *fr) {
   cJSON *x = JPTR(cJSON_CreateObject());
@@ -379,6 +417,7 @@ static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, in
   JCHK(cJSON_AddNumberToObject(j, "confidence", round2(s->r.confidence)));
   JCHK(cJSON_AddStringToObject(j, "pattern", lg_pattern_name(s->r.pattern)));
   jobj(j, "oldest_block_age_s", num_or_null(round2(s->oldest_age_s)));
+  jobj(j, "lifetime", life_json(&s->life));
   if (with_rank) {
     jobj(j, "detected_after_s", num_or_null(round2(s->detected_after_s)));
     jobj(j, "growing_since_s", num_or_null(round2(s->r.since_s)));
@@ -595,4 +634,30 @@ int lgr_print_folded(FILE *f, lgst_t *store) {
   lgr_cache_clear();
   sqlite3_finalize(st);
   return 0;
+}
+
+/* ------------------------------------------------------------------ pool profile */
+
+static int cmp_genrow(const void *a, const void *b) {
+  const lgr_genrow_t *x = a, *y = b;
+  int c = strcmp(x->key, y->key);
+  if (c) return c;
+  return (x->alloc_blocks < y->alloc_blocks) - (x->alloc_blocks > y->alloc_blocks); /* most blocks first */
+}
+
+void lgr_print_pool_profile(FILE *f, const lgr_report_t *r, const char *source) {
+  fprintf(f, "# liblgpool site profile (LEAKGUARD_POOL_PROFILE, docs/pool.md)\n");
+  fprintf(f, "# measured by leakguard in %s: the generation of the blocks each function allocated\n",
+          source ? source : "a run");
+  fprintf(f, "# (docs/lifetimes.md); a function of several sites takes the one that allocated most\n");
+  if (r->ngens > 1) qsort(r->gens, (size_t)r->ngens, sizeof *r->gens, cmp_genrow);
+  char d[32];
+  for (int i = 0; i < r->ngens; i++) {
+    const lgr_genrow_t *g = &r->gens[i];
+    if (i && !strcmp(g->key, r->gens[i - 1].key)) continue;
+    fprintf(f, "%s %s  # ", g->key, lgr_gen_name(g->life.gen));
+    if (g->life.below_s > 0) fprintf(f, "lifetime < %s", fmt_life_s(d, sizeof d, g->life.below_s));
+    else fprintf(f, "lifetime ~%s", fmt_life_s(d, sizeof d, g->life.mean_s));
+    fprintf(f, ", %.0f %% kept, %llu blocks\n", g->life.kept * 100, (unsigned long long)g->alloc_blocks);
+  }
 }

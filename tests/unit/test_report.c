@@ -114,6 +114,59 @@ static void test_rank_sites(void **state) {
   assert_true(c[0].strength == 0);
 }
 
+/* Lifetimes by Little's law (lgr_site_life, docs/lifetimes.md) on hand-made series:
+ * 10 snapshots at 1..10 s, 200 steps. */
+static void test_site_life(void **state) {
+  (void)state;
+  double t[10], step[10], blk[10];
+  lgr_run_t run;
+  memset(&run, 0, sizeof run);
+  run.exit_begin_s = NAN;
+  pctx_t c;
+  memset(&c, 0, sizeof c);
+  c.run = &run;
+  c.nsnap = 10;
+  c.t = t;
+  c.step = step;
+  for (int i = 0; i < 10; i++) t[i] = i + 1, step[i] = 20.0 * (i + 1), blk[i] = 5;
+  lgr_life_t l;
+  /* 5 blocks live on average, 100 allocated a second: 50 ms, young */
+  lgr_site_life(&c, blk, 1000, 5, &l);
+  assert_int_equal(l.gen, LGR_GEN_YOUNG);
+  assert_true(fabs(l.mean_s - 0.05) < 1e-12);
+  assert_true(fabs(l.mean_steps - 0.05 * 20) < 1e-12);
+  assert_true(fabs(l.kept - 0.005) < 1e-12);
+  assert_true(l.below_s == 0);
+  /* 5 live, 10 allocated a second: 0.5 s, middle */
+  lgr_site_life(&c, blk, 100, 5, &l);
+  assert_int_equal(l.gen, LGR_GEN_MIDDLE);
+  assert_true(fabs(l.mean_s - 0.5) < 1e-12);
+  /* never live at a snapshot: below what one block seen once would give */
+  for (int i = 0; i < 10; i++) blk[i] = 0;
+  lgr_site_life(&c, blk, 1000, 0, &l);
+  assert_int_equal(l.gen, LGR_GEN_YOUNG);
+  assert_true(l.mean_s == 0 && fabs(l.below_s - 0.1 / 100) < 1e-12);
+  /* never live while it ran, live at the end (an exit path's buffer): nothing measured */
+  lgr_site_life(&c, blk, 1, 1, &l);
+  assert_int_equal(l.gen, -1);
+  assert_true(isnan(l.mean_s));
+  /* one block a second, all kept (a leak): half the run on average, old */
+  for (int i = 0; i < 10; i++) blk[i] = i + 1;
+  lgr_site_life(&c, blk, 10, 10, &l);
+  assert_int_equal(l.gen, LGR_GEN_OLD);
+  assert_true(fabs(l.mean_s - 5.5) < 1e-12 && fabs(l.kept - 1) < 1e-12);
+  /* the teardown after exit_begin_s is not part of the run */
+  run.exit_begin_s = 5.5;
+  for (int i = 5; i < 10; i++) blk[i] = 1000;
+  lgr_site_life(&c, blk, 10, 0, &l);
+  assert_true(fabs(l.mean_s - 3.0 / (10.0 / 5)) < 1e-12);
+  /* nothing allocated: unknown */
+  lgr_site_life(&c, blk, 0, 0, &l);
+  assert_int_equal(l.gen, -1);
+  assert_string_equal(lgr_gen_name(LGR_GEN_MIDDLE), "middle");
+  assert_string_equal(lgr_gen_name(-1), "unknown");
+}
+
 static cJSON *report_json(const char *path, const lgr_options_t *o) {
   lgst_t *s = NULL;
   char why[512] = "";
@@ -688,6 +741,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_report_same_function_is_one_leak, setup, teardown),
       cmocka_unit_test(test_full_bound),
       cmocka_unit_test(test_rank_sites),
+      cmocka_unit_test(test_site_life),
       cmocka_unit_test_setup_teardown(test_report_spread_growth, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_startup_import, setup, teardown),
   };
