@@ -466,6 +466,18 @@ static char *source_line(const char *file, int line) {
   return out;
 }
 
+static int cmp_slife(const void *a, const void *b) {
+  const lgr_stacklife_t *x = a, *y = b;
+  if (x->proc != y->proc) return (x->proc > y->proc) - (x->proc < y->proc);
+  return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+const lgr_life_t *lgr_stack_life(const lgr_report_t *r, int proc, int stack) {
+  lgr_stacklife_t k = {.proc = proc, .stack = stack};
+  const lgr_stacklife_t *e = r->nslife ? bsearch(&k, r->slife, r->nslife, sizeof k, cmp_slife) : NULL;
+  return e ? &e->life : NULL;
+}
+
 static int cmp_strength(const void *a, const void *b) {
   const lgr_site_t *x = a, *y = b;
   if (x->strength != y->strength) return x->strength < y->strength ? 1 : -1;
@@ -635,6 +647,7 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
   }
   lgr_rank_sites(r->suspects, r->nsuspects);
   lgr_rank_sites(r->minor, r->nminor);
+  if (r->nslife > 1) qsort(r->slife, r->nslife, sizeof *r->slife, cmp_slife);
   if (nothers) qsort(others, (size_t)nothers, sizeof *others, cmp_live);
   /* the five largest, and every site found bounded (it looked like a leak) */
   int keep = 0;
@@ -691,6 +704,7 @@ void lgr_free(lgr_report_t *r) {
   free(r->um_json);
   for (int i = 0; i < r->ngens; i++) free(r->gens[i].key);
   free(r->gens);
+  free(r->slife);
   memset(r, 0, sizeof *r);
 }
 

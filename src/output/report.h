@@ -151,6 +151,12 @@ typedef struct lgr_genrow {
   uint64_t alloc_blocks;
 } lgr_genrow_t;
 
+/* The lifetime of each stack's site (the HTML site table), sorted by (proc, stack). */
+typedef struct lgr_stacklife {
+  int proc, stack;
+  lgr_life_t life;
+} lgr_stacklife_t;
+
 typedef struct lgr_report {
   lgr_run_t *runs;
   int nruns;
@@ -174,6 +180,8 @@ typedef struct lgr_report {
   char *um_json;      /* JSON array: CUPTI Unified Memory counters per managed site, or NULL */
   lgr_genrow_t *gens; /* lgr_options_t.generations: one row per native site function */
   int ngens;
+  lgr_stacklife_t *slife; /* every analysed stack's site lifetime, sorted by (proc, stack) */
+  size_t nslife;
 } lgr_report_t;
 
 typedef struct lgr_options {

@@ -369,8 +369,12 @@ static int print_stacks(FILE *f, sqlite3 *db, const lgr_report_t *r) {
     for (int k = n - 1; k >= npy && node != UINT32_MAX; k--)
       if (!(node = cct_child(&t, node, (uint32_t)ids[k]))) rc = -ENOMEM, node = UINT32_MAX;
     if (rc) break;
-    fprintf(f, "%s[%lld,%lld,%lld,%lld,%d,%u]", i ? "," : "", (long long)s->v[LGR_SV_PEAK],
-            (long long)s->v[LGR_SV_GROWTH], (long long)s->v[LGR_SV_INUSE], (long long)s->v[LGR_SV_ALLOC], site, node);
+    /* the lifetime of the stack's site (docs/lifetimes.md): generation (-1: none),
+     * mean seconds, and the bound when no block was ever seen live */
+    const lgr_life_t *lf = lgr_stack_life(r, s->proc, s->stack);
+    fprintf(f, "%s[%lld,%lld,%lld,%lld,%d,%u,%d,%.3g,%.3g]", i ? "," : "", (long long)s->v[LGR_SV_PEAK],
+            (long long)s->v[LGR_SV_GROWTH], (long long)s->v[LGR_SV_INUSE], (long long)s->v[LGR_SV_ALLOC], site, node,
+            lf ? lf->gen : -1, lf && isfinite(lf->mean_s) ? lf->mean_s : 0, lf ? lf->below_s : 0);
   }
   fputs("],\"nodes\":[", f);
   for (uint32_t i = 1; rc == 0 && i < t.n; i++) fprintf(f, "%s%u,%u", i > 1 ? "," : "", t.par[i], t.nam[i]);
@@ -430,7 +434,8 @@ int lgr_print_html(FILE *f, lgst_t *store, const lgr_report_t *r, const lgr_opti
         "<section id=\"sites\"><h2>Allocation sites</h2><p class=\"note\" id=\"sites-note\"></p>"
         "<table id=\"sites-table\"><thead><tr><th data-k=\"name\">site</th><th data-k=\"growth\">growth/s</th>"
         "<th data-k=\"end\">live at the end</th><th data-k=\"peak\">at the peak</th><th data-k=\"alloc\">allocated"
-        "</th><th data-k=\"stacks\">stacks</th></tr></thead><tbody></tbody></table></section>\n</main>\n"
+        "</th><th data-k=\"stacks\">stacks</th><th "
+        "data-k=\"life\">lifetime</th></tr></thead><tbody></tbody></table></section>\n</main>\n"
         "<script type=\"application/json\" id=\"lg-data\">{\"report\":",
         f);
   json_inert(f, js);

@@ -120,6 +120,8 @@ int lgr_cmp_stackref(const void *a, const void *b); /* highest peak first */
 void lgr_analyse_series(const pctx_t *c, const double *v, const double *blk, lgr_site_t *s, lgd_series_t *ser);
 /* The lifetime of a site's blocks (docs/lifetimes.md) from its blocks per snapshot. */
 void lgr_site_life(const pctx_t *c, const double *blk, uint64_t alloc_blocks, int64_t end_blocks, lgr_life_t *l);
+/* The lifetime of the site of a stack (lgr_report_t.slife), or NULL. */
+const lgr_life_t *lgr_stack_life(const lgr_report_t *r, int proc, int stack);
 /* The first live flag of any of the site's stacks (s after start), NaN: none. */
 double lgr_site_flag(const pctx_t *c, const lgr_site_t *s);
 /* 1 when the site's stack runs under a module import (lgr_is_import_frame). */

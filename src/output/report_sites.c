@@ -490,6 +490,22 @@ void lgr_site_life(const pctx_t *c, const double *blk, uint64_t alloc_blocks, in
   else l->gen = LGR_GEN_MIDDLE;
 }
 
+/* Each stack of the site gets the site's lifetime (the HTML site table). */
+static void add_stack_lives(pctx_t *c, const lgr_site_t *s) {
+  lgr_report_t *r = c->r;
+  if (s->life.gen < 0 || s->nstacks <= 0) return;
+  /* the capacity is the power of two >= the count (from 64): grown only across one */
+  size_t have = 64, need = r->nslife + (size_t)s->nstacks, cap = 64;
+  while (have < r->nslife) have *= 2;
+  while (cap < need) cap *= 2;
+  if (!r->slife || cap > have) {
+    lgr_stacklife_t *n = realloc(r->slife, cap * sizeof *n);
+    if (!n) return lgr_fail(-ENOMEM);
+    r->slife = n;
+  }
+  for (int k = 0; k < s->nstacks; k++) r->slife[r->nslife++] = (lgr_stacklife_t){s->proc, s->stacks[k].stack, s->life};
+}
+
 /* The module names whose frames a liblgpool site profile skips: liblgpool itself and
  * the libraries that call the allocator on everyone's behalf (liblgpool's default
  * LEAKGUARD_POOL_SKIP, docs/pool.md). */
@@ -604,6 +620,7 @@ int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_re
     lgr_gpu_site_um(db, &site);
     lgr_analyse_series(&c, a->val, a->blk, &site, &ser);
     lgr_site_life(&c, a->blk, a->alloc_blocks, site.live_blocks, &site.life);
+    add_stack_lives(&c, &site);
     if (o->generations && site.alloc_blocks > 0) {
       lgr_load_frames(db, &site, o->native); /* the first load: nall is 0 */
       add_genrow(&c, &site);

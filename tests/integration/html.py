@@ -58,8 +58,15 @@ def allocated(dom):
     order; bytes as the page prints them ("58.1 MiB"), back in bytes."""
     units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
     rows = re.findall(r'<tr[^>]*><td><code class="fn">([^<]*)</code> <span class="loc">([^<]*)</span></td>'
-                      r'(?:<td>[^<]*</td>){3}<td>([0-9.]+) (B|[KMGT]iB)</td><td>\d+</td></tr>', section(dom, "sites"))
+                      r'(?:<td>[^<]*</td>){3}<td>([0-9.]+) (B|[KMGT]iB)</td><td>\d+</td><td>[^<]*</td></tr>', section(dom, "sites"))
     return [(fn, loc, float(v) * units[u]) for fn, loc, v, u in rows]
+
+
+def lifetimes(dom):
+    """The site table's lifetime column: {function: text}."""
+    rows = re.findall(r'<tr[^>]*><td><code class="fn">([^<]*)</code> <span class="loc">[^<]*</span></td>'
+                      r'(?:<td>[^<]*</td>){5}<td>([^<]*)</td></tr>', section(dom, "sites"))
+    return {fn.split(".")[0]: life for fn, life in rows}
 
 
 def main():
@@ -135,6 +142,12 @@ def main():
             "after the click the same sites are in order of bytes allocated, decode (late_leak.c:%d) first"
             % decode_line,
             before=before[:6], after=after[:6])
+
+    # the lifetime column (docs/lifetimes.md): decode's scratch buffers are young, the
+    # thumbnails kept from --start on are old
+    life = lifetimes(dom)
+    t.check(life.get("decode", "").startswith("young") and life.get(site.function, "").startswith("old"),
+            "the lifetime column: decode young, %s old" % site.function, lifetimes=life)
 
     # the processes and ranks of a job recorded on two nodes, merged (leakguard merge)
     nodes = []

@@ -90,7 +90,8 @@
   }
 
   // ---------------------------------------------------------------- flame graphs
-  // stacks: [peak, growth, end, alloc, site, leaf node]; nodes: (parent, name) pairs of
+  // stacks: [peak, growth, end, alloc, site, leaf node, generation (-1 none), mean
+  // lifetime s, lifetime bound s (docs/lifetimes.md)]; nodes: (parent, name) pairs of
   // the calling-context tree, node 0 the root (built by report_html.c). A tree's values
   // are the stacks' values summed up from their leaves.
   const NN = D.nodes.length / 2 + 1;
@@ -168,8 +169,25 @@
   const sites = new Map();
   for (const s of D.stacks) {
     let x = sites.get(s[4]);
-    if (!x) { x = { site: s[4], peak: 0, growth: 0, end: 0, alloc: 0, stacks: 0 }; sites.set(s[4], x); }
+    if (!x) {
+      x = { site: s[4], peak: 0, growth: 0, end: 0, alloc: 0, stacks: 0, gen: -1, life: -1, below: 0, lifeAlloc: -1 };
+      sites.set(s[4], x);
+    }
     x.peak += s[0]; x.growth += s[1]; x.end += s[2]; x.alloc += s[3]; x.stacks++;
+    // the lifetime of the stack that allocated the most stands for the row
+    if (s[6] >= 0 && s[3] > x.lifeAlloc) { x.gen = s[6]; x.life = s[7]; x.below = s[8]; x.lifeAlloc = s[3]; }
+  }
+  const GENS = ["young", "middle", "old"];
+  function fmtSecs(v) {
+    if (v < 1e-3) return Math.round(v * 1e6) + " us";
+    if (v < 0.1) return (v * 1e3).toFixed(1) + " ms";
+    if (v < 1) return Math.round(v * 1e3) + " ms";
+    if (v < 120) return v.toFixed(1) + " s";
+    return (v / 60).toFixed(1) + " min";
+  }
+  function lifeText(r) {
+    if (r.gen < 0) return "";
+    return GENS[r.gen] + (r.below > 0 ? " < " + fmtSecs(r.below) : " ~" + fmtSecs(r.life));
   }
   const rows = [...sites.values()];
   const SHOW = 1000;
@@ -186,7 +204,8 @@
       const td = el("td");
       td.append(el("code", { class: "fn" }, fn), document.createTextNode(" "), el("span", { class: "loc" }, loc || ""));
       tr.append(td, el("td", {}, r.growth > 0 ? "+" + fmtBytes(r.growth) + "/s" : ""), el("td", {}, fmtBytes(r.end)),
-        el("td", {}, fmtBytes(r.peak)), el("td", {}, fmtBytes(r.alloc)), el("td", {}, String(r.stacks)));
+        el("td", {}, fmtBytes(r.peak)), el("td", {}, fmtBytes(r.alloc)), el("td", {}, String(r.stacks)),
+        el("td", {}, lifeText(r)));
       if (r.growth > 0) tr.className = "leaking";
       frag.append(tr);
     }
