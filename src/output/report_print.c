@@ -71,7 +71,8 @@ static void print_run_end(FILE *f, const lgr_run_t *u) {
 /* "site (file:line)" of a site, into buf. */
 /* A lifetime in seconds, us to days. */
 static const char *fmt_life_s(char *buf, size_t n, double v) {
-  if (v < 1e-3) snprintf(buf, n, "%.0f us", v * 1e6);
+  if (v < 1e-5) snprintf(buf, n, "%.1f us", v * 1e6);
+  else if (v < 1e-3) snprintf(buf, n, "%.0f us", v * 1e6);
   else if (v < 0.1) snprintf(buf, n, "%.1f ms", v * 1e3);
   else if (v < 1) snprintf(buf, n, "%.0f ms", v * 1e3);
   else lgu_fmt_duration(buf, n, v);

@@ -179,6 +179,7 @@
   }
   const GENS = ["young", "middle", "old"];
   function fmtSecs(v) {
+    if (v < 1e-5) return (v * 1e6).toFixed(1) + " us";
     if (v < 1e-3) return Math.round(v * 1e6) + " us";
     if (v < 0.1) return (v * 1e3).toFixed(1) + " ms";
     if (v < 1) return Math.round(v * 1e3) + " ms";
