@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 # Isolated calls (issue #15, docs/isolate.md).
 #   isolate_c              lg_isolate_call: outcomes, exact bytes, named calls, bad input
+#   isolate_metrics        the calls' counters and histogram on `run --metrics`
 #   isolate_py_<case>      leakguard.isolated on /usr/bin/python3 (tests/isolate/test_isolate.py)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 add_executable(test_isolate ${CMAKE_CURRENT_SOURCE_DIR}/isolate/test_isolate.c)
@@ -8,6 +9,21 @@ target_link_libraries(test_isolate PRIVATE lg_isolate PkgConfig::CMOCKA Threads:
 target_compile_options(test_isolate PRIVATE ${LG_SAN_FLAGS})
 add_test(NAME isolate_c COMMAND test_isolate)
 set_tests_properties(isolate_c PROPERTIES LABELS isolate TIMEOUT 120)
+
+# The isolated calls of a recorded program on `leakguard run --metrics` (item 4). The
+# program links the shared library (never sanitized: it runs under the preload library).
+add_executable(iso_metrics ${CMAKE_CURRENT_SOURCE_DIR}/isolate/iso_metrics.c)
+target_link_libraries(iso_metrics PRIVATE leakguard_isolate)
+add_test(NAME isolate_metrics
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/isolate/iso_metrics.py
+                 --leakguard $<TARGET_FILE:leakguard-cli> --prog $<TARGET_FILE:iso_metrics>)
+set_tests_properties(isolate_metrics PROPERTIES LABELS "isolate;metrics" TIMEOUT 180)
+if(NOT (DEFINED LG_PYTHON AND NOT LG_PYTHON))
+  add_test(NAME isolate_metrics_py
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/isolate/iso_metrics.py
+                   --leakguard $<TARGET_FILE:leakguard-cli> --pydir ${CMAKE_BINARY_DIR}/python)
+  set_tests_properties(isolate_metrics_py PROPERTIES LABELS "isolate;metrics;python" TIMEOUT 180)
+endif()
 
 # The issue's Python tests, on Debian's /usr/bin/python3 (python3-torch). The Python
 # module is never sanitized: the same in both builds.

@@ -294,6 +294,20 @@ LG_API void lg_exiting(void) {
   atomic_compare_exchange_strong(&lgi_g.hdr->state, &running, LG_PS_EXITING);
 }
 
+/* One isolated call of this process (core/region.h, docs/isolate.md): counted in the
+ * region for the collector's Prometheus endpoint. Atomics only. */
+LG_API void lg_region_isolate_note(int code, int bucket, uint64_t peak) {
+  lg_region_hdr_t *h = lgi_g.hdr;
+  if (!lgi_g.enabled || !h || (int32_t)lg_sys_getpid() != h->pid || code < 0 || code >= LG_ISO_CODES) return;
+  atomic_fetch_add_explicit(&h->iso_requests[code], 1, memory_order_relaxed);
+  if (bucket < 0 || bucket >= LG_ISO_BUCKETS) return;
+  atomic_fetch_add_explicit(&h->iso_rss_bucket[bucket], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&h->iso_rss_sum, peak, memory_order_relaxed);
+}
+/* the type the isolate code calls it through */
+_Static_assert(__builtin_types_compatible_p(__typeof__(&lg_region_isolate_note), lg_region_isolate_note_fn),
+               "lg_region_isolate_note: the type of core/region.h");
+
 /* exit() runs atexit handlers and destructors (C++ statics, libraries) before the
  * process ends: the start of the teardown. */
 LG_API __attribute__((noreturn)) void exit(int status) {

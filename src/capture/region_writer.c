@@ -225,6 +225,11 @@ int lgi_region_fork_prepare(void) {
   } else {
     copy_used(tmp, old);
   }
+  /* the parent's isolated calls are not the child's: the collector sums every region */
+  lg_region_hdr_t *th = tmp;
+  memset((void *)th->iso_requests, 0, sizeof th->iso_requests);
+  memset((void *)th->iso_rss_bucket, 0, sizeof th->iso_rss_bucket);
+  atomic_store_explicit(&th->iso_rss_sum, 0, memory_order_relaxed);
   syscall(SYS_munmap, tmp, size);
   lgi_g.fork_fd = fd;
   return 0;

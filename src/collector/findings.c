@@ -12,6 +12,43 @@
 #include <string.h>
 
 #include "collector/collector_impl.h"
+#include "leakguard.h" /* LG_ISOLATE_* */
+
+/* The isolated calls of the recorded processes (docs/isolate.md), summed from their
+ * regions (core/region.h v6), which stay mapped for the whole run: counters by outcome
+ * and a histogram of the children's peak memory growth. Published once a process made
+ * one. */
+static void publish_isolated(lgc_collector_t *c) {
+  static const char *const outcome[LG_ISOLATE_NCODES] = {"ok", "budget", "forbidden", "timeout", "crash", "error"};
+  _Static_assert(LG_ISOLATE_NCODES == 6 && LG_ISOLATE_RSS_BUCKETS == LG_ISO_BUCKETS,
+                 "the outcome names and buckets of leakguard.h");
+  static const double upper[LG_ISO_BUCKETS - 1] = {1 << 20,   4 << 20, 16 << 20,       64 << 20,
+                                                   256 << 20, 1 << 30, 4.0 * (1 << 30)};
+  uint64_t req[LG_ISOLATE_NCODES] = {0}, bucket[LG_ISO_BUCKETS] = {0}, total = 0;
+  double sum = 0;
+  for (int i = 0; i < c->nprocs; i++) {
+    lg_region_hdr_t *h = c->procs[i]->m.hdr;
+    if (!h) continue;
+    for (int k = 0; k < LG_ISOLATE_NCODES; k++) {
+      uint64_t v = atomic_load_explicit(&h->iso_requests[k], memory_order_relaxed);
+      req[k] += v;
+      total += v;
+    }
+    for (int k = 0; k < LG_ISO_BUCKETS; k++)
+      bucket[k] += atomic_load_explicit(&h->iso_rss_bucket[k], memory_order_relaxed);
+    sum += (double)atomic_load_explicit(&h->iso_rss_sum, memory_order_relaxed);
+  }
+  if (!total) return;
+  lgx_registry_t *r = c->reg;
+  lgx_declare(r, "leakguard_isolated_requests_total", LGX_COUNTER, "Isolated calls (lg_isolate_call) by outcome");
+  lgx_declare(r, "leakguard_isolated_request_peak_rss_bytes", LGX_HISTOGRAM,
+              "Peak memory growth of the isolated calls' children, bytes");
+  for (int k = 0; k < LG_ISOLATE_NCODES; k++) {
+    const char *l[] = {"outcome", outcome[k], NULL};
+    lgx_set(r, "leakguard_isolated_requests_total", l, (double)req[k]);
+  }
+  lgx_set_histogram(r, "leakguard_isolated_request_peak_rss_bytes", NULL, upper, bucket, LG_ISO_BUCKETS, sum);
+}
 
 /* Publishes the live analysis as Prometheus metrics (top sites only: bounded). */
 static void publish_metrics(lgc_collector_t *c, const lgv_frame_t *fr, uint64_t usage) {
@@ -33,6 +70,7 @@ static void publish_metrics(lgc_collector_t *c, const lgv_frame_t *fr, uint64_t 
     for (int i = 0; i < c->nprocs && np < 256; i++) ps[np++] = &c->procs[i]->m;
     lgx_publish_memory(r, ps, np);
   }
+  publish_isolated(c);
   lgx_set(r, "leakguard_rss_bytes", NULL, (double)fr->rss_bytes);
   lgx_set(r, "leakguard_leak_suspects", NULL, fr->nrows);
   lgx_set(r, "leakguard_dropped_records_total", NULL, (double)fr->dropped);

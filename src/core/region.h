@@ -31,10 +31,11 @@
 
 #define LG_REGION_MAGIC 0x4e4f494745524c47ULL /* "GLREGION" little endian */
 #define LG_REGION_VERSION                                                                                              \
-  5 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
+  6 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
                              3: reaped-children ring (its own section, reaped_off);
                              4: held (the program held by leakguard's own work);
-                             5: torch.cuda's allocated/reserved bytes per device */
+                             5: torch.cuda's allocated/reserved bytes per device;
+                             6: isolated calls (iso_*, lg_region_isolate_note) */
 
 #define LG_MAX_DEPTH 256
 #define LG_DEFAULT_DEPTH 64
@@ -42,6 +43,8 @@
 #define LG_ERAS 24              /* birth-era histogram buckets, see lg_era() */
 #define LG_TICK_NS 100000000ULL /* one epoch tick: 100 ms, advanced by the collector */
 #define LG_MODULE_PATH 240
+#define LG_ISO_CODES 8   /* isolated-call outcomes counted (LG_ISOLATE_NCODES <= this) */
+#define LG_ISO_BUCKETS 8 /* = LG_ISOLATE_RSS_BUCKETS */
 
 /* Special stack ids. Real stacks start at 2: id 1 is the overflow site, where
  * allocations go when the stack tables are full (counted in hdr.dropped). */
@@ -243,7 +246,24 @@ typedef struct lg_region_hdr {
    * tick of a held process. */
   _Atomic uint32_t held;
   uint32_t held_pad;
+  /* version 6: the isolated calls this process made (lg_isolate_call, docs/isolate.md),
+   * for the collector's Prometheus endpoint: calls by outcome (the LG_ISOLATE_* codes),
+   * and the children's peak memory growth in buckets (<= 1, 4, 16, 64, 256 MiB, 1, 4
+   * GiB, more) with its sum. Written by the isolate code through
+   * lg_region_isolate_note (below), which libleakguard.so exports. */
+  _Atomic uint64_t iso_requests[LG_ISO_CODES];
+  _Atomic uint64_t iso_rss_bucket[LG_ISO_BUCKETS];
+  _Atomic uint64_t iso_rss_sum;
 } lg_region_hdr_t;
+
+/* The one symbol libleakguard.so exports for leakguard's other libraries (the isolate
+ * code, in libleakguard_isolate.so or the Python module): it counts one isolated call
+ * of outcome code, whose child grew by peak bytes (bucket: its histogram bucket, -1:
+ * none) in this process's region. Looked up with dlsym(RTLD_DEFAULT): absent when the
+ * process is not recorded. Async-signal-safe, lock-free. */
+#define LG_REGION_ISOLATE_NOTE "lg_region_isolate_note"
+typedef void (*lg_region_isolate_note_fn)(int code, int bucket, uint64_t peak);
+void lg_region_isolate_note(int code, int bucket, uint64_t peak); /* in libleakguard.so only */
 
 /* Stack index slot: hash (0 = empty) and the stack id once published (0 = pending). */
 typedef struct lg_index_slot {
@@ -267,7 +287,7 @@ static inline uint32_t lg_era_start(unsigned b) { return b == 0 ? 0u : (1u << (b
  * to a collector or guard of another): any change below must bump LG_REGION_VERSION.
  * These asserts make a change visible at build time; update them with the version
  * (the first fails until they are). */
-_Static_assert(LG_REGION_VERSION == 5, "the layout asserts below are version 5's: check them for the new version");
+_Static_assert(LG_REGION_VERSION == 6, "the layout asserts below are version 6's: check them for the new version");
 _Static_assert(sizeof(lg_site_ctr_t) == 128, "lg_site_ctr_t: two cache lines");
 _Static_assert(sizeof(lg_stack_rec_t) == 16, "lg_stack_rec_t layout");
 _Static_assert(sizeof(lg_module_rec_t) == 264, "lg_module_rec_t layout");
@@ -278,13 +298,14 @@ _Static_assert(sizeof(lg_cuda_um_t) == 48, "lg_cuda_um_t layout");
 _Static_assert(sizeof(lg_cuda_dev_t) == 104, "lg_cuda_dev_t layout");
 _Static_assert(sizeof(lg_reaped_t) == 16, "lg_reaped_t layout");
 _Static_assert(sizeof(lg_index_slot_t) == 16, "lg_index_slot_t layout");
-_Static_assert(sizeof(lg_region_hdr_t) == 3912 && sizeof(lg_region_hdr_t) <= 4096,
-               "lg_region_hdr_t: v5 layout, within the first page");
+_Static_assert(sizeof(lg_region_hdr_t) == 4048 && sizeof(lg_region_hdr_t) <= 4096,
+               "lg_region_hdr_t: v6 layout, within the first page");
 _Static_assert(__builtin_offsetof(lg_region_hdr_t, epoch) == 56 &&
                    __builtin_offsetof(lg_region_hdr_t, index_off) == 136 &&
                    __builtin_offsetof(lg_region_hdr_t, cuda_flags) == 264 &&
-                   __builtin_offsetof(lg_region_hdr_t, reaped_head) == 3888,
-               "lg_region_hdr_t: v5 field offsets");
+                   __builtin_offsetof(lg_region_hdr_t, reaped_head) == 3888 &&
+                   __builtin_offsetof(lg_region_hdr_t, iso_requests) == 3912,
+               "lg_region_hdr_t: v6 field offsets");
 
 /* ------------------------------------------------------------------ socket protocol
  * The collector listens on a Unix SOCK_SEQPACKET socket whose path is in the

@@ -27,9 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
+#include "core/region.h" /* the region's isolated-call counters (lg_region_isolate_note) */
 #include "isolate/isolate.h"
 
 #define LGI_MAGIC 0x4c474931u /* "LGI1" */
@@ -349,14 +351,34 @@ static _Atomic uint64_t st_requests[LG_ISOLATE_NCODES];
 static _Atomic uint64_t st_bucket[LG_ISOLATE_RSS_BUCKETS];
 static _Atomic uint64_t st_sum;
 
+_Static_assert(LG_ISOLATE_NCODES <= LG_ISO_CODES && LG_ISOLATE_RSS_BUCKETS == LG_ISO_BUCKETS,
+               "the region's isolated-call counters (core/region.h) hold these");
+
+/* libleakguard.so's counter in the region, when this process is recorded (looked up
+ * once; the sentinel 1: not there). */
+static lg_region_isolate_note_fn region_note(void) {
+  static _Atomic(void *) fn;
+  void *f = atomic_load_explicit(&fn, memory_order_acquire);
+  if (!f) {
+    f = dlsym(RTLD_DEFAULT, LG_REGION_ISOLATE_NOTE);
+    if (!f) f = (void *)1;
+    atomic_store_explicit(&fn, f, memory_order_release);
+  }
+  return f == (void *)1 ? NULL : (lg_region_isolate_note_fn)f;
+}
+
 void lgi_count(int code, size_t peak) {
   if (code < 0 || code >= LG_ISOLATE_NCODES) return;
   atomic_fetch_add_explicit(&st_requests[code], 1, memory_order_relaxed);
-  if (code == LG_ISOLATE_ERROR) return;
-  int b = 0;
-  while (b < LG_ISOLATE_RSS_BUCKETS - 1 && peak > (size_t)rss_edges_mib[b] << 20) b++;
-  atomic_fetch_add_explicit(&st_bucket[b], 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&st_sum, peak, memory_order_relaxed);
+  int b = -1;
+  if (code != LG_ISOLATE_ERROR) {
+    b = 0;
+    while (b < LG_ISOLATE_RSS_BUCKETS - 1 && peak > (size_t)rss_edges_mib[b] << 20) b++;
+    atomic_fetch_add_explicit(&st_bucket[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st_sum, peak, memory_order_relaxed);
+  }
+  lg_region_isolate_note_fn note = region_note();
+  if (note) note(code, b, (uint64_t)peak);
 }
 
 void lg_isolate_stats(lg_isolate_stats_t *out) {

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # Isolated calls (issue #15, docs/isolate.md): lg_isolate_call() and the Python
 # module's leakguard.isolated. Not a layer of the data flow: a runtime feature of the
-# target process that needs only the public header (no core, no recorder).
+# target process that needs the public header and core/region.h, the protocol contract
+# (its calls are counted in the region when the process is recorded; no recorder code).
 #   lg_isolate_obj      position-independent, hidden, never sanitized: linked into
 #                       libleakguard_isolate.so and into every Python module
 #   lg_isolate          the same sources as a static library, sanitized in LG_SANITIZE
@@ -11,9 +12,10 @@ pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)
 lg_layer_dir(isolate)
 set(LG_ISOLATE_SOURCES src/isolate/isolate.c src/isolate/seccomp.c src/isolate/pool.c)
 add_library(lg_isolate_obj OBJECT ${LG_ISOLATE_SOURCES})
-target_include_directories(lg_isolate_obj PRIVATE ${LG_INC_isolate} ${LG_INC_public})
+target_include_directories(lg_isolate_obj PRIVATE ${LG_INC_isolate} ${LG_INC_core} ${LG_INC_public})
 set_target_properties(lg_isolate_obj PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
 lg_layer(isolate SOURCES ${LG_ISOLATE_SOURCES} LINKS PkgConfig::SECCOMP Threads::Threads m)
+target_include_directories(lg_isolate PRIVATE ${LG_INC_core})
 add_library(leakguard_isolate SHARED $<TARGET_OBJECTS:lg_isolate_obj>)
 target_include_directories(leakguard_isolate PUBLIC ${LG_INC_public})
 target_link_libraries(leakguard_isolate PRIVATE PkgConfig::SECCOMP Threads::Threads m)

@@ -5,8 +5,10 @@
  *
  * Format (https://prometheus.io/docs/instrumenting/exposition_formats/):
  *   # HELP name text        help escapes '\' and newline
- *   # TYPE name gauge|counter
+ *   # TYPE name gauge|counter|histogram
  *   name{k="v",...} value   label values escape '\', '"' and newline
+ *   a histogram's series:   name_bucket{...,le="B"} (cumulative, le="+Inf" last),
+ *                           name_sum{...}, name_count{...}
  * Ordering is stable: families by name (byte order), series of a family in the order
  * they were first set since the last lgx_clear (callers publish top-K lists in rank
  * order). A declared family with no series still renders its HELP and TYPE lines.
@@ -41,7 +43,8 @@
 #define LGX_MAX_LABELS 16   /* label pairs per series */
 
 struct lgx_series {
-  char *labels; /* rendered "{k=\"v\",...}" or "" */
+  char *labels; /* rendered "{k=\"v\",...}" or ""; a histogram's with its suffix first
+                 * ("_bucket{le=\"1\"}", "_sum", "_count") */
   double value;
 };
 
@@ -231,7 +234,8 @@ static struct lgx_family *find_family(lgx_registry_t *r, const char *name, size_
 }
 
 int lgx_declare(lgx_registry_t *r, const char *name, enum lgx_type type, const char *help) {
-  if (!r || !valid_metric_name(name) || (type != LGX_GAUGE && type != LGX_COUNTER)) return -EINVAL;
+  if (!r || !valid_metric_name(name) || (type != LGX_GAUGE && type != LGX_COUNTER && type != LGX_HISTOGRAM))
+    return -EINVAL;
   struct buf hb = {0};
   buf_escaped(&hb, help ? help : "", false);
   if (hb.oom) return -ENOMEM;
@@ -279,6 +283,8 @@ out:
   return rc;
 }
 
+static int put_series(struct lgx_family *f, char **keyp, double v, bool add);
+
 /* Sets or adds under the lock. */
 static int update(lgx_registry_t *r, const char *name, const char *const *labels, double v, bool add) {
   if (!r || !name) return -EINVAL;
@@ -291,35 +297,84 @@ static int update(lgx_registry_t *r, const char *name, const char *const *labels
     rc = -ENOENT;
     goto out;
   }
-  if (f->type == LGX_COUNTER && v < 0) {
-    rc = -EINVAL; /* counters never go down */
+  if ((f->type == LGX_COUNTER && v < 0) || f->type == LGX_HISTOGRAM) {
+    rc = -EINVAL; /* counters never go down; histograms: lgx_set_histogram */
     goto out;
   }
-  for (size_t i = 0; i < f->nseries; i++) {
-    if (strcmp(f->series[i].labels, key) == 0) {
-      f->series[i].value = add ? f->series[i].value + v : v;
-      goto out;
-    }
-  }
-  if (f->nseries >= LGX_MAX_SERIES) {
-    rc = -ENOSPC;
-    goto out;
-  }
-  if (f->nseries == f->capseries) {
-    size_t cap = f->capseries ? f->capseries * 2 : 8;
-    struct lgx_series *ns = realloc(f->series, cap * sizeof *ns);
-    if (!ns) {
-      rc = -ENOMEM;
-      goto out;
-    }
-    f->series = ns;
-    f->capseries = cap;
-  }
-  f->series[f->nseries++] = (struct lgx_series){.labels = key, .value = v};
-  key = NULL;
+  rc = put_series(f, &key, v, add);
 out:
   pthread_mutex_unlock(&r->mu);
   free(key);
+  return rc;
+}
+
+/* Sets (or adds to) the series *key of f, taking *key when it makes a new one. Under
+ * the lock. */
+static int put_series(struct lgx_family *f, char **keyp, double v, bool add) {
+  const char *key = *keyp;
+  for (size_t i = 0; i < f->nseries; i++) {
+    if (strcmp(f->series[i].labels, key) == 0) {
+      f->series[i].value = add ? f->series[i].value + v : v;
+      return 0;
+    }
+  }
+  if (f->nseries >= LGX_MAX_SERIES) return -ENOSPC;
+  if (f->nseries == f->capseries) {
+    size_t cap = f->capseries ? f->capseries * 2 : 8;
+    struct lgx_series *ns = realloc(f->series, cap * sizeof *ns);
+    if (!ns) return -ENOMEM;
+    f->series = ns;
+    f->capseries = cap;
+  }
+  f->series[f->nseries++] = (struct lgx_series){.labels = *keyp, .value = v};
+  *keyp = NULL;
+  return 0;
+}
+
+int lgx_set_histogram(lgx_registry_t *r, const char *name, const char *const *labels, const double *upper,
+                      const uint64_t *counts, int n, double sum) {
+  if (!r || !name || !counts || n < 1 || (n > 1 && !upper)) return -EINVAL;
+  const char *lab[2 * LGX_MAX_LABELS + 3];
+  int nl = 0;
+  while (labels && labels[nl] && nl < 2 * LGX_MAX_LABELS - 2) nl++;
+  for (int i = 0; i < nl; i++) lab[i] = labels[i];
+  lab[nl] = "le";
+  lab[nl + 2] = NULL;
+  char *keys[64 + 2] = {0};
+  double vals[64 + 2];
+  if (n > 64) return -EINVAL;
+  int rc = 0;
+  double cum = 0;
+  for (int b = 0; b < n && rc == 0; b++) {
+    char le[64], *l = NULL;
+    if (b < n - 1) fmt_value(le, sizeof le, upper[b]);
+    else snprintf(le, sizeof le, "+Inf");
+    lab[nl + 1] = le;
+    cum += (double)counts[b];
+    rc = render_labels(lab, &l);
+    if (rc == 0 && !(keys[b] = malloc(strlen(l) + 8))) rc = -ENOMEM;
+    if (rc == 0) sprintf(keys[b], "_bucket%s", l);
+    free(l);
+    vals[b] = cum;
+  }
+  lab[nl] = NULL;
+  for (int k = 0; k < 2 && rc == 0; k++) {
+    char *l = NULL;
+    rc = render_labels(lab, &l);
+    if (rc == 0 && !(keys[n + k] = malloc(strlen(l) + 8))) rc = -ENOMEM;
+    if (rc == 0) sprintf(keys[n + k], "%s%s", k ? "_count" : "_sum", l);
+    free(l);
+    vals[n + k] = k ? cum : sum;
+  }
+  if (rc == 0) {
+    pthread_mutex_lock(&r->mu);
+    struct lgx_family *f = find_family(r, name, NULL);
+    if (!f) rc = -ENOENT;
+    else if (f->type != LGX_HISTOGRAM) rc = -EINVAL;
+    for (int i = 0; rc == 0 && i < n + 2; i++) rc = put_series(f, &keys[i], vals[i], false);
+    pthread_mutex_unlock(&r->mu);
+  }
+  for (int i = 0; i < n + 2; i++) free(keys[i]);
   return rc;
 }
 
@@ -352,7 +407,7 @@ int lgx_render(lgx_registry_t *r, char **out, size_t *len) {
     buf_str(&b, f->help);
     buf_str(&b, "\n# TYPE ");
     buf_str(&b, f->name);
-    buf_str(&b, f->type == LGX_COUNTER ? " counter\n" : " gauge\n");
+    buf_str(&b, f->type == LGX_COUNTER ? " counter\n" : f->type == LGX_HISTOGRAM ? " histogram\n" : " gauge\n");
     for (size_t j = 0; j < f->nseries; j++) {
       char v[64];
       fmt_value(v, sizeof v, f->series[j].value);

@@ -12,10 +12,11 @@
 #define LG_OUTPUT_METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct lgx_registry lgx_registry_t;
 
-enum lgx_type { LGX_GAUGE = 0, LGX_COUNTER = 1 };
+enum lgx_type { LGX_GAUGE = 0, LGX_COUNTER = 1, LGX_HISTOGRAM = 2 };
 
 lgx_registry_t *lgx_new(void);
 void lgx_free(lgx_registry_t *r);
@@ -30,6 +31,13 @@ int lgx_declare(lgx_registry_t *r, const char *name, enum lgx_type type, const c
 int lgx_set(lgx_registry_t *r, const char *name, const char *const *labels, double value);
 /* Adds to a counter series. */
 int lgx_add(lgx_registry_t *r, const char *name, const char *const *labels, double delta);
+/* Sets the series of one histogram (a family declared LGX_HISTOGRAM): counts[0..n) are
+ * the observations per bucket (not cumulative), bucket b <= upper[b] for b < n - 1, the
+ * last one unbounded (+Inf); sum is the sum of the observations. Renders
+ * name_bucket{labels,le} (cumulative), name_sum{labels} and name_count{labels}. At most
+ * 64 buckets. 0 or -errno. */
+int lgx_set_histogram(lgx_registry_t *r, const char *name, const char *const *labels, const double *upper,
+                      const uint64_t *counts, int n, double sum);
 /* Removes every series of a family (before re-publishing a top-K set). */
 void lgx_clear(lgx_registry_t *r, const char *name);
 

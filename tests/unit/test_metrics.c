@@ -102,6 +102,47 @@ static void test_labels_and_order(void **state) {
   lgx_free(r);
 }
 
+/* A histogram: cumulative buckets ending in +Inf, _sum and _count, with and without
+ * labels; set again replaces; the set/add of a gauge does not reach it. */
+static void test_histogram(void **state) {
+  (void)state;
+  lgx_registry_t *r = lgx_new();
+  assert_int_equal(lgx_declare(r, "leakguard_isolated_request_peak_rss_bytes", LGX_HISTOGRAM, "Peak growth."), 0);
+  expect_render(r, "# HELP leakguard_isolated_request_peak_rss_bytes Peak growth.\n"
+                   "# TYPE leakguard_isolated_request_peak_rss_bytes histogram\n");
+  const double upper[2] = {1048576, 4194304};
+  uint64_t counts[3] = {3, 0, 2};
+  assert_int_equal(lgx_set_histogram(r, "leakguard_isolated_request_peak_rss_bytes", NULL, upper, counts, 3, 12e6), 0);
+  expect_render(r, "# HELP leakguard_isolated_request_peak_rss_bytes Peak growth.\n"
+                   "# TYPE leakguard_isolated_request_peak_rss_bytes histogram\n"
+                   "leakguard_isolated_request_peak_rss_bytes_bucket{le=\"1048576\"} 3\n"
+                   "leakguard_isolated_request_peak_rss_bytes_bucket{le=\"4194304\"} 3\n"
+                   "leakguard_isolated_request_peak_rss_bytes_bucket{le=\"+Inf\"} 5\n"
+                   "leakguard_isolated_request_peak_rss_bytes_sum 12000000\n"
+                   "leakguard_isolated_request_peak_rss_bytes_count 5\n");
+  counts[1] = 1;
+  const char *l[] = {"pid", "42", NULL};
+  assert_int_equal(lgx_set_histogram(r, "leakguard_isolated_request_peak_rss_bytes", NULL, upper, counts, 3, 13e6), 0);
+  assert_int_equal(lgx_set_histogram(r, "leakguard_isolated_request_peak_rss_bytes", l, upper, counts, 1, 0), 0);
+  expect_render(r, "# HELP leakguard_isolated_request_peak_rss_bytes Peak growth.\n"
+                   "# TYPE leakguard_isolated_request_peak_rss_bytes histogram\n"
+                   "leakguard_isolated_request_peak_rss_bytes_bucket{le=\"1048576\"} 3\n"
+                   "leakguard_isolated_request_peak_rss_bytes_bucket{le=\"4194304\"} 4\n"
+                   "leakguard_isolated_request_peak_rss_bytes_bucket{le=\"+Inf\"} 6\n"
+                   "leakguard_isolated_request_peak_rss_bytes_sum 13000000\n"
+                   "leakguard_isolated_request_peak_rss_bytes_count 6\n"
+                   "leakguard_isolated_request_peak_rss_bytes_bucket{pid=\"42\",le=\"+Inf\"} 3\n"
+                   "leakguard_isolated_request_peak_rss_bytes_sum{pid=\"42\"} 0\n"
+                   "leakguard_isolated_request_peak_rss_bytes_count{pid=\"42\"} 3\n");
+  assert_int_equal(lgx_set(r, "leakguard_isolated_request_peak_rss_bytes", NULL, 1), -EINVAL);
+  assert_int_equal(lgx_set_histogram(r, "leakguard_nope", NULL, upper, counts, 3, 0), -ENOENT);
+  assert_int_equal(lgx_set_histogram(r, "leakguard_isolated_request_peak_rss_bytes", NULL, NULL, counts, 3, 0),
+                   -EINVAL);
+  assert_int_equal(lgx_declare(r, "leakguard_g", LGX_GAUGE, "g"), 0);
+  assert_int_equal(lgx_set_histogram(r, "leakguard_g", NULL, upper, counts, 3, 0), -EINVAL);
+  lgx_free(r);
+}
+
 static void test_escaping(void **state) {
   (void)state;
   lgx_registry_t *r = lgx_new();
@@ -312,6 +353,7 @@ int main(void) {
       cmocka_unit_test(test_empty),
       cmocka_unit_test(test_gauge_counter),
       cmocka_unit_test(test_labels_and_order),
+      cmocka_unit_test(test_histogram),
       cmocka_unit_test(test_escaping),
       cmocka_unit_test(test_values),
       cmocka_unit_test(test_clear),
