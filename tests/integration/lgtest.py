@@ -33,6 +33,16 @@ SCEN_SRC_DEFAULT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath
 _CLONE_SUFFIX = re.compile(r"(\.(constprop|isra|part|cold|lto_priv|localalias)(\.\d+)?)+$")
 
 
+def free_port():
+    """A TCP port on loopback that is free now (the caller binds it soon after)."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def parse_args(extra=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--leakguard", required=True)

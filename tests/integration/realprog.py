@@ -40,14 +40,6 @@ def extra(ap):
     ap.add_argument("--min-requests", type=int, default=500)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def wait_port(port, proc, seconds=60):
     t_end = time.monotonic() + seconds
     while time.monotonic() < t_end and proc.poll() is None:
@@ -69,7 +61,7 @@ def tool(t, name):
 def main():
     args = lgtest.parse_args(extra)
     t = lgtest.Test("realprog-%s%s" % (args.program, "-hog" if args.hog else ""), args)
-    port = free_port()
+    port = lgtest.free_port()
     db = t.path("run.db")
     if args.program == "http":
         www = t.path("www")

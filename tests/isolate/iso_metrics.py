@@ -14,12 +14,14 @@ ok calls (1 MiB touched) under its 4 MiB bucket.
 import argparse
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import lgtest  # noqa: E402  (free_port)
 
 PY_CALLS = """
 import os, signal, socket, sys, time
@@ -54,14 +56,6 @@ while not os.path.exists(sys.argv[1]):
 """
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--leakguard", required=True)
@@ -79,7 +73,7 @@ def main():
 
     with tempfile.TemporaryDirectory() as d:
         done = os.path.join(d, "done")
-        port = free_port()
+        port = lgtest.free_port()
         if a.pydir:
             script = os.path.join(d, "calls.py")
             with open(script, "w") as f:
