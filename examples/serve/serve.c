@@ -4,6 +4,7 @@
  *
  *   serve [--port P] [--addr A] [--threads N] [--batch B] [--block KIB] [--kv-block KIB]
  *         [--kv-max N] [--quota BYTES] [--work-us US] [--leak] [--no-breaker] [--isolate]
+ *         [--isolate-pool N]   (N children forked ahead: lg_isolate_pool; implies --isolate)
  *
  * GET /infer?prompt=TEXT (or POST /infer with the prompt as body) runs one "inference":
  * a per-request working buffer of batch x --block KiB (default 16 x 64 KiB), touched
@@ -65,7 +66,8 @@ static struct {
   int64_t quota;
   unsigned work_us;
   bool leak, breaker, isolate;
-} opt = {"127.0.0.1", 8080, 4, 16, 64 * KiB, 16 * KiB, 256, 256 * (int64_t)MiB, 0, false, true, false};
+  unsigned pool; /* --isolate-pool N */
+} opt = {"127.0.0.1", 8080, 4, 16, 64 * KiB, 16 * KiB, 256, 256 * (int64_t)MiB, 0, false, true, false, 0};
 
 /* ------------------------------------------------------------------ counters */
 
@@ -312,6 +314,9 @@ static int iso_work(const void *in, size_t inlen, void **out, size_t *outlen, vo
   return 0;
 }
 
+/* --isolate-pool N: children forked ahead (lg_isolate_pool), NULL: one fork per request */
+static lg_isolate_pool_t *iso_pool;
+
 static enum MHD_Result infer_isolated(struct MHD_Connection *c, const char *prompt, uint64_t id, size_t batch) {
   iso_req_t q = {.batch = batch, .id = id};
   snprintf(q.prompt, sizeof q.prompt, "%s", prompt);
@@ -319,8 +324,9 @@ static enum MHD_Result infer_isolated(struct MHD_Connection *c, const char *prom
   lg_isolate_result_t r;
   void *out = NULL;
   size_t outlen = 0;
-  if (lg_isolate_call(iso_work, &q, sizeof q, &out, &outlen, &o, &r) != LG_ISOLATE_OK || r.status ||
-      outlen != sizeof(iso_ans_t)) {
+  int rc = iso_pool ? lg_isolate_pool_call(iso_pool, &q, sizeof q, &out, &outlen, &r)
+                    : lg_isolate_call(iso_work, &q, sizeof q, &out, &outlen, &o, &r);
+  if (rc != LG_ISOLATE_OK || r.status || outlen != sizeof(iso_ans_t)) {
     free(out);
     atomic_fetch_add(&n_quota, 1);
     char why[200];
@@ -448,7 +454,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 static void usage(FILE *f) {
   fprintf(f, "usage: serve [--port P] [--addr A] [--threads N] [--batch B] [--block KIB] [--kv-block KIB]\n"
              "             [--kv-max N] [--quota BYTES] [--work-us US] [--leak] [--no-breaker]\n"
-             "             [--isolate]\n");
+             "             [--isolate] [--isolate-pool N]\n");
 }
 
 static unsigned long num(const char *name, const char *v, unsigned long lo, unsigned long hi) {
@@ -468,6 +474,7 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--leak")) opt.leak = true;
     else if (!strcmp(a, "--no-breaker")) opt.breaker = false;
     else if (!strcmp(a, "--isolate")) opt.isolate = true;
+    else if (!strcmp(a, "--isolate-pool")) opt.pool = (unsigned)num(a, v, 1, 1024), opt.isolate = true, i++;
     else if (!strcmp(a, "--addr") && v) opt.addr = argv[++i];
     else if (!strcmp(a, "--port")) opt.port = (unsigned)num(a, v, 0, 65535), i++;
     else if (!strcmp(a, "--threads")) opt.threads = (unsigned)num(a, v, 1, 256), i++;
@@ -519,6 +526,15 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &s2, NULL);
   sigaction(SIGPIPE, &s3, NULL);
 
+  if (opt.pool) { /* forked from the server as it is now: warmed up, no request in flight */
+    lg_isolate_opts_t o = {.max_rss = opt.quota > 0 ? (size_t)opt.quota : 0, .timeout_s = 10,
+                           .pool_size = (int)opt.pool};
+    iso_pool = lg_isolate_pool_new(iso_work, &o);
+    if (!iso_pool) {
+      fprintf(stderr, "serve: --isolate-pool: %s\n", strerror(errno));
+      return 1;
+    }
+  }
   struct MHD_Daemon *d =
       MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, handle, NULL,
                        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_THREAD_POOL_SIZE, opt.threads,
@@ -543,6 +559,7 @@ int main(int argc, char **argv) {
     }
   }
   MHD_stop_daemon(d);
+  if (iso_pool) lg_isolate_pool_free(iso_pool);
   pthread_mutex_lock(&kv.mu);
   size_t n = kv.n, b = kv.bytes;
   pthread_mutex_unlock(&kv.mu);
