@@ -244,58 +244,10 @@ static int table_take(uintptr_t p, ent_t *out) {
 /* ------------------------------------------------------------------ accounting
  * (the counters as in preload.c: this thread's shard, shared shard when nested) */
 
-double lgi_next_exp(lgi_tls_t *t, double mean) {
-  t->rng ^= t->rng << 13;
-  t->rng ^= t->rng >> 7;
-  t->rng ^= t->rng << 17;
-  double u = ((double)(t->rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-  return -log(u) * mean;
-}
-static inline int64_t weight_bytes(size_t size) {
-  uint64_t B = lgi_g.sample_bytes;
-  if (!B || !size) return (int64_t)size;
-  double p = -expm1(-(double)size / (double)B);
-  return (int64_t)((double)size / p + 0.5);
-}
-static inline int64_t weight_blocks(size_t size) {
-  uint64_t B = lgi_g.sample_bytes;
-  if (!B || !size) return 1;
-  double p = -expm1(-(double)size / (double)B);
-  int64_t w = (int64_t)(1.0 / p + 0.5);
-  return w < 1 ? 1 : w;
-}
 uint32_t lgi_epoch(void) { return atomic_load_explicit(&lgi_g.hdr->epoch, memory_order_relaxed); }
 
 void lgi_count(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch, int alloc) {
-  int shared = t->shard_atomic || t->guard > 1 || !t->chunk_dir;
-  lgi_tls_t tmp;
-  if (t->guard > 1) {
-    memset(&tmp, 0, sizeof tmp);
-    tmp.state = 2;
-    tmp.guard = t->guard;
-    lgi_shard_acquire(&tmp);
-    t = &tmp;
-  }
-  lg_site_ctr_t *c = lgi_site_ctr(t, site);
-  if (!c) return;
-  unsigned era = lg_era(epoch);
-  if (shared) {
-    __atomic_fetch_add(&c->live_bytes, bytes, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&c->live_blocks, blocks, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&c->era_blocks[era], (int32_t)blocks, __ATOMIC_RELAXED);
-    if (alloc) {
-      __atomic_fetch_add(&c->alloc_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
-      __atomic_fetch_add(&c->alloc_blocks, (uint64_t)blocks, __ATOMIC_RELAXED);
-    }
-  } else {
-    __atomic_store_n(&c->live_bytes, c->live_bytes + bytes, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->live_blocks, c->live_blocks + blocks, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->era_blocks[era], c->era_blocks[era] + (int32_t)blocks, __ATOMIC_RELAXED);
-    if (alloc) {
-      __atomic_store_n(&c->alloc_bytes, c->alloc_bytes + (uint64_t)bytes, __ATOMIC_RELAXED);
-      __atomic_store_n(&c->alloc_blocks, c->alloc_blocks + (uint64_t)blocks, __ATOMIC_RELAXED);
-    }
-  }
+  lgi_ctr_update(t, site, bytes, blocks, epoch, alloc);
 }
 
 void lgi_say(const char *a, const char *b, const char *c) {
@@ -311,16 +263,6 @@ void lgi_say(const char *a, const char *b, const char *c) {
 /* ------------------------------------------------------------------ threads */
 
 static pthread_key_t thread_key;
-static void thread_exit(void *arg) {
-  (void)arg;
-  lgi_tls_t *t = &lgi_tls;
-  t->guard++;
-  lgi_shard_release(t);
-  lgi_unwind_thread_exit(t);
-  lgi_python_thread_exit(t);
-  t->state = 2;
-  t->guard--;
-}
 
 /* Each attach has a region of its own: a thread set up for an earlier one starts over
  * (its shard, stack cache and Python frame cache belong to the old region). */
@@ -395,8 +337,8 @@ static __attribute__((noinline)) void record(lgi_tls_t *t, void *p, size_t size,
     t->guard--;
     return;
   }
-  if (old.key) lgi_count(t, old.site, -weight_bytes(old.size), -weight_blocks(old.size), old.epoch, 0);
-  lgi_count(t, site, weight_bytes(size), weight_blocks(size), ep, 1);
+  if (old.key) lgi_count(t, old.site, -lgi_weight_bytes(old.size), -lgi_weight_blocks(old.size), old.epoch, 0);
+  lgi_count(t, site, lgi_weight_bytes(size), lgi_weight_blocks(size), ep, 1);
   t->guard--;
 }
 
@@ -410,7 +352,7 @@ static inline void forget(void *p) {
   if (table_maybe((uintptr_t)p) && table_take((uintptr_t)p, &e)) {
     lgi_tls_t *t = &lgi_tls;
     t->guard++;
-    lgi_count(t, e.site, -weight_bytes(e.size), -weight_blocks(e.size), e.epoch, 0);
+    lgi_count(t, e.site, -lgi_weight_bytes(e.size), -lgi_weight_blocks(e.size), e.epoch, 0);
     t->guard--;
     return;
   }
@@ -452,7 +394,7 @@ static void *h_realloc(void *old, size_t n) {
   lgi_tls_t *t = &lgi_tls;
   if (known) {
     t->guard++;
-    if (p) lgi_count(t, e.site, -weight_bytes(e.size), -weight_blocks(e.size), e.epoch, 0);
+    if (p) lgi_count(t, e.site, -lgi_weight_bytes(e.size), -lgi_weight_blocks(e.size), e.epoch, 0);
     else { /* the old block lives on */ ent_t o2;
       (void)table_put(e.key, e.site, e.epoch, e.size, &o2);
     }
@@ -870,7 +812,7 @@ LG_API uintptr_t lg_agent_start(const char *cfg) {
   static int once;
   if (!once) {
     once = 1;
-    pthread_key_create(&thread_key, thread_exit);
+    pthread_key_create(&thread_key, lgi_thread_exit);
     pthread_atfork(NULL, NULL, atfork_child);
   }
   lgi_g.enabled = 1;

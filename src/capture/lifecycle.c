@@ -48,17 +48,6 @@ static unsigned long parse_ul(const char *s, unsigned long dflt) {
   return v;
 }
 
-static void thread_exit(void *arg) {
-  (void)arg;
-  lgi_tls_t *t = &lgi_tls;
-  t->guard++;
-  lgi_shard_release(t);
-  lgi_unwind_thread_exit(t);
-  lgi_python_thread_exit(t);
-  t->state = 2;
-  t->guard--;
-}
-
 void lgi_atfork_prepare(void) {
   lgi_tls.guard++;
   if (lgi_g.enabled) {
@@ -232,7 +221,7 @@ static int do_init(void) {
     lgi_python_detect();
     if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, flags) == 0) {
       if (lgi_send_hello(LG_HELLO_START) >= 0) {
-        pthread_key_create(&thread_key, thread_exit);
+        pthread_key_create(&thread_key, lgi_thread_exit);
         pthread_atfork(lgi_atfork_prepare, lgi_atfork_parent, lgi_atfork_child);
         lgi_g.enabled = 1;
       } else {

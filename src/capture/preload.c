@@ -149,72 +149,13 @@ void lgi_resolve_real(void) {
   atomic_store(&resolve_state, 2);
 }
 
-/* ------------------------------------------------------------------ sampling */
-
-double lgi_next_exp(lgi_tls_t *t, double mean) {
-  t->rng ^= t->rng << 13;
-  t->rng ^= t->rng >> 7;
-  t->rng ^= t->rng << 17;
-  double u = ((double)(t->rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-  return -log(u) * mean;
-}
-
-/* Estimated bytes represented by one sampled block of `size` bytes: each byte is
- * sampled with probability 1/B, so the block is with p = 1 - exp(-size/B). */
-static inline int64_t weight_bytes(size_t size) {
-  uint64_t B = lgi_g.sample_bytes;
-  if (!B || !size) return (int64_t)size; /* size 0: p = 0, size / p would be NaN */
-  double p = -expm1(-(double)size / (double)B);
-  return (int64_t)((double)size / p + 0.5);
-}
-static inline int64_t weight_blocks(size_t size) {
-  uint64_t B = lgi_g.sample_bytes;
-  if (!B || !size) return 1;
-  double p = -expm1(-(double)size / (double)B);
-  int64_t w = (int64_t)(1.0 / p + 0.5);
-  return w < 1 ? 1 : w;
-}
-
 static uint32_t era_now(void) { return atomic_load_explicit(&lgi_g.hdr->epoch, memory_order_relaxed); }
 
 /* ------------------------------------------------------------------ accounting */
 
-static inline void ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch, int alloc) {
-  int shared = t->shard_atomic || t->guard > 1 || !t->chunk_dir;
-  lgi_tls_t tmp;
-  if (t->guard > 1) { /* nested (signal handler inside a hook): shared shard only */
-    memset(&tmp, 0, sizeof tmp);
-    tmp.state = 2;
-    tmp.guard = t->guard;
-    lgi_shard_acquire(&tmp);
-    t = &tmp;
-  }
-  lg_site_ctr_t *c = lgi_site_ctr(t, site);
-  if (!c) return;
-  unsigned era = lg_era(epoch);
-  if (shared) {
-    __atomic_fetch_add(&c->live_bytes, bytes, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&c->live_blocks, blocks, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&c->era_blocks[era], (int32_t)blocks, __ATOMIC_RELAXED);
-    if (alloc) {
-      __atomic_fetch_add(&c->alloc_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
-      __atomic_fetch_add(&c->alloc_blocks, (uint64_t)blocks, __ATOMIC_RELAXED);
-    }
-  } else {
-    /* Single writer: plain stores, 8-byte aligned so the collector never sees a torn value. */
-    __atomic_store_n(&c->live_bytes, c->live_bytes + bytes, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->live_blocks, c->live_blocks + blocks, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->era_blocks[era], c->era_blocks[era] + (int32_t)blocks, __ATOMIC_RELAXED);
-    if (alloc) {
-      __atomic_store_n(&c->alloc_bytes, c->alloc_bytes + (uint64_t)bytes, __ATOMIC_RELAXED);
-      __atomic_store_n(&c->alloc_blocks, c->alloc_blocks + (uint64_t)blocks, __ATOMIC_RELAXED);
-    }
-  }
-}
-
 /* For the other hooks (mmap_table.c, the cuda*.c files): recorder.h. */
 void lgi_count(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch, int alloc) {
-  ctr_update(t, site, bytes, blocks, epoch, alloc);
+  lgi_ctr_update(t, site, bytes, blocks, epoch, alloc);
 }
 uint32_t lgi_epoch(void) { return era_now(); }
 
@@ -235,7 +176,7 @@ static __attribute__((noinline)) void record_alloc(lgi_tls_t *t, void *p, size_t
   }
   uint32_t site = lgi_capture_all(t, ra0, cfa0, LG_SPACE_HOST);
   uint32_t ep = era_now();
-  ctr_update(t, site, weight_bytes(size), weight_blocks(size), ep, 1);
+  lgi_ctr_update(t, site, lgi_weight_bytes(size), lgi_weight_blocks(size), ep, 1);
   lg_blk_t *b = blk_of(p);
   b->epoch = ep;
   b->site = site;
@@ -249,7 +190,7 @@ static __attribute__((noinline, cold)) void record_free(lg_blk_t *b) {
   if (LGI_UNLIKELY(t->state == 0) && !lgi_thread_ready(t)) return;
   t->guard++;
   size_t sz = blk_size(b);
-  ctr_update(t, b->site, -weight_bytes(sz), -weight_blocks(sz), b->epoch, 0);
+  lgi_ctr_update(t, b->site, -lgi_weight_bytes(sz), -lgi_weight_blocks(sz), b->epoch, 0);
   t->guard--;
 }
 
@@ -446,7 +387,7 @@ static __attribute__((noinline)) void *realloc_headed(void *p, size_t size, uint
   lgi_tls_t *t = &lgi_tls;
   if (!base) { /* the old block lives on: count it again */
     t->guard++;
-    if (saved.site) ctr_update(t, saved.site, weight_bytes(old), weight_blocks(old), saved.epoch, 0);
+    if (saved.site) lgi_ctr_update(t, saved.site, lgi_weight_bytes(old), lgi_weight_blocks(old), saved.epoch, 0);
     if (saved.word & LG_BLK_TAG_MASK) lgi_tag_alloc(t, blk_tag(&saved), old, 0);
     t->guard--;
     return NULL;

@@ -22,13 +22,23 @@
 #ifndef LG_CAPTURE_RECORDER_H
 #define LG_CAPTURE_RECORDER_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <time.h>
 
 #include "core/region.h"
 
 #define LGI_HIDDEN __attribute__((visibility("hidden")))
 #define LGI_LIKELY(x) __builtin_expect(!!(x), 1)
+
+/* CLOCK_MONOTONIC in nanoseconds (the vDSO: no system call, no allocation). */
+static inline uint64_t lgi_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
 #define LGI_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* Stack cache entry (per thread, direct mapped). A hit needs the same return address
@@ -140,8 +150,6 @@ LGI_HIDDEN void lgi_count(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t bl
 LGI_HIDDEN uint32_t lgi_epoch(void);
 /* Finds the real allocator (once; a concurrent caller waits for the first). */
 LGI_HIDDEN void lgi_resolve_real(void);
-/* The thread's next Exp(mean) draw: bytes to the next sampled byte. */
-LGI_HIDDEN double lgi_next_exp(lgi_tls_t *t, double mean);
 /* The code of the next allocator when it is not glibc's (else 0, 0): an anonymous
  * mapping made from [lgi_alloc_lo, lgi_alloc_hi) is its own arena, not recorded. */
 LGI_HIDDEN extern uintptr_t lgi_alloc_lo, lgi_alloc_hi;
@@ -254,5 +262,82 @@ LGI_HIDDEN void lgi_unwind_fork_parent(void);
 /* 0: a thread was still inside libunwind (or this one, interrupted by the handler
  * that forks): the child must not be recorded. */
 LGI_HIDDEN int lgi_unwind_fork_child(lgi_tls_t *t);
+
+/* ---- accounting, shared by the preload library (preload.c) and the attach agent
+ * (agent.c): inline, on their hot paths. */
+
+/* The thread's next Exp(mean) draw: bytes to the next sampled byte (xorshift64). */
+static inline double lgi_next_exp(lgi_tls_t *t, double mean) {
+  t->rng ^= t->rng << 13;
+  t->rng ^= t->rng >> 7;
+  t->rng ^= t->rng << 17;
+  double u = ((double)(t->rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+  return -log(u) * mean;
+}
+
+/* Estimated bytes represented by one sampled block of `size` bytes: each byte is
+ * sampled with probability 1/B, so the block is with p = 1 - exp(-size/B). */
+static inline int64_t lgi_weight_bytes(size_t size) {
+  uint64_t B = lgi_g.sample_bytes;
+  if (!B || !size) return (int64_t)size; /* size 0: p = 0, size / p would be NaN */
+  double p = -expm1(-(double)size / (double)B);
+  return (int64_t)((double)size / p + 0.5);
+}
+static inline int64_t lgi_weight_blocks(size_t size) {
+  uint64_t B = lgi_g.sample_bytes;
+  if (!B || !size) return 1;
+  double p = -expm1(-(double)size / (double)B);
+  int64_t w = (int64_t)(1.0 / p + 0.5);
+  return w < 1 ? 1 : w;
+}
+
+/* Adds bytes and blocks (negative: a free) to site's counters in the thread's shard,
+ * born at epoch; alloc: also to the allocated totals. */
+static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch,
+                                  int alloc) {
+  int shared = t->shard_atomic || t->guard > 1 || !t->chunk_dir;
+  lgi_tls_t tmp;
+  if (t->guard > 1) { /* nested (signal handler inside a hook): shared shard only */
+    memset(&tmp, 0, sizeof tmp);
+    tmp.state = 2;
+    tmp.guard = t->guard;
+    lgi_shard_acquire(&tmp);
+    t = &tmp;
+  }
+  lg_site_ctr_t *c = lgi_site_ctr(t, site);
+  if (!c) return;
+  unsigned era = lg_era(epoch);
+  if (shared) {
+    __atomic_fetch_add(&c->live_bytes, bytes, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->live_blocks, blocks, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->era_blocks[era], (int32_t)blocks, __ATOMIC_RELAXED);
+    if (alloc) {
+      __atomic_fetch_add(&c->alloc_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&c->alloc_blocks, (uint64_t)blocks, __ATOMIC_RELAXED);
+    }
+  } else {
+    /* Single writer: plain stores, 8-byte aligned so the collector never sees a torn value. */
+    __atomic_store_n(&c->live_bytes, c->live_bytes + bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->live_blocks, c->live_blocks + blocks, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->era_blocks[era], c->era_blocks[era] + (int32_t)blocks, __ATOMIC_RELAXED);
+    if (alloc) {
+      __atomic_store_n(&c->alloc_bytes, c->alloc_bytes + (uint64_t)bytes, __ATOMIC_RELAXED);
+      __atomic_store_n(&c->alloc_blocks, c->alloc_blocks + (uint64_t)blocks, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+/* The destructor of a recorded thread's pthread key: gives back its shard and its
+ * unwinder's and Python's per-thread state (lifecycle.c, agent.c). */
+static inline void lgi_thread_exit(void *arg) {
+  (void)arg;
+  lgi_tls_t *t = &lgi_tls;
+  t->guard++;
+  lgi_shard_release(t);
+  lgi_unwind_thread_exit(t);
+  lgi_python_thread_exit(t);
+  t->state = 2;
+  t->guard--;
+}
 
 #endif

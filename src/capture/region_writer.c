@@ -65,12 +65,6 @@ void lgi_unlock(void) { atomic_store_explicit(&lgi_g.hdr->lock, 0, memory_order_
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~63ULL; }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Lays the sections out for the given capacities; returns the total size. */
 static uint64_t layout(lg_region_hdr_t *h, uint32_t stacks_cap, uint32_t depth, uint64_t arena_cap) {
   uint64_t off = align64(sizeof(lg_region_hdr_t));
@@ -132,7 +126,7 @@ int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags) {
     h->flags = flags;
     h->max_depth = depth;
     h->sample_bytes = sample_bytes;
-    h->start_ns = now_ns();
+    h->start_ns = lgi_now_ns();
     atomic_store(&h->state, LG_PS_RUNNING);
     atomic_store(&h->nstacks, 2); /* 0: none, 1: overflow site */
     lg_stack_rec_t *recs = LG_PTR(h, h->stacks_off, lg_stack_rec_t *);
@@ -262,7 +256,7 @@ int lgi_region_fork_adopt(void) {
   lg_region_hdr_t *h = old;
   h->ppid = h->pid;
   h->pid = (int32_t)lg_sys_getpid();
-  h->start_ns = now_ns();
+  h->start_ns = lgi_now_ns();
   atomic_store(&h->epoch, 0);
   atomic_store(&h->lock, 0); /* the copy was made under the parent's lock */
   atomic_store(&h->reaped_head, 0);

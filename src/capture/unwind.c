@@ -121,12 +121,6 @@ static atomic_int unwinders;
 static atomic_int fork_pending;
 static int fork_unsafe; /* the child cannot trust libunwind's or glibc's loader locks */
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* 1: the caller may call libunwind, and must call unwind_leave after. */
 static int unwind_enter(lgi_tls_t *t) {
   uint64_t t0 = 0;
@@ -138,7 +132,7 @@ static int unwind_enter(lgi_tls_t *t) {
     }
     atomic_fetch_sub(&unwinders, 1);
     int e = errno;
-    uint64_t now = mono_ns();
+    uint64_t now = lgi_now_ns();
     if (!t0) t0 = now;
     else if (now - t0 > LGI_FORK_WAIT_NS) {
       errno = e;
@@ -161,7 +155,7 @@ void lgi_unwind_fork_prepare(lgi_tls_t *t) {
   uint64_t t0 = 0;
   int e = errno;
   while (atomic_load(&unwinders) > own) {
-    uint64_t now = mono_ns();
+    uint64_t now = lgi_now_ns();
     if (!t0) t0 = now;
     else if (now - t0 > LGI_FORK_DRAIN_NS) {
       fork_unsafe = 1;
