@@ -6,13 +6,14 @@
 #   isolated  --isolate: each request's work in a copy-on-write fork under the seccomp
 #             filter (lg_isolate_call: one fork per request)
 #   pool      --isolate-pool N: the same in children forked ahead (lg_isolate_pool)
+#   reuse     --isolate-pool N --isolate-reuse 16: each pooled child serves 16 requests
 #
 #   bench/isolate_serve.sh [--build DIR] [--seconds S] [--conns N] [--rounds R] [--pool N]
 #
 # Each round runs the three modes one after the other, each
 # on a fresh server warmed with 50 requests, with `wrk -t2 -cN -dS --latency` on
 # loopback. Prints one line per run and, at the end, the median of the rounds:
-#   RESULT mode=inproc|isolated|pool rps=... p50_ms=... p99_ms=... non2xx=...
+#   RESULT mode=inproc|isolated|pool|reuse rps=... p50_ms=... p99_ms=... non2xx=...
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "$HERE/.." && pwd)/build
@@ -68,11 +69,13 @@ for r in $(seq "$ROUNDS"); do
   echo "${res[-1]}"
   res+=("$(one pool --isolate-pool "$POOL")")
   echo "${res[-1]}"
+  res+=("$(one reuse --isolate-pool "$POOL" --isolate-reuse 16)")
+  echo "${res[-1]}"
 done
 median() { # mode key: the median of the rounds (mawk has no arrays of arrays)
   printf '%s\n' "${res[@]}" | grep "mode=$1 " | tr ' ' '\n' | grep "^$2=" | cut -d= -f2 | sort -g |
     awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
 }
-for mode in inproc isolated pool; do
+for mode in inproc isolated pool reuse; do
   echo "MEDIAN mode=$mode rps=$(median $mode rps) p50_ms=$(median $mode p50_ms) p99_ms=$(median $mode p99_ms)"
 done

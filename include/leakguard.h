@@ -251,7 +251,8 @@ typedef struct lg_isolate_opts {
   double timeout_s; /* wall-clock limit; <= 0 none */
   unsigned allow;   /* LG_ALLOW_* */
   int pool_size;    /* reserved for the pre-forked pool (0: fork per call) */
-  int reuse_k;      /* reserved: requests one pooled child may serve */
+  int reuse_k;      /* pool only: requests one pooled child serves (0, 1: one); its memory is
+                     * checked between them (docs/isolate.md) */
   size_t max_out;   /* largest accepted output; 0: 256 MiB */
   void *arg;        /* passed to fn */
   /* Optional fork hooks (an interpreter's: CPython's PyOS_BeforeFork...), called with

@@ -5,6 +5,7 @@
  *   serve [--port P] [--addr A] [--threads N] [--batch B] [--block KIB] [--kv-block KIB]
  *         [--kv-max N] [--quota BYTES] [--work-us US] [--leak] [--no-breaker] [--isolate]
  *         [--isolate-pool N]   (N children forked ahead: lg_isolate_pool; implies --isolate)
+ *         [--isolate-reuse K]  (with --isolate-pool: a child serves K requests, reuse_k)
  *
  * GET /infer?prompt=TEXT (or POST /infer with the prompt as body) runs one "inference":
  * a per-request working buffer of batch x --block KiB (default 16 x 64 KiB), touched
@@ -66,8 +67,9 @@ static struct {
   int64_t quota;
   unsigned work_us;
   bool leak, breaker, isolate;
-  unsigned pool; /* --isolate-pool N */
-} opt = {"127.0.0.1", 8080, 4, 16, 64 * KiB, 16 * KiB, 256, 256 * (int64_t)MiB, 0, false, true, false, 0};
+  unsigned pool;  /* --isolate-pool N */
+  unsigned reuse; /* --isolate-reuse K: requests a pooled child serves */
+} opt = {"127.0.0.1", 8080, 4, 16, 64 * KiB, 16 * KiB, 256, 256 * (int64_t)MiB, 0, false, true, false, 0, 0};
 
 /* ------------------------------------------------------------------ counters */
 
@@ -454,7 +456,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 static void usage(FILE *f) {
   fprintf(f, "usage: serve [--port P] [--addr A] [--threads N] [--batch B] [--block KIB] [--kv-block KIB]\n"
              "             [--kv-max N] [--quota BYTES] [--work-us US] [--leak] [--no-breaker]\n"
-             "             [--isolate] [--isolate-pool N]\n");
+             "             [--isolate] [--isolate-pool N] [--isolate-reuse K]\n");
 }
 
 static unsigned long num(const char *name, const char *v, unsigned long lo, unsigned long hi) {
@@ -475,6 +477,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--no-breaker")) opt.breaker = false;
     else if (!strcmp(a, "--isolate")) opt.isolate = true;
     else if (!strcmp(a, "--isolate-pool")) opt.pool = (unsigned)num(a, v, 1, 1024), opt.isolate = true, i++;
+    else if (!strcmp(a, "--isolate-reuse")) opt.reuse = (unsigned)num(a, v, 1, 1000000), i++;
     else if (!strcmp(a, "--addr") && v) opt.addr = argv[++i];
     else if (!strcmp(a, "--port")) opt.port = (unsigned)num(a, v, 0, 65535), i++;
     else if (!strcmp(a, "--threads")) opt.threads = (unsigned)num(a, v, 1, 256), i++;
@@ -528,7 +531,7 @@ int main(int argc, char **argv) {
 
   if (opt.pool) { /* forked from the server as it is now: warmed up, no request in flight */
     lg_isolate_opts_t o = {.max_rss = opt.quota > 0 ? (size_t)opt.quota : 0, .timeout_s = 10,
-                           .pool_size = (int)opt.pool};
+                           .pool_size = (int)opt.pool, .reuse_k = (int)opt.reuse};
     iso_pool = lg_isolate_pool_new(iso_work, &o);
     if (!iso_pool) {
       fprintf(stderr, "serve: --isolate-pool: %s\n", strerror(errno));

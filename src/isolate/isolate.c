@@ -7,6 +7,7 @@
  * followed by len payload bytes for LGI_DONE:
  *   LGI_START  value = the child's RSS when it starts (the base of the budget)
  *   LGI_DONE   value = fn's status, peak = peak growth, len = output bytes
+ *   LGI_DONE_AGAIN  the same, and the (pooled, reuse_k) child waits for another request
  *   LGI_DENIED value = the number of the denied system call (SIGSYS handler)
  *   LGI_SETUP  value = errno of a failed setup step */
 #include <errno.h>
@@ -35,7 +36,7 @@
 #include "isolate/isolate.h"
 
 #define LGI_MAGIC 0x4c474931u /* "LGI1" */
-enum { LGI_START = 1, LGI_DONE = 2, LGI_DENIED = 3, LGI_SETUP = 4 };
+enum { LGI_START = 1, LGI_DONE = 2, LGI_DENIED = 3, LGI_SETUP = 4, LGI_DONE_AGAIN = 5 };
 typedef struct lgi_msg {
   uint32_t magic, kind;
   int64_t value;
@@ -69,6 +70,8 @@ static int write_all(int fd, const void *buf, size_t n) {
   }
   return 0;
 }
+
+static int clear_refs_fd = -1; /* the child's /proc/self/clear_refs (reuse_k > 1) */
 
 static void child_send(uint32_t kind, int64_t value, uint64_t peak, uint64_t len) {
   lgi_msg_t m = {.magic = LGI_MAGIC, .kind = kind, .value = value, .peak = peak, .len = len};
@@ -160,6 +163,7 @@ static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen,
   pthread_sigmask(SIG_UNBLOCK, &un, NULL);
   /* Dies with the caller. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (pooled && o->reuse_k > 1) clear_refs_fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
   if (!(o->allow & LG_ALLOW_NET)) close_inherited_sockets();
   /* The filter, with this process's pid where kill/tgkill compare it. */
   pid_t self = getpid();
@@ -172,32 +176,51 @@ static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen,
     child_send(LGI_SETUP, errno, 0, 0);
     _exit(EXIT_SETUP);
   }
-  if (pooled) {
-    /* A pooled child waits for its request: the input's length, then the input. */
-    uint64_t len;
-    if (recv(child_sock, &len, sizeof len, MSG_WAITALL) != (ssize_t)sizeof len) _exit(0);
-    char *buf = malloc(len ? len : 1);
-    if (!buf) _exit(EXIT_SETUP);
-    for (uint64_t got = 0; got < len;) {
-      ssize_t n = recv(child_sock, buf + got, len - got, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) _exit(0);
-      got += (uint64_t)n;
+  /* A pooled child serves up to reuse_k requests (at least one), each with its own
+   * START and DONE; it stops early when it grew by half its budget since its first
+   * request (the memory check between requests). Its peak is reset between requests
+   * through /proc/self/clear_refs, opened before the filter (no open for writing after). */
+  int reuse = pooled && o->reuse_k > 1 ? o->reuse_k : 1;
+  int clear_refs = reuse > 1 ? clear_refs_fd : -1;
+  int64_t first_rss = -1;
+  for (int served = 0;; served++) {
+    char *buf = NULL;
+    if (pooled) {
+      /* A pooled child waits for its request: the input's length, then the input. */
+      uint64_t len;
+      if (recv(child_sock, &len, sizeof len, MSG_WAITALL) != (ssize_t)sizeof len) _exit(0);
+      buf = malloc(len ? len : 1);
+      if (!buf) _exit(EXIT_SETUP);
+      for (uint64_t got = 0; got < len;) {
+        ssize_t n = recv(child_sock, buf + got, len - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) _exit(0);
+        got += (uint64_t)n;
+      }
+      in = buf;
+      inlen = len;
     }
-    in = buf;
-    inlen = len;
+    if (clear_refs >= 0) (void)!pwrite(clear_refs, "5", 1, 0); /* VmHWM := VmRSS */
+    int64_t rss0 = statm_rss("/proc/self/statm");
+    if (first_rss < 0) first_rss = rss0;
+    child_send(LGI_START, rss0, 0, 0);
+    void *out = NULL;
+    size_t outlen = 0;
+    int status = fn(in, inlen, &out, &outlen, o->arg);
+    if (!out) outlen = 0;
+    int64_t hwm = self_hwm();
+    uint64_t peak = hwm > rss0 && rss0 >= 0 ? (uint64_t)(hwm - rss0) : 0;
+    int again = served + 1 < reuse;
+    if (again && o->max_rss) {
+      int64_t now = statm_rss("/proc/self/statm");
+      again = now >= 0 && first_rss >= 0 && (uint64_t)(now > first_rss ? now - first_rss : 0) <= o->max_rss / 2;
+    }
+    child_send(again ? LGI_DONE_AGAIN : LGI_DONE, status, peak, outlen);
+    if (outlen) (void)write_all(child_sock, out, outlen);
+    if (!again) _exit(0);
+    free(out);
+    free(buf);
   }
-  int64_t rss0 = statm_rss("/proc/self/statm");
-  child_send(LGI_START, rss0, 0, 0);
-  void *out = NULL;
-  size_t outlen = 0;
-  int status = fn(in, inlen, &out, &outlen, o->arg);
-  if (!out) outlen = 0;
-  int64_t hwm = self_hwm();
-  uint64_t peak = hwm > rss0 && rss0 >= 0 ? (uint64_t)(hwm - rss0) : 0;
-  child_send(LGI_DONE, status, peak, outlen);
-  if (outlen) (void)write_all(child_sock, out, outlen);
-  _exit(0);
 }
 
 /* ---------------------------------------------------------------- parent side */
@@ -278,7 +301,7 @@ typedef struct rx {
   char *buf;
   size_t have;
   int64_t rss0; /* -1 until LGI_START */
-  int done, denied, setup, bad;
+  int done, again, denied, setup, bad;
   int64_t status, denied_nr, setup_errno;
   uint64_t peak;
 } rx_t;
@@ -314,6 +337,8 @@ static int rx_read(int fd, rx_t *r, size_t max_out, int nonblock) {
       switch (r->hdr.kind) {
       case LGI_START: r->rss0 = r->hdr.value; break;
       case LGI_DONE:
+      case LGI_DONE_AGAIN:
+        r->again = r->hdr.kind == LGI_DONE_AGAIN;
         if (r->hdr.len > max_out) {
           r->bad = 2;
           return -1;
@@ -500,7 +525,10 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
     }
   }
   int st = 0, reaped = 1;
-  if (answered) {
+  job->reusable = answered && r.again && !r.denied;
+  if (job->reusable) { /* a pooled child that serves again: the pool keeps it */
+    reaped = 0;
+  } else if (answered) {
     pid_t w;
     while ((w = waitpid(job->pid, &st, WNOHANG)) < 0 && errno == EINTR) {}
     if (w == 0 && defer_reap(job->pid, job->pidfd)) {
@@ -513,8 +541,10 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
       while (rx_read(job->sock, &r, o->max_out, 1) > 0 && !(r.done && r.have == r.hdr.len)) {}
     while (waitpid(job->pid, &st, 0) < 0 && errno == EINTR) {}
   }
-  if (job->pidfd >= 0) close(job->pidfd);
-  close(job->sock);
+  if (!job->reusable) {
+    if (job->pidfd >= 0) close(job->pidfd);
+    close(job->sock);
+  }
   res->seconds = now_s() - job->t0;
   res->peak_rss = r.peak > peak_seen ? r.peak : peak_seen;
   int complete = r.done && r.have == r.hdr.len && (!reaped || (WIFEXITED(st) && WEXITSTATUS(st) == 0));

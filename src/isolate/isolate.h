@@ -17,7 +17,9 @@ typedef struct lgi_job {
   int pidfd; /* pidfd_open(pid), -1 when unavailable (then waitpid WNOHANG polling) */
   int sock;  /* the parent's end of the result channel */
   lg_isolate_opts_t opts;
-  double t0; /* CLOCK_MONOTONIC seconds at spawn */
+  double t0;    /* CLOCK_MONOTONIC seconds at spawn */
+  int reusable; /* set by lgi_wait: the child answered and waits for another request
+                 * (reuse_k); its pid, pidfd and sock stay open */
 } lgi_job_t;
 
 /* Validates the arguments, builds (or reuses) the seccomp program, forks. In the
@@ -31,7 +33,8 @@ int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, in
 int lgi_send_request(lgi_job_t *job, const void *in, size_t inlen);
 
 /* Waits for the child of job (budget polling, timeout), reaps it, fills res and
- * *out, *outlen (LG_ISOLATE_OK only), counts the outcome. Returns res->code. */
+ * *out, *outlen (LG_ISOLATE_OK only), counts the outcome. Returns res->code. A pooled
+ * child that will serve again (reuse_k) is not reaped: job->reusable is set. */
 int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *res);
 
 /* The seccomp program for allow (seccomp.c): instructions in *prog (static storage,

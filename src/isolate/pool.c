@@ -4,7 +4,9 @@
  * pool_size children are forked ahead from the caller as it is when the pool is made
  * (warm it up first), each already isolated (filter installed, inherited sockets
  * closed) and blocked on its channel. A call takes one, sends it the input and waits
- * as lg_isolate_call does; the child serves that one request and exits. A background
+ * as lg_isolate_call does; the child serves that one request and exits (with
+ * reuse_k > 1, up to reuse_k requests: it goes back to the ready list while it says it
+ * serves again, see child_main). A background
  * thread forks replacements; when none is ready a call forks its own child (the same
  * result, the latency of a plain call). Thread-safe. */
 #include <errno.h>
@@ -48,7 +50,9 @@ static void *refill(void *arg) {
     /* fork() write-locks the caller's address space while it copies the page tables
      * (milliseconds for a large caller): a call's page faults would wait for it. So
      * the pool refills while no call is in flight, unless it is empty. */
-    if (p->nready >= p->size || (p->inflight > 0 && p->nready > 0)) {
+    /* with reuse_k, a child in flight may come back: it counts as ready */
+    int pending = p->opts.reuse_k > 1 ? p->inflight : 0;
+    if (p->nready + pending >= p->size || (p->inflight > 0 && p->nready > 0)) {
       pthread_cond_wait(&p->want, &p->mu);
       continue;
     }
@@ -168,8 +172,15 @@ int lg_isolate_pool_call(lg_isolate_pool_t *p, const void *in, size_t inlen, voi
     }
     pthread_mutex_lock(&p->mu);
     p->inflight--;
+    int kept = 0;
+    if (rc >= 0 && j.reusable && !p->stop && p->nready < p->size) { /* reuse_k: it serves again */
+      p->ready[p->nready++] = j;
+      kept = 1;
+      pthread_cond_signal(&p->have);
+    }
     pthread_cond_signal(&p->want);
     pthread_mutex_unlock(&p->mu);
+    if (rc >= 0 && j.reusable && !kept) discard(&j);
     if (rc >= 0) return rc;
   }
   res->code = LG_ISOLATE_ERROR;

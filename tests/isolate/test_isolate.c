@@ -300,6 +300,72 @@ static void stats(void **unused) {
   assert_int_equal(nb - na, 3);
 }
 
+/* reuse_k: one pooled child serves up to reuse_k requests; its state carries over
+ * between them (the trade the option makes), a new child starts from the caller's. */
+static int count_calls(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  (void)in, (void)arg;
+  static int calls;     /* the child's copy: 0 in every fresh child */
+  static char *volatile kept; /* 40 MiB more per request of inlen 1 */
+  static char *volatile scratch; /* touched and unmapped in a first request of inlen 2 */
+  calls++;
+  if (inlen == 1) { /* keep 40 MiB more */
+    size_t n = (size_t)40 << 20;
+    kept = malloc(n);
+    for (size_t i = 0; i < n; i += 4096) ((volatile char *)kept)[i] = 1;
+  } else if (inlen == 2 && calls == 1) { /* a 64 MiB peak, given back */
+    size_t n = (size_t)64 << 20;
+    scratch = malloc(n);
+    for (size_t i = 0; i < n; i += 4096) ((volatile char *)scratch)[i] = 1;
+    free(scratch); /* above the mmap threshold: unmapped */
+  }
+  *out = malloc(sizeof calls);
+  memcpy(*out, &calls, sizeof calls);
+  *outlen = sizeof calls;
+  return 0;
+}
+
+static int pool_count(lg_isolate_pool_t *p, size_t inlen, lg_isolate_result_t *r) {
+  static const char in[2] = {0, 0};
+  void *out = NULL;
+  size_t outlen = 0;
+  assert_int_equal(lg_isolate_pool_call(p, in, inlen, &out, &outlen, r), LG_ISOLATE_OK);
+  assert_int_equal(outlen, sizeof(int));
+  int v;
+  memcpy(&v, out, sizeof v);
+  free(out);
+  return v;
+}
+
+static void pool_reuse(void **unused) {
+  lg_isolate_result_t r;
+  lg_isolate_opts_t o = {.pool_size = 1, .reuse_k = 3};
+  lg_isolate_pool_t *p = lg_isolate_pool_new(count_calls, &o);
+  assert_non_null(p);
+  while (lg_isolate_pool_ready(p) < 1) usleep(1000);
+  /* one child, three requests, then a fresh copy */
+  assert_int_equal(pool_count(p, 0, &r), 1);
+  assert_int_equal(pool_count(p, 0, &r), 2);
+  assert_int_equal(pool_count(p, 0, &r), 3);
+  assert_int_equal(pool_count(p, 0, &r), 1);
+  lg_isolate_pool_free(p);
+  /* the peak is each request's own: a 64 MiB peak in the first, none in the second */
+  p = lg_isolate_pool_new(count_calls, &o);
+  while (lg_isolate_pool_ready(p) < 1) usleep(1000);
+  assert_int_equal(pool_count(p, 2, &r), 1);
+  assert_true(r.peak_rss >= (size_t)60 << 20);
+  assert_int_equal(pool_count(p, 2, &r), 2);
+  assert_true(r.peak_rss < (size_t)16 << 20);
+  lg_isolate_pool_free(p);
+  /* the memory check between requests: a child that kept 40 MiB of a 64 MiB budget
+   * (over half) serves no more, the next request gets a fresh one */
+  o = (lg_isolate_opts_t){.pool_size = 1, .reuse_k = 5, .max_rss = (size_t)64 << 20};
+  p = lg_isolate_pool_new(count_calls, &o);
+  while (lg_isolate_pool_ready(p) < 1) usleep(1000);
+  assert_int_equal(pool_count(p, 1, &r), 1);
+  assert_int_equal(pool_count(p, 1, &r), 1);
+  lg_isolate_pool_free(p);
+}
+
 static void pool(void **unused) {
   lg_isolate_opts_t o = {.pool_size = 0};
   assert_null(lg_isolate_pool_new(reverse, &o));
@@ -363,6 +429,7 @@ int main(void) {
       cmocka_unit_test(threads),
       cmocka_unit_test(stats),
       cmocka_unit_test(pool),
+      cmocka_unit_test(pool_reuse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
