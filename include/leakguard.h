@@ -314,6 +314,11 @@ LG_API void lg_isolate_stats(lg_isolate_stats_t *out);
  * host memory (mmap), in its own library: liblgpool.so (docs/pool.md). Three
  * generations, each with its own pools and release window; the guard's levels trim
  * them (warn: young, breaker: young and middle, emergency: every cache). */
+/* The modules whose frames a site profile skips when LEAKGUARD_POOL_SKIP is not set:
+ * they call the allocator on everyone's behalf (comma-separated file-name prefixes).
+ * `leakguard report --format pool-profile` skips the same ones. */
+#define LG_POOL_SKIP_DEFAULT "libc10_cuda.so,libc10.so,libtorch_cuda.so,libtorch_cpu.so,libtorch.so,libcudart.so"
+
 typedef struct lg_pool lg_pool_t;
 
 typedef enum lg_gen {

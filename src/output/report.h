@@ -181,7 +181,7 @@ typedef struct lgr_report {
   lgr_genrow_t *gens; /* lgr_options_t.generations: one row per native site function */
   int ngens;
   lgr_stacklife_t *slife; /* every analysed stack's site lifetime, sorted by (proc, stack) */
-  size_t nslife;
+  size_t nslife, cslife;
 } lgr_report_t;
 
 typedef struct lgr_options {

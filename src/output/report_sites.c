@@ -13,6 +13,7 @@
 
 #include "analysis/stats.h"
 #include "core/strmap.h"
+#include "leakguard.h" /* LG_POOL_SKIP_DEFAULT */
 #include "output/report.h"
 #include "output/report_impl.h"
 
@@ -494,29 +495,29 @@ void lgr_site_life(const pctx_t *c, const double *blk, uint64_t alloc_blocks, in
 static void add_stack_lives(pctx_t *c, const lgr_site_t *s) {
   lgr_report_t *r = c->r;
   if (s->life.gen < 0 || s->nstacks <= 0) return;
-  /* the capacity is the power of two >= the count (from 64): grown only across one */
-  size_t have = 64, need = r->nslife + (size_t)s->nstacks, cap = 64;
-  while (have < r->nslife) have *= 2;
-  while (cap < need) cap *= 2;
-  if (!r->slife || cap > have) {
+  if (r->nslife + (size_t)s->nstacks > r->cslife) { /* the capacity grows only with the array */
+    size_t cap = r->cslife ? r->cslife : 64;
+    while (cap < r->nslife + (size_t)s->nstacks) cap *= 2;
     lgr_stacklife_t *n = realloc(r->slife, cap * sizeof *n);
     if (!n) return lgr_fail(-ENOMEM);
     r->slife = n;
+    r->cslife = cap;
   }
   for (int k = 0; k < s->nstacks; k++) r->slife[r->nslife++] = (lgr_stacklife_t){s->proc, s->stacks[k].stack, s->life};
 }
 
-/* The module names whose frames a liblgpool site profile skips: liblgpool itself and
- * the libraries that call the allocator on everyone's behalf (liblgpool's default
- * LEAKGUARD_POOL_SKIP, docs/pool.md). */
+/* 1 when a liblgpool site profile skips the module's frames: liblgpool itself and the
+ * libraries of its default LEAKGUARD_POOL_SKIP (LG_POOL_SKIP_DEFAULT, docs/pool.md). */
 static int pool_skipped(const char *module) {
-  static const char *skip[] = {"liblgpool",       "libc10_cuda.so", "libc10.so",   "libtorch_cuda.so",
-                               "libtorch_cpu.so", "libtorch.so",    "libcudart.so"};
   if (!module) return 0;
   const char *b = strrchr(module, '/');
   b = b ? b + 1 : module;
-  for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
-    if (!strncmp(b, skip[i], strlen(skip[i]))) return 1;
+  if (!strncmp(b, "liblgpool", 9)) return 1;
+  for (const char *q = LG_POOL_SKIP_DEFAULT; *q;) {
+    size_t n = strcspn(q, ",");
+    if (n && !strncmp(b, q, n)) return 1;
+    q += n + (q[n] == ',');
+  }
   return 0;
 }
 

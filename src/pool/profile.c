@@ -61,8 +61,7 @@ lgp_profile_t *lgp_profile_load(const char *path, int *entries) {
   if (!p) return NULL;
   if (p->n) qsort(p->e, (size_t)p->n, sizeof *p->e, cmp_entry);
   const char *skip = secure_getenv("LEAKGUARD_POOL_SKIP");
-  snprintf(p->skip, sizeof p->skip, "%s",
-           skip ? skip : "libc10_cuda.so,libc10.so,libtorch_cuda.so,libtorch_cpu.so,libtorch.so,libcudart.so");
+  snprintf(p->skip, sizeof p->skip, "%s", skip ? skip : LG_POOL_SKIP_DEFAULT);
   *entries = p->n;
   return p;
 }
