@@ -4,7 +4,7 @@
  * for a direct call, lg_isolate_call (a fork per request) and the pre-forked pool
  * (a ready child per request: the pool is let refill between requests, outside the
  * timing). The handler echoes 64 bytes.
- *   isolate_bench [--caller-mb 1024] [--requests 200] [--pool 4]
+ *   isolate_bench [--caller-mb 1024] [--requests 200] [--pool 4] [--budget auto|rss|cgroup]
  * Prints one table row per mode; "added" is the median minus the direct call's. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,13 +39,15 @@ static void report(const char *mode, int mb, double *t, int n, double base) {
 }
 
 int main(int argc, char **argv) {
-  int mb = 1024, n = 200, pool = 4;
+  int mb = 1024, n = 200, pool = 4, by = LG_BUDGET_AUTO;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--budget"))
+      by = !strcmp(argv[i + 1], "rss") ? LG_BUDGET_RSS : !strcmp(argv[i + 1], "cgroup") ? LG_BUDGET_CGROUP : -1;
     if (!strcmp(argv[i], "--caller-mb")) mb = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--requests")) n = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--pool")) pool = atoi(argv[i + 1]);
   }
-  if (n < 2 || mb < 0 || pool < 1) return 2;
+  if (n < 2 || mb < 0 || pool < 1 || by < 0) return 2;
   size_t size = (size_t)mb << 20;
   char *ballast = malloc(size ? size : 1);
   for (size_t i = 0; i < size; i += 4096) ballast[i] = (char)i;
@@ -62,9 +64,12 @@ int main(int argc, char **argv) {
   }
   qsort(t, (size_t)n, sizeof *t, cmp);
   double base = t[n / 2];
+  lg_isolate_opts_t o = {.max_rss = (size_t)256 << 20, .timeout_s = 10, .budget_by = by};
+  char where[256];
+  int method = by ? by : lg_isolate_budget_method(where, sizeof where);
+  printf("budget (256 MiB) enforced by %s\n\n", method == LG_BUDGET_CGROUP ? "a cgroup per child" : "polling RSS");
   printf("| caller    | mode           | p50 (us)  | p99 (us)  | added p50 |\n|---|---|---|---|---|\n");
   report("direct", mb, t, n, base);
-  lg_isolate_opts_t o = {.max_rss = (size_t)256 << 20, .timeout_s = 10};
   for (int i = 0; i < n; i++) {
     lg_isolate_result_t r;
     double t0 = now_us();

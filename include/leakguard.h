@@ -241,6 +241,11 @@ LG_API int lg_classify(const double *t, const double *v, const double *rss, size
 #define LG_ALLOW_EXEC 0x4u  /* execve, execveat */
 #define LG_ALLOW_PROC 0x8u  /* fork, vfork, clone of processes, unshare, setns */
 
+/* How a budget is enforced (lg_isolate_opts.budget_by, lg_isolate_result.budget_by). */
+#define LG_BUDGET_AUTO 0   /* a cgroup of the child's own where the hierarchy allows, else RSS */
+#define LG_BUDGET_RSS 1    /* the parent polls the child's RSS every 2 ms and kills it */
+#define LG_BUDGET_CGROUP 2 /* the kernel: memory.max (v2) or memory.limit_in_bytes (v1) */
+
 /* The handler, run in the child: reads in[inlen], returns its output in a buffer from
  * malloc() (*out, *outlen; NULL/0 for none). Its return value is passed back as
  * lg_isolate_result.status. arg is lg_isolate_opts.arg (as mapped in the child). */
@@ -262,6 +267,9 @@ typedef struct lg_isolate_opts {
   void (*after_fork_parent)(void *hook_arg);
   void (*after_fork_child)(void *hook_arg);
   void *hook_arg;
+  int budget_by;             /* LG_BUDGET_*: AUTO (0), RSS, or CGROUP (an error where none can be made) */
+  const char *cgroup_parent; /* where the children's cgroups go; NULL: LEAKGUARD_ISOLATE_CGROUP, else
+                              * the caller's own memory cgroup (docs/isolate.md) */
 } lg_isolate_opts_t;
 
 typedef struct lg_isolate_result {
@@ -275,6 +283,7 @@ typedef struct lg_isolate_result {
   char message[128]; /* one line saying what happened */
   size_t peak_rss;   /* the child's peak growth over what it shared, bytes */
   double seconds;    /* wall time of the call */
+  int budget_by;     /* how max_rss was enforced: LG_BUDGET_RSS or _CGROUP; 0 without a budget */
 } lg_isolate_result_t;
 
 /* Runs fn(in, inlen, ...) isolated. opts may be NULL (no budget, no timeout, nothing
@@ -286,9 +295,10 @@ LG_API int lg_isolate_call(lg_isolate_fn fn, const void *in, size_t inlen, void 
 
 /* The pre-forked pool: opts->pool_size children of fn forked ahead from the caller as
  * it is now (warm it up first), refilled by a background thread. A pooled call gives
- * the same results as lg_isolate_call. No fork hooks (a pool forks from its own
- * thread: not for interpreters). NULL with errno EINVAL (no fn, pool_size <= 0 or
- * > 1024, hooks set) or ENOMEM. Calls are thread-safe; free it once, after them. */
+ * the same results as lg_isolate_call. The fork hooks run in the thread that forks:
+ * the refill thread, or a call that found the pool empty (an interpreter's hooks take
+ * its lock there: CPython's, see src/python/isolate.c). NULL with errno EINVAL (no fn,
+ * pool_size <= 0 or > 1024) or ENOMEM. Calls are thread-safe; free it once, after them. */
 typedef struct lg_isolate_pool lg_isolate_pool_t;
 LG_API lg_isolate_pool_t *lg_isolate_pool_new(lg_isolate_fn fn, const lg_isolate_opts_t *opts);
 LG_API int lg_isolate_pool_call(lg_isolate_pool_t *pool, const void *in, size_t inlen, void **out, size_t *outlen,
@@ -297,6 +307,10 @@ LG_API int lg_isolate_pool_call(lg_isolate_pool_t *pool, const void *in, size_t 
 LG_API int lg_isolate_pool_ready(lg_isolate_pool_t *pool);
 /* Kills the ready children, stops the refill thread, frees. */
 LG_API void lg_isolate_pool_free(lg_isolate_pool_t *pool);
+
+/* How a budget would be enforced now with LG_BUDGET_AUTO: LG_BUDGET_CGROUP (detail:
+ * the directory the children's cgroups go in) or LG_BUDGET_RSS (detail: why no cgroup). */
+LG_API int lg_isolate_budget_method(char *detail, size_t size);
 
 /* "ok", "budget", "forbidden", "timeout", "crash", "error"; NULL out of range. */
 LG_API const char *lg_isolate_code_name(int code);

@@ -9,7 +9,9 @@
  *   LGI_DONE   value = fn's status, peak = peak growth, len = output bytes
  *   LGI_DONE_AGAIN  the same, and the (pooled, reuse_k) child waits for another request
  *   LGI_DENIED value = the number of the denied system call (SIGSYS handler)
- *   LGI_SETUP  value = errno of a failed setup step */
+ *   LGI_SETUP  value = errno of a failed setup step
+ *   LGI_NOCG   value = errno of entering its cgroup (the parent polls RSS instead)
+ *   LGI_READY  a pooled child is set up (in its cgroup, filtered) and waits */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -36,7 +38,7 @@
 #include "isolate/isolate.h"
 
 #define LGI_MAGIC 0x4c474931u /* "LGI1" */
-enum { LGI_START = 1, LGI_DONE = 2, LGI_DENIED = 3, LGI_SETUP = 4, LGI_DONE_AGAIN = 5 };
+enum { LGI_START = 1, LGI_DONE = 2, LGI_DENIED = 3, LGI_SETUP = 4, LGI_DONE_AGAIN = 5, LGI_NOCG = 6, LGI_READY = 7 };
 typedef struct lgi_msg {
   uint32_t magic, kind;
   int64_t value;
@@ -47,6 +49,9 @@ typedef struct lgi_msg {
 #define POLL_MS 2 /* budget polling period */
 #define EXIT_DENIED 121
 #define EXIT_SETUP 122
+/* A child that has not started its request this long after it was given it is stuck
+ * (an interpreter's lock held by another thread when it forked): it is killed. */
+#define START_S 10.0
 
 static double now_s(void) {
   struct timespec ts;
@@ -139,7 +144,12 @@ static void close_inherited_sockets(void) {
 }
 
 static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen, int pooled, const lg_isolate_opts_t *o,
-                                 const struct sock_filter *prog, size_t plen, struct sock_filter *copy) {
+                                 lgi_cg_t *cg, const struct sock_filter *prog, size_t plen, struct sock_filter *copy) {
+  /* Into its cgroup first: what it allocates from here on is charged to it. */
+  if (cg->procs_fd >= 0) {
+    int rc = lgi_cg_enter(cg);
+    if (rc < 0) child_send(LGI_NOCG, -rc, 0, 0);
+  }
   if (o->after_fork_child) o->after_fork_child(o->hook_arg);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -176,6 +186,7 @@ static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen,
     child_send(LGI_SETUP, errno, 0, 0);
     _exit(EXIT_SETUP);
   }
+  if (pooled) child_send(LGI_READY, 0, 0, 0);
   /* A pooled child serves up to reuse_k requests (at least one), each with its own
    * START and DONE; it stops early when it grew by half its budget since its first
    * request (the memory check between requests). Its peak is reset between requests
@@ -251,8 +262,23 @@ int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, in
     snprintf(res->message, sizeof res->message, "invalid argument: %s", bad);
     return res->code;
   }
+  if (o->budget_by < LG_BUDGET_AUTO || o->budget_by > LG_BUDGET_CGROUP) {
+    res->code = LG_ISOLATE_ERROR;
+    snprintf(res->message, sizeof res->message, "invalid argument: budget_by is not an LG_BUDGET_*");
+    return res->code;
+  }
   job->opts = *o;
   if (!job->opts.max_out) job->opts.max_out = DEFAULT_MAX_OUT;
+  lgi_cg_init(&job->cg);
+  if (o->max_rss && o->budget_by != LG_BUDGET_RSS) {
+    char why[200];
+    if (lgi_cg_make(&job->cg, o->cgroup_parent, o->max_rss, why, sizeof why) < 0 && o->budget_by == LG_BUDGET_CGROUP) {
+      res->code = LG_ISOLATE_ERROR;
+      snprintf(res->message, sizeof res->message, "no memory cgroup: %.100s", why);
+      return res->code;
+    }
+  }
+  job->opts.cgroup_parent = NULL; /* not kept: the caller's string */
   const struct sock_filter *prog;
   size_t plen;
   int rc = lgi_filter(o->allow, &prog, &plen);
@@ -264,8 +290,10 @@ int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, in
   struct sock_filter *copy = malloc(plen * sizeof *copy);
   int sv[2];
   if (!copy || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    int e = errno;
     free(copy);
-    fail(res, LG_ISOLATE_ERROR, "%ssocketpair: %s", "", errno);
+    lgi_cg_remove(&job->cg);
+    fail(res, LG_ISOLATE_ERROR, "%ssocketpair: %s", "", e);
     return res->code;
   }
   job->t0 = now_s();
@@ -278,16 +306,24 @@ int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, in
     free(copy);
     close(sv[0]);
     close(sv[1]);
+    lgi_cg_remove(&job->cg);
     fail(res, LG_ISOLATE_ERROR, "%sfork: %s", "", e);
     return res->code;
   }
   if (pid == 0) {
     close(sv[0]);
     child_sock = sv[1];
-    child_main(fn, in, inlen, pooled, &job->opts, prog, plen, copy);
+    child_main(fn, in, inlen, pooled, &job->opts, &job->cg, prog, plen, copy);
   }
   free(copy);
   close(sv[1]);
+  if (job->cg.procs_fd >= 0) { /* the child's to use */
+    close(job->cg.procs_fd);
+    job->cg.procs_fd = -1;
+  }
+  job->cg_base = 0;
+  job->cg_peak_ok = 1;
+  job->pooled = pooled;
   job->pid = pid;
   job->sock = sv[0];
   job->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -301,7 +337,7 @@ typedef struct rx {
   char *buf;
   size_t have;
   int64_t rss0; /* -1 until LGI_START */
-  int done, again, denied, setup, bad;
+  int done, again, denied, setup, bad, nocg;
   int64_t status, denied_nr, setup_errno;
   uint64_t peak;
 } rx_t;
@@ -361,6 +397,8 @@ static int rx_read(int fd, rx_t *r, size_t max_out, int nonblock) {
         r->setup = 1;
         r->setup_errno = r->hdr.value;
         break;
+      case LGI_NOCG: r->nocg = 1; break;
+      case LGI_READY: break;
       default: r->bad = 1; return -1;
       }
     } else {
@@ -426,40 +464,102 @@ static pthread_mutex_t reap_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct reap {
   pid_t pid;
   int pidfd;
+  char *cg_dir; /* its cgroup, removed once it is reaped (malloc'd), or NULL */
 } * reap_list;
 static size_t reap_n, reap_cap;
+static pid_t reap_owner;
 
-static void reap_deferred(void) {
+void lgi_reap_deferred(void) {
   pthread_mutex_lock(&reap_mu);
-  for (size_t i = 0; i < reap_n;) {
+  for (size_t i = 0; reap_owner == getpid() && i < reap_n;) {
     pid_t w = waitpid(reap_list[i].pid, NULL, WNOHANG);
     if (w == 0 || (w < 0 && errno == EINTR)) {
       i++;
       continue;
     }
     if (reap_list[i].pidfd >= 0) close(reap_list[i].pidfd);
+    if (reap_list[i].cg_dir) {
+      lgi_cg_t cg;
+      lgi_cg_init(&cg);
+      snprintf(cg.dir, sizeof cg.dir, "%s", reap_list[i].cg_dir);
+      lgi_cg_remove(&cg);
+      free(reap_list[i].cg_dir);
+    }
     reap_list[i] = reap_list[--reap_n];
   }
   pthread_mutex_unlock(&reap_mu);
 }
 
-/* 1 when deferred, 0 when reaped now (no memory for the list). */
-static int defer_reap(pid_t pid, int pidfd) {
+/* 1 when deferred (the list owns pidfd and the cgroup), 0 when reaped now (no memory
+ * for the list; the caller still owns them). */
+static int defer_reap(pid_t pid, int pidfd, const lgi_cg_t *cg) {
+  char *dir = NULL;
+  if (cg->v && !(dir = strdup(cg->dir))) goto now;
   pthread_mutex_lock(&reap_mu);
   if (reap_n == reap_cap) {
     size_t cap = reap_cap ? reap_cap * 2 : 16;
     struct reap *l = realloc(reap_list, cap * sizeof *l);
     if (!l) {
       pthread_mutex_unlock(&reap_mu);
-      while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
-      return 0;
+      free(dir);
+      goto now;
     }
     reap_list = l;
     reap_cap = cap;
   }
-  reap_list[reap_n++] = (struct reap){pid, pidfd};
+  if (reap_owner != getpid()) { /* a fork of the caller: its parent's list is not its own */
+    for (size_t i = 0; i < reap_n; i++) free(reap_list[i].cg_dir);
+    reap_n = 0;
+    reap_owner = getpid();
+  }
+  reap_list[reap_n++] = (struct reap){pid, pidfd, dir};
   pthread_mutex_unlock(&reap_mu);
   return 1;
+now:
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+  return 0;
+}
+
+/* At exit: the children that answered and were still exiting are reaped and their
+ * cgroups removed, then every other cgroup this process made (lgi_cg_cleanup). A
+ * forked copy of the caller that exits leaves its parent's alone. */
+__attribute__((destructor)) static void reap_all(void) {
+  pthread_mutex_lock(&reap_mu);
+  for (size_t i = 0; reap_owner == getpid() && i < reap_n; i++) {
+    while (waitpid(reap_list[i].pid, NULL, 0) < 0 && errno == EINTR) {}
+    if (reap_list[i].pidfd >= 0) close(reap_list[i].pidfd);
+    if (reap_list[i].cg_dir) {
+      lgi_cg_t cg;
+      lgi_cg_init(&cg);
+      snprintf(cg.dir, sizeof cg.dir, "%s", reap_list[i].cg_dir);
+      lgi_cg_remove(&cg);
+      free(reap_list[i].cg_dir);
+    }
+  }
+  reap_n = 0;
+  pthread_mutex_unlock(&reap_mu);
+  lgi_cg_cleanup();
+}
+
+int lgi_await_ready(lgi_job_t *job) {
+  double until = now_s() + START_S;
+  for (;;) {
+    int ms = (int)((until - now_s()) * 1000);
+    struct pollfd p = {.fd = job->sock, .events = POLLIN};
+    if (ms <= 0 || poll(&p, 1, ms) <= 0) return -1;
+    lgi_msg_t m;
+    if (recv(job->sock, &m, sizeof m, MSG_WAITALL) != (ssize_t)sizeof m || m.magic != LGI_MAGIC) return -1;
+    if (m.kind == LGI_READY) return 0;
+    if (m.kind != LGI_NOCG) return -1; /* a failed setup: LGI_SETUP */
+    job->nocg = 1;
+  }
+}
+
+void lgi_reap(lgi_job_t *job) {
+  while (waitpid(job->pid, NULL, 0) < 0 && errno == EINTR) {}
+  if (job->pidfd >= 0) close(job->pidfd);
+  job->pidfd = -1;
+  lgi_cg_remove(&job->cg);
 }
 
 static void kill_child(lgi_job_t *job) {
@@ -468,20 +568,23 @@ static void kill_child(lgi_job_t *job) {
 }
 
 int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *res) {
-  rx_t r = {.rss0 = -1};
+  rx_t r = {.rss0 = -1, .nocg = job->nocg};
   const lg_isolate_opts_t *o = &job->opts;
   double deadline = o->timeout_s > 0 ? job->t0 + o->timeout_s : 0;
-  enum { NONE, BY_BUDGET, BY_TIMEOUT } killed = NONE;
+  enum { NONE, BY_BUDGET, BY_TIMEOUT, BY_NOSTART } killed = NONE;
   char statm[64];
   snprintf(statm, sizeof statm, "/proc/%d/statm", (int)job->pid);
   uint64_t peak_seen = 0;
   int eof = 0, exited = 0, answered = 0;
-  reap_deferred();
+  if (!job->pooled) lgi_reap_deferred();
   while (!exited) {
+    int by_cg = job->cg.v && !r.nocg; /* the kernel enforces the budget */
     int ms = -1;
-    if (o->max_rss) ms = POLL_MS;
-    if (deadline) {
-      double left = deadline - now_s();
+    if (o->max_rss && !by_cg) ms = POLL_MS;
+    double dl = deadline;
+    if (r.rss0 < 0 && !r.done && (!dl || job->t0 + START_S < dl)) dl = job->t0 + START_S;
+    if (dl) {
+      double left = dl - now_s();
       int lms = left <= 0 ? 0 : (int)(left * 1000) + 1;
       if (ms < 0 || lms < ms) ms = lms;
     }
@@ -507,7 +610,7 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
       if (waitid(P_PID, (id_t)job->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == job->pid) exited = 1;
     }
     if (exited || killed != NONE) continue;
-    if (o->max_rss && r.rss0 >= 0 && !r.done) {
+    if (o->max_rss && !by_cg && r.rss0 >= 0 && !r.done) {
       int64_t rss = statm_rss(statm);
       if (rss > r.rss0) {
         uint64_t g = (uint64_t)(rss - r.rss0);
@@ -522,17 +625,29 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
     if (deadline && now_s() >= deadline) {
       killed = BY_TIMEOUT;
       kill_child(job);
+    } else if (r.rss0 < 0 && !r.done && !r.denied && !r.setup && now_s() >= job->t0 + START_S) {
+      killed = BY_NOSTART;
+      kill_child(job);
     }
   }
   int st = 0, reaped = 1;
+  int by_cg = job->cg.v && !r.nocg;
+  /* The cgroup's figures, read before it goes: its peak, and whether its OOM killer ran. */
+  int64_t cg_peak = -1, cg_ooms = 0;
+  if (by_cg) {
+    cg_peak = job->cg_peak_ok ? lgi_cg_peak(&job->cg) : -1;
+    if (cg_peak >= 0) cg_peak = cg_peak > job->cg_base ? cg_peak - job->cg_base : 0;
+  }
   job->reusable = answered && r.again && !r.denied;
   if (job->reusable) { /* a pooled child that serves again: the pool keeps it */
     reaped = 0;
   } else if (answered) {
     pid_t w;
     while ((w = waitpid(job->pid, &st, WNOHANG)) < 0 && errno == EINTR) {}
-    if (w == 0 && defer_reap(job->pid, job->pidfd)) {
+    if (w == 0 && defer_reap(job->pid, job->pidfd, &job->cg)) {
       job->pidfd = -1;
+      job->cg.v = 0; /* the reap list removes it */
+      job->cg.dir[0] = 0;
       reaped = 0;
     }
   } else {
@@ -540,18 +655,30 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
     if (!eof)
       while (rx_read(job->sock, &r, o->max_out, 1) > 0 && !(r.done && r.have == r.hdr.len)) {}
     while (waitpid(job->pid, &st, 0) < 0 && errno == EINTR) {}
+    if (by_cg && killed == NONE && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) cg_ooms = lgi_cg_oom_kills(&job->cg);
   }
   if (!job->reusable) {
     if (job->pidfd >= 0) close(job->pidfd);
+    job->pidfd = -1;
     close(job->sock);
+    lgi_cg_remove(&job->cg);
   }
   res->seconds = now_s() - job->t0;
-  res->peak_rss = r.peak > peak_seen ? r.peak : peak_seen;
+  res->budget_by = !o->max_rss ? 0 : by_cg ? LG_BUDGET_CGROUP : LG_BUDGET_RSS;
+  res->peak_rss = by_cg && cg_peak >= 0 ? (size_t)cg_peak : r.peak > peak_seen ? r.peak : peak_seen;
   int complete = r.done && r.have == r.hdr.len && (!reaped || (WIFEXITED(st) && WEXITSTATUS(st) == 0));
-  if (killed == BY_BUDGET || (complete && o->max_rss && r.peak > o->max_rss)) {
+  if (cg_ooms > 0) {
+    res->code = LG_ISOLATE_BUDGET;
+    snprintf(res->message, sizeof res->message,
+             "memory budget exceeded: the kernel stopped it at its cgroup's limit of %zu MiB", o->max_rss >> 20);
+  } else if (killed == BY_BUDGET || (complete && !by_cg && o->max_rss && r.peak > o->max_rss)) {
     res->code = LG_ISOLATE_BUDGET;
     snprintf(res->message, sizeof res->message, "memory budget exceeded: grew by %zu MiB, budget %zu MiB",
              res->peak_rss >> 20, o->max_rss >> 20);
+  } else if (killed == BY_NOSTART) {
+    res->code = LG_ISOLATE_ERROR;
+    snprintf(res->message, sizeof res->message,
+             "the child did not start within %g s (stuck after fork: a lock another thread held?)", START_S);
   } else if (killed == BY_TIMEOUT) {
     res->code = LG_ISOLATE_TIMEOUT;
     snprintf(res->message, sizeof res->message, "timed out after %.3g s", o->timeout_s);

@@ -10,7 +10,8 @@
 #   leakguard_isolate   libleakguard_isolate.so, the C API (-lleakguard_isolate)
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)
 lg_layer_dir(isolate)
-set(LG_ISOLATE_SOURCES src/isolate/isolate.c src/isolate/seccomp.c src/isolate/pool.c)
+set(LG_ISOLATE_SOURCES src/isolate/isolate.c src/isolate/seccomp.c src/isolate/pool.c
+                        src/isolate/cgroup.c)
 add_library(lg_isolate_obj OBJECT ${LG_ISOLATE_SOURCES})
 target_include_directories(lg_isolate_obj PRIVATE ${LG_INC_isolate} ${LG_INC_core} ${LG_INC_public})
 set_target_properties(lg_isolate_obj PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)

@@ -11,15 +11,44 @@
 
 #include "leakguard.h"
 
+/* A child's memory cgroup (cgroup.c). */
+#include <limits.h>
+typedef struct lgi_cg {
+  int v;        /* 1, 2; 0: none */
+  int procs_fd; /* its cgroup.procs, for the child to enter (-1 once used) */
+  char dir[PATH_MAX];
+} lgi_cg_t;
+void lgi_cg_init(lgi_cg_t *cg);
+/* Makes a cgroup for one child under parent (NULL: LEAKGUARD_ISOLATE_CGROUP or the
+ * caller's memory cgroup) with limit bytes. 0, or -1 with why filled. */
+int lgi_cg_make(lgi_cg_t *cg, const char *parent, size_t limit, char *why, size_t whylen);
+int lgi_cg_limit(lgi_cg_t *cg, size_t limit);
+int lgi_cg_enter(lgi_cg_t *cg); /* in the child: async-signal-safe */
+int64_t lgi_cg_current(const lgi_cg_t *cg);
+int64_t lgi_cg_peak(const lgi_cg_t *cg); /* -1 where the kernel has no peak (v2 < 5.19) */
+int lgi_cg_reset_peak(lgi_cg_t *cg);     /* v1 only; -EOPNOTSUPP on v2 */
+int64_t lgi_cg_oom_kills(const lgi_cg_t *cg);
+void lgi_cg_remove(lgi_cg_t *cg); /* closes, rmdir; the child must be reaped */
+/* At exit (isolate.c's destructor): kills what is left in this process's cgroups,
+ * reaps it and removes them. */
+void lgi_cg_cleanup(void);
+/* NULL when LG_BUDGET_AUTO can use cgroups (dir: where), else why not. */
+const char *lgi_cg_where(const char **dir);
+
 /* One child in flight. */
 typedef struct lgi_job {
   pid_t pid;
   int pidfd; /* pidfd_open(pid), -1 when unavailable (then waitpid WNOHANG polling) */
   int sock;  /* the parent's end of the result channel */
   lg_isolate_opts_t opts;
-  double t0;    /* CLOCK_MONOTONIC seconds at spawn */
-  int reusable; /* set by lgi_wait: the child answered and waits for another request
+  double t0;       /* CLOCK_MONOTONIC seconds at spawn */
+  int reusable;    /* set by lgi_wait: the child answered and waits for another request
                  * (reuse_k); its pid, pidfd and sock stay open */
+  lgi_cg_t cg;     /* its memory cgroup (cg.v 0: the budget is polled RSS) */
+  int64_t cg_base; /* the cgroup's usage when the current request began */
+  int cg_peak_ok;  /* the cgroup's peak counts this request only */
+  int pooled;      /* a pool's child (its deferred reaps are the refill thread's) */
+  int nocg;        /* it could not enter its cgroup: its budget is polled RSS */
 } lgi_job_t;
 
 /* Validates the arguments, builds (or reuses) the seccomp program, forks. In the
@@ -31,6 +60,19 @@ int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, in
 /* pooled: the child, once isolated, waits for its input on job->sock (a uint64_t
  * length, then the bytes: lgi_send_request) instead of taking in/inlen. */
 int lgi_send_request(lgi_job_t *job, const void *in, size_t inlen);
+
+/* Reaps the children that answered and were still exiting when their call returned,
+ * those that have exited since, and removes their cgroups (lgi_wait of an unpooled
+ * call does it first; a pool's refill thread for its own calls). */
+void lgi_reap_deferred(void);
+
+/* Waits (up to 10 s) for a pooled child to say it is set up: in its cgroup (entering
+ * one stalls forks and exits system-wide for a moment: better in the refill thread
+ * than in a call) and filtered. 0, or -1: it failed or is stuck (discard it). */
+int lgi_await_ready(lgi_job_t *job);
+
+/* Reaps a child that has been killed or has exited, and removes its cgroup. */
+void lgi_reap(lgi_job_t *job);
 
 /* Waits for the child of job (budget polling, timeout), reaps it, fills res and
  * *out, *outlen (LG_ISOLATE_OK only), counts the outcome. Returns res->code. A pooled

@@ -35,9 +35,19 @@ struct lg_isolate_pool {
 
 static void discard(lgi_job_t *j) {
   kill(j->pid, SIGKILL);
-  while (waitpid(j->pid, NULL, 0) < 0 && errno == EINTR) {}
-  if (j->pidfd >= 0) close(j->pidfd);
+  lgi_reap(j);
   close(j->sock);
+}
+
+/* A request's budget in the child's cgroup: its limit is what the child holds now plus
+ * the budget, and its peak starts from here (v1; v2 cannot reset memory.peak, so a
+ * reused child's later requests report the peak the child measures itself). */
+static void rebase_cgroup(lgi_job_t *j) {
+  if (!j->cg.v || !j->reusable) return; /* a fresh child: its limit and peak are its own */
+  int64_t now = lgi_cg_current(&j->cg);
+  j->cg_base = now > 0 ? now : 0;
+  (void)lgi_cg_limit(&j->cg, (size_t)j->cg_base + j->opts.max_rss);
+  j->cg_peak_ok = lgi_cg_reset_peak(&j->cg) == 0 || !j->reusable;
 }
 
 static void *refill(void *arg) {
@@ -47,6 +57,11 @@ static void *refill(void *arg) {
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the caller's threads' */
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
+    /* the children that answered and were exiting: reaped here, with their cgroups
+     * removed, rather than on a call's path */
+    pthread_mutex_unlock(&p->mu);
+    lgi_reap_deferred();
+    pthread_mutex_lock(&p->mu);
     /* fork() write-locks the caller's address space while it copies the page tables
      * (milliseconds for a large caller): a call's page faults would wait for it. So
      * the pool refills while no call is in flight, unless it is empty. */
@@ -60,6 +75,10 @@ static void *refill(void *arg) {
     lgi_job_t j;
     lg_isolate_result_t res;
     int rc = lgi_spawn(&j, p->fn, NULL, 0, 1, &p->opts, &res);
+    if (rc == LG_ISOLATE_OK && lgi_await_ready(&j) < 0) {
+      discard(&j);
+      rc = LG_ISOLATE_ERROR;
+    }
     pthread_mutex_lock(&p->mu);
     if (rc != LG_ISOLATE_OK) {
       /* fork failed (EAGAIN, ENOMEM): calls fork their own; retry in 100 ms */
@@ -87,8 +106,7 @@ static void *refill(void *arg) {
 }
 
 lg_isolate_pool_t *lg_isolate_pool_new(lg_isolate_fn fn, const lg_isolate_opts_t *opts) {
-  if (!fn || !opts || opts->pool_size <= 0 || opts->pool_size > 1024 || opts->before_fork || opts->after_fork_parent ||
-      opts->after_fork_child) {
+  if (!fn || !opts || opts->pool_size <= 0 || opts->pool_size > 1024) {
     errno = EINVAL;
     return NULL;
   }
@@ -161,6 +179,7 @@ int lg_isolate_pool_call(lg_isolate_pool_t *p, const void *in, size_t inlen, voi
     memset(res, 0, sizeof *res);
     res->syscall_nr = -1;
     int rc;
+    rebase_cgroup(&j);
     if (lgi_send_request(&j, in, inlen) < 0) {
       discard(&j); /* it died waiting (killed from outside): take another */
       rc = -1;

@@ -9,8 +9,10 @@
  * GIL, so other threads (and other isolated calls) go on meanwhile. */
 #include "python/lgpy.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct py_hooks {
   PyThreadState *saved;
@@ -40,13 +42,32 @@ static int call_in_child(const void *in, size_t inlen, void **out, size_t *outle
   return 0;
 }
 
+static PyObject *result_dict(const lg_isolate_result_t *res, void *out, size_t outlen) {
+  PyObject *payload = Py_None;
+  Py_INCREF(payload);
+  if (res->code == LG_ISOLATE_OK && res->status == 0) {
+    Py_DECREF(payload);
+    payload = PyBytes_FromStringAndSize(out, (Py_ssize_t)outlen);
+  }
+  free(out);
+  if (!payload) return NULL;
+  static const char *const by[] = {"none", "rss", "cgroup"};
+  return Py_BuildValue("{s:i,s:s,s:N,s:i,s:i,s:i,s:s,s:s,s:K,s:d,s:s}", "code", res->code, "outcome",
+                       lg_isolate_code_name(res->code), "payload", payload, "status", res->status, "signal",
+                       res->signal, "exit_code", res->exit_code, "syscall", res->syscall, "message", res->message,
+                       "peak_rss", (unsigned long long)res->peak_rss, "seconds", res->seconds, "budget_by",
+                       by[res->budget_by >= 0 && res->budget_by <= 2 ? res->budget_by : 0]);
+}
+
 PyObject *lgpy_isolate_call(PyObject *self, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"fn", "max_rss", "timeout", "allow", NULL};
+  static char *kwlist[] = {"fn", "max_rss", "timeout", "allow", "budget_by", NULL};
   PyObject *fn;
   unsigned long long max_rss = 0;
   double timeout = 0;
   unsigned int allow = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|KdI:_isolate_call", kwlist, &fn, &max_rss, &timeout, &allow))
+  int budget_by = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|KdIi:_isolate_call", kwlist, &fn, &max_rss, &timeout, &allow,
+                                   &budget_by))
     return NULL;
   if (!PyCallable_Check(fn)) {
     PyErr_SetString(PyExc_TypeError, "_isolate_call: fn must be callable");
@@ -60,24 +81,181 @@ PyObject *lgpy_isolate_call(PyObject *self, PyObject *args, PyObject *kw) {
                          .before_fork = before_fork,
                          .after_fork_parent = after_fork_parent,
                          .after_fork_child = after_fork_child,
-                         .hook_arg = &h};
+                         .hook_arg = &h,
+                         .budget_by = budget_by};
   void *out = NULL;
   size_t outlen = 0;
   lg_isolate_result_t res;
   lg_isolate_call(call_in_child, NULL, 0, &out, &outlen, &o, &res);
   if (h.saved) PyEval_RestoreThread(h.saved);
-  PyObject *payload = Py_None;
-  Py_INCREF(payload);
-  if (res.code == LG_ISOLATE_OK && res.status == 0) {
-    Py_DECREF(payload);
-    payload = PyBytes_FromStringAndSize(out, (Py_ssize_t)outlen);
+  return result_dict(&res, out, outlen);
+}
+
+/* ---------------------------------------------------------------- the pool
+ * lg_isolate_pool with CPython's fork hooks. A pool forks from its refill thread (a
+ * thread CPython does not know) and from callers that find it empty: whichever thread
+ * forks takes the GIL first (PyGILState_Ensure: a thread state of its own) and forks
+ * between PyOS_BeforeFork and PyOS_AfterFork_*, as os.fork does in any thread. The
+ * child is that thread alone, holding the GIL: CPython makes it the main thread. The
+ * callers wait without the GIL, so the refill thread can take it. */
+static _Thread_local PyGILState_STATE pool_gil;
+static _Thread_local int pool_ts_kept;
+static void pool_before_fork(void *arg) {
+  pool_gil = PyGILState_Ensure();
+  if (!pool_ts_kept) {
+    /* A second hold, never released: this thread's state outlives each fork. Made and
+     * deleted per fork, it would take the runtime's head lock without the GIL, and a
+     * fork in another thread at that moment gives a child that deadlocks in
+     * PyOS_AfterFork_Child on CPython < 3.12, 3.11.8, 3.10.14, 3.9.20 (gh-112275). */
+    (void)PyGILState_Ensure();
+    pool_ts_kept = 1;
   }
-  free(out);
-  if (!payload) return NULL;
-  return Py_BuildValue("{s:i,s:s,s:N,s:i,s:i,s:i,s:s,s:s,s:K,s:d}", "code", res.code, "outcome",
-                       lg_isolate_code_name(res.code), "payload", payload, "status", res.status, "signal", res.signal,
-                       "exit_code", res.exit_code, "syscall", res.syscall, "message", res.message, "peak_rss",
-                       (unsigned long long)res.peak_rss, "seconds", res.seconds);
+  PyOS_BeforeFork();
+}
+static void pool_after_fork_parent(void *arg) {
+  PyOS_AfterFork_Parent();
+  PyGILState_Release(pool_gil);
+}
+
+/* In the child: the dispatcher (a callable taking the request's bytes and returning
+ * the answer's bytes) on the request. */
+static int pool_in_child(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  PyObject *b = PyBytes_FromStringAndSize(in, (Py_ssize_t)inlen);
+  PyObject *r = b ? PyObject_CallFunctionObjArgs((PyObject *)arg, b, NULL) : NULL;
+  Py_XDECREF(b);
+  if (!r || !PyBytes_Check(r)) {
+    if (PyErr_Occurred()) PyErr_Print();
+    Py_XDECREF(r);
+    return 1;
+  }
+  size_t n = (size_t)PyBytes_GET_SIZE(r);
+  *out = malloc(n ? n : 1);
+  if (!*out) {
+    Py_DECREF(r);
+    return 2;
+  }
+  memcpy(*out, PyBytes_AS_STRING(r), n);
+  *outlen = n;
+  Py_DECREF(r);
+  return 0;
+}
+
+typedef struct pypool {
+  lg_isolate_pool_t *pool;
+  PyObject *dispatch;
+} pypool_t;
+
+#define POOL_CAPSULE "leakguard._isolate_pool"
+
+static void pool_capsule_free(PyObject *cap) {
+  pypool_t *p = PyCapsule_GetPointer(cap, POOL_CAPSULE);
+  if (!p) return;
+  /* Not closed (leakguard.IsolatedPool closes its pools, at exit too): freeing joins
+   * the refill thread, which may wait for the GIL; at finalization it is left. */
+  if (p->pool && !Py_IsFinalizing()) {
+    Py_BEGIN_ALLOW_THREADS lg_isolate_pool_free(p->pool);
+    Py_END_ALLOW_THREADS p->pool = NULL;
+  }
+  if (!p->pool) {
+    Py_XDECREF(p->dispatch);
+    PyMem_Free(p);
+  }
+}
+
+PyObject *lgpy_isolate_pool_new(PyObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"dispatch", "size", "max_rss", "timeout", "allow", "reuse", "budget_by", NULL};
+  PyObject *dispatch;
+  int size = 0, reuse = 0, budget_by = 0;
+  unsigned long long max_rss = 0;
+  double timeout = 0;
+  unsigned int allow = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|KdIii:_isolate_pool_new", kwlist, &dispatch, &size, &max_rss, &timeout,
+                                   &allow, &reuse, &budget_by))
+    return NULL;
+  if (!PyCallable_Check(dispatch)) {
+    PyErr_SetString(PyExc_TypeError, "_isolate_pool_new: dispatch must be callable");
+    return NULL;
+  }
+  pypool_t *p = PyMem_Calloc(1, sizeof *p);
+  if (!p) return PyErr_NoMemory();
+  p->dispatch = Py_NewRef(dispatch);
+  lg_isolate_opts_t o = {.max_rss = (size_t)max_rss,
+                         .timeout_s = timeout,
+                         .allow = allow,
+                         .pool_size = size,
+                         .reuse_k = reuse,
+                         .arg = dispatch,
+                         .before_fork = pool_before_fork,
+                         .after_fork_parent = pool_after_fork_parent,
+                         .after_fork_child = after_fork_child,
+                         .budget_by = budget_by};
+  p->pool = lg_isolate_pool_new(pool_in_child, &o);
+  if (!p->pool) {
+    int e = errno;
+    Py_DECREF(p->dispatch);
+    PyMem_Free(p);
+    errno = e;
+    return PyErr_SetFromErrno(e == EINVAL ? PyExc_ValueError : PyExc_OSError);
+  }
+  /* Until the refill thread has its thread state (made once, at its first fork), this
+   * thread does not fork (gh-112275 above): it waits for the first child. */
+  Py_BEGIN_ALLOW_THREADS for (int i = 0; i < 5000 && lg_isolate_pool_ready(p->pool) == 0; i++) usleep(1000);
+  Py_END_ALLOW_THREADS PyObject *cap = PyCapsule_New(p, POOL_CAPSULE, pool_capsule_free);
+  if (!cap) {
+    Py_BEGIN_ALLOW_THREADS lg_isolate_pool_free(p->pool);
+    Py_END_ALLOW_THREADS Py_DECREF(p->dispatch);
+    PyMem_Free(p);
+  }
+  return cap;
+}
+
+static pypool_t *pool_of(PyObject *cap) {
+  pypool_t *p = PyCapsule_GetPointer(cap, POOL_CAPSULE);
+  if (p && !p->pool) {
+    PyErr_SetString(PyExc_ValueError, "the isolated pool is closed");
+    return NULL;
+  }
+  return p;
+}
+
+PyObject *lgpy_isolate_pool_call(PyObject *self, PyObject *args) {
+  PyObject *cap;
+  Py_buffer in;
+  if (!PyArg_ParseTuple(args, "Oy*:_isolate_pool_call", &cap, &in)) return NULL;
+  pypool_t *p = pool_of(cap);
+  if (!p) {
+    PyBuffer_Release(&in);
+    return NULL;
+  }
+  void *out = NULL;
+  size_t outlen = 0;
+  lg_isolate_result_t res;
+  Py_BEGIN_ALLOW_THREADS lg_isolate_pool_call(p->pool, in.buf, (size_t)in.len, &out, &outlen, &res);
+  Py_END_ALLOW_THREADS PyBuffer_Release(&in);
+  return result_dict(&res, out, outlen);
+}
+
+PyObject *lgpy_isolate_pool_ready(PyObject *self, PyObject *cap) {
+  pypool_t *p = pool_of(cap);
+  return p ? PyLong_FromLong(lg_isolate_pool_ready(p->pool)) : NULL;
+}
+
+PyObject *lgpy_isolate_pool_free(PyObject *self, PyObject *cap) {
+  pypool_t *p = PyCapsule_GetPointer(cap, POOL_CAPSULE);
+  if (!p) return NULL;
+  if (p->pool) {
+    lg_isolate_pool_t *pool = p->pool;
+    p->pool = NULL; /* closed for other threads from here */
+    Py_BEGIN_ALLOW_THREADS lg_isolate_pool_free(pool);
+    Py_END_ALLOW_THREADS
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject *lgpy_isolate_budget_method(PyObject *self, PyObject *unused) {
+  char detail[256];
+  int m = lg_isolate_budget_method(detail, sizeof detail);
+  return Py_BuildValue("(ss)", m == LG_BUDGET_CGROUP ? "cgroup" : "rss", detail);
 }
 
 PyObject *lgpy_isolate_stats(PyObject *self, PyObject *unused) {

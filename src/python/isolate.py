@@ -4,7 +4,9 @@
 # namespace at import: _isolate_call (src/python/isolate.c) is the C half.
 import functools as _functools
 import pickle as _pickle
+import threading as _threading
 import traceback as _traceback
+import weakref as _weakref
 
 
 class MemoryBudgetExceeded(MemoryError):
@@ -79,6 +81,15 @@ def _allow_mask(allow):
     return mask
 
 
+_BUDGET = {"auto": 0, "rss": 1, "cgroup": 2}
+
+
+def _budget_by(budget):
+    if budget not in _BUDGET:
+        raise ValueError("budget: 'auto', 'rss' or 'cgroup', not %r" % (budget,))
+    return _BUDGET[budget]
+
+
 def _after_fork_in_child():
     # The child has only the forking thread: a thread pool the caller had started
     # (torch's OpenMP team) is gone, and libgomp would wait for it forever. One thread
@@ -93,27 +104,21 @@ def _after_fork_in_child():
             pass
 
 
-def run_isolated(fn, *args, max_rss=None, timeout=None, allow=(), **kwargs):
-    """Runs fn(*args, **kwargs) in a copy-on-write fork of this process under a
-    seccomp filter, a memory budget (max_rss: bytes or '100M', '2G') and a timeout
-    (seconds); returns its (pickled) result or re-raises its exception here."""
-    mask = _allow_mask(allow)
-    budget = _parse_size(max_rss)
-    t = float(timeout) if timeout else 0.0
-
-    def child():
-        _after_fork_in_child()
+def _answer(fn, args, kwargs):
+    """In the child: fn's result or exception, pickled, tagged R or E."""
+    try:
+        return b"R" + _pickle.dumps(fn(*args, **kwargs), protocol=_pickle.HIGHEST_PROTOCOL)
+    except BaseException as e:  # noqa: B902 -- every exception goes back to the caller
+        tb = _traceback.format_exc()
         try:
-            return b"R" + _pickle.dumps(fn(*args, **kwargs), protocol=_pickle.HIGHEST_PROTOCOL)
-        except BaseException as e:  # noqa: B902 -- every exception goes back to the caller
-            tb = _traceback.format_exc()
-            try:
-                return b"E" + _pickle.dumps((e, tb), protocol=_pickle.HIGHEST_PROTOCOL)
-            except Exception:
-                err = RuntimeError("%s: %s (the exception could not be pickled)" % (type(e).__name__, e))
-                return b"E" + _pickle.dumps((err, tb), protocol=_pickle.HIGHEST_PROTOCOL)
+            return b"E" + _pickle.dumps((e, tb), protocol=_pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            err = RuntimeError("%s: %s (the exception could not be pickled)" % (type(e).__name__, e))
+            return b"E" + _pickle.dumps((err, tb), protocol=_pickle.HIGHEST_PROTOCOL)
 
-    r = _isolate_call(child, budget, t, mask)
+
+def _outcome(r):
+    """In the caller: the result of an isolated call, or its exception raised."""
     out = r["outcome"]
     if out == "ok":
         p = r["payload"]
@@ -145,18 +150,155 @@ def run_isolated(fn, *args, max_rss=None, timeout=None, allow=(), **kwargs):
     raise IsolationError(r["message"])
 
 
-def isolated(fn=None, *, max_rss=None, timeout=None, allow=()):
+def run_isolated(fn, *args, max_rss=None, timeout=None, allow=(), budget="auto", **kwargs):
+    """Runs fn(*args, **kwargs) in a copy-on-write fork of this process under a
+    seccomp filter, a memory budget (max_rss: bytes or '100M', '2G'; enforced by a
+    cgroup of the child's own where the hierarchy allows, else by polling its RSS:
+    budget='auto', 'cgroup' or 'rss') and a timeout (seconds); returns its (pickled)
+    result or re-raises its exception here."""
+    mask = _allow_mask(allow)
+    size = _parse_size(max_rss)
+    t = float(timeout) if timeout else 0.0
+    by = _budget_by(budget)
+
+    def child():
+        _after_fork_in_child()
+        return _answer(fn, args, kwargs)
+
+    return _outcome(_isolate_call(child, size, t, mask, by))
+
+
+_pools = _weakref.WeakSet()
+
+
+def _close_pools():
+    for p in list(_pools):
+        p.close()
+
+
+import atexit as _atexit  # noqa: E402
+
+_atexit.register(_close_pools)
+
+
+class IsolatedPool:
+    """size children of this process, forked ahead as it is now (load the model
+    first), each isolated as run_isolated's child is and waiting for one request
+    (reuse=K: up to K, its memory checked between them). A background thread forks
+    replacements; a call that finds none ready forks its own. Thread-safe.
+
+    pool.call(fn, *args, **kwargs): fn and the arguments are pickled to the child
+    (fn by reference: a module-level function that existed when the pool was made).
+    IsolatedPool(size, handler=f): pool(*args, **kwargs) calls f, which is not pickled.
+    Use it as a context manager or close() it; pools still open are closed at exit."""
+
+    def __init__(self, size=4, *, handler=None, max_rss=None, timeout=None, allow=(), reuse=1, budget="auto"):
+        size = int(size)
+        reuse = int(reuse)
+        if size < 1 or size > 1024:
+            raise ValueError("size: 1 to 1024 children, not %d" % size)
+        if reuse < 1:
+            raise ValueError("reuse must be at least 1")
+        mask = _allow_mask(allow)
+        nbytes = _parse_size(max_rss)
+        t = float(timeout) if timeout else 0.0
+        by = _budget_by(budget)
+        self.handler = handler
+
+        def dispatch(request):  # in the child
+            _after_fork_in_child()
+            try:
+                fn, args, kwargs = _pickle.loads(request)
+            except BaseException as e:  # noqa: B902
+                err = "%s: %s" % (type(e).__name__, e)
+            else:
+                return _answer(handler if fn is None else fn, args, kwargs)
+            return _answer(_raise_unpickling, (err,), {})
+
+        self._cap = _isolate_pool_new(dispatch, size, nbytes, t, mask, reuse, by)
+        self._lock = _threading.Lock()
+        _pools.add(self)
+
+    def call(self, fn, *args, **kwargs):
+        """fn(*args, **kwargs) in a pooled child: its result, or its exception raised."""
+        return self._run(fn, args, kwargs)
+
+    def __call__(self, *args, **kwargs):
+        if self.handler is None:
+            raise TypeError("this pool has no handler: use pool.call(fn, ...)")
+        return self._run(None, args, kwargs)
+
+    def _run(self, fn, args, kwargs):
+        cap = self._cap
+        if cap is None:
+            raise ValueError("the isolated pool is closed")
+        request = _pickle.dumps((fn, args, kwargs), protocol=_pickle.HIGHEST_PROTOCOL)
+        return _outcome(_isolate_pool_call(cap, request))
+
+    def ready(self):
+        """Children ready now."""
+        cap = self._cap
+        return 0 if cap is None else _isolate_pool_ready(cap)
+
+    def close(self):
+        """Kills the waiting children and stops the refill thread."""
+        with self._lock:
+            cap, self._cap = self._cap, None
+        if cap is not None:
+            _isolate_pool_free(cap)
+        _pools.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _raise_unpickling(err):
+    raise IsolationError(
+        "the pooled child could not unpickle the request (%s): a pooled child is a copy of the"
+        " process made with the pool, so what the request names must exist then" % err
+    )
+
+
+def isolated(fn=None, *, max_rss=None, timeout=None, allow=(), budget="auto", pool=0, reuse=1):
     """Decorator: @leakguard.isolated(max_rss="2G", timeout=30, allow=()) runs every
     call of the function isolated (run_isolated). Also isolated(fn) and
-    isolated(max_rss=...)(fn)(*args)."""
+    isolated(max_rss=...)(fn)(*args). pool=N: calls go to a pool of N pre-forked
+    children (IsolatedPool), made at the first call: warm the process up before it;
+    reuse=K: a pooled child serves up to K calls."""
     _allow_mask(allow)
     _parse_size(max_rss)
+    _budget_by(budget)
+    if int(pool) < 0:
+        raise ValueError("pool must not be negative")
 
     def deco(f):
-        @_functools.wraps(f)
-        def wrapper(*args, **kwargs):
-            return run_isolated(f, *args, max_rss=max_rss, timeout=timeout, allow=allow, **kwargs)
+        if not pool:
 
-        return wrapper
+            @_functools.wraps(f)
+            def wrapper(*args, **kwargs):
+                return run_isolated(f, *args, max_rss=max_rss, timeout=timeout, allow=allow, budget=budget, **kwargs)
+
+            return wrapper
+        lock = _threading.Lock()
+        made = []
+
+        @_functools.wraps(f)
+        def pooled(*args, **kwargs):
+            if not made:
+                with lock:
+                    if not made:
+                        made.append(
+                            IsolatedPool(
+                                pool, handler=f, max_rss=max_rss, timeout=timeout, allow=allow, reuse=reuse,
+                                budget=budget
+                            )
+                        )
+            return made[0](*args, **kwargs)
+
+        pooled.pool = made
+        return pooled
 
     return deco(fn) if fn is not None else deco

@@ -263,6 +263,13 @@ static PyMethodDef methods[] = {
     {"_site_of_object", py_site_of_object, METH_O, NULL},
     {"_isolate_call", (PyCFunction)(void (*)(void))lgpy_isolate_call, METH_VARARGS | METH_KEYWORDS,
      NULL}, /* src/python/isolate.c */
+    {"_isolate_pool_new", (PyCFunction)(void (*)(void))lgpy_isolate_pool_new, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"_isolate_pool_call", lgpy_isolate_pool_call, METH_VARARGS, NULL},
+    {"_isolate_pool_ready", lgpy_isolate_pool_ready, METH_O, NULL},
+    {"_isolate_pool_free", lgpy_isolate_pool_free, METH_O, NULL},
+    {"isolate_budget_method", lgpy_isolate_budget_method, METH_NOARGS,
+     "isolate_budget_method() -> (how, detail): how a max_rss budget is enforced here, 'cgroup'\n"
+     "(detail: where the children's cgroups go) or 'rss' (detail: why no cgroup)."},
     {"isolate_stats", lgpy_isolate_stats, METH_NOARGS,
      "isolate_stats() -> dict: counts of this process's isolated calls by outcome, peak RSS histogram."},
     {NULL, NULL, 0, NULL}};

@@ -79,6 +79,11 @@ PyObject *lgpy_watch_after_fork(PyObject *self, PyObject *unused);
 /* ---- isolate.c (leakguard.isolated, docs/isolate.md) */
 PyObject *lgpy_isolate_call(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *lgpy_isolate_stats(PyObject *self, PyObject *unused);
+PyObject *lgpy_isolate_pool_new(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *lgpy_isolate_pool_call(PyObject *self, PyObject *args);
+PyObject *lgpy_isolate_pool_ready(PyObject *self, PyObject *cap);
+PyObject *lgpy_isolate_pool_free(PyObject *self, PyObject *cap);
+PyObject *lgpy_isolate_budget_method(PyObject *self, PyObject *unused);
 /* Runs src/python/isolate.py (compiled in) in the module's namespace. 0 or -1. */
 int lgpy_isolate_init(PyObject *module);
 

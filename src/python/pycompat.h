@@ -28,6 +28,11 @@ static inline PyObject *lgpy_xnewref(PyObject *o) {
 #define Py_XNewRef(o) lgpy_xnewref((PyObject *)(o))
 #endif
 
+/* Py_IsFinalizing: public in 3.13, _Py_IsFinalizing before. */
+#if PY_VERSION_HEX < 0x030D0000
+#define Py_IsFinalizing() _Py_IsFinalizing()
+#endif
+
 /* Turns the cyclic GC off, returning whether it was on (PyGC_Disable, new in 3.10;
  * before, through the gc module). */
 static inline int lgpy_gc_disable(void) {

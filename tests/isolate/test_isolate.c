@@ -197,19 +197,160 @@ static void allowed_calls(void **unused) {
 
 static void budget(void **unused) {
   size_t n = (size_t)400 << 20;
-  lg_isolate_opts_t o = {.max_rss = (size_t)100 << 20};
+  lg_isolate_opts_t o = {.max_rss = (size_t)100 << 20, .budget_by = LG_BUDGET_RSS};
   lg_isolate_result_t r;
   void *out = NULL;
   size_t outlen = 0;
   assert_int_equal(lg_isolate_call(do_touch, &n, sizeof n, &out, &outlen, &o, &r), LG_ISOLATE_BUDGET);
   assert_null(out);
   assert_true(r.peak_rss > o.max_rss);
+  assert_int_equal(r.budget_by, LG_BUDGET_RSS);
   /* within the budget */
   n = (size_t)20 << 20;
   assert_int_equal(lg_isolate_call(do_touch, &n, sizeof n, &out, &outlen, &o, &r), LG_ISOLATE_OK);
   assert_true(r.peak_rss >= n - (n >> 3));
   assert_null(out); /* no output: NULL, 0 */
   assert_int_equal(outlen, 0);
+}
+
+/* A cgroup asked for where there is none: an error, not a silent fallback. */
+static void cgroup_refused(void **unused) {
+  size_t n = 1 << 20;
+  lg_isolate_opts_t o = {.max_rss = (size_t)100 << 20, .budget_by = LG_BUDGET_CGROUP,
+                         .cgroup_parent = "/nonexistent/leakguard"};
+  lg_isolate_result_t r;
+  void *out = NULL;
+  size_t outlen = 0;
+  assert_int_equal(lg_isolate_call(do_touch, &n, sizeof n, &out, &outlen, &o, &r), LG_ISOLATE_ERROR);
+  assert_non_null(strstr(r.message, "no memory cgroup: /nonexistent/leakguard is not a memory cgroup"));
+  o.budget_by = 7;
+  assert_int_equal(lg_isolate_call(do_touch, &n, sizeof n, &out, &outlen, &o, &r), LG_ISOLATE_ERROR);
+  assert_non_null(strstr(r.message, "budget_by"));
+  /* AUTO with that parent falls back to polling RSS */
+  o.budget_by = LG_BUDGET_AUTO;
+  assert_int_equal(lg_isolate_call(do_touch, &n, sizeof n, &out, &outlen, &o, &r), LG_ISOLATE_OK);
+  assert_int_equal(r.budget_by, LG_BUDGET_RSS);
+}
+
+/* ---------------------------------------------------------------- cgroup budgets
+ * Run as `test_isolate cgroup` (ctest isolate_cgroup): exit 77 (skipped) where this
+ * process cannot make memory cgroups, saying why. */
+static char cg_parent[4096];
+
+static int count_cgroups(pid_t pid) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "ls -d %s/leakguard-iso-%d-* 2>/dev/null | wc -l", cg_parent, (int)pid);
+  FILE *f = popen(cmd, "r");
+  int n = -1;
+  if (f) {
+    if (fscanf(f, "%d", &n) != 1) n = -1;
+    pclose(f);
+  }
+  return n;
+}
+
+/* This process's cgroups left in the parent directory once its children are gone. A
+ * child that answered is reaped, and its cgroup removed, by the next call (or at
+ * exit): a call without a budget here does that. */
+static int cg_left(void) {
+  int n = -1;
+  for (int i = 0; i < 100 && (n = count_cgroups(getpid())) != 0; i++) {
+    usleep(20000);
+    size_t z = 0;
+    void *out = NULL;
+    size_t outlen = 0;
+    (void)lg_isolate_call(do_touch, &z, sizeof z, &out, &outlen, NULL, NULL);
+  }
+  return n;
+}
+
+static void cgroup_budget(void **unused) {
+  size_t n = (size_t)400 << 20;
+  lg_isolate_opts_t o = {.max_rss = (size_t)100 << 20, .budget_by = LG_BUDGET_CGROUP};
+  lg_isolate_result_t r;
+  void *out = NULL;
+  size_t outlen = 0;
+  assert_int_equal(lg_isolate_call(do_touch, &n, sizeof n, &out, &outlen, &o, &r), LG_ISOLATE_BUDGET);
+  assert_int_equal(r.budget_by, LG_BUDGET_CGROUP);
+  assert_non_null(strstr(r.message, "cgroup's limit of 100 MiB"));
+  assert_true(r.peak_rss >= o.max_rss - (o.max_rss >> 4) && r.peak_rss <= o.max_rss);
+  /* within the budget: the peak is what the child added */
+  n = (size_t)20 << 20;
+  assert_int_equal(lg_isolate_call(do_touch, &n, sizeof n, &out, &outlen, &o, &r), LG_ISOLATE_OK);
+  assert_int_equal(r.budget_by, LG_BUDGET_CGROUP);
+  assert_true(r.peak_rss >= n - (n >> 3) && r.peak_rss <= n + ((size_t)8 << 20));
+  assert_int_equal(cg_left(), 0);
+}
+
+/* Writing to the caller's pages copies them: the kernel charges the copies to the
+ * child's cgroup, where the RSS (pages mapped, shared or not) does not grow. */
+static char *shared_buf;
+static size_t shared_len = (size_t)96 << 20;
+static int do_write_shared(const void *in, size_t inlen, void **out, size_t *outlen, void *arg) {
+  for (size_t i = 0; i < shared_len; i += 4096) shared_buf[i]++;
+  return 0;
+}
+static void cgroup_counts_copies(void **unused) {
+  shared_buf = malloc(shared_len);
+  assert_non_null(shared_buf);
+  memset(shared_buf, 1, shared_len);
+  lg_isolate_opts_t o = {.max_rss = (size_t)32 << 20, .budget_by = LG_BUDGET_CGROUP};
+  lg_isolate_result_t r;
+  void *out = NULL;
+  size_t outlen = 0;
+  assert_int_equal(lg_isolate_call(do_write_shared, NULL, 0, &out, &outlen, &o, &r), LG_ISOLATE_BUDGET);
+  assert_int_equal(r.budget_by, LG_BUDGET_CGROUP);
+  o.budget_by = LG_BUDGET_RSS; /* for the record: polling sees no growth */
+  int rc = lg_isolate_call(do_write_shared, NULL, 0, &out, &outlen, &o, &r);
+  printf("# 96 MiB of the caller's pages written under a 32 MiB budget: cgroup: budget; rss: %s (peak %zu KiB)\n",
+         lg_isolate_code_name(rc), r.peak_rss >> 10);
+  assert_int_equal(shared_buf[0], 1); /* the caller's pages are its own */
+  free(shared_buf);
+  assert_int_equal(cg_left(), 0);
+}
+
+/* A pooled child serving several requests: each request its own budget in the
+ * child's cgroup, and no cgroup left once the pool is freed. */
+static void cgroup_pool(void **unused) {
+  lg_isolate_opts_t o = {.max_rss = (size_t)100 << 20, .budget_by = LG_BUDGET_CGROUP, .pool_size = 2, .reuse_k = 4};
+  lg_isolate_pool_t *p = lg_isolate_pool_new(do_touch, &o);
+  assert_non_null(p);
+  for (int i = 0; i < 6; i++) {
+    size_t n = (size_t)60 << 20;
+    lg_isolate_result_t r;
+    void *out = NULL;
+    size_t outlen = 0;
+    assert_int_equal(lg_isolate_pool_call(p, &n, sizeof n, &out, &outlen, &r), LG_ISOLATE_OK);
+    assert_int_equal(r.budget_by, LG_BUDGET_CGROUP);
+    assert_true(r.peak_rss >= n - (n >> 3));
+  }
+  size_t n = (size_t)400 << 20;
+  lg_isolate_result_t r;
+  void *out = NULL;
+  size_t outlen = 0;
+  assert_int_equal(lg_isolate_pool_call(p, &n, sizeof n, &out, &outlen, &r), LG_ISOLATE_BUDGET);
+  lg_isolate_pool_free(p);
+  assert_int_equal(cg_left(), 0);
+}
+
+/* A process that exits with a pool it never freed leaves no cgroup behind. */
+static void cgroup_exit_cleanup(void **unused) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    lg_isolate_opts_t o = {.max_rss = (size_t)64 << 20, .budget_by = LG_BUDGET_CGROUP, .pool_size = 3};
+    lg_isolate_pool_t *p = lg_isolate_pool_new(do_touch, &o);
+    size_t n = 1 << 20;
+    void *out = NULL;
+    size_t outlen = 0;
+    int rc = p ? lg_isolate_pool_call(p, &n, sizeof n, &out, &outlen, NULL) : -1;
+    while (p && lg_isolate_pool_ready(p) < 3) usleep(1000);
+    exit(rc == LG_ISOLATE_OK ? 0 : 3);
+  }
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_int_equal(count_cgroups(pid), 0); /* at once: its exit removed them */
 }
 
 static void timeout_and_crash(void **unused) {
@@ -416,8 +557,23 @@ static void pool(void **unused) {
   lg_isolate_pool_free(p);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "cgroup") == 0) {
+    if (lg_isolate_budget_method(cg_parent, sizeof cg_parent) != LG_BUDGET_CGROUP) {
+      printf("SKIP: no memory cgroup can be made here: %s\n", cg_parent);
+      return 77;
+    }
+    printf("# children's cgroups go in %s\n", cg_parent);
+    const struct CMUnitTest cg[] = {
+        cmocka_unit_test(cgroup_budget),
+        cmocka_unit_test(cgroup_counts_copies),
+        cmocka_unit_test(cgroup_pool),
+        cmocka_unit_test(cgroup_exit_cleanup),
+    };
+    return cmocka_run_group_tests(cg, NULL, NULL);
+  }
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(cgroup_refused),
       cmocka_unit_test(ok_exact_bytes),
       cmocka_unit_test(big_output_exact),
       cmocka_unit_test(state_does_not_leak),

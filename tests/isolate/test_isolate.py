@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """leakguard.isolated / run_isolated (issue #15), the issue's tests, one case per run:
 
-  state      N requests (default 200; the issue says 500: LG_ISOLATE_STATE_N=500)
+  state      N requests (default 500, LG_ISOLATE_STATE_N)
              each appending 1 MiB to a module global: each sees the pristine (empty)
              global, the caller's RSS grows <= 10 MB (a leak would add N MiB)
   forbidden  socket(), open(.., "w"), execve -> IsolationViolation naming the call;
@@ -14,9 +14,13 @@
   torch      a torch CPU model's outputs identical isolated and in-process (the caller
              runs torch with 2 threads: the child must not wait for the pool it lacks)
   run        the same module under `leakguard run` (the recorder preloaded)
+  pool       leakguard.IsolatedPool and isolated(pool=N): the state test over the pool,
+             exceptions, budget, forbidden calls, timeout, threads, reuse, close, and
+             no cgroup left behind; run on every CPython the module is built for
+             (its interpreters forking from a thread that is not theirs)
 
 usage: test_isolate.py --pydir BUILD/python CASE [--leakguard BUILD/bin/leakguard]
-Run with /usr/bin/python3 (python3-torch is Debian's)."""
+Run with /usr/bin/python3 (python3-torch is Debian's); pool with any."""
 import argparse
 import os
 import subprocess
@@ -57,7 +61,7 @@ def append_mib(i):
 def case_state():
     for i in range(5):  # warm up: the first calls import pickle's helpers, traceback...
         lg.run_isolated(append_mib, -1)
-    n = int(os.environ.get("LG_ISOLATE_STATE_N", "200"))
+    n = int(os.environ.get("LG_ISOLATE_STATE_N", "500"))
     before = rss()
     bad = []
     for i in range(n):
@@ -214,6 +218,131 @@ def case_run():
         )
     check(r.returncode == 0 and "isolated under run: ok" in r.stdout, "under leakguard run: rc %d %s %s" %
           (r.returncode, r.stdout[-300:], r.stderr[-600:]))
+
+
+def touch_mb(n):
+    b = bytearray(n << 20)
+    b[::4096] = b"\1" * len(b[::4096])
+    return n
+
+
+def raise_value_error(msg):
+    raise ValueError(msg)
+
+
+def make_socket():
+    import socket
+
+    return socket.socket()
+
+
+def spin():
+    while True:
+        pass
+
+
+def whoami(k, i):
+    return (k, i, os.getpid())
+
+
+def cgroups_left():
+    how, where = lg.isolate_budget_method()
+    if how != "cgroup":
+        return 0
+    mine = "leakguard-iso-%d-" % os.getpid()
+    return len([d for d in os.listdir(where) if d.startswith(mine)])
+
+
+def case_pool():
+    import time
+
+    n = int(os.environ.get("LG_ISOLATE_STATE_N", "500"))
+    pool = lg.IsolatedPool(4, handler=append_mib, max_rss="64M")
+    check(pool.ready() >= 1, "the pool has a child ready when made")
+    for i in range(5):  # warm-up, as in case_state
+        pool(-1)
+    before = rss()
+    bad = [r for r in (pool(i) for i in range(n)) if r[1:] != (0, 1)]
+    grew = rss() - before
+    check(not bad, "%d pooled requests each saw the pristine state (first bad: %r)" % (n, bad[:1]))
+    check(HISTORY == [] and grew <= 10 << 20, "caller untouched, RSS grew %.1f MB (<= 10 MB)" % (grew / 1e6))
+    e = None
+    try:
+        pool.call(raise_value_error, "from the child")
+    except ValueError as x:
+        e = x
+    check(e is not None and e.args == ("from the child",), "the handler's ValueError is re-raised: %r" % (e,))
+    try:
+        pool.call(touch_mb, 300)
+        check(False, "300 MB under 64M")
+    except lg.MemoryBudgetExceeded as x:
+        check(isinstance(x, MemoryError), "300 MB under a 64M budget: %s" % x)
+    check(pool.call(touch_mb, 16) == 16, "16 MB under 64M runs")
+    try:
+        pool.call(make_socket)
+        check(False, "socket() in a pooled child")
+    except lg.IsolationViolation as x:
+        check(x.syscall == "socket", "socket() in a pooled child: %s" % x)
+    import pickle
+
+    calls = sum(lg.isolate_stats()["requests"].values())
+    try:
+        pool.call(lambda: 1)
+        check(False, "a lambda cannot be sent")
+    except (pickle.PicklingError, AttributeError, TypeError) as x:  # pickle's, by version
+        check(sum(lg.isolate_stats()["requests"].values()) == calls,
+              "a lambda is refused here, no child asked: %s" % type(x).__name__)
+    out, errs = {}, []
+
+    def worker(k):
+        try:
+            for i in range(25):
+                out[(k, i)] = pool.call(whoami, k, i)
+        except BaseException as x:  # noqa: B902
+            errs.append(x)
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    pids = {v[2] for v in out.values()}
+    check(not errs and all(out.get((k, i), (0, 0))[:2] == (k, i) for k in range(4) for i in range(25)),
+          "100 calls from 4 threads, each answer its own (errors: %r)" % errs[:1])
+    check(len(pids) == 100 and os.getpid() not in pids, "each in a child of its own")
+    pool.close()
+    try:
+        pool(1)
+        check(False, "a closed pool refuses calls")
+    except ValueError:
+        check(True, "a closed pool refuses calls")
+    with lg.IsolatedPool(1, timeout=0.5) as tp:
+        try:
+            tp.call(spin)
+            check(False, "an endless loop in a pooled child")
+        except lg.IsolationTimeout as x:
+            check(True, "an endless loop in a pooled child: %s" % x)
+    with lg.IsolatedPool(1, handler=append_mib, reuse=5) as rp:
+        seen = [rp(i)[1] for i in range(10)]
+    # the first child serves 5, then a fresh one (or, while none is ready yet, a call's own)
+    check(seen[:6] == [0, 1, 2, 3, 4, 0] and max(seen) <= 4,
+          "reuse=5: a child serves 5 requests, its state its own: %r" % seen)
+
+    @lg.isolated(pool=2, max_rss="100M")
+    def double(x):
+        return (x * 2, os.getpid())
+
+    a, b = double(21), double(5)
+    check(a[0] == 42 and b[0] == 10 and os.getpid() not in (a[1], b[1]), "isolated(pool=2) decorator")
+    double.pool[0].close()
+    left = cgroups_left()
+    for _ in range(100):  # a child that answered is reaped by the next call
+        if left == 0:
+            break
+        time.sleep(0.02)
+        lg.run_isolated(int)
+        left = cgroups_left()
+    check(left == 0, "no cgroup of this process left (%s)" % (lg.isolate_budget_method(),))
 
 
 globals()["case_" + args.case]()
