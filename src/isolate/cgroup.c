@@ -119,7 +119,8 @@ static int find_path(int v, char *out, size_t size) {
     char *c1 = strchr(line, ':');
     char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
     if (!c2) continue;
-    int match = v == 2 ? c2 == c1 + 1 && strncmp(line, "0:", 2) == 0 : has_word(c1 + 1, (size_t)(c2 - c1 - 1), "memory");
+    int match =
+        v == 2 ? c2 == c1 + 1 && strncmp(line, "0:", 2) == 0 : has_word(c1 + 1, (size_t)(c2 - c1 - 1), "memory");
     if (match) {
       snprintf(out, size, "%s", c2 + 1);
       return 0;
@@ -173,8 +174,8 @@ static void use_dir(int v, const char *dir) {
 static int probe_parent(const char *dir, char *why, size_t whylen) {
   char probe[PATH_MAX + 32];
   snprintf(probe, sizeof probe, "%s/memory.max", dir);
-  if (access(probe, F_OK) == 0 || (snprintf(probe, sizeof probe, "%s/cgroup.subtree_control", dir),
-                                   access(probe, F_OK) == 0)) {
+  if (access(probe, F_OK) == 0 ||
+      (snprintf(probe, sizeof probe, "%s/cgroup.subtree_control", dir), access(probe, F_OK) == 0)) {
     if (!v2_delegates(dir) && write_str(dir, "cgroup.subtree_control", "+memory") < 0) {
       snprintf(why, whylen, "%.100s does not delegate the memory controller", dir);
       return 0;

@@ -62,6 +62,7 @@ static void *refill(void *arg) {
     pthread_mutex_unlock(&p->mu);
     lgi_reap_deferred();
     pthread_mutex_lock(&p->mu);
+    if (p->stop) break; /* set while the lock was let go: its broadcast is past */
     /* fork() write-locks the caller's address space while it copies the page tables
      * (milliseconds for a large caller): a call's page faults would wait for it. So
      * the pool refills while no call is in flight, unless it is empty. */
@@ -223,6 +224,7 @@ void lg_isolate_pool_free(lg_isolate_pool_t *p) {
   pthread_cond_broadcast(&p->want);
   pthread_mutex_unlock(&p->mu);
   pthread_join(p->refiller, NULL);
+  lgi_reap_deferred();
   for (int i = 0; i < p->nready; i++) discard(&p->ready[i]);
   pthread_cond_destroy(&p->want);
   pthread_cond_destroy(&p->have);
