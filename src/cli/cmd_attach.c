@@ -24,6 +24,7 @@
 #include "cli/commands.h"
 #include "cli/inject.h"
 #include "cli/run_options.h"
+#include "cli/services.h"
 #include "cli/target.h"
 #include "collector/collector.h"
 #include "core/util.h"
@@ -32,9 +33,11 @@
 
 static void usage(FILE *f) {
   fprintf(f, "usage: leakguard attach [-o FILE] [-i SEC] [-s BYTES] [-d DEPTH] [--duration SEC] [--quiet]\n"
-             "                        [--fail-on-leak] PID\n"
+             "                        [--fail-on-leak] [--metrics ADDR:PORT] [--guard] [--guard-config F]\n"
+             "                        [--guard-dry-run] PID\n"
              "Records the running process PID until --duration SEC, Ctrl-C or its exit, then detaches\n"
-             "(the process keeps running) and prints the report. docs/attach.md.\n");
+             "(the process keeps running) and prints the report. --metrics and --guard* are those of\n"
+             "`leakguard run` (see leakguard run --help). docs/attach.md.\n");
 }
 
 /* The agent next to libleakguard.so (LEAKGUARD_AGENT overrides). */
@@ -86,6 +89,8 @@ typedef struct attach_opts {
   uint64_t sample;
   long depth;
   int quiet, fail_on_leak;
+  int guard, guard_dry_run;
+  const char *guard_config, *metrics;
   pid_t pid;
 } attach_opts_t;
 
@@ -97,6 +102,10 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
                                      {"duration", required_argument, 0, 'D'},
                                      {"quiet", no_argument, 0, 'q'},
                                      {"fail-on-leak", no_argument, 0, 'F'},
+                                     {"metrics", required_argument, 0, 'M'},
+                                     {"guard", no_argument, 0, 'G'},
+                                     {"guard-config", required_argument, 0, 'C'},
+                                     {"guard-dry-run", no_argument, 0, 'Y'},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
@@ -132,6 +141,16 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
       break;
     case 'q': o->quiet = 1; break;
     case 'F': o->fail_on_leak = 1; break;
+    case 'M': o->metrics = optarg; break;
+    case 'G': o->guard = 1; break;
+    case 'C':
+      o->guard = 1;
+      o->guard_config = optarg;
+      break;
+    case 'Y':
+      o->guard = 1;
+      o->guard_dry_run = 1;
+      break;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return LG_EXIT_USAGE;
     }
@@ -161,8 +180,14 @@ static int attach(attach_opts_t *o) {
   }
   int rc = lg_check_output(o->output);
   if (rc) return rc;
+  lgcli_services_t svc;
+  if ((rc = lgcli_services_start("attach", o->guard, o->guard_config, o->guard_dry_run, o->metrics, &svc)) != 0) {
+    lgcli_services_stop(&svc);
+    return rc;
+  }
   if (!mkdtemp(dir)) {
     lgu_err("attach: cannot create a temporary directory: %s", strerror(errno));
+    lgcli_services_stop(&svc);
     return LG_EXIT_INTERNAL;
   }
   if (!o->output) {
@@ -175,6 +200,7 @@ static int attach(attach_opts_t *o) {
   if (lgst_create(o->output, &db, &emsg) != 0) {
     lgu_err("attach: cannot create the output database '%s': %s", o->output, emsg ? emsg : "error");
     rmdir(dir);
+    lgcli_services_stop(&svc);
     return LG_EXIT_INTERNAL;
   }
   char v[64], began[32];
@@ -190,8 +216,13 @@ static int attach(attach_opts_t *o) {
   lgst_meta(db, "command", v);
   const char *limit_source = "physical";
   uint64_t limit = lgu_memory_limit(&limit_source);
-  lgc_options_t co = {
-      .interval = o->interval, .limit = limit, .limit_source = limit_source, .db = db, .db_path = o->output};
+  lgc_options_t co = {.interval = o->interval,
+                      .limit = limit,
+                      .limit_source = limit_source,
+                      .db = db,
+                      .db_path = o->output,
+                      .guard = svc.guard,
+                      .metrics = svc.reg};
   sigset_t mask, old;
   lgc_signals(&mask);
   sigprocmask(SIG_BLOCK, &mask, &old);
@@ -250,6 +281,7 @@ out:
   lgc_free(col);
   rmdir(dir);
   lgst_close(db);
+  lgcli_services_stop(&svc);
   sigprocmask(SIG_SETMASK, &old, NULL);
   return rc;
 }

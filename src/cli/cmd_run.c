@@ -24,6 +24,7 @@
 
 #include "cli/commands.h"
 #include "cli/run_options.h"
+#include "cli/services.h"
 #include "cli/target.h"
 #include "collector/collector.h"
 #include "core/util.h"
@@ -51,9 +52,7 @@ static void store_meta(lgst_t *db, const run_opts_t *o, uint64_t limit, const ch
 
 /* Everything a run holds, released in one place (run_free). */
 typedef struct run {
-  lgg_guard_t *guard;
-  lgx_registry_t *reg;
-  lgx_server_t *srv;
+  lgcli_services_t svc; /* the guard, the metrics endpoint */
   lgst_t *db;
   lgv_view_t *view;
   lgc_collector_t *col;
@@ -73,35 +72,7 @@ static void run_free(run_t *r) {
   if (*r->dir) rmdir(r->dir);
   lgv_free(r->view);
   lgst_close(r->db);
-  if (r->srv) lgx_stop(r->srv);
-  lgx_free(r->reg);
-  lgg_free(r->guard);
-}
-
-/* The guard and the metrics endpoint, before anything starts: their errors are the
- * user's (LG_EXIT_USAGE). */
-static int start_services(const run_opts_t *o, run_t *r) {
-  char why[512];
-  if (o->guard) {
-    lgg_options_t go = {.config_path = o->guard_config, .dry_run = o->guard_dry_run, .log = NULL};
-    if (lgg_new(&go, &r->guard, why, sizeof why) != 0) {
-      lgu_err("run: --guard: %s", why);
-      return LG_EXIT_USAGE;
-    }
-    lgg_default_log(r->guard, stderr);
-    lgg_watch_system(r->guard);
-    char cg[4096];
-    if (lgu_memory_cgroup(cg, sizeof cg) == 0 && lgg_watch_cgroup(r->guard, cg, why, sizeof why) != 0)
-      lgu_err("run: --guard: not watching leakguard's cgroup: %s", why);
-  }
-  if (o->metrics) {
-    r->reg = lgx_new();
-    if (!r->reg || lgx_serve(r->reg, o->metrics, &r->srv, why, sizeof why) != 0) {
-      lgu_err("run: --metrics %s: %s", o->metrics, r->reg ? why : "out of memory");
-      return LG_EXIT_USAGE;
-    }
-  }
-  return 0;
+  lgcli_services_stop(&r->svc);
 }
 
 /* Forks the target, which waits for run_release before it execs. */
@@ -166,7 +137,7 @@ static int run_target(run_opts_t *o, char **targv) {
   }
   if ((rc = lg_check_output(o->output))) return rc;
   run_t r = {.go = -1, .err = -1};
-  if ((rc = start_services(o, &r)) != 0) {
+  if ((rc = lgcli_services_start("run", o->guard, o->guard_config, o->guard_dry_run, o->metrics, &r.svc)) != 0) {
     run_free(&r);
     return rc;
   }
@@ -231,8 +202,8 @@ static int run_target(run_opts_t *o, char **targv) {
                       .db = r.db,
                       .db_path = o->output,
                       .view = r.view,
-                      .guard = r.guard,
-                      .metrics = r.reg};
+                      .guard = r.svc.guard,
+                      .metrics = r.svc.reg};
   if (lgc_new(&co, r.dir, &r.col, why, sizeof why) != 0) {
     lgu_err("run: %s", why);
     run_free(&r);

@@ -4,7 +4,7 @@
 
 usage: attach_test.py CASE --cli LEAKGUARD --target TARGET [--leaky LIB] [--static BIN] [--cycles N]
 
-Cases: cycles, got, kill_cli, fork, dlopen_lib, preattach, errors, python.
+Cases: cycles, got, kill_cli, fork, dlopen_lib, preattach, errors, python, idle, metrics.
 Every wait polls for a state with a generous deadline; nothing asserts a duration.
 """
 import argparse
@@ -424,6 +424,64 @@ def case_python():
     finally:
         stop(p)
     print("ok: the Python line at rank 1: %s" % site)
+
+
+def free_port():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def scrape(port):
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+            return r.read().decode()
+    except OSError:
+        return ""
+
+
+def case_metrics():
+    """--metrics on attach: while attached, the endpoint serves the target's live bytes
+    and its growing site (leak_here, with the target's pid); after the duration the CLI
+    exits 0 and the target runs on. A bad --metrics or --guard-config: rc 2, one line,
+    and nothing loaded into the target."""
+    p, prog = start_target("metrics")
+    try:
+        for extra, want in ((["--metrics", "127.0.0.1:notaport"], "--metrics"),
+                            (["--guard-config", os.path.join(TMP, "missing.ini")], "--guard")):
+            r = attach(p.pid, os.path.join(TMP, "bad.db"), 1, extra)
+            lines = [line for line in r.stderr.splitlines() if line.strip()]
+            if r.returncode != 2 or len(lines) != 1 or want not in lines[0]:
+                fail("%s: expected rc 2 and one line naming %s, got rc %d: %r" % (extra, want, r.returncode, r.stderr))
+        if any(line.endswith("libleakguard-agent.so") for line in maps(p.pid)):
+            fail("the agent was loaded although the options were refused")
+        port = free_port()
+        db = os.path.join(TMP, "m.db")
+        cli = subprocess.Popen([A.cli, "attach", "--duration", "8", "-q", "-o", db, "--metrics",
+                                "127.0.0.1:%d" % port, str(p.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        pat = re.compile(r'^leakguard_site_live_bytes\{site="leak_here[^"]*",pid="%d"\} (\d+)' % p.pid, re.M)
+        text = wait_for(lambda: (lambda t: t if pat.search(t) else None)(scrape(port)),
+                        "leak_here of pid %d on the metrics endpoint" % p.pid, timeout=60)
+        live = re.search(r'^leakguard_live_bytes\{space="host"[^}]*\} (\d+)', text, re.M)
+        if not live or int(live.group(1)) <= 0 or int(pat.search(text).group(1)) <= 0:
+            fail("no live host bytes or an empty leak_here on the endpoint:\n" + text[:2000])
+        out, err = cli.communicate(timeout=90)
+        if cli.returncode != 0:
+            fail("attach --metrics: rc %d %s" % (cli.returncode, err))
+        if p.poll() is not None:
+            fail("the target died")
+        last = progress(prog)
+        wait_for(lambda: (progress(prog) or 0) > last, "progress after detach")
+    finally:
+        stop(p)
+    print("ok: leak_here of pid %d on the endpoint while attached; bad options refused" % p.pid)
 
 
 def main():

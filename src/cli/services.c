@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/* services.c - the guard and the metrics endpoint of `run` and `attach` (services.h). */
+#include "cli/services.h"
+
+#include <string.h>
+
+#include "cli/commands.h"
+#include "core/util.h"
+
+int lgcli_services_start(const char *cmd, int guard, const char *guard_config, int guard_dry_run,
+                         const char *metrics, lgcli_services_t *s) {
+  char why[512];
+  memset(s, 0, sizeof *s);
+  if (guard) {
+    lgg_options_t go = {.config_path = guard_config, .dry_run = guard_dry_run, .log = NULL};
+    if (lgg_new(&go, &s->guard, why, sizeof why) != 0) {
+      lgu_err("%s: --guard: %s", cmd, why);
+      return LG_EXIT_USAGE;
+    }
+    lgg_default_log(s->guard, stderr);
+    lgg_watch_system(s->guard);
+    char cg[4096];
+    if (lgu_memory_cgroup(cg, sizeof cg) == 0 && lgg_watch_cgroup(s->guard, cg, why, sizeof why) != 0)
+      lgu_err("%s: --guard: not watching leakguard's cgroup: %s", cmd, why);
+  }
+  if (metrics) {
+    s->reg = lgx_new();
+    if (!s->reg || lgx_serve(s->reg, metrics, &s->srv, why, sizeof why) != 0) {
+      lgu_err("%s: --metrics %s: %s", cmd, metrics, s->reg ? why : "out of memory");
+      return LG_EXIT_USAGE;
+    }
+  }
+  return 0;
+}
+
+void lgcli_services_stop(lgcli_services_t *s) {
+  if (s->srv) lgx_stop(s->srv);
+  lgx_free(s->reg);
+  lgg_free(s->guard);
+  memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/* services.h - what `leakguard run` and `leakguard attach` start beside the collector:
+ * the guard (--guard, --guard-config, --guard-dry-run) and the Prometheus endpoint
+ * (--metrics ADDR:PORT). */
+#ifndef LG_CLI_SERVICES_H
+#define LG_CLI_SERVICES_H
+
+#include "guard/guard.h"
+#include "output/metrics.h"
+
+typedef struct lgcli_services {
+  lgg_guard_t *guard;  /* NULL without --guard */
+  lgx_registry_t *reg; /* NULL without --metrics */
+  lgx_server_t *srv;
+} lgcli_services_t;
+
+/* Starts them before anything else does: their errors are the user's. cmd names the
+ * subcommand in the one-line errors. 0, or LG_EXIT_USAGE (said on stderr; what was
+ * started is left in s for lgcli_services_stop). */
+int lgcli_services_start(const char *cmd, int guard, const char *guard_config, int guard_dry_run,
+                         const char *metrics, lgcli_services_t *s);
+void lgcli_services_stop(lgcli_services_t *s);
+
+#endif
