@@ -7,8 +7,8 @@
 #include "cli/commands.h"
 #include "core/util.h"
 
-int lgcli_services_start(const char *cmd, int guard, const char *guard_config, int guard_dry_run,
-                         const char *metrics, lgcli_services_t *s) {
+int lgcli_services_start(const char *cmd, int guard, const char *guard_config, int guard_dry_run, const char *metrics,
+                         lgcli_services_t *s) {
   char why[512];
   memset(s, 0, sizeof *s);
   if (guard) {

@@ -17,8 +17,8 @@ typedef struct lgcli_services {
 /* Starts them before anything else does: their errors are the user's. cmd names the
  * subcommand in the one-line errors. 0, or LG_EXIT_USAGE (said on stderr; what was
  * started is left in s for lgcli_services_stop). */
-int lgcli_services_start(const char *cmd, int guard, const char *guard_config, int guard_dry_run,
-                         const char *metrics, lgcli_services_t *s);
+int lgcli_services_start(const char *cmd, int guard, const char *guard_config, int guard_dry_run, const char *metrics,
+                         lgcli_services_t *s);
 void lgcli_services_stop(lgcli_services_t *s);
 
 #endif
