@@ -307,6 +307,14 @@ static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, in
   lg_site_ctr_t *c = lgi_site_ctr(t, site);
   if (!c) return;
   unsigned era = lg_era(epoch);
+  /* A free (blocks < 0), or the undoing of one (a refused free or realloc: blocks > 0
+   * without alloc), counts the block's age in ticks into freed_age. */
+  int32_t freed = blocks < 0 ? (int32_t)-blocks : !alloc ? -(int32_t)blocks : 0;
+  unsigned age = 0;
+  if (freed) {
+    uint32_t now = __atomic_load_n(&lgi_g.hdr->epoch, __ATOMIC_RELAXED);
+    age = lg_age_bucket(now > epoch ? now - epoch : 0);
+  }
   if (shared) {
     __atomic_fetch_add(&c->live_bytes, bytes, __ATOMIC_RELAXED);
     __atomic_fetch_add(&c->live_blocks, blocks, __ATOMIC_RELAXED);
@@ -315,6 +323,7 @@ static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, in
       __atomic_fetch_add(&c->alloc_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
       __atomic_fetch_add(&c->alloc_blocks, (uint64_t)blocks, __ATOMIC_RELAXED);
     }
+    if (freed) __atomic_fetch_add(&c->freed_age[age], freed, __ATOMIC_RELAXED);
   } else {
     /* Single writer: plain stores, 8-byte aligned so the collector never sees a torn value. */
     __atomic_store_n(&c->live_bytes, c->live_bytes + bytes, __ATOMIC_RELAXED);
@@ -324,6 +333,7 @@ static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, in
       __atomic_store_n(&c->alloc_bytes, c->alloc_bytes + (uint64_t)bytes, __ATOMIC_RELAXED);
       __atomic_store_n(&c->alloc_blocks, c->alloc_blocks + (uint64_t)blocks, __ATOMIC_RELAXED);
     }
+    if (freed) __atomic_store_n(&c->freed_age[age], c->freed_age[age] + freed, __ATOMIC_RELAXED);
   }
 }
 

@@ -237,6 +237,12 @@ void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
   cuda_snapshot(c, p);
   if (lgc_db_ok(c)) {
     lgc_db_write(c, lgst_snapshot(c->db, m, now, usage, c->limit, mode));
+    /* the final snapshot: the lifetimes of the blocks each stored stack freed */
+    for (uint32_t id = 2; full && id < m->nsites && id < p->nsymbolized; id++) {
+      uint64_t ages[LG_AGES];
+      if (p->symbolized[id] && lgm_freed_ages(m, id, ages) == 0)
+        lgc_db_write(c, lgst_lifetimes(c->db, m->proc, id, ages, LG_AGES));
+    }
   } else {
     m->seq++;
   }

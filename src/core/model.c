@@ -114,6 +114,33 @@ static const lg_site_ctr_t *shard_ctr(const lg_region_hdr_t *h, const lg_shard_d
   return LG_PTR(h, off, const lg_site_ctr_t *) + site % LG_SITES_PER_CHUNK;
 }
 
+int lgm_freed_ages(const lgm_proc_t *p, uint32_t id, uint64_t ages[LG_AGES]) {
+  const lg_region_hdr_t *h = p->hdr;
+  memset(ages, 0, LG_AGES * sizeof *ages);
+  if (id >= p->nsites) return -ERANGE;
+  const lgm_site_t *st = &p->sites[id];
+  int64_t freed = (int64_t)st->alloc_blocks - st->live_blocks;
+  if (freed <= 0) return -ERANGE;
+  const lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, const lg_shard_desc_t *);
+  uint32_t nshards = __atomic_load_n(&h->nshards, __ATOMIC_ACQUIRE);
+  if (nshards > h->shards_cap) nshards = h->shards_cap;
+  /* each shard's counter wraps (int32): their sum is right modulo 2^32 */
+  uint32_t sum[LG_AGES] = {0};
+  for (uint32_t s = 0; s < nshards; s++) {
+    const lg_site_ctr_t *x = shard_ctr(h, &sd[s], id);
+    if (!x) continue;
+    for (unsigned a = 0; a < LG_AGES; a++) sum[a] += (uint32_t)__atomic_load_n(&x->freed_age[a], __ATOMIC_RELAXED);
+  }
+  int64_t total = 0;
+  for (unsigned a = 0; a < LG_AGES; a++) {
+    int32_t v = (int32_t)sum[a]; /* a free undone one tick later leaves -1 behind */
+    ages[a] = v > 0 ? (uint64_t)v : 0;
+    total += v > 0 ? v : 0;
+  }
+  int64_t d = total > freed ? total - freed : freed - total;
+  return d * 100 <= freed ? 0 : -ERANGE;
+}
+
 int lgm_collect(lgm_proc_t *p) {
   const lg_region_hdr_t *h = p->hdr;
   uint32_t n = lgm_nstacks(p);

@@ -73,6 +73,11 @@ void lgm_release(lgm_proc_t *p);
 /* Sums every shard into p->sites (growing it to the published stack count) and the
  * process totals. 0 or -ENOMEM. */
 int lgm_collect(lgm_proc_t *p);
+/* The blocks of stack id freed so far, by age when freed (lg_age_bucket(), ticks of
+ * LG_TICK_NS), summed over the shards, into ages[LG_AGES]. 0; -ERANGE when they do
+ * not add up to what was freed (alloc_blocks - live_blocks of the last lgm_collect,
+ * within 1 %): a bucket wrapped (2^32 frees) or the site frees nothing. */
+int lgm_freed_ages(const lgm_proc_t *p, uint32_t id, uint64_t ages[LG_AGES]);
 /* Published stack ids are [2, lgm_nstacks). */
 uint32_t lgm_nstacks(const lgm_proc_t *p);
 /* Frames of stack id (innermost first); returns depth, 0 if invalid. */

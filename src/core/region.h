@@ -31,16 +31,18 @@
 
 #define LG_REGION_MAGIC 0x4e4f494745524c47ULL /* "GLREGION" little endian */
 #define LG_REGION_VERSION                                                                                              \
-  6 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
+  7 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
                              3: reaped-children ring (its own section, reaped_off);
                              4: held (the program held by leakguard's own work);
                              5: torch.cuda's allocated/reserved bytes per device;
-                             6: isolated calls (iso_*, lg_region_isolate_note) */
+                             6: isolated calls (iso_*, lg_region_isolate_note);
+                             7: freed blocks by age per site (lg_site_ctr.freed_age) */
 
 #define LG_MAX_DEPTH 256
 #define LG_DEFAULT_DEPTH 64
 #define LG_SITES_PER_CHUNK 64
 #define LG_ERAS 24              /* birth-era histogram buckets, see lg_era() */
+#define LG_AGES 16              /* freed-age histogram buckets, see lg_age_bucket() */
 #define LG_TICK_NS 100000000ULL /* one epoch tick: 100 ms, advanced by the collector */
 #define LG_MODULE_PATH 240
 #define LG_ISO_CODES 8   /* isolated-call outcomes counted (LG_ISOLATE_NCODES <= this) */
@@ -58,7 +60,7 @@
  * hooks just before the real exec (and undone if it fails). */
 enum { LG_PS_RUNNING = 1, LG_PS_EXITING = 2, LG_PS_EXECED = 3 };
 
-/* Per-site counters of one shard; 128 bytes, two cache lines. Signed: a block freed
+/* Per-site counters of one shard; 192 bytes, three cache lines. Signed: a block freed
  * by another thread than the one that allocated it makes a shard go negative. */
 typedef struct lg_site_ctr {
   int64_t live_bytes;
@@ -66,6 +68,9 @@ typedef struct lg_site_ctr {
   uint64_t alloc_bytes;
   uint64_t alloc_blocks;
   int32_t era_blocks[LG_ERAS]; /* live blocks by birth era */
+  /* blocks freed, by their age when freed (ticks since their birth epoch, in
+   * lg_age_bucket()'s log2 buckets); wraps: readers sum the shards as int32 */
+  int32_t freed_age[LG_AGES];
 } lg_site_ctr_t;
 
 typedef struct lg_stack_rec {
@@ -278,6 +283,14 @@ static inline unsigned lg_era(uint32_t e) {
   return b < LG_ERAS ? b : LG_ERAS - 1;
 }
 
+/* Bucket of a block freed at an age of a ticks: 0 for a == 0 (born and freed within
+ * one tick), else 1 + floor(log2 a), capped at LG_AGES - 1 (2^14 ticks, 27 min, and
+ * more). Bucket b >= 1 holds ages [2^(b-1), 2^b) ticks. */
+static inline unsigned lg_age_bucket(uint32_t a) {
+  unsigned b = a ? 32u - (unsigned)__builtin_clz(a) : 0u;
+  return b < LG_AGES ? b : LG_AGES - 1;
+}
+
 /* Oldest epoch of era b (inverse of lg_era, the lower bound). */
 static inline uint32_t lg_era_start(unsigned b) { return b == 0 ? 0u : (1u << (b - 1)); }
 
@@ -287,8 +300,8 @@ static inline uint32_t lg_era_start(unsigned b) { return b == 0 ? 0u : (1u << (b
  * to a collector or guard of another): any change below must bump LG_REGION_VERSION.
  * These asserts make a change visible at build time; update them with the version
  * (the first fails until they are). */
-_Static_assert(LG_REGION_VERSION == 6, "the layout asserts below are version 6's: check them for the new version");
-_Static_assert(sizeof(lg_site_ctr_t) == 128, "lg_site_ctr_t: two cache lines");
+_Static_assert(LG_REGION_VERSION == 7, "the layout asserts below are version 7's: check them for the new version");
+_Static_assert(sizeof(lg_site_ctr_t) == 192, "lg_site_ctr_t: three cache lines");
 _Static_assert(sizeof(lg_stack_rec_t) == 16, "lg_stack_rec_t layout");
 _Static_assert(sizeof(lg_module_rec_t) == 264, "lg_module_rec_t layout");
 _Static_assert(sizeof(lg_tag_rec_t) == 88, "lg_tag_rec_t layout");
@@ -299,13 +312,13 @@ _Static_assert(sizeof(lg_cuda_dev_t) == 104, "lg_cuda_dev_t layout");
 _Static_assert(sizeof(lg_reaped_t) == 16, "lg_reaped_t layout");
 _Static_assert(sizeof(lg_index_slot_t) == 16, "lg_index_slot_t layout");
 _Static_assert(sizeof(lg_region_hdr_t) == 4048 && sizeof(lg_region_hdr_t) <= 4096,
-               "lg_region_hdr_t: v6 layout, within the first page");
+               "lg_region_hdr_t: v6-7 layout, within the first page");
 _Static_assert(__builtin_offsetof(lg_region_hdr_t, epoch) == 56 &&
                    __builtin_offsetof(lg_region_hdr_t, index_off) == 136 &&
                    __builtin_offsetof(lg_region_hdr_t, cuda_flags) == 264 &&
                    __builtin_offsetof(lg_region_hdr_t, reaped_head) == 3888 &&
                    __builtin_offsetof(lg_region_hdr_t, iso_requests) == 3912,
-               "lg_region_hdr_t: v6 field offsets");
+               "lg_region_hdr_t: v6-7 field offsets");
 
 /* ------------------------------------------------------------------ socket protocol
  * The collector listens on a Unix SOCK_SEQPACKET socket whose path is in the

@@ -46,12 +46,23 @@ typedef struct lgr_stackref {
  * still live at the end counts its age so far. */
 enum { LGR_GEN_YOUNG = 0, LGR_GEN_MIDDLE = 1, LGR_GEN_OLD = 2 };
 #define LGR_YOUNG_S 0.1 /* young: a mean lifetime below liblgpool's default young window */
+#define LGR_AGES 16     /* = LG_AGES (core/region.h) */
+#define LGR_AGE_LE_S(b) (0.1 * (double)(1ULL << (b))) /* bucket b: lifetimes < this */
 typedef struct lgr_life {
   int gen;           /* LGR_GEN_*, -1: unknown (nothing allocated, or no snapshot) */
   double mean_s;     /* mean lifetime, NaN unknown; 0 with below_s > 0: never live at a snapshot */
   double below_s;    /* > 0: the mean lifetime is below this (what the snapshots can resolve) */
   double mean_steps; /* mean_s in steps (the run's mean step time), NaN without steps */
   double kept;       /* fraction of the blocks allocated still live at the end, 0..1 */
+  /* The distribution, from the blocks freed by age (the lifetimes table: 100-ms ticks,
+   * log2 buckets; docs/lifetimes.md). nfreed 0: none recorded (an older database, a
+   * process whose counters wrapped, nothing freed). freed[b]: blocks that lived less
+   * than LGR_AGE_LE_S(b) (and at least half of it, b >= 2). Percentiles over every
+   * block allocated, the kept ones included: the upper bound of the bucket holding it,
+   * or +INFINITY when it is a kept block. */
+  double freed[LGR_AGES];
+  double nfreed;
+  double p50_le_s, p90_le_s, p99_le_s;
 } lgr_life_t;
 const char *lgr_gen_name(int gen); /* "young", "middle", "old", "unknown" */
 

@@ -370,11 +370,13 @@ static int print_stacks(FILE *f, sqlite3 *db, const lgr_report_t *r) {
       if (!(node = cct_child(&t, node, (uint32_t)ids[k]))) rc = -ENOMEM, node = UINT32_MAX;
     if (rc) break;
     /* the lifetime of the stack's site (docs/lifetimes.md): generation (-1: none),
-     * mean seconds, and the bound when no block was ever seen live */
+     * mean seconds, the bound when no block was ever seen live, and the 90th
+     * percentile's upper bound (0: no distribution, -1: a kept block) */
     const lgr_life_t *lf = lgr_stack_life(r, s->proc, s->stack);
-    fprintf(f, "%s[%lld,%lld,%lld,%lld,%d,%u,%d,%.3g,%.3g]", i ? "," : "", (long long)s->v[LGR_SV_PEAK],
+    double p90 = !lf || isnan(lf->p90_le_s) ? 0 : isinf(lf->p90_le_s) ? -1 : lf->p90_le_s;
+    fprintf(f, "%s[%lld,%lld,%lld,%lld,%d,%u,%d,%.3g,%.3g,%.3g]", i ? "," : "", (long long)s->v[LGR_SV_PEAK],
             (long long)s->v[LGR_SV_GROWTH], (long long)s->v[LGR_SV_INUSE], (long long)s->v[LGR_SV_ALLOC], site, node,
-            lf ? lf->gen : -1, lf && isfinite(lf->mean_s) ? lf->mean_s : 0, lf ? lf->below_s : 0);
+            lf ? lf->gen : -1, lf && isfinite(lf->mean_s) ? lf->mean_s : 0, lf ? lf->below_s : 0, p90);
   }
   fputs("],\"nodes\":[", f);
   for (uint32_t i = 1; rc == 0 && i < t.n; i++) fprintf(f, "%s%u,%u", i > 1 ? "," : "", t.par[i], t.nam[i]);

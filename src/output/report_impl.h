@@ -112,6 +112,9 @@ typedef struct pctx {
   int nsites, csites;
   double *flag_t; /* per stack id: first live flag (s after start), NaN none */
   int nflag;
+  int nages;                   /* stacks with freed blocks by age (lifetimes table) */
+  int *age_stack;              /* their ids, ascending */
+  double (*age_cnt)[LGR_AGES]; /* their blocks by age bucket */
   double headroom;
 } pctx_t;
 
@@ -120,6 +123,13 @@ int lgr_cmp_stackref(const void *a, const void *b); /* highest peak first */
 void lgr_analyse_series(const pctx_t *c, const double *v, const double *blk, lgr_site_t *s, lgd_series_t *ser);
 /* The lifetime of a site's blocks (docs/lifetimes.md) from its blocks per snapshot. */
 void lgr_site_life(const pctx_t *c, const double *blk, uint64_t alloc_blocks, int64_t end_blocks, lgr_life_t *l);
+/* The lifetime distribution of the stacks (from c's lifetimes) into l; alloc_blocks
+ * and kept_blocks: the site's blocks allocated, and live at the end. */
+void lgr_site_ages(const pctx_t *c, const lgr_stackref_t *stacks, int nstacks, double alloc_blocks, double kept_blocks,
+                   lgr_life_t *l);
+/* The percentiles of l from l->freed, over alloc_blocks blocks of which kept_blocks
+ * outlived the run. */
+void lgr_life_percentiles(lgr_life_t *l, double alloc_blocks, double kept_blocks);
 /* The lifetime of the site of a stack (lgr_report_t.slife), or NULL. */
 const lgr_life_t *lgr_stack_life(const lgr_report_t *r, int proc, int stack);
 /* The first live flag of any of the site's stacks (s after start), NaN: none. */

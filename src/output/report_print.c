@@ -79,13 +79,26 @@ static const char *fmt_life_s(char *buf, size_t n, double v) {
   return buf;
 }
 
-/* "young, blocks live ~0.4 ms" / "old, 97 % kept" (docs/lifetimes.md). */
-static const char *life_text(char *buf, size_t n, const lgr_life_t *l) {
+/* A percentile's bound: "< 0.4 s" or "kept". */
+static const char *fmt_pct(char *buf, size_t n, double le) {
   char d[32];
+  if (isinf(le)) snprintf(buf, n, "kept");
+  else snprintf(buf, n, "< %s", fmt_life_s(d, sizeof d, le));
+  return buf;
+}
+
+/* "young, blocks live ~0.4 ms" / "old, 97 % kept", then the distribution's median and
+ * 90th percentile where there is one: "; p50 < 100 ms, p90 kept" (docs/lifetimes.md). */
+static const char *life_text(char *buf, size_t n, const lgr_life_t *l) {
+  char d[32], p50[40], p90[40];
+  int k;
   if (l->below_s > 0)
-    snprintf(buf, n, "%s: blocks live < %s", lgr_gen_name(l->gen), fmt_life_s(d, sizeof d, l->below_s));
-  else if (l->kept >= 0.5) snprintf(buf, n, "%s: %.0f %% of its blocks kept", lgr_gen_name(l->gen), l->kept * 100);
-  else snprintf(buf, n, "%s: blocks live ~%s", lgr_gen_name(l->gen), fmt_life_s(d, sizeof d, l->mean_s));
+    k = snprintf(buf, n, "%s: blocks live < %s", lgr_gen_name(l->gen), fmt_life_s(d, sizeof d, l->below_s));
+  else if (l->kept >= 0.5) k = snprintf(buf, n, "%s: %.0f %% of its blocks kept", lgr_gen_name(l->gen), l->kept * 100);
+  else k = snprintf(buf, n, "%s: blocks live ~%s", lgr_gen_name(l->gen), fmt_life_s(d, sizeof d, l->mean_s));
+  if (k > 0 && (size_t)k < n && !isnan(l->p50_le_s))
+    snprintf(buf + k, n - (size_t)k, "; p50 %s, p90 %s", fmt_pct(p50, sizeof p50, l->p50_le_s),
+             fmt_pct(p90, sizeof p90, l->p90_le_s));
   return buf;
 }
 
@@ -376,6 +389,27 @@ static cJSON *life_json(const lgr_life_t *l) {
   jobj(x, "below_s", l->below_s > 0 ? num_or_null(sig3(l->below_s)) : cJSON_CreateNull());
   jobj(x, "mean_steps", num_or_null(sig3(l->mean_steps)));
   JCHK(cJSON_AddNumberToObject(x, "kept", round2(l->kept)));
+  /* the distribution (lifetimes table): null without one */
+  if (l->nfreed > 0) {
+    cJSON *d = JPTR(cJSON_CreateObject()), *b = JPTR(cJSON_CreateArray());
+    JCHK(cJSON_AddNumberToObject(d, "resolution_s", 0.1));
+    JCHK(cJSON_AddNumberToObject(d, "freed_blocks", round(l->nfreed)));
+    for (int i = 0; i < LGR_AGES; i++) {
+      if (!(l->freed[i] > 0)) continue;
+      cJSON *o = JPTR(cJSON_CreateObject());
+      if (i == LGR_AGES - 1) jobj(o, "lt_s", cJSON_CreateNull());
+      else JCHK(cJSON_AddNumberToObject(o, "lt_s", LGR_AGE_LE_S(i)));
+      JCHK(cJSON_AddNumberToObject(o, "blocks", round(l->freed[i])));
+      JCHK(cJSON_AddItemToArray(b, o));
+    }
+    jobj(d, "freed", b);
+    const double pv[3] = {l->p50_le_s, l->p90_le_s, l->p99_le_s};
+    const char *pn[3] = {"p50_lt_s", "p90_lt_s", "p99_lt_s"};
+    for (int i = 0; i < 3; i++) jobj(d, pn[i], isinf(pv[i]) ? cJSON_CreateString("kept") : num_or_null(sig3(pv[i])));
+    jobj(x, "distribution", d);
+  } else {
+    jobj(x, "distribution", cJSON_CreateNull());
+  }
   return x;
 }
 
@@ -659,6 +693,7 @@ void lgr_print_pool_profile(FILE *f, const lgr_report_t *r, const char *source) 
     fprintf(f, "%s %s  # ", g->key, lgr_gen_name(g->life.gen));
     if (g->life.below_s > 0) fprintf(f, "lifetime < %s", fmt_life_s(d, sizeof d, g->life.below_s));
     else fprintf(f, "lifetime ~%s", fmt_life_s(d, sizeof d, g->life.mean_s));
+    if (!isnan(g->life.p90_le_s)) fprintf(f, ", p90 %s", fmt_pct(d, sizeof d, g->life.p90_le_s));
     fprintf(f, ", %.0f %% kept, %llu blocks\n", g->life.kept * 100, (unsigned long long)g->alloc_blocks);
   }
 }

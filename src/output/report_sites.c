@@ -192,6 +192,83 @@ static void load_flags(pctx_t *c, int max_stack) {
   sqlite3_finalize(st);
 }
 
+/* The lifetimes table of this process: stacks with freed blocks by age, ascending. An
+ * older database has no such table: no distributions. */
+static void load_ages(pctx_t *c) {
+  sqlite3_stmt *st;
+  if (lgr_prepare(c->db, "SELECT stack, bucket, blocks FROM lifetimes WHERE proc=? ORDER BY stack", -1, &st, NULL) !=
+      SQLITE_OK)
+    return;
+  sqlite3_bind_int(st, 1, c->run->proc);
+  int cap = 0;
+  while (lgr_row(st)) {
+    int id = sqlite3_column_int(st, 0), b = sqlite3_column_int(st, 1);
+    if (b < 0 || b >= LGR_AGES) continue;
+    if (c->nages == 0 || c->age_stack[c->nages - 1] != id) {
+      if (c->nages == cap) {
+        cap = cap ? cap * 2 : 256;
+        int *ns = realloc(c->age_stack, (size_t)cap * sizeof *ns);
+        if (ns) c->age_stack = ns;
+        double(*nc)[LGR_AGES] = realloc(c->age_cnt, (size_t)cap * sizeof *nc);
+        if (nc) c->age_cnt = nc;
+        if (!ns || !nc) {
+          lgr_fail(-ENOMEM);
+          break;
+        }
+      }
+      c->age_stack[c->nages] = id;
+      memset(c->age_cnt[c->nages], 0, sizeof c->age_cnt[c->nages]);
+      c->nages++;
+    }
+    c->age_cnt[c->nages - 1][b] += (double)sqlite3_column_int64(st, 2);
+  }
+  sqlite3_finalize(st);
+}
+
+void lgr_life_percentiles(lgr_life_t *l, double alloc_blocks, double kept_blocks) {
+  static const double q[3] = {0.5, 0.9, 0.99};
+  double *out[3] = {&l->p50_le_s, &l->p90_le_s, &l->p99_le_s};
+  /* the population: the freed blocks and the kept ones (what the counters and the
+   * series say may differ a little: the larger of the two counts) */
+  double total = l->nfreed + kept_blocks;
+  if (alloc_blocks > total) total = alloc_blocks;
+  for (int k = 0; k < 3; k++) {
+    *out[k] = NAN;
+    if (!(l->nfreed > 0) || !(total > 0)) continue;
+    double want = q[k] * total, acc = 0;
+    *out[k] = INFINITY; /* beyond the freed ones: a kept block */
+    for (int b = 0; b < LGR_AGES; b++) {
+      acc += l->freed[b];
+      if (acc >= want) {
+        *out[k] = b == LGR_AGES - 1 ? INFINITY : LGR_AGE_LE_S(b);
+        break;
+      }
+    }
+  }
+}
+
+void lgr_site_ages(const pctx_t *c, const lgr_stackref_t *stacks, int nstacks, double alloc_blocks, double kept_blocks,
+                   lgr_life_t *l) {
+  memset(l->freed, 0, sizeof l->freed);
+  l->nfreed = 0;
+  for (int k = 0; k < nstacks; k++) {
+    int lo = 0, hi = c->nages - 1, id = stacks[k].stack;
+    while (lo <= hi) {
+      int mid = (lo + hi) / 2;
+      if (c->age_stack[mid] < id) lo = mid + 1;
+      else if (c->age_stack[mid] > id) hi = mid - 1;
+      else {
+        for (int b = 0; b < LGR_AGES; b++) {
+          l->freed[b] += c->age_cnt[mid][b];
+          l->nfreed += c->age_cnt[mid][b];
+        }
+        break;
+      }
+    }
+  }
+  lgr_life_percentiles(l, alloc_blocks, kept_blocks);
+}
+
 /* Maps every stack of the process to its site (sites[] created here for stacks with
  * frames; the others get one when their samples are read). */
 static int key_stacks(pctx_t *c, lgu_strmap_t *keys, int **site_of, int *max_stack) {
@@ -466,6 +543,9 @@ void lgr_site_life(const pctx_t *c, const double *blk, uint64_t alloc_blocks, in
   l->mean_s = l->mean_steps = NAN;
   l->below_s = 0;
   l->kept = 0;
+  memset(l->freed, 0, sizeof l->freed);
+  l->nfreed = 0;
+  l->p50_le_s = l->p90_le_s = l->p99_le_s = NAN;
   double sum = 0, last_blk = 0, t_end = NAN, steps = 0;
   int64_t n = 0;
   for (int64_t i = 0; i < c->nsnap; i++) {
@@ -594,6 +674,7 @@ int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_re
   free(site_of);
   if (rc != 0) goto out;
   load_flags(&c, max_stack);
+  load_ages(&c);
   int *used = calloc((size_t)(c.nsites ? c.nsites : 1), sizeof *used);
   if (!used) {
     rc = -ENOMEM;
@@ -621,6 +702,8 @@ int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_re
     lgr_gpu_site_um(db, &site);
     lgr_analyse_series(&c, a->val, a->blk, &site, &ser);
     lgr_site_life(&c, a->blk, a->alloc_blocks, site.live_blocks, &site.life);
+    lgr_site_ages(&c, site.stacks, site.nstacks, (double)site.alloc_blocks,
+                  (double)(site.live_blocks > 0 ? site.live_blocks : 0), &site.life);
     add_stack_lives(&c, &site);
     if (o->generations && site.alloc_blocks > 0) {
       lgr_load_frames(db, &site, o->native); /* the first load: nall is 0 */
@@ -670,5 +753,7 @@ out:
   run->snap_step = c.step;
   run->nsnap = c.nsnap;
   free(c.flag_t);
+  free(c.age_stack);
+  free(c.age_cnt);
   return rc;
 }

@@ -239,6 +239,8 @@ void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
         used[cand[member[m]]] = 1;
       }
       lgr_site_life(c, sumb, g.alloc_blocks, g.live_blocks, &g.life);
+      lgr_site_ages(c, g.stacks, g.nstacks, (double)g.alloc_blocks, (double)(g.live_blocks > 0 ? g.live_blocks : 0),
+                    &g.life);
       qsort(g.stacks, (size_t)g.nstacks, sizeof *g.stacks, lgr_cmp_stackref);
       for (int k = 0; k < g.nstacks; k++) g.live_bytes += g.stacks[k].live_bytes;
       g.detected_after_s = lgr_site_flag(c, &g);

@@ -62,7 +62,11 @@ static const char *SCHEMA =
     "CREATE INDEX holders_stack ON holders(proc, stack, explain);"
     "CREATE TABLE flags(proc INTEGER, stack INTEGER, t_ns INTEGER, growth_bytes_per_s REAL,"
     " PRIMARY KEY(proc, stack)) WITHOUT ROWID;"
-    "CREATE TABLE labels(proc INTEGER, key TEXT, value TEXT, PRIMARY KEY(proc, key)) WITHOUT ROWID;";
+    "CREATE TABLE labels(proc INTEGER, key TEXT, value TEXT, PRIMARY KEY(proc, key)) WITHOUT ROWID;"
+    /* blocks freed by a stack, by age when freed (lg_age_bucket: 0 within one 100-ms
+     * tick, b >= 1 for [2^(b-1), 2^b) ticks), written at a process's final snapshot */
+    "CREATE TABLE lifetimes(proc INTEGER, stack INTEGER, bucket INTEGER, blocks INTEGER,"
+    " PRIMARY KEY(proc, stack, bucket)) WITHOUT ROWID;";
 
 void *lgst_db(lgst_t *s) { return s->db; }
 
@@ -534,6 +538,24 @@ int lgst_flag(lgst_t *s, int proc, uint32_t stack, uint64_t t_ns, double growth_
   sqlite3_bind_int64(st, 3, (sqlite3_int64)t_ns);
   sqlite3_bind_double(st, 4, growth_bytes_per_s);
   int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int lgst_lifetimes(lgst_t *s, int proc, uint32_t stack, const uint64_t *ages, int nages) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO lifetimes VALUES(?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+    return -EIO;
+  int rc = SQLITE_DONE;
+  for (int b = 0; b < nages && rc == SQLITE_DONE; b++) {
+    if (!ages[b]) continue;
+    sqlite3_bind_int(st, 1, proc);
+    sqlite3_bind_int(st, 2, (int)stack);
+    sqlite3_bind_int(st, 3, b);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)ages[b]);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+  }
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? 0 : -EIO;
 }

@@ -58,6 +58,16 @@ def main():
             "JSON: cache_request is middle, its blocks living %.3f s, %d steps (within 35 %%)" % (ring_life, RING),
             lifetime=c)
 
+    # the distribution, from the blocks freed by age (100-ms ticks, log2 buckets): a
+    # ring block's bucket bounds its lifetime from above; load_weights frees nothing
+    d = (c or {}).get("distribution")
+    t.check(w is not None and w.get("distribution") is None, "JSON: load_weights freed nothing: no distribution",
+            lifetime=w)
+    t.check(d is not None and 0.9 * (steps - RING) <= d["freed_blocks"] <= 1.1 * steps
+            and isinstance(d["p50_lt_s"], float) and ring_life < d["p50_lt_s"] <= 4 * ring_life
+            and d["p99_lt_s"] == "kept" and sum(b["blocks"] for b in d["freed"]) == d["freed_blocks"],
+            "JSON: cache_request's freed blocks by age: p50 under %.1f-%.1f s (its blocks live %.3f s), p99 a kept one"
+            % (ring_life, 4 * ring_life, ring_life), distribution=d)
     q = t.run([a.leakguard, "report", "--format", "pool-profile", p.db])
     t.check(q.returncode == 0 and q.stderr == "", "report --format pool-profile: exit 0", exit=q.returncode,
             stderr=q.stderr[-1000:])
@@ -75,6 +85,8 @@ def main():
     mm = re.search(r"lifetime [<~]\s*([0-9.]+) (us|ms)", act[0]) if act else None
     t.check(mm is not None and float(mm.group(1)) * (1e-6 if mm.group(2) == "us" else 1e-3) < 0.01,
             "make_activation's blocks live under 10 ms", line=act)
+    t.check(bool(act) and ", p90 < 100 ms," in act[0], "make_activation: 90 % of its blocks freed within a tick",
+            line=act)
     t.finish()
 
 

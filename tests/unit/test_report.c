@@ -116,6 +116,30 @@ static void test_rank_sites(void **state) {
 
 /* Lifetimes by Little's law (lgr_site_life, docs/lifetimes.md) on hand-made series:
  * 10 snapshots at 1..10 s, 200 steps. */
+/* The lifetime distribution: percentiles over the freed blocks and the kept ones,
+ * each the upper bound of its bucket (100 ms * 2^b), INFINITY on a kept block. */
+static void test_life_percentiles(void **state) {
+  (void)state;
+  lgr_life_t l;
+  memset(&l, 0, sizeof l);
+  l.freed[0] = 90; /* < 0.1 s */
+  l.freed[3] = 9;  /* [0.4, 0.8) s */
+  l.nfreed = 99;
+  lgr_life_percentiles(&l, 100, 1); /* one kept */
+  assert_true(l.p50_le_s == 0.1 && l.p90_le_s == 0.1);
+  assert_true(fabs(l.p99_le_s - 0.8) < 1e-12);
+  lgr_life_percentiles(&l, 110, 11); /* eleven kept: the 99th is one of them */
+  assert_true(l.p50_le_s == 0.1 && isinf(l.p99_le_s));
+  assert_true(fabs(l.p90_le_s - 0.8) < 1e-12); /* 99 of 110 >= 90 % */
+  l.freed[15] = 100;                           /* the last bucket is open-ended: 27 min and more */
+  l.nfreed = 199;
+  lgr_life_percentiles(&l, 199, 0);
+  assert_true(isinf(l.p90_le_s) && isinf(l.p50_le_s)); /* 99 < 99.5: the median is in the last bucket */
+  memset(&l, 0, sizeof l);
+  lgr_life_percentiles(&l, 50, 50); /* nothing freed: no distribution */
+  assert_true(isnan(l.p50_le_s) && isnan(l.p99_le_s));
+}
+
 static void test_site_life(void **state) {
   (void)state;
   double t[10], step[10], blk[10];
@@ -742,6 +766,7 @@ int main(void) {
       cmocka_unit_test(test_full_bound),
       cmocka_unit_test(test_rank_sites),
       cmocka_unit_test(test_site_life),
+      cmocka_unit_test(test_life_percentiles),
       cmocka_unit_test_setup_teardown(test_report_spread_growth, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_startup_import, setup, teardown),
   };

@@ -91,7 +91,8 @@
 
   // ---------------------------------------------------------------- flame graphs
   // stacks: [peak, growth, end, alloc, site, leaf node, generation (-1 none), mean
-  // lifetime s, lifetime bound s (docs/lifetimes.md)]; nodes: (parent, name) pairs of
+  // lifetime s, lifetime bound s, p90 lifetime bound s (0 none, -1 kept)
+  // (docs/lifetimes.md)]; nodes: (parent, name) pairs of
   // the calling-context tree, node 0 the root (built by report_html.c). A tree's values
   // are the stacks' values summed up from their leaves.
   const NN = D.nodes.length / 2 + 1;
@@ -170,12 +171,15 @@
   for (const s of D.stacks) {
     let x = sites.get(s[4]);
     if (!x) {
-      x = { site: s[4], peak: 0, growth: 0, end: 0, alloc: 0, stacks: 0, gen: -1, life: -1, below: 0, lifeAlloc: -1 };
+      x = { site: s[4], peak: 0, growth: 0, end: 0, alloc: 0, stacks: 0, gen: -1, life: -1, below: 0, p90: 0,
+        lifeAlloc: -1 };
       sites.set(s[4], x);
     }
     x.peak += s[0]; x.growth += s[1]; x.end += s[2]; x.alloc += s[3]; x.stacks++;
     // the lifetime of the stack that allocated the most stands for the row
-    if (s[6] >= 0 && s[3] > x.lifeAlloc) { x.gen = s[6]; x.life = s[7]; x.below = s[8]; x.lifeAlloc = s[3]; }
+    if (s[6] >= 0 && s[3] > x.lifeAlloc) {
+      x.gen = s[6]; x.life = s[7]; x.below = s[8]; x.p90 = s[9]; x.lifeAlloc = s[3];
+    }
   }
   const GENS = ["young", "middle", "old"];
   function fmtSecs(v) {
@@ -188,7 +192,8 @@
   }
   function lifeText(r) {
     if (r.gen < 0) return "";
-    return GENS[r.gen] + (r.below > 0 ? " < " + fmtSecs(r.below) : " ~" + fmtSecs(r.life));
+    const p90 = r.p90 > 0 ? ", p90 < " + fmtSecs(r.p90) : r.p90 < 0 ? ", p90 kept" : "";
+    return GENS[r.gen] + (r.below > 0 ? " < " + fmtSecs(r.below) : " ~" + fmtSecs(r.life)) + p90;
   }
   const rows = [...sites.values()];
   const SHOW = 1000;
