@@ -469,6 +469,18 @@ static struct reap {
 static size_t reap_n, reap_cap;
 static pid_t reap_owner;
 
+/* What is left of a reaped child: its pidfd, its cgroup. */
+static void release_reaped(struct reap *e) {
+  if (e->pidfd >= 0) close(e->pidfd);
+  if (e->cg_dir) {
+    lgi_cg_t cg;
+    lgi_cg_init(&cg);
+    snprintf(cg.dir, sizeof cg.dir, "%s", e->cg_dir);
+    lgi_cg_remove(&cg);
+    free(e->cg_dir);
+  }
+}
+
 void lgi_reap_deferred(void) {
   pthread_mutex_lock(&reap_mu);
   for (size_t i = 0; reap_owner == getpid() && i < reap_n;) {
@@ -477,14 +489,7 @@ void lgi_reap_deferred(void) {
       i++;
       continue;
     }
-    if (reap_list[i].pidfd >= 0) close(reap_list[i].pidfd);
-    if (reap_list[i].cg_dir) {
-      lgi_cg_t cg;
-      lgi_cg_init(&cg);
-      snprintf(cg.dir, sizeof cg.dir, "%s", reap_list[i].cg_dir);
-      lgi_cg_remove(&cg);
-      free(reap_list[i].cg_dir);
-    }
+    release_reaped(&reap_list[i]);
     reap_list[i] = reap_list[--reap_n];
   }
   pthread_mutex_unlock(&reap_mu);
@@ -527,14 +532,7 @@ __attribute__((destructor)) static void reap_all(void) {
   pthread_mutex_lock(&reap_mu);
   for (size_t i = 0; reap_owner == getpid() && i < reap_n; i++) {
     while (waitpid(reap_list[i].pid, NULL, 0) < 0 && errno == EINTR) {}
-    if (reap_list[i].pidfd >= 0) close(reap_list[i].pidfd);
-    if (reap_list[i].cg_dir) {
-      lgi_cg_t cg;
-      lgi_cg_init(&cg);
-      snprintf(cg.dir, sizeof cg.dir, "%s", reap_list[i].cg_dir);
-      lgi_cg_remove(&cg);
-      free(reap_list[i].cg_dir);
-    }
+    release_reaped(&reap_list[i]);
   }
   reap_n = 0;
   pthread_mutex_unlock(&reap_mu);

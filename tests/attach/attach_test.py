@@ -18,6 +18,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from lgtest import free_port  # noqa: E402
+
 A = None
 TMP = None
 
@@ -424,16 +427,6 @@ def case_python():
     finally:
         stop(p)
     print("ok: the Python line at rank 1: %s" % site)
-
-
-def free_port():
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def scrape(port):
