@@ -548,7 +548,8 @@ int lgi_await_ready(lgi_job_t *job) {
     lgi_msg_t m;
     if (recv(job->sock, &m, sizeof m, MSG_WAITALL) != (ssize_t)sizeof m || m.magic != LGI_MAGIC) return -1;
     if (m.kind == LGI_READY) return 0;
-    if (m.kind != LGI_NOCG) return -1; /* a failed setup: LGI_SETUP */
+    if (m.kind != LGI_NOCG) return -1;                      /* a failed setup: LGI_SETUP */
+    if (job->opts.budget_by == LG_BUDGET_CGROUP) return -1; /* required: no fallback */
     job->nocg = 1;
   }
 }
@@ -569,7 +570,7 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
   rx_t r = {.rss0 = -1, .nocg = job->nocg};
   const lg_isolate_opts_t *o = &job->opts;
   double deadline = o->timeout_s > 0 ? job->t0 + o->timeout_s : 0;
-  enum { NONE, BY_BUDGET, BY_TIMEOUT, BY_NOSTART } killed = NONE;
+  enum { NONE, BY_BUDGET, BY_TIMEOUT, BY_NOSTART, BY_NOCG } killed = NONE;
   char statm[64];
   snprintf(statm, sizeof statm, "/proc/%d/statm", (int)job->pid);
   uint64_t peak_seen = 0;
@@ -596,6 +597,10 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
         eof = 1;
         if (rc < 0 && killed == NONE) kill_child(job); /* a protocol error or an oversized output */
       }
+    }
+    if (killed == NONE && r.nocg && o->budget_by == LG_BUDGET_CGROUP) { /* required: no fallback */
+      killed = BY_NOCG;
+      kill_child(job);
     }
     if (killed == NONE && r.done && r.have == r.hdr.len) {
       answered = 1; /* all that remains for the child is _exit(0) */
@@ -685,6 +690,9 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
     res->syscall_nr = (int)r.denied_nr;
     lgi_syscall_name(res->syscall_nr, res->syscall, sizeof res->syscall);
     snprintf(res->message, sizeof res->message, "forbidden system call: %s", res->syscall);
+  } else if (killed == BY_NOCG) {
+    res->code = LG_ISOLATE_ERROR;
+    snprintf(res->message, sizeof res->message, "the child could not enter its memory cgroup (budget_by cgroup)");
   } else if (r.setup) {
     fail(res, LG_ISOLATE_ERROR, "%sinstalling the seccomp filter: %s", "", (int)r.setup_errno);
   } else if (complete) {
