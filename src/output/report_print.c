@@ -400,7 +400,7 @@ static cJSON *life_json(const lgr_life_t *l) {
       if (i == LGR_AGES - 1) jobj(o, "lt_s", cJSON_CreateNull());
       else JCHK(cJSON_AddNumberToObject(o, "lt_s", LGR_AGE_LE_S(i)));
       JCHK(cJSON_AddNumberToObject(o, "blocks", round(l->freed[i])));
-      JCHK(cJSON_AddItemToArray(b, o));
+      jarr(b, o);
     }
     jobj(d, "freed", b);
     const double pv[3] = {l->p50_le_s, l->p90_le_s, l->p99_le_s};
