@@ -385,7 +385,8 @@ typedef struct lg_pool_stats {
   uint64_t reserved_gen[LG_GEN_COUNT], cached_gen[LG_GEN_COUNT];
   uint64_t driver_allocs, driver_frees, event_records, event_queries;
   uint64_t double_frees, unknown_frees, alloc_failures;
-  uint64_t trims[4]; /* trims per level */
+  uint64_t trims[4];         /* trims per level */
+  uint64_t adopted_segments; /* idle segments taken over by another generation */
 } lg_pool_stats_t;
 LG_API int lg_pool_stats(lg_pool_t *pool, lg_pool_stats_t *out);
 

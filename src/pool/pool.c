@@ -195,6 +195,36 @@ static size_t tick_locked(lg_pool_t *p) {
   return n;
 }
 
+/* A wholly free segment of another generation that can serve `rounded` on stream,
+ * re-homed in generation gen: the smallest that fits, else NULL. A segment holds one
+ * generation's blocks at a time (what keeps short-lived blocks out of the segments
+ * long-lived ones pin), but an idle one is just memory: before the driver is asked
+ * for more, it changes hands (an idle segment that old keeps until pressure would
+ * otherwise sit beside a new one young asked the driver for). Its window is then the
+ * new generation's. */
+static lgp_blk_t *seg_adopt(lg_pool_t *p, size_t rounded, int gen, void *stream) {
+  int large = rounded > LGP_SMALL_MAX;
+  size_t need = large ? rounded : LGP_SMALL_SEG;
+  lgp_seg_t *best = NULL;
+  for (lgp_seg_t *s = p->segs; s; s = s->next) {
+    lgp_blk_t *b = s->first;
+    if (s->gen == gen || s->large != large || !b->free || b->size != s->size || s->size < need) continue;
+    if (best && s->size >= best->size) continue;
+    if (!usable_on(p, b, stream)) continue;
+    best = s;
+    if (s->size == need) break;
+  }
+  if (!best) return NULL;
+  lgp_blk_t *b = best->first;
+  fl_remove(p, b); /* from its old generation's list */
+  p->st.reserved_gen[best->gen] -= best->size;
+  p->st.reserved_gen[gen] += best->size;
+  best->gen = gen;
+  fl_push(p, b);
+  p->st.adopted_segments++;
+  return b;
+}
+
 static lgp_blk_t *seg_new(lg_pool_t *p, size_t rounded, int gen) {
   size_t n = segment_size(rounded);
   uintptr_t a;
@@ -320,7 +350,7 @@ LG_API void *lg_pool_alloc_gen(lg_pool_t *p, size_t size, lg_gen_t gen, void *st
       best = b;
       if (b->size == rs) break;
     }
-  if (!best && !(best = seg_new(p, rs, g))) {
+  if (!best && !(best = seg_adopt(p, rs, g, stream)) && !(best = seg_new(p, rs, g))) {
     p->st.alloc_failures++;
     pthread_mutex_unlock(&p->mu);
     return NULL;

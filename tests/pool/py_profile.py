@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""liblgpool's site profile keyed by Python lines (issue #16, docs/pool.md), round trip:
+
+  1. `leakguard run` records this script allocating from two lines: a 1 MiB scratch
+     buffer dropped at once (young) and 256 KiB blocks kept to the end (old);
+  2. `leakguard report --format pool-profile` must give those two lines as
+     "<this file>:<line> young|old";
+  3. the same lines then allocate from liblgpool.so through its pluggable-allocator
+     ABI (ctypes, which releases the GIL around the call as PyTorch does around its
+     ops) with that profile: each block must land in its line's generation, read from
+     lgpool_stats's bytes in use per generation (reserved less cached); a line not in the profile gets the
+     default (middle). Again from another thread.
+
+  py_profile.py --leakguard CLI --lgpool LIB --work DIR        (the test)
+  py_profile.py record | replay LIB                             (the two modes)
+"""
+import argparse
+import ctypes
+import os
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.abspath(__file__)
+MIB = 1 << 20
+ALLOC = bytearray
+
+
+def scratch():
+    return ALLOC(1 * MIB)  # SITE-YOUNG
+
+
+def keeper():
+    return ALLOC(256 << 10)  # SITE-OLD
+
+
+def other():
+    return ALLOC(3 * MIB)  # SITE-OTHER
+
+
+def line_of(tag):
+    with open(HERE) as f:
+        for i, l in enumerate(f, 1):
+            if l.rstrip().endswith("# " + tag):
+                return i
+    raise SystemExit("no line tagged " + tag)
+
+
+def record():
+    keep = []
+    t_end = time.monotonic() + 1.5
+    while time.monotonic() < t_end:
+        scratch()
+        keep.append(keeper())
+        time.sleep(0.005)
+    print("recorded %d steps" % len(keep))
+
+
+class Stats(ctypes.Structure):  # lg_pool_stats_t (include/leakguard.h)
+    _fields_ = [("reserved_bytes", ctypes.c_uint64), ("peak_reserved_bytes", ctypes.c_uint64),
+                ("allocated_bytes", ctypes.c_uint64), ("peak_allocated_bytes", ctypes.c_uint64),
+                ("requested_bytes", ctypes.c_uint64), ("reserved_gen", ctypes.c_uint64 * 3),
+                ("cached_gen", ctypes.c_uint64 * 3), ("rest", ctypes.c_uint64 * 12)]
+
+
+def replay(lib_path):
+    global ALLOC
+    lib = ctypes.CDLL(lib_path)  # a CDLL call releases the GIL, as PyTorch's ops do
+    proto = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
+    # lgpool_alloc(size, device=0, stream=NULL): the defaults are filled in by ctypes
+    # in C, so the innermost Python frame at the allocation is the caller's line
+    ALLOC = proto(("lgpool_alloc", lib), ((1, "size"), (1, "device", 0), (1, "stream", None)))
+    lib.lgpool_stats.argtypes = [ctypes.c_int, ctypes.POINTER(Stats)]
+
+    def in_use():  # bytes in use per generation: reserved less cached
+        st = Stats()
+        if lib.lgpool_stats(0, ctypes.byref(st)) != 0:
+            if not kept:
+                return [0, 0, 0]  # the device's pool is made by its first allocation
+            raise SystemExit("FAIL: lgpool_stats")
+        return [st.reserved_gen[g] - st.cached_gen[g] for g in range(3)]
+
+    names = ("young", "middle", "old")
+    kept, bad = [], 0
+    for where in ("main thread", "another thread"):
+        for fn, size, want in ((scratch, MIB, 0), (keeper, 256 << 10, 2), (other, 3 * MIB, 1)):
+            before = in_use()
+            if where == "main thread":
+                kept.append(fn())
+            else:
+                th = threading.Thread(target=lambda: kept.append(fn()))
+                th.start()
+                th.join()
+            d = [a - b for a, b in zip(in_use(), before)]
+            want_d = [size if g == want else 0 for g in range(3)]
+            print("%s, %s(): in use +%s (want +%s in %s)" % (where, fn.__name__, d, size, names[want]))
+            bad += d != want_d
+    if bad or not all(kept):
+        raise SystemExit("FAIL: blocks not in their lines' generations")
+    print("ok: each Python line's blocks in its generation")
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "record":
+        return record()
+    if len(sys.argv) > 2 and sys.argv[1] == "replay":
+        return replay(sys.argv[2])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--leakguard", required=True)
+    ap.add_argument("--lgpool", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    tag = "%d.%d" % sys.version_info[:2]
+    db = os.path.join(a.work, "py_profile_%s.db" % tag)
+    prof = os.path.join(a.work, "py_profile_%s.txt" % tag)
+    for p in (db, prof):
+        if os.path.exists(p):
+            os.unlink(p)
+    r = subprocess.run([a.leakguard, "run", "-q", "-o", db, "--", sys.executable, HERE, "record"])
+    if r.returncode != 0:
+        raise SystemExit("FAIL: leakguard run exited %d" % r.returncode)
+    out = subprocess.run([a.leakguard, "report", "--format", "pool-profile", db], stdout=subprocess.PIPE,
+                         text=True, check=True).stdout
+    with open(prof, "w") as f:
+        f.write(out)
+    rows = {}
+    for l in out.splitlines():
+        w = l.split("#")[0].split()
+        if len(w) == 2:
+            rows[w[0]] = w[1]
+    want = {"%s:%d" % (HERE, line_of("SITE-YOUNG")): "young", "%s:%d" % (HERE, line_of("SITE-OLD")): "old"}
+    for k, g in want.items():
+        print("profile: %s -> %s (want %s)" % (k, rows.get(k), g))
+        if rows.get(k) != g:
+            print(out)
+            raise SystemExit("FAIL: the profile does not give %s as %s" % (k, g))
+    env = dict(os.environ, LEAKGUARD_POOL_BACKEND="host", LEAKGUARD_POOL_PROFILE=prof,
+               LEAKGUARD_POOL_DEFAULT_GEN="middle")
+    env.pop("LD_PRELOAD", None)
+    r = subprocess.run([sys.executable, HERE, "replay", a.lgpool], env=env)
+    if r.returncode != 0:
+        raise SystemExit("FAIL: replay exited %d" % r.returncode)
+    print("ok: Python-line site profile, recorded and replayed on CPython %s" % tag)
+
+
+if __name__ == "__main__":
+    main()
