@@ -21,3 +21,15 @@ add_dependencies(test_pool_abi lgpool lgc_standin_cuda)
 add_test(NAME pool_abi COMMAND test_pool_abi $<TARGET_FILE:lgpool> ${CMAKE_CURRENT_BINARY_DIR})
 set_tests_properties(pool_abi PROPERTIES LABELS "pool" TIMEOUT 60
   ENVIRONMENT "LD_LIBRARY_PATH=${LGC_DRIVER_DIR}")
+
+# The site profile keyed by Python lines, recorded by `leakguard run` and replayed
+# through liblgpool.so's ABI from ctypes, on every CPython 3.9-3.13 found
+# (src/python/interpreters.cmake; a version absent here has no test, and the
+# configure step says which were found).
+include(${CMAKE_SOURCE_DIR}/src/python/interpreters.cmake)
+foreach(m ${LG_PY_MINORS})
+  add_test(NAME pool_py_profile_3.${m}
+           COMMAND ${LG_PY_${m}_EXE} ${LGP_T}/py_profile.py --leakguard $<TARGET_FILE:leakguard-cli>
+                   --lgpool $<TARGET_FILE:lgpool> --work ${CMAKE_CURRENT_BINARY_DIR}/pool_py_profile)
+  set_tests_properties(pool_py_profile_3.${m} PROPERTIES LABELS "pool;python" TIMEOUT 120)
+endforeach()

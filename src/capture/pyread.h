@@ -21,11 +21,11 @@
 #include "capture/pylayout.h"
 
 typedef struct lgi_pyreader {
-  const lgi_pylayout_t *lay;      /* the running interpreter's layout */
-  void *(*get_tstate)(void);      /* PyGILState_GetThisThreadState */
-  int (*addr2line)(void *, int);  /* PyCode_Addr2Line(PyCodeObject *, int) */
-  uintptr_t code_type, str_type;  /* &PyCode_Type, &PyUnicode_Type */
-  void *tstate_sym;               /* where get_tstate points (its module holds the interpreter) */
+  const lgi_pylayout_t *lay;     /* the running interpreter's layout */
+  void *(*get_tstate)(void);     /* PyGILState_GetThisThreadState */
+  int (*addr2line)(void *, int); /* PyCode_Addr2Line(PyCodeObject *, int) */
+  uintptr_t code_type, str_type; /* &PyCode_Type, &PyUnicode_Type */
+  void *tstate_sym;              /* where get_tstate points (its module holds the interpreter) */
 } lgi_pyreader_t;
 
 enum { LGI_PYR_READY = 1, LGI_PYR_NONE = 0, LGI_PYR_UNSUPPORTED = -1, LGI_PYR_FREETHREADED = -2 };

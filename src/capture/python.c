@@ -26,7 +26,8 @@
  * have the interpreter's own type object (PyCode_Type, PyUnicode_Type); instruction
  * indices must lie inside their code object. A chain that fails a check (a frame
  * caught half pushed, e.g. by a signal handler that allocates) ends there. The walk is
- * bounded by `max` frames and LGI_PY_HOPS links.
+ * bounded by `max` frames and LGI_PY_HOPS links. The reading itself is
+ * src/capture/pyread.h's, shared with liblgpool's site profile.
  *
  * Each (code object, instruction) pair maps to a pyframe record (file, function name,
  * line from the interpreter's PyCode_Addr2Line, which only decodes the immutable line
@@ -39,16 +40,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capture/pylayout.h"
+#include "capture/pyread.h"
 #include "capture/recorder.h"
 #include "core/platform.h"
 
 #define LGI_PY_HOPS 256 /* links followed at most (incomplete and shim frames included) */
 
-static const lgi_pylayout_t *lay;      /* the running interpreter's layout */
-static void *(*get_tstate)(void);      /* PyGILState_GetThisThreadState */
-static int (*addr2line)(void *, int);  /* PyCode_Addr2Line(PyCodeObject *, int) */
-static uintptr_t code_type, str_type;  /* &PyCode_Type, &PyUnicode_Type */
+static lgi_pyreader_t rd;              /* the running interpreter's layout and symbols */
 static uintptr_t interp_lo, interp_hi; /* the module holding the interpreter loop */
 static int py_state;                   /* 0 unknown, 1 active, -1 off */
 
@@ -83,58 +81,27 @@ static void say(const char *a, unsigned major, unsigned minor, const char *b) {
   (void)!write(2, buf, n);
 }
 
-/* The loaded interpreter's version: Py_Version (PY_VERSION_HEX, 3.11+), else the
- * leading "3.9.18" of Py_GetVersion() (a static buffer filled with snprintf: no
- * allocation, callable before Py_Initialize). 0 when unknown. */
-static int py_version(unsigned *major, unsigned *minor) {
-  const unsigned long *hex = dlsym(RTLD_DEFAULT, "Py_Version");
-  if (hex) {
-    *major = (unsigned)(*hex >> 24) & 0xff;
-    *minor = (unsigned)(*hex >> 16) & 0xff;
-    return 1;
-  }
-  const char *(*gv)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
-  const char *s = gv ? gv() : NULL;
-  if (!s) return 0;
-  unsigned v[2] = {0, 0};
-  for (int k = 0; k < 2; k++) {
-    if (*s < '0' || *s > '9') return 0;
-    while (*s >= '0' && *s <= '9') v[k] = v[k] * 10 + (unsigned)(*s++ - '0');
-    if (k == 0 && *s++ != '.') return 0;
-  }
-  *major = v[0];
-  *minor = v[1];
-  return 1;
-}
-
 void lgi_python_detect(void) {
   if (py_state != 0) return;
-  void *gt = dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
-  void *al = dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
-  if (!gt || !al) return; /* not a Python process (yet) */
   unsigned major = 0, minor = 0;
-  const lgi_pylayout_t *l = py_version(&major, &minor) ? lgi_pylayout_find(major, minor) : NULL;
-  void *ct = dlsym(RTLD_DEFAULT, "PyCode_Type"), *st = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
-  if (l && dlsym(RTLD_DEFAULT, "_Py_MergeZeroLocalRefcount")) {
-    /* only the free-threaded build (Py_GIL_DISABLED) has it: other object header */
+  lgi_pyreader_t r;
+  int k = lgi_pyreader_init(&r, &major, &minor);
+  if (k == LGI_PYR_NONE) return; /* not a Python process (yet) */
+  if (k == LGI_PYR_FREETHREADED) {
     say("leakguard: free-threaded CPython ", major, minor,
         "t: Python frames are not read (docs/python.md): recording native frames only");
     py_state = -1;
     return;
   }
-  if (!l || !ct || !st) {
+  if (k != LGI_PYR_READY) {
     say(major ? "leakguard: CPython " : "leakguard: this CPython", major, minor,
         " is not supported for Python frames (3.9 to 3.13): recording native frames only");
     py_state = -1;
     return;
   }
-  lay = l;
-  addr2line = (int (*)(void *, int))al;
-  code_type = (uintptr_t)ct;
-  str_type = (uintptr_t)st;
-  lg_image_of_t q = {(uintptr_t)gt, 0, 0};
+  rd = r;
+  lg_image_of_t q = {(uintptr_t)r.tstate_sym, 0, 0};
   if (dl_iterate_phdr(lg_image_of_cb, &q)) interp_lo = q.lo, interp_hi = q.hi;
-  get_tstate = (void *(*)(void))gt;
   __atomic_store_n(&py_state, 1, __ATOMIC_RELEASE);
 }
 
@@ -142,52 +109,10 @@ int lgi_python_active(void) { return __atomic_load_n(&py_state, __ATOMIC_ACQUIRE
 
 /* ---------------------------------------------------------------- reading */
 
-/* A pointer worth following: non-NULL, 8-aligned, in the user half of the x86-64 /
- * AArch64 48-bit address space. Cheap; not a proof that it is mapped. */
-static inline int ptr_ok(uintptr_t p) { return p >= 4096 && p < (1ULL << 47) && (p & 7) == 0; }
-static inline uintptr_t rd_ptr(uintptr_t base, unsigned off) { return *(const uintptr_t *)(base + off); }
-static inline int rd_int(uintptr_t base, unsigned off) { return *(const int *)(base + off); }
-static inline intptr_t rd_ssize(uintptr_t base, unsigned off) { return *(const intptr_t *)(base + off); }
-
-/* Copies a str object's text as UTF-8 when it is a compact string (identifiers and
- * file names are), truncated on a character boundary; else "?". Never calls into
- * Python. */
-static void str_copy(uintptr_t o, char *out, size_t n) {
-  out[0] = '?';
-  out[1] = 0;
-  const lgi_pylayout_t *l = lay;
-  if (!ptr_ok(o) || rd_ptr(o, LGI_PY_OB_TYPE) != str_type) return;
-  uint32_t st = *(const uint32_t *)(o + l->str_state);
-  if (!(st & LGI_PY_STR_COMPACT) || (l->str_ready && !(st & l->str_ready))) return;
-  unsigned kind = LGI_PY_STR_KIND(st);
-  intptr_t len = rd_ssize(o, LGI_PY_STR_LENGTH);
-  if (len < 0 || len > (1 << 20) || (kind != 1 && kind != 2 && kind != 4)) return;
-  const unsigned char *d =
-      (const unsigned char *)o + ((st & LGI_PY_STR_ASCII) ? l->str_ascii_data : l->str_compact_data);
-  size_t w = 0;
-  for (intptr_t i = 0; i < len; i++) {
-    uint32_t c = kind == 1 ? d[i] : kind == 2 ? ((const uint16_t *)d)[i] : ((const uint32_t *)d)[i];
-    if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) c = '?';
-    size_t need = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
-    if (w + need >= n) break;
-    if (need == 1) {
-      out[w++] = (char)c;
-    } else if (need == 2) {
-      out[w++] = (char)(0xC0 | (c >> 6));
-      out[w++] = (char)(0x80 | (c & 0x3F));
-    } else if (need == 3) {
-      out[w++] = (char)(0xE0 | (c >> 12));
-      out[w++] = (char)(0x80 | ((c >> 6) & 0x3F));
-      out[w++] = (char)(0x80 | (c & 0x3F));
-    } else {
-      out[w++] = (char)(0xF0 | (c >> 18));
-      out[w++] = (char)(0x80 | ((c >> 12) & 0x3F));
-      out[w++] = (char)(0x80 | ((c >> 6) & 0x3F));
-      out[w++] = (char)(0x80 | (c & 0x3F));
-    }
-  }
-  out[w] = 0;
-}
+static inline int ptr_ok(uintptr_t p) { return lgi_py_ptr_ok(p); }
+static inline uintptr_t rd_ptr(uintptr_t base, unsigned off) { return lgi_py_rd_ptr(base, off); }
+static inline int rd_int(uintptr_t base, unsigned off) { return lgi_py_rd_int(base, off); }
+static inline intptr_t rd_ssize(uintptr_t base, unsigned off) { return lgi_py_rd_ssize(base, off); }
 
 static uint32_t str_intern(lg_region_hdr_t *h, const char *s) {
   size_t len = strlen(s) + 1;
@@ -259,9 +184,9 @@ static uint32_t pyframe_intern(uintptr_t co, uint64_t fp, int line) {
       if (k == 0) k = 1; /* id 0: none */
       if (k >= h->pyframes_cap) goto out;
       char file[512], func[256];
-      const lgi_pylayout_t *l = lay;
-      str_copy(rd_ptr(co, l->co_filename), file, sizeof file);
-      str_copy(rd_ptr(co, l->co_qualname >= 0 ? (unsigned)l->co_qualname : l->co_name), func, sizeof func);
+      const lgi_pylayout_t *l = rd.lay;
+      lgi_py_str_copy(&rd, rd_ptr(co, l->co_filename), file, sizeof file);
+      lgi_py_str_copy(&rd, rd_ptr(co, l->co_qualname >= 0 ? (unsigned)l->co_qualname : l->co_name), func, sizeof func);
       lg_pyframe_rec_t *r = LG_PTR(h, h->pyframes_off, lg_pyframe_rec_t *) + k;
       r->code = key;
       r->line = line;
@@ -285,49 +210,6 @@ typedef struct {
   uint32_t id;
 } pcache_t;
 
-/* The innermost frame of the calling thread, 0 when it runs no Python code. */
-static uintptr_t innermost(const lgi_pylayout_t *l) {
-  uintptr_t ts = (uintptr_t)get_tstate();
-  if (!ptr_ok(ts)) return 0;
-  if (l->ts_cframe >= 0) {
-    uintptr_t cf = rd_ptr(ts, (unsigned)l->ts_cframe);
-    if (!ptr_ok(cf)) return 0;
-    return rd_ptr(cf, l->ts_frame);
-  }
-  return rd_ptr(ts, l->ts_frame);
-}
-
-/* The frame's code object and instruction: *co, *ikey (cache key) and *addrq (byte
- * offset for PyCode_Addr2Line, -1 for "before the first instruction"). Returns 1 for a
- * frame to report, 0 for one to skip (not started, C-stack shim), -1 when the chain
- * cannot be trusted from here on. */
-static int frame_at(const lgi_pylayout_t *l, uintptr_t f, uintptr_t *co, uint64_t *ikey, int *addrq) {
-  uintptr_t c = rd_ptr(f, l->f_code);
-  if (l->model == LGI_PYF_INTERP) {
-    int owner = *(const signed char *)(f + l->f_owner);
-    if (owner == l->owner_cstack) return 0;
-    if (!ptr_ok(c) || rd_ptr(c, LGI_PY_OB_TYPE) != code_type) return -1;
-    uintptr_t ip = rd_ptr(f, l->f_instr);
-    intptr_t idx = ((intptr_t)ip - (intptr_t)(c + l->co_code)) / 2;
-    /* _PyFrame_IsIncomplete: a frame that has not run its first traceable instruction */
-    if (owner != l->owner_generator && idx < rd_int(c, (unsigned)l->co_firsttraceable)) return 0;
-    if (idx >= rd_ssize(c, LGI_PY_OB_SIZE)) return -1; /* Py_SIZE(co): code units */
-    *addrq = idx < 0 ? -1 : (int)idx * 2;
-    *ikey = ip;
-  } else {
-    if (!ptr_ok(c) || rd_ptr(c, LGI_PY_OB_TYPE) != code_type) return -1;
-    int lasti = rd_int(f, l->f_instr);
-    uintptr_t bytes = rd_ptr(c, l->co_code);
-    if (!ptr_ok(bytes)) return -1;
-    long off = lasti < 0 ? -1 : (long)lasti * l->lasti_bytes;
-    if (off >= rd_ssize(bytes, LGI_PY_OB_SIZE)) return -1;
-    *addrq = (int)off;
-    *ikey = (uint64_t)(uint32_t)lasti;
-  }
-  *co = c;
-  return 1;
-}
-
 void lgi_python_reset(void) {
   if (pix) memset(pix, 0, sizeof(pix_t) * PIX_CAP);
 }
@@ -339,8 +221,8 @@ void lgi_python_thread_exit(lgi_tls_t *t) {
 
 unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max) {
   if (!lgi_python_active()) return 0;
-  const lgi_pylayout_t *l = lay;
-  uintptr_t f = innermost(l);
+  const lgi_pylayout_t *l = rd.lay;
+  uintptr_t f = lgi_py_innermost(&rd);
   if (!f) return 0;
   if (!t->pycache) {
     t->pycache = lgi_pages_alloc(sizeof(pcache_t) * PCACHE);
@@ -352,7 +234,7 @@ unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max) {
     if (!ptr_ok(f)) break;
     uintptr_t next = rd_ptr(f, l->f_back), co;
     uint64_t ikey;
-    int addrq, r = frame_at(l, f, &co, &ikey, &addrq);
+    int addrq, r = lgi_py_frame_at(&rd, f, &co, &ikey, &addrq);
     f = next;
     if (r < 0) break;
     if (r == 0) continue;
@@ -362,7 +244,7 @@ unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max) {
     if (pc[slot].code == key && pc[slot].instr == ikey && pc[slot].fp == fp) {
       id = pc[slot].id;
     } else {
-      id = pyframe_intern(co, fp, addr2line((void *)co, addrq));
+      id = pyframe_intern(co, fp, rd.addr2line((void *)co, addrq));
       if (!id) break;
       pc[slot].code = key;
       pc[slot].fp = fp;

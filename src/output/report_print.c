@@ -682,9 +682,10 @@ static int cmp_genrow(const void *a, const void *b) {
 
 void lgr_print_pool_profile(FILE *f, const lgr_report_t *r, const char *source) {
   fprintf(f, "# liblgpool site profile (LEAKGUARD_POOL_PROFILE, docs/pool.md)\n");
-  fprintf(f, "# measured by leakguard in %s: the generation of the blocks each function allocated\n",
+  fprintf(f, "# measured by leakguard in %s: the generation of the blocks each function or\n",
           source ? source : "a run");
-  fprintf(f, "# (docs/lifetimes.md); a function of several sites takes the one that allocated most\n");
+  fprintf(f, "# Python line allocated (docs/lifetimes.md); a key of several sites takes the one that\n");
+  fprintf(f, "# allocated most\n");
   if (r->ngens > 1) qsort(r->gens, (size_t)r->ngens, sizeof *r->gens, cmp_genrow);
   char d[32];
   for (int i = 0; i < r->ngens; i++) {

@@ -601,28 +601,37 @@ static int pool_skipped(const char *module) {
   return 0;
 }
 
-/* A row of the site profile for a native site with a function name. */
+/* A row of the site profile for a site with a function name, or with a Python line:
+ * "<file>:<line>" of its innermost Python frame (the site the report names), which
+ * liblgpool reads from the interpreter at allocation time (pool/profile.c). */
 static void add_genrow(pctx_t *c, const lgr_site_t *s) {
   if (s->life.gen < 0 || !s->nframes) return;
   const char *key = NULL;
+  char name[600];
   for (int k = s->site_frame; k < s->nframes && !key; k++) {
     const lgr_frame_t *fr = &s->frames[k];
-    if (lgr_is_python_module(fr->module)) return; /* a Python line: no native key */
+    if (lgr_is_python_module(fr->module)) {
+      if (!fr->file || !*fr->file || fr->line <= 0) return;
+      snprintf(name, sizeof name, "%s:%d", fr->file, fr->line);
+      key = name;
+      break;
+    }
     if (pool_skipped(fr->module)) continue;
     if (fr->function && *fr->function && strcmp(fr->function, "??")) key = fr->function;
     else return;
   }
   if (!key || strchr(key, ' ') || strchr(key, '#')) return; /* a line of the file is "<key> <gen>" */
-  /* GCC's clones (make_activation.constprop.0, .isra.0, .part.0, .cold) are the
-   * function of the source: the key the profile's reader looks up */
-  char name[256];
-  snprintf(name, sizeof name, "%s", key);
-  static const char *clone[] = {".constprop.", ".isra.", ".part.", ".cold", ".lto_priv."};
-  for (size_t i = 0; i < sizeof clone / sizeof *clone; i++) {
-    char *q = strstr(name, clone[i]);
-    if (q && q > name) *q = 0;
+  if (key != name) {
+    /* GCC's clones (make_activation.constprop.0, .isra.0, .part.0, .cold) are the
+     * function of the source: the key the profile's reader looks up */
+    snprintf(name, sizeof name, "%s", key);
+    static const char *clone[] = {".constprop.", ".isra.", ".part.", ".cold", ".lto_priv."};
+    for (size_t i = 0; i < sizeof clone / sizeof *clone; i++) {
+      char *q = strstr(name, clone[i]);
+      if (q && q > name) *q = 0;
+    }
+    key = name;
   }
-  key = name;
   lgr_report_t *r = c->r;
   if (r->ngens % 64 == 0) {
     lgr_genrow_t *n = realloc(r->gens, (size_t)(r->ngens + 64) * sizeof *n);

@@ -10,12 +10,23 @@
  * modules in LEAKGUARD_POOL_SKIP (a comma-separated list of file-name prefixes;
  * default: the PyTorch and CUDA runtime libraries, which call the pluggable allocator
  * on everyone's behalf). Its function name is looked up first, then module+offset.
+ *
+ * A key may also be a Python line, "<file>:<line>" (the code object's co_filename, as
+ * leakguard's report names it): when the profile has such keys and the allocating
+ * thread runs Python code, its innermost Python line is looked up before the native
+ * frames. Under PyTorch every tensor is allocated by the same native code; the Python
+ * line tells a layer's activation from its weight. The line is read from the
+ * interpreter's frames without the GIL (PyTorch releases it around its ops) and
+ * without calling into Python: src/capture/pyread.h, the reader leakguard's recorder
+ * uses.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture/pyread.h"
 #include "pool_impl.h"
 
 typedef struct entry {
@@ -27,7 +38,20 @@ struct lgp_profile {
   entry_t *e;
   int n;
   char skip[512];
+  int py_keys;           /* the profile has "<file>:<line>" keys */
+  int py_state;          /* 0 not looked for yet, 1 reader ready, -1 no usable interpreter */
+  pthread_mutex_t py_mu; /* the reader's first setup */
+  lgi_pyreader_t py;
 };
+
+/* "<anything>:<digits>": a Python line (native keys are names or module+0xoffset). */
+static int is_py_key(const char *k) {
+  const char *c = strrchr(k, ':');
+  if (!c || c == k || !c[1]) return 0;
+  for (const char *d = c + 1; *d; d++)
+    if (*d < '0' || *d > '9') return 0;
+  return 1;
+}
 
 static int cmp_entry(const void *a, const void *b) {
   return strcmp(((const entry_t *)a)->key, ((const entry_t *)b)->key);
@@ -55,10 +79,12 @@ lgp_profile_t *lgp_profile_load(const char *path, int *entries) {
     char *k = strdup(key);
     if (!k) break;
     p->e[p->n].key = k;
+    if (is_py_key(k)) p->py_keys = 1;
     p->e[p->n++].gen = g;
   }
   fclose(f);
   if (!p) return NULL;
+  pthread_mutex_init(&p->py_mu, NULL);
   if (p->n) qsort(p->e, (size_t)p->n, sizeof *p->e, cmp_entry);
   const char *skip = secure_getenv("LEAKGUARD_POOL_SKIP");
   snprintf(p->skip, sizeof p->skip, "%s", skip ? skip : LG_POOL_SKIP_DEFAULT);
@@ -69,6 +95,7 @@ lgp_profile_t *lgp_profile_load(const char *path, int *entries) {
 void lgp_profile_free(lgp_profile_t *p) {
   if (!p) return;
   for (int i = 0; i < p->n; i++) free(p->e[i].key);
+  pthread_mutex_destroy(&p->py_mu);
   free(p->e);
   free(p);
 }
@@ -90,7 +117,33 @@ static int skipped(const lgp_profile_t *p, const char *base) {
   return 0;
 }
 
+/* The generation of the calling thread's innermost Python line, -1 when it has none
+ * in the profile (or runs no Python code). The reader is set up on first use: a pool
+ * may be made before the interpreter is loaded, or in a program without one. */
+static int py_lookup(lgp_profile_t *p) {
+  int st = __atomic_load_n(&p->py_state, __ATOMIC_ACQUIRE);
+  if (st == 0) {
+    pthread_mutex_lock(&p->py_mu);
+    st = p->py_state;
+    if (st == 0) {
+      unsigned major, minor;
+      int k = lgi_pyreader_init(&p->py, &major, &minor);
+      if (k == LGI_PYR_READY) st = 1;
+      else if (k != LGI_PYR_NONE) st = -1; /* an interpreter without a layout: native keys only */
+      if (st) __atomic_store_n(&p->py_state, st, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&p->py_mu);
+  }
+  if (st != 1) return -1;
+  char key[600];
+  return lgi_py_innermost_line(&p->py, key, sizeof key) ? find(p, key) : -1;
+}
+
 int lgp_profile_lookup(lgp_profile_t *p, void *const *frames, int n) {
+  if (p->py_keys) {
+    int g = py_lookup(p);
+    if (g >= 0) return g;
+  }
   Dl_info self;
   if (!dladdr((void *)lgp_profile_lookup, &self)) return -1;
   for (int i = 0; i < n; i++) {
