@@ -179,7 +179,7 @@ static __attribute__((noinline)) void record_alloc(lgi_tls_t *t, void *p, size_t
   lgi_ctr_update(t, site, lgi_weight_bytes(size), lgi_weight_blocks(size), ep, 1);
   lg_blk_t *b = blk_of(p);
   b->epoch = ep;
-  b->site = site;
+  b->site = site ? lg_blk_site_word(site, atomic_load_explicit(&lgi_g.hdr->steps, memory_order_relaxed)) : 0;
   t->guard--;
 }
 
@@ -190,7 +190,8 @@ static __attribute__((noinline, cold)) void record_free(lg_blk_t *b) {
   if (LGI_UNLIKELY(t->state == 0) && !lgi_thread_ready(t)) return;
   t->guard++;
   size_t sz = blk_size(b);
-  lgi_ctr_update(t, b->site, -lgi_weight_bytes(sz), -lgi_weight_blocks(sz), b->epoch, 0);
+  lgi_ctr_update_at(t, lg_blk_site(b->site), -lgi_weight_bytes(sz), -lgi_weight_blocks(sz), b->epoch,
+                    lg_blk_birth_step(b->site), 0);
   t->guard--;
 }
 
@@ -387,7 +388,9 @@ static __attribute__((noinline)) void *realloc_headed(void *p, size_t size, uint
   lgi_tls_t *t = &lgi_tls;
   if (!base) { /* the old block lives on: count it again */
     t->guard++;
-    if (saved.site) lgi_ctr_update(t, saved.site, lgi_weight_bytes(old), lgi_weight_blocks(old), saved.epoch, 0);
+    if (saved.site)
+      lgi_ctr_update_at(t, lg_blk_site(saved.site), lgi_weight_bytes(old), lgi_weight_blocks(old), saved.epoch,
+                        lg_blk_birth_step(saved.site), 0);
     if (saved.word & LG_BLK_TAG_MASK) lgi_tag_alloc(t, blk_tag(&saved), old, 0);
     t->guard--;
     return NULL;
@@ -540,7 +543,8 @@ LG_API void cfree(void *p) { free(p); }
 
 LG_API uint64_t leakguard_step(void) {
   if (!lgi_g.enabled) return 0;
-  return atomic_fetch_add_explicit(&lgi_g.hdr->steps, 1, memory_order_release) + 1;
+  lg_region_hdr_t *h = lgi_g.hdr;
+  return atomic_fetch_add_explicit(&h->steps, 1, memory_order_release) + 1;
 }
 
 LG_API uint64_t lg_step(void) { return leakguard_step(); }
@@ -548,7 +552,7 @@ LG_API uint64_t lg_step(void) { return leakguard_step(); }
 LG_API int lg_site_of(const void *block, uint32_t *site) {
   if (!block || !site || in_boot(block) || !lgi_g.enabled) return -ENOENT;
   if (!lg_blk_marked(word_of(block))) return -ENOENT;
-  uint32_t s = blk_of((void *)block)->site;
+  uint32_t s = lg_blk_site(blk_of((void *)block)->site);
   if (!s) return -ENOENT;
   *site = s;
   return 0;

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/blockhdr.h"
 #include "core/region.h"
 
 #define LGI_HIDDEN __attribute__((visibility("hidden")))
@@ -291,10 +292,23 @@ static inline int64_t lgi_weight_blocks(size_t size) {
   return w < 1 ? 1 : w;
 }
 
+#define LGI_NO_STEP LG_BLK_NO_STEP
+
+/* The age in steps of a block born at epoch, `ticks` ticks ago, now that `steps` steps
+ * are marked (bstep: blockhdr.h lg_step_age); UINT32_MAX once its birth tick's slot of
+ * the step map is another tick's. */
+static inline uint32_t lgi_step_age(const lg_region_hdr_t *h, uint32_t epoch, uint32_t ticks, uint32_t steps,
+                                    uint32_t bstep) {
+  if (ticks >= LG_STEPMAP) return UINT32_MAX;
+  const uint32_t *map = LG_PTR(h, h->stepmap_off, const uint32_t *);
+  return lg_step_age(__atomic_load_n(&map[epoch % LG_STEPMAP], __ATOMIC_RELAXED), steps, bstep);
+}
+
 /* Adds bytes and blocks (negative: a free) to site's counters in the thread's shard,
- * born at epoch; alloc: also to the allocated totals. */
-static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch,
-                                  int alloc) {
+ * born at epoch (and at step bstep modulo LG_BLK_STEP_MOD, or LGI_NO_STEP); alloc:
+ * also to the allocated totals. */
+static inline void lgi_ctr_update_at(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch,
+                                     uint32_t bstep, int alloc) {
   int shared = t->shard_atomic || t->guard > 1 || !t->chunk_dir;
   lgi_tls_t tmp;
   if (t->guard > 1) { /* nested (signal handler inside a hook): shared shard only */
@@ -310,10 +324,14 @@ static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, in
   /* A free (blocks < 0), or the undoing of one (a refused free or realloc: blocks > 0
    * without alloc), counts the block's age in ticks into freed_age. */
   int32_t freed = blocks < 0 ? (int32_t)-blocks : !alloc ? -(int32_t)blocks : 0;
-  unsigned age = 0;
+  unsigned age = 0, sage = LG_AGES; /* sage: the age in steps, LG_AGES: none (no steps) */
   if (freed) {
-    uint32_t now = __atomic_load_n(&lgi_g.hdr->epoch, __ATOMIC_RELAXED);
-    age = lg_age_bucket(now > epoch ? now - epoch : 0);
+    lg_region_hdr_t *h = lgi_g.hdr;
+    uint32_t now = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED);
+    uint32_t ticks = now > epoch ? now - epoch : 0;
+    age = lg_age_bucket(ticks);
+    uint32_t steps = (uint32_t)__atomic_load_n(&h->steps, __ATOMIC_RELAXED);
+    if (steps) sage = lg_age_bucket(lgi_step_age(h, epoch, ticks, steps, bstep));
   }
   if (shared) {
     __atomic_fetch_add(&c->live_bytes, bytes, __ATOMIC_RELAXED);
@@ -324,6 +342,7 @@ static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, in
       __atomic_fetch_add(&c->alloc_blocks, (uint64_t)blocks, __ATOMIC_RELAXED);
     }
     if (freed) __atomic_fetch_add(&c->freed_age[age], freed, __ATOMIC_RELAXED);
+    if (sage < LG_AGES) __atomic_fetch_add(&c->freed_step_age[sage], freed, __ATOMIC_RELAXED);
   } else {
     /* Single writer: plain stores, 8-byte aligned so the collector never sees a torn value. */
     __atomic_store_n(&c->live_bytes, c->live_bytes + bytes, __ATOMIC_RELAXED);
@@ -334,7 +353,13 @@ static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, in
       __atomic_store_n(&c->alloc_blocks, c->alloc_blocks + (uint64_t)blocks, __ATOMIC_RELAXED);
     }
     if (freed) __atomic_store_n(&c->freed_age[age], c->freed_age[age] + freed, __ATOMIC_RELAXED);
+    if (sage < LG_AGES) __atomic_store_n(&c->freed_step_age[sage], c->freed_step_age[sage] + freed, __ATOMIC_RELAXED);
   }
+}
+
+static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch,
+                                  int alloc) {
+  lgi_ctr_update_at(t, site, bytes, blocks, epoch, LGI_NO_STEP, alloc);
 }
 
 /* The destructor of a recorded thread's pthread key: gives back its shard and its

@@ -91,6 +91,8 @@ static uint64_t layout(lg_region_hdr_t *h, uint32_t stacks_cap, uint32_t depth, 
   off = align64(off + (uint64_t)h->tags_cap * sizeof(lg_tag_rec_t));
   h->reaped_off = off;
   off = align64(off + (uint64_t)LG_REAPED_RING * sizeof(lg_reaped_t));
+  h->stepmap_off = off;
+  off = align64(off + (uint64_t)LG_STEPMAP * sizeof(uint32_t));
   h->shards_off = off;
   h->shards_cap = 256;
   uint32_t nchunks = stacks_cap / LG_SITES_PER_CHUNK;
@@ -111,7 +113,7 @@ int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags) {
   lg_region_hdr_t tmp;
   for (uint32_t stacks_cap = 1u << 20; stacks_cap >= (1u << 14); stacks_cap >>= 2) {
     memset(&tmp, 0, sizeof tmp);
-    uint64_t arena = (uint64_t)stacks_cap * 1024; /* room for every site in ~8 shards */
+    uint64_t arena = (uint64_t)stacks_cap * 1536; /* room for every site in 6 shards */
     uint64_t dirs = layout(&tmp, stacks_cap, depth, arena);
     if (syscall(SYS_ftruncate, fd, (long)tmp.size) != 0) continue;
     void *p = (void *)syscall(SYS_mmap, NULL, tmp.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -167,6 +169,7 @@ static void copy_used(lg_region_hdr_t *dst, const lg_region_hdr_t *old) {
   CP(old->tags_off, (uint64_t)(nt < old->tags_cap ? nt : old->tags_cap) * sizeof(lg_tag_rec_t));
   CP(old->pyframes_off, (uint64_t)atomic_load(&old->npyframes) * sizeof(lg_pyframe_rec_t));
   CP(old->pystr_off, atomic_load(&old->pystr_used));
+  CP(old->stepmap_off, (uint64_t)LG_STEPMAP * sizeof(uint32_t));
   uint32_t ns = atomic_load(&old->nshards);
   CP(old->shards_off, (uint64_t)old->shards_cap * sizeof(lg_shard_desc_t));
   const lg_shard_desc_t *sd = LG_PTR(old, old->shards_off, const lg_shard_desc_t *);

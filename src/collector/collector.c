@@ -225,7 +225,7 @@ int lgc_run(lgc_collector_t *c) {
     if (now >= next_tick) {
       for (int i = 0; i < c->nprocs; i++) {
         lgc_proc_t *p = c->procs[i];
-        if (!p->m.ended) atomic_store(&p->m.hdr->epoch, (uint32_t)((now - p->m.start_ns) / LG_TICK_NS));
+        if (!p->m.ended) lgm_tick(&p->m, now);
       }
       next_tick = now + LG_TICK_NS;
     }

@@ -238,10 +238,12 @@ void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
   if (lgc_db_ok(c)) {
     lgc_db_write(c, lgst_snapshot(c->db, m, now, usage, c->limit, mode));
     /* the final snapshot: the lifetimes of the blocks each stored stack freed */
+    int steps = atomic_load(&m->hdr->steps) > 0;
     for (uint32_t id = 2; full && id < m->nsites && id < p->nsymbolized; id++) {
       uint64_t ages[LG_AGES];
-      if (p->symbolized[id] && lgm_freed_ages(m, id, ages) == 0)
-        lgc_db_write(c, lgst_lifetimes(c->db, m->proc, id, ages, LG_AGES));
+      if (!p->symbolized[id]) continue;
+      for (int k = 0; k <= steps; k++)
+        if (lgm_freed_ages(m, id, k, ages) == 0) lgc_db_write(c, lgst_lifetimes(c->db, m->proc, id, k, ages, LG_AGES));
     }
   } else {
     m->seq++;

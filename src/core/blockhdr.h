@@ -6,7 +6,9 @@
  * frees it, and the Python explainer (src/python/explain.c), which reads it to map an
  * object to its allocation site.
  *
- *   p - 16: uint32 site (0: not recorded), uint32 birth epoch
+ *   p - 16: uint32 site word: bits 0..19 the site (0: not recorded; stack ids are
+ *           below 2^20, region_writer.c), bits 20..31 the step count at its birth
+ *           modulo 4096 (its age in steps, region.h stepmap_off); uint32 birth epoch
  *   p -  8: uint64 word: bit 3 LG_BLK_MARK, bits 4..9 log2 of the offset from the
  *           underlying allocator's pointer to p (>= 4), bits 10..19 lg_tag_push() tag,
  *           bits 20..63 requested size (so at most 16 TiB), bits 0..2 zero.
@@ -34,6 +36,10 @@
 #define LG_BLK_SIZE_SHIFT 20
 #define LG_BLK_MAX_SIZE (((uint64_t)1 << (64 - LG_BLK_SIZE_SHIFT)) - 1)
 
+#define LG_BLK_SITE_BITS 20
+#define LG_BLK_SITE_MASK ((1u << LG_BLK_SITE_BITS) - 1)
+#define LG_BLK_STEP_MOD (1u << (32 - LG_BLK_SITE_BITS)) /* 4096 */
+
 typedef struct lg_blk {
   uint32_t site;
   uint32_t epoch;
@@ -44,6 +50,26 @@ static inline uint64_t lg_blk_word(size_t size, unsigned offset_log2, unsigned t
   return ((uint64_t)size << LG_BLK_SIZE_SHIFT) | ((uint64_t)tag << LG_BLK_TAG_SHIFT) |
          ((uint64_t)offset_log2 << LG_BLK_OFF_SHIFT) | LG_BLK_MARK;
 }
+/* The site word of a block recorded at site (non-zero) with `steps` steps marked. */
+static inline uint32_t lg_blk_site_word(uint32_t site, uint64_t steps) {
+  return site | (uint32_t)(steps % LG_BLK_STEP_MOD) << LG_BLK_SITE_BITS;
+}
+static inline uint32_t lg_blk_site(uint32_t w) { return w & LG_BLK_SITE_MASK; }
+static inline uint32_t lg_blk_birth_step(uint32_t w) { return w >> LG_BLK_SITE_BITS; }
+/* The age in steps of a block freed now that `steps` steps are marked, `first` being
+ * the step count when its birth tick opened (the step map, region.h stepmap_off: at
+ * most its birth step, so steps - first bounds the age from above) and bstep its birth
+ * step modulo LG_BLK_STEP_MOD, or LG_BLK_NO_STEP when unknown. With the residue the age
+ * is the largest value under the bound that has it: exact while fewer than 4096 steps
+ * were marked in the birth tick before the birth. Without it, the bound. */
+#define LG_BLK_NO_STEP UINT32_MAX
+static inline uint32_t lg_step_age(uint32_t first, uint32_t steps, uint32_t bstep) {
+  uint32_t bound = first <= steps ? steps - first : 0;
+  if (bstep == LG_BLK_NO_STEP) return bound;
+  uint32_t r = (steps - bstep) % LG_BLK_STEP_MOD;
+  return bound >= r ? bound - (bound - r) % LG_BLK_STEP_MOD : bound;
+}
+
 static inline int lg_blk_marked(uint64_t w) { return (w & LG_BLK_MARK) != 0; }
 static inline size_t lg_blk_word_size(uint64_t w) { return (size_t)(w >> LG_BLK_SIZE_SHIFT); }
 static inline unsigned lg_blk_word_offlog2(uint64_t w) { return (unsigned)((w & LG_BLK_OFF_MASK) >> LG_BLK_OFF_SHIFT); }

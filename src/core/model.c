@@ -114,7 +114,28 @@ static const lg_site_ctr_t *shard_ctr(const lg_region_hdr_t *h, const lg_shard_d
   return LG_PTR(h, off, const lg_site_ctr_t *) + site % LG_SITES_PER_CHUNK;
 }
 
-int lgm_freed_ages(const lgm_proc_t *p, uint32_t id, uint64_t ages[LG_AGES]) {
+void lgm_tick(lgm_proc_t *p, uint64_t now_ns) {
+  lg_region_hdr_t *h = p->hdr;
+  /* Ticks since the region's own start (the recorder's CLOCK_MONOTONIC): a block
+   * born before the collector took the process in was born at epoch 0, and its age
+   * counts from there; a forked child's region keeps its parent's start, as its
+   * inherited blocks keep their epochs. Never backwards. */
+  uint64_t start = h->start_ns ? h->start_ns : p->start_ns;
+  uint64_t t = now_ns > start ? (now_ns - start) / LG_TICK_NS : 0;
+  uint32_t epoch = t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+  if (epoch <= atomic_load_explicit(&h->epoch, memory_order_relaxed)) return;
+  if (!h->stepmap_off || h->stepmap_off + LG_STEPMAP * sizeof(uint32_t) > p->map_size) {
+    atomic_store_explicit(&h->epoch, epoch, memory_order_release); /* no step map (a test's region) */
+    return;
+  }
+  uint32_t *map = LG_PTR(h, h->stepmap_off, uint32_t *);
+  /* the slot first, then the epoch: a block born in this tick reads a slot written */
+  __atomic_store_n(&map[epoch % LG_STEPMAP], (uint32_t)atomic_load_explicit(&h->steps, memory_order_acquire),
+                   __ATOMIC_RELAXED);
+  atomic_store_explicit(&h->epoch, epoch, memory_order_release);
+}
+
+int lgm_freed_ages(const lgm_proc_t *p, uint32_t id, int steps, uint64_t ages[LG_AGES]) {
   const lg_region_hdr_t *h = p->hdr;
   memset(ages, 0, LG_AGES * sizeof *ages);
   if (id >= p->nsites) return -ERANGE;
@@ -129,7 +150,8 @@ int lgm_freed_ages(const lgm_proc_t *p, uint32_t id, uint64_t ages[LG_AGES]) {
   for (uint32_t s = 0; s < nshards; s++) {
     const lg_site_ctr_t *x = shard_ctr(h, &sd[s], id);
     if (!x) continue;
-    for (unsigned a = 0; a < LG_AGES; a++) sum[a] += (uint32_t)__atomic_load_n(&x->freed_age[a], __ATOMIC_RELAXED);
+    const int32_t *c = steps ? x->freed_step_age : x->freed_age;
+    for (unsigned a = 0; a < LG_AGES; a++) sum[a] += (uint32_t)__atomic_load_n(&c[a], __ATOMIC_RELAXED);
   }
   int64_t total = 0;
   for (unsigned a = 0; a < LG_AGES; a++) {
@@ -137,6 +159,8 @@ int lgm_freed_ages(const lgm_proc_t *p, uint32_t id, uint64_t ages[LG_AGES]) {
     ages[a] = v > 0 ? (uint64_t)v : 0;
     total += v > 0 ? v : 0;
   }
+  /* steps: the frees before the first step marked are not in these counters */
+  if (steps) return total > 0 && total <= freed + freed / 100 ? 0 : -ERANGE;
   int64_t d = total > freed ? total - freed : freed - total;
   return d * 100 <= freed ? 0 : -ERANGE;
 }

@@ -65,7 +65,8 @@ typedef struct lgm_proc {
 } lgm_proc_t;
 
 /* Maps the region behind fd and fills hdr/map_size. 0 or -errno. The mapping is
- * shared and writable: the collector writes hdr.epoch (and a guard the guard_* fields);
+ * shared and writable: the collector writes hdr.epoch and the step map (and a guard the
+ * guard_* fields);
  * everything else in the region is the recorder's and only read here. */
 int lgm_attach(lgm_proc_t *p, int fd, uint64_t size);
 /* Unmaps the region and frees the site arrays. */
@@ -73,11 +74,15 @@ void lgm_release(lgm_proc_t *p);
 /* Sums every shard into p->sites (growing it to the published stack count) and the
  * process totals. 0 or -ENOMEM. */
 int lgm_collect(lgm_proc_t *p);
-/* The blocks of stack id freed so far, by age when freed (lg_age_bucket(), ticks of
- * LG_TICK_NS), summed over the shards, into ages[LG_AGES]. 0; -ERANGE when they do
- * not add up to what was freed (alloc_blocks - live_blocks of the last lgm_collect,
- * within 1 %): a bucket wrapped (2^32 frees) or the site frees nothing. */
-int lgm_freed_ages(const lgm_proc_t *p, uint32_t id, uint64_t ages[LG_AGES]);
+/* Opens the tick of now_ns (CLOCK_MONOTONIC) when a new one began: ticks of
+ * LG_TICK_NS since the region's start_ns; the step map's slot for it, then hdr.epoch. */
+void lgm_tick(lgm_proc_t *p, uint64_t now_ns);
+/* The blocks of stack id freed so far, by age when freed (lg_age_bucket(): ticks of
+ * LG_TICK_NS, or with steps != 0 steps), summed over the shards, into ages[LG_AGES].
+ * 0; -ERANGE when they do not add up to what was freed (alloc_blocks - live_blocks of
+ * the last lgm_collect, within 1 %): a bucket wrapped (2^32 frees), the site frees
+ * nothing, or (steps) frees were counted before the first step was marked. */
+int lgm_freed_ages(const lgm_proc_t *p, uint32_t id, int steps, uint64_t ages[LG_AGES]);
 /* Published stack ids are [2, lgm_nstacks). */
 uint32_t lgm_nstacks(const lgm_proc_t *p);
 /* Frames of stack id (innermost first); returns depth, 0 if invalid. */

@@ -31,12 +31,13 @@
 
 #define LG_REGION_MAGIC 0x4e4f494745524c47ULL /* "GLREGION" little endian */
 #define LG_REGION_VERSION                                                                                              \
-  7 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
+  8 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
                              3: reaped-children ring (its own section, reaped_off);
                              4: held (the program held by leakguard's own work);
                              5: torch.cuda's allocated/reserved bytes per device;
                              6: isolated calls (iso_*, lg_region_isolate_note);
-                             7: freed blocks by age per site (lg_site_ctr.freed_age) */
+                             7: freed blocks by age per site (lg_site_ctr.freed_age);
+                             8: ... and by age in steps (freed_step_age, stepmap_off) */
 
 #define LG_MAX_DEPTH 256
 #define LG_DEFAULT_DEPTH 64
@@ -44,6 +45,7 @@
 #define LG_ERAS 24              /* birth-era histogram buckets, see lg_era() */
 #define LG_AGES 16              /* freed-age histogram buckets, see lg_age_bucket() */
 #define LG_TICK_NS 100000000ULL /* one epoch tick: 100 ms, advanced by the collector */
+#define LG_STEPMAP 16384        /* step counts of the last ticks, see stepmap_off */
 #define LG_MODULE_PATH 240
 #define LG_ISO_CODES 8   /* isolated-call outcomes counted (LG_ISOLATE_NCODES <= this) */
 #define LG_ISO_BUCKETS 8 /* = LG_ISOLATE_RSS_BUCKETS */
@@ -60,7 +62,7 @@
  * hooks just before the real exec (and undone if it fails). */
 enum { LG_PS_RUNNING = 1, LG_PS_EXITING = 2, LG_PS_EXECED = 3 };
 
-/* Per-site counters of one shard; 192 bytes, three cache lines. Signed: a block freed
+/* Per-site counters of one shard; 256 bytes, four cache lines. Signed: a block freed
  * by another thread than the one that allocated it makes a shard go negative. */
 typedef struct lg_site_ctr {
   int64_t live_bytes;
@@ -71,6 +73,10 @@ typedef struct lg_site_ctr {
   /* blocks freed, by their age when freed (ticks since their birth epoch, in
    * lg_age_bucket()'s log2 buckets); wraps: readers sum the shards as int32 */
   int32_t freed_age[LG_AGES];
+  /* the same blocks by their age in steps (leakguard_step calls since their birth
+   * tick's step count, stepmap_off) in the same buckets; only counted once the
+   * program marked a step */
+  int32_t freed_step_age[LG_AGES];
 } lg_site_ctr_t;
 
 typedef struct lg_stack_rec {
@@ -259,6 +265,12 @@ typedef struct lg_region_hdr {
   _Atomic uint64_t iso_requests[LG_ISO_CODES];
   _Atomic uint64_t iso_rss_bucket[LG_ISO_BUCKETS];
   _Atomic uint64_t iso_rss_sum;
+  /* version 8: the step count when each of the last LG_STEPMAP ticks opened (uint32,
+   * slot epoch % LG_STEPMAP), written by the collector before it publishes the epoch.
+   * A block born at epoch e and freed now is at most (steps - slot e) steps old; the
+   * block header's birth step modulo 4096 makes it exact (recorder.h lgi_step_age,
+   * docs/lifetimes.md). Its own section. */
+  uint64_t stepmap_off;
 } lg_region_hdr_t;
 
 /* The one symbol libleakguard.so exports for leakguard's other libraries (the isolate
@@ -300,8 +312,8 @@ static inline uint32_t lg_era_start(unsigned b) { return b == 0 ? 0u : (1u << (b
  * to a collector or guard of another): any change below must bump LG_REGION_VERSION.
  * These asserts make a change visible at build time; update them with the version
  * (the first fails until they are). */
-_Static_assert(LG_REGION_VERSION == 7, "the layout asserts below are version 7's: check them for the new version");
-_Static_assert(sizeof(lg_site_ctr_t) == 192, "lg_site_ctr_t: three cache lines");
+_Static_assert(LG_REGION_VERSION == 8, "the layout asserts below are version 8's: check them for the new version");
+_Static_assert(sizeof(lg_site_ctr_t) == 256, "lg_site_ctr_t: four cache lines");
 _Static_assert(sizeof(lg_stack_rec_t) == 16, "lg_stack_rec_t layout");
 _Static_assert(sizeof(lg_module_rec_t) == 264, "lg_module_rec_t layout");
 _Static_assert(sizeof(lg_tag_rec_t) == 88, "lg_tag_rec_t layout");
@@ -311,14 +323,14 @@ _Static_assert(sizeof(lg_cuda_um_t) == 48, "lg_cuda_um_t layout");
 _Static_assert(sizeof(lg_cuda_dev_t) == 104, "lg_cuda_dev_t layout");
 _Static_assert(sizeof(lg_reaped_t) == 16, "lg_reaped_t layout");
 _Static_assert(sizeof(lg_index_slot_t) == 16, "lg_index_slot_t layout");
-_Static_assert(sizeof(lg_region_hdr_t) == 4048 && sizeof(lg_region_hdr_t) <= 4096,
-               "lg_region_hdr_t: v6-7 layout, within the first page");
+_Static_assert(sizeof(lg_region_hdr_t) == 4056 && sizeof(lg_region_hdr_t) <= 4096,
+               "lg_region_hdr_t: v8 layout, within the first page");
 _Static_assert(__builtin_offsetof(lg_region_hdr_t, epoch) == 56 &&
                    __builtin_offsetof(lg_region_hdr_t, index_off) == 136 &&
                    __builtin_offsetof(lg_region_hdr_t, cuda_flags) == 264 &&
                    __builtin_offsetof(lg_region_hdr_t, reaped_head) == 3888 &&
                    __builtin_offsetof(lg_region_hdr_t, iso_requests) == 3912,
-               "lg_region_hdr_t: v6-7 field offsets");
+               "lg_region_hdr_t: v6-8 field offsets");
 
 /* ------------------------------------------------------------------ socket protocol
  * The collector listens on a Unix SOCK_SEQPACKET socket whose path is in the

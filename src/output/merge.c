@@ -24,10 +24,10 @@
 #include <unistd.h>
 
 /* Tables an input may have (docs/schema.md), in copying order; meta is merged apart. */
-static const char *const TABLES[] = {"processes",      "modules",    "stacks",  "locations",  "snapshots",
-                                     "samples",        "holders",    "flags",   "labels",     "cuda_stacks",
-                                     "cuda_devices",   "cuda_notes", "cuda_um", "cuda_torch", "nvml",
-                                     "nvml_processes", "lifetimes",  NULL};
+static const char *const TABLES[] = {"processes",      "modules",    "stacks",         "locations",  "snapshots",
+                                     "samples",        "holders",    "flags",          "labels",     "cuda_stacks",
+                                     "cuda_devices",   "cuda_notes", "cuda_um",        "cuda_torch", "nvml",
+                                     "nvml_processes", "lifetimes",  "step_lifetimes", NULL};
 
 /* Runs the SQL that sqlite3_vmprintf makes of fmt (%Q quotes a string, %w an
  * identifier: not printf's, so no format attribute). */

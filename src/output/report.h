@@ -48,6 +48,7 @@ enum { LGR_GEN_YOUNG = 0, LGR_GEN_MIDDLE = 1, LGR_GEN_OLD = 2 };
 #define LGR_YOUNG_S 0.1 /* young: a mean lifetime below liblgpool's default young window */
 #define LGR_AGES 16     /* = LG_AGES (core/region.h) */
 #define LGR_AGE_LE_S(b) (0.1 * (double)(1ULL << (b))) /* bucket b: lifetimes < this */
+#define LGR_AGE_LE_STEPS(b) ((double)(1ULL << (b)))   /* in steps: bucket 0 = the birth step */
 typedef struct lgr_life {
   int gen;           /* LGR_GEN_*, -1: unknown (nothing allocated, or no snapshot) */
   double mean_s;     /* mean lifetime, NaN unknown; 0 with below_s > 0: never live at a snapshot */
@@ -63,6 +64,12 @@ typedef struct lgr_life {
   double freed[LGR_AGES];
   double nfreed;
   double p50_le_s, p90_le_s, p99_le_s;
+  /* The same in steps (the step_lifetimes table, for a process that marked steps):
+   * sfreed[b] lived less than LGR_AGE_LE_STEPS(b) steps; nsfreed 0: none. Percentiles
+   * over the blocks freed after the first step and the kept ones. */
+  double sfreed[LGR_AGES];
+  double nsfreed;
+  double p50_le_steps, p90_le_steps, p99_le_steps;
 } lgr_life_t;
 const char *lgr_gen_name(int gen); /* "young", "middle", "old", "unknown" */
 

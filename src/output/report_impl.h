@@ -100,6 +100,13 @@ typedef struct acc {
 } acc_t;
 
 /* Per-process analysis state. */
+/* Stacks with freed blocks by age: their ids, ascending, and their blocks by bucket. */
+typedef struct lgr_agetab {
+  int n;
+  int *stack;
+  double (*cnt)[LGR_AGES];
+} lgr_agetab_t;
+
 typedef struct pctx {
   sqlite3 *db;
   lgr_run_t *run;
@@ -112,9 +119,7 @@ typedef struct pctx {
   int nsites, csites;
   double *flag_t; /* per stack id: first live flag (s after start), NaN none */
   int nflag;
-  int nages;                   /* stacks with freed blocks by age (lifetimes table) */
-  int *age_stack;              /* their ids, ascending */
-  double (*age_cnt)[LGR_AGES]; /* their blocks by age bucket */
+  lgr_agetab_t ages[2]; /* freed blocks by age in ticks (lifetimes), in steps (step_lifetimes) */
   double headroom;
 } pctx_t;
 

@@ -87,8 +87,18 @@ static const char *fmt_pct(char *buf, size_t n, double le) {
   return buf;
 }
 
+/* A percentile's bound in steps: "< 1 step" (freed in its birth step), "< 4 steps",
+ * "kept" (the callers print only the bounded ones beside the times). */
+static const char *fmt_pct_steps(char *buf, size_t n, double le) {
+  if (isinf(le)) snprintf(buf, n, "kept");
+  else snprintf(buf, n, "< %.0f step%s", le, le == 1 ? "" : "s");
+  return buf;
+}
+
 /* "young, blocks live ~0.4 ms" / "old, 97 % kept", then the distribution's median and
- * 90th percentile where there is one: "; p50 < 100 ms, p90 kept" (docs/lifetimes.md). */
+ * 90th percentile where there is one: "; p50 < 100 ms, p90 kept", and the 90th in
+ * steps where the program marked steps and it is not a kept block: "; p90 < 1 step"
+ * (docs/lifetimes.md). */
 static const char *life_text(char *buf, size_t n, const lgr_life_t *l) {
   char d[32], p50[40], p90[40];
   int k;
@@ -96,9 +106,13 @@ static const char *life_text(char *buf, size_t n, const lgr_life_t *l) {
     k = snprintf(buf, n, "%s: blocks live < %s", lgr_gen_name(l->gen), fmt_life_s(d, sizeof d, l->below_s));
   else if (l->kept >= 0.5) k = snprintf(buf, n, "%s: %.0f %% of its blocks kept", lgr_gen_name(l->gen), l->kept * 100);
   else k = snprintf(buf, n, "%s: blocks live ~%s", lgr_gen_name(l->gen), fmt_life_s(d, sizeof d, l->mean_s));
-  if (k > 0 && (size_t)k < n && !isnan(l->p50_le_s))
-    snprintf(buf + k, n - (size_t)k, "; p50 %s, p90 %s", fmt_pct(p50, sizeof p50, l->p50_le_s),
-             fmt_pct(p90, sizeof p90, l->p90_le_s));
+  if (k > 0 && (size_t)k < n && !isnan(l->p50_le_s)) {
+    int w = snprintf(buf + k, n - (size_t)k, "; p50 %s, p90 %s", fmt_pct(p50, sizeof p50, l->p50_le_s),
+                     fmt_pct(p90, sizeof p90, l->p90_le_s));
+    if (w > 0) k += w;
+  }
+  if (k > 0 && (size_t)k < n && !isnan(l->p90_le_steps) && !isinf(l->p90_le_steps))
+    snprintf(buf + k, n - (size_t)k, "; p90 %s", fmt_pct_steps(p90, sizeof p90, l->p90_le_steps));
   return buf;
 }
 
@@ -381,6 +395,28 @@ static double sig3(double v) {
   return round(v * m) / m;
 }
 
+/* Into d: "freed", the blocks freed by age bucket ([{"lt_s" or "lt_steps": the bucket's
+ * bound (null: the open last one), "blocks"}], empty buckets left out), and the 50th,
+ * 90th, 99th percentiles pct ("p50_lt_s"... or "p50_lt_steps"..., "kept" for a kept
+ * block). */
+static void ages_json(cJSON *d, const double *freed, const double pct[3], int steps) {
+  static const char *const pn[2][3] = {{"p50_lt_s", "p90_lt_s", "p99_lt_s"},
+                                       {"p50_lt_steps", "p90_lt_steps", "p99_lt_steps"}};
+  const char *lt = steps ? "lt_steps" : "lt_s";
+  cJSON *b = JPTR(cJSON_CreateArray());
+  for (int i = 0; i < LGR_AGES; i++) {
+    if (!(freed[i] > 0)) continue;
+    cJSON *o = JPTR(cJSON_CreateObject());
+    if (i == LGR_AGES - 1) jobj(o, lt, cJSON_CreateNull());
+    else JCHK(cJSON_AddNumberToObject(o, lt, steps ? LGR_AGE_LE_STEPS(i) : LGR_AGE_LE_S(i)));
+    JCHK(cJSON_AddNumberToObject(o, "blocks", round(freed[i])));
+    jarr(b, o);
+  }
+  jobj(d, "freed", b);
+  for (int i = 0; i < 3; i++)
+    jobj(d, pn[steps][i], isinf(pct[i]) ? cJSON_CreateString("kept") : num_or_null(steps ? pct[i] : sig3(pct[i])));
+}
+
 static cJSON *life_json(const lgr_life_t *l) {
   if (l->gen < 0) return cJSON_CreateNull();
   cJSON *x = JPTR(cJSON_CreateObject());
@@ -391,21 +427,21 @@ static cJSON *life_json(const lgr_life_t *l) {
   JCHK(cJSON_AddNumberToObject(x, "kept", round2(l->kept)));
   /* the distribution (lifetimes table): null without one */
   if (l->nfreed > 0) {
-    cJSON *d = JPTR(cJSON_CreateObject()), *b = JPTR(cJSON_CreateArray());
+    cJSON *d = JPTR(cJSON_CreateObject());
     JCHK(cJSON_AddNumberToObject(d, "resolution_s", 0.1));
     JCHK(cJSON_AddNumberToObject(d, "freed_blocks", round(l->nfreed)));
-    for (int i = 0; i < LGR_AGES; i++) {
-      if (!(l->freed[i] > 0)) continue;
-      cJSON *o = JPTR(cJSON_CreateObject());
-      if (i == LGR_AGES - 1) jobj(o, "lt_s", cJSON_CreateNull());
-      else JCHK(cJSON_AddNumberToObject(o, "lt_s", LGR_AGE_LE_S(i)));
-      JCHK(cJSON_AddNumberToObject(o, "blocks", round(l->freed[i])));
-      jarr(b, o);
-    }
-    jobj(d, "freed", b);
     const double pv[3] = {l->p50_le_s, l->p90_le_s, l->p99_le_s};
-    const char *pn[3] = {"p50_lt_s", "p90_lt_s", "p99_lt_s"};
-    for (int i = 0; i < 3; i++) jobj(d, pn[i], isinf(pv[i]) ? cJSON_CreateString("kept") : num_or_null(sig3(pv[i])));
+    ages_json(d, l->freed, pv, 0);
+    /* the same in steps (step_lifetimes): null without steps */
+    if (l->nsfreed > 0) {
+      cJSON *sd = JPTR(cJSON_CreateObject());
+      JCHK(cJSON_AddNumberToObject(sd, "freed_blocks", round(l->nsfreed)));
+      const double sv[3] = {l->p50_le_steps, l->p90_le_steps, l->p99_le_steps};
+      ages_json(sd, l->sfreed, sv, 1);
+      jobj(d, "steps", sd);
+    } else {
+      jobj(d, "steps", cJSON_CreateNull());
+    }
     jobj(x, "distribution", d);
   } else {
     jobj(x, "distribution", cJSON_CreateNull());
@@ -695,6 +731,8 @@ void lgr_print_pool_profile(FILE *f, const lgr_report_t *r, const char *source) 
     if (g->life.below_s > 0) fprintf(f, "lifetime < %s", fmt_life_s(d, sizeof d, g->life.below_s));
     else fprintf(f, "lifetime ~%s", fmt_life_s(d, sizeof d, g->life.mean_s));
     if (!isnan(g->life.p90_le_s)) fprintf(f, ", p90 %s", fmt_pct(d, sizeof d, g->life.p90_le_s));
+    if (!isnan(g->life.p90_le_steps) && !isinf(g->life.p90_le_steps))
+      fprintf(f, " (%s)", fmt_pct_steps(d, sizeof d, g->life.p90_le_steps));
     fprintf(f, ", %.0f %% kept, %llu blocks\n", g->life.kept * 100, (unsigned long long)g->alloc_blocks);
   }
 }

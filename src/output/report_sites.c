@@ -192,77 +192,94 @@ static void load_flags(pctx_t *c, int max_stack) {
   sqlite3_finalize(st);
 }
 
-/* The lifetimes table of this process: stacks with freed blocks by age, ascending. An
- * older database has no such table: no distributions. */
-static void load_ages(pctx_t *c) {
+/* The lifetimes (steps 0) or step_lifetimes (steps 1) table of this process: stacks
+ * with freed blocks by age, ascending. An older database has no such table: no
+ * distributions. */
+static void load_ages(pctx_t *c, int steps) {
+  lgr_agetab_t *t = &c->ages[steps];
   sqlite3_stmt *st;
-  if (lgr_prepare(c->db, "SELECT stack, bucket, blocks FROM lifetimes WHERE proc=? ORDER BY stack", -1, &st, NULL) !=
-      SQLITE_OK)
-    return;
+  const char *sql = steps ? "SELECT stack, bucket, blocks FROM step_lifetimes WHERE proc=? ORDER BY stack"
+                          : "SELECT stack, bucket, blocks FROM lifetimes WHERE proc=? ORDER BY stack";
+  if (lgr_prepare(c->db, sql, -1, &st, NULL) != SQLITE_OK) return;
   sqlite3_bind_int(st, 1, c->run->proc);
   int cap = 0;
   while (lgr_row(st)) {
     int id = sqlite3_column_int(st, 0), b = sqlite3_column_int(st, 1);
     if (b < 0 || b >= LGR_AGES) continue;
-    if (c->nages == 0 || c->age_stack[c->nages - 1] != id) {
-      if (c->nages == cap) {
+    if (t->n == 0 || t->stack[t->n - 1] != id) {
+      if (t->n == cap) {
         cap = cap ? cap * 2 : 256;
-        int *ns = realloc(c->age_stack, (size_t)cap * sizeof *ns);
-        if (ns) c->age_stack = ns;
-        double(*nc)[LGR_AGES] = realloc(c->age_cnt, (size_t)cap * sizeof *nc);
-        if (nc) c->age_cnt = nc;
+        int *ns = realloc(t->stack, (size_t)cap * sizeof *ns);
+        if (ns) t->stack = ns;
+        double(*nc)[LGR_AGES] = realloc(t->cnt, (size_t)cap * sizeof *nc);
+        if (nc) t->cnt = nc;
         if (!ns || !nc) {
           lgr_fail(-ENOMEM);
           break;
         }
       }
-      c->age_stack[c->nages] = id;
-      memset(c->age_cnt[c->nages], 0, sizeof c->age_cnt[c->nages]);
-      c->nages++;
+      t->stack[t->n] = id;
+      memset(t->cnt[t->n], 0, sizeof t->cnt[t->n]);
+      t->n++;
     }
-    c->age_cnt[c->nages - 1][b] += (double)sqlite3_column_int64(st, 2);
+    t->cnt[t->n - 1][b] += (double)sqlite3_column_int64(st, 2);
   }
   sqlite3_finalize(st);
 }
 
-void lgr_life_percentiles(lgr_life_t *l, double alloc_blocks, double kept_blocks) {
+/* Percentiles 50, 90, 99 of a population of `total` blocks of which the histogram
+ * freed[] (nfreed blocks) was freed: the bound le(b) of the bucket holding each, or
+ * +INFINITY beyond the freed ones (a kept block); NaN without a histogram. */
+static void percentiles(const double *freed, double nfreed, double total, int steps, double *out[3]) {
   static const double q[3] = {0.5, 0.9, 0.99};
-  double *out[3] = {&l->p50_le_s, &l->p90_le_s, &l->p99_le_s};
-  /* the population: the freed blocks and the kept ones (what the counters and the
-   * series say may differ a little: the larger of the two counts) */
-  double total = l->nfreed + kept_blocks;
-  if (alloc_blocks > total) total = alloc_blocks;
   for (int k = 0; k < 3; k++) {
     *out[k] = NAN;
-    if (!(l->nfreed > 0) || !(total > 0)) continue;
+    if (!(nfreed > 0) || !(total > 0)) continue;
     double want = q[k] * total, acc = 0;
-    *out[k] = INFINITY; /* beyond the freed ones: a kept block */
+    *out[k] = INFINITY;
     for (int b = 0; b < LGR_AGES; b++) {
-      acc += l->freed[b];
+      acc += freed[b];
       if (acc >= want) {
-        *out[k] = b == LGR_AGES - 1 ? INFINITY : LGR_AGE_LE_S(b);
+        *out[k] = b == LGR_AGES - 1 ? INFINITY : steps ? LGR_AGE_LE_STEPS(b) : LGR_AGE_LE_S(b);
         break;
       }
     }
   }
 }
 
+void lgr_life_percentiles(lgr_life_t *l, double alloc_blocks, double kept_blocks) {
+  /* the population: the freed blocks and the kept ones (what the counters and the
+   * series say may differ a little: the larger of the two counts) */
+  double total = l->nfreed + kept_blocks;
+  if (alloc_blocks > total) total = alloc_blocks;
+  double *t[3] = {&l->p50_le_s, &l->p90_le_s, &l->p99_le_s};
+  percentiles(l->freed, l->nfreed, total, 0, t);
+  /* in steps: the blocks freed before the first step are not counted, nor allocated */
+  double *s[3] = {&l->p50_le_steps, &l->p90_le_steps, &l->p99_le_steps};
+  percentiles(l->sfreed, l->nsfreed, l->nsfreed + kept_blocks, 1, s);
+}
+
 void lgr_site_ages(const pctx_t *c, const lgr_stackref_t *stacks, int nstacks, double alloc_blocks, double kept_blocks,
                    lgr_life_t *l) {
   memset(l->freed, 0, sizeof l->freed);
-  l->nfreed = 0;
-  for (int k = 0; k < nstacks; k++) {
-    int lo = 0, hi = c->nages - 1, id = stacks[k].stack;
-    while (lo <= hi) {
-      int mid = (lo + hi) / 2;
-      if (c->age_stack[mid] < id) lo = mid + 1;
-      else if (c->age_stack[mid] > id) hi = mid - 1;
-      else {
-        for (int b = 0; b < LGR_AGES; b++) {
-          l->freed[b] += c->age_cnt[mid][b];
-          l->nfreed += c->age_cnt[mid][b];
+  memset(l->sfreed, 0, sizeof l->sfreed);
+  l->nfreed = l->nsfreed = 0;
+  for (int u = 0; u < 2; u++) {
+    const lgr_agetab_t *t = &c->ages[u];
+    double *freed = u ? l->sfreed : l->freed, *nfreed = u ? &l->nsfreed : &l->nfreed;
+    for (int k = 0; k < nstacks; k++) {
+      int lo = 0, hi = t->n - 1, id = stacks[k].stack;
+      while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (t->stack[mid] < id) lo = mid + 1;
+        else if (t->stack[mid] > id) hi = mid - 1;
+        else {
+          for (int b = 0; b < LGR_AGES; b++) {
+            freed[b] += t->cnt[mid][b];
+            *nfreed += t->cnt[mid][b];
+          }
+          break;
         }
-        break;
       }
     }
   }
@@ -546,6 +563,9 @@ void lgr_site_life(const pctx_t *c, const double *blk, uint64_t alloc_blocks, in
   memset(l->freed, 0, sizeof l->freed);
   l->nfreed = 0;
   l->p50_le_s = l->p90_le_s = l->p99_le_s = NAN;
+  memset(l->sfreed, 0, sizeof l->sfreed);
+  l->nsfreed = 0;
+  l->p50_le_steps = l->p90_le_steps = l->p99_le_steps = NAN;
   double sum = 0, last_blk = 0, t_end = NAN, steps = 0;
   int64_t n = 0;
   for (int64_t i = 0; i < c->nsnap; i++) {
@@ -683,7 +703,8 @@ int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_re
   free(site_of);
   if (rc != 0) goto out;
   load_flags(&c, max_stack);
-  load_ages(&c);
+  load_ages(&c, 0);
+  load_ages(&c, 1);
   int *used = calloc((size_t)(c.nsites ? c.nsites : 1), sizeof *used);
   if (!used) {
     rc = -ENOMEM;
@@ -762,7 +783,9 @@ out:
   run->snap_step = c.step;
   run->nsnap = c.nsnap;
   free(c.flag_t);
-  free(c.age_stack);
-  free(c.age_cnt);
+  for (int u = 0; u < 2; u++) {
+    free(c.ages[u].stack);
+    free(c.ages[u].cnt);
+  }
   return rc;
 }

@@ -66,6 +66,10 @@ static const char *SCHEMA =
     /* blocks freed by a stack, by age when freed (lg_age_bucket: 0 within one 100-ms
      * tick, b >= 1 for [2^(b-1), 2^b) ticks), written at a process's final snapshot */
     "CREATE TABLE lifetimes(proc INTEGER, stack INTEGER, bucket INTEGER, blocks INTEGER,"
+    " PRIMARY KEY(proc, stack, bucket)) WITHOUT ROWID;"
+    /* the same by age in steps (bucket 0: freed in the step it was born in), for a
+     * process that marked steps; the frees before its first step are not in it */
+    "CREATE TABLE step_lifetimes(proc INTEGER, stack INTEGER, bucket INTEGER, blocks INTEGER,"
     " PRIMARY KEY(proc, stack, bucket)) WITHOUT ROWID;";
 
 void *lgst_db(lgst_t *s) { return s->db; }
@@ -542,10 +546,11 @@ int lgst_flag(lgst_t *s, int proc, uint32_t stack, uint64_t t_ns, double growth_
   return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
-int lgst_lifetimes(lgst_t *s, int proc, uint32_t stack, const uint64_t *ages, int nages) {
+int lgst_lifetimes(lgst_t *s, int proc, uint32_t stack, int steps, const uint64_t *ages, int nages) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO lifetimes VALUES(?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-    return -EIO;
+  const char *sql = steps ? "INSERT OR REPLACE INTO step_lifetimes VALUES(?,?,?,?)"
+                          : "INSERT OR REPLACE INTO lifetimes VALUES(?,?,?,?)";
+  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
   int rc = SQLITE_DONE;
   for (int b = 0; b < nages && rc == SQLITE_DONE; b++) {
     if (!ages[b]) continue;

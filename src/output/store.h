@@ -55,9 +55,10 @@ int lgst_flag(lgst_t *s, int proc, uint32_t stack, uint64_t t_ns, double growth_
 /* A label of a process ("rank", "local_rank", "world_size", "host"); "rank" and "host"
  * also fill processes.rank and .host the next time the process row is written. */
 int lgst_label(lgst_t *s, int proc, const char *key, const char *value);
-/* The blocks stack freed by age (lifetimes table; ages[b]: bucket b of lg_age_bucket);
- * zero buckets are not written. */
-int lgst_lifetimes(lgst_t *s, int proc, uint32_t stack, const uint64_t *ages, int nages);
+/* The blocks stack freed by age (ages[b]: bucket b of lg_age_bucket) in ticks (the
+ * lifetimes table) or with steps != 0 in steps (step_lifetimes); zero buckets are not
+ * written. */
+int lgst_lifetimes(lgst_t *s, int proc, uint32_t stack, int steps, const uint64_t *ages, int nages);
 /* Creates the GPU tables (docs/cuda.md) if they are not there yet; 0 or -EIO. */
 int lgst_cuda_tables(lgst_t *s);
 

@@ -168,9 +168,12 @@ static inline void scen_pacer_init(struct scen_pacer *p, double rate) {
   p->done = 0;
 }
 
+/* Sleeps every 32 events at high rates (cheap); every event below 64 a second, so
+ * that slow steps are evenly spaced rather than bursts of 32 (the step ages of
+ * docs/lifetimes.md). */
 static inline void scen_pace(struct scen_pacer *p) {
   p->done++;
-  if (p->rate <= 0 || (p->done & 31)) return;
+  if (p->rate <= 0 || (p->rate >= 64 && (p->done & 31))) return;
   double due = p->start + (double)p->done / p->rate;
   double now = scen_now();
   if (due > now) scen_sleep(due - now);

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "core/blockhdr.h"
 #include "core/model.h"
 #include "core/region.h"
 #include "leakguard.h"
@@ -138,6 +139,48 @@ static void test_life_percentiles(void **state) {
   memset(&l, 0, sizeof l);
   lgr_life_percentiles(&l, 50, 50); /* nothing freed: no distribution */
   assert_true(isnan(l.p50_le_s) && isnan(l.p99_le_s));
+}
+
+/* Percentiles in steps: over the blocks freed after the first step and the kept ones
+ * (not over every block allocated: those freed before the first step are not in the
+ * histogram); bucket 0 is "freed in its birth step". */
+static void test_life_percentiles_steps(void **state) {
+  (void)state;
+  lgr_life_t l;
+  memset(&l, 0, sizeof l);
+  l.nfreed = 1;     /* a time distribution exists */
+  l.sfreed[0] = 80; /* < 1 step */
+  l.sfreed[6] = 20; /* [32, 64) steps */
+  l.nsfreed = 100;
+  lgr_life_percentiles(&l, 1000, 0); /* 900 blocks freed before the first step: not in the population */
+  assert_true(l.p50_le_steps == 1 && l.p90_le_steps == 64 && l.p99_le_steps == 64);
+  lgr_life_percentiles(&l, 1000, 25); /* 25 kept: the 90th is one of them */
+  assert_true(l.p50_le_steps == 1 && isinf(l.p90_le_steps));
+  memset(l.sfreed, 0, sizeof l.sfreed);
+  l.nsfreed = 0;
+  lgr_life_percentiles(&l, 1000, 0); /* no steps */
+  assert_true(isnan(l.p50_le_steps) && isnan(l.p99_le_steps));
+}
+
+/* The age in steps of a block (core/blockhdr.h): the bound from its birth tick's step
+ * count, made exact by the birth step's residue. */
+static void test_step_age(void **state) {
+  (void)state;
+  /* born at step 105 in a tick that opened at step 100, freed at step 145: 40 */
+  assert_int_equal(lg_step_age(100, 145, 105 % LG_BLK_STEP_MOD), 40);
+  assert_int_equal(lg_step_age(100, 145, LG_BLK_NO_STEP), 45); /* the bound alone */
+  assert_int_equal(lg_step_age(105, 105, 105), 0);             /* freed in its birth step */
+  /* 10 000 steps old, born 3 000 steps into its tick: the residue picks the right one */
+  assert_int_equal(lg_step_age(20000, 33000, 23000 % LG_BLK_STEP_MOD), 10000);
+  /* 5 000 steps into its tick (more than 4 096 in one 100-ms tick): 4 096 too old */
+  assert_int_equal(lg_step_age(20000, 35000, 25000 % LG_BLK_STEP_MOD), 10000 + LG_BLK_STEP_MOD);
+  /* a birth step's residue that the bound cannot hold (a racy slot): the bound */
+  assert_int_equal(lg_step_age(100, 102, 4000), 2);
+  assert_int_equal(lg_step_age(200, 100, 50), 0); /* a slot ahead of the count */
+  /* the site word keeps the site and the residue apart */
+  uint32_t w = lg_blk_site_word(123456, 4096 * 7 + 99);
+  assert_int_equal(lg_blk_site(w), 123456);
+  assert_int_equal(lg_blk_birth_step(w), 99);
 }
 
 static void test_site_life(void **state) {
@@ -767,6 +810,8 @@ int main(void) {
       cmocka_unit_test(test_rank_sites),
       cmocka_unit_test(test_site_life),
       cmocka_unit_test(test_life_percentiles),
+      cmocka_unit_test(test_life_percentiles_steps),
+      cmocka_unit_test(test_step_age),
       cmocka_unit_test_setup_teardown(test_report_spread_growth, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_startup_import, setup, teardown),
   };
