@@ -7,7 +7,9 @@
  * Only posix_memalign'ed blocks are traced (Python objects and small buffers come
  * from malloc and are not what a device caching allocator would see). A site is a hash
  * of the first 8 return addresses (backtrace; run under `setarch -R` so that two runs
- * give the same addresses). Steps: the program calls lgtrace_step() (ctypes). Records
+ * give the same addresses), or with LGTRACE_KEY=python the allocating thread's innermost
+ * Python line when it runs Python code (the key liblgpool's site profile uses under
+ * PyTorch; read with src/capture/pyread.h, as liblgpool does). Steps: the program calls lgtrace_step() (ctypes). Records
  * go to an mmap'ed buffer, written at exit to LGTRACE_OUT as text lines:
  *   a <id> <size> <site> <t_us>      f <id> <t_us>      s <step> <t_us>
  */
@@ -22,6 +24,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "capture/pyread.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAXREC (16u << 20)
@@ -46,6 +50,23 @@ static struct slot {
   uint32_t id;
 } * live;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int key_python = -1; /* LGTRACE_KEY=python: 1 once the reader is set up, -2 none */
+static lgi_pyreader_t py;
+
+/* FNV-1a of the innermost Python line, 0 when the thread runs no Python code. */
+static uint64_t python_key(void) {
+  if (key_python == -1) {
+    const char *k = getenv("LGTRACE_KEY");
+    unsigned ma, mi;
+    key_python = !k || strcmp(k, "python") ? -2 : lgi_pyreader_init(&py, &ma, &mi) == LGI_PYR_READY ? 1 : -1;
+  }
+  char line[600];
+  if (key_python != 1 || !lgi_py_innermost_line(&py, line, sizeof line)) return 0;
+  uint64_t h = 1469598103934665603ull;
+  for (const char *c = line; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+  return h;
+}
 
 static uint64_t now_us(void) {
   struct timespec ts;
@@ -76,7 +97,10 @@ EXPORT int posix_memalign(void **out, size_t align, size_t size) {
   void *fr[10];
   int n = backtrace(fr, 10);
   uint64_t h = 1469598103934665603ull;
-  for (int i = 1; i < n; i++) h = (h ^ (uint64_t)(uintptr_t)fr[i]) * 1099511628211ull;
+  uint64_t pk = python_key();
+  if (pk) h = pk; /* a Python line, whatever the native frames under it */
+  else
+    for (int i = 1; i < n; i++) h = (h ^ (uint64_t)(uintptr_t)fr[i]) * 1099511628211ull;
   pthread_mutex_lock(&mu);
   uint32_t id = ++nextid;
   uintptr_t a = (uintptr_t)*out;

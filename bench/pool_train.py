@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The workload of bench/pool_replay.sh: a small CNN + MLP trained on CPU with Adam,
-under bench/pool_trace.c (LD_PRELOAD), marking each step with lgtrace_step().
+under bench/pool_trace.c (LD_PRELOAD), marking each step with lgtrace_step() (or
+leakguard_step() under `leakguard run`).
   LG_POOL_STEPS   training steps (default 30)
 """
 import ctypes
@@ -11,10 +12,13 @@ import torch
 torch.manual_seed(0)
 torch.set_num_threads(2)
 steps = int(os.environ.get("LG_POOL_STEPS", "30"))
-try:
-    mark = ctypes.CDLL(None).lgtrace_step
-except AttributeError:
-    mark = lambda: None  # noqa: E731
+mark = lambda: None  # noqa: E731
+for name in ("lgtrace_step", "leakguard_step"):  # the tracer's, or leakguard's under `leakguard run`
+    try:
+        mark = getattr(ctypes.CDLL(None), name)
+        break
+    except AttributeError:
+        pass
 model = torch.nn.Sequential(
     torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
     torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
