@@ -37,7 +37,8 @@ static void usage(FILE *f) {
              "                        [--guard-dry-run] PID\n"
              "Records the running process PID until --duration SEC, Ctrl-C or its exit, then detaches\n"
              "(the process keeps running) and prints the report. --metrics and --guard* are those of\n"
-             "`leakguard run` (see leakguard run --help). docs/attach.md.\n");
+             "`leakguard run` (see leakguard run --help), but the guard watches PID alone: its memory\n"
+             "against [guard] limit, else its cgroup's limit, else RAM. docs/attach.md.\n");
 }
 
 /* The agent next to libleakguard.so (LEAKGUARD_AGENT overrides). */
@@ -181,7 +182,8 @@ static int attach(attach_opts_t *o) {
   int rc = lg_check_output(o->output);
   if (rc) return rc;
   lgcli_services_t svc;
-  if ((rc = lgcli_services_start("attach", o->guard, o->guard_config, o->guard_dry_run, o->metrics, &svc)) != 0) {
+  if ((rc = lgcli_services_start("attach", o->guard, o->guard_config, o->guard_dry_run, o->metrics, (int)o->pid,
+                                 &svc)) != 0) {
     lgcli_services_stop(&svc);
     return rc;
   }

@@ -137,7 +137,7 @@ static int run_target(run_opts_t *o, char **targv) {
   }
   if ((rc = lg_check_output(o->output))) return rc;
   run_t r = {.go = -1, .err = -1};
-  if ((rc = lgcli_services_start("run", o->guard, o->guard_config, o->guard_dry_run, o->metrics, &r.svc)) != 0) {
+  if ((rc = lgcli_services_start("run", o->guard, o->guard_config, o->guard_dry_run, o->metrics, 0, &r.svc)) != 0) {
     run_free(&r);
     return rc;
   }

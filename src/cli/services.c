@@ -8,7 +8,7 @@
 #include "core/util.h"
 
 int lgcli_services_start(const char *cmd, int guard, const char *guard_config, int guard_dry_run, const char *metrics,
-                         lgcli_services_t *s) {
+                         int pid, lgcli_services_t *s) {
   char why[512];
   memset(s, 0, sizeof *s);
   if (guard) {
@@ -18,10 +18,17 @@ int lgcli_services_start(const char *cmd, int guard, const char *guard_config, i
       return LG_EXIT_USAGE;
     }
     lgg_default_log(s->guard, stderr);
-    lgg_watch_system(s->guard);
     char cg[4096];
-    if (lgu_memory_cgroup(cg, sizeof cg) == 0 && lgg_watch_cgroup(s->guard, cg, why, sizeof why) != 0)
-      lgu_err("%s: --guard: not watching leakguard's cgroup: %s", cmd, why);
+    if (pid > 0) { /* attach: the process, and only it (its actions reach nothing else) */
+      if (lgg_watch_pid(s->guard, pid) != 0) {
+        lgu_err("%s: --guard: process %d is gone", cmd, pid);
+        return LG_EXIT_USAGE;
+      }
+    } else {
+      lgg_watch_system(s->guard);
+      if (lgu_memory_cgroup(cg, sizeof cg) == 0 && lgg_watch_cgroup(s->guard, cg, why, sizeof why) != 0)
+        lgu_err("%s: --guard: not watching leakguard's cgroup: %s", cmd, why);
+    }
   }
   if (metrics) {
     s->reg = lgx_new();

@@ -15,10 +15,13 @@ typedef struct lgcli_services {
 } lgcli_services_t;
 
 /* Starts them before anything else does: their errors are the user's. cmd names the
- * subcommand in the one-line errors. 0, or LG_EXIT_USAGE (said on stderr; what was
- * started is left in s for lgcli_services_stop). */
+ * subcommand in the one-line errors. For `run` (pid 0) the guard watches system memory
+ * and leakguard's own memory cgroup, where the program it starts runs; for `attach`,
+ * process pid alone (its RSS against [guard] limit, else its cgroup's limit, else RAM:
+ * docs/guard.md), so that its actions reach that process only. 0, or LG_EXIT_USAGE
+ * (said on stderr; what was started is left in s for lgcli_services_stop). */
 int lgcli_services_start(const char *cmd, int guard, const char *guard_config, int guard_dry_run, const char *metrics,
-                         lgcli_services_t *s);
+                         int pid, lgcli_services_t *s);
 void lgcli_services_stop(lgcli_services_t *s);
 
 #endif

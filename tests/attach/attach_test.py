@@ -58,6 +58,14 @@ def start_target(name, args=(), env=None):
     return p, prog
 
 
+def runs_on(p, prog):
+    """The target is alive and its progress counter moves after detach."""
+    if p.poll() is not None:
+        fail("the target died")
+    last = progress(prog)
+    wait_for(lambda: (progress(prog) or 0) > last, "progress after detach")
+
+
 def stop(p):
     if p.poll() is None:
         p.kill()
@@ -468,13 +476,50 @@ def case_metrics():
         out, err = cli.communicate(timeout=90)
         if cli.returncode != 0:
             fail("attach --metrics: rc %d %s" % (cli.returncode, err))
-        if p.poll() is not None:
-            fail("the target died")
-        last = progress(prog)
-        wait_for(lambda: (progress(prog) or 0) > last, "progress after detach")
+        runs_on(p, prog)
     finally:
         stop(p)
     print("ok: leak_here of pid %d on the endpoint while attached; bad options refused" % p.pid)
+
+
+def case_guard():
+    """--guard on attach watches the attached process alone: a [guard] limit the target
+    is over at once, warn only (no trend levels), actions log and publish. The event
+    log (stderr) must show the pid watched, the level warn from the `pids` source, and
+    the level published into exactly one region (the agent's in the target); no other
+    source, no kill; the target runs on after detach."""
+    p, prog = start_target("guard")
+    try:
+        ini = os.path.join(TMP, "guard.ini")
+        with open(ini, "w") as f:
+            f.write("[guard]\nlimit = 64M\ninterval = 100ms\n[levels]\nwarn = 2%\nhysteresis = 1%\n"
+                    "breaker = 0\nemergency = 0\nhorizon_warn = 0\nhorizon_breaker = 0\nhorizon_emergency = 0\n"
+                    "psi_warn = 0\npsi_breaker = 0\n[warn]\nactions = log, publish\n")
+        r = attach(p.pid, os.path.join(TMP, "g.db"), 4, ["-q", "--guard", "--guard-config", ini])
+        if r.returncode != 0:
+            fail("attach --guard: rc %d %s" % (r.returncode, r.stderr[-2000:]))
+        ev = []
+        for line in r.stderr.splitlines():
+            if line.startswith("{"):
+                try:
+                    ev.append(json.loads(line))
+                except ValueError:
+                    fail("not a JSON event line: %r" % line)
+        watched = [e for e in ev if e.get("event") in ("watch", "watch_pid")]
+        if [e.get("source") or e.get("pid") for e in watched] != ["pids", p.pid]:
+            fail("the guard should watch the target alone, got %r" % watched)
+        lv = [e for e in ev if e.get("event") == "level"]
+        if not lv or lv[0].get("to") != "warn" or lv[0].get("source") != "pids":
+            fail("no level warn from the attached process: %r" % lv)
+        pub = [e for e in ev if e.get("event") == "action" and e.get("action") == "publish"]
+        if not pub or pub[0].get("published_level") != "warn" or pub[0].get("regions") != 1:
+            fail("the warn level not published into the target's region alone: %r" % pub)
+        if any(e.get("action") in ("kill", "signal", "sigkill") for e in ev):
+            fail("an action beyond log and publish: %r" % ev)
+        runs_on(p, prog)
+    finally:
+        stop(p)
+    print("ok: the guard watched pid %d alone, went to warn and published into its region" % p.pid)
 
 
 def main():
