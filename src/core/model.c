@@ -118,8 +118,9 @@ void lgm_tick(lgm_proc_t *p, uint64_t now_ns) {
   lg_region_hdr_t *h = p->hdr;
   /* Ticks since the region's own start (the recorder's CLOCK_MONOTONIC): a block
    * born before the collector took the process in was born at epoch 0, and its age
-   * counts from there; a forked child's region keeps its parent's start, as its
-   * inherited blocks keep their epochs. Never backwards. */
+   * counts from there. (A forked child's region starts again at its fork, epoch 0:
+   * a block it inherited and frees is counted younger than it is, at least 0.) Never
+   * backwards. */
   uint64_t start = h->start_ns ? h->start_ns : p->start_ns;
   uint64_t t = now_ns > start ? (now_ns - start) / LG_TICK_NS : 0;
   uint32_t epoch = t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;

@@ -118,8 +118,9 @@ static int skipped(const lgp_profile_t *p, const char *base) {
 }
 
 /* The generation of the calling thread's innermost Python line, -1 when it has none
- * in the profile (or runs no Python code). The reader is set up on first use: a pool
- * may be made before the interpreter is loaded, or in a program without one. */
+ * in the profile (or runs no Python code). The reader is set up at the first lookup
+ * (a pool may be made before the interpreter starts); a process with no interpreter
+ * then is taken to have none, so that its allocations do not each look again. */
 static int py_lookup(lgp_profile_t *p) {
   int st = __atomic_load_n(&p->py_state, __ATOMIC_ACQUIRE);
   if (st == 0) {
@@ -128,9 +129,8 @@ static int py_lookup(lgp_profile_t *p) {
     if (st == 0) {
       unsigned major, minor;
       int k = lgi_pyreader_init(&p->py, &major, &minor);
-      if (k == LGI_PYR_READY) st = 1;
-      else if (k != LGI_PYR_NONE) st = -1; /* an interpreter without a layout: native keys only */
-      if (st) __atomic_store_n(&p->py_state, st, __ATOMIC_RELEASE);
+      st = k == LGI_PYR_READY ? 1 : -1; /* none, or one without a layout: native keys only */
+      __atomic_store_n(&p->py_state, st, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&p->py_mu);
   }

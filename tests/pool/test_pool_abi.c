@@ -53,7 +53,9 @@ int main(int argc, char **argv) {
   snprintf(prof, sizeof prof, "%s/pool_profile.txt", argv[2]);
   FILE *f = fopen(prof, "w");
   EXPECT(f, "cannot write %s", prof);
-  fprintf(f, "# site generation\nsite_activation young\nsite_weights   old\nbogus_line\n");
+  /* a Python line's key too: this process has no interpreter, the native keys must
+   * still be found (liblgpool looks the Python line up first) */
+  fprintf(f, "# site generation\nsite_activation young\nsite_weights   old\nbogus_line\n/srv/train.py:12 old\n");
   fclose(f);
   setenv("LEAKGUARD_POOL_PROFILE", prof, 1);
   setenv("LEAKGUARD_POOL_BACKEND", "cuda", 1);
