@@ -69,7 +69,8 @@ LGT_API int lgt_init(void) {
  * lines in buf (NUL-terminated). Returns the number of frames, -1 when buf is short. */
 LGT_API int lgt_frames(char *buf, size_t cap) {
   uint64_t ids[64];
-  unsigned n = lgi_python_frames(&tls, ids, 64);
+  int imported;
+  unsigned n = lgi_python_frames(&tls, ids, 64, &imported);
   lg_region_hdr_t *h = lgi_g.hdr;
   const lg_pyframe_rec_t *rec = LG_PTR(h, h->pyframes_off, const lg_pyframe_rec_t *);
   const char *str = LG_PTR(h, h->pystr_off, const char *);
@@ -86,7 +87,8 @@ LGT_API int lgt_frames(char *buf, size_t cap) {
 
 /* The pyframe ids of the calling thread's frames (what a recorded stack holds). */
 LGT_API int lgt_frame_ids(uint64_t *out, int max) {
-  return (int)lgi_python_frames(&tls, out, max > 0 ? (unsigned)max : 0);
+  int imported;
+  return (int)lgi_python_frames(&tls, out, max > 0 ? (unsigned)max : 0, &imported);
 }
 
 static double now_ns(void) {
@@ -98,21 +100,22 @@ static double now_ns(void) {
 /* Nanoseconds per call of what = 0: the frame reader with a warm per-thread cache (the
  * steady state: every (code, instruction) seen before); 1: the reader after clearing
  * the per-thread cache (every frame decodes its line with PyCode_Addr2Line and looks
- * up the process-wide index; the 16 KiB memset is included); 2: malloc(64) + free;
+ * up the process-wide index; the 128 KiB memset is included); 2: malloc(64) + free;
  * 3: unw_backtrace of the native stack (what a native-only stack costs without the
  * recorder's stack cache). *nframes: frames the reader returned. */
 LGT_API double lgt_bench(int what, long iters, int *nframes) {
   uint64_t ids[64];
   void *bt[128];
   volatile unsigned sink = 0;
-  *nframes = (int)lgi_python_frames(&tls, ids, 64); /* warms the cache */
+  int imported;
+  *nframes = (int)lgi_python_frames(&tls, ids, 64, &imported); /* warms the cache */
   double t0 = now_ns();
   for (long i = 0; i < iters; i++) {
     switch (what) {
-    case 0: sink += lgi_python_frames(&tls, ids, 64); break;
+    case 0: sink += lgi_python_frames(&tls, ids, 64, &imported); break;
     case 1:
-      if (tls.pycache) memset(tls.pycache, 0, 16384);
-      sink += lgi_python_frames(&tls, ids, 64);
+      lgi_python_cache_clear(&tls);
+      sink += lgi_python_frames(&tls, ids, 64, &imported);
       break;
     case 2: {
       void *volatile p = malloc(64);

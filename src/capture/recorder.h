@@ -130,6 +130,9 @@ LGI_HIDDEN int lgi_region_fork_adopt(void);
  * when the tables are full (counted in hdr->dropped). Lock-free when known. */
 #define LGI_STACK_OVERFLOW 1u
 LGI_HIDDEN uint32_t lgi_stack_intern(const uint64_t *ips, unsigned depth, unsigned space);
+/* The same, with the stack's hash (lgi_stack_hash) already computed. */
+LGI_HIDDEN uint64_t lgi_stack_hash(const uint64_t *ips, unsigned depth, unsigned space);
+LGI_HIDDEN uint32_t lgi_stack_intern_hashed(const uint64_t *ips, unsigned depth, unsigned space, uint64_t hash);
 /* Counters of `site` in this thread's shard (allocating the chunk if needed), or NULL. */
 LGI_HIDDEN lg_site_ctr_t *lgi_site_ctr(lgi_tls_t *t, uint32_t site);
 /* Acquires a shard for the calling thread. */
@@ -236,11 +239,12 @@ LGI_HIDDEN void lgi_python_detect(void);
 LGI_HIDDEN int lgi_python_active(void);
 /* Writes up to max Python frames (LG_PYFRAME_BIT | pyframe id), innermost first, of
  * the calling thread; 0 when it runs no Python code. */
-LGI_HIDDEN unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max);
+LGI_HIDDEN unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max, int *imported);
 /* 1 when ip lies in the interpreter's own module (python3.X or libpython3.X). */
 LGI_HIDDEN int lgi_python_interp_frame(uint64_t ip);
 /* Forgets the pyframe ids of the previous region (agent.c: a new attach, a new region). */
 LGI_HIDDEN void lgi_python_reset(void);
+LGI_HIDDEN void lgi_python_cache_clear(lgi_tls_t *t); /* the per-thread frame cache (benchmarks) */
 /* Releases the calling thread's frame cache (thread exit). */
 LGI_HIDDEN void lgi_python_thread_exit(lgi_tls_t *t);
 

@@ -335,7 +335,7 @@ static void modules_cover(lg_region_hdr_t *h, const uint64_t *ips, unsigned dept
 /* ------------------------------------------------------------------ stacks */
 
 /* space: lg_space_t in bits 0-7, the GPU ordinal in bits 8-15 (LGI_SITE_SPACE). */
-static uint64_t hash_stack(const uint64_t *ips, unsigned depth, unsigned space) {
+uint64_t lgi_stack_hash(const uint64_t *ips, unsigned depth, unsigned space) {
   /* FNV-1a over 64-bit words, finished with a murmur mix. */
   uint64_t x =
       0xcbf29ce484222325ULL ^ ((uint64_t)(space & 0xff) << 56) ^ ((uint64_t)((space >> 8) & 0xff) << 48) ^ depth;
@@ -374,18 +374,21 @@ static uint32_t probe(lg_region_hdr_t *h, uint64_t hash, const uint64_t *ips, un
 }
 
 uint32_t lgi_stack_intern(const uint64_t *ips, unsigned depth, unsigned space) {
+  return lgi_stack_intern_hashed(ips, depth, space, lgi_stack_hash(ips, depth, space));
+}
+
+uint32_t lgi_stack_intern_hashed(const uint64_t *ips, unsigned depth, unsigned space, uint64_t hash) {
   lg_region_hdr_t *h = lgi_g.hdr;
   /* Reserve: with the table 90 % full, new stacks keep their two innermost frames
    * only, so later sites are still told apart by their allocating line instead of all
    * falling into the overflow site. */
   if (depth > 2 && atomic_load_explicit(&h->nstacks, memory_order_relaxed) > h->stacks_cap / 10 * 9) {
-    uint64_t hash2 = hash_stack(ips, depth, space);
     lg_index_slot_t *slot2;
-    uint32_t known = probe(h, hash2, ips, depth, space, &slot2);
+    uint32_t known = probe(h, hash, ips, depth, space, &slot2);
     if (known) return known;
     depth = 2;
+    hash = lgi_stack_hash(ips, depth, space);
   }
-  uint64_t hash = hash_stack(ips, depth, space);
   lg_index_slot_t *slot;
   uint32_t id = probe(h, hash, ips, depth, space, &slot);
   if (id) return id;

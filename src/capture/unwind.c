@@ -44,6 +44,38 @@
 #include "core/platform.h"
 #include "leakguard.h"
 
+/* Per-thread cache of the stacks of Python threads: stack hash -> id. A Python stack
+ * is read in full at every allocation (its frames are read, not unwound), and looking
+ * it up in the shared index costs three cache misses on a big table (slot, stack record,
+ * frames): 40 % of the recorder's time in `import torch`, whose 300 000 stacks are
+ * mostly met again soon after they are first seen. The 64-bit hash stands for the
+ * stack here without comparing the frames: two of a process's stacks would share it
+ * with a probability of about n^2 / 2^65 (3e-9 for a million stacks). */
+#define LGI_PYST_ENTRIES 4096
+/* Native frames kept under a Python thread's allocation: at most LGI_PY_NATIVE, down to
+ * the interpreter's own frame; LGI_PY_NATIVE_IMPORT when the innermost Python frame is
+ * importlib's (C code that the import machinery called: an extension module's
+ * initialisation, the static constructors of the libraries it loads). Those run once,
+ * are start-up by definition (docs/detection.md), and `import torch` alone reaches
+ * 200 000 distinct 6-frame heads from libtorch's operator registrations: 3 frames
+ * name the allocating function and its caller at a sixth of that. */
+#define LGI_PY_NATIVE 6
+#define LGI_PY_NATIVE_IMPORT 3
+/* The native head of a Python thread's allocation (native_head), verified like the
+ * stack cache: the same return address and caller stack pointer, and each return
+ * address still at its slot. */
+#define LGI_HEAD_ENTRIES 256
+typedef struct {
+  uint64_t ra0, cfa0;
+  uint32_t n, max;
+  uint32_t slot_off[LGI_PY_NATIVE];
+  uint64_t ra[LGI_PY_NATIVE];
+} lgi_head_ent_t;
+typedef struct {
+  uint64_t hash;
+  uint32_t id;
+} lgi_pyst_ent_t;
+
 /* The per-thread memory (recorder.h): the stack cache, and the buffers of an unwind,
  * which on the stack took ~8 KiB of whatever stack the program was on. */
 struct lgi_unw_mem {
@@ -52,6 +84,8 @@ struct lgi_unw_mem {
   uint64_t sps[LG_MAX_DEPTH];
   void *bt[LG_MAX_DEPTH + 8];
   uint64_t all[LG_MAX_DEPTH]; /* lgi_capture_all: the Python frames, then native ones */
+  lgi_pyst_ent_t pyst[LGI_PYST_ENTRIES];
+  lgi_head_ent_t head[LGI_HEAD_ENTRIES];
 };
 
 /* Stack that an unwind needs below the frame that decides to unwind: libunwind's
@@ -280,21 +314,81 @@ void lgi_unwind_thread_exit(lgi_tls_t *t) {
   t->umem = NULL;
 }
 
-#define LGI_PY_NATIVE 6
+/* Where each return address ips[1..n-1] of a fresh unwind is stored on the stack,
+ * as sps[i] (the stack pointer of the frame it returns to): found by scanning upward
+ * from the previous one (a return address sits at the top of its caller's frame,
+ * above the callee's). 0 where not found within 64 KiB or outside this thread's stack
+ * (such a stack is not cached). sps[0] = cfa0. Returns 1 when every slot was found. */
+static int find_slots(const lgi_tls_t *t, uintptr_t cfa0, const uint64_t *ips, unsigned n, uint64_t *sps) {
+  uintptr_t scan = cfa0, top = t->stack_hi;
+  int ok = t->stack_known > 0 && cfa0 >= t->stack_lo && cfa0 < top;
+  sps[0] = cfa0;
+  for (unsigned i = 1; i < n; i++) {
+    sps[i] = 0;
+    if (!ok) continue;
+    uintptr_t lim = scan + 65536 < top ? scan + 65536 : top;
+    uintptr_t a = scan;
+    while (a + 8 <= lim && *(const uint64_t *)a != ips[i]) a += 8;
+    if (a + 8 <= lim) {
+      sps[i] = a + 8;
+      scan = a + 8;
+    } else {
+      ok = 0;
+    }
+  }
+  return ok;
+}
 
-/* The innermost native frames of a Python thread's allocation (libunwind's fast trace:
- * a per-IP cache, no system calls once warm), up to the interpreter's own frame. */
-static unsigned native_head(uintptr_t ra0, uint64_t *ips, void **bt) {
+/* The innermost native frames of a Python thread's allocation, at most max, up to the
+ * interpreter's own frame: from the head cache, else libunwind's fast trace (a per-IP
+ * cache, no system calls once warm). */
+static unsigned native_head(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintptr_t ra0, uintptr_t cfa0, uint64_t *ips,
+                            unsigned max) {
+  lgi_head_ent_t *e = NULL;
+  if (use_cache) {
+    uint64_t k = (ra0 * 0x9E3779B97F4A7C15ULL) ^ (cfa0 >> 4);
+    e = &m->head[(k >> 24) & (LGI_HEAD_ENTRIES - 1)];
+    uint32_t en = __atomic_load_n(&e->n, __ATOMIC_ACQUIRE);
+    if (en && e->ra0 == ra0 && e->cfa0 == cfa0 && e->max == max) {
+      unsigned i = 1;
+      for (; i < en; i++)
+        if (*(const uint64_t *)(cfa0 + e->slot_off[i]) != e->ra[i]) break;
+      if (i == en) {
+        ips[0] = ra0;
+        for (i = 1; i < en; i++) ips[i] = e->ra[i];
+        return en;
+      }
+    }
+  }
   unsigned n = 0;
   ips[n++] = ra0;
-  lgi_tls_t *t = &lgi_tls;
   if (!unwind_enter(t)) return n;
+  void **bt = m->bt;
   int k = unw_backtrace(bt, LGI_PY_NATIVE + 8), i = 0;
   unwind_leave(t);
   while (i < k && (uintptr_t)bt[i] != ra0) i++;
-  for (i++; i < k && n < LGI_PY_NATIVE; i++) {
+  for (i++; i < k && n < max; i++) {
     ips[n++] = (uint64_t)(uintptr_t)bt[i];
     if (lgi_python_interp_frame((uintptr_t)bt[i])) break;
+  }
+  uint64_t *sps = m->sps;
+  if (e && find_slots(t, cfa0, ips, n, sps)) {
+    unsigned j = 1;
+    for (; j < n; j++)
+      if (sps[j] - 8 < cfa0 || sps[j] - cfa0 > UINT32_MAX) break;
+    if (j == n) {
+      __atomic_store_n(&e->n, 0, __ATOMIC_RELAXED); /* invalid while being rewritten */
+      e->ra0 = ra0;
+      e->cfa0 = cfa0;
+      e->max = max;
+      for (j = 1; j < n; j++) {
+        e->slot_off[j] = (uint32_t)(sps[j] - 8 - cfa0);
+        e->ra[j] = ips[j];
+      }
+      __atomic_store_n(&e->n, n, __ATOMIC_RELEASE);
+      /* a signal handler that captured in between rewrote it: drop it */
+      if (e->ra0 != ra0 || e->cfa0 != cfa0) __atomic_store_n(&e->n, 0, __ATOMIC_RELAXED);
+    }
   }
   return n;
 }
@@ -335,35 +429,17 @@ static uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, ui
   int k = unw_backtrace(bt, LG_MAX_DEPTH + 8), i = 0;
   unwind_leave(t);
   while (i < k && (uintptr_t)bt[i] != ra0) i++;
-  uintptr_t scan = cfa0, top = t->stack_hi;
-  int slots_ok = t->stack_known > 0 && cfa0 >= t->stack_lo && cfa0 < top;
   for (; i < k && n < max; i++) {
     uint64_t ip = (uint64_t)(uintptr_t)bt[i];
     if (ip == 0) break;
-    ips[n] = ip;
-    sps[n] = 0;
-    if (n == 0) {
-      sps[0] = cfa0;
-    } else if (slots_ok) {
-      /* bounded scan: frames larger than 64 KiB are not cached */
-      uintptr_t lim = scan + 65536 < top ? scan + 65536 : top;
-      uintptr_t a = scan;
-      while (a + 8 <= lim && *(const uint64_t *)a != ip) a += 8;
-      if (a + 8 <= lim) {
-        sps[n] = a + 8;
-        scan = a + 8;
-      } else {
-        slots_ok = 0;
-      }
-    }
-    n++;
+    ips[n++] = ip;
   }
   if (n == 0 || ips[0] != ra0) {
     /* The unwinder lost the chain (no CFI for a frame): keep at least the caller. */
     ips[0] = ra0;
-    sps[0] = cfa0;
     if (n == 0) n = 1;
   }
+  int slots_ok = e && find_slots(t, cfa0, ips, n, sps);
   uint32_t id = lgi_stack_intern(ips, n, space);
 
   /* Cache it if every slot is inside this thread's stack. */
@@ -403,6 +479,21 @@ uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space
 }
 
 #define LGI_PY_DEPTH 32
+
+static uint32_t py_stack_id(lgi_unw_mem_t *m, const uint64_t *ips, unsigned n, unsigned space) {
+  uint64_t hash = lgi_stack_hash(ips, n, space);
+  lgi_pyst_ent_t *e = &m->pyst[(hash >> 17) & (LGI_PYST_ENTRIES - 1)];
+  if (e->hash == hash && e->id) return e->id;
+  uint32_t id = lgi_stack_intern_hashed(ips, n, space, hash);
+  if (id != LGI_STACK_OVERFLOW) {
+    e->id = 0; /* a signal handler's capture may look at it */
+    e->hash = hash;
+    __atomic_store_n(&e->id, id, __ATOMIC_RELEASE);
+    /* a signal handler that captured in between rewrote it: drop both */
+    if (__atomic_load_n(&e->hash, __ATOMIC_RELAXED) != hash) e->id = 0;
+  }
+  return id;
+}
 uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
   if (!lgi_python_active()) return lgi_capture(t, ra0, cfa0, space);
   int tmp;
@@ -411,7 +502,8 @@ uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned s
   uint32_t id;
   /* Reading Python frames interns new ones (file and function names on the stack)
    * and may decode a line table: not on a nearly full stack either. */
-  unsigned np = room_to_unwind(t) ? lgi_python_frames(t, m->all, LGI_PY_DEPTH) : 0;
+  int imported = 0;
+  unsigned np = room_to_unwind(t) ? lgi_python_frames(t, m->all, LGI_PY_DEPTH, &imported) : 0;
   if (np == 0) {
     id = capture_native(t, m, !tmp, ra0, cfa0, space);
   } else if (lgi_python_interp_frame(ra0)) {
@@ -421,10 +513,10 @@ uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned s
      * allocation. Called from the interpreter itself (object, frame, dict
      * allocations), the Python line alone is the site: which internal C path
      * allocated does not matter to the user and would multiply the sites. */
-    id = lgi_stack_intern(m->all, np, space);
+    id = py_stack_id(m, m->all, np, space);
   } else {
-    unsigned nd = native_head(ra0, m->all + np, m->bt);
-    id = lgi_stack_intern(m->all, np + nd, space);
+    unsigned nd = native_head(t, m, !tmp, ra0, cfa0, m->all + np, imported ? LGI_PY_NATIVE_IMPORT : LGI_PY_NATIVE);
+    id = py_stack_id(m, m->all, np + nd, space);
   }
   if (LGI_UNLIKELY(tmp)) lgi_pages_free(m, sizeof *m);
   return id;

@@ -142,6 +142,37 @@ def child(lib_path):
     th.start()
     th.join()
 
+    # Under an import, the walk ends at importlib's _call_with_frames_removed (the frame
+    # that runs the module's body): the chain of importers above it is left out, as in
+    # CPython's tracebacks, and that frame stays the outermost one.
+    import builtins
+    import importlib
+    import tempfile
+
+    def check_import():
+        got, full = read()[2:], want()
+        cut = [i for i, fr in enumerate(full) if fr[1] == "_call_with_frames_removed"]
+        exp = full[:cut[0] + 1] if cut else None
+        ok = (exp is not None and got == exp and len(full) > len(exp) and exp[-1][0] ==
+              "<frozen importlib._bootstrap>" and exp[0][0].endswith("lg_imported_mod.py"))
+        print(("  ok   " if ok else "  FAIL ") + "under an import: %d of %d frames, up to "
+              "_call_with_frames_removed" % (len(got), len(full)), flush=True)
+        if not ok:
+            print("      got  %r\n      want %r\n      full %r" % (got, exp, full))
+            fails.append("import cut")
+
+    tmp = tempfile.mkdtemp()
+    with open(os.path.join(tmp, "lg_imported_mod.py"), "w") as f:
+        f.write("import builtins\n\n\nbuiltins._lg_check_import()\n")
+    builtins._lg_check_import = check_import
+    sys.path.insert(0, tmp)
+
+    def importer():
+        importlib.import_module("lg_imported_mod")
+
+    importer()
+    sys.path.remove(tmp)
+
     # Code objects read by the reader, then freed: their addresses come back for new
     # ones, which must not be taken for the old (the cache keys on more than the address).
     bad = []
