@@ -109,11 +109,6 @@ int lgi_python_active(void) { return __atomic_load_n(&py_state, __ATOMIC_ACQUIRE
 
 /* ---------------------------------------------------------------- reading */
 
-static inline int ptr_ok(uintptr_t p) { return lgi_py_ptr_ok(p); }
-static inline uintptr_t rd_ptr(uintptr_t base, unsigned off) { return lgi_py_rd_ptr(base, off); }
-static inline int rd_int(uintptr_t base, unsigned off) { return lgi_py_rd_int(base, off); }
-static inline intptr_t rd_ssize(uintptr_t base, unsigned off) { return lgi_py_rd_ssize(base, off); }
-
 static uint32_t str_intern(lg_region_hdr_t *h, const char *s) {
   size_t len = strlen(s) + 1;
   uint32_t at = atomic_load_explicit(&h->pystr_used, memory_order_relaxed);
@@ -133,9 +128,9 @@ static uint32_t str_intern(lg_region_hdr_t *h, const char *s) {
  * about 2 ns more than addresses alone (bench/py_frames.py); reading the name's text
  * too cost 3 ns more. */
 static inline uint64_t str_fp(const lgi_pylayout_t *l, uintptr_t o) {
-  if (!ptr_ok(o)) return 0;
+  if (!lgi_py_ptr_ok(o)) return 0;
   uint32_t st = *(const uint32_t *)(o + l->str_state);
-  intptr_t len = rd_ssize(o, LGI_PY_STR_LENGTH);
+  intptr_t len = lgi_py_rd_ssize(o, LGI_PY_STR_LENGTH);
   unsigned kind = LGI_PY_STR_KIND(st);
   if (!(st & LGI_PY_STR_COMPACT) || (l->str_ready && !(st & l->str_ready)) || len <= 0 || len > (1 << 20) ||
       (kind != 1 && kind != 2 && kind != 4))
@@ -151,8 +146,8 @@ static inline uint64_t str_fp(const lgi_pylayout_t *l, uintptr_t o) {
 }
 
 static inline uint64_t code_fp(const lgi_pylayout_t *l, uintptr_t co) {
-  uint64_t fn = str_fp(l, rd_ptr(co, l->co_filename)), nm = rd_ptr(co, l->co_name);
-  return fn ^ (nm << 29 | nm >> 35) ^ (uint64_t)(uint32_t)rd_int(co, l->co_firstlineno);
+  uint64_t fn = str_fp(l, lgi_py_rd_ptr(co, l->co_filename)), nm = lgi_py_rd_ptr(co, l->co_name);
+  return fn ^ (nm << 29 | nm >> 35) ^ (uint64_t)(uint32_t)lgi_py_rd_int(co, l->co_firstlineno);
 }
 
 /* Process-wide index (code, fingerprint, line) -> pyframe id, in private pages;
@@ -188,8 +183,9 @@ static uint32_t pyframe_intern(uintptr_t co, uint64_t fp, int line) {
       if (k >= h->pyframes_cap) goto out;
       char file[512], func[256];
       const lgi_pylayout_t *l = rd.lay;
-      lgi_py_str_copy(&rd, rd_ptr(co, l->co_filename), file, sizeof file);
-      lgi_py_str_copy(&rd, rd_ptr(co, l->co_qualname >= 0 ? (unsigned)l->co_qualname : l->co_name), func, sizeof func);
+      lgi_py_str_copy(&rd, lgi_py_rd_ptr(co, l->co_filename), file, sizeof file);
+      lgi_py_str_copy(&rd, lgi_py_rd_ptr(co, l->co_qualname >= 0 ? (unsigned)l->co_qualname : l->co_name), func,
+                      sizeof func);
       if (!strcmp(func, "_call_with_frames_removed") && !strcmp(file, "<frozen importlib._bootstrap>")) {
         __atomic_store_n(&import_fp, fp, __ATOMIC_RELAXED);
         __atomic_store_n(&import_code, key, __ATOMIC_RELEASE);
@@ -252,8 +248,8 @@ unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max, int *impor
   pcache_t *pc = t->pycache;
   unsigned n = 0;
   for (unsigned hops = 0; f && n < max && hops < LGI_PY_HOPS; hops++) {
-    if (!ptr_ok(f)) break;
-    uintptr_t next = rd_ptr(f, l->f_back), co;
+    if (!lgi_py_ptr_ok(f)) break;
+    uintptr_t next = lgi_py_rd_ptr(f, l->f_back), co;
     uint64_t ikey;
     int addrq, r = lgi_py_frame_at(&rd, f, &co, &ikey, &addrq);
     f = next;
