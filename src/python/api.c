@@ -37,7 +37,10 @@ void lgpy_resolve_api(void) {
 /* ------------------------------------------------------------------ suspects
  * The growing sites the collector wrote for this process (core/region.h's
  * LG_FILE_SUSPECTS), read by leakguard.suspects() and by explain(). */
-PyObject *lgpy_read_suspects(void) {
+PyObject *lgpy_read_suspects(void) { return lgpy_read_suspects_at(NULL); }
+
+PyObject *lgpy_read_suspects_at(double *t) {
+  if (t) *t = -1;
   const char *dir = getenv(LG_ENV_DIR);
   if (!dir || !*dir) return PyList_New(0);
   char path[4096];
@@ -79,6 +82,9 @@ PyObject *lgpy_read_suspects(void) {
     return PyList_New(0);
   }
   PyObject *list = PyDict_Check(doc) ? PyDict_GetItemString(doc, "suspects") : NULL;
+  PyObject *when = PyDict_Check(doc) ? PyDict_GetItemString(doc, "t") : NULL;
+  if (t && when && PyFloat_Check(when)) *t = PyFloat_AsDouble(when);
+  else if (t && when && PyLong_Check(when)) *t = (double)PyLong_AsLong(when);
   PyObject *r = (list && PyList_Check(list)) ? Py_NewRef(list) : PyList_New(0);
   Py_DECREF(doc);
   return r;

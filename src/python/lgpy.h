@@ -50,6 +50,8 @@ int lgpy_explaining(void);
 
 /* suspects-<pid>.json's "suspects" list (new ref; [] when none). */
 PyObject *lgpy_read_suspects(void);
+/* The same, and *t: the run's age in seconds when the collector wrote them (-1: no file) */
+PyObject *lgpy_read_suspects_at(double *t);
 
 /* ---- cuda.c (GPU memory, docs/cuda.md) */
 /* Resolves the recorder's CUDA entry points; under the recorder, adds the gc callback
