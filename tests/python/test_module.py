@@ -235,14 +235,16 @@ def main():
     lgdir2 = os.path.join(tmp, "lgdir2")
     os.mkdir(lgdir2)
     env2 = dict(base, PYTHONMALLOC="malloc", LEAKGUARD_DIR=lgdir2)
-    plain = os.path.join(tmp, "plain.py")
-    with open(plain, "w") as f:
-        f.write("import sys, time\nkept = []\nfor i in range(150):\n"
-                "    kept.append(bytes(100000))\n    time.sleep(0.02)\n"
-                "print('leakguard' in sys.modules)\n")
-    db = os.path.join(tmp, "plain.db")
-    r = run([a.leakguard, "run", "-q", "-i", "0.2", "-o", db, "--", py, plain],
-            env2, tmp)
+    def record(name, text, env, *opts):
+        """Writes the script tmp/NAME.py and records it into tmp/NAME.db."""
+        path, db = os.path.join(tmp, name + ".py"), os.path.join(tmp, name + ".db")
+        with open(path, "w") as f:
+            f.write(text)
+        return run([a.leakguard, "run", "-q", *opts, "-o", db, "--", py, path], env, tmp), db
+
+    r, db = record("plain", "import sys, time\nkept = []\nfor i in range(150):\n"
+                   "    kept.append(bytes(100000))\n    time.sleep(0.02)\n"
+                   "print('leakguard' in sys.modules)\n", env2, "-i", "0.2")
     check(r.returncode == 0 and r.stdout.startswith("True"), "sitecustomize imports leakguard",
           stdout=r.stdout, stderr=r.stderr[-2000:])
     rep = run([a.leakguard, "report", db, "--format", "json"], base, tmp)
@@ -261,13 +263,10 @@ def main():
               verdict=doc.get("verdict"), chains=[h["chain"] for h in hd["holders"]][:5])
     # a run the collector watched for 1.5 s or more without a growing site: nothing to
     # explain at exit (the walk over every object would only slow the exit down)
-    quiet = os.path.join(tmp, "quiet.py")
-    with open(quiet, "w") as f:
-        f.write("import time\nbuf = [bytes(1000) for _ in range(1000)]\nend = time.time() + 3\n"
-                "while time.time() < end:\n    x = [bytes(100) for _ in range(100)]\n"
-                "    time.sleep(0.01)\n")
-    qdb = os.path.join(tmp, "quiet.db")
-    r = run([a.leakguard, "run", "-q", "-o", qdb, "--", py, quiet], dict(base, PYTHONMALLOC="malloc"), tmp)
+    r, qdb = record("quiet", "import time\nbuf = [bytes(1000) for _ in range(1000)]\n"
+                    "end = time.time() + 3\nwhile time.time() < end:\n"
+                    "    x = [bytes(100) for _ in range(100)]\n    time.sleep(0.01)\n",
+                    dict(base, PYTHONMALLOC="malloc"))
     nh = -1
     if r.returncode == 0 and os.path.exists(qdb):
         con = sqlite3.connect(qdb)
