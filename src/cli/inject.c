@@ -139,6 +139,8 @@ out:
   return rc;
 }
 
+static int ptrace_refused(pid_t pid, int e, char *why, size_t n);
+
 int lg_inject_check(pid_t pid, char *why, size_t n) {
   char p[64];
   snprintf(p, sizeof p, "/proc/%d", (int)pid);
@@ -159,7 +161,10 @@ int lg_inject_check(pid_t pid, char *why, size_t n) {
   static const char *const libc[] = {"libc.so.6", NULL};
   uintptr_t base;
   char path[4096];
-  if (find_map(pid, libc, &base, path, sizeof path) != 0) {
+  int r = find_map(pid, libc, &base, path, sizeof path);
+  /* another user's process: its maps are as closed to us as ptrace is */
+  if (r == -EACCES || r == -EPERM) return ptrace_refused(pid, EPERM, why, n);
+  if (r != 0) {
     snprintf(why, n,
              "process %d has no libc.so.6 mapped (statically linked, or not glibc): attach needs a dynamically "
              "linked glibc program",

@@ -72,9 +72,15 @@ def stop(p):
     p.wait()
 
 
-def attach(pid, db, duration, extra=(), timeout=90):
+def attach(pid, db, duration, extra=(), timeout=90, user=None):
     cmd = [A.cli, "attach", "--duration", str(duration), "-o", db] + list(extra) + [str(pid)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+    def as_user():
+        os.setgroups([])
+        os.setgid(user)
+        os.setuid(user)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=as_user if user is not None else None)
 
 
 def report(db):
@@ -305,8 +311,8 @@ def case_preattach():
 
 def case_errors():
     """One line each, rc 126, nothing changed in the target."""
-    def one(pid, want):
-        r = attach(pid, os.path.join(TMP, "err.db"), 1)
+    def one(pid, want, user=None):
+        r = attach(pid, os.path.join(TMP, "err.db"), 1, user=user)
         lines = [l for l in r.stderr.splitlines() if l.strip()]
         if r.returncode != 126 or len(lines) != 1 or want not in lines[0]:
             fail("pid %d: expected rc 126 and one line with %r, got rc %d: %r" % (pid, want, r.returncode, r.stderr))
@@ -321,6 +327,16 @@ def case_errors():
         finally:
             s.kill()
             s.wait()
+    # another user's process, attached without CAP_SYS_PTRACE (as nobody): its memory
+    # map is closed to us as ptrace is (it once read as "statically linked")
+    if os.getuid() == 0:
+        p, prog = start_target("other_user")
+        try:
+            one(p.pid, "belongs to another user", user=65534)
+            if any(l.endswith("libleakguard-agent.so") for l in maps(p.pid)):
+                fail("the agent was loaded into another user's process")
+        finally:
+            stop(p)
     # already traced: this test seizes it
     p, prog = start_target("traced")
     try:
@@ -345,7 +361,7 @@ def case_errors():
         os.kill(tpid, signal.SIGKILL)
     finally:
         run.wait(timeout=60)
-    print("ok: no process, static, already traced, already recorded: one line each")
+    print("ok: no process, static, another user's, already traced, already recorded: one line each")
 
 
 def case_idle():
