@@ -32,6 +32,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,10 @@ static struct {
   void *(*pvalloc)(size_t);
   size_t (*usable)(void *);
   void *(*dlopen)(const char *, int);
+  void *(*mmap)(void *, size_t, int, int, int, off_t);
+  void *(*mmap64)(void *, size_t, int, int, int, off_t);
+  int (*munmap)(void *, size_t);
+  void *(*mremap)(void *, size_t, size_t, int, ...);
 } real;
 
 static _Atomic int recording; /* hooks record */
@@ -435,6 +440,42 @@ static void *h_pvalloc(size_t n) {
 }
 static size_t h_usable(void *p) { return real.usable(p); }
 
+/* Anonymous mmap (mmap_table.c's table, as under `leakguard run`): a mapping made
+ * after attach is recorded at its call site; one that the program unmaps, moves or
+ * maps over is forgotten. Mappings older than the attach are not in the table, and
+ * their munmap changes nothing. */
+static void *mm_hook(void *(*fn)(void *, size_t, int, int, int, off_t), void *addr, size_t len, int prot, int flags,
+                     int fd, off_t off, uintptr_t ra0, uintptr_t cfa0) {
+  void *p = fn(addr, len, prot, flags, fd, off);
+  if (p != MAP_FAILED && (flags & (MAP_ANONYMOUS | MAP_FIXED)) &&
+      atomic_load_explicit(&recording, memory_order_relaxed))
+    lgi_mm_mapped(p, len, (flags & MAP_ANONYMOUS) != 0, ra0, cfa0);
+  return p;
+}
+static void *h_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  return mm_hook(real.mmap, addr, len, prot, flags, fd, off, LG_CALLER_RA, LG_CALLER_CFA);
+}
+static void *h_mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  return mm_hook(real.mmap64, addr, len, prot, flags, fd, off, LG_CALLER_RA, LG_CALLER_CFA);
+}
+static int h_munmap(void *addr, size_t len) {
+  int rc = real.munmap(addr, len);
+  if (rc == 0) lgi_mm_unmapped(addr, len);
+  return rc;
+}
+static void *h_mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
+  void *want = NULL;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    want = va_arg(ap, void *);
+    va_end(ap);
+  }
+  void *p = real.mremap(old, old_len, new_len, flags, want);
+  if (p != MAP_FAILED) lgi_mm_remapped(old, old_len, p, new_len, flags);
+  return p;
+}
+
 static void rescan(void);
 static void *h_dlopen(const char *f, int mode) {
   void *h = real.dlopen(f, mode);
@@ -467,6 +508,10 @@ static const struct {
     N(pvalloc, h_pvalloc, pvalloc),
     N(malloc_usable_size, h_usable, usable),
     N(dlopen, h_dlopen, dlopen),
+    N(mmap, h_mmap, mmap),
+    N(mmap64, h_mmap64, mmap64),
+    N(munmap, h_munmap, munmap),
+    N(mremap, h_mremap, mremap),
 #undef N
 };
 #define NNAMES (sizeof names / sizeof names[0])
@@ -683,6 +728,7 @@ static void atfork_child(void) {
   atomic_store(&detach_once, 1);
   pthread_mutex_init(&patch_mu, NULL);
   for (int i = 0; i < STRIPES; i++) atomic_store(&stripes[i].lock, 0);
+  lgi_mm_lock_drop(); /* another thread may have held it at the fork */
 }
 
 /* ------------------------------------------------------------------ start */
@@ -722,13 +768,14 @@ static void restart(void) {
   lgi_g.fd = -1;
   lgi_g.hdr = NULL;
   lgi_python_reset();
+  lgi_mm_reset();
   cli_pidfd = -1;
   atomic_store(&detach_once, 0);
   atomic_fetch_add(&session, 1);
 }
 
 /* Called by the injector in the stopped thread, at the entry of malloc or free (no
- * allocator lock held by this thread). cfg: "sock=PATH\nsample=N\ndepth=N\ncli=PID\n".
+ * allocator lock held by this thread). cfg: "sock=PATH\nsample=N\ndepth=N\ncli=PID\nmmap=0|1\n".
  * Returns the address of the stats block (cli/inject.h), or an error code below 4096
  * (1: bad config, 2: allocator not glibc's, 3: region, 4: collector not reachable,
  * 5: thread). */
@@ -800,7 +847,7 @@ LG_API uintptr_t lg_agent_start(const char *cfg) {
   }
   lgi_unwind_init();
   lgi_python_detect();
-  if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, 0) != 0) {
+  if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, cfg_num(cfg, "mmap=", 1) ? LG_RF_MMAP : 0) != 0) {
     rc = 3;
     goto out;
   }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mmap_table.c - libleakguard.so: anonymous mmap. The mmap, mmap64, munmap and mremap
- * hooks, and the table of recorded ranges they keep.
+ * mmap_table.c - anonymous mmap: the table of recorded ranges that the mmap, munmap and
+ * mremap hooks keep. The hooks are libleakguard.so's interposed functions
+ * (mmap_hooks.c) and the attach agent's patched GOT slots (agent.c).
  *
  * Apart from the malloc family (preload.c) because a mapping carries no header: its
  * site and birth epoch live in a table of their own, under a lock of their own (taken
@@ -133,7 +134,7 @@ static int mm_ready(lgi_tls_t *t) {
 
 /* A new mapping at [addr, addr+len): recorded when anonymous, and in every case the
  * recorded ranges it replaces are forgotten. */
-static void mm_mapped(void *addr, size_t len, int anon, uintptr_t ra0, uintptr_t cfa0) {
+void lgi_mm_mapped(void *addr, size_t len, int anon, uintptr_t ra0, uintptr_t cfa0) {
   lgi_tls_t *t = &lgi_tls;
   if (!mm_ready(t)) return;
   if (ra0 - lgi_alloc_lo < lgi_alloc_hi - lgi_alloc_lo) anon = 0; /* the allocator's own arena */
@@ -147,7 +148,7 @@ static void mm_mapped(void *addr, size_t len, int anon, uintptr_t ra0, uintptr_t
   t->guard--;
 }
 
-static void mm_unmapped(void *addr, size_t len) {
+void lgi_mm_unmapped(void *addr, size_t len) {
   lgi_tls_t *t = &lgi_tls;
   if (!mm_tab || t->guard || !lgi_g.enabled) return;
   t->guard++;
@@ -160,7 +161,7 @@ static void mm_unmapped(void *addr, size_t len) {
 /* mremap moved or resized [old, old+old_len) to [p, p+new_len). A recorded region
  * keeps its allocation site and birth epoch (as the block it is), and counts the new
  * length. */
-static void mm_remapped(void *old, size_t old_len, void *p, size_t new_len, int flags) {
+void lgi_mm_remapped(void *old, size_t old_len, void *p, size_t new_len, int flags) {
   lgi_tls_t *t = &lgi_tls;
   if (!mm_tab || t->guard || !lgi_g.enabled) return;
   t->guard++;
@@ -183,55 +184,9 @@ static void mm_remapped(void *old, size_t old_len, void *p, size_t new_len, int 
   t->guard--;
 }
 
-static void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, uintptr_t ra0, uintptr_t cfa0) {
-  void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-  if (p != MAP_FAILED && lgi_g.enabled && (flags & (MAP_ANONYMOUS | MAP_FIXED)))
-    mm_mapped(p, len, (flags & MAP_ANONYMOUS) != 0, ra0, cfa0);
-  return p;
-}
-
-LG_API void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
-  return do_mmap(addr, len, prot, flags, fd, off, LG_CALLER_RA, LG_CALLER_CFA);
-}
-LG_API void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
-  return do_mmap(addr, len, prot, flags, fd, off, LG_CALLER_RA, LG_CALLER_CFA);
-}
-LG_API int munmap(void *addr, size_t len) {
-  int rc = (int)syscall(SYS_munmap, addr, len);
-  if (rc == 0) mm_unmapped(addr, len);
-  return rc;
-}
-LG_API void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
-  void *want = NULL;
-  if (flags & MREMAP_FIXED) {
-    va_list ap;
-    va_start(ap, flags);
-    want = va_arg(ap, void *);
-    va_end(ap);
-  }
-  void *p = (void *)syscall(SYS_mremap, old, old_len, new_len, flags, want);
-  if (p != MAP_FAILED) mm_remapped(old, old_len, p, new_len, flags);
-  return p;
-}
-
-/* The hooks above by name, for dl.c (see lgi_alloc_own in preload.c): a munmap found
- * with dlsym must not leave a recorded range behind. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define LGI_OWN(name)                                                                                                  \
-  extern __typeof__(name) lgi_own_##name __attribute__((alias(#name), copy(name), visibility("hidden")));
-#else
-#define LGI_OWN(name) extern __typeof__(name) lgi_own_##name __attribute__((alias(#name), visibility("hidden")));
-#endif
-LGI_OWN(mmap)
-LGI_OWN(mmap64)
-LGI_OWN(munmap)
-LGI_OWN(mremap)
-
-void *lgi_mmap_own(const char *name) {
-  if (name[0] != 'm') return NULL;
-  if (!strcmp(name, "mmap")) return (void *)lgi_own_mmap;
-  if (!strcmp(name, "mmap64")) return (void *)lgi_own_mmap64;
-  if (!strcmp(name, "munmap")) return (void *)lgi_own_munmap;
-  if (!strcmp(name, "mremap")) return (void *)lgi_own_mremap;
-  return NULL;
+/* A new attach (agent.c): the ranges of the last one belong to its region. */
+void lgi_mm_reset(void) {
+  lgi_mm_lock_take();
+  mm_n = 0;
+  lgi_mm_lock_drop();
 }

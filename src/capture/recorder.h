@@ -216,6 +216,13 @@ LGI_HIDDEN void lgi_say(const char *a, const char *b, const char *c);
  * after the region's lock, dropped in the parent and the child. */
 LGI_HIDDEN void lgi_mm_lock_take(void);
 LGI_HIDDEN void lgi_mm_lock_drop(void);
+/* mmap_table.c: what the mmap hooks tell the table of recorded anonymous ranges (a new
+ * mapping, anonymous or not: it replaces what it overlaps; an unmapped range; a moved
+ * or resized one), and its reset for a new attach. */
+LGI_HIDDEN void lgi_mm_mapped(void *addr, size_t len, int anon, uintptr_t ra0, uintptr_t cfa0);
+LGI_HIDDEN void lgi_mm_unmapped(void *addr, size_t len);
+LGI_HIDDEN void lgi_mm_remapped(void *old, size_t old_len, void *p, size_t new_len, int flags);
+LGI_HIDDEN void lgi_mm_reset(void);
 
 /* ---- procs.c (exec and wait families) */
 

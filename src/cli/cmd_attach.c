@@ -33,10 +33,10 @@
 
 static void usage(FILE *f) {
   fprintf(f, "usage: leakguard attach [-o FILE] [-i SEC] [-s BYTES] [-d DEPTH] [--duration SEC] [--quiet]\n"
-             "                        [--fail-on-leak] [--metrics ADDR:PORT] [--guard] [--guard-config F]\n"
-             "                        [--guard-dry-run] PID\n"
+             "                        [--no-mmap] [--fail-on-leak] [--metrics ADDR:PORT] [--guard]\n"
+             "                        [--guard-config F] [--guard-dry-run] PID\n"
              "Records the running process PID until --duration SEC, Ctrl-C or its exit, then detaches\n"
-             "(the process keeps running) and prints the report. --metrics and --guard* are those of\n"
+             "(the process keeps running) and prints the report. The other options are those of\n"
              "`leakguard run` (see leakguard run --help), but the guard watches PID alone: its memory\n"
              "against [guard] limit, else its cgroup's limit, else RAM. docs/attach.md.\n");
 }
@@ -89,7 +89,7 @@ typedef struct attach_opts {
   double interval, duration;
   uint64_t sample;
   long depth;
-  int quiet, fail_on_leak;
+  int quiet, fail_on_leak, no_mmap;
   int guard, guard_dry_run;
   const char *guard_config, *metrics;
   pid_t pid;
@@ -103,6 +103,7 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
                                      {"duration", required_argument, 0, 'D'},
                                      {"quiet", no_argument, 0, 'q'},
                                      {"fail-on-leak", no_argument, 0, 'F'},
+                                     {"no-mmap", no_argument, 0, 'N'},
                                      {"metrics", required_argument, 0, 'M'},
                                      {"guard", no_argument, 0, 'G'},
                                      {"guard-config", required_argument, 0, 'C'},
@@ -142,6 +143,7 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
       break;
     case 'q': o->quiet = 1; break;
     case 'F': o->fail_on_leak = 1; break;
+    case 'N': o->no_mmap = 1; break;
     case 'M': o->metrics = optarg; break;
     case 'G': o->guard = 1; break;
     case 'C':
@@ -236,8 +238,8 @@ static int attach(attach_opts_t *o) {
   uint64_t deadline = o->duration > 0 ? lgu_now_ns() + (uint64_t)(o->duration * 1e9) : 0;
   lgc_set_attached(col, o->pid, deadline);
   char cfg[512];
-  snprintf(cfg, sizeof cfg, "sock=%s\nsample=%" PRIu64 "\ndepth=%ld\ncli=%d\n", lgc_socket_path(col), o->sample,
-           o->depth, (int)getpid());
+  snprintf(cfg, sizeof cfg, "sock=%s\nsample=%" PRIu64 "\ndepth=%ld\ncli=%d\nmmap=%d\n", lgc_socket_path(col),
+           o->sample, o->depth, (int)getpid(), !o->no_mmap);
   lg_inject_result_t res;
   if ((rc = lg_inject(o->pid, load, cfg, &res, why, sizeof why)) != 0) {
     lgu_err("attach: %s", why);

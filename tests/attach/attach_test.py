@@ -282,6 +282,42 @@ def case_dlopen_lib():
     print("ok: the library dlopened after attach is recorded: %s" % funcs)
 
 
+def case_mmap():
+    """Anonymous mmap after attach: a mapping leaked from mmap_leak_here is a leak (space
+    mmap); one mapped, grown with mremap and unmapped each time (mmap_churn) is not."""
+    p, prog = start_target("mm", env={"ATTACH_MMAP": "1"})
+    try:
+        db = os.path.join(TMP, "mm.db")
+        cli = subprocess.Popen([A.cli, "attach", "--duration", "3", "-o", db, str(p.pid)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        line = cli.stderr.readline()
+        if "attached to process" not in line:
+            fail("no attach line: %r" % line)
+        with open(prog + ".go", "w"):
+            pass
+        out, err = cli.communicate(timeout=90)
+        if cli.returncode != 0:
+            fail("rc %d %s" % (cli.returncode, err))
+        d = report(db)
+        funcs = leak_funcs(d)
+        sus = [s for s in d["suspects"] if s["site"]["function"] == "mmap_leak_here"]
+        if "mmap_leak_here" not in funcs or not sus or sus[0].get("space") != "mmap":
+            fail("the mmap leak is not reported as one (space mmap): %s %s\n%s" %
+                 (funcs, [(s["site"]["function"], s.get("space")) for s in d["suspects"]], out))
+        if "mmap_churn" in funcs:
+            fail("mapped and unmapped memory reported as a leak: %s" % funcs)
+        # the same process attached again with --no-mmap: the heap's leak alone
+        r = attach(p.pid, os.path.join(TMP, "mm2.db"), 3, extra=["--no-mmap"])
+        if r.returncode != 0:
+            fail("--no-mmap: rc %d %s" % (r.returncode, r.stderr))
+        funcs2 = leak_funcs(report(os.path.join(TMP, "mm2.db")))
+        if "mmap_leak_here" in funcs2 or "leak_here" not in funcs2:
+            fail("--no-mmap: leaks %s" % funcs2)
+    finally:
+        stop(p)
+    print("ok: anonymous mmap after attach: %s; with --no-mmap: %s" % (funcs, funcs2))
+
+
 def case_preattach():
     """100 MB allocated before attach and freed while attached: no leak but leak_here,
     no negative growth, and the bytes counted as pre-attach bytes released."""

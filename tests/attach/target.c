@@ -9,7 +9,11 @@
  * child that dies otherwise is written to ARGV1.forkfail.
  * ATTACH_LEAKY=LIB: once ARGV1.go exists, LIB is dlopen'ed and its leaky() called
  * every 50 ms.
+ * ATTACH_MMAP=1: once ARGV1.go exists, every 50 ms mmap_leak_here() maps 64 KiB of
+ * anonymous memory it never unmaps, and mmap_churn() maps 256 KiB, grows it with
+ * mremap and unmaps it.
  */
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <dlfcn.h>
 #include <malloc.h>
@@ -27,6 +31,20 @@ __attribute__((noinline)) static void *leak_here(size_t n) {
   void *p = malloc(n);
   memset(p, 1, n);
   return p;
+}
+
+__attribute__((noinline)) static void *mmap_leak_here(size_t n) {
+  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p != MAP_FAILED) memset(p, 3, n);
+  return p;
+}
+__attribute__((noinline)) static void mmap_churn(void) {
+  void *p = mmap(NULL, 256 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return;
+  memset(p, 4, 256 << 10);
+  void *q = mremap(p, 256 << 10, 512 << 10, MREMAP_MAYMOVE);
+  if (q != MAP_FAILED) p = q;
+  munmap(p, q != MAP_FAILED ? 512 << 10 : 256 << 10);
 }
 
 static void *hammer(void *arg) {
@@ -102,6 +120,7 @@ int main(int argc, char **argv) {
   if (argc < 2) return 2;
   prog = argv[1];
   const char *leaky_lib = getenv("ATTACH_LEAKY");
+  int use_mmap = getenv("ATTACH_MMAP") != NULL;
   void (*leaky)(void) = NULL;
   char go[4096];
   snprintf(go, sizeof go, "%s.go", argv[1]);
@@ -131,6 +150,10 @@ int main(int argc, char **argv) {
       if (h) *(void **)&leaky = dlsym(h, "leaky");
     }
     if (leaky) leaky();
+    if (use_mmap && access(go, F_OK) == 0) {
+      mmap_leak_here(64 << 10);
+      mmap_churn();
+    }
     if (big && access(freeit, F_OK) == 0) {
       for (size_t i = 0; i < big_mb; i++) free(big[i]);
       free(big);
