@@ -108,10 +108,15 @@ typedef struct stripe {
 } __attribute__((aligned(64))) stripe_t;
 static stripe_t stripes[STRIPES];
 static _Atomic int64_t table_count;
-/* A counting filter in front of the table (1 MiB, hot in cache): a free of a block that
- * was not recorded (in sampled mode nearly every free) reads one byte, not a random
- * line of the 96 MiB table. 0: certainly absent; 255 sticks. */
-#define FILTER_BITS 20
+/* A counting filter in front of the table: a free of a block that was not recorded (in
+ * sampled mode nearly every free) reads one byte, not a random line of the 96 MiB table.
+ * 0: certainly absent; 255 sticks. 64 KiB, so that it stays in the core's cache beside
+ * the program's own heap: at 1 MiB that byte was a cache miss on nearly every free
+ * (86 % of the hook's samples), and the churn program attached with -s 512k ran 1.6x
+ * slower than bare, 1.2x at 64 KiB (BENCHMARKS.md). Sampled mode keeps few blocks in
+ * the table (one per 512 KiB of live heap by default), which 65 536 counters tell
+ * apart; in full mode every block is there and the table is probed anyway. */
+#define FILTER_BITS 16
 static uint8_t *filter;
 static inline uint8_t *filter_of(uint64_t h) { return &filter[(h >> 40) & ((1u << FILTER_BITS) - 1)]; }
 static inline void filter_add(uint64_t h) {
