@@ -470,12 +470,7 @@ static int h_munmap(void *addr, size_t len) {
 }
 static void *h_mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
   void *want = NULL;
-  if (flags & MREMAP_FIXED) {
-    va_list ap;
-    va_start(ap, flags);
-    want = va_arg(ap, void *);
-    va_end(ap);
-  }
+  LGI_MREMAP_WANT(flags, want);
   void *p = real.mremap(old, old_len, new_len, flags, want);
   if (p != MAP_FAILED) lgi_mm_remapped(old, old_len, p, new_len, flags);
   return p;

@@ -34,12 +34,7 @@ LG_API int munmap(void *addr, size_t len) {
 }
 LG_API void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
   void *want = NULL;
-  if (flags & MREMAP_FIXED) {
-    va_list ap;
-    va_start(ap, flags);
-    want = va_arg(ap, void *);
-    va_end(ap);
-  }
+  LGI_MREMAP_WANT(flags, want);
   void *p = (void *)syscall(SYS_mremap, old, old_len, new_len, flags, want);
   if (p != MAP_FAILED) lgi_mm_remapped(old, old_len, p, new_len, flags);
   return p;
@@ -47,12 +42,6 @@ LG_API void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
 
 /* The hooks above by name, for dl.c (see lgi_alloc_own in preload.c): a munmap found
  * with dlsym must not leave a recorded range behind. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define LGI_OWN(name)                                                                                                  \
-  extern __typeof__(name) lgi_own_##name __attribute__((alias(#name), copy(name), visibility("hidden")));
-#else
-#define LGI_OWN(name) extern __typeof__(name) lgi_own_##name __attribute__((alias(#name), visibility("hidden")));
-#endif
 LGI_OWN(mmap)
 LGI_OWN(mmap64)
 LGI_OWN(munmap)

@@ -582,12 +582,6 @@ LG_API int lg_pause_recording(int pause) {
  * which would meet blocks with our header: dl.c hands out ours instead (docs/design.md,
  * "Mismatched allocator paths"). Hidden aliases, so that the address is our own
  * definition's, not whatever the global scope binds the name to. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define LGI_OWN(name)                                                                                                  \
-  extern __typeof__(name) lgi_own_##name __attribute__((alias(#name), copy(name), visibility("hidden")));
-#else
-#define LGI_OWN(name) extern __typeof__(name) lgi_own_##name __attribute__((alias(#name), visibility("hidden")));
-#endif
 LGI_OWN(malloc)
 LGI_OWN(free)
 LGI_OWN(calloc)

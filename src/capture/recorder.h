@@ -216,6 +216,28 @@ LGI_HIDDEN void lgi_say(const char *a, const char *b, const char *c);
  * after the region's lock, dropped in the parent and the child. */
 LGI_HIDDEN void lgi_mm_lock_take(void);
 LGI_HIDDEN void lgi_mm_lock_drop(void);
+/* mremap's fifth argument (the new address), passed only with MREMAP_FIXED: read in the
+ * hook itself (mmap_hooks.c, agent.c), which is the variadic function. */
+#define LGI_MREMAP_WANT(flags, want)                                                                                   \
+  do {                                                                                                                 \
+    if ((flags)&MREMAP_FIXED) {                                                                                        \
+      va_list ap_;                                                                                                     \
+      va_start(ap_, flags);                                                                                            \
+      (want) = va_arg(ap_, void *);                                                                                    \
+      va_end(ap_);                                                                                                     \
+    }                                                                                                                  \
+  } while (0)
+
+/* A hidden alias of one of our interposed functions (lgi_own_NAME), so that its address
+ * is our own definition's, not whatever the global scope binds NAME to: what dl.c hands
+ * out for a lookup by name (preload.c, mmap_hooks.c). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LGI_OWN(name)                                                                                                  \
+  extern __typeof__(name) lgi_own_##name __attribute__((alias(#name), copy(name), visibility("hidden")));
+#else
+#define LGI_OWN(name) extern __typeof__(name) lgi_own_##name __attribute__((alias(#name), visibility("hidden")));
+#endif
+
 /* mmap_table.c: what the mmap hooks tell the table of recorded anonymous ranges (a new
  * mapping, anonymous or not: it replaces what it overlaps; an unmapped range; a moved
  * or resized one), and its reset for a new attach. */

@@ -259,21 +259,29 @@ def case_fork():
     print("ok: fork children ran through, the leak found")
 
 
+def attach_then_go(p, prog, name, trigger=".go", duration=3):
+    """Attaches for DURATION s, and once attached tells the target to go on (the file
+    PROG.go starts its work, PROG.free frees its old blocks): the report's text and the
+    database."""
+    db = os.path.join(TMP, name + ".db")
+    cli = subprocess.Popen([A.cli, "attach", "--duration", str(duration), "-o", db, str(p.pid)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = cli.stderr.readline()
+    if "attached to process" not in line:
+        fail("no attach line: %r" % line)
+    with open(prog + trigger, "w"):
+        pass
+    out, err = cli.communicate(timeout=90)
+    if cli.returncode != 0:
+        fail("rc %d %s" % (cli.returncode, err))
+    return out, db
+
+
 def case_dlopen_lib():
     """A leaking library dlopened after attach is recorded (its leak among the leaks)."""
     p, prog = start_target("dl", env={"ATTACH_LEAKY": A.leaky})
     try:
-        db = os.path.join(TMP, "dl.db")
-        cli = subprocess.Popen([A.cli, "attach", "--duration", "3", "-o", db, str(p.pid)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-        line = cli.stderr.readline()
-        if "attached to process" not in line:
-            fail("no attach line: %r" % line)
-        with open(prog + ".go", "w"):
-            pass
-        out, err = cli.communicate(timeout=90)
-        if cli.returncode != 0:
-            fail("rc %d %s" % (cli.returncode, err))
+        out, db = attach_then_go(p, prog, "dl")
         funcs = leak_funcs(report(db))
         if "leaky" not in funcs:
             fail("the dlopened library's leak is not reported: %s\n%s" % (funcs, out))
@@ -287,17 +295,7 @@ def case_mmap():
     mmap); one mapped, grown with mremap and unmapped each time (mmap_churn) is not."""
     p, prog = start_target("mm", env={"ATTACH_MMAP": "1"})
     try:
-        db = os.path.join(TMP, "mm.db")
-        cli = subprocess.Popen([A.cli, "attach", "--duration", "3", "-o", db, str(p.pid)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-        line = cli.stderr.readline()
-        if "attached to process" not in line:
-            fail("no attach line: %r" % line)
-        with open(prog + ".go", "w"):
-            pass
-        out, err = cli.communicate(timeout=90)
-        if cli.returncode != 0:
-            fail("rc %d %s" % (cli.returncode, err))
+        out, db = attach_then_go(p, prog, "mm")
         d = report(db)
         funcs = leak_funcs(d)
         sus = [s for s in d["suspects"] if s["site"]["function"] == "mmap_leak_here"]
@@ -323,17 +321,7 @@ def case_preattach():
     no negative growth, and the bytes counted as pre-attach bytes released."""
     p, prog = start_target("pre", ["100"])
     try:
-        db = os.path.join(TMP, "pre.db")
-        cli = subprocess.Popen([A.cli, "attach", "--duration", "3.5", "-o", db, str(p.pid)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-        line = cli.stderr.readline()
-        if "attached to process" not in line:
-            fail("no attach line: %r" % line)
-        with open(prog + ".free", "w"):
-            pass
-        out, err = cli.communicate(timeout=90)
-        if cli.returncode != 0:
-            fail("rc %d %s" % (cli.returncode, err))
+        out, db = attach_then_go(p, prog, "pre", trigger=".free", duration=3.5)
         m = re.search(r"Pre-attach bytes released while attached: (\d+)", out)
         if not m or int(m.group(1)) < 100 << 20:
             fail("pre-attach bytes released missing or < 100 MiB:\n" + out)
