@@ -12,6 +12,7 @@ import ctypes
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,8 +73,8 @@ def stop(p):
     p.wait()
 
 
-def attach(pid, db, duration, extra=(), timeout=90, user=None):
-    cmd = [A.cli, "attach", "--duration", str(duration), "-o", db] + list(extra) + [str(pid)]
+def attach(pid, db, duration, extra=(), timeout=90, user=None, cli=None):
+    cmd = [cli or A.cli, "attach", "--duration", str(duration), "-o", db] + list(extra) + [str(pid)]
 
     def as_user():
         os.setgroups([])
@@ -335,8 +336,8 @@ def case_preattach():
 
 def case_errors():
     """One line each, rc 126, nothing changed in the target."""
-    def one(pid, want, user=None):
-        r = attach(pid, os.path.join(TMP, "err.db"), 1, user=user)
+    def one(pid, want, user=None, cli=None):
+        r = attach(pid, os.path.join(TMP, "err.db"), 1, user=user, cli=cli)
         lines = [l for l in r.stderr.splitlines() if l.strip()]
         if r.returncode != 126 or len(lines) != 1 or want not in lines[0]:
             fail("pid %d: expected rc 126 and one line with %r, got rc %d: %r" % (pid, want, r.returncode, r.stderr))
@@ -354,13 +355,19 @@ def case_errors():
     # another user's process, attached without CAP_SYS_PTRACE (as nobody): its memory
     # map is closed to us as ptrace is (it once read as "statically linked")
     if os.getuid() == 0:
+        # a copy of the CLI that nobody can run wherever the build tree lies (/root is 0700)
+        bindir = tempfile.mkdtemp(prefix="lgattach-nobody-")
+        os.chmod(bindir, 0o755)
+        cli = shutil.copy(A.cli, bindir)
+        os.chmod(cli, 0o755)
         p, prog = start_target("other_user")
         try:
-            one(p.pid, "belongs to another user", user=65534)
+            one(p.pid, "belongs to another user", user=65534, cli=cli)
             if any(l.endswith("libleakguard-agent.so") for l in maps(p.pid)):
                 fail("the agent was loaded into another user's process")
         finally:
             stop(p)
+            shutil.rmtree(bindir, ignore_errors=True)
     # already traced: this test seizes it
     p, prog = start_target("traced")
     try:
