@@ -92,6 +92,47 @@ int lgd_process_pattern(const double *t, const double *live, const double *rss, 
   return (int)c;
 }
 
+/* Splits pts[0..n) into W windows, of equal time (by_count 0) or of equal point counts,
+ * and gives each non-empty one's floor (lowest minimum), ceiling, mean time and last
+ * step, in order. Returns the number of non-empty windows. */
+static size_t fill_windows(const lgd_point_t *pts, size_t n, size_t W, int by_count, double *fl, double *ce, double *tm,
+                           double *st) {
+  double t0 = pts[0].t, d = pts[n - 1].t - t0;
+  int cnt[MAXW] = {0};
+  for (size_t w = 0; w < W; w++) {
+    fl[w] = INFINITY;
+    ce[w] = -INFINITY;
+    tm[w] = 0;
+    st[w] = 0;
+  }
+  for (size_t i = 0; i < n; i++) {
+    size_t w;
+    if (by_count) {
+      w = i * W / n;
+    } else {
+      /* Times out of order or out of range (a damaged database) must not convert a
+       * negative, huge or NaN double to size_t (fuzz, issue #17). */
+      double x = (pts[i].t - t0) / d * (double)W;
+      w = x >= (double)W ? W - 1 : x > 0 ? (size_t)x : 0;
+    }
+    fl[w] = fmin(fl[w], pts[i].lo);
+    ce[w] = fmax(ce[w], pts[i].hi);
+    tm[w] += pts[i].t;
+    st[w] = pts[i].step;
+    cnt[w]++;
+  }
+  size_t k = 0;
+  for (size_t w = 0; w < W; w++) {
+    if (!cnt[w]) continue;
+    fl[k] = fl[w];
+    ce[k] = ce[w];
+    tm[k] = tm[w] / cnt[w];
+    st[k] = st[w];
+    k++;
+  }
+  return k;
+}
+
 int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_result_t *out) {
   if (!pts || !out) return -EINVAL;
   double min_growth = opt && opt->min_growth_bytes > 0 ? opt->min_growth_bytes : LGD_MIN_GROWTH_BYTES;
@@ -117,41 +158,19 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
   }
   out->until_s = n ? pts[n - 1].t : NAN;
   if (n < 6) return 0;
-  double t0 = pts[0].t, t1 = pts[n - 1].t, d = t1 - t0;
-  if (!(d > 0)) return 0;
+  if (!(pts[n - 1].t - pts[0].t > 0)) return 0;
 
   /* 1. window floors and ceilings. */
   size_t W = n / 2;
   if (W < 5) W = 5;
   if (W > MAXW) W = MAXW;
   double fl[MAXW], ce[MAXW], tm[MAXW], st[MAXW];
-  int cnt[MAXW] = {0};
-  for (size_t w = 0; w < W; w++) {
-    fl[w] = INFINITY;
-    ce[w] = -INFINITY;
-    tm[w] = 0;
-    st[w] = 0;
-  }
-  for (size_t i = 0; i < n; i++) {
-    /* Times out of order or out of range (a damaged database) must not convert a
-     * negative, huge or NaN double to size_t (fuzz, issue #17). */
-    double x = (pts[i].t - t0) / d * (double)W;
-    size_t w = x >= (double)W ? W - 1 : x > 0 ? (size_t)x : 0;
-    fl[w] = fmin(fl[w], pts[i].lo);
-    ce[w] = fmax(ce[w], pts[i].hi);
-    tm[w] += pts[i].t;
-    st[w] = pts[i].step;
-    cnt[w]++;
-  }
-  size_t k = 0;
-  for (size_t w = 0; w < W; w++) {
-    if (!cnt[w]) continue;
-    fl[k] = fl[w];
-    ce[k] = ce[w];
-    tm[k] = tm[w] / cnt[w];
-    st[k] = st[w];
-    k++;
-  }
+  size_t k = fill_windows(pts, n, W, 0, fl, ce, tm, st);
+  /* Snapshots missing for a while (a collector stopped or starved by a loaded machine)
+   * leave windows empty; with fewer than 5 left the trend test has nothing to say,
+   * although each point still holds its floor (a point's minimum is that of the whole
+   * time since the point before). Windows of equal point counts then. */
+  if (k < 5) k = fill_windows(pts, n, 5, 1, fl, ce, tm, st);
   W = k;
   out->windows = (int)W;
   if (W < 5) return 0;

@@ -89,6 +89,7 @@ typedef struct acc {
   size_t nd, cd;
   int64_t live_blocks;
   uint64_t alloc_bytes, alloc_blocks;
+  double alloc_blocks_an; /* the blocks allocated by the end of the analysed part */
   int has_oldest;
   int64_t oldest;
   double *val, *blk; /* merged series at each snapshot (built after reading) */
@@ -115,6 +116,7 @@ typedef struct pctx {
   double min_growth;
   int64_t nsnap;
   double *t, *step; /* per snapshot seq (NaN t: missing) */
+  int64_t last_an;   /* the last snapshot of the analysed part (before the exit), -1 none */
   acc_t *sites;
   int nsites, csites;
   double *flag_t; /* per stack id: first live flag (s after start), NaN none */
@@ -126,8 +128,9 @@ typedef struct pctx {
 int lgr_cmp_stackref(const void *a, const void *b); /* highest peak first */
 /* Analyses the merged series v (blk: its blocks, or NULL) of site s. */
 void lgr_analyse_series(const pctx_t *c, const double *v, const double *blk, lgr_site_t *s, lgd_series_t *ser);
-/* The lifetime of a site's blocks (docs/lifetimes.md) from its blocks per snapshot. */
-void lgr_site_life(const pctx_t *c, const double *blk, uint64_t alloc_blocks, int64_t end_blocks, lgr_life_t *l);
+/* The lifetime of a site's blocks (docs/lifetimes.md) from its blocks per snapshot and
+ * the blocks it had allocated by the end of the analysed part (acc_t.alloc_blocks_an). */
+void lgr_site_life(const pctx_t *c, const double *blk, double alloc_blocks_an, int64_t end_blocks, lgr_life_t *l);
 /* The lifetime distribution of the stacks (from c's lifetimes) into l; alloc_blocks
  * and kept_blocks: the site's blocks allocated, and live at the end. */
 void lgr_site_ages(const pctx_t *c, const lgr_stackref_t *stacks, int nstacks, double alloc_blocks, double kept_blocks,

@@ -153,6 +153,9 @@ static int load_snapshots(pctx_t *c) {
     if (seq + 1 > c->nsnap) c->nsnap = seq + 1;
   }
   sqlite3_finalize(st);
+  c->last_an = -1;
+  for (int64_t i = 0; i < c->nsnap; i++)
+    if (!isnan(c->t[i]) && !(c->t[i] > c->run->exit_begin_s)) c->last_an = i;
   c->run->pattern = lgd_process_pattern(pt, plive, prss, pn, &c->run->pattern_nonleak);
   if (pn) {
     double *tmp = malloc(pn * sizeof *tmp);
@@ -375,6 +378,18 @@ static acc_t *new_acc(pctx_t *c, const char *space) {
   return a;
 }
 
+/* How many blocks a stack had allocated at the analysed part's last snapshot, from its
+ * cumulative count at its last row up to there (seq_b, -1: none) and its first row
+ * after (seq_a, -1: none). A stack's row is stored only when its live blocks change,
+ * so a stack that allocates and frees as much between two rows has no row at that
+ * snapshot: its count there is read on the line between the rows around it. */
+static double allocs_at_end(const pctx_t *c, int64_t seq_b, double an_b, int64_t seq_a, double an_a) {
+  if (seq_b == c->last_an || seq_a < 0) return an_b;
+  double tb = seq_b >= 0 ? c->t[seq_b] : 0, ta = c->t[seq_a], te = c->t[c->last_an];
+  if (isnan(tb) || isnan(ta) || isnan(te) || !(ta > tb)) return an_b;
+  return an_b + (an_a - an_b) * fmin(1, fmax(0, (te - tb) / (ta - tb)));
+}
+
 /* Reads every sample of the process into the sites' delta lists. */
 static int read_samples(pctx_t *c, int *site_of, int max_stack) {
   sqlite3_stmt *st;
@@ -406,6 +421,8 @@ static int read_samples(pctx_t *c, int *site_of, int max_stack) {
     int64_t live = 0, blocks = 0, ab = 0, an = 0, oldest = 0;
     size_t from = a->nd;
     int oldest_null = 1;
+    /* the stack's allocation count at the rows around the analysed part's end */
+    int64_t an_seq = -1, an_before = 0, an_after = -1, after_seq = -1;
     while (rc == SQLITE_ROW && sqlite3_column_int(st, 0) == stack) {
       int64_t seq = sqlite3_column_int64(st, 1);
       if (seq >= c->nsnap) seq = c->nsnap - 1;
@@ -414,6 +431,8 @@ static int read_samples(pctx_t *c, int *site_of, int max_stack) {
       blocks = sqlite3_column_int64(st, 3);
       ab = sqlite3_column_int64(st, 4);
       an = sqlite3_column_int64(st, 5);
+      if (seq <= c->last_an) an_seq = seq, an_before = an;
+      else if (after_seq < 0) after_seq = seq, an_after = an;
       oldest_null = sqlite3_column_type(st, 6) == SQLITE_NULL;
       oldest = sqlite3_column_int64(st, 6);
       if ((double)live != pb || (double)blocks != pn) {
@@ -446,6 +465,7 @@ static int read_samples(pctx_t *c, int *site_of, int max_stack) {
     a->live_blocks += blocks;
     a->alloc_bytes += (uint64_t)ab;
     a->alloc_blocks += (uint64_t)an;
+    a->alloc_blocks_an += allocs_at_end(c, an_seq, (double)an_before, after_seq, (double)an_after);
     if (!oldest_null && (!a->has_oldest || oldest < a->oldest)) a->oldest = oldest, a->has_oldest = 1;
   }
   sqlite3_finalize(st);
@@ -555,7 +575,7 @@ static void site_from_acc(const pctx_t *c, acc_t *a, lgr_site_t *s) {
  * average, whatever the snapshot interval. A block never freed counts its age at the
  * end, so a site that keeps what it allocates gets about half the run (a leak) or the
  * whole run (weights loaded at start). */
-void lgr_site_life(const pctx_t *c, const double *blk, uint64_t alloc_blocks, int64_t end_blocks, lgr_life_t *l) {
+void lgr_site_life(const pctx_t *c, const double *blk, double alloc_blocks_an, int64_t end_blocks, lgr_life_t *l) {
   l->gen = -1;
   l->mean_s = l->mean_steps = NAN;
   l->below_s = 0;
@@ -576,7 +596,11 @@ void lgr_site_life(const pctx_t *c, const double *blk, uint64_t alloc_blocks, in
     steps = c->step[i];
     n++;
   }
-  double allocs = (double)alloc_blocks;
+  /* the blocks allocated by t_end, not by the end of the run: when the last snapshots
+   * before the exit come late (a collector slowed by a loaded machine), the whole
+   * run's count over the analysed part's time would make the rate too high, and a
+   * site that keeps its blocks look young */
+  double allocs = alloc_blocks_an;
   if (n == 0 || !(t_end > 0) || !(allocs > 0)) return;
   /* never live while it ran, yet live at the very end: born after the analysed part
    * (a buffer of the exit path), nothing to measure */
@@ -731,7 +755,7 @@ int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_re
     site.device = lgr_gpu_site_device(db, &site);
     lgr_gpu_site_um(db, &site);
     lgr_analyse_series(&c, a->val, a->blk, &site, &ser);
-    lgr_site_life(&c, a->blk, a->alloc_blocks, site.live_blocks, &site.life);
+    lgr_site_life(&c, a->blk, a->alloc_blocks_an, site.live_blocks, &site.life);
     lgr_site_ages(&c, site.stacks, site.nstacks, (double)site.alloc_blocks,
                   (double)(site.live_blocks > 0 ? site.live_blocks : 0), &site.life);
     add_stack_lives(&c, &site);

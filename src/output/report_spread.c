@@ -230,15 +230,17 @@ void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
       g.nall = g.nframes = d;
       g.frames = g.all_frames;
       g.site_frame = 0;
+      double alloc_an = 0;
       for (int m = 0; m < nmem; m++) {
         acc_t *ac = &c->sites[cand[member[m]]];
         for (int k = 0; k < ac->nst; k++) g.stacks[g.nstacks++] = ac->st[k];
         g.live_blocks += ac->live_blocks;
         g.alloc_bytes += ac->alloc_bytes;
         g.alloc_blocks += ac->alloc_blocks;
+        alloc_an += ac->alloc_blocks_an;
         used[cand[member[m]]] = 1;
       }
-      lgr_site_life(c, sumb, g.alloc_blocks, g.live_blocks, &g.life);
+      lgr_site_life(c, sumb, alloc_an, g.live_blocks, &g.life);
       lgr_site_ages(c, g.stacks, g.nstacks, (double)g.alloc_blocks, (double)(g.live_blocks > 0 ? g.live_blocks : 0),
                     &g.life);
       qsort(g.stacks, (size_t)g.nstacks, sizeof *g.stacks, lgr_cmp_stackref);
