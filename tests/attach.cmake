@@ -11,17 +11,21 @@ target_compile_options(attach_leaky PRIVATE -O1 -fno-builtin)
 add_executable(attach_idle ${LGA_ROOT}/tests/attach/idle.c)
 target_compile_options(attach_idle PRIVATE -O1 -fno-builtin -fno-omit-frame-pointer)
 target_link_libraries(attach_idle PRIVATE Threads::Threads)
+add_executable(attach_futex ${LGA_ROOT}/tests/attach/futex_idle.c)
+target_compile_options(attach_futex PRIVATE -O1 -fno-builtin -fno-omit-frame-pointer)
+target_link_libraries(attach_futex PRIVATE Threads::Threads)
 add_executable(attach_static ${LGA_ROOT}/tests/attach/static_sleeper.c)
 target_link_options(attach_static PRIVATE -static)
 set(LGA_ARGS --cli $<TARGET_FILE:leakguard-cli> --target $<TARGET_FILE:attach_target>
     --leaky $<TARGET_FILE:attach_leaky> --static $<TARGET_FILE:attach_static>
-    --idle $<TARGET_FILE:attach_idle>)
+    --idle $<TARGET_FILE:attach_idle> --futex $<TARGET_FILE:attach_futex>)
 # "cycles": 3 short attach/detach cycles and a long one here (CI time);
 # bench/attach_bench.sh runs 50 and measures the stop times.
 if(LG_SANITIZE)
   list(APPEND LGA_ARGS --cycles 1) # the sanitized CLI is slower: CI time
 endif()
-foreach(case cycles got kill_cli fork dlopen_lib mmap preattach errors python idle metrics guard)
+foreach(case cycles got kill_cli fork dlopen_lib mmap preattach errors python idle futex futex_loader metrics
+             guard)
   add_test(NAME attach_${case} COMMAND ${Python3_EXECUTABLE} ${LGA_ROOT}/tests/attach/attach_test.py ${case} ${LGA_ARGS})
   set_tests_properties(attach_${case} PROPERTIES TIMEOUT 120 LABELS "attach")
 endforeach()

@@ -11,7 +11,9 @@
  *    RT_CONSISTENT (no dlopen/dlclose half done), they run on and we wait again.
  *    An idle target reaches neither within LG_INJECT_WAIT_MS: a thread stopped inside
  *    a blocking system call that allocator code never makes (read, poll, epoll_wait,
- *    nanosleep...: in_safe_syscall) is taken instead; its call is restarted after.
+ *    nanosleep...: in_safe_syscall) is taken instead, else one waiting in futex whose
+ *    call stack has no allocator or loader frame (inject_wait.c); its call is
+ *    restarted after.
  * 4. The other threads run on (a lock one of them holds is released as it would be);
  *    in the stopped thread we call dlopen(agent, RTLD_NOW), dlsym(h,
  *    "lg_agent_start") and lg_agent_start(cfg) (System V ABI, 16-byte aligned stack
@@ -100,43 +102,21 @@ out:
 }
 
 /* st_value of the defined dynamic symbols names[i] in the ELF file path (0: absent). */
+typedef struct {
+  const char *const *names;
+  uint64_t *vals;
+  int nn;
+} symvals_t;
+static void on_symval(void *ctx, const char *nm, uint64_t value, uint64_t size) {
+  symvals_t *c = ctx;
+  (void)size;
+  for (int k = 0; k < c->nn; k++)
+    if (!c->vals[k] && !strcmp(nm, c->names[k])) c->vals[k] = value;
+}
 static int elf_syms(const char *path, const char *const *names, uint64_t *vals, int nn) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
-    close(fd);
-    return -EINVAL;
-  }
-  const char *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (m == MAP_FAILED) return -errno;
-  size_t sz = (size_t)st.st_size;
-  const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
-  int rc = -EINVAL;
-  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-      eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > sz)
-    goto out;
-  const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
-  for (int i = 0; i < eh->e_shnum; i++) {
-    if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh->e_shnum) continue;
-    const Elf64_Shdr *ss = &sh[sh[i].sh_link];
-    if (sh[i].sh_offset + sh[i].sh_size > sz || ss->sh_offset + ss->sh_size > sz) goto out;
-    const Elf64_Sym *sym = (const Elf64_Sym *)(m + sh[i].sh_offset);
-    size_t ns = sh[i].sh_size / sizeof *sym;
-    for (int k = 0; k < nn; k++) vals[k] = 0;
-    for (size_t j = 0; j < ns; j++) {
-      if (sym[j].st_shndx == SHN_UNDEF || !sym[j].st_value || sym[j].st_name >= ss->sh_size) continue;
-      const char *nm = m + ss->sh_offset + sym[j].st_name;
-      for (int k = 0; k < nn; k++)
-        if (!vals[k] && !strcmp(nm, names[k])) vals[k] = sym[j].st_value;
-    }
-    rc = 0;
-    break;
-  }
-out:
-  munmap((void *)m, sz);
-  return rc;
+  for (int k = 0; k < nn; k++) vals[k] = 0;
+  symvals_t c = {names, vals, nn};
+  return lgj_elf_dynsyms(path, on_symval, &c);
 }
 
 static int ptrace_refused(pid_t pid, int e, char *why, size_t n);
@@ -415,12 +395,28 @@ static int in_safe_syscall(const struct user_regs_struct *r) {
   }
 }
 
-/* With every thread stopped: one waiting in such a call, or 0. */
-static pid_t idle_caller(inj_t *s) {
+/* With every thread stopped: one waiting in such a call, or else one waiting in futex
+ * (or in restart_syscall: a timed wait interrupted before) whose call stack shows no
+ * allocator or loader frame and a wait of the program's own (inject_wait.c), or 0. */
+static pid_t idle_caller(inj_t *s, const lgj_waitcheck_t *w) {
   for (int i = 0; i < s->n; i++) {
     struct user_regs_struct r;
     if (!s->t[i].gone && s->t[i].stopped && ptrace(PTRACE_GETREGS, s->t[i].tid, NULL, &r) == 0 && in_safe_syscall(&r))
       return s->t[i].tid;
+  }
+  for (int i = 0; w && i < s->n; i++) {
+    struct user_regs_struct r;
+    long rv;
+    if (s->t[i].gone || !s->t[i].stopped || ptrace(PTRACE_GETREGS, s->t[i].tid, NULL, &r) != 0) continue;
+    /* a timed wait already interrupted once (by our first stop) goes on in
+     * restart_syscall: the stack says which call it is */
+    if ((long)r.orig_rax != SYS_futex && (long)r.orig_rax != SYS_restart_syscall) continue;
+    rv = (long)r.rax;
+    if (rv != -512 /* ERESTARTSYS */ && rv != -516 /* ERESTART_RESTARTBLOCK */) continue;
+    char why[160] = "";
+    int ok = lgj_futex_waiter_safe(w, s->t[i].tid, why, sizeof why);
+    if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "futex waiter %d: %d %s\n", (int)s->t[i].tid, ok, why);
+    if (ok == 1) return s->t[i].tid;
   }
   return 0;
 }
@@ -527,6 +523,8 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
   uintptr_t r_state_addr = ld_base + rv[0] + 24; /* struct r_debug: version, map, brk, state */
 
   inj_t s = {.pid = pid, .memfd = -1, .why = why, .whylen = n};
+  lgj_waitcheck_t wc;
+  int wc_tried = 0, wc_ok = 0;
   s.bp[0] = libc_base + lv[0];
   s.bp[1] = libc_base + lv[1];
   char mp[64];
@@ -571,7 +569,19 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
       goto fail;
     }
     pid_t idle = 0;
-    if (w == -ETIMEDOUT && !any_hit(&s) && !(idle = idle_caller(&s))) {
+    if (w == -ETIMEDOUT && !any_hit(&s)) {
+      /* libc's symbols and the mappings, read once: a futex waiter's stack is judged
+       * by them (without them, futex waiters are not taken) */
+      if (!wc_tried) {
+        wc_tried = 1;
+        snprintf(file, sizeof file, "/proc/%d/root%s", (int)pid, libc_path);
+        int wrc = lgj_waitcheck_init(&wc, pid, file, libc_base);
+        wc_ok = wrc == 0;
+        if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "futex check: %s\n", wrc ? strerror(-wrc) : "ready");
+      }
+      idle = idle_caller(&s, wc_ok ? &wc : NULL);
+    }
+    if (w == -ETIMEDOUT && !any_hit(&s) && !idle) {
       snprintf(why, n,
                "process %d made no malloc or free call within %d s, and none of its threads waits in a "
                "system call that can be interrupted safely (docs/attach.md)",
@@ -668,6 +678,7 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
   }
   res->stats_addr = (uintptr_t)st;
 restore:
+  if (wc_ok) lgj_waitcheck_free(&wc);
   ptrace(PTRACE_SETREGS, caller, NULL, &r0);
   res->caller_ms = now_ms() - t_stop;
   s.caller = 0;
@@ -676,6 +687,7 @@ restore:
   free(s.t);
   return res->stats_addr ? 0 : rc;
 fail:
+  if (wc_ok) lgj_waitcheck_free(&wc);
   if (s.bp_set) set_bps(&s, 0);
   s.caller = 0;
   detach_all(&s);

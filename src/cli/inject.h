@@ -40,6 +40,27 @@ int lg_inject_check(pid_t pid, char *why, size_t n);
  * one-line reason in why. */
 int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t *res, char *why, size_t n);
 
+/* inject_wait.c: whether a thread waiting in futex may load the agent (its call stack,
+ * read with libunwind-ptrace, has no allocator or loader frame). */
+typedef struct lgj_range {
+  uintptr_t lo, hi;
+} lgj_range_t;
+typedef struct lgj_waitcheck {
+  lgj_range_t *libc, *ld, *unsafe; /* libc's and ld.so's mappings; libc functions no frame may be in */
+  int nlibc, nld, nunsafe;
+  void *as; /* unw_addr_space_t */
+} lgj_waitcheck_t;
+/* Reads libc's symbols (libc_file: its path through /proc/PID/root, loaded at
+ * libc_base) and the mappings of PID: 0 or -errno. */
+int lgj_waitcheck_init(lgj_waitcheck_t *w, pid_t pid, const char *libc_file, uintptr_t libc_base);
+void lgj_waitcheck_free(lgj_waitcheck_t *w);
+/* tid ptrace-stopped: 1 when its wait may load the agent, 0 when not, -errno when its
+ * stack cannot be read to the end (not safe either); why says which frame. */
+int lgj_futex_waiter_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n);
+/* Calls fn for each defined symbol of the ELF file's .dynsym: 0 or -errno. */
+typedef void (*lgj_sym_fn)(void *ctx, const char *name, uint64_t value, uint64_t size);
+int lgj_elf_dynsyms(const char *path, lgj_sym_fn fn, void *ctx);
+
 /* Reads the agent's figures from the target: 0 or -errno. */
 int lg_agent_read_stats(pid_t pid, uintptr_t addr, lg_agent_stats_t *out);
 

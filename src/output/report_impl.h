@@ -116,7 +116,7 @@ typedef struct pctx {
   double min_growth;
   int64_t nsnap;
   double *t, *step; /* per snapshot seq (NaN t: missing) */
-  int64_t last_an;   /* the last snapshot of the analysed part (before the exit), -1 none */
+  int64_t last_an;  /* the last snapshot of the analysed part (before the exit), -1 none */
   acc_t *sites;
   int nsites, csites;
   double *flag_t; /* per stack id: first live flag (s after start), NaN none */

@@ -4,7 +4,8 @@
 
 usage: attach_test.py CASE --cli LEAKGUARD --target TARGET [--leaky LIB] [--static BIN] [--cycles N]
 
-Cases: cycles, got, kill_cli, fork, dlopen_lib, preattach, errors, python, idle, metrics.
+Cases: cycles, got, kill_cli, fork, dlopen_lib, preattach, errors, python, idle, futex,
+futex_loader, metrics.
 Every wait polls for a state with a generous deadline; nothing asserts a duration.
 """
 import argparse
@@ -569,6 +570,67 @@ def case_guard():
     print("ok: the guard watched pid %d alone, went to warn and published into its region" % p.pid)
 
 
+def futex_prog(tag, wake, *extra):
+    out = os.path.join(TMP, tag)
+    p = subprocess.Popen([A.futex, out, str(wake)] + list(extra))
+    wait_for(lambda: os.path.exists(out), "the futex program's first line")
+    time.sleep(0.3)
+    return p, out
+
+
+def case_futex():
+    """A program whose threads all wait in futex (a condition variable with a timeout, a
+    semaphore, pthread_join): the agent is loaded in one of them, chosen by its call
+    stack; the leak after the wake is rank 1; the timed wait (interrupted by the
+    injector, then restarted) ends, not before its time, and the others go on."""
+    wake = 8
+    p, out = futex_prog("futex", wake)
+    try:
+        db = os.path.join(TMP, "futex.db")
+        r = attach(p.pid, db, 12)
+        if r.returncode != 0:
+            fail("attach to the futex program: rc %d %s" % (r.returncode, r.stderr))
+        if "idle: loaded in a waiting thread" not in r.stderr:
+            fail("the attach did not say it loaded in a waiting thread: %r" % r.stderr)
+        funcs = leak_funcs(report(db))
+        if not funcs or funcs[0] != "leak_futex":
+            fail("the futex program's leak is not rank 1: %r" % funcs)
+        rc = p.wait(timeout=30)
+        with open(out) as f:
+            w = f.read().split()
+        waited = float(w[1]) if len(w) == 2 and w[0] == "waited" else -1
+        if rc != 0 or waited < wake:
+            fail("the futex program after the attach: rc %d, %r (want a wait of %d s)" % (rc, w, wake))
+        print("ok: all-futex program attached in a waiting thread; leak_futex rank 1; the timed wait "
+              "lasted %.3f s of %d" % (waited, wake))
+    finally:
+        stop(p)
+
+
+def case_futex_loader():
+    """The one thread waits in futex inside a dl_iterate_phdr callback (holding the
+    loader's lock): its stack says so, the attach is refused in one line, nothing is
+    loaded, and the program goes on."""
+    wake = 5
+    p, out = futex_prog("futex_loader", wake, "loader")
+    try:
+        r = attach(p.pid, os.path.join(TMP, "futex_loader.db"), 2)
+        err = r.stderr.strip()
+        if r.returncode == 0 or "none of its threads waits in a system call that can be interrupted safely" not in err \
+                or len(err.splitlines()) != 1:
+            fail("attach to a thread holding the loader's lock: rc %d %r" % (r.returncode, err))
+        if any(l.endswith("libleakguard-agent.so") for l in maps(p.pid)):
+            fail("the agent was loaded into the program")
+        rc = p.wait(timeout=30)
+        with open(out) as f:
+            w = f.read().split()
+        if rc != 0 or len(w) != 2 or float(w[1]) < wake:
+            fail("the program after the refused attach: rc %d, %r" % (rc, w))
+        print("ok: a futex wait inside dl_iterate_phdr refused (%s); the program went on" % err)
+    finally:
+        stop(p)
+
+
 def main():
     global A, TMP
     ap = argparse.ArgumentParser()
@@ -578,6 +640,7 @@ def main():
     ap.add_argument("--leaky")
     ap.add_argument("--static")
     ap.add_argument("--idle")
+    ap.add_argument("--futex")
     ap.add_argument("--cycles", type=int, default=3)
     A = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="lg-attach-") as d:
