@@ -339,6 +339,34 @@ static int find_slots(const lgi_tls_t *t, uintptr_t cfa0, const uint64_t *ips, u
   return ok;
 }
 
+/* A cached stack is still the stack: each cached return address ra[1..n-1] at its
+ * slot, cfa0 + slot_off[i] (the native stack cache and the native-head cache). */
+static inline int slots_hold(uintptr_t cfa0, const uint32_t *slot_off, const uint64_t *ra, unsigned n) {
+  for (unsigned i = 1; i < n; i++)
+    if (*(const uint64_t *)(cfa0 + slot_off[i]) != ra[i]) return 0;
+  return 1;
+}
+
+/* Whether a fresh unwind (find_slots gave sps) can be cached: every slot above cfa0
+ * inside this thread's stack, within 4 GiB of cfa0, still holding its address. */
+static int slots_cacheable(const lgi_tls_t *t, uintptr_t cfa0, const uint64_t *ips, const uint64_t *sps, unsigned n) {
+  if (cfa0 < t->stack_lo || sps[0] != cfa0) return 0;
+  for (unsigned j = 1; j < n; j++)
+    if (sps[j] - 8 < cfa0 || sps[j] > t->stack_hi || sps[j] - cfa0 > UINT32_MAX ||
+        *(const uint64_t *)(sps[j] - 8) != ips[j])
+      return 0;
+  return 1;
+}
+
+/* Writes the slots of a cacheable unwind into an entry (invalidated by the caller). */
+static void slots_write(uintptr_t cfa0, const uint64_t *ips, const uint64_t *sps, unsigned n, uint32_t *slot_off,
+                        uint64_t *ra) {
+  for (unsigned j = 1; j < n; j++) {
+    slot_off[j] = (uint32_t)(sps[j] - 8 - cfa0);
+    ra[j] = ips[j];
+  }
+}
+
 /* The innermost native frames of a Python thread's allocation, at most max, up to the
  * interpreter's own frame: from the head cache, else libunwind's fast trace (a per-IP
  * cache, no system calls once warm). */
@@ -349,15 +377,10 @@ static unsigned native_head(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintp
     uint64_t k = (ra0 * 0x9E3779B97F4A7C15ULL) ^ (cfa0 >> 4);
     e = &m->head[(k >> 24) & (LGI_HEAD_ENTRIES - 1)];
     uint32_t en = __atomic_load_n(&e->n, __ATOMIC_ACQUIRE);
-    if (en && e->ra0 == ra0 && e->cfa0 == cfa0 && e->max == max) {
-      unsigned i = 1;
-      for (; i < en; i++)
-        if (*(const uint64_t *)(cfa0 + e->slot_off[i]) != e->ra[i]) break;
-      if (i == en) {
-        ips[0] = ra0;
-        for (i = 1; i < en; i++) ips[i] = e->ra[i];
-        return en;
-      }
+    if (en && e->ra0 == ra0 && e->cfa0 == cfa0 && e->max == max && slots_hold(cfa0, e->slot_off, e->ra, en)) {
+      ips[0] = ra0;
+      for (unsigned i = 1; i < en; i++) ips[i] = e->ra[i];
+      return en;
     }
   }
   unsigned n = 0;
@@ -372,23 +395,15 @@ static unsigned native_head(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintp
     if (lgi_python_interp_frame((uintptr_t)bt[i])) break;
   }
   uint64_t *sps = m->sps;
-  if (e && find_slots(t, cfa0, ips, n, sps)) {
-    unsigned j = 1;
-    for (; j < n; j++)
-      if (sps[j] - 8 < cfa0 || sps[j] - cfa0 > UINT32_MAX) break;
-    if (j == n) {
-      __atomic_store_n(&e->n, 0, __ATOMIC_RELAXED); /* invalid while being rewritten */
-      e->ra0 = ra0;
-      e->cfa0 = cfa0;
-      e->max = max;
-      for (j = 1; j < n; j++) {
-        e->slot_off[j] = (uint32_t)(sps[j] - 8 - cfa0);
-        e->ra[j] = ips[j];
-      }
-      __atomic_store_n(&e->n, n, __ATOMIC_RELEASE);
-      /* a signal handler that captured in between rewrote it: drop it */
-      if (e->ra0 != ra0 || e->cfa0 != cfa0) __atomic_store_n(&e->n, 0, __ATOMIC_RELAXED);
-    }
+  if (e && find_slots(t, cfa0, ips, n, sps) && slots_cacheable(t, cfa0, ips, sps, n)) {
+    __atomic_store_n(&e->n, 0, __ATOMIC_RELAXED); /* invalid while being rewritten */
+    e->ra0 = ra0;
+    e->cfa0 = cfa0;
+    e->max = max;
+    slots_write(cfa0, ips, sps, n, e->slot_off, e->ra);
+    __atomic_store_n(&e->n, n, __ATOMIC_RELEASE);
+    /* a signal handler that captured in between rewrote it: drop it */
+    if (e->ra0 != ra0 || e->cfa0 != cfa0) __atomic_store_n(&e->n, 0, __ATOMIC_RELAXED);
   }
   return n;
 }
@@ -401,12 +416,9 @@ static uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, ui
     e = &m->cache[(k >> 20) & (LGI_SCACHE_ENTRIES - 1)];
   }
   if (LGI_LIKELY(e && e->ra0 == ra0 && e->cfa0 == cfa0 && e->space == (uint8_t)space &&
-                 e->pad == (uint8_t)(space >> 8) && e->id)) {
-    unsigned i = 1;
-    for (; i < e->depth; i++)
-      if (*(const uint64_t *)(cfa0 + e->slot_off[i]) != e->ra[i]) break;
-    if (i == e->depth) return e->id;
-  }
+                 e->pad == (uint8_t)(space >> 8) && e->id) &&
+      slots_hold(cfa0, e->slot_off, e->ra, e->depth))
+    return e->id;
 
   if (!room_to_unwind(t) || !unwind_enter(t)) {
     uint64_t ip = ra0;
@@ -443,25 +455,15 @@ static uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, ui
   uint32_t id = lgi_stack_intern(ips, n, space);
 
   /* Cache it if every slot is inside this thread's stack. */
-  if (e && slots_ok && n <= LGI_SCACHE_DEPTH && cfa0 >= t->stack_lo && sps[0] == cfa0) {
-    unsigned j = 1;
-    for (; j < n; j++)
-      if (sps[j] - 8 < cfa0 || sps[j] > t->stack_hi || sps[j] - cfa0 > UINT32_MAX ||
-          *(const uint64_t *)(sps[j] - 8) != ips[j])
-        break;
-    if (j == n) {
-      e->id = 0; /* invalid while being rewritten (signal handlers may look) */
-      e->ra0 = ra0;
-      e->cfa0 = cfa0;
-      e->depth = (uint16_t)n;
-      e->space = (uint8_t)space;
-      e->pad = (uint8_t)(space >> 8); /* GPU ordinal (LGI_SITE_SPACE) */
-      for (j = 1; j < n; j++) {
-        e->slot_off[j] = (uint32_t)(sps[j] - 8 - cfa0);
-        e->ra[j] = ips[j];
-      }
-      __atomic_store_n(&e->id, id, __ATOMIC_RELEASE);
-    }
+  if (e && slots_ok && n <= LGI_SCACHE_DEPTH && slots_cacheable(t, cfa0, ips, sps, n)) {
+    e->id = 0; /* invalid while being rewritten (signal handlers may look) */
+    e->ra0 = ra0;
+    e->cfa0 = cfa0;
+    e->depth = (uint16_t)n;
+    e->space = (uint8_t)space;
+    e->pad = (uint8_t)(space >> 8); /* GPU ordinal (LGI_SITE_SPACE) */
+    slots_write(cfa0, ips, sps, n, e->slot_off, e->ra);
+    __atomic_store_n(&e->id, id, __ATOMIC_RELEASE);
   }
   return id;
 }

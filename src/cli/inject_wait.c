@@ -38,11 +38,13 @@
 
 /* libc functions no frame may be in: the allocator's and the loader's entry points, and
  * the slow path of libc's internal locks. */
+// clang-format off
 static const char *const unsafe_names[] = {
-    "malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc", "memalign", "valloc",
-    "pvalloc", "malloc_trim", "malloc_stats", "malloc_info", "mallinfo", "mallinfo2", "malloc_usable_size", "mallopt",
-    "dlopen", "dlmopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dladdr1", "dlinfo", "dl_iterate_phdr", "fork",
-    "_Fork", "__libc_freeres", "__lll_lock_wait_private", NULL};
+    "malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc", "memalign",
+    "valloc", "pvalloc", "malloc_trim", "malloc_stats", "malloc_info", "mallinfo", "mallinfo2",
+    "malloc_usable_size", "mallopt", "dlopen", "dlmopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dladdr1",
+    "dlinfo", "dl_iterate_phdr", "fork", "_Fork", "__libc_freeres", "__lll_lock_wait_private"};
+// clang-format on
 
 int lgj_elf_dynsyms(const char *path, lgj_sym_fn fn, void *ctx) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -83,9 +85,9 @@ out:
   return rc;
 }
 
-static int name_in(const char *nm, const char *const *list) {
-  for (; *list; list++)
-    if (!strcmp(nm, *list)) return 1;
+static int unsafe_name(const char *nm) {
+  for (size_t i = 0; i < sizeof unsafe_names / sizeof *unsafe_names; i++)
+    if (!strcmp(nm, unsafe_names[i])) return 1;
   return 0;
 }
 
@@ -109,7 +111,7 @@ static void on_sym(void *ctx, const char *nm, uint64_t value, uint64_t size) {
   if (!size) return;
   uintptr_t lo = c->base + value, hi = lo + size;
   /* every version of a name (several have two) */
-  if (name_in(nm, unsafe_names) && add_range(&c->w->unsafe, &c->w->nunsafe, lo, hi)) c->err = -ENOMEM;
+  if (unsafe_name(nm) && add_range(&c->w->unsafe, &c->w->nunsafe, lo, hi)) c->err = -ENOMEM;
 }
 
 /* The mappings of the object whose path ends in "/" + name, into r. */
