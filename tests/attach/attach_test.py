@@ -297,7 +297,9 @@ def case_mmap():
     mmap); one mapped, grown with mremap and unmapped each time (mmap_churn) is not."""
     p, prog = start_target("mm", env={"ATTACH_MMAP": "1"})
     try:
-        out, db = attach_then_go(p, prog, "mm")
+        # 5 s, not 3: a 3-s recording once missed this leak in the sanitizer build run
+        # beside other tests
+        out, db = attach_then_go(p, prog, "mm", duration=5)
         d = report(db)
         funcs = leak_funcs(d)
         sus = [s for s in d["suspects"] if s["site"]["function"] == "mmap_leak_here"]
