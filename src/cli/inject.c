@@ -73,32 +73,31 @@ static int status_field(pid_t pid, const char *key, long *out) {
 }
 
 /* The load address and path of the first mapping whose file name ends in suffix. */
-static int find_map(pid_t pid, const char *const *suffixes, uintptr_t *base, char *path, size_t n) {
-  char p[64], line[4096];
-  snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
-  FILE *f = fopen(p, "re");
-  if (!f) return -errno;
-  int rc = -ENOENT;
-  while (fgets(line, sizeof line, f)) {
-    unsigned long lo, off;
-    int pos = 0;
-    if (sscanf(line, "%lx-%*x %*s %lx %*s %*s %n", &lo, &off, &pos) < 2 || !pos) continue;
-    char *name = line + pos;
-    name[strcspn(name, "\n")] = 0;
-    size_t l = strlen(name);
-    for (const char *const *s = suffixes; *s; s++) {
-      size_t sl = strlen(*s);
-      if (off == 0 && l >= sl && !strcmp(name + l - sl, *s) && (l == sl || name[l - sl - 1] == '/')) {
-        *base = lo;
-        snprintf(path, n, "%s", name);
-        rc = 0;
-        goto out;
-      }
+typedef struct {
+  const char *const *suffixes;
+  uintptr_t *base;
+  char *path;
+  size_t n;
+} mapctx_t;
+static int on_map(void *ctx, uintptr_t lo, uintptr_t hi, uint64_t off, const char *name) {
+  mapctx_t *c = ctx;
+  size_t l = strlen(name);
+  (void)hi;
+  for (const char *const *s = c->suffixes; *s; s++) {
+    size_t sl = strlen(*s);
+    if (off == 0 && l >= sl && !strcmp(name + l - sl, *s) && (l == sl || name[l - sl - 1] == '/')) {
+      *c->base = lo;
+      snprintf(c->path, c->n, "%s", name);
+      return 1; /* found: stop */
     }
   }
-out:
-  fclose(f);
-  return rc;
+  return 0;
+}
+static int find_map(pid_t pid, const char *const *suffixes, uintptr_t *base, char *path, size_t n) {
+  *base = 0;
+  mapctx_t c = {suffixes, base, path, n};
+  int rc = lgj_maps_each(pid, on_map, &c);
+  return rc ? rc : *base ? 0 : -ENOENT;
 }
 
 /* st_value of the defined dynamic symbols names[i] in the ELF file path (0: absent). */

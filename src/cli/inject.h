@@ -57,6 +57,11 @@ void lgj_waitcheck_free(lgj_waitcheck_t *w);
 /* tid ptrace-stopped: 1 when its wait may load the agent, 0 when not, -errno when its
  * stack cannot be read to the end (not safe either); why says which frame. */
 int lgj_futex_waiter_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n);
+/* Calls fn for each line of /proc/PID/maps (its range, file offset and path, "" for an
+ * anonymous one) until fn returns non-zero: 0 (fn stopped with > 0, or the end), a
+ * negative return of fn, or -errno. */
+typedef int (*lgj_map_fn)(void *ctx, uintptr_t lo, uintptr_t hi, uint64_t off, const char *path);
+int lgj_maps_each(pid_t pid, lgj_map_fn fn, void *ctx);
 /* Calls fn for each defined symbol of the ELF file's .dynsym: 0 or -errno. */
 typedef void (*lgj_sym_fn)(void *ctx, const char *name, uint64_t value, uint64_t size);
 int lgj_elf_dynsyms(const char *path, lgj_sym_fn fn, void *ctx);

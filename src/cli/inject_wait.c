@@ -114,25 +114,40 @@ static void on_sym(void *ctx, const char *nm, uint64_t value, uint64_t size) {
   if (unsafe_name(nm) && add_range(&c->w->unsafe, &c->w->nunsafe, lo, hi)) c->err = -ENOMEM;
 }
 
-/* The mappings of the object whose path ends in "/" + name, into r. */
-static int object_ranges(pid_t pid, const char *name, lgj_range_t **r, int *n) {
+int lgj_maps_each(pid_t pid, lgj_map_fn fn, void *ctx) {
   char p[64], line[4096];
   snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
   FILE *f = fopen(p, "re");
   if (!f) return -errno;
-  size_t nl = strlen(name);
   int rc = 0;
   while (rc == 0 && fgets(line, sizeof line, f)) {
-    unsigned long lo, hi;
+    unsigned long lo, hi, off;
     int pos = 0;
-    if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &pos) < 2 || !pos) continue;
+    if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &off, &pos) < 3 || !pos) continue;
     char *path = line + pos;
     path[strcspn(path, "\n")] = 0;
-    size_t l = strlen(path);
-    if (l > nl && path[l - nl - 1] == '/' && !strcmp(path + l - nl, name)) rc = add_range(r, n, lo, hi);
+    rc = fn(ctx, lo, hi, off, path);
   }
   fclose(f);
-  return rc;
+  return rc > 0 ? 0 : rc;
+}
+
+/* The mappings of the object whose path ends in "/" + name, into r. */
+typedef struct {
+  const char *name;
+  lgj_range_t **r;
+  int *n;
+} objctx_t;
+static int on_object_map(void *ctx, uintptr_t lo, uintptr_t hi, uint64_t off, const char *path) {
+  objctx_t *c = ctx;
+  size_t nl = strlen(c->name), l = strlen(path);
+  (void)off;
+  if (l > nl && path[l - nl - 1] == '/' && !strcmp(path + l - nl, c->name)) return add_range(c->r, c->n, lo, hi);
+  return 0;
+}
+static int object_ranges(pid_t pid, const char *name, lgj_range_t **r, int *n) {
+  objctx_t c = {name, r, n};
+  return lgj_maps_each(pid, on_object_map, &c);
 }
 
 int lgj_waitcheck_init(lgj_waitcheck_t *w, pid_t pid, const char *libc_file, uintptr_t libc_base) {
