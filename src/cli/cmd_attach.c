@@ -62,6 +62,10 @@ static int find_agent(char *out, size_t n) {
 static int agent_in_target(pid_t pid, const char *agent, char *out, size_t n, char *why, size_t wn) {
   char there[PATH_MAX + 64];
   struct stat a, b;
+  /* the target's root is as closed to us as ptrace is (a process that is not
+   * dumpable, without CAP_SYS_PTRACE): say that, not that the agent is unreachable */
+  snprintf(there, sizeof there, "/proc/%d/root/", (int)pid);
+  if (access(there, X_OK) != 0 && (errno == EACCES || errno == EPERM)) return lg_inject_refused(pid, EPERM, why, wn);
   snprintf(there, sizeof there, "/proc/%d/root%s", (int)pid, agent);
   if (stat(agent, &a) == 0 && stat(there, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
     snprintf(out, n, "%s", agent);

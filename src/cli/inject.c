@@ -159,6 +159,8 @@ int lg_inject_check(pid_t pid, char *why, size_t n) {
   return 0;
 }
 
+int lg_inject_refused(pid_t pid, int e, char *why, size_t n) { return ptrace_refused(pid, e, why, n); }
+
 static int ptrace_refused(pid_t pid, int e, char *why, size_t n) {
   FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
   int scope = 0;

@@ -34,6 +34,10 @@ typedef struct lg_inject_result {
  * 0, or -errno with a one-line reason in why. Nothing in the target is changed. */
 int lg_inject_check(pid_t pid, char *why, size_t n);
 
+/* The one-line reason ptrace of PID failed with errno e (EPERM: Yama's
+ * kernel.yama.ptrace_scope, or another user's or a non-dumpable process): -e. */
+int lg_inject_refused(pid_t pid, int e, char *why, size_t n);
+
 /* Stops PID at a safe point (a malloc or free entry, or in an idle target a thread
  * waiting in a blocking system call, with the loader consistent), loads
  * agent there and calls lg_agent_start(cfg), then lets it go. 0 or -errno with a

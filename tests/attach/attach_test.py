@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -74,8 +75,10 @@ def stop(p):
     p.wait()
 
 
-def attach(pid, db, duration, extra=(), timeout=90, user=None, cli=None):
+def attach(pid, db, duration, extra=(), timeout=90, user=None, cli=None, wrap=None):
     cmd = [cli or A.cli, "attach", "--duration", str(duration), "-o", db] + list(extra) + [str(pid)]
+    if wrap:
+        cmd = wrap(cmd)
 
     def as_user():
         os.setgroups([])
@@ -339,8 +342,8 @@ def case_preattach():
 
 def case_errors():
     """One line each, rc 126, nothing changed in the target."""
-    def one(pid, want, user=None, cli=None):
-        r = attach(pid, os.path.join(TMP, "err.db"), 1, user=user, cli=cli)
+    def one(pid, want, user=None, cli=None, wrap=None):
+        r = attach(pid, os.path.join(TMP, "err.db"), 1, user=user, cli=cli, wrap=wrap)
         lines = [l for l in r.stderr.splitlines() if l.strip()]
         if r.returncode != 126 or len(lines) != 1 or want not in lines[0]:
             fail("pid %d: expected rc 126 and one line with %r, got rc %d: %r" % (pid, want, r.returncode, r.stderr))
@@ -371,6 +374,27 @@ def case_errors():
         finally:
             stop(p)
             shutil.rmtree(bindir, ignore_errors=True)
+    # a process that is not dumpable, attached without CAP_SYS_PTRACE (setpriv drops it):
+    # its /proc/PID/root is closed to us as ptrace is (it read as "agent not reachable");
+    # then the same under Yama's ptrace_scope 1, emulated for the CLI alone (no Yama on
+    # these machines): a mount namespace with a tmpfs over /proc/sys/kernel holding
+    # yama/ptrace_scope, the refusal itself the kernel's
+    if os.getuid() == 0 and shutil.which("setpriv") and shutil.which("unshare"):
+        nd = subprocess.Popen([sys.executable, "-c", "import ctypes, sys, time\n"
+                               "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0\n"
+                               "print('ready', flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE, text=True)
+        try:
+            nd.stdout.readline()
+            nocap = ["setpriv", "--bounding-set", "-sys_ptrace"]
+            one(nd.pid, "is not dumpable (needs CAP_SYS_PTRACE)", wrap=lambda c: nocap + c)
+            yama = ("mount -t tmpfs lgyama /proc/sys/kernel && mkdir /proc/sys/kernel/yama && "
+                    "echo 1 > /proc/sys/kernel/yama/ptrace_scope && exec ")
+            one(nd.pid, "kernel.yama.ptrace_scope is 1 (only a parent may trace)",
+                wrap=lambda c: ["unshare", "-m", "sh", "-c", yama + " ".join(shlex.quote(x) for x in nocap + c)])
+            if any(l.endswith("libleakguard-agent.so") for l in maps(nd.pid)):
+                fail("the agent was loaded into a process that is not dumpable")
+        finally:
+            stop(nd)
     # already traced: this test seizes it
     p, prog = start_target("traced")
     try:
@@ -395,7 +419,8 @@ def case_errors():
         os.kill(tpid, signal.SIGKILL)
     finally:
         run.wait(timeout=60)
-    print("ok: no process, static, another user's, already traced, already recorded: one line each")
+    print("ok: no process, static, another user's, not dumpable without CAP_SYS_PTRACE, Yama ptrace_scope 1, "
+          "already traced, already recorded: one line each")
 
 
 def case_idle():
