@@ -416,7 +416,8 @@ static pid_t idle_caller(inj_t *s, const lgj_waitcheck_t *w) {
     if (rv != -512 /* ERESTARTSYS */ && rv != -516 /* ERESTART_RESTARTBLOCK */) continue;
     char why[160] = "";
     int ok = lgj_futex_waiter_safe(w, s->t[i].tid, why, sizeof why);
-    if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "futex waiter %d: %d %s\n", (int)s->t[i].tid, ok, why);
+    if (getenv("LG_INJECT_DEBUG"))
+      fprintf(stderr, "waiter %d (system call %ld): %d %s\n", (int)s->t[i].tid, (long)r.orig_rax, ok, why);
     if (ok == 1) return s->t[i].tid;
   }
   return 0;

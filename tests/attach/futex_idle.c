@@ -4,8 +4,11 @@
  * (tests/attach/attach_test.py, cases "futex" and "futex_loader"):
  *
  *   futex_idle OUT WAKE_S         a thread in pthread_cond_timedwait until WAKE_S after
- *                                 the start, another in sem_wait, main in pthread_join:
- *                                 a thread pool with nothing to do. The first then keeps
+ *                                 the start, another in sem_wait, main in
+ *                                 pthread_timedjoin_np (60 s): a thread pool with nothing
+ *                                 to do. The timed waits go on in restart_syscall once
+ *                                 the injector's first stop interrupted them, and the
+ *                                 injector takes the first thread it can, main. The first then keeps
  *                                 1 MiB every 0.25 s for 3 s (leak_futex) and posts the
  *                                 semaphore; OUT gets "waited S" (how long the timed
  *                                 wait lasted) and the program exits 0.
@@ -106,7 +109,10 @@ int main(int argc, char **argv) {
     pthread_t a, b;
     if (pthread_create(&a, NULL, timed, NULL) || pthread_create(&b, NULL, poster, NULL)) return 3;
     say(argv[1], "ready\n");
-    pthread_join(a, NULL);
+    struct timespec far;
+    clock_gettime(CLOCK_REALTIME, &far);
+    far.tv_sec += 60;
+    if (pthread_timedjoin_np(a, NULL, &far) != 0) return 5; /* a wait cut short: the thread is not done */
     pthread_join(b, NULL);
   }
   snprintf(line, sizeof line, "waited %.3f\n", waited);
