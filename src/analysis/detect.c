@@ -168,8 +168,8 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
   size_t k = fill_windows(pts, n, W, 0, fl, ce, tm, st);
   /* Snapshots missing for a while (a collector stopped or starved by a loaded machine)
    * leave windows empty; with fewer than 5 left the trend test has nothing to say,
-   * although each point still holds its floor (a point's minimum is that of the whole
-   * time since the point before). Windows of equal point counts then. */
+   * although the points there are all that is known of the floors (a decimated point
+   * even holds the minimum since the point before). Windows of equal point counts. */
   if (k < 5) k = fill_windows(pts, n, 5, 1, fl, ce, tm, st);
   W = k;
   out->windows = (int)W;
