@@ -50,8 +50,8 @@ typedef struct lgj_range {
   uintptr_t lo, hi;
 } lgj_range_t;
 typedef struct lgj_waitcheck {
-  lgj_range_t *libc, *ld, *unsafe; /* libc's and ld.so's mappings; libc functions no frame may be in */
-  int nlibc, nld, nunsafe;
+  lgj_range_t *ld, *unsafe; /* ld.so's mappings; the libc functions no frame may be in */
+  int nld, nunsafe;
   void *as; /* unw_addr_space_t */
 } lgj_waitcheck_t;
 /* Reads libc's symbols (libc_file: its path through /proc/PID/root, loaded at

@@ -155,9 +155,8 @@ int lgj_waitcheck_init(lgj_waitcheck_t *w, pid_t pid, const char *libc_file, uin
   symctx_t c = {w, libc_base, 0};
   int rc = lgj_elf_dynsyms(libc_file, on_sym, &c);
   if (rc == 0) rc = c.err;
-  if (rc == 0) rc = object_ranges(pid, "libc.so.6", &w->libc, &w->nlibc);
   if (rc == 0) rc = object_ranges(pid, "ld-linux-x86-64.so.2", &w->ld, &w->nld);
-  if (rc == 0 && (!w->nlibc || !w->nld || !w->nunsafe)) rc = -ENOENT;
+  if (rc == 0 && (!w->nld || !w->nunsafe)) rc = -ENOENT;
   if (rc == 0) {
     w->as = unw_create_addr_space(&_UPT_accessors, 0);
     if (!w->as) rc = -ENOMEM;
@@ -168,7 +167,6 @@ int lgj_waitcheck_init(lgj_waitcheck_t *w, pid_t pid, const char *libc_file, uin
 
 void lgj_waitcheck_free(lgj_waitcheck_t *w) {
   if (w->as) unw_destroy_addr_space((unw_addr_space_t)w->as);
-  free(w->libc);
   free(w->ld);
   free(w->unsafe);
   memset(w, 0, sizeof *w);
