@@ -398,7 +398,7 @@ static int in_safe_syscall(const struct user_regs_struct *r) {
 
 /* With every thread stopped: one waiting in such a call, or else one waiting in futex
  * (or in restart_syscall: a timed wait interrupted before) whose call stack shows no
- * allocator or loader frame and a wait of the program's own (inject_wait.c), or 0. */
+ * allocator, loader or libc-lock frame (inject_wait.c), or 0. */
 static pid_t idle_caller(inj_t *s, const lgj_waitcheck_t *w) {
   for (int i = 0; i < s->n; i++) {
     struct user_regs_struct r;
