@@ -487,13 +487,53 @@ static void read_str(inj_t *s, uintptr_t a, char *out, size_t n) {
   out[strnlen(out, n - 1)] = 0;
 }
 
+/* A thread of the target still traced by us that detach_all did not know: one that the
+ * agent's start created (its first stop not yet reported when every known thread was
+ * stopped). Left traced, it stops at its next ptrace event or signal and waits there
+ * for a tracer that never looks, until the CLI exits: under load, 1 attach in 10 left
+ * the agent's watcher so (seen stuck in clone3), and with it the Python module's setup
+ * (attach_python_holders). */
+static int traced_by_us(pid_t tid) {
+  long tp = 0;
+  return status_field(tid, "TracerPid", &tp) == 0 && tp == (long)getpid();
+}
+
+static void detach_stray(inj_t *s) {
+  char p[64];
+  snprintf(p, sizeof p, "/proc/%d/task", (int)s->pid);
+  for (int round = 0; round < 20; round++) {
+    DIR *d = opendir(p);
+    if (!d) return;
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      pid_t tid = (pid_t)atoi(e->d_name);
+      if (tid <= 0 || !traced_by_us(tid)) continue;
+      found++;
+      if (ptrace(PTRACE_DETACH, tid, NULL, NULL) == 0) continue; /* it was in a stop */
+      ptrace(PTRACE_INTERRUPT, tid, NULL, NULL);
+      double end = now_ms() + 500;
+      int st;
+      while (waitpid(tid, &st, __WALL | WNOHANG) == 0 && now_ms() < end) {
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+      }
+      ptrace(PTRACE_DETACH, tid, NULL, NULL);
+    }
+    closedir(d);
+    if (!found) return;
+  }
+}
+
 static void detach_all(inj_t *s) {
   (void)stop_all(s, now_ms() + 2000);
   for (int i = 0; i < s->n; i++) {
     thr_t *t = &s->t[i];
     if (t->gone) continue;
+    ptrace(PTRACE_SETOPTIONS, t->tid, NULL, NULL); /* no new thread is traced from here on */
     ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(long)t->sig);
   }
+  detach_stray(s);
 }
 
 int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t *res, char *why, size_t n) {
