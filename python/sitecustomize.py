@@ -32,10 +32,29 @@ def _leakguard_setup():
         leakguard._install_atexit()
     except Exception:
         pass
-    _leakguard_watch(leakguard)
+    _leakguard_watch(leakguard, os.environ[leakguard.ENV_DIR])
 
 
-def _leakguard_watch(lg):
+def _leakguard_attach(pydir, rundir, agent):
+    """`leakguard attach` runs this in a running Python process (docs/attach.md): the
+    agent it loaded has the main thread call it between two bytecodes, under the GIL,
+    with this file loaded as `_leakguard_site`. Imports the module from the CLI's module
+    directory, points it at the agent and the collector's directory (the environment of
+    a running process cannot be changed), then as under `leakguard run`: holders at
+    exit, and the watcher for the collector's requests. A second attach starts over."""
+    sys.path.insert(0, pydir)
+    try:
+        import leakguard
+    finally:
+        sys.path.remove(pydir)
+    if not leakguard._attach(rundir, agent):
+        raise RuntimeError("the agent is loaded but not recording")
+    leakguard._install_atexit()
+    leakguard._watch_stop()  # an earlier attach's watcher, ended at its detach
+    _leakguard_watch(leakguard, rundir)
+
+
+def _leakguard_watch(lg, d):
     """What the collector asks while the program runs: have the main thread explain who
     holds a site that began to grow (explain-PID.json: the collector writes it when a
     site is flagged and when its memory doubled), and tell the collector the process's
@@ -45,7 +64,6 @@ def _leakguard_watch(lg):
     two bytecodes. (A Python daemon thread here could hang CPython 3.9 at exit.)"""
     import json
 
-    d = os.environ[lg.ENV_DIR]
     state = {"seq": 0}
 
     def labels():
@@ -78,13 +96,16 @@ def _leakguard_watch(lg):
         lg.explain(req.get("stacks") or None, 64, -1, 0, True)
 
     def after_fork():
-        state["seq"] = 0
+        lg._watch_state["seq"] = 0
         lg._watch_after_fork()
 
-    import atexit
+    lg._watch_state = state
     lg._watch(look, labels)
-    atexit.register(lg._watch_stop)
-    os.register_at_fork(after_in_child=after_fork)
+    if not getattr(lg, "_watch_hooks", False):  # once, though attach may come again
+        import atexit
+        lg._watch_hooks = True
+        atexit.register(lg._watch_stop)
+        os.register_at_fork(after_in_child=after_fork)
 
 
 def _chain_next_sitecustomize():
@@ -104,6 +125,7 @@ def _chain_next_sitecustomize():
         sys.stderr.write("leakguard: the next sitecustomize failed: %r\n" % (e,))
 
 
-_leakguard_setup()
-_chain_next_sitecustomize()
-del _leakguard_setup, _chain_next_sitecustomize
+if __name__ == "sitecustomize":  # not when `leakguard attach` loads it as _leakguard_site
+    _leakguard_setup()
+    _chain_next_sitecustomize()
+    del _leakguard_setup, _chain_next_sitecustomize

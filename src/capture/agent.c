@@ -248,6 +248,21 @@ static int table_take(uintptr_t p, ent_t *out) {
   return 1;
 }
 
+/* Looks p up without removing it: 1 and *out when it is there (the Python module's
+ * holders, lg_block_site; never from a hook). */
+static int table_find(uintptr_t p, ent_t *out) {
+  if (!filter || !table_maybe(p)) return 0;
+  uint64_t h = hash_ptr(p);
+  stripe_t *s = &stripes[h & (STRIPES - 1)];
+  if (st_lock(s) != 0) return 0;
+  uint32_t i = (uint32_t)(h >> 8) & (STRIPE_CAP - 1);
+  while (s->e[i].key && s->e[i].key != p) i = (i + 1) & (STRIPE_CAP - 1);
+  int found = s->e[i].key == p;
+  if (found) *out = s->e[i];
+  st_unlock(s);
+  return found;
+}
+
 /* ------------------------------------------------------------------ accounting
  * (the counters as in preload.c: this thread's shard, shared shard when nested) */
 
@@ -680,6 +695,8 @@ static void detach(const char *why) {
   if (why) lgi_say("detached: ", why, "");
 }
 
+static void py_post(void);
+
 static void *watcher(void *arg) {
   (void)arg;
   lgi_tls.guard++; /* nothing this thread allocates is recorded */
@@ -687,6 +704,7 @@ static void *watcher(void *arg) {
   dl_iterate_phdr(adds_cb, &adds);
   atomic_store(&seen_adds, adds);
   for (;;) {
+    py_post(); /* a full pending-call queue: tried again at the next tick */
     struct pollfd q[2] = {{lgi_g.conn, POLLIN, 0}, {cli_pidfd, POLLIN, 0}};
     int conn_ok = lgi_fd_is(lgi_g.conn, lgi_g.conn_dev, lgi_g.conn_ino);
     if (!conn_ok) q[0].fd = -1;
@@ -726,6 +744,108 @@ static void atfork_child(void) {
   lgi_mm_lock_drop(); /* another thread may have held it at the fork */
 }
 
+/* ------------------------------------------------------------------ Python
+ * Holders after attach (docs/attach.md, "Python after attach"): the leakguard module is
+ * imported in the target by a pending call, which CPython runs in the main thread
+ * between two bytecodes, under the GIL. It is posted from the watcher thread, never from
+ * the stopped context: Py_AddPendingCall takes the interpreter's pending-call lock,
+ * which the stopped thread may hold. The module then looks the functions below up
+ * through this library's own handle (dlopen of its path with RTLD_NOLOAD): the injector
+ * loads it RTLD_LOCAL, so dlsym(RTLD_DEFAULT, ...) does not see them. */
+
+static char py_dir[256], py_moddir[1024], self_path[1024];
+static _Atomic int py_posted;
+
+/* A path that can go between double quotes in Python source as it is. */
+static int py_quotable(const char *s) {
+  if (!*s) return 0;
+  for (; *s; s++)
+    if (*s == '\'' || *s == '"' || *s == '\\' || (unsigned char)*s < 0x20) return 0;
+  return 1;
+}
+
+/* In the main thread, GIL held. Always 0: a pending call that returns -1 must leave an
+ * exception set, which would surface in the program. What fails is written to
+ * LG_FILE_PYBOOT in the collector's directory (the CLI prints it in one line). The code
+ * runs in a namespace of its own (exec), so __main__ gains no name. */
+static int py_boot(void *arg) {
+  (void)arg;
+  int (*run)(const char *, void *) = (int (*)(const char *, void *))dlsym(RTLD_DEFAULT, "PyRun_SimpleStringFlags");
+  if (!run || atomic_load(&stats.state) != 1) return 0;
+  static char code[4096];
+  int n = snprintf(code, sizeof code,
+                   "exec('''\n"
+                   "try:\n"
+                   "    import importlib.util as u\n"
+                   "    s = u.spec_from_file_location(\"_leakguard_site\", \"%s/sitecustomize.py\")\n"
+                   "    m = u.module_from_spec(s)\n"
+                   "    s.loader.exec_module(m)\n"
+                   "    m._leakguard_attach(\"%s\", \"%s\", \"%s\")\n"
+                   "except Exception as e:\n"
+                   "    try:\n"
+                   "        import os\n"
+                   "        with open(os.path.join(\"%s\", \"%s\" %% os.getpid()), \"w\") as f:\n"
+                   "            f.write(\"%%s: %%s\" %% (type(e).__name__, e))\n"
+                   "    except Exception:\n"
+                   "        pass\n"
+                   "''', {'__builtins__': __builtins__})\n",
+                   py_moddir, py_moddir, py_dir, self_path, py_dir, LG_FILE_PYBOOT);
+  if (n <= 0 || (size_t)n >= sizeof code) return 0;
+  lgi_tls.guard++; /* the module's import is leakguard's, not the program's */
+  (void)run(code, NULL);
+  lgi_tls.guard--;
+  return 0;
+}
+
+/* Watcher thread: once per attach, when the process runs a CPython the frame reader
+ * knows and the CLI gave the module's directory. */
+static void py_post(void) {
+  if (atomic_load(&py_posted) || !py_dir[0] || !py_moddir[0] || !self_path[0] || !lgi_python_active()) return;
+  int (*add)(int (*)(void *), void *) = (int (*)(int (*)(void *), void *))dlsym(RTLD_DEFAULT, "Py_AddPendingCall");
+  if (add && add(py_boot, NULL) == 0) atomic_store(&py_posted, 1);
+}
+
+/* What the module calls (src/python/api.c), as libleakguard.so's functions of the same
+ * names do under `leakguard run`. */
+LG_API int lg_recording(void) { return atomic_load(&recording) && atomic_load(&stats.state) == 1; }
+
+LG_API uint64_t leakguard_step(void) {
+  if (!lg_recording() || !lgi_g.hdr) return 0;
+  return atomic_fetch_add_explicit(&lgi_g.hdr->steps, 1, memory_order_release) + 1;
+}
+
+LG_API int lg_site_of(const void *block, uint32_t *site) {
+  ent_t e;
+  if (!block || !site || !lg_recording() || !table_find((uintptr_t)block, &e)) return -ENOENT;
+  *site = e.site;
+  return 0;
+}
+
+/* Headerless: the module asks the side table for a block's site and size instead of
+ * reading a header in front of the block. Exact addresses only, so any pointer may be
+ * asked (an object pymalloc placed in one of its arenas is simply not there). */
+LG_API int lg_agent_block(const void *block, uint32_t *site, uint64_t *size);
+LG_API int lg_agent_block(const void *block, uint32_t *site, uint64_t *size) {
+  ent_t e;
+  if (!block || !lg_recording() || !table_find((uintptr_t)block, &e)) return -ENOENT;
+  if (site) *site = e.site;
+  if (size) *size = e.size;
+  return 0;
+}
+
+LG_API void lg_program_held(int held) {
+  if (!lg_recording() || !lgi_g.hdr) return;
+  if (held) atomic_fetch_add(&lgi_g.hdr->held, 1);
+  else if (atomic_load(&lgi_g.hdr->held) > 0) atomic_fetch_sub(&lgi_g.hdr->held, 1);
+}
+
+LG_API int lg_pause_recording(int pause) {
+  lgi_tls_t *t = &lgi_tls;
+  if (pause) t->guard++;
+  else if (t->guard > 0) t->guard--;
+  return t->guard;
+}
+
 /* ------------------------------------------------------------------ start */
 
 static unsigned long long cfg_num(const char *cfg, const char *key, unsigned long long dflt) {
@@ -736,6 +856,19 @@ static unsigned long long cfg_num(const char *cfg, const char *key, unsigned lon
   int any = 0;
   for (; *p >= '0' && *p <= '9'; p++, any = 1) v = v * 10 + (unsigned)(*p - '0');
   return any ? v : dflt;
+}
+
+/* Copies the value of key (up to the line's end) into out; 0 when absent or too long. */
+static int cfg_str(const char *cfg, const char *key, char *out, size_t n) {
+  out[0] = 0;
+  const char *p = strstr(cfg, key);
+  if (!p) return 0;
+  p += strlen(key);
+  size_t k = strcspn(p, "\n");
+  if (k == 0 || k >= n) return 0;
+  memcpy(out, p, k);
+  out[k] = 0;
+  return 1;
 }
 
 static _Atomic int starting;
@@ -764,6 +897,7 @@ static void restart(void) {
   lgi_python_reset();
   lgi_mm_reset();
   cli_pidfd = -1;
+  atomic_store(&py_posted, 0);
   atomic_store(&detach_once, 0);
   atomic_fetch_add(&session, 1);
 }
@@ -807,6 +941,8 @@ LG_API uintptr_t lg_agent_start(const char *cfg) {
   lgi_g.depth = (uint32_t)depth;
   lgi_g.follow = 0;
   int cli = (int)cfg_num(cfg, "cli=", 0);
+  if (!cfg_str(cfg, "\ndir=", py_dir, sizeof py_dir) || !py_quotable(py_dir)) py_dir[0] = 0;
+  if (!cfg_str(cfg, "\npydir=", py_moddir, sizeof py_moddir) || !py_quotable(py_moddir)) py_moddir[0] = 0;
 
   /* the real functions: glibc's (another allocator in front of it is not supported) */
   void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
@@ -827,7 +963,12 @@ LG_API uintptr_t lg_agent_start(const char *cfg) {
     rc = 2;
     goto out;
   }
-  if (dladdr((void *)lg_agent_start, &di)) self_base = (uintptr_t)di.dli_fbase;
+  if (dladdr((void *)lg_agent_start, &di)) {
+    self_base = (uintptr_t)di.dli_fbase;
+    size_t k = di.dli_fname ? strlen(di.dli_fname) : 0;
+    if (k && k < sizeof self_path) memcpy(self_path, di.dli_fname, k + 1);
+    if (!py_quotable(self_path)) self_path[0] = 0;
+  }
   void *in_rtld = dlsym(RTLD_DEFAULT, "__tls_get_addr");
   if (in_rtld && dladdr(in_rtld, &di)) rtld_base = (uintptr_t)di.dli_fbase;
   struct link_map *lm = NULL;

@@ -171,6 +171,22 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
   return -1;
 }
 
+/* Why the leakguard module could not be set up in a Python target (written by the
+ * agent's bootstrap, src/capture/agent.c): one line; the recording itself goes on. */
+static void say_pyboot(const char *dir, pid_t pid) {
+  char path[PATH_MAX], name[64], line[512];
+  snprintf(name, sizeof name, LG_FILE_PYBOOT, (int)pid);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  size_t k = fread(line, 1, sizeof line - 1, f);
+  fclose(f);
+  unlink(path);
+  line[k] = 0;
+  line[strcspn(line, "\n")] = 0;
+  lgu_err("attach: no Python holders for process %d (the leakguard module: %s)", (int)pid, line);
+}
+
 static int attach(attach_opts_t *o) {
   char why[1024], agent[PATH_MAX], load[PATH_MAX], outbuf[PATH_MAX], dir[32] = "/tmp/leakguard-XXXXXX";
   if (lg_inject_check(o->pid, why, sizeof why) != 0) {
@@ -241,9 +257,20 @@ static int attach(attach_opts_t *o) {
   }
   uint64_t deadline = o->duration > 0 ? lgu_now_ns() + (uint64_t)(o->duration * 1e9) : 0;
   lgc_set_attached(col, o->pid, deadline);
-  char cfg[512];
-  snprintf(cfg, sizeof cfg, "sock=%s\nsample=%" PRIu64 "\ndepth=%ld\ncli=%d\nmmap=%d\n", lgc_socket_path(col),
-           o->sample, o->depth, (int)getpid(), !o->no_mmap);
+  /* A Python target imports the leakguard module from pydir and exchanges its files
+   * (holders, the collector's requests) through dir (docs/attach.md), which must then be
+   * its own when it runs as another user. */
+  char cfg[4096], pydir[PATH_MAX] = "";
+  struct stat tst;
+  char tproc[32];
+  snprintf(tproc, sizeof tproc, "/proc/%d", (int)o->pid);
+  if (stat(tproc, &tst) == 0 && tst.st_uid != geteuid() && chown(dir, tst.st_uid, tst.st_gid) != 0) {
+    /* no holders then, the recording goes on */
+  }
+  if (lg_find_python_dir(pydir, sizeof pydir) != 0) pydir[0] = 0;
+  int cl = snprintf(cfg, sizeof cfg, "sock=%s\nsample=%" PRIu64 "\ndepth=%ld\ncli=%d\nmmap=%d\ndir=%s\n",
+                    lgc_socket_path(col), o->sample, o->depth, (int)getpid(), !o->no_mmap, dir);
+  if (pydir[0] && cl > 0 && (size_t)cl < sizeof cfg) snprintf(cfg + cl, sizeof cfg - (size_t)cl, "pydir=%s\n", pydir);
   lg_inject_result_t res;
   if ((rc = lg_inject(o->pid, load, cfg, &res, why, sizeof why)) != 0) {
     lgu_err("attach: %s", why);
@@ -259,6 +286,7 @@ static int attach(attach_opts_t *o) {
   snprintf(v, sizeof v, "%.3f", res.all_stopped_ms);
   lgst_meta(db, "attach_stopped_ms", v);
   if (lgc_run(col) != 0) lgu_err("attach: out of memory in the collector; the recording may be incomplete");
+  say_pyboot(dir, o->pid);
   lg_agent_stats_t st;
   int have = lg_agent_read_stats(o->pid, res.stats_addr, &st) == 0;
   if (have) {

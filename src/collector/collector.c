@@ -140,6 +140,27 @@ uint64_t lgc_snapshot_interval_ns(const lgc_collector_t *c, uint64_t now) {
   return (uint64_t)(lgc_adaptive_interval_s((double)(now - c->t0) / 1e9) * 1e9);
 }
 
+/* How `leakguard attach` ends: at --duration or an interrupt, a Python process is first
+ * asked who holds its growing sites (an attached program does not exit, so no exit hook
+ * explains) and given FINAL_EXPLAIN_NS to answer; a second interrupt, or the process
+ * gone, ends it at once. */
+#define FINAL_EXPLAIN_NS 4000000000ULL
+static void attach_end(lgc_collector_t *c, uint64_t now) {
+  if (c->deadline_ns && now >= c->deadline_ns && !c->detach_req) c->detach_req = 1;
+  if (c->nprocs && !any_connected(c)) c->stop = 1;
+  if (!c->detach_req || c->stop) return;
+  if (!c->final_until) {
+    c->final_base = c->explains;
+    c->final_asked = c->detach_req == 1 ? lgc_explain_final(c) : 0;
+    c->final_until = now + (c->final_asked ? FINAL_EXPLAIN_NS : 0);
+  }
+  if (c->final_asked && now >= c->final_look) { /* the answers, without waiting for a snapshot */
+    lgc_ingest_holders(c);
+    c->final_look = now + 50000000ULL;
+  }
+  if (c->detach_req > 1 || now >= c->final_until || c->explains - c->final_base >= c->final_asked) c->stop = 1;
+}
+
 int lgc_run(lgc_collector_t *c) {
   sigset_t mask;
   lgc_signals(&mask);
@@ -201,7 +222,7 @@ int lgc_run(lgc_collector_t *c) {
         struct signalfd_siginfo si;
         while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
           if (si.ssi_signo == SIGCHLD) lgc_reap(c);
-          else if (c->attached && si.ssi_signo != SIGUSR1 && si.ssi_signo != SIGUSR2) c->stop = 1; /* detach */
+          else if (c->attached && si.ssi_signo != SIGUSR1 && si.ssi_signo != SIGUSR2) c->detach_req++; /* detach */
           else if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) {
             /* A guard signalling the processes of a cgroup reaches us too: it meant
              * the program, so pass it on (never fatal to the collector). */
@@ -215,7 +236,7 @@ int lgc_run(lgc_collector_t *c) {
       }
     }
     lgc_reap(c);
-    if (c->attached && ((c->deadline_ns && now >= c->deadline_ns) || (c->nprocs && !any_connected(c)))) c->stop = 1;
+    if (c->attached) attach_end(c, now);
     for (int i = 0; i < c->nprocs; i++) {
       lgc_proc_t *p = c->procs[i];
       lgc_read_reaped(c, p);

@@ -85,6 +85,10 @@ struct lgc_collector {
   int npending;
   int attached, stop; /* lgc_set_attached; stop: end the loop */
   uint64_t deadline_ns;
+  /* attach: detach asked for (1 by --duration or a first interrupt, 2 by a second);
+   * the final explanations asked of the Python processes, and until when to wait */
+  int detach_req, final_asked, final_base;
+  uint64_t final_until, final_look;
 };
 
 /* ---- collector.c */
@@ -144,6 +148,8 @@ void lgc_live_update(lgc_collector_t *c, double elapsed);
 /* ---- files.c */
 /* Ingests the holders-PID-N.json and labels-PID.json files of the private directory. */
 void lgc_ingest_holders(lgc_collector_t *c);
+/* ---- findings.c */
+int lgc_explain_final(lgc_collector_t *c);
 void lgc_remove_dir_files(const char *dir);
 
 #endif

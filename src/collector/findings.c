@@ -6,10 +6,12 @@
  * explanations that the Python module reads (docs/python.md).
  */
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collector/collector_impl.h"
 #include "leakguard.h" /* LG_ISOLATE_* */
@@ -202,11 +204,13 @@ static int wants_explain(const lgc_proc_t *p, int gi, uint64_t now) {
   return g->growing && age >= 1.0 && !(p->explained[gi] > 0 && g->live < 2 * p->explained[gi]);
 }
 
-static void request_explain(lgc_collector_t *c, lgc_proc_t *p, uint64_t now) {
-  if (!p->python || now - p->last_explain_ns < 1000000000ULL) return;
+/* all: every growing group now, whatever its age or the last request (detach). 1 when a
+ * request was written. */
+static int request_explain(lgc_collector_t *c, lgc_proc_t *p, uint64_t now, int all) {
+  if (!p->python || (!all && now - p->last_explain_ns < 1000000000ULL)) return 0;
   if ((uint32_t)p->sites.n > p->nexplained) {
     double *n = realloc(p->explained, (size_t)p->sites.n * sizeof *n);
-    if (!n) return;
+    if (!n) return 0;
     for (uint32_t i = p->nexplained; i < (uint32_t)p->sites.n; i++) n[i] = 0;
     p->explained = n;
     p->nexplained = (uint32_t)p->sites.n;
@@ -214,12 +218,12 @@ static void request_explain(lgc_collector_t *c, lgc_proc_t *p, uint64_t now) {
   cJSON *ids = NULL;
   int ok = 1, any = 0;
   for (int gi = 0; ok && gi < p->sites.n; gi++) {
-    if (!wants_explain(p, gi, now)) continue;
+    if (!(all ? p->sites.g[gi].growing : wants_explain(p, gi, now))) continue;
     if (!any++) ok = (ids = cJSON_CreateArray()) != NULL;
     for (uint32_t id = 2, k = 0; ok && id < p->sites.nstacks && k < 256; id++)
       if (p->sites.group_of[id] == gi) ok = lgc_json_push(ids, cJSON_CreateNumber(id)), k++;
   }
-  if (!any) return;
+  if (!any) return 0;
   cJSON *root = ok ? cJSON_CreateObject() : NULL;
   ok = root && cJSON_AddNumberToObject(root, "seq", p->explain_seq + 1);
   ok = lgc_json_put(ok ? root : NULL, "stacks", ids) && ok;
@@ -237,11 +241,29 @@ static void request_explain(lgc_collector_t *c, lgc_proc_t *p, uint64_t now) {
   free(text);
   /* asked: not again until its memory doubled; a request that could not be made
    * (out of memory) is made at the next tick */
-  if (!written) return;
+  if (!written) return 0;
   p->explain_seq++;
   p->last_explain_ns = now;
   for (int gi = 0; gi < p->sites.n; gi++)
-    if (wants_explain(p, gi, now)) p->explained[gi] = p->sites.g[gi].live > 1 ? p->sites.g[gi].live : 1;
+    if (all ? p->sites.g[gi].growing : wants_explain(p, gi, now))
+      p->explained[gi] = p->sites.g[gi].live > 1 ? p->sites.g[gi].live : 1;
+  return 1;
+}
+
+/* `leakguard attach` is about to detach: every Python process still connected is asked
+ * to explain all its growing sites now (the program goes on running, so no exit hook
+ * will). The number of processes asked. */
+int lgc_explain_final(lgc_collector_t *c) {
+  int asked = 0;
+  uint64_t now = lgu_now_ns();
+  for (int i = 0; i < c->nprocs; i++) {
+    lgc_proc_t *p = c->procs[i];
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" LG_FILE_PYBOOT, c->dir, p->m.pid);
+    if (access(path, F_OK) == 0) continue; /* the module could not be set up there */
+    if (!p->m.ended && p->m.conn >= 0) asked += request_explain(c, p, now, 1);
+  }
+  return asked;
 }
 
 /* The live results of every running process: the live view, guard hints, metrics,
@@ -307,7 +329,7 @@ void lgc_live_update(lgc_collector_t *c, double elapsed) {
     if (c->guard && proc_growth > 0) lgg_hint_growth(c->guard, p->m.pid, proc_growth);
     if (!sus_ok) cJSON_Delete(sus), sus = NULL;
     write_suspects(c, p, elapsed, sus);
-    request_explain(c, p, lgu_now_ns());
+    request_explain(c, p, lgu_now_ns(), 0);
   }
   uint64_t usage = c->limit_given ? (uint64_t)fr.rss_bytes : lgu_memory_usage();
   fr.usage = usage;

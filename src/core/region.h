@@ -393,6 +393,8 @@ _Static_assert(sizeof(lg_hello_t) == 288, "lg_hello_t layout");
 #define LG_FILE_EXPLAIN_TMP ".explain-%d.tmp"
 #define LG_FILE_HOLDERS_TMP ".holders-%d-%d.tmp"
 #define LG_FILE_LABELS_TMP ".labels-%d.tmp"
+/* module -> CLI (attach): why the leakguard module could not be set up in pid %d */
+#define LG_FILE_PYBOOT "pyboot-%d.err"
 /* The collector's socket in LG_ENV_DIR (its path goes to the recorder in LG_ENV_SOCK). */
 #define LG_FILE_SOCK "sock"
 #endif /* LG_REGION_H */

@@ -5,7 +5,8 @@
  * explanation (explain.c, blocks.c, cuda.c) both depend on it, not on each other.
  *
  * The module never links libleakguard: the functions are looked up with
- * dlsym(RTLD_DEFAULT, ...) at import; a missing recorder leaves them NULL.
+ * dlsym(RTLD_DEFAULT, ...) at import; a missing recorder leaves them NULL. After
+ * `leakguard attach`, leakguard._attach() looks them up again in the agent.
  */
 #include "python/lgpy.h"
 
@@ -18,21 +19,34 @@
 lgpy_api_t lgpy;
 uint64_t lgpy_steps;
 
-void lgpy_resolve_api(void) {
+void lgpy_resolve_api_in(void *h) {
   memset(&lgpy, 0, sizeof lgpy);
-  lgpy.step = (uint64_t(*)(void))dlsym(RTLD_DEFAULT, "leakguard_step");
-  lgpy.recording = (int (*)(void))dlsym(RTLD_DEFAULT, "lg_recording");
-  lgpy.site_of = (int (*)(const void *, uint32_t *))dlsym(RTLD_DEFAULT, "lg_site_of");
-  lgpy.tag_push = (int (*)(const char *))dlsym(RTLD_DEFAULT, "lg_tag_push");
-  lgpy.tag_pop = (void (*)(void))dlsym(RTLD_DEFAULT, "lg_tag_pop");
-  lgpy.tag_stats = (int (*)(int, lg_tag_stats_t *))dlsym(RTLD_DEFAULT, "lg_tag_stats");
-  lgpy.pause = (int (*)(int))dlsym(RTLD_DEFAULT, "lg_pause_recording");
-  lgpy.exiting = (void (*)(void))dlsym(RTLD_DEFAULT, "lg_exiting");
-  lgpy.held = (void (*)(int))dlsym(RTLD_DEFAULT, "lg_program_held");
+  lgpy.step = (uint64_t(*)(void))dlsym(h, "leakguard_step");
+  lgpy.recording = (int (*)(void))dlsym(h, "lg_recording");
+  lgpy.site_of = (int (*)(const void *, uint32_t *))dlsym(h, "lg_site_of");
+  lgpy.tag_push = (int (*)(const char *))dlsym(h, "lg_tag_push");
+  lgpy.tag_pop = (void (*)(void))dlsym(h, "lg_tag_pop");
+  lgpy.tag_stats = (int (*)(int, lg_tag_stats_t *))dlsym(h, "lg_tag_stats");
+  lgpy.pause = (int (*)(int))dlsym(h, "lg_pause_recording");
+  lgpy.exiting = (void (*)(void))dlsym(h, "lg_exiting");
+  lgpy.held = (void (*)(int))dlsym(h, "lg_program_held");
+  lgpy.block = (int (*)(const void *, uint32_t *, uint64_t *))dlsym(h, "lg_agent_block");
   lgpy.active = lgpy.step && lgpy.recording && lgpy.recording();
   const char *pm = getenv("PYTHONMALLOC");
   lgpy.pymalloc_is_malloc = pm && strcmp(pm, "malloc") == 0;
 }
+
+void lgpy_resolve_api(void) { lgpy_resolve_api_in(RTLD_DEFAULT); }
+
+static char dir_given[4096];
+
+const char *lgpy_dir(void) {
+  if (dir_given[0]) return dir_given;
+  const char *d = getenv(LG_ENV_DIR);
+  return d && *d ? d : NULL;
+}
+
+void lgpy_set_dir(const char *dir) { snprintf(dir_given, sizeof dir_given, "%s", dir ? dir : ""); }
 
 /* ------------------------------------------------------------------ suspects
  * The growing sites the collector wrote for this process (core/region.h's
@@ -41,8 +55,8 @@ PyObject *lgpy_read_suspects(void) { return lgpy_read_suspects_at(NULL); }
 
 PyObject *lgpy_read_suspects_at(double *t) {
   if (t) *t = -1;
-  const char *dir = getenv(LG_ENV_DIR);
-  if (!dir || !*dir) return PyList_New(0);
+  const char *dir = lgpy_dir();
+  if (!dir) return PyList_New(0);
   char path[4096];
   snprintf(path, sizeof path, "%s/" LG_FILE_SUSPECTS, dir, (int)getpid());
   FILE *f = fopen(path, "rb");

@@ -71,6 +71,13 @@ uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size)
   if (!lgpy.site_of || !block) return 0;
   uintptr_t a = (uintptr_t)block;
   if ((a & 15) || a < 4096 || in_image(a)) return 0;
+  if (lgpy.block) { /* attached: exact addresses in the agent's side table, no header */
+    uint32_t s = 0;
+    uint64_t size = 0;
+    if (lgpy.block(block, &s, &size) != 0 || s == 0 || size < min_size) return 0;
+    if (block_size) *block_size = (size_t)size;
+    return s;
+  }
   uintptr_t h = a - LG_BLK_HDR;
   long pg = 4096;
   lg_blk_t hdr;
@@ -95,7 +102,9 @@ uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size)
 }
 
 uint32_t lgpy_object_site(PyObject *o, size_t *size) {
-  if (!lgpy.pymalloc_is_malloc || !o) return 0;
+  /* With pymalloc, objects up to 512 bytes live in its arenas: only the side table of an
+   * attached process (exact addresses) can be asked about any object safely. */
+  if ((!lgpy.pymalloc_is_malloc && !lgpy.block) || !o) return 0;
   size_t pre = lgpy_preheader(o);
   size_t minsz = pre + sizeof(PyObject);
   size_t bs = 0;

@@ -346,8 +346,8 @@ static PyObject *chain_root_text(PyObject *chain) {
 }
 
 static int write_doc(PyObject *doc, char *path, size_t pathsz) {
-  const char *dir = getenv(LG_ENV_DIR);
-  if (!dir || !*dir) return 0;
+  const char *dir = lgpy_dir();
+  if (!dir) return 0;
   PyObject *json = PyImport_ImportModule("json");
   PyObject *kw = Py_BuildValue("{s:O}", "ensure_ascii", Py_False);
   PyObject *fn = json ? PyObject_GetAttrString(json, "dumps") : NULL;
@@ -494,7 +494,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
     size_t sz = 0;
     E.site[i] = lgpy_object_site(o, &sz);
     E.bytes[i] = sz;
-    if (lgpy.pymalloc_is_malloc) {
+    if (lgpy.pymalloc_is_malloc || lgpy.block) { /* malloc blocks, or exact addresses (attach) */
       const void *buf = NULL;
       size_t cap = 0;
       if (PyList_Check(o)) {

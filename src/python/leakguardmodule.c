@@ -140,7 +140,7 @@ static PyObject *py_explain(PyObject *self, PyObject *args, PyObject *kw) {
 #define EXIT_QUIET_S 1.5
 
 static PyObject *atexit_explain(PyObject *self, PyObject *unused) {
-  if (!active_now() || !getenv(LG_ENV_DIR)) Py_RETURN_NONE;
+  if (!active_now() || !lgpy_dir()) Py_RETURN_NONE;
   lgpy_cuda_torch_sample(); /* torch.cuda's last figures, before the teardown */
   /* the interpreter's finalisation, which frees every object, is teardown */
   if (lgpy.exiting) lgpy.exiting();
@@ -173,6 +173,25 @@ static PyObject *py_install_atexit(PyObject *self, PyObject *unused) {
   Py_DECREF(r);
   atexit_installed = 1;
   Py_RETURN_TRUE;
+}
+
+/* leakguard._attach(dir, agent): `leakguard attach` loaded its agent into this running
+ * process (docs/attach.md) and has this called from a pending call, under the GIL. The
+ * agent is loaded RTLD_LOCAL, so the recorder's functions are looked up in its own
+ * handle; the collector's directory is given, since the environment cannot be. The
+ * handle is kept: the agent is never unloaded. True when recording. */
+static PyObject *py_attach(PyObject *self, PyObject *args) {
+  const char *dir, *agent;
+  if (!PyArg_ParseTuple(args, "ss:_attach", &dir, &agent)) return NULL;
+  void *h = dlopen(agent, RTLD_NOW | RTLD_NOLOAD);
+  if (!h) {
+    PyErr_Format(PyExc_RuntimeError, "the agent %s is not loaded in this process", agent);
+    return NULL;
+  }
+  lgpy_resolve_api_in(h);
+  lgpy_set_dir(dir);
+  warned = 1; /* step() called before the attach said its line already, or needs none */
+  return PyBool_FromLong(active_now());
 }
 
 /* ------------------------------------------------------------------ test helpers */
@@ -268,6 +287,7 @@ static PyMethodDef methods[] = {
     {"cuda_memory", lgpy_cuda_memory, METH_NOARGS, /* src/python/cuda.c */
      "cuda_memory() -> dict: GPU memory per device (recorded, and torch.cuda's view)."},
     {"_install_atexit", py_install_atexit, METH_NOARGS, NULL},
+    {"_attach", py_attach, METH_VARARGS, NULL},
     {"_pause_this_thread", py_pause_this_thread, METH_NOARGS, NULL},
     {"_watch", lgpy_watch, METH_VARARGS, NULL}, /* src/python/watch.c */
     {"_watch_stop", lgpy_watch_stop, METH_NOARGS, NULL},
@@ -316,7 +336,7 @@ PyMODINIT_FUNC PyInit_leakguard(void) {
     return NULL;
   }
   /* Under the recorder, explain at exit (also for scripts that import us themselves). */
-  if (active_now() && getenv(LG_ENV_DIR)) {
+  if (active_now() && lgpy_dir()) {
     PyObject *r = py_install_atexit(m, NULL);
     if (!r) {
       Py_DECREF(m);

@@ -24,13 +24,20 @@ typedef struct lgpy_api {
   int (*pause)(int pause); /* lg_pause_recording */
   void (*exiting)(void);   /* lg_exiting */
   void (*held)(int held);  /* lg_program_held */
-  int active;              /* recorder loaded and recording in this process */
-  int pymalloc_is_malloc;  /* PYTHONMALLOC=malloc: Python objects are malloc blocks */
+  /* the attach agent's side table (lg_agent_block): blocks have no header there */
+  int (*block)(const void *block, uint32_t *site, uint64_t *size);
+  int active;             /* recorder loaded and recording in this process */
+  int pymalloc_is_malloc; /* PYTHONMALLOC=malloc: Python objects are malloc blocks */
 } lgpy_api_t;
 
 extern lgpy_api_t lgpy;
 /* Looks the entry points up (api.c); called once at import. */
 void lgpy_resolve_api(void);
+/* The same from one library's handle: the attach agent, loaded RTLD_LOCAL (_attach). */
+void lgpy_resolve_api_in(void *handle);
+/* The collector's directory: LEAKGUARD_DIR, or the one _attach was given. NULL if none. */
+const char *lgpy_dir(void);
+void lgpy_set_dir(const char *dir);
 /* step() calls seen by this module (leakguard.step). */
 extern uint64_t lgpy_steps;
 

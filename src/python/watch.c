@@ -91,6 +91,10 @@ static void *watch_main(void *unused) {
     while (!w.stop && pthread_cond_timedwait(&w.cv, &w.mu, &until) == 0) {}
     if (w.stop) break;
     pthread_mutex_unlock(&w.mu);
+    if (lgpy.recording && !lgpy.recording()) { /* detached (attach), or no longer followed */
+      pthread_mutex_lock(&w.mu);
+      break;
+    }
     int post;
     struct stat st;
     if (stat(w.path, &st) == 0 && (st.st_mtim.tv_sec != last.tv_sec || st.st_mtim.tv_nsec != last.tv_nsec)) {
@@ -111,8 +115,8 @@ static void *watch_main(void *unused) {
 
 /* Main thread, GIL held. 0, or -1 with an exception set. */
 static int watch_start(void) {
-  const char *dir = getenv(LG_ENV_DIR);
-  if (!dir || !*dir) return 0;
+  const char *dir = lgpy_dir();
+  if (!dir) return 0;
   char name[64];
   snprintf(name, sizeof name, LG_FILE_EXPLAIN, (int)getpid());
   if (snprintf(w.path, sizeof w.path, "%s/%s", dir, name) >= (int)sizeof w.path) return 0;

@@ -4,8 +4,8 @@
 
 usage: attach_test.py CASE --cli LEAKGUARD --target TARGET [--leaky LIB] [--static BIN] [--cycles N]
 
-Cases: cycles, got, kill_cli, fork, dlopen_lib, preattach, errors, python, idle, futex,
-futex_loader, metrics.
+Cases: cycles, got, kill_cli, fork, dlopen_lib, preattach, errors, python, python_holders,
+python_torch, idle, futex, futex_loader, metrics, guard.
 Every wait polls for a state with a generous deadline; nothing asserts a duration.
 """
 import argparse
@@ -510,6 +510,127 @@ def case_python():
     finally:
         stop(p)
     print("ok: the Python line at rank 1: %s" % site)
+
+
+PYHOLD = """
+import collections, threading, time
+class Session:
+    def __init__(self, sid):
+        self.sid = sid
+        self.buf = bytearray(6000)
+sessions = {}
+recent = collections.deque(maxlen=64)
+def serve(i):
+    sessions["s%d" % i] = Session(i)
+    recent.append(bytearray(6000))
+def worker():
+    while True:
+        recent.append(bytearray(3000))
+        time.sleep(0.002)
+threading.Thread(target=worker, daemon=True).start()
+open(PROG, "w").write("ready")
+i = 0
+while True:
+    serve(i)
+    i += 1
+    time.sleep(0.004)
+"""
+
+
+def holders_of(d, rank):
+    sus = {s["rank"]: s for s in d["suspects"]}
+    return sus[rank].get("holders") or []
+
+
+def case_python_holders():
+    """A pure-Python leak (a dict of sessions that never expires, beside a bounded deque
+    written by two threads), attached twice: each time the Python line at rank 1 and the
+    chain that holds it, found by the leakguard module the agent imported under the GIL;
+    after each detach the program runs on with no thread of ours."""
+    script = os.path.join(TMP, "pyhold.py")
+    ready = os.path.join(TMP, "pyready")
+    text = "PROG = %r\n" % ready + PYHOLD
+    with open(script, "w") as f:
+        f.write(text)
+    want = text.splitlines().index("        self.buf = bytearray(6000)") + 1
+    p = subprocess.Popen([sys.executable, script])
+    try:
+        wait_for(lambda: os.path.exists(ready), "the Python program")
+        for n in (1, 2):
+            db = os.path.join(TMP, "pyhold%d.db" % n)
+            r = attach(p.pid, db, 3)
+            if r.returncode != 0 or "no Python holders" in r.stderr:
+                fail("attach %d: rc %d %s" % (n, r.returncode, r.stderr))
+            d = report(db)
+            if not d["leaks"]:
+                fail("attach %d: no leak found:\n%s" % (n, r.stdout))
+            rank = d["leaks"][0]["suspects"][0]
+            site = {s["rank"]: s for s in d["suspects"]}[rank]["site"]
+            if site["function"].split(".")[-1] != "__init__" or not (site["file"] or "").endswith("pyhold.py") or site["line"] != want:
+                fail("attach %d: rank 1 is %s, not __init__ (pyhold.py:%d)" % (n, site, want))
+            hs = holders_of(d, rank)
+            chain = hs[0]["chain"] if hs else []
+            if len(chain) < 3 or chain[0] != "__main__.sessions (dict)" or ".buf" not in chain:
+                fail("attach %d: holders of rank 1: %s\n%s" % (n, hs, r.stdout))
+            if any("recent" in " ".join(h["chain"]) for s in d["suspects"] for h in (s.get("holders") or [])):
+                fail("attach %d: the bounded deque is a suspect: %s" % (n, d["suspects"]))
+            if p.poll() is not None:
+                fail("the interpreter died")
+            threads = wait_for(lambda: len(os.listdir("/proc/%d/task" % p.pid)) == 2 or None,
+                               "the program's own two threads alone after detach")
+            print("ok: attach %d: rank 1 %s:%d held by %s" % (n, site["file"], site["line"], " -> ".join(chain)))
+    finally:
+        stop(p)
+
+
+TORCHLEAK = """
+import time, torch
+history = []
+def step():
+    x = torch.randn(64, 256)
+    y = x * 2
+    history.append(y)
+open(PROG, "w").write("ready")
+while True:
+    step()
+    time.sleep(0.005)
+"""
+
+
+def case_python_torch():
+    """Debian's python3 with torch (installed by scripts/deps.sh): a list that keeps every
+    step's tensor, attached: the torch op's Python line at rank 1, held by the list."""
+    script = os.path.join(TMP, "tleak.py")
+    ready = os.path.join(TMP, "tready")
+    text = "PROG = %r\n" % ready + TORCHLEAK
+    with open(script, "w") as f:
+        f.write(text)
+    want = text.splitlines().index("    y = x * 2") + 1
+    p = subprocess.Popen(["/usr/bin/python3", script])
+    try:
+        wait_for(lambda: os.path.exists(ready) or p.poll() is not None, "the torch program", timeout=90)
+        if p.poll() is not None:
+            fail("the torch program ended (rc %s): is python3-torch installed?" % p.returncode)
+        db = os.path.join(TMP, "torch.db")
+        r = attach(p.pid, db, 4)
+        if r.returncode != 0 or "no Python holders" in r.stderr:
+            fail("rc %d %s" % (r.returncode, r.stderr))
+        d = report(db)
+        if not d["leaks"]:
+            fail("no leak found:\n" + r.stdout)
+        rank = d["leaks"][0]["suspects"][0]
+        site = {s["rank"]: s for s in d["suspects"]}[rank]["site"]
+        if site["function"] != "step" or not (site["file"] or "").endswith("tleak.py") or site["line"] != want:
+            fail("rank 1 is %s, not step (tleak.py:%d)" % (site, want))
+        hs = holders_of(d, rank)
+        if not hs or hs[0]["chain"][0] != "__main__.history (list)" or hs[0]["kind"] != "tensor" or \
+                not hs[0]["chain"][-1].startswith("Tensor(64\u00d7256"):
+            fail("holders of rank 1: %s\n%s" % (hs, r.stdout))
+        if p.poll() is not None:
+            fail("the interpreter died")
+        print("ok: torch: rank 1 tleak.py:%d held by %s" % (site["line"], " -> ".join(hs[0]["chain"])))
+    finally:
+        stop(p)
 
 
 def scrape(port):
