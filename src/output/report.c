@@ -676,6 +676,10 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
     if (lgr_row(st)) r->limit_source = lgr_dupstr(sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
   }
+  if (lgr_prepare(db, "SELECT 1 FROM meta WHERE key='attached_at'", -1, &st, NULL) == SQLITE_OK) {
+    r->attached = lgr_row(st);
+    sqlite3_finalize(st);
+  }
   return 0;
 }
 

@@ -189,6 +189,7 @@ typedef struct lgr_report {
   int nstartup;          /* sites that grew only under module imports (start-up, never a leak) */
   double startup_growth; /* their growth, bytes */
   char *limit_source;
+  int attached;    /* recorded by `leakguard attach`: times count from the attach */
   lgr_gpu_t *gpus; /* per process and device that used CUDA */
   int ngpus;
   char **cuda_notes; /* driver entry points passed through untracked */

@@ -221,7 +221,9 @@ static void print_leaks(FILE *f, const lgr_report_t *r) {
       fprintf(f, "\n");
       cJSON_Delete(h);
     }
-    if (!isnan(L->detected_after_s)) fprintf(f, "      flagged %.1fs after the process started\n", L->detected_after_s);
+    if (!isnan(L->detected_after_s))
+      fprintf(f, "      flagged %.1fs after %s\n", L->detected_after_s,
+              r->attached ? "recording began" : "the process started");
     else fprintf(f, "      found in the final analysis\n");
   }
 }
