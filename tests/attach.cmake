@@ -24,9 +24,17 @@ set(LGA_ARGS --cli $<TARGET_FILE:leakguard-cli> --target $<TARGET_FILE:attach_ta
 if(LG_SANITIZE)
   list(APPEND LGA_ARGS --cycles 1) # the sanitized CLI is slower: CI time
 endif()
-foreach(case cycles got kill_cli fork dlopen_lib mmap preattach errors python python_holders python_torch idle
-             futex futex_loader metrics guard)
+foreach(case cycles got kill_cli fork dlopen_lib mmap preattach errors python python_torch idle futex futex_loader
+             metrics guard)
   add_test(NAME attach_${case} COMMAND ${Python3_EXECUTABLE} ${LGA_ROOT}/tests/attach/attach_test.py ${case} ${LGA_ARGS})
   set_tests_properties(attach_${case} PROPERTIES TIMEOUT 120 LABELS "attach")
+endforeach()
+# Holders after attach on every CPython 3.9-3.13 found (src/python/interpreters.cmake;
+# a version absent here has no test, and the configure step says which were found).
+include(${CMAKE_SOURCE_DIR}/src/python/interpreters.cmake)
+foreach(m ${LG_PY_MINORS})
+  add_test(NAME attach_python_holders_3.${m} COMMAND ${Python3_EXECUTABLE} ${LGA_ROOT}/tests/attach/attach_test.py
+                                                     python_holders --python ${LG_PY_${m}_EXE} ${LGA_ARGS})
+  set_tests_properties(attach_python_holders_3.${m} PROPERTIES TIMEOUT 120 LABELS "attach;python")
 endforeach()
 add_dependencies(attach_target leakguard-cli)

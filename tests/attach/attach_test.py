@@ -543,7 +543,8 @@ def holders_of(d, rank):
 
 
 def case_python_holders():
-    """A pure-Python leak (a dict of sessions that never expires, beside a bounded deque
+    """On the interpreter --python names (tests/attach.cmake: each CPython 3.9-3.13 found):
+    a pure-Python leak (a dict of sessions that never expires, beside a bounded deque
     written by two threads), attached twice: each time the Python line at rank 1 and the
     chain that holds it, found by the leakguard module the agent imported under the GIL;
     after each detach the program runs on with no thread of ours."""
@@ -553,7 +554,7 @@ def case_python_holders():
     with open(script, "w") as f:
         f.write(text)
     want = text.splitlines().index("        self.buf = bytearray(6000)") + 1
-    p = subprocess.Popen([sys.executable, script])
+    p = subprocess.Popen([A.python, script])
     try:
         wait_for(lambda: os.path.exists(ready), "the Python program")
         for n in (1, 2):
@@ -792,6 +793,7 @@ def main():
     ap.add_argument("--idle")
     ap.add_argument("--futex")
     ap.add_argument("--cycles", type=int, default=3)
+    ap.add_argument("--python", default=sys.executable, help="the interpreter of the Python targets")
     A = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="lg-attach-") as d:
         TMP = d
