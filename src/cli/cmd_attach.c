@@ -172,19 +172,21 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
 }
 
 /* Why the leakguard module could not be set up in a Python target (written by the
- * agent's bootstrap, src/capture/agent.c): one line; the recording itself goes on. */
-static void say_pyboot(const char *dir, pid_t pid) {
+ * agent's bootstrap, src/capture/agent.c): one line; the recording itself goes on.
+ * 1 when said. */
+static int say_pyboot(const char *dir, pid_t pid) {
   char path[PATH_MAX], name[64], line[512];
   snprintf(name, sizeof name, LG_FILE_PYBOOT, (int)pid);
   snprintf(path, sizeof path, "%s/%s", dir, name);
   FILE *f = fopen(path, "r");
-  if (!f) return;
+  if (!f) return 0;
   size_t k = fread(line, 1, sizeof line - 1, f);
   fclose(f);
   unlink(path);
   line[k] = 0;
   line[strcspn(line, "\n")] = 0;
   lgu_err("attach: no Python holders for process %d (the leakguard module: %s)", (int)pid, line);
+  return 1;
 }
 
 static int attach(attach_opts_t *o) {
@@ -286,7 +288,10 @@ static int attach(attach_opts_t *o) {
   snprintf(v, sizeof v, "%.3f", res.all_stopped_ms);
   lgst_meta(db, "attach_stopped_ms", v);
   if (lgc_run(col) != 0) lgu_err("attach: out of memory in the collector; the recording may be incomplete");
-  say_pyboot(dir, o->pid);
+  if (!say_pyboot(dir, o->pid) && lgc_final_unanswered(col) && !o->quiet)
+    lgu_err("attach: no Python holders at the end for process %d: its main thread ran no Python code within "
+            "4 s (inside a long C call or a blocking wait)",
+            (int)o->pid);
   lg_agent_stats_t st;
   int have = lg_agent_read_stats(o->pid, res.stats_addr, &st) == 0;
   if (have) {

@@ -64,6 +64,10 @@ void lgc_set_attached(lgc_collector_t *c, int pid, uint64_t deadline_ns) {
   c->attached = 1;
   c->deadline_ns = deadline_ns;
 }
+int lgc_final_unanswered(const lgc_collector_t *c) {
+  int got = c->explains - c->final_base;
+  return c->final_asked > got ? c->final_asked - got : 0;
+}
 int lgc_child_status(const lgc_collector_t *c) { return c->child_status; }
 int lgc_nprocs(const lgc_collector_t *c) { return c->nprocs; }
 

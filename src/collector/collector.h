@@ -68,6 +68,9 @@ void lgc_set_child(lgc_collector_t *c, int pid);
  * a recorded program). The run ends at deadline_ns (CLOCK_MONOTONIC, 0: none), on
  * SIGINT/SIGTERM/SIGHUP/SIGQUIT (not passed on), or when every image has ended. */
 void lgc_set_attached(lgc_collector_t *c, int pid, uint64_t deadline_ns);
+/* After lgc_run of an attach: the Python processes asked for their holders at the end
+ * that did not answer in time (their main thread ran no Python code meanwhile). */
+int lgc_final_unanswered(const lgc_collector_t *c);
 /* The loop, until the run ends; then final snapshots, every symbolized stack stored.
  * 0 or -ENOMEM. */
 int lgc_run(lgc_collector_t *c);

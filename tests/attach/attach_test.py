@@ -5,7 +5,7 @@
 usage: attach_test.py CASE --cli LEAKGUARD --target TARGET [--leaky LIB] [--static BIN] [--cycles N]
 
 Cases: cycles, got, kill_cli, fork, dlopen_lib, preattach, errors, python, python_holders,
-python_torch, idle, futex, futex_loader, metrics, guard.
+python_blocked, python_torch, idle, futex, futex_loader, metrics, guard.
 Every wait polls for a state with a generous deadline; nothing asserts a duration.
 """
 import argparse
@@ -582,6 +582,52 @@ def case_python_holders():
             threads = wait_for(lambda: len(os.listdir("/proc/%d/task" % p.pid)) == 2 or None,
                                "the program's own two threads alone after detach")
             print("ok: attach %d: rank 1 %s:%d held by %s" % (n, site["file"], site["line"], " -> ".join(chain)))
+    finally:
+        stop(p)
+
+
+PYBLOCKED = """
+import threading, time
+keep = []
+def work():
+    while True:
+        keep.append(bytearray(8192))
+        time.sleep(0.003)
+threading.Thread(target=work, daemon=True).start()
+open(PROG, "w").write("ready")
+threading.Event().wait()
+"""
+
+
+def case_python_blocked():
+    """A Python program whose main thread waits forever (Event.wait) while another thread
+    leaks: the leak is found at its Python line; the holders, which only the main thread
+    explains, are missing, and the CLI says so in one line instead of waiting on."""
+    script = os.path.join(TMP, "pyblocked.py")
+    ready = os.path.join(TMP, "bready")
+    text = "PROG = %r\n" % ready + PYBLOCKED
+    with open(script, "w") as f:
+        f.write(text)
+    want = text.splitlines().index("        keep.append(bytearray(8192))") + 1
+    p = subprocess.Popen([sys.executable, script])
+    try:
+        wait_for(lambda: os.path.exists(ready), "the Python program")
+        db = os.path.join(TMP, "blocked.db")
+        r = attach(p.pid, db, 2)
+        if r.returncode != 0:
+            fail("rc %d %s" % (r.returncode, r.stderr))
+        lines = [ln for ln in r.stderr.splitlines() if "no Python holders" in ln]
+        if len(lines) != 1 or "main thread ran no Python code" not in lines[0]:
+            fail("the missing holders are not said in one line: %r" % r.stderr)
+        d = report(db)
+        if not d["leaks"]:
+            fail("no leak found:\n" + r.stdout)
+        site = {s["rank"]: s for s in d["suspects"]}[d["leaks"][0]["suspects"][0]]["site"]
+        if site["function"] != "work" or site["line"] != want:
+            fail("rank 1 is %s, not work (pyblocked.py:%d)" % (site, want))
+        if p.poll() is not None:
+            fail("the interpreter died")
+        print("ok: %s" % lines[0])
     finally:
         stop(p)
 
