@@ -482,27 +482,45 @@ while True:
 """
 
 
+def start_py(name, body, marker, python=None, timeout=30.0):
+    """Writes PROG (its ready file) and body to TMP/name.py and starts it under python
+    (this interpreter by default): the process, once ready, and the line number of
+    marker in the script."""
+    script = os.path.join(TMP, name + ".py")
+    ready = os.path.join(TMP, name + ".ready")
+    text = "PROG = %r\n" % ready + body
+    with open(script, "w") as f:
+        f.write(text)
+    want = text.splitlines().index(marker) + 1
+    p = subprocess.Popen([python or sys.executable, script])
+    try:
+        wait_for(lambda: os.path.exists(ready) or p.poll() is not None, "the Python program " + name, timeout)
+        if p.poll() is not None:
+            fail("the Python program %s ended (rc %s)" % (name, p.returncode))
+    except SystemExit:
+        stop(p)
+        raise
+    return p, want
+
+
+def leak_site(d, out):
+    """The rank and allocation site of the report's first leak."""
+    if not d["leaks"]:
+        fail("no leak found:\n" + out)
+    rank = d["leaks"][0]["suspects"][0]
+    return rank, {s["rank"]: s for s in d["suspects"]}[rank]["site"]
+
+
 def case_python():
     """A pure-Python leak in CPython 3.11 (this interpreter), attached: the Python line at
     rank 1."""
-    script = os.path.join(TMP, "pyleak.py")
-    ready = os.path.join(TMP, "pyready")
-    text = "PROG = %r\n" % ready + PYLEAK
-    with open(script, "w") as f:
-        f.write(text)
-    want = text.splitlines().index("    keep.append(bytearray(8192))") + 1
-    p = subprocess.Popen([sys.executable, script])
+    p, want = start_py("pyleak", PYLEAK, "    keep.append(bytearray(8192))")
     try:
-        wait_for(lambda: os.path.exists(ready), "the Python program")
         db = os.path.join(TMP, "py.db")
         r = attach(p.pid, db, 2.5)
         if r.returncode != 0:
             fail("rc %d %s" % (r.returncode, r.stderr))
-        d = report(db)
-        sus = {s["rank"]: s for s in d["suspects"]}
-        if not d["leaks"]:
-            fail("no leak found:\n" + r.stdout)
-        site = sus[d["leaks"][0]["suspects"][0]]["site"]
+        _, site = leak_site(report(db), r.stdout)
         if site["function"] != "grow" or not (site["file"] or "").endswith("pyleak.py") or site["line"] != want:
             fail("rank 1 is %s, not grow (pyleak.py:%d)" % (site, want))
         if p.poll() is not None:
@@ -548,25 +566,15 @@ def case_python_holders():
     written by two threads), attached twice: each time the Python line at rank 1 and the
     chain that holds it, found by the leakguard module the agent imported under the GIL;
     after each detach the program runs on with no thread of ours."""
-    script = os.path.join(TMP, "pyhold.py")
-    ready = os.path.join(TMP, "pyready")
-    text = "PROG = %r\n" % ready + PYHOLD
-    with open(script, "w") as f:
-        f.write(text)
-    want = text.splitlines().index("        self.buf = bytearray(6000)") + 1
-    p = subprocess.Popen([A.python, script])
+    p, want = start_py("pyhold", PYHOLD, "        self.buf = bytearray(6000)", python=A.python)
     try:
-        wait_for(lambda: os.path.exists(ready), "the Python program")
         for n in (1, 2):
             db = os.path.join(TMP, "pyhold%d.db" % n)
             r = attach(p.pid, db, 3)
             if r.returncode != 0 or "no Python holders" in r.stderr:
                 fail("attach %d: rc %d %s" % (n, r.returncode, r.stderr))
             d = report(db)
-            if not d["leaks"]:
-                fail("attach %d: no leak found:\n%s" % (n, r.stdout))
-            rank = d["leaks"][0]["suspects"][0]
-            site = {s["rank"]: s for s in d["suspects"]}[rank]["site"]
+            rank, site = leak_site(d, r.stdout)
             if site["function"].split(".")[-1] != "__init__" or not (site["file"] or "").endswith("pyhold.py") or site["line"] != want:
                 fail("attach %d: rank 1 is %s, not __init__ (pyhold.py:%d)" % (n, site, want))
             hs = holders_of(d, rank)
@@ -603,15 +611,8 @@ def case_python_blocked():
     """A Python program whose main thread waits forever (Event.wait) while another thread
     leaks: the leak is found at its Python line; the holders, which only the main thread
     explains, are missing, and the CLI says so in one line instead of waiting on."""
-    script = os.path.join(TMP, "pyblocked.py")
-    ready = os.path.join(TMP, "bready")
-    text = "PROG = %r\n" % ready + PYBLOCKED
-    with open(script, "w") as f:
-        f.write(text)
-    want = text.splitlines().index("        keep.append(bytearray(8192))") + 1
-    p = subprocess.Popen([sys.executable, script])
+    p, want = start_py("pyblocked", PYBLOCKED, "        keep.append(bytearray(8192))")
     try:
-        wait_for(lambda: os.path.exists(ready), "the Python program")
         db = os.path.join(TMP, "blocked.db")
         r = attach(p.pid, db, 2)
         if r.returncode != 0:
@@ -619,10 +620,7 @@ def case_python_blocked():
         lines = [ln for ln in r.stderr.splitlines() if "no Python holders" in ln]
         if len(lines) != 1 or "main thread ran no Python code" not in lines[0]:
             fail("the missing holders are not said in one line: %r" % r.stderr)
-        d = report(db)
-        if not d["leaks"]:
-            fail("no leak found:\n" + r.stdout)
-        site = {s["rank"]: s for s in d["suspects"]}[d["leaks"][0]["suspects"][0]]["site"]
+        _, site = leak_site(report(db), r.stdout)
         if site["function"] != "work" or site["line"] != want:
             fail("rank 1 is %s, not work (pyblocked.py:%d)" % (site, want))
         if p.poll() is not None:
@@ -649,26 +647,14 @@ while True:
 def case_python_torch():
     """Debian's python3 with torch (installed by scripts/deps.sh): a list that keeps every
     step's tensor, attached: the torch op's Python line at rank 1, held by the list."""
-    script = os.path.join(TMP, "tleak.py")
-    ready = os.path.join(TMP, "tready")
-    text = "PROG = %r\n" % ready + TORCHLEAK
-    with open(script, "w") as f:
-        f.write(text)
-    want = text.splitlines().index("    y = x * 2") + 1
-    p = subprocess.Popen(["/usr/bin/python3", script])
+    p, want = start_py("tleak", TORCHLEAK, "    y = x * 2", python="/usr/bin/python3", timeout=90)
     try:
-        wait_for(lambda: os.path.exists(ready) or p.poll() is not None, "the torch program", timeout=90)
-        if p.poll() is not None:
-            fail("the torch program ended (rc %s): is python3-torch installed?" % p.returncode)
         db = os.path.join(TMP, "torch.db")
         r = attach(p.pid, db, 4)
         if r.returncode != 0 or "no Python holders" in r.stderr:
             fail("rc %d %s" % (r.returncode, r.stderr))
         d = report(db)
-        if not d["leaks"]:
-            fail("no leak found:\n" + r.stdout)
-        rank = d["leaks"][0]["suspects"][0]
-        site = {s["rank"]: s for s in d["suspects"]}[rank]["site"]
+        rank, site = leak_site(d, r.stdout)
         if site["function"] != "step" or not (site["file"] or "").endswith("tleak.py") or site["line"] != want:
             fail("rank 1 is %s, not step (tleak.py:%d)" % (site, want))
         hs = holders_of(d, rank)
