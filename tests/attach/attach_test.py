@@ -5,7 +5,7 @@
 usage: attach_test.py CASE --cli LEAKGUARD --target TARGET [--leaky LIB] [--static BIN] [--cycles N]
 
 Cases: cycles, got, kill_cli, fork, dlopen_lib, preattach, errors, python, python_holders,
-python_blocked, python_torch, idle, futex, futex_loader, metrics, guard.
+python_blocked, python_torch, other_user, idle, futex, futex_loader, metrics, guard.
 Every wait polls for a state with a generous deadline; nothing asserts a duration.
 """
 import argparse
@@ -212,6 +212,42 @@ def case_got():
     finally:
         stop(p)
     print("ok: GOT slot patched into the agent, restored after Ctrl-C")
+
+
+def case_other_user():
+    """A process of another user (nobody) attached by root: the build tree may be closed to
+    that user (CI's checkout lies in a 0700 mktemp directory), so the agent is loaded from
+    a copy in the target's /tmp, and the collector's directory and socket are handed to
+    that user; the planted leak is found and the target runs on."""
+    d = tempfile.mkdtemp(prefix="lgattach-user-")
+    os.chmod(d, 0o777)
+    try:
+        exe = shutil.copy(A.target, d)
+        os.chmod(exe, 0o755)
+        prog = os.path.join(d, "prog")
+
+        def as_nobody():
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+        p = subprocess.Popen([exe, prog], preexec_fn=as_nobody)
+        try:
+            wait_for(lambda: progress(prog) is not None, "the target's first progress line")
+            r = attach(p.pid, os.path.join(TMP, "user.db"), 3)
+            if r.returncode != 0:
+                fail("rc %d %s" % (r.returncode, r.stderr))
+            agents = {ln.split()[-1] for ln in maps(p.pid) if "libleakguard-agent" in ln}
+            if agents != {"/tmp/libleakguard-agent-%d.so" % os.getuid()}:
+                fail("the agent was loaded from %s, not from the copy in /tmp" % agents)
+            funcs = leak_funcs(report(os.path.join(TMP, "user.db")))
+            if not funcs or funcs[0] != "leak_here":
+                fail("leaks %s, not leak_here first:\n%s" % (funcs, r.stdout))
+            runs_on(p, prog)
+        finally:
+            stop(p)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    print("ok: nobody's process attached by root, leak_here at rank 1, the agent from its /tmp")
 
 
 def case_kill_cli():
