@@ -60,11 +60,12 @@
  * 200 000 distinct 6-frame heads from libtorch's operator registrations: 3 frames
  * name the allocating function and its caller at a sixth of that. */
 #define LGI_PY_NATIVE 6
-#define LGI_PY_NATIVE_IMPORT 3
+#define LGI_PY_NATIVE_IMPORT 2
 /* The native head of a Python thread's allocation (native_head), verified like the
  * stack cache: the same return address and caller stack pointer, and each return
  * address still at its slot. */
 #define LGI_HEAD_ENTRIES 256
+#define LGI_HEAD_TRACE (LGI_PY_NATIVE + 16) /* the longest trace native_head asks for */
 typedef struct {
   uint64_t ra0, cfa0;
   uint32_t n, max;
@@ -86,6 +87,7 @@ struct lgi_unw_mem {
   uint64_t all[LG_MAX_DEPTH]; /* lgi_capture_all: the Python frames, then native ones */
   lgi_pyst_ent_t pyst[LGI_PYST_ENTRIES];
   lgi_head_ent_t head[LGI_HEAD_ENTRIES];
+  unsigned head_skip; /* native_head: frames up to and including ra0 in its trace, 0: not known */
 };
 
 /* Stack that an unwind needs below the frame that decides to unwind: libunwind's
@@ -387,9 +389,24 @@ static unsigned native_head(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintp
   ips[n++] = ra0;
   if (!unwind_enter(t)) return n;
   void **bt = m->bt;
-  int k = unw_backtrace(bt, LGI_PY_NATIVE + 8), i = 0;
-  unwind_leave(t);
+  /* The trace asks for no frame beyond the last one kept: each further frame is a
+   * lookup in libunwind's cache, and a frame it has not seen yet (code that runs once:
+   * an import's static constructors) costs a DWARF step of ~17 us with a dozen
+   * sigprocmask calls (BENCHMARKS.md, "Python start-up"). The recorder's own frames
+   * above ra0 number the same for a given hook; head_skip is the most seen so far,
+   * and a trace that stopped short of ra0 is asked again in full. */
+  int want = m->head_skip ? (int)(m->head_skip + max - 1) : LGI_PY_NATIVE + 8;
+  int k = unw_backtrace(bt, want), i = 0;
   while (i < k && (uintptr_t)bt[i] != ra0) i++;
+  if (i == k && k == want && want < LGI_HEAD_TRACE) {
+    want = LGI_HEAD_TRACE;
+    k = unw_backtrace(bt, want);
+    i = 0;
+    while (i < k && (uintptr_t)bt[i] != ra0) i++;
+  }
+  unwind_leave(t);
+  if (i < k && (unsigned)i + 1 > m->head_skip && i + 1 + LGI_PY_NATIVE <= LGI_HEAD_TRACE)
+    m->head_skip = (unsigned)i + 1;
   for (i++; i < k && n < max; i++) {
     ips[n++] = (uint64_t)(uintptr_t)bt[i];
     if (lgi_python_interp_frame((uintptr_t)bt[i])) break;
