@@ -373,6 +373,28 @@ static uint32_t probe(lg_region_hdr_t *h, uint64_t hash, const uint64_t *ips, un
   return 0;
 }
 
+/* The region is sparse: a page is memory once touched. Its bump-allocated sections
+ * (the counter chunks, 16 KiB each, and the frame arena) take new pages in order, each
+ * a page fault on a shared mapping, which costs 11-15 us in a virtual machine
+ * (BENCHMARKS.md, "Python start-up": `import torch` makes 4 600 chunks, 18 000 pages).
+ * An allocation that enters a new 256-KiB window of its section populates the next one
+ * in one system call (MADV_POPULATE_WRITE, Linux 5.14; older kernels refuse it and the
+ * pages fault in one by one as before). At most one window ahead is touched unused. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define LGI_POPULATE_WINDOW ((uint64_t)256 << 10)
+static void populate_ahead(lg_region_hdr_t *h, uint64_t section, uint64_t before, uint64_t after, uint64_t cap) {
+  if (before / LGI_POPULATE_WINDOW == after / LGI_POPULATE_WINDOW && before != 0) return;
+  uint64_t from = (after / LGI_POPULATE_WINDOW + 1) * LGI_POPULATE_WINDOW, len = LGI_POPULATE_WINDOW;
+  if (from >= cap) return;
+  if (from + len > cap) len = cap - from;
+  uintptr_t lo = ((uintptr_t)h + section + from) & ~(uintptr_t)4095; /* madvise wants a page */
+  int e = errno;
+  syscall(SYS_madvise, (void *)lo, (size_t)len, MADV_POPULATE_WRITE);
+  errno = e;
+}
+
 uint32_t lgi_stack_intern(const uint64_t *ips, unsigned depth, unsigned space) {
   return lgi_stack_intern_hashed(ips, depth, space, lgi_stack_hash(ips, depth, space));
 }
@@ -392,6 +414,7 @@ uint32_t lgi_stack_intern_hashed(const uint64_t *ips, unsigned depth, unsigned s
   lg_index_slot_t *slot;
   uint32_t id = probe(h, hash, ips, depth, space, &slot);
   if (id) return id;
+  uint64_t grew = 0; /* frames_used after this stack's frames, when it was stored */
   lgi_lock();
   id = probe(h, hash, ips, depth, space, &slot); /* someone may have inserted it */
   if (id) goto out;
@@ -411,12 +434,15 @@ uint32_t lgi_stack_intern_hashed(const uint64_t *ips, unsigned depth, unsigned s
   r->space = (uint8_t)space;
   r->device = (uint8_t)(space >> 8);
   atomic_store_explicit(&h->frames_used, fu + depth, memory_order_relaxed);
+  grew = fu + depth;
   atomic_store_explicit(&slot->id, n, memory_order_relaxed);
   atomic_store_explicit(&slot->hash, hash, memory_order_release);
   atomic_store_explicit(&h->nstacks, n + 1, memory_order_release);
   id = n;
 out:
   lgi_unlock();
+  if (grew) /* not under the lock: the system call takes ~0.4 ms */
+    populate_ahead(h, h->frames_off, (grew - depth) * sizeof *ips, grew * sizeof *ips, h->frames_cap * sizeof *ips);
   return id;
 }
 
@@ -475,6 +501,7 @@ lg_site_ctr_t *lgi_site_ctr(lgi_tls_t *t, uint32_t site) {
       return NULL;
     }
     uint64_t want = h->arena_off + a, z = 0;
+    populate_ahead(h, h->arena_off, a, a + bytes, h->arena_cap);
     /* Shard 0 is shared: another thread may have installed a chunk meanwhile. */
     if (__atomic_compare_exchange_n(&dir[c], &z, want, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) off = want;
     else off = z;
