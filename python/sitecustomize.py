@@ -61,9 +61,8 @@ def _leakguard_watch(lg, d):
     rank once torch.distributed knows it (labels-PID.json). The watcher is a native
     thread of the leakguard module (src/python/watch.c) that never takes the GIL: it
     stats the file every 0.1 s and has the main thread call look() or labels() between
-    two bytecodes. (A Python daemon thread here could hang CPython 3.9 at exit.)"""
-    import json
-
+    two bytecodes. (A Python daemon thread here could hang CPython 3.9 at exit.)
+    json is imported when a request comes: not in every program's start-up."""
     state = {"seq": 0}
 
     def labels():
@@ -78,6 +77,8 @@ def _leakguard_watch(lg, d):
             doc["local_rank"] = int(os.environ["LOCAL_RANK"])
         pid = os.getpid()
         tmp = os.path.join(d, lg.FILE_LABELS_TMP % pid)
+        import json
+
         with open(tmp, "w") as f:
             json.dump(doc, f)
         os.rename(tmp, os.path.join(d, lg.FILE_LABELS % pid))
@@ -85,6 +86,8 @@ def _leakguard_watch(lg, d):
 
     def look():
         path = os.path.join(d, lg.FILE_EXPLAIN % os.getpid())
+        import json
+
         try:
             with open(path) as f:
                 req = json.load(f)
@@ -112,14 +115,19 @@ def _chain_next_sitecustomize():
     here = os.path.dirname(os.path.realpath(__file__))
     rest = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
     try:
-        import importlib.machinery
-        import importlib.util
-        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+        # importlib.machinery and importlib.util are these two frozen modules, loaded at
+        # every start-up; importing the public names costs 15 more modules (recorded).
+        bootstrap = sys.modules.get("_frozen_importlib")
+        external = sys.modules.get("_frozen_importlib_external")
+        if bootstrap is None or external is None:
+            import importlib.machinery as external
+            import importlib.util as bootstrap
+        spec = external.PathFinder.find_spec("sitecustomize", rest)
         if spec is None or spec.loader is None:
             return
         if spec.origin and os.path.realpath(spec.origin) == os.path.realpath(__file__):
             return
-        mod = importlib.util.module_from_spec(spec)
+        mod = bootstrap.module_from_spec(spec)
         spec.loader.exec_module(mod)
     except Exception as e:
         sys.stderr.write("leakguard: the next sitecustomize failed: %r\n" % (e,))

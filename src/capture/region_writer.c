@@ -70,8 +70,8 @@ static uint64_t layout(lg_region_hdr_t *h, uint32_t stacks_cap, uint32_t depth, 
   uint64_t off = align64(sizeof(lg_region_hdr_t));
   h->stacks_cap = stacks_cap;
   h->index_cap = stacks_cap * 2;
-  h->index_off = off;
-  off = align64(off + (uint64_t)h->index_cap * sizeof(lg_index_slot_t));
+  h->index_off = off; /* every generation of the index, one after the other (index_at) */
+  off = align64(off + ((uint64_t)h->index_cap * 2 - (1u << LG_INDEX_MIN_LOG2)) * sizeof(lg_index_slot_t));
   h->stacks_off = off;
   off = align64(off + (uint64_t)stacks_cap * sizeof(lg_stack_rec_t));
   h->frames_off = off;
@@ -150,6 +150,44 @@ int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags) {
   return -(e ? e : ENOMEM);
 }
 
+/* ---- the stack index
+ *
+ * Open addressing over the stack records' hashes, probed without the lock. A slot's
+ * page is chosen by the hash, so the first stacks of a process touch a new page each:
+ * a page fault, 11-15 us in a virtual machine, and a 2-million-slot index (32 MiB) was
+ * 6 000 faults of `python3 -c pass`'s start-up alone (BENCHMARKS.md). The index starts
+ * at 2^14 slots and, under the lock, is rebuilt twice as large from the stack records
+ * when half full; the generation (hdr.index_gen) is published after the rebuild. A
+ * lookup that read an older generation finds what was there, or misses and goes to
+ * the locked path, which probes the current one. Old generations stay where they are
+ * (readers may still be in them): the section is twice the largest. */
+typedef struct {
+  lg_index_slot_t *ix;
+  uint32_t mask;
+} index_t;
+
+static index_t index_at(const lg_region_hdr_t *h, uint32_t gen) {
+  uint64_t before = ((uint64_t)1 << LG_INDEX_MIN_LOG2) * (((uint64_t)1 << gen) - 1); /* slots of gens < gen */
+  uint64_t cap = (uint64_t)1 << (LG_INDEX_MIN_LOG2 + gen);
+  if (cap > h->index_cap) cap = h->index_cap;
+  return (index_t){LG_PTR(h, h->index_off, lg_index_slot_t *) + before, (uint32_t)cap - 1};
+}
+
+static index_t index_cur(const lg_region_hdr_t *h) {
+  return index_at(h, atomic_load_explicit(&h->index_gen, memory_order_acquire));
+}
+
+/* Enters stack records 2..n-1 into the empty index x. */
+static void index_fill(const lg_region_hdr_t *h, index_t x, uint32_t n) {
+  const lg_stack_rec_t *r = LG_PTR(h, h->stacks_off, const lg_stack_rec_t *);
+  for (uint32_t id = 2; id < n; id++) {
+    uint32_t i = (uint32_t)r[id].hash & x.mask;
+    while (atomic_load_explicit(&x.ix[i].hash, memory_order_relaxed)) i = (i + 1) & x.mask;
+    atomic_store_explicit(&x.ix[i].id, id, memory_order_relaxed);
+    atomic_store_explicit(&x.ix[i].hash, r[id].hash, memory_order_relaxed);
+  }
+}
+
 /* Copies the used part of the region old into the empty mapping dst, section by
  * section, from the published counts: for when the memfd is no longer ours to read
  * (the program closed the descriptor, or reused its number), so SEEK_DATA cannot find
@@ -178,15 +216,7 @@ static void copy_used(lg_region_hdr_t *dst, const lg_region_hdr_t *old) {
   uint64_t used = atomic_load(&old->arena_used);
   CP(old->arena_off, used < old->arena_cap ? used : old->arena_cap);
 #undef CP
-  lg_index_slot_t *ix = LG_PTR(dst, dst->index_off, lg_index_slot_t *);
-  const lg_stack_rec_t *r = LG_PTR(dst, dst->stacks_off, const lg_stack_rec_t *);
-  uint32_t mask = dst->index_cap - 1;
-  for (uint32_t id = 2; id < n; id++) {
-    uint32_t i = (uint32_t)r[id].hash & mask;
-    while (atomic_load_explicit(&ix[i].hash, memory_order_relaxed)) i = (i + 1) & mask;
-    atomic_store_explicit(&ix[i].id, id, memory_order_relaxed);
-    atomic_store_explicit(&ix[i].hash, r[id].hash, memory_order_relaxed);
-  }
+  index_fill(dst, index_cur(dst), n);
 }
 
 /* The child's copy of the region is made by the parent, before the fork, while it
@@ -356,8 +386,9 @@ static int same_stack(lg_region_hdr_t *h, uint32_t id, const uint64_t *ips, unsi
 /* Probes the index; returns the id, or 0 if absent (then *slot_out is the empty slot). */
 static uint32_t probe(lg_region_hdr_t *h, uint64_t hash, const uint64_t *ips, unsigned depth, unsigned space,
                       lg_index_slot_t **slot_out) {
-  lg_index_slot_t *ix = LG_PTR(h, h->index_off, lg_index_slot_t *);
-  uint32_t mask = h->index_cap - 1;
+  index_t x = index_cur(h);
+  lg_index_slot_t *ix = x.ix;
+  uint32_t mask = x.mask;
   for (uint32_t i = (uint32_t)hash & mask, n = 0; n <= mask; i = (i + 1) & mask, n++) {
     uint64_t sh = atomic_load_explicit(&ix[i].hash, memory_order_acquire);
     if (sh == 0) {
@@ -420,6 +451,14 @@ uint32_t lgi_stack_intern_hashed(const uint64_t *ips, unsigned depth, unsigned s
   if (id) goto out;
   uint32_t n = atomic_load_explicit(&h->nstacks, memory_order_relaxed);
   uint64_t fu = atomic_load_explicit(&h->frames_used, memory_order_relaxed);
+  uint32_t gen = atomic_load_explicit(&h->index_gen, memory_order_relaxed);
+  index_t x = index_at(h, gen);
+  if (slot && (uint64_t)n * 2 > x.mask && x.mask + 1 < h->index_cap) {
+    /* half full: the next generation, twice as large, then this stack's slot there */
+    index_fill(h, index_at(h, gen + 1), n);
+    atomic_store_explicit(&h->index_gen, gen + 1, memory_order_release);
+    probe(h, hash, ips, depth, space, &slot);
+  }
   if (!slot || n >= h->stacks_cap || fu + depth > h->frames_cap || n * 2 > h->index_cap - 1) {
     id = LGI_STACK_OVERFLOW; /* attributed to the overflow site, and counted */
     atomic_fetch_add_explicit(&h->dropped, 1, memory_order_relaxed);

@@ -210,7 +210,7 @@ typedef struct lg_region_hdr {
 
   /* layout */
   uint64_t index_off;
-  uint32_t index_cap;
+  uint32_t index_cap;  /* the largest generation's slots (index_gen) */
   uint32_t stacks_cap; /* index_cap = 2*stacks_cap, power of 2 */
   uint64_t stacks_off;
   uint64_t frames_off;
@@ -256,7 +256,10 @@ typedef struct lg_region_hdr {
    * the observer made is not the program's: the collector takes no snapshot or live
    * tick of a held process. */
   _Atomic uint32_t held;
-  uint32_t held_pad;
+  /* The stack index's generation (the recorder's alone; region_writer.c index_at):
+   * generation g holds 2^(LG_INDEX_MIN_LOG2 + g) slots, at most index_cap, after the
+   * generations before it in the index section. Was padding: 0 is the first one. */
+  _Atomic uint32_t index_gen;
   /* version 6: the isolated calls this process made (lg_isolate_call, docs/isolate.md),
    * for the collector's Prometheus endpoint: calls by outcome (the LG_ISOLATE_* codes),
    * and the children's peak memory growth in buckets (<= 1, 4, 16, 64, 256 MiB, 1, 4
@@ -283,6 +286,7 @@ typedef void (*lg_region_isolate_note_fn)(int code, int bucket, uint64_t peak);
 void lg_region_isolate_note(int code, int bucket, uint64_t peak); /* in libleakguard.so only */
 
 /* Stack index slot: hash (0 = empty) and the stack id once published (0 = pending). */
+#define LG_INDEX_MIN_LOG2 14 /* the first generation of the stack index: 16 384 slots */
 typedef struct lg_index_slot {
   _Atomic uint64_t hash;
   _Atomic uint32_t id;

@@ -2,11 +2,38 @@
 # leakguard.isolated / leakguard.run_isolated (issue #15, docs/isolate.md).
 # Compiled into the extension (src/python/python.cmake) and run in the module's
 # namespace at import: _isolate_call (src/python/isolate.c) is the C half.
-import functools as _functools
-import pickle as _pickle
-import threading as _threading
-import traceback as _traceback
-import weakref as _weakref
+
+
+class _Lazy:
+    """A module imported on its first use. Every Python program under the recorder
+    imports leakguard (python/sitecustomize.py), and so runs this file: importing
+    pickle, threading, traceback, functools and weakref here made 40 more modules,
+    recorded, 60-80 ms of every such program's start-up (BENCHMARKS.md)."""
+
+    def __init__(self, name):
+        self._name = name
+        self._mod = None
+
+    def __getattr__(self, attr):
+        if self._mod is None:
+            self._mod = __import__(self._name)
+        return getattr(self._mod, attr)
+
+
+def _ready():
+    """Imports them in the caller, before it forks: an isolated child cannot open the
+    modules' files (its system calls are filtered), and a fork may find another thread
+    inside an import."""
+    for m in (_functools, _pickle, _threading, _traceback, _weakref):
+        if m._mod is None:
+            m._mod = __import__(m._name)
+
+
+_functools = _Lazy("functools")
+_pickle = _Lazy("pickle")
+_threading = _Lazy("threading")
+_traceback = _Lazy("traceback")
+_weakref = _Lazy("weakref")
 
 
 class MemoryBudgetExceeded(MemoryError):
@@ -156,6 +183,7 @@ def run_isolated(fn, *args, max_rss=None, timeout=None, allow=(), budget="auto",
     cgroup of the child's own where the hierarchy allows, else by polling its RSS:
     budget='auto', 'cgroup' or 'rss') and a timeout (seconds); returns its (pickled)
     result or re-raises its exception here."""
+    _ready()
     mask = _allow_mask(allow)
     size = _parse_size(max_rss)
     t = float(timeout) if timeout else 0.0
@@ -168,11 +196,11 @@ def run_isolated(fn, *args, max_rss=None, timeout=None, allow=(), budget="auto",
     return _outcome(_isolate_call(child, size, t, mask, by))
 
 
-_pools = _weakref.WeakSet()
+_pools = []  # [weakref.WeakSet()] once a pool was made
 
 
 def _close_pools():
-    for p in list(_pools):
+    for p in list(_pools[0] if _pools else ()):
         p.close()
 
 
@@ -193,6 +221,7 @@ class IsolatedPool:
     Use it as a context manager or close() it; pools still open are closed at exit."""
 
     def __init__(self, size=4, *, handler=None, max_rss=None, timeout=None, allow=(), reuse=1, budget="auto"):
+        _ready()
         size = int(size)
         reuse = int(reuse)
         if size < 1 or size > 1024:
@@ -217,7 +246,9 @@ class IsolatedPool:
 
         self._cap = _isolate_pool_new(dispatch, size, nbytes, t, mask, reuse, by)
         self._lock = _threading.Lock()
-        _pools.add(self)
+        if not _pools:
+            _pools.append(_weakref.WeakSet())
+        _pools[0].add(self)
 
     def call(self, fn, *args, **kwargs):
         """fn(*args, **kwargs) in a pooled child: its result, or its exception raised."""
@@ -246,7 +277,8 @@ class IsolatedPool:
             cap, self._cap = self._cap, None
         if cap is not None:
             _isolate_pool_free(cap)
-        _pools.discard(self)
+        if _pools:
+            _pools[0].discard(self)
 
     def __enter__(self):
         return self
@@ -268,6 +300,7 @@ def isolated(fn=None, *, max_rss=None, timeout=None, allow=(), budget="auto", po
     isolated(max_rss=...)(fn)(*args). pool=N: calls go to a pool of N pre-forked
     children (IsolatedPool), made at the first call: warm the process up before it;
     reuse=K: a pooled child serves up to K calls."""
+    _ready()
     _allow_mask(allow)
     _parse_size(max_rss)
     _budget_by(budget)
