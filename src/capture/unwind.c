@@ -57,8 +57,9 @@
  * importlib's (C code that the import machinery called: an extension module's
  * initialisation, the static constructors of the libraries it loads). Those run once,
  * are start-up by definition (docs/detection.md), and `import torch` alone reaches
- * 200 000 distinct 6-frame heads from libtorch's operator registrations: 3 frames
- * name the allocating function and its caller at a sixth of that. */
+ * 200 000 distinct 6-frame heads from libtorch's operator registrations. 2 frames
+ * (the allocator's caller and its caller) cost no DWARF step for code whose caller
+ * libunwind has seen; a third was a step of ~17 us per new path (BENCHMARKS.md). */
 #define LGI_PY_NATIVE 6
 #define LGI_PY_NATIVE_IMPORT 2
 /* The native head of a Python thread's allocation (native_head), verified like the
