@@ -213,7 +213,13 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
 
   /* 3./4. the verdict. */
   int trending = tau >= 0.5 && p < 0.05 && slope > 0;
-  int still_growing = late_growth > 0 && slope_late > 0.2 * slope;
+  /* Still growing: the late half's own slope, against the whole run's and against the
+   * early half's growth. The second test is the plateau rule below: a curve that rose
+   * in one burst and then stayed level (a bounded deque of 16 tensors filled in 0.3 s
+   * of a 6-s run) has a whole-run slope that the burst inflates, and a late half whose
+   * floors drift by a block or two (the 17th tensor caught alive or not) could pass
+   * the first test alone: CI, python_ok_detached, late growth 11 % of the early. */
+  int still_growing = late_growth > 0 && slope_late > 0.2 * slope && late_growth > 0.2 * early_growth;
   int big_enough = total_growth >= min_growth && total_growth > 3 * noise;
   out->leak = trending && still_growing && big_enough;
   /* 5. Kept, not given back. Memory that a leak holds is never freed again: a site whose
