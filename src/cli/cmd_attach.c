@@ -336,6 +336,10 @@ static int attach(attach_opts_t *o) {
   snprintf(v, sizeof v, "%.3f", res.all_stopped_ms);
   lgst_meta(db, "attach_stopped_ms", v);
   if (lgc_run(col) != 0) lgu_err("attach: out of memory in the collector; the recording may be incomplete");
+  double gone = lgc_attach_gone_s(col);
+  if (gone >= 0)
+    lgu_err("attach: process %d ended %.1f s after the recording began; the report covers it until then", (int)o->pid,
+            gone);
   if (!say_pyboot(dir, o->pid) && lgc_final_unanswered(col) && !o->quiet)
     lgu_err("attach: no Python holders at the end for process %d: its main thread ran no Python code within "
             "4 s (inside a long C call or a blocking wait)",

@@ -202,6 +202,8 @@ typedef struct inj {
   int mode;     /* 0: stopping everything (stops stay), 1: running (hits stay), 2: calling */
   pid_t caller; /* the thread running our calls (0: none) */
   int call_done;
+  pid_t kids[64]; /* fork children auto-attached and not yet let go (detach_all waits for them) */
+  int nkids;
   char *why;
   size_t whylen;
 } inj_t;
@@ -251,6 +253,8 @@ static void on_event(inj_t *s, pid_t tid, int st) {
                * breakpoints even when the parent's are gone), let it go */
       for (int i = 0; i < 2; i++) poke_word(tid, s->bp[i], s->orig[i]);
       ptrace(PTRACE_DETACH, tid, NULL, NULL);
+      for (int i = 0; i < s->nkids; i++)
+        if (s->kids[i] == tid) s->kids[i--] = s->kids[--s->nkids];
       return;
     }
   }
@@ -261,6 +265,7 @@ static void on_event(inj_t *s, pid_t tid, int st) {
      * detached when its first stop arrives, or freed with us if that comes late */
     unsigned long child = 0;
     if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &child) == 0 && child > 0) {
+      if (s->nkids < (int)(sizeof s->kids / sizeof *s->kids)) s->kids[s->nkids++] = (pid_t)child;
       char mp[64];
       snprintf(mp, sizeof mp, "/proc/%lu/mem", child);
       int fd = open(mp, O_RDWR | O_CLOEXEC);
@@ -525,6 +530,42 @@ static void detach_stray(inj_t *s) {
   }
 }
 
+/* Fork children whose first stop had not come when the threads were detached: each is
+ * traced by us and held in that stop until we let it go. Left so, the thread that forked
+ * it waits for it for the whole recording, and the collector's wait(2) would see its
+ * stops. Its stop comes soon (the kernel queues it at the fork): wait for it, give the
+ * original bytes back, detach. */
+static void detach_kids(inj_t *s) {
+  for (int i = 0; i < s->nkids; i++) {
+    pid_t k = s->kids[i];
+    double end = now_ms() + 1000;
+    int st;
+    pid_t w;
+    while ((w = waitpid(k, &st, __WALL | WNOHANG)) == 0 && now_ms() < end) {
+      struct timespec ts = {0, 200000};
+      nanosleep(&ts, NULL);
+    }
+    if (w != k || !WIFSTOPPED(st)) continue; /* gone, or not ours any more */
+    for (int j = 0; j < 2; j++) poke_word(k, s->bp[j], s->orig[j]);
+    ptrace(PTRACE_DETACH, k, NULL, NULL);
+  }
+  s->nkids = 0;
+  /* A fork under way while its thread was detached: the child is ours, but its parent's
+   * event never came. Any stopped tracee left is such a child (we trace nothing else);
+   * waitid(WSTOPPED) sees only stops, never consuming another child's exit. */
+  for (int round = 0; round < 64; round++) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_ALL, 0, &si, WSTOPPED | WNOHANG | WNOWAIT | __WALL) != 0 || si.si_pid <= 0) break;
+    pid_t k = si.si_pid;
+    int st;
+    if (waitpid(k, &st, __WALL | WNOHANG) != k) break;
+    if (tgid_of(k) != s->pid) /* not a thread of the target that detach_stray missed */
+      for (int j = 0; j < 2; j++) poke_word(k, s->bp[j], s->orig[j]);
+    ptrace(PTRACE_DETACH, k, NULL, NULL);
+  }
+}
+
 static void detach_all(inj_t *s) {
   (void)stop_all(s, now_ms() + 2000);
   for (int i = 0; i < s->n; i++) {
@@ -534,6 +575,7 @@ static void detach_all(inj_t *s) {
     ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(long)t->sig);
   }
   detach_stray(s);
+  detach_kids(s);
 }
 
 int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t *res, char *why, size_t n) {

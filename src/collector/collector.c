@@ -69,6 +69,7 @@ int lgc_final_unanswered(const lgc_collector_t *c) {
   return c->final_asked > got ? c->final_asked - got : 0;
 }
 int lgc_child_status(const lgc_collector_t *c) { return c->child_status; }
+double lgc_attach_gone_s(const lgc_collector_t *c) { return c->gone_ns ? (double)(c->gone_ns - c->t0) / 1e9 : -1; }
 int lgc_nprocs(const lgc_collector_t *c) { return c->nprocs; }
 
 void lgc_free(lgc_collector_t *c) {
@@ -151,7 +152,10 @@ uint64_t lgc_snapshot_interval_ns(const lgc_collector_t *c, uint64_t now) {
 #define FINAL_EXPLAIN_NS 4000000000ULL
 static void attach_end(lgc_collector_t *c, uint64_t now) {
   if (c->deadline_ns && now >= c->deadline_ns && !c->detach_req) c->detach_req = 1;
-  if (c->nprocs && !any_connected(c)) c->stop = 1;
+  if (c->nprocs && !any_connected(c)) {
+    if (!c->detach_req && !c->gone_ns) c->gone_ns = now;
+    c->stop = 1;
+  }
   if (!c->detach_req || c->stop) return;
   if (!c->final_until) {
     c->final_base = c->explains;

@@ -71,6 +71,9 @@ void lgc_set_attached(lgc_collector_t *c, int pid, uint64_t deadline_ns);
 /* After lgc_run of an attach: the Python processes asked for their holders at the end
  * that did not answer in time (their main thread ran no Python code meanwhile). */
 int lgc_final_unanswered(const lgc_collector_t *c);
+/* After lgc_run of an attach: seconds from the collector's start to when the process
+ * ended before the recording's end (--duration, interrupt), else -1. */
+double lgc_attach_gone_s(const lgc_collector_t *c);
 /* The loop, until the run ends; then final snapshots, every symbolized stack stored.
  * 0 or -ENOMEM. */
 int lgc_run(lgc_collector_t *c);

@@ -88,6 +88,7 @@ struct lgc_collector {
   /* attach: detach asked for (1 by --duration or a first interrupt, 2 by a second);
    * the final explanations asked of the Python processes, and until when to wait */
   int detach_req, final_asked, final_base;
+  uint64_t gone_ns; /* attach: when every recorded image had ended (0: they had not) */
   uint64_t final_until, final_look;
 };
 

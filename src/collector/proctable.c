@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -316,6 +317,15 @@ void lgc_reap(lgc_collector_t *c) {
   int st;
   pid_t pid;
   while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+    /* Only an end ends a process. A stop reaches us only from a process we trace (no
+     * WUNTRACED here): one that `attach`'s injector left traced. inject.c lets every
+     * one go; this is the guard. Taken for an exit, such a stop would end the
+     * recording of a running target; left alone, the process would stay stopped. */
+    if (WIFSTOPPED(st)) {
+      ptrace(PTRACE_DETACH, pid, NULL, NULL);
+      continue;
+    }
+    if (WIFCONTINUED(st)) continue;
     lgc_proc_t *p = lgc_find_proc(c, pid, 0);
     if (p) set_status(c, p, st);
     if (pid == c->child) {

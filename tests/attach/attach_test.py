@@ -283,18 +283,24 @@ def case_fork():
     p, prog = start_target("fork", env={"ATTACH_FORK": "1"})
     try:
         db = os.path.join(TMP, "fork.db")
+        t0 = time.monotonic()
         r = attach(p.pid, db, 3)
+        took = time.monotonic() - t0
         if r.returncode != 0:
             fail("rc %d %s" % (r.returncode, r.stderr))
         time.sleep(0.3)
+        # first what ended early: a target gone ends the recording at once (CI saw the
+        # attach return after 0.75 s with an empty report)
+        if p.poll() is not None:
+            fail("the target died (status %d) %.2f s into a 3-s attach: %s" % (p.returncode, took, r.stderr))
         if os.path.exists(prog + ".forkfail"):
             with open(prog + ".forkfail") as f:
                 fail("a fork child failed: " + f.read())
+        if "ended" in r.stderr:
+            fail("the recording ended early (%.2f s): %s" % (took, r.stderr))
         funcs = leak_funcs(report(db))
         if not funcs or funcs[0] != "leak_here":
-            fail("rank 1 is not leak_here: %s" % funcs)
-        if p.poll() is not None:
-            fail("the target died")
+            fail("rank 1 is not leak_here: %s (attach took %.2f s; stderr: %s)" % (funcs, took, r.stderr))
     finally:
         stop(p)
     print("ok: fork children ran through, the leak found")
