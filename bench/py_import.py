@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""`import torch` under leakguard (issue #12): the whole process recorded in full mode and
-sampled, against the same interpreter bare, interleaved, median of REPS; the database's
+"""`import torch` under leakguard (issue #12): the whole process recorded in full mode (its
+imports sampled, the default; and recorded in full too, `--import-sample 0`) and sampled,
+against the same interpreter bare, interleaved, median of REPS; the database's
 size; and how long after the target's exit the report is ready (the collector's
 processes.end_ns, CLOCK_MONOTONIC, against this script's clock when `leakguard run`
 returns: the final snapshot, the last symbols and the whole report).
@@ -27,6 +28,9 @@ modes = {
     "bare": [py, "-c", code],
     "bare, PYTHONMALLOC=malloc": ["env", "PYTHONMALLOC=malloc", py, "-c", code],
     "full": [lg, "run", "-q", "-o", os.path.join(tmp, "full.db"), "--", py, "-c", code],
+    # imports recorded in full too (the default before imports were sampled)
+    "full, --import-sample 0": [lg, "run", "-q", "--import-sample", "0", "-o", os.path.join(tmp, "full0.db"), "--",
+                                py, "-c", code],
     "sampled 512K": [lg, "run", "-q", "-s", "512K", "-o", os.path.join(tmp, "sampled.db"), "--", py, "-c", code],
 }
 wall = {m: [] for m in modes}

@@ -210,6 +210,7 @@ static int do_init(void) {
   if (depth > LG_MAX_DEPTH) depth = LG_MAX_DEPTH;
   lgi_g.depth = (uint32_t)depth;
   lgi_g.sample_bytes = parse_ul(secure_getenv(LG_ENV_SAMPLE), 0);
+  lgi_g.import_sample = parse_ul(secure_getenv(LG_ENV_IMPORT_SAMPLE), 0);
   const char *fol = secure_getenv(LG_ENV_FOLLOW);
   lgi_g.follow = !(fol && fol[0] == '0');
   const char *mm = secure_getenv(LG_ENV_MMAP);

@@ -161,23 +161,46 @@ uint32_t lgi_epoch(void) { return era_now(); }
 
 /* Records the block at user pointer p (its header already holds size and offset):
  * the countdown ran out and lgi_thread_ready() said yes. */
-static __attribute__((noinline)) void record_alloc(lgi_tls_t *t, void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
-  t->guard++;
+/* The sampling mean that a recorded block's word says it was recorded under: the run's
+ * (-s; 0 in full mode), or the import sampling of a full recording. */
+static inline uint64_t blk_mean(uint64_t word) {
+  return word & LG_BLK_SAMPLED ? lgi_g.import_sample : lgi_g.sample_bytes;
+}
+
+/* The countdowns after a recorded allocation: the run's sampling, else 0 (every
+ * allocation takes the slow path, decide()); and in full mode, while the thread's last
+ * recorded allocation was under an import, the import sampling's. */
+static inline void next_countdown(lgi_tls_t *t) {
   if (lgi_g.sample_bytes) t->countdown = (int64_t)lgi_next_exp(t, (double)lgi_g.sample_bytes);
   else t->countdown = 0;
+  if (t->imp) t->imp_countdown = (int64_t)lgi_next_exp(t, (double)lgi_g.import_sample);
+}
+
+static __attribute__((noinline)) void record_alloc(lgi_tls_t *t, void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
+  t->guard++;
+  /* decided under the import sampling (decide()): counts for its weight */
+  int sampled = !lgi_g.sample_bytes && t->imp;
   /* The dynamic loader's own blocks (a thread's TLS vector, link maps) are not
    * recorded: ld.so reallocates a thread's DTV from inside __tls_get_addr, and
    * unwinding from there needs libunwind's TLS, whose __tls_get_addr would resize the
    * same DTV again, freeing the block the outer call is moving (glibc aborts in
    * mremap_chunk: seen with torch, a thread started before its libraries were loaded). */
   if (ra0 - rtld_lo < rtld_hi - rtld_lo) {
+    next_countdown(t);
     t->guard--;
     return;
   }
   uint32_t site = lgi_capture_all(t, ra0, cfa0, LG_SPACE_HOST);
+  /* Under an import (docs/python.md, "Imports sampled"): what a module's body allocates
+   * is start-up, never a leak's growth, and `import torch` allocates a million blocks
+   * from 300 000 stacks that each cost a Python walk and a native unwind. */
+  if (lgi_g.import_sample && !lgi_g.sample_bytes) t->imp = t->under_import;
+  next_countdown(t);
+  uint64_t B = sampled ? lgi_g.import_sample : lgi_g.sample_bytes;
   uint32_t ep = era_now();
-  lgi_ctr_update(t, site, lgi_weight_bytes(size), lgi_weight_blocks(size), ep, 1);
+  lgi_ctr_update(t, site, lgi_weight_bytes_at(size, B), lgi_weight_blocks_at(size, B), ep, 1);
   lg_blk_t *b = blk_of(p);
+  if (sampled) b->word |= LG_BLK_SAMPLED;
   b->epoch = ep;
   b->site = site ? lg_blk_site_word(site, atomic_load_explicit(&lgi_g.hdr->steps, memory_order_relaxed)) : 0;
   t->guard--;
@@ -190,7 +213,8 @@ static __attribute__((noinline, cold)) void record_free(lg_blk_t *b) {
   if (LGI_UNLIKELY(t->state == 0) && !lgi_thread_ready(t)) return;
   t->guard++;
   size_t sz = blk_size(b);
-  lgi_ctr_update_at(t, lg_blk_site(b->site), -lgi_weight_bytes(sz), -lgi_weight_blocks(sz), b->epoch,
+  uint64_t B = blk_mean(b->word);
+  lgi_ctr_update_at(t, lg_blk_site(b->site), -lgi_weight_bytes_at(sz, B), -lgi_weight_blocks_at(sz, B), b->epoch,
                     lg_blk_birth_step(b->site), 0);
   t->guard--;
 }
@@ -249,7 +273,18 @@ static int decide(lgi_tls_t *t, size_t size) {
   if (t->countdown > 0) return 0;
   int first = t->state == 0;
   if (!lgi_thread_ready(t)) return 0;
-  if (!lgi_g.sample_bytes) return 1;
+  if (!lgi_g.sample_bytes) {
+    if (LGI_LIKELY(!t->imp)) return 1;
+    /* imports sampled (record_alloc): still under the import? A walk of frame pointers,
+     * not a capture; out of it, this block is recorded and so is every next one */
+    t->countdown = 0;
+    if (!lgi_python_under_import()) {
+      t->imp = 0;
+      return 1;
+    }
+    t->imp_countdown -= (int64_t)size;
+    return t->imp_countdown <= 0 && size != 0; /* byte sampling never picks an empty block */
+  }
   /* The thread's first allocation starts its Poisson process (the first sampled byte
    * lies Exp(B) bytes ahead): it is not recorded just for being first. */
   if (LGI_UNLIKELY(first)) {
@@ -389,8 +424,8 @@ static __attribute__((noinline)) void *realloc_headed(void *p, size_t size, uint
   if (!base) { /* the old block lives on: count it again */
     t->guard++;
     if (saved.site)
-      lgi_ctr_update_at(t, lg_blk_site(saved.site), lgi_weight_bytes(old), lgi_weight_blocks(old), saved.epoch,
-                        lg_blk_birth_step(saved.site), 0);
+      lgi_ctr_update_at(t, lg_blk_site(saved.site), lgi_weight_bytes_at(old, blk_mean(saved.word)),
+                        lgi_weight_blocks_at(old, blk_mean(saved.word)), saved.epoch, lg_blk_birth_step(saved.site), 0);
     if (saved.word & LG_BLK_TAG_MASK) lgi_tag_alloc(t, blk_tag(&saved), old, 0);
     t->guard--;
     return NULL;

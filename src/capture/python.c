@@ -228,6 +228,24 @@ void lgi_python_thread_exit(lgi_tls_t *t) {
   t->pycache = NULL;
 }
 
+/* 1 while the calling thread runs under an import: importlib's _call_with_frames_removed
+ * is on its Python stack. Pointers only (no line, no interning, no lock): preload.c asks
+ * at every allocation of a thread whose imports are sampled, to record in full again as
+ * soon as the import is done. That code object is importlib's, alive for good: its
+ * address alone names it. */
+int lgi_python_under_import(void) {
+  uint64_t ic = __atomic_load_n(&import_code, __ATOMIC_ACQUIRE);
+  if (!ic || !lgi_python_active()) return 0;
+  const lgi_pylayout_t *l = rd.lay;
+  uintptr_t f = lgi_py_innermost(&rd);
+  for (unsigned hops = 0; f && hops < LGI_PY_HOPS; hops++) {
+    if (!lgi_py_ptr_ok(f)) return 0;
+    if (lgi_py_rd_ptr(f, l->f_code) == ic) return 1;
+    f = lgi_py_rd_ptr(f, l->f_back);
+  }
+  return 0;
+}
+
 /* The calling thread's Python frames, innermost first, at most max; *imported set when
  * the walk stopped at importlib's _call_with_frames_removed, the frame that runs a
  * module's body (or an extension's initialisation) during an import. The frames above
@@ -270,7 +288,7 @@ unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max, int *impor
     }
     out[n++] = LG_PYFRAME_BIT | id;
     if (key == __atomic_load_n(&import_code, __ATOMIC_ACQUIRE) && fp == __atomic_load_n(&import_fp, __ATOMIC_RELAXED)) {
-      *imported = n == 1; /* C code called by importlib itself */
+      *imported = LGI_PY_UNDER_IMPORT | (n == 1 ? LGI_PY_IMPORTLIB_C : 0); /* n 1: C code importlib called */
       break;
     }
   }

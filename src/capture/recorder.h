@@ -84,6 +84,13 @@ typedef struct lgi_tls {
   uint16_t quota_tag; /* quota crossed inside the allocator: callback pending */
   int64_t quota_live;
   void *pycache; /* python.c's per-thread frame cache */
+  /* Imports sampled (lgi_global_t.import_sample): under_import is what the last
+   * lgi_capture_all saw; imp, whether this thread's allocations are sampled now (set
+   * from under_import at each recorded allocation, cleared by the first allocation
+   * outside the import), imp_countdown the bytes to its next sample. */
+  int under_import;
+  int imp;
+  int64_t imp_countdown;
 } lgi_tls_t;
 
 LGI_HIDDEN extern __thread lgi_tls_t lgi_tls;
@@ -99,6 +106,7 @@ typedef struct lgi_global {
   int enabled; /* recording into hdr */
   uint32_t depth;
   uint64_t sample_bytes;
+  uint64_t import_sample; /* full mode: bytes per sample under a Python import (0: none) */
   int follow;
   int fork_fd; /* the next child's copy of the region (lgi_region_fork_prepare), or -1 */
   char sock_path[108];
@@ -269,6 +277,11 @@ LGI_HIDDEN int lgi_python_active(void);
 /* Writes up to max Python frames (LG_PYFRAME_BIT | pyframe id), innermost first, of
  * the calling thread; 0 when it runs no Python code. */
 LGI_HIDDEN unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max, int *imported);
+/* *imported of lgi_python_frames: the walk stopped at the frame that runs a module's
+ * body during an import; and the allocating code is C that importlib called itself. */
+LGI_HIDDEN int lgi_python_under_import(void);
+#define LGI_PY_UNDER_IMPORT 1
+#define LGI_PY_IMPORTLIB_C 2
 /* 1 when ip lies in the interpreter's own module (python3.X or libpython3.X). */
 LGI_HIDDEN int lgi_python_interp_frame(uint64_t ip);
 /* Forgets the pyframe ids of the previous region (agent.c: a new attach, a new region). */
@@ -311,19 +324,19 @@ static inline double lgi_next_exp(lgi_tls_t *t, double mean) {
 
 /* Estimated bytes represented by one sampled block of `size` bytes: each byte is
  * sampled with probability 1/B, so the block is with p = 1 - exp(-size/B). */
-static inline int64_t lgi_weight_bytes(size_t size) {
-  uint64_t B = lgi_g.sample_bytes;
+static inline int64_t lgi_weight_bytes_at(size_t size, uint64_t B) {
   if (!B || !size) return (int64_t)size; /* size 0: p = 0, size / p would be NaN */
   double p = -expm1(-(double)size / (double)B);
   return (int64_t)((double)size / p + 0.5);
 }
-static inline int64_t lgi_weight_blocks(size_t size) {
-  uint64_t B = lgi_g.sample_bytes;
+static inline int64_t lgi_weight_blocks_at(size_t size, uint64_t B) {
   if (!B || !size) return 1;
   double p = -expm1(-(double)size / (double)B);
   int64_t w = (int64_t)(1.0 / p + 0.5);
   return w < 1 ? 1 : w;
 }
+static inline int64_t lgi_weight_bytes(size_t size) { return lgi_weight_bytes_at(size, lgi_g.sample_bytes); }
+static inline int64_t lgi_weight_blocks(size_t size) { return lgi_weight_blocks_at(size, lgi_g.sample_bytes); }
 
 #define LGI_NO_STEP LG_BLK_NO_STEP
 

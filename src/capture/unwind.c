@@ -515,6 +515,7 @@ static uint32_t py_stack_id(lgi_unw_mem_t *m, const uint64_t *ips, unsigned n, u
   return id;
 }
 uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
+  t->under_import = 0;
   if (!lgi_python_active()) return lgi_capture(t, ra0, cfa0, space);
   int tmp;
   lgi_unw_mem_t *m = unw_mem(t, &tmp);
@@ -524,6 +525,7 @@ uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned s
    * and may decode a line table: not on a nearly full stack either. */
   int imported = 0;
   unsigned np = room_to_unwind(t) ? lgi_python_frames(t, m->all, LGI_PY_DEPTH, &imported) : 0;
+  t->under_import = (imported & LGI_PY_UNDER_IMPORT) != 0;
   if (np == 0) {
     id = capture_native(t, m, !tmp, ra0, cfa0, space);
   } else if (lgi_python_interp_frame(ra0)) {
@@ -535,7 +537,8 @@ uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned s
      * allocated does not matter to the user and would multiply the sites. */
     id = py_stack_id(m, m->all, np, space);
   } else {
-    unsigned nd = native_head(t, m, !tmp, ra0, cfa0, m->all + np, imported ? LGI_PY_NATIVE_IMPORT : LGI_PY_NATIVE);
+    unsigned nd = native_head(t, m, !tmp, ra0, cfa0, m->all + np,
+                              (imported & LGI_PY_IMPORTLIB_C) ? LGI_PY_NATIVE_IMPORT : LGI_PY_NATIVE);
     id = py_stack_id(m, m->all, np + nd, space);
   }
   if (LGI_UNLIKELY(tmp)) lgi_pages_free(m, sizeof *m);

@@ -39,6 +39,8 @@ static void store_meta(lgst_t *db, const run_opts_t *o, uint64_t limit, const ch
   lgst_meta(db, "interval_s", v);
   snprintf(v, sizeof v, "%" PRIu64, o->sample);
   lgst_meta(db, "sample_bytes", v);
+  snprintf(v, sizeof v, "%" PRIu64, o->sample ? 0 : o->import_sample);
+  lgst_meta(db, "import_sample_bytes", v);
   snprintf(v, sizeof v, "%" PRIu64, limit);
   lgst_meta(db, "limit_bytes", v);
   lgst_meta(db, "limit_source", limit_source ? limit_source : "physical");
@@ -157,6 +159,7 @@ static int run_target(run_opts_t *o, char **targv) {
                         .socket = sock,
                         .dir = r.dir,
                         .sample = o->sample,
+                        .import_sample = o->import_sample,
                         .depth = o->depth,
                         .explain_at_step = o->explain_at_step,
                         .follow = o->follow,

@@ -11,6 +11,7 @@ typedef struct run_opts {
   double interval;
   int quiet, follow, fail_on_leak, mmap, top;
   uint64_t sample, limit;
+  uint64_t import_sample; /* --import-sample: bytes per sample under a Python import (0: all) */
   long depth;
   int guard, guard_dry_run;
   int cuda_um; /* --cuda-um: CUPTI Unified Memory counters (docs/cuda.md) */

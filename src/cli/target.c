@@ -139,6 +139,8 @@ int lg_target_env(const lg_target_env_t *e) {
   setenv(LG_ENV_SOCK, e->socket, 1);
   snprintf(num, sizeof num, "%" PRIu64, e->sample);
   setenv(LG_ENV_SAMPLE, num, 1);
+  snprintf(num, sizeof num, "%" PRIu64, e->import_sample);
+  setenv(LG_ENV_IMPORT_SAMPLE, num, 1);
   snprintf(num, sizeof num, "%ld", e->depth);
   setenv(LG_ENV_DEPTH, num, 1);
   setenv(LG_ENV_FOLLOW, e->follow ? "1" : "0", 1);

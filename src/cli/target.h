@@ -18,7 +18,7 @@ int lg_find_python_dir(char *out, size_t n);
 
 typedef struct lg_target_env {
   const char *library, *socket, *dir;
-  uint64_t sample;
+  uint64_t sample, import_sample;
   long depth, explain_at_step;
   int follow, mmap, cuda_um;
 } lg_target_env_t;

@@ -11,7 +11,9 @@
  *           modulo 4096 (its age in steps, region.h stepmap_off); uint32 birth epoch
  *   p -  8: uint64 word: bit 3 LG_BLK_MARK, bits 4..9 log2 of the offset from the
  *           underlying allocator's pointer to p (>= 4), bits 10..19 lg_tag_push() tag,
- *           bits 20..63 requested size (so at most 16 TiB), bits 0..2 zero.
+ *           bits 20..63 requested size (so at most 16 TiB), bit 0 LG_BLK_SAMPLED (a
+ *           full recording's block sampled under a Python import: it counts for its
+ *           sampling weight, preload.c), bits 1..2 zero.
  *
  * Why the mark is bit 3: for a block that glibc's malloc returned, the word at p - 8 is
  * its chunk's size field. Chunk sizes are multiples of MALLOC_ALIGNMENT (16 on x86-64
@@ -29,6 +31,7 @@
 
 #define LG_BLK_HDR 16u
 #define LG_BLK_MARK 0x8u
+#define LG_BLK_SAMPLED 0x1u
 #define LG_BLK_OFF_SHIFT 4
 #define LG_BLK_OFF_MASK (0x3fULL << LG_BLK_OFF_SHIFT)
 #define LG_BLK_TAG_SHIFT 10

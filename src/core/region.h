@@ -363,7 +363,9 @@ _Static_assert(sizeof(lg_hello_t) == 288, "lg_hello_t layout");
 #define LG_REGION_MEMFD "leakguard-region"
 
 #define LG_ENV_SOCK "LEAKGUARD_SOCK"
-#define LG_ENV_SAMPLE "LEAKGUARD_SAMPLE"   /* bytes, 0 = record everything */
+#define LG_ENV_SAMPLE "LEAKGUARD_SAMPLE"               /* bytes, 0 = record everything */
+#define LG_ENV_IMPORT_SAMPLE "LEAKGUARD_IMPORT_SAMPLE" /* bytes per sample under a Python import, 0 = all */
+#define LG_IMPORT_SAMPLE_DEFAULT 65536     /* `leakguard run`'s default (docs/python.md, "Imports sampled") */
 #define LG_ENV_DEPTH "LEAKGUARD_DEPTH"     /* 1..LG_MAX_DEPTH */
 #define LG_ENV_FOLLOW "LEAKGUARD_FOLLOW"   /* "0": do not record children */
 #define LG_ENV_MMAP "LEAKGUARD_MMAP"       /* "0": do not record anonymous mmap */

@@ -676,6 +676,14 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
     if (lgr_row(st)) r->limit_source = lgr_dupstr(sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
   }
+  /* said only where a Python frame was recorded: a C program has no import */
+  if (lgr_prepare(db,
+                  "SELECT value FROM meta WHERE key='import_sample_bytes'"
+                  " AND EXISTS (SELECT 1 FROM locations WHERE module='python')",
+                  -1, &st, NULL) == SQLITE_OK) {
+    if (lgr_row(st)) r->import_sample = (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
   if (lgr_prepare(db, "SELECT 1 FROM meta WHERE key='attached_at'", -1, &st, NULL) == SQLITE_OK) {
     r->attached = lgr_row(st);
     sqlite3_finalize(st);

@@ -189,8 +189,9 @@ typedef struct lgr_report {
   int nstartup;          /* sites that grew only under module imports (start-up, never a leak) */
   double startup_growth; /* their growth, bytes */
   char *limit_source;
-  int attached;    /* recorded by `leakguard attach`: times count from the attach */
-  lgr_gpu_t *gpus; /* per process and device that used CUDA */
+  uint64_t import_sample; /* Python imports sampled every this many bytes (0: recorded in full, or no Python) */
+  int attached;           /* recorded by `leakguard attach`: times count from the attach */
+  lgr_gpu_t *gpus;        /* per process and device that used CUDA */
   int ngpus;
   char **cuda_notes; /* driver entry points passed through untracked */
   int ncuda_notes;

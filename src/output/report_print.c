@@ -314,6 +314,9 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     if (u->pattern >= 0) fprintf(f, "; memory curve: %s", lg_pattern_name((lg_pattern_t)u->pattern));
     fprintf(f, "\n");
   }
+  if (r->import_sample)
+    fprintf(f, "  Python imports sampled every %s (start-up; `--import-sample 0` records them in full)\n",
+            lgu_fmt_bytes(b1, sizeof b1, (double)r->import_sample));
   print_gpus(f, r);
   if (r->nleaks) print_leaks(f, r);
   if (!r->nsuspects) {
@@ -612,6 +615,7 @@ int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   JCHK(cJSON_AddNumberToObject(root, "schema", 1));
   JCHK(cJSON_AddStringToObject(root, "verdict", r->nleaks ? "leak" : "no-leak"));
   if (r->limit_source) JCHK(cJSON_AddStringToObject(root, "limit_source", r->limit_source));
+  JCHK(cJSON_AddNumberToObject(root, "import_sample_bytes", (double)r->import_sample));
   cJSON *runs = JPTR(cJSON_AddArrayToObject(root, "runs"));
   for (int i = 0; i < r->nruns; i++) {
     const lgr_run_t *u = &r->runs[i];

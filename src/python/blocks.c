@@ -94,7 +94,7 @@ uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size)
   const uint64_t w = hdr.word;
   unsigned off = lg_blk_word_offlog2(w);
   uint64_t size = lg_blk_word_size(w);
-  if (!lg_blk_marked(w) || (w & 7) || off < 4 || off > 20 || size < min_size) return 0;
+  if (!lg_blk_marked(w) || (w & 6) || off < 4 || off > 20 || size < min_size) return 0; /* bit 0: LG_BLK_SAMPLED */
   uint32_t s = 0;
   if (lgpy.site_of(block, &s) != 0 || s == 0) return 0;
   if (block_size) *block_size = (size_t)size;
