@@ -4,7 +4,9 @@
 # pure-Python allocation-heavy loop (bench/py_alloc.py), each
 #   bare                 /usr/bin/python3 (pymalloc)
 #   bare-malloc          PYTHONMALLOC=malloc (what `leakguard run` sets), no recorder
-#   leakguard full       leakguard run (every allocation recorded)
+#   leakguard full       leakguard run (every allocation recorded, imports sampled)
+#   full-imports         leakguard run --import-sample 0 (imports recorded in full too;
+#                        not in the default MODES)
 #   leakguard sampled    leakguard run --sample 524288
 #   heaptrack            heaptrack (reference)
 #   valgrind             valgrind memcheck, once, on a smaller workload (reference)
@@ -37,6 +39,7 @@ run_one() {
     bare) pre=(env -u PYTHONMALLOC) ;;
     bare-malloc) pre=(env PYTHONMALLOC=malloc) ;;
     full) pre=("$LG" run -q -i 1 -o "$TMP/run.db" --) ;;
+    full-imports) pre=("$LG" run -q -i 1 --import-sample 0 -o "$TMP/run.db" --) ;;
     sampled) pre=("$LG" run -q -i 1 -s 524288 -o "$TMP/run.db" --) ;;
     heaptrack) pre=(heaptrack -o "$TMP/ht") ;;
     valgrind) pre=(valgrind -q --tool=memcheck --leak-check=full --error-limit=no
