@@ -159,8 +159,6 @@ void lgi_count(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint3
 }
 uint32_t lgi_epoch(void) { return era_now(); }
 
-/* Records the block at user pointer p (its header already holds size and offset):
- * the countdown ran out and lgi_thread_ready() said yes. */
 /* The sampling mean that a recorded block's word says it was recorded under: the run's
  * (-s; 0 in full mode), or the import sampling of a full recording. */
 static inline uint64_t blk_mean(uint64_t word) {
@@ -176,6 +174,8 @@ static inline void next_countdown(lgi_tls_t *t) {
   if (t->imp) t->imp_countdown = (int64_t)lgi_next_exp(t, (double)lgi_g.import_sample);
 }
 
+/* Records the block at user pointer p (its header already holds size and offset):
+ * the countdown ran out and lgi_thread_ready() said yes. */
 static __attribute__((noinline)) void record_alloc(lgi_tls_t *t, void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
   t->guard++;
   /* decided under the import sampling (decide()): counts for its weight */
