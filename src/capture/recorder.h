@@ -279,9 +279,11 @@ LGI_HIDDEN int lgi_python_active(void);
 LGI_HIDDEN unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max, int *imported);
 /* *imported of lgi_python_frames: the walk stopped at the frame that runs a module's
  * body during an import; and the allocating code is C that importlib called itself. */
-LGI_HIDDEN int lgi_python_under_import(void);
 #define LGI_PY_UNDER_IMPORT 1
 #define LGI_PY_IMPORTLIB_C 2
+/* 1 while the calling thread runs under an import (frame pointers only: preload.c's
+ * decide() for a thread whose imports are sampled). */
+LGI_HIDDEN int lgi_python_under_import(void);
 /* 1 when ip lies in the interpreter's own module (python3.X or libpython3.X). */
 LGI_HIDDEN int lgi_python_interp_frame(uint64_t ip);
 /* Forgets the pyframe ids of the previous region (agent.c: a new attach, a new region). */
