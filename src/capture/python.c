@@ -43,6 +43,7 @@
 #include "capture/pyread.h"
 #include "capture/recorder.h"
 #include "core/platform.h"
+#include "leakguard.h"
 
 #define LGI_PY_HOPS 256 /* links followed at most (incomplete and shim frames included) */
 
@@ -293,4 +294,90 @@ unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max, int *impor
     }
   }
   return n;
+}
+
+/* ------------------------------------------------------------------ start-up only?
+ * lg_python_startup_largest(k): 1 when the k stacks with Python frames that hold the
+ * most live bytes (summed over the counter shards; all of them when fewer) are all
+ * start-up: a frame of importlib's bootstrap on them, as on every stack cut at an
+ * import (lgi_python_frames), and as the report judges it (lgr_is_import_frame,
+ * docs/detection.md). 0 when one of them is not, when GPU memory is live, or when it
+ * cannot tell (no import seen yet, no Python stack, no memory for the sums). Stacks
+ * without a Python frame are passed over: no Python object points at what C code
+ * allocated without a Python caller (the interpreter's own start-up, C threads).
+ * For leakguard's Python module at exit (leakguardmodule.c): the holders of start-up
+ * sites are never reported, so when the largest sites are all start-up, explaining
+ * them at exit is work for nothing. Called with the GIL, outside any hook; reads
+ * only, allocates with mmap. */
+#define LARGEST_MAX 64
+
+/* importlib's bootstrap, whose every function runs for imports only (and for the
+ * interpreter's own start-up, _install). s lies in the string arena, which ends at end. */
+static int is_import_file(const char *s, const char *end) {
+  static const char a[] = "<frozen importlib._bootstrap>", b[] = "<frozen importlib._bootstrap_external>";
+  size_t room = (size_t)(end - s);
+  return (room >= sizeof a && !memcmp(s, a, sizeof a)) || (room >= sizeof b && !memcmp(s, b, sizeof b));
+}
+
+LG_API int lg_python_startup_largest(int k);
+LG_API int lg_python_startup_largest(int k) {
+  lg_region_hdr_t *h = lgi_g.hdr;
+  if (!h || !__atomic_load_n(&import_code, __ATOMIC_ACQUIRE) || k <= 0 || k > LARGEST_MAX) return 0;
+  uint32_t n = atomic_load_explicit(&h->nstacks, memory_order_acquire);
+  if (n > h->stacks_cap) n = h->stacks_cap;
+  if (n < 3) return 0;
+  size_t bytes = (size_t)n * sizeof(int64_t);
+  int64_t *live = lgi_pages_alloc(bytes);
+  if (!live) return 0;
+  const lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, const lg_shard_desc_t *);
+  uint32_t nshards = atomic_load_explicit(&h->nshards, memory_order_acquire);
+  if (nshards > h->shards_cap) nshards = h->shards_cap;
+  uint32_t nchunks = (n + LG_SITES_PER_CHUNK - 1) / LG_SITES_PER_CHUNK;
+  for (uint32_t s = 0; s < nshards; s++) {
+    const uint64_t *dir = LG_PTR(h, sd[s].chunk_dir, const uint64_t *);
+    uint32_t cap = sd[s].nchunks_cap < nchunks ? sd[s].nchunks_cap : nchunks;
+    for (uint32_t c = 0; c < cap; c++) {
+      uint64_t off = __atomic_load_n(&dir[c], __ATOMIC_ACQUIRE);
+      if (!off) continue;
+      const lg_site_ctr_t *ctr = LG_PTR(h, off, const lg_site_ctr_t *);
+      for (uint32_t j = 0; j < LG_SITES_PER_CHUNK && c * LG_SITES_PER_CHUNK + j < n; j++)
+        live[c * LG_SITES_PER_CHUNK + j] += __atomic_load_n(&ctr[j].live_bytes, __ATOMIC_RELAXED);
+    }
+  }
+  const lg_stack_rec_t *recs = LG_PTR(h, h->stacks_off, const lg_stack_rec_t *);
+  const uint64_t *frames = LG_PTR(h, h->frames_off, const uint64_t *);
+  /* the k largest Python stacks (ids 2..: id 1 is the overflow site), largest first */
+  uint32_t top[LARGEST_MAX];
+  int ntop = 0, gpu = 0;
+  for (uint32_t id = 2; id < n && !gpu; id++) {
+    const lg_stack_rec_t *r = &recs[id];
+    if (live[id] <= 0) continue;
+    if (r->space >= LG_SPACE_DEVICE) gpu = 1; /* GPU memory: its holders are tensors the walk finds */
+    if (!r->depth || !(frames[r->frames] & LG_PYFRAME_BIT)) continue; /* Python frames come first */
+    if (ntop == k && live[id] <= live[top[ntop - 1]]) continue;
+    int at = ntop < k ? ntop++ : ntop - 1;
+    while (at > 0 && live[top[at - 1]] < live[id]) {
+      top[at] = top[at - 1];
+      at--;
+    }
+    top[at] = id;
+  }
+  const lg_pyframe_rec_t *pyf = LG_PTR(h, h->pyframes_off, const lg_pyframe_rec_t *);
+  uint32_t npy = atomic_load_explicit(&h->npyframes, memory_order_acquire);
+  uint32_t used = atomic_load_explicit(&h->pystr_used, memory_order_acquire);
+  const char *pystr = LG_PTR(h, h->pystr_off, const char *);
+  int startup = !gpu && ntop > 0;
+  for (int i = 0; i < ntop && startup; i++) {
+    const lg_stack_rec_t *r = &recs[top[i]];
+    int imp = 0;
+    for (unsigned d = 0; d < r->depth && !imp; d++) {
+      uint64_t w = frames[r->frames + d];
+      if (!(w & LG_PYFRAME_BIT)) break;
+      uint32_t pid = (uint32_t)(w & ~LG_PYFRAME_BIT);
+      imp = pid < npy && pyf[pid].file < used && is_import_file(pystr + pyf[pid].file, pystr + used);
+    }
+    startup = imp;
+  }
+  lgi_pages_free(live, bytes);
+  return startup;
 }

@@ -31,6 +31,7 @@ void lgpy_resolve_api_in(void *h) {
   lgpy.exiting = (void (*)(void))dlsym(h, "lg_exiting");
   lgpy.held = (void (*)(int))dlsym(h, "lg_program_held");
   lgpy.block = (int (*)(const void *, uint32_t *, uint64_t *))dlsym(h, "lg_agent_block");
+  lgpy.startup_largest = (int (*)(int))dlsym(h, "lg_python_startup_largest");
   lgpy.active = lgpy.step && lgpy.recording && lgpy.recording();
   const char *pm = getenv("PYTHONMALLOC");
   lgpy.pymalloc_is_malloc = pm && strcmp(pm, "malloc") == 0;

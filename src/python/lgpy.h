@@ -26,6 +26,8 @@ typedef struct lgpy_api {
   void (*held)(int held);  /* lg_program_held */
   /* the attach agent's side table (lg_agent_block): blocks have no header there */
   int (*block)(const void *block, uint32_t *site, uint64_t *size);
+  /* lg_python_startup_largest: 1 when the k largest Python stacks are all start-up */
+  int (*startup_largest)(int k);
   int active;             /* recorder loaded and recording in this process */
   int pymalloc_is_malloc; /* PYTHONMALLOC=malloc: Python objects are malloc blocks */
 } lgpy_api_t;

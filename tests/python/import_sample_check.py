@@ -13,6 +13,11 @@ right after each import keeps one bytearray (KEPT). Run twice:
     deviations); the report says `import_sample_bytes` 65536 and prints the line;
   --import-sample 0: every object of TABLE, SMALL and KEPT carries its header, and the
     site counts TABLE's bytes exactly (200 x 100 001 bytes, plus the 200 objects).
+And the holder walk at exit (docs/python.md, "At exit"), two short runs that end
+normally: one that only imports (bigmod and the 20 others) writes no holders (its
+largest Python sites are all start-up: nothing a report would show); one that also
+keeps 50 bytearrays of 100 000 bytes outside any import (LATE) has them explained,
+held by __main__.LATE.
 """
 import argparse
 import json
@@ -46,6 +51,17 @@ print(json.dumps({"recording": lg.snapshot()["recording"], "table": headed(bigmo
 os._exit(0)  # nothing freed at exit: the report's live bytes are the program's
 """
 
+# exits normally: leakguard's atexit hook decides whether to walk the objects
+ATEXIT = """\
+import os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bigmod
+for k in range(20):
+    __import__("lazy_%d" % k)
+if os.environ.get("LATE"):
+    LATE = [bytearray(100000) for _ in range(50)]
+"""
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -71,6 +87,9 @@ def main():
     script = os.path.join(tmp, "main.py")
     with open(script, "w") as f:
         f.write(textwrap.dedent(MAIN))
+    atexit_script = os.path.join(tmp, "atexit_main.py")
+    with open(atexit_script, "w") as f:
+        f.write(ATEXIT)
     env = dict(os.environ, PYTHONPATH=os.path.abspath(a.pydir), PYTHONDONTWRITEBYTECODE="1")
     fails = []
 
@@ -120,6 +139,23 @@ def main():
     live = site["live_bytes"] if site else 0
     check(site is not None and exact <= live <= exact + 200 * 128,
           "TABLE's site holds exactly 200 x 100 001 bytes and its 200 objects", live_bytes=live)
+    print("== at exit: the holders of start-up sites are not looked for", flush=True)
+    import sqlite3
+    for late in (0, 1):
+        db = os.path.join(tmp, "atexit%d.db" % late)
+        cmd = [a.leakguard, "run", "-q", "-o", db, "--", python, atexit_script]
+        print("$ %s%s" % ("LATE=1 " if late else "", " ".join(cmd)), flush=True)
+        r = subprocess.run(cmd, env=dict(env, LATE="1" if late else ""), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=240)
+        check(r.returncode == 0, "the program ran", rc=r.returncode, stderr=r.stderr)
+        con = sqlite3.connect(db)
+        chains = [c for (c,) in con.execute("SELECT chain FROM holders")]
+        con.close()
+        if late:
+            check(any("__main__.LATE" in c for c in chains),
+                  "kept outside any import: explained at exit, held by __main__.LATE", chains=chains[:20])
+        else:
+            check(chains == [], "imports only: no holder walk at exit", chains=chains[:20])
     if fails:
         print("FAILED: %d check(s): %s (files in %s)" % (len(fails), "; ".join(fails), tmp), flush=True)
         return 1
