@@ -8,6 +8,9 @@ processes.end_ns, CLOCK_MONOTONIC, against this script's clock when `leakguard r
 returns: the final snapshot, the last symbols and the whole report).
 
     bench/py_import.py BUILD [REPS]        (BENCHMARKS.md, "Python start-up")
+    BEFORE=OLD_BUILD bench/py_import.py BUILD [REPS]
+        adds full mode with another build (its own leakguard and module), interleaved
+        in the same run: a change's before and after.
 """
 import os
 import sqlite3
@@ -33,6 +36,12 @@ modes = {
                                 py, "-c", code],
     "sampled 512K": [lg, "run", "-q", "-s", "512K", "-o", os.path.join(tmp, "sampled.db"), "--", py, "-c", code],
 }
+before = os.environ.get("BEFORE")
+if before:
+    before = os.path.abspath(before)
+    modes["full, BEFORE build"] = ["env", "PYTHONPATH=" + os.path.join(before, "python"),
+                                   os.path.join(before, "bin", "leakguard"), "run", "-q", "-o",
+                                   os.path.join(tmp, "before.db"), "--", py, "-c", code]
 wall = {m: [] for m in modes}
 after = {m: [] for m in modes}
 size = {m: [] for m in modes}
@@ -42,7 +51,7 @@ for _ in range(reps):
         subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         t1 = time.monotonic()
         wall[m].append(t1 - t0)
-        if cmd[0] == lg:
+        if "-o" in cmd:
             db = cmd[cmd.index("-o") + 1]
             con = sqlite3.connect(db)
             end_ns = con.execute("SELECT max(end_ns) FROM processes").fetchone()[0]
