@@ -36,5 +36,9 @@ foreach(m ${LG_PY_MINORS})
   add_test(NAME attach_python_holders_3.${m} COMMAND ${Python3_EXECUTABLE} ${LGA_ROOT}/tests/attach/attach_test.py
                                                      python_holders --python ${LG_PY_${m}_EXE} ${LGA_ARGS})
   set_tests_properties(attach_python_holders_3.${m} PROPERTIES TIMEOUT 120 LABELS "attach;python")
+  # small objects (pymalloc's arenas) after attach: CPython's allocators wrapped, then put back
+  add_test(NAME attach_python_small_3.${m} COMMAND ${Python3_EXECUTABLE} ${LGA_ROOT}/tests/attach/attach_test.py
+                                                   python_small --python ${LG_PY_${m}_EXE} ${LGA_ARGS})
+  set_tests_properties(attach_python_small_3.${m} PROPERTIES TIMEOUT 120 LABELS "attach;python")
 endforeach()
 add_dependencies(attach_target leakguard-cli)

@@ -89,7 +89,8 @@ static struct {
   void *(*mremap)(void *, size_t, size_t, int, ...);
 } real;
 
-static _Atomic int recording; /* hooks record */
+static _Atomic int recording;  /* hooks record */
+static _Atomic int py_wrapped; /* CPython's allocators are wrapped (pm_*, "Python" below) */
 
 /* ------------------------------------------------------------------ side table */
 
@@ -333,9 +334,15 @@ void *lgi_mmap_own(const char *name) {
 
 /* ------------------------------------------------------------------ hooks */
 
+/* Set while CPython's own allocator runs inside our wrapper of it (pm_*, below): the
+ * block it hands out is recorded by the wrapper, so the malloc or the arena mmap that
+ * pymalloc makes for it is not. Unlike the guard, a munmap is still seen (an arena
+ * recorded before the wrapper went in is forgotten when pymalloc gives it back). */
+static __thread int py_inner __attribute__((tls_model("initial-exec")));
+
 /* 1 when this allocation is to be recorded (sampling countdown, as preload.c). */
 static inline int decide(lgi_tls_t *t, size_t size) {
-  if (!atomic_load_explicit(&recording, memory_order_relaxed) || t->guard) return 0;
+  if (!atomic_load_explicit(&recording, memory_order_relaxed) || t->guard || py_inner) return 0;
   if (lgi_g.sample_bytes) {
     if (LGI_UNLIKELY(t->state == 0)) {
       if (!lgi_thread_ready(t)) return 0;
@@ -378,7 +385,8 @@ static inline void forget(void *p) {
     t->guard--;
     return;
   }
-  if (lgi_g.sample_bytes || !atomic_load_explicit(&recording, memory_order_relaxed) || lgi_tls.guard) return;
+  if (lgi_g.sample_bytes || !atomic_load_explicit(&recording, memory_order_relaxed) || lgi_tls.guard || py_inner)
+    return;
   /* full mode: every block allocated since attach is in the table, so this one is older */
   atomic_fetch_add_explicit(&stats.preattach_bytes_released, real.usable(p), memory_order_relaxed);
   atomic_fetch_add_explicit(&stats.preattach_blocks_released, 1, memory_order_relaxed);
@@ -406,7 +414,7 @@ static void *h_realloc(void *old, size_t n) {
   ent_t e = {0};
   int known = old && table_maybe((uintptr_t)old) && table_take((uintptr_t)old, &e);
   if (old && !known && !lgi_g.sample_bytes && atomic_load_explicit(&recording, memory_order_relaxed) &&
-      !lgi_tls.guard) {
+      !lgi_tls.guard && !py_inner) {
     atomic_fetch_add_explicit(&stats.preattach_bytes_released, real.usable(old), memory_order_relaxed);
     atomic_fetch_add_explicit(&stats.preattach_blocks_released, 1, memory_order_relaxed);
   }
@@ -462,7 +470,7 @@ static size_t h_usable(void *p) { return real.usable(p); }
 static void *mm_hook(void *(*fn)(void *, size_t, int, int, int, off_t), void *addr, size_t len, int prot, int flags,
                      int fd, off_t off, uintptr_t ra0, uintptr_t cfa0) {
   void *p = fn(addr, len, prot, flags, fd, off);
-  if (p != MAP_FAILED && (flags & (MAP_ANONYMOUS | MAP_FIXED)) &&
+  if (p != MAP_FAILED && (flags & (MAP_ANONYMOUS | MAP_FIXED)) && !py_inner &&
       atomic_load_explicit(&recording, memory_order_relaxed))
     lgi_mm_mapped(p, len, (flags & MAP_ANONYMOUS) != 0, ra0, cfa0);
   return p;
@@ -696,6 +704,7 @@ static void detach(const char *why) {
 }
 
 static void py_post(void);
+static int py_unwrap(void *arg);
 
 static void *watcher(void *arg) {
   (void)arg;
@@ -724,6 +733,10 @@ static void *watcher(void *arg) {
     }
   }
   detach(NULL); /* quietly: the target's stderr is not ours */
+  /* CPython's allocators back (py_unwrap), posted from this thread: never from the
+   * stopped one, which may hold the interpreter's pending-call lock */
+  int (*add)(int (*)(void *), void *) = (int (*)(int (*)(void *), void *))dlsym(RTLD_DEFAULT, "Py_AddPendingCall");
+  if (add && atomic_load(&py_wrapped)) (void)add(py_unwrap, NULL);
   if (lgi_fd_is(lgi_g.conn, lgi_g.conn_dev, lgi_g.conn_ino)) syscall(SYS_close, lgi_g.conn);
   if (cli_pidfd >= 0) syscall(SYS_close, cli_pidfd);
   return NULL;
@@ -764,6 +777,105 @@ static int py_quotable(const char *s) {
   return 1;
 }
 
+/* CPython's own allocator after attach. A process not started by `leakguard run` runs
+ * pymalloc (no PYTHONMALLOC=malloc): objects of up to 512 bytes live in its arenas, never
+ * pass through malloc, and the GOT hooks see only the arenas. The pending call below
+ * wraps the allocators of the MEM and OBJ domains (PyMem_SetAllocator, under the GIL, as
+ * tracemalloc does): a block they hand out is recorded at its call site in the side
+ * table, as a malloc block is, and taken out when they free it; a block allocated before
+ * the wrapper is passed through (its free finds nothing). Blocks move nowhere and carry no
+ * header, so the wrapper can go at any time: a pending call at detach puts the
+ * allocators back, and until it runs (a main thread in one long C call) or in a fork
+ * child, the wrapper passes every call through. PyMemAllocatorEx and the domain numbers
+ * are the same from CPython 3.5 to 3.13 (Include/cpython/pymem.h); this file includes no
+ * Python.h, so they are declared here. */
+typedef struct pymem {
+  void *ctx;
+  void *(*malloc)(void *ctx, size_t size);
+  void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
+  void *(*realloc)(void *ctx, void *ptr, size_t new_size);
+  void (*free)(void *ctx, void *ptr);
+} pymem_t;
+static const int pymem_domain[2] = {1 /* PYMEM_DOMAIN_MEM */, 2 /* PYMEM_DOMAIN_OBJ */};
+static pymem_t py_orig[2]; /* the allocators found, the wrappers' ctx */
+
+/* A recorded block of the side table freed or moved by CPython's allocator. */
+static inline void pm_forget(void *p, ent_t *e) {
+  if (!p || !table_maybe((uintptr_t)p) || !table_take((uintptr_t)p, e)) {
+    e->key = 0;
+    return;
+  }
+  lgi_tls_t *t = &lgi_tls;
+  t->guard++;
+  lgi_count(t, e->site, -lgi_weight_bytes(e->size), -lgi_weight_blocks(e->size), e->epoch, 0);
+  t->guard--;
+}
+static void *pm_malloc(void *ctx, size_t n) {
+  pymem_t *o = ctx;
+  py_inner++;
+  void *p = o->malloc(o->ctx, n);
+  py_inner--;
+  if (p && decide(&lgi_tls, n)) record(&lgi_tls, p, n, LG_CALLER_RA, LG_CALLER_CFA);
+  return p;
+}
+static void *pm_calloc(void *ctx, size_t a, size_t b) {
+  pymem_t *o = ctx;
+  py_inner++;
+  void *p = o->calloc(o->ctx, a, b);
+  py_inner--;
+  if (p && decide(&lgi_tls, a * b)) record(&lgi_tls, p, a * b, LG_CALLER_RA, LG_CALLER_CFA);
+  return p;
+}
+static void *pm_realloc(void *ctx, void *old, size_t n) {
+  pymem_t *o = ctx;
+  ent_t e;
+  pm_forget(old, &e);
+  py_inner++;
+  void *p = o->realloc(o->ctx, old, n);
+  py_inner--;
+  if (!p && e.key) { /* the old block lives on */
+    ent_t o2;
+    lgi_tls_t *t = &lgi_tls;
+    t->guard++;
+    if (table_put(e.key, e.site, e.epoch, e.size, &o2) == 0)
+      lgi_count(t, e.site, lgi_weight_bytes(e.size), lgi_weight_blocks(e.size), e.epoch, 0);
+    t->guard--;
+  }
+  if (p && decide(&lgi_tls, n)) record(&lgi_tls, p, n, LG_CALLER_RA, LG_CALLER_CFA);
+  return p;
+}
+static void pm_free(void *ctx, void *p) {
+  pymem_t *o = ctx;
+  ent_t e;
+  pm_forget(p, &e);
+  py_inner++;
+  o->free(o->ctx, p);
+  py_inner--;
+}
+
+/* In the main thread, GIL held (py_boot): the wrappers go in, once. */
+static void py_wrap(void) {
+  void (*get)(int, pymem_t *) = (void (*)(int, pymem_t *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
+  void (*set)(int, pymem_t *) = (void (*)(int, pymem_t *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
+  if (!get || !set || atomic_load(&py_wrapped)) return;
+  for (int i = 0; i < 2; i++) get(pymem_domain[i], &py_orig[i]);
+  for (int i = 0; i < 2; i++) {
+    pymem_t w = {&py_orig[i], pm_malloc, pm_calloc, pm_realloc, pm_free};
+    set(pymem_domain[i], &w);
+  }
+  atomic_store(&py_wrapped, 1);
+}
+
+/* A pending call posted at detach (main thread, GIL held): the allocators found go back. */
+static int py_unwrap(void *arg) {
+  (void)arg;
+  void (*set)(int, pymem_t *) = (void (*)(int, pymem_t *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
+  if (!set || !atomic_load(&py_wrapped) || atomic_load(&stats.state) == 1) return 0; /* attached again */
+  for (int i = 0; i < 2; i++) set(pymem_domain[i], &py_orig[i]);
+  atomic_store(&py_wrapped, 0);
+  return 0;
+}
+
 /* In the main thread, GIL held. Always 0: a pending call that returns -1 must leave an
  * exception set, which would surface in the program. What fails is written to
  * LG_FILE_PYBOOT in the collector's directory (the CLI prints it in one line). The code
@@ -791,6 +903,7 @@ static int py_boot(void *arg) {
                    "''', {'__builtins__': __builtins__})\n",
                    py_moddir, py_moddir, py_dir, self_path, py_dir, LG_FILE_PYBOOT);
   if (n <= 0 || (size_t)n >= sizeof code) return 0;
+  py_wrap();
   lgi_tls.guard++; /* the module's import is leakguard's, not the program's */
   (void)run(code, NULL);
   lgi_tls.guard--;

@@ -4,7 +4,7 @@
 
 usage: attach_test.py CASE --cli LEAKGUARD --target TARGET [--leaky LIB] [--static BIN] [--cycles N]
 
-Cases: cycles, got, kill_cli, fork, dlopen_lib, preattach, errors, python, python_holders,
+Cases: cycles, got, kill_cli, fork, dlopen_lib, preattach, errors, python, python_holders, python_small,
 python_blocked, python_torch, other_user, idle, futex, futex_loader, metrics, guard.
 Every wait polls for a state with a generous deadline; nothing asserts a duration.
 """
@@ -632,6 +632,77 @@ def case_python_holders():
             threads = wait_for(lambda: len(os.listdir("/proc/%d/task" % p.pid)) == 2 or None,
                                "the program's own two threads alone after detach")
             print("ok: attach %d: rank 1 %s:%d held by %s" % (n, site["file"], site["line"], " -> ".join(chain)))
+    finally:
+        stop(p)
+
+
+PYSMALL = """
+import ctypes, os, time
+class Alloc(ctypes.Structure):  # PyMemAllocatorEx
+    _fields_ = [("ctx", ctypes.c_void_p), ("malloc", ctypes.c_void_p), ("calloc", ctypes.c_void_p),
+                ("realloc", ctypes.c_void_p), ("free", ctypes.c_void_p)]
+def obj_malloc():
+    a = Alloc()
+    ctypes.pythonapi.PyMem_GetAllocator(2, ctypes.byref(a))  # PYMEM_DOMAIN_OBJ
+    return a.malloc
+class Node:
+    __slots__ = ("next",)
+    def __init__(self, nxt):
+        self.next = nxt
+head = None
+def push():
+    global head
+    head = Node(head)
+def publish():
+    with open(PROG + ".tmp", "w") as f:
+        f.write("%d" % obj_malloc())
+    os.rename(PROG + ".tmp", PROG + ".alloc")
+publish()
+open(PROG, "w").write("ready")
+while True:
+    for _ in range(1000):
+        push()
+    publish()
+    time.sleep(0.01)
+"""
+
+
+def case_python_small():
+    """On the interpreter --python names: a leak of small objects only (a linked list of
+    48-byte nodes, which pymalloc keeps in its arenas, never malloc blocks), attached:
+    the Python line at rank 1 and the chain from __main__.head, through the wrapper the
+    agent puts on CPython's allocators under the GIL; the program's own allocator seen
+    through PyMem_GetAllocator (ctypes) is wrapped during the attach and its own again
+    after the detach."""
+    p, want = start_py("pysmall", PYSMALL, "    head = Node(head)", python=A.python)
+    prog = os.path.join(TMP, "pysmall.ready")
+
+    def alloc():
+        with open(prog + ".alloc") as f:
+            return int(f.read())
+    try:
+        own = alloc()
+        db = os.path.join(TMP, "pysmall.db")
+        cli = subprocess.Popen([A.cli, "attach", "--duration", "3", "-o", db, str(p.pid)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wrapped = wait_for(lambda: [v for v in (alloc(),) if v != own] or None,
+                           "CPython's allocator wrapped after the attach")[0]
+        out, err = cli.communicate(timeout=90)
+        if cli.returncode != 0 or "no Python holders" in err:
+            fail("attach: rc %d %s" % (cli.returncode, err))
+        d = report(db)
+        rank, site = leak_site(d, out)
+        if site["function"] != "push" or not (site["file"] or "").endswith("pysmall.py") or site["line"] != want:
+            fail("rank 1 is %s, not push (pysmall.py:%d)\n%s" % (site, want, out))
+        hs = holders_of(d, rank)
+        chain = hs[0]["chain"] if hs else []
+        if not chain or not chain[0].startswith("__main__.head"):
+            fail("holders of rank 1: %s\n%s" % (hs, out))
+        wait_for(lambda: alloc() == own or None, "CPython's own allocator back after the detach")
+        if p.poll() is not None:
+            fail("the interpreter died")
+        print("ok: rank 1 %s:%d held by %s; allocator %#x wrapped by %#x, then back" %
+              (site["file"], site["line"], " -> ".join(chain[:3]), own, wrapped))
     finally:
         stop(p)
 
