@@ -333,17 +333,12 @@ LG_API int lg_python_startup_largest(int k) {
   uint32_t nshards = atomic_load_explicit(&h->nshards, memory_order_acquire);
   if (nshards > h->shards_cap) nshards = h->shards_cap;
   uint32_t nchunks = (n + LG_SITES_PER_CHUNK - 1) / LG_SITES_PER_CHUNK;
-  for (uint32_t s = 0; s < nshards; s++) {
-    const uint64_t *dir = LG_PTR(h, sd[s].chunk_dir, const uint64_t *);
-    uint32_t cap = sd[s].nchunks_cap < nchunks ? sd[s].nchunks_cap : nchunks;
-    for (uint32_t c = 0; c < cap; c++) {
-      uint64_t off = __atomic_load_n(&dir[c], __ATOMIC_ACQUIRE);
-      if (!off) continue;
-      const lg_site_ctr_t *ctr = LG_PTR(h, off, const lg_site_ctr_t *);
-      for (uint32_t j = 0; j < LG_SITES_PER_CHUNK && c * LG_SITES_PER_CHUNK + j < n; j++)
+  for (uint32_t s = 0; s < nshards; s++)
+    for (uint32_t c = 0; c < nchunks; c++) {
+      const lg_site_ctr_t *ctr = lg_shard_chunk(h, &sd[s], c);
+      for (uint32_t j = 0; ctr && j < LG_SITES_PER_CHUNK && c * LG_SITES_PER_CHUNK + j < n; j++)
         live[c * LG_SITES_PER_CHUNK + j] += __atomic_load_n(&ctr[j].live_bytes, __ATOMIC_RELAXED);
     }
-  }
   const lg_stack_rec_t *recs = LG_PTR(h, h->stacks_off, const lg_stack_rec_t *);
   const uint64_t *frames = LG_PTR(h, h->frames_off, const uint64_t *);
   /* the k largest Python stacks (ids 2..: id 1 is the overflow site), largest first */

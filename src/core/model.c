@@ -106,12 +106,8 @@ static int grow(lgm_proc_t *p, uint32_t n) {
 
 /* The counters of site in shard sd (NULL when that shard never touched its chunk). */
 static const lg_site_ctr_t *shard_ctr(const lg_region_hdr_t *h, const lg_shard_desc_t *sd, uint32_t site) {
-  uint32_t c = site / LG_SITES_PER_CHUNK;
-  if (c >= sd->nchunks_cap) return NULL;
-  const uint64_t *dir = LG_PTR(h, sd->chunk_dir, const uint64_t *);
-  uint64_t off = __atomic_load_n(&dir[c], __ATOMIC_ACQUIRE);
-  if (!off || off < h->arena_off || off + LG_SITES_PER_CHUNK * sizeof(lg_site_ctr_t) > h->size) return NULL;
-  return LG_PTR(h, off, const lg_site_ctr_t *) + site % LG_SITES_PER_CHUNK;
+  const lg_site_ctr_t *c = lg_shard_chunk(h, sd, site / LG_SITES_PER_CHUNK);
+  return c ? c + site % LG_SITES_PER_CHUNK : NULL;
 }
 
 void lgm_tick(lgm_proc_t *p, uint64_t now_ns) {
@@ -183,12 +179,9 @@ int lgm_collect(lgm_proc_t *p) {
   uint32_t nchunks = (n + LG_SITES_PER_CHUNK - 1) / LG_SITES_PER_CHUNK;
   /* Pass 1: bytes and blocks, summed over the shards. */
   for (uint32_t s = 0; s < nshards; s++) {
-    const uint64_t *dir = LG_PTR(h, sd[s].chunk_dir, const uint64_t *);
-    uint32_t cap = sd[s].nchunks_cap < nchunks ? sd[s].nchunks_cap : nchunks;
-    for (uint32_t c = 0; c < cap; c++) {
-      uint64_t off = __atomic_load_n(&dir[c], __ATOMIC_ACQUIRE);
-      if (!off || off < h->arena_off || off + LG_SITES_PER_CHUNK * sizeof(lg_site_ctr_t) > h->size) continue;
-      const lg_site_ctr_t *ctr = LG_PTR(h, off, const lg_site_ctr_t *);
+    for (uint32_t c = 0; c < nchunks; c++) {
+      const lg_site_ctr_t *ctr = lg_shard_chunk(h, &sd[s], c);
+      if (!ctr) continue;
       for (uint32_t k = 0; k < LG_SITES_PER_CHUNK; k++) {
         uint32_t site = c * LG_SITES_PER_CHUNK + k;
         if (site >= n) break;

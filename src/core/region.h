@@ -312,6 +312,17 @@ static inline uint32_t lg_era_start(unsigned b) { return b == 0 ? 0u : (1u << (b
 
 #define LG_PTR(hdr, off, type) ((type)((char *)(hdr) + (off)))
 
+/* The counters of chunk c (sites c * LG_SITES_PER_CHUNK onwards) in the shard sd of h,
+ * for a reader (the collector, the recorder's own lg_python_startup_largest); NULL when
+ * that shard never touched the chunk, or when its offset lies outside h's size. */
+static inline const lg_site_ctr_t *lg_shard_chunk(const lg_region_hdr_t *h, const lg_shard_desc_t *sd, uint32_t c) {
+  if (c >= sd->nchunks_cap) return NULL;
+  const uint64_t *dir = LG_PTR(h, sd->chunk_dir, const uint64_t *);
+  uint64_t off = __atomic_load_n(&dir[c], __ATOMIC_ACQUIRE);
+  if (!off || off < h->arena_off || off + LG_SITES_PER_CHUNK * sizeof(lg_site_ctr_t) > h->size) return NULL;
+  return LG_PTR(h, off, const lg_site_ctr_t *);
+}
+
 /* The layout is shared by separately built binaries (a recorder of one build may talk
  * to a collector or guard of another): any change below must bump LG_REGION_VERSION.
  * These asserts make a change visible at build time; update them with the version
