@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """A pure-Python program's speed before, during and after `leakguard attach` (issue #14,
 BENCHMARKS.md "Attach", docs/attach.md "Small objects"). The program makes and drops two
-48-byte objects per iteration (pymalloc, no freelist), keeps one in a hundred, and makes
+40-byte objects per iteration (pymalloc, no freelist), keeps one in a hundred, and makes
 one 1 KiB bytearray per 10 000 iterations (a malloc call: the injector's safe point); it
 writes its own iterations per 0.5 s. Each of REPS rounds: 3 s bare, an attach of 6 s,
 3 s after; the medians of the windows before, during (from 1 s after the attach's start

@@ -669,7 +669,7 @@ while True:
 
 def case_python_small():
     """On the interpreter --python names: a leak of small objects only (a linked list of
-    48-byte nodes, which pymalloc keeps in its arenas, never malloc blocks), attached:
+    small nodes, which pymalloc keeps in its arenas, never malloc blocks), attached:
     the Python line at rank 1 and the chain from __main__.head, through the wrapper the
     agent puts on CPython's allocators under the GIL; the program's own allocator seen
     through PyMem_GetAllocator (ctypes) is wrapped during the attach and its own again
