@@ -87,6 +87,17 @@ static unsigned long long values_fp(PyObject *d) {
   return h;
 }
 
+/* A module's globals or a frame's locals, walked as a root: a namespace whose names are
+ * rebound, never a cache. Its length stays put and its values change at every step of
+ * a loop, so dict_bounds() would take it for a dict whose length stopped growing: a
+ * graph held by `total_loss`, a module global, was once called a plateau that way.
+ * (A namespace reached through its module or class is a collapsed dict already.) */
+static int is_namespace_root(ex_t *E, int32_t p) {
+  if (E->parent[p] >= 0) return 0;
+  int kind = E->rkind[-E->parent[p] - 1];
+  return kind == R_MODULE || kind == R_FRAME;
+}
+
 /* Adds one owner to its group (creating it). chain_norm is the grouping key. */
 static PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind, int32_t i, PyObject *extra_desc) {
   int32_t p = E->parent[i];
@@ -127,7 +138,7 @@ static PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind,
     PyObject *d = PyDict_GetItemString(h, "detail");
     if (d) PyDict_SetItemString(d, "bound", bound);
     Py_DECREF(bound);
-  } else if (h && p >= 0 && PyDict_Check(E->obj[p]) && !is_collapsed_dict(E, p)) {
+  } else if (h && p >= 0 && PyDict_Check(E->obj[p]) && !is_collapsed_dict(E, p) && !is_namespace_root(E, p)) {
     /* held as the values of a plain dict: its length and which objects its values are,
      * for dict_bounds() once the holder's bytes are known */
     PyObject *d = PyDict_GetItemString(h, "detail");

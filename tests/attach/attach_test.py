@@ -197,7 +197,13 @@ def case_got():
             fail("before attach the slot is %#x, not glibc's malloc %#x" % (read_word(p.pid, slot), real))
         cli = subprocess.Popen([A.cli, "attach", "--duration", "60", "-q", "-o", os.path.join(TMP, "got.db"),
                                 str(p.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: read_word(p.pid, slot) != real, "the slot to be patched")
+        def patched():
+            if p.poll() is not None:
+                cli.kill()
+                out, err = cli.communicate(timeout=60)
+                fail("the target died (status %s) while being attached; attach said: %s" % (p.returncode, err))
+            return read_word(p.pid, slot) != real
+        wait_for(patched, "the slot to be patched")
         lo, hi = span_of(p.pid, "libleakguard-agent.so")
         v = read_word(p.pid, slot)
         if lo is None or not lo <= v < hi:
