@@ -40,6 +40,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include <dlfcn.h>
 #include <link.h>
@@ -585,8 +586,18 @@ static void patch_rela(uintptr_t obj, uintptr_t base, const ElfW(Rela) * r, size
   }
 }
 
-/* The object's identity, dynamic section and RELRO range; 0 when it is not to be
- * patched (no dynamic section, vDSO, ld.so, the agent). */
+/* glibc >= 2.35: _dl_find_object knows an object once ld.so has relocated it and put
+ * its RELRO pages read-only (dl_open_worker_begin updates it after both), and
+ * dl_iterate_phdr lists it from the moment it is mapped. A slot written while ld.so
+ * still relocates the object is lost, and a RELRO page put back to read-only under ld.so
+ * crashes it in elf_machine_rela (seen: a target whose threads dlopen in a loop). Such
+ * an object is left to a later scan. NULL on an older glibc: no such check. */
+static int (*find_object)(void *, struct dl_find_object *);
+static _Atomic int unready; /* objects the last scan left (still being loaded) */
+
+/* The object's identity, dynamic section and RELRO range (the pages ld.so makes
+ * read-only: its end rounded down); 0 when it is not to be patched (no dynamic
+ * section, vDSO, ld.so, the agent). */
 static uintptr_t obj_of(struct dl_phdr_info *info, const ElfW(Dyn) * *dynp, uintptr_t *rlo, uintptr_t *rhi) {
   uintptr_t base = info->dlpi_addr;
   const ElfW(Dyn) *dyn = NULL;
@@ -594,8 +605,10 @@ static uintptr_t obj_of(struct dl_phdr_info *info, const ElfW(Dyn) * *dynp, uint
   for (int i = 0; i < info->dlpi_phnum; i++) {
     if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(base + info->dlpi_phdr[i].p_vaddr);
     if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
-      *rlo = base + info->dlpi_phdr[i].p_vaddr;
-      *rhi = *rlo + info->dlpi_phdr[i].p_memsz;
+      /* as _dl_protect_relro rounds it: the last partial page stays writable (it
+       * holds .data too), so a slot there must not make it read-only */
+      *rlo = (base + info->dlpi_phdr[i].p_vaddr) & ~(uintptr_t)4095;
+      *rhi = (base + info->dlpi_phdr[i].p_vaddr + info->dlpi_phdr[i].p_memsz) & ~(uintptr_t)4095;
     }
   }
   if (!dyn) return 0;
@@ -616,6 +629,11 @@ static int patch_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   uintptr_t obj = obj_of(info, &dyn, &rlo, &rhi);
   if (!obj) return 0;
   if (nlive < MAX_OBJS) live_objs[nlive++] = obj;
+  struct dl_find_object fo;
+  if (find_object && find_object((void *)dyn, &fo) != 0) {
+    atomic_fetch_add(&unready, 1);
+    return 0;
+  }
   const ElfW(Sym) *sym = NULL;
   const char *str = NULL;
   const ElfW(Rela) *rela = NULL, *jmp = NULL;
@@ -648,6 +666,7 @@ static void rescan(void) {
   pthread_mutex_lock(&patch_mu);
   if (atomic_load(&stats.state) <= 1) {
     nlive = 0;
+    atomic_store(&unready, 0);
     dl_iterate_phdr(patch_cb, NULL);
     size_t k = 0; /* the slots of unloaded objects go */
     for (size_t i = 0; i < nslots; i++)
@@ -693,6 +712,7 @@ static void restore_all(void) {
 
 static int cli_pidfd = -1;
 static _Atomic int detach_once;
+static _Atomic int watcher_running; /* from its creation to its last instruction of ours */
 
 static void detach(const char *why) {
   if (atomic_exchange(&detach_once, 1)) return;
@@ -710,6 +730,7 @@ static void *watcher(void *arg) {
   (void)arg;
   lgi_tls.guard++; /* nothing this thread allocates is recorded */
   unsigned long long adds = 0;
+  int unready_ticks = 0;
   dl_iterate_phdr(adds_cb, &adds);
   atomic_store(&seen_adds, adds);
   for (;;) {
@@ -727,7 +748,11 @@ static void *watcher(void *arg) {
     if (!conn_ok && cli_pidfd < 0) break;
     unsigned long long now = 0;
     dl_iterate_phdr(adds_cb, &now);
-    if (now != atomic_load(&seen_adds)) {
+    /* an object still being loaded is looked at again at the next ticks (5 s at most:
+     * one _dl_find_object never knows, dlmopen's, costs no endless scans) */
+    int again = atomic_load(&unready) && unready_ticks < 50;
+    if (now != atomic_load(&seen_adds) || again) {
+      unready_ticks = now != atomic_load(&seen_adds) ? 0 : unready_ticks + 1;
       atomic_store(&seen_adds, now);
       rescan();
     }
@@ -739,6 +764,7 @@ static void *watcher(void *arg) {
   if (add && atomic_load(&py_wrapped)) (void)add(py_unwrap, NULL);
   if (lgi_fd_is(lgi_g.conn, lgi_g.conn_dev, lgi_g.conn_ino)) syscall(SYS_close, lgi_g.conn);
   if (cli_pidfd >= 0) syscall(SYS_close, cli_pidfd);
+  atomic_store(&watcher_running, 0); /* the next attach may start */
   return NULL;
 }
 
@@ -747,6 +773,7 @@ static void *watcher(void *arg) {
  * the slots back would need dl_iterate_phdr, whose lock another thread of the parent
  * may have held at the fork (glibc does not reset it in the child). */
 static void atfork_child(void) {
+  atomic_store(&watcher_running, 0); /* the child has no watcher thread */
   if (atomic_load(&stats.state) != 1) return;
   atomic_store(&recording, 0);
   lgi_g.enabled = 0;
@@ -1024,8 +1051,17 @@ LG_API uintptr_t lg_agent_start(const char *cfg);
 LG_API uintptr_t lg_agent_start(const char *cfg) {
   lgi_tls.guard++;
   uintptr_t rc = 0;
+  /* An attach right after another one ended: the last collector is gone, but its
+   * watcher detaches at its next tick (100 ms) and then closes that session's socket
+   * and pidfd, which must not be this session's. Wait for it to end, up to 1 s, before
+   * calling this process recorded by another attach. */
+  for (int i = 0; atomic_load(&watcher_running) && i < 100; i++) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
   uint32_t was = atomic_load(&stats.state);
   int idle = 0;
+  if (atomic_load(&watcher_running)) was = 1;
   if (was == 1 || !atomic_compare_exchange_strong(&starting, &idle, 1)) {
     lgi_tls.guard--;
     return 6; /* recording already */
@@ -1082,6 +1118,7 @@ LG_API uintptr_t lg_agent_start(const char *cfg) {
     if (k && k < sizeof self_path) memcpy(self_path, di.dli_fname, k + 1);
     if (!py_quotable(self_path)) self_path[0] = 0;
   }
+  *(void **)&find_object = dlsym(libc, "_dl_find_object");
   void *in_rtld = dlsym(RTLD_DEFAULT, "__tls_get_addr");
   if (in_rtld && dladdr(in_rtld, &di)) rtld_base = (uintptr_t)di.dli_fbase;
   struct link_map *lm = NULL;
@@ -1120,7 +1157,9 @@ LG_API uintptr_t lg_agent_start(const char *cfg) {
   pthread_attr_t at;
   pthread_attr_init(&at);
   pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  atomic_store(&watcher_running, 1);
   if (pthread_create(&th, &at, watcher, NULL) != 0) {
+    atomic_store(&watcher_running, 0);
     detach("cannot start the watcher thread");
     rc = 5;
   }

@@ -8,7 +8,10 @@
  * 2. int3 at the entry of glibc's malloc and free; every thread runs on.
  * 3. The first thread that reaches one stops there, holding no allocator lock. The
  *    breakpoints go, the other threads are stopped; unless ld.so's _r_debug.r_state is
- *    RT_CONSISTENT (no dlopen/dlclose half done), they run on and we wait again.
+ *    RT_CONSISTENT (no dlopen/dlclose half done) and the stopped thread's callers are
+ *    neither in ld.so nor in libc's loader or allocator (the loader allocates half way
+ *    through a dlopen: ours, nested there, crashed it; inject_wait.c), they run on and
+ *    we wait again.
  *    An idle target reaches neither within LG_INJECT_WAIT_MS: a thread stopped inside
  *    a blocking system call that allocator code never makes (read, poll, epoll_wait,
  *    nanosleep...: in_safe_syscall) is taken instead, else one waiting in futex whose
@@ -447,6 +450,21 @@ static void resume_all(inj_t *s, pid_t except) {
   }
 }
 
+/* No thread fit to load the agent this round: every thread runs a little without
+ * breakpoints (the one stopped would hit the same entry again at once), then all stop
+ * again for the next round. 0, or -ETIMEDOUT with why set. */
+static int next_round(inj_t *s) {
+  resume_all(s, 0);
+  struct timespec ts = {0, 5000000};
+  nanosleep(&ts, NULL);
+  if (stop_all(s, now_ms() + 3000) != 0) {
+    snprintf(s->why, s->whylen, "process %d did not stop within 3 s", (int)s->pid);
+    return -ETIMEDOUT;
+  }
+  for (int i = 0; i < s->n; i++) s->t[i].hit = 0;
+  return 0;
+}
+
 static int set_bps(inj_t *s, int on) {
   for (int i = 0; i < 2; i++) {
     uint64_t v = on ? (s->orig[i] & ~0xffULL) | 0xcc : s->orig[i];
@@ -652,20 +670,36 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
       rc = -ETIMEDOUT;
       goto fail;
     }
-    pid_t idle = 0;
-    if (w == -ETIMEDOUT && !any_hit(&s)) {
-      /* libc's symbols and the mappings, read once: a futex waiter's stack is judged
-       * by them (without them, futex waiters are not taken) */
-      if (!wc_tried) {
-        wc_tried = 1;
-        snprintf(file, sizeof file, "/proc/%d/root%s", (int)pid, libc_path);
-        int wrc = lgj_waitcheck_init(&wc, pid, file, libc_base);
-        wc_ok = wrc == 0;
-        if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "futex check: %s\n", wrc ? strerror(-wrc) : "ready");
-      }
-      idle = idle_caller(&s, wc_ok ? &wc : NULL);
+    /* libc's symbols and the mappings, read once: the stack of a thread stopped at a
+     * breakpoint or waiting in futex is judged by them (without them, futex waiters
+     * are not taken) */
+    if (!wc_tried) {
+      wc_tried = 1;
+      snprintf(file, sizeof file, "/proc/%d/root%s", (int)pid, libc_path);
+      int wrc = lgj_waitcheck_init(&wc, pid, file, libc_base);
+      wc_ok = wrc == 0;
+      if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "stack check: %s\n", wrc ? strerror(-wrc) : "ready");
     }
-    if (w == -ETIMEDOUT && !any_hit(&s) && !idle) {
+    int32_t state = -1;
+    int got = (int)pread(s.memfd, &state, sizeof state, (off_t)r_state_addr);
+    int loader_idle = got == (int)sizeof state && state == 0;
+    if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "try %d: r_state %d (read %d), wait %d\n", tries, state, got, w);
+    /* 1. a thread stopped at a breakpoint, no dlopen or dlclose half done, and none of
+     *    its callers in the loader or in libc's allocator */
+    for (int i = 0; loader_idle && i < s.n && !caller; i++) {
+      if (s.t[i].gone || !s.t[i].hit) continue;
+      char hwhy[160] = "";
+      int ok = wc_ok ? lgj_hit_safe(&wc, s.t[i].tid, hwhy, sizeof hwhy) : 1;
+      if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "hit %d: %d %s\n", (int)s.t[i].tid, ok, hwhy);
+      if (ok == 1) caller = s.t[i].tid;
+    }
+    /* 2. else a thread waiting in a system call that can be interrupted safely (its
+     *    stack holds no loader frame: a dlopen of ours there waits for a busy loader's
+     *    lock like any other caller); after a hit too, as in a program whose only
+     *    allocations are the loader's */
+    if (!caller && (caller = idle_caller(&s, wc_ok ? &wc : NULL)) != 0) res->idle = 1;
+    if (caller) break;
+    if (w == -ETIMEDOUT && !any_hit(&s)) {
       snprintf(why, n,
                "process %d made no malloc or free call within %d s, and none of its threads waits in a "
                "system call that can be interrupted safely (docs/attach.md)",
@@ -673,35 +707,14 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
       rc = -ETIMEDOUT;
       goto fail;
     }
-    int32_t state = -1;
-    int got = (int)pread(s.memfd, &state, sizeof state, (off_t)r_state_addr);
-    if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "try %d: r_state %d (read %d)\n", tries, state, got);
-    if (got != (int)sizeof state || state != 0) {
-      /* the loader is busy: another round, after the threads ran a little without
-       * breakpoints (the one stopped would hit the same entry again at once) */
-      resume_all(&s, 0);
-      struct timespec ts = {0, 5000000};
-      nanosleep(&ts, NULL);
-      if (stop_all(&s, now_ms() + 3000) != 0) {
-        snprintf(why, n, "process %d did not stop within 3 s", (int)pid);
-        rc = -ETIMEDOUT;
-        goto fail;
-      }
-      for (int i = 0; i < s.n; i++) s.t[i].hit = 0;
-      continue;
-    }
-    for (int i = 0; i < s.n; i++)
-      if (!s.t[i].gone && s.t[i].hit) {
-        caller = s.t[i].tid;
-        break;
-      }
-    if (!caller && idle) {
-      caller = idle;
-      res->idle = 1;
-    }
+    /* 3. the loader busy, or every hit an allocation of the loader's: another round */
+    if ((rc = next_round(&s)) != 0) goto fail;
   }
   if (!caller) {
-    snprintf(why, n, "process %d never reached a safe point (the loader stayed busy)", (int)pid);
+    snprintf(why, n,
+             "process %d reached no safe point in 20 rounds: every malloc or free stopped was the loader's, "
+             "and no thread waits in a system call that can be interrupted safely",
+             (int)pid);
     rc = -EAGAIN;
     goto fail;
   }

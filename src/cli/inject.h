@@ -61,6 +61,14 @@ void lgj_waitcheck_free(lgj_waitcheck_t *w);
 /* tid ptrace-stopped: 1 when its wait may load the agent, 0 when not, -errno when its
  * stack cannot be read to the end (not safe either); why says which frame. */
 int lgj_futex_waiter_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n);
+/* tid ptrace-stopped at the entry of malloc or free (frame 0): 0 when one of its
+ * callers lies in ld.so or in libc's allocator or loader entry points, else 1. The
+ * loader allocates half way through dlopen and dlclose, under its recursive lock and
+ * with _r_debug saying RT_CONSISTENT: a dlopen of ours nested there breaks ld.so's
+ * state (seen: _dl_find_object_update crashed the target). A stack not readable to its
+ * end counts as safe: the frames that matter, ld.so's and libc's, carry .eh_frame and
+ * come first. */
+int lgj_hit_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n);
 /* Calls fn for each line of /proc/PID/maps (its range, file offset and path, "" for an
  * anonymous one) until fn returns non-zero: 0 (fn stopped with > 0, or the end), a
  * negative return of fn, or -errno. */

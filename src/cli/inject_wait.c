@@ -178,7 +178,10 @@ static int in_ranges(const lgj_range_t *r, int n, uintptr_t a) {
   return 0;
 }
 
-int lgj_futex_waiter_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n) {
+/* Walks tid's stack from frame `from` on: 0 at the first frame in ld.so or in one of
+ * the unsafe libc functions (why says which), 1 at the outermost frame, -EIO when the
+ * stack cannot be read to its end. */
+static int walk_stack(const lgj_waitcheck_t *w, pid_t tid, int from, char *why, size_t n) {
   void *ui = _UPT_create(tid);
   if (!ui) return -ENOMEM;
   unw_cursor_t c;
@@ -192,11 +195,11 @@ int lgj_futex_waiter_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t
     }
     /* a return address points after its call: the caller's function holds ip - 1 */
     uintptr_t a = frames ? (uintptr_t)ip - 1 : (uintptr_t)ip;
-    if (in_ranges(w->ld, w->nld, a)) {
+    if (frames >= from && in_ranges(w->ld, w->nld, a)) {
       snprintf(why, n, "thread %d: frame %d in ld.so", (int)tid, frames);
       break;
     }
-    if (in_ranges(w->unsafe, w->nunsafe, a)) {
+    if (frames >= from && in_ranges(w->unsafe, w->nunsafe, a)) {
       snprintf(why, n, "thread %d: frame %d in libc's allocator, loader or own locks", (int)tid, frames);
       break;
     }
@@ -207,4 +210,13 @@ int lgj_futex_waiter_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t
   if (rc == -EIO) snprintf(why, n, "thread %d: its stack could not be read to the end (%d frames)", (int)tid, frames);
   _UPT_destroy(ui);
   return rc;
+}
+
+int lgj_futex_waiter_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n) {
+  return walk_stack(w, tid, 0, why, n);
+}
+
+int lgj_hit_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n) {
+  int rc = walk_stack(w, tid, 1, why, n);
+  return rc == -EIO ? 1 : rc;
 }

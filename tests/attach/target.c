@@ -9,6 +9,9 @@
  * child that dies otherwise is written to ARGV1.forkfail.
  * ATTACH_LEAKY=LIB: once ARGV1.go exists, LIB is dlopen'ed and its leaky() called
  * every 50 ms.
+ * ATTACH_LOADERS_ONLY=1: three threads dlopen and dlclose libm, libz, libbz2 and liblzma
+ * in a loop and nothing else runs but the progress line: nearly every malloc and free
+ * the injector stops is the loader's, half way through a dlopen or dlclose.
  * ATTACH_MMAP=1: once ARGV1.go exists, every 50 ms mmap_leak_here() maps 64 KiB of
  * anonymous memory it never unmaps, and mmap_churn() maps 256 KiB, grows it with
  * mremap and unmaps it.
@@ -77,6 +80,15 @@ static void *loader(void *arg) {
   }
   return NULL;
 }
+static void *loader_only(void *arg) {
+  static const char *const libs[] = {"libm.so.6", "libz.so.1", "libbz2.so.1.0", "liblzma.so.5"};
+  for (unsigned i = 0;; i++) {
+    void *h = dlopen(libs[(i + (uintptr_t)arg) % 4], RTLD_NOW | RTLD_LOCAL);
+    if (h) dlclose(h);
+    if (i % 16 == 0) atomic_fetch_add(&progress, 1);
+  }
+  return NULL;
+}
 static void *brief(void *arg) { return malloc((size_t)(uintptr_t)arg); }
 static void *spawner(void *arg) {
   (void)arg;
@@ -136,8 +148,9 @@ int main(int argc, char **argv) {
     }
   }
   pthread_t t;
-  for (int i = 0; i < 3; i++) pthread_create(&t, NULL, hammer, NULL);
-  if (!getenv("ATTACH_CHURN_ONLY")) { /* ATTACH_CHURN_ONLY=1: the hammering threads alone (bench) */
+  int loaders_only = getenv("ATTACH_LOADERS_ONLY") != NULL;
+  for (int i = 0; i < 3; i++) pthread_create(&t, NULL, loaders_only ? loader_only : hammer, (void *)(uintptr_t)i);
+  if (!getenv("ATTACH_CHURN_ONLY") && !loaders_only) { /* ATTACH_CHURN_ONLY=1: the hammering threads alone (bench) */
     pthread_create(&t, NULL, trimmer, NULL);
     pthread_create(&t, NULL, loader, NULL);
     pthread_create(&t, NULL, spawner, NULL);
