@@ -160,6 +160,20 @@ def main():
                 return {h["chain"][0]: (h.get("detail") or {}).get("bound") for h in doc["holders"]
                         if h["chain"][0] in ("__main__.buckets (dict)", "__main__.grow (dict)",
                                              "__main__.frozen (dict)")}
+            # a linked list: one holder whatever the depth of each node
+            class Node:
+                __slots__ = ("next",)
+                def __init__(self, nxt):
+                    self.next = nxt
+            chain_head = None
+            def grow_chain():
+                global chain_head
+                for _ in range(5000):
+                    chain_head = Node(chain_head)
+            grow_chain()
+            ll_site = lg._site_of_object(chain_head)
+            ll = lg.explain(stacks=[ll_site] if ll_site else [], write=False)
+            linked = [[h["chain"], h["objects"]] for h in ll["holders"]]
             # a thread of leakguard's own (sitecustomize's watcher) is never recorded
             import threading
             quiet = []
@@ -181,6 +195,7 @@ def main():
                               "small_scanned": small["objects_scanned"],
                               "site_of_list": lg._site_of_object(history),
                               "dict_bounds": [bounds(d1), bounds(d2)],
+                              "linked": linked, "linked_site": ll_site,
                               "paused_sites": paused_sites,
                               "main_site": lg._site_of_object(history[0]) is not None}))
         """))
@@ -217,6 +232,12 @@ def main():
               "a dict whose length stopped growing while its values were replaced bounds them (second "
               "explain); one whose values grow does not, nor one whose values did not change",
               first=b1, second=b2)
+        big = max(out["linked"], key=lambda c: c[1]) if out["linked"] else [[], 0]
+        check(out["linked_site"] is not None and big[1] >= 4990
+              and big[0][:2] == ["__main__.chain_head (Node)", ".next (Node) \u00d72"]
+              and sum(c[1] for c in out["linked"]) == 5000 and len(out["linked"]) <= 4,
+              "a linked list of 5000 nodes: one holder for the deep ones, its run of .next folded",
+              linked=out["linked"], site=out["linked_site"])
         check(out["small_truncated"] is True and out["small_scanned"] <= 500,
               "max_objects bounds the walk (truncated)", small=out)
         # the collector ingests (and removes) the file within a tick: look for it in the
