@@ -126,6 +126,47 @@ LG_API int pthread_getattr_np(pthread_t th, pthread_attr_t *attr) {
   return r;
 }
 
+#ifdef LGI_AGENT
+/* The agent finds a thread's stack bounds without pthread_getattr_np, which allocates
+ * (its attribute extension and CPU set) in the calling thread's malloc arena: three
+ * blocks allocated and freed in every thread at its first recorded allocation were
+ * enough to move a thread of the churn program onto glibc's trim threshold, where it
+ * went on trimming and regrowing its heap after the detach (BENCHMARKS.md, "Attach").
+ * glibc's thread descriptor holds the stack block it made, or the one the program gave
+ * pthread_attr_setstack, as `void *stackblock; size_t stackblock_size, guardsize;`.
+ * Where in the descriptor depends on glibc's version, so a helper thread learns it
+ * once, before anything is recorded: it asks pthread_getattr_np for its own stack (the
+ * blocks go to the helper's arena) and looks for the one place in its own descriptor
+ * that holds those three words. No single match: pthread_getattr_np as in
+ * libleakguard.so. */
+static _Atomic long stackblock_off = -1; /* -1 not learnt, -2 not found */
+#define LGI_DESCR_SCAN 4096
+
+static void *learn_stackblock(void *arg) {
+  (void)arg;
+  pthread_attr_t a;
+  void *addr = NULL;
+  size_t size = 0;
+  long found = -2;
+  if (real_getattr && real_getattr(pthread_self(), &a) == 0) {
+    if (pthread_attr_getstack(&a, &addr, &size) != 0) addr = NULL;
+    pthread_attr_destroy(&a);
+  }
+  uintptr_t lo = (uintptr_t)addr, hi = lo + size, self = (uintptr_t)pthread_self();
+  int matches = 0;
+  for (uintptr_t o = 0; addr && size && self > lo && o < LGI_DESCR_SCAN && self + o + 3 * sizeof(uintptr_t) <= hi;
+       o += sizeof(uintptr_t)) {
+    const uintptr_t *f = (const uintptr_t *)(self + o);
+    if (f[0] && f[0] + f[1] == hi && f[0] + f[2] == lo) {
+      found = (long)o;
+      matches++;
+    }
+  }
+  atomic_store(&stackblock_off, matches == 1 ? found : -2);
+  return NULL;
+}
+#endif
+
 void lgi_unwind_init(void) {
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   /* A bigger register-state cache: a miss costs a dl_iterate_phdr and two sigprocmask
@@ -133,6 +174,13 @@ void lgi_unwind_init(void) {
   unw_set_cache_size(unw_local_addr_space, 4096, 0);
   if (!real_getattr)
     __atomic_store_n(&real_getattr, (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np"), __ATOMIC_RELEASE);
+#ifdef LGI_AGENT
+  pthread_t th;
+  if (atomic_load(&stackblock_off) == -1) {
+    if (pthread_create(&th, NULL, learn_stackblock, NULL) == 0) pthread_join(th, NULL);
+    else atomic_store(&stackblock_off, -2);
+  }
+#endif
 }
 
 /* ---- fork while other threads unwind
@@ -242,7 +290,21 @@ static void stack_bounds(lgi_tls_t *t) {
     t->stack_hi = hi;
     t->stack_lo = top > span ? top - span : 1;
     t->stack_known = 1;
-  } else if (!t->in_getattr && real_getattr) {
+  }
+#ifdef LGI_AGENT
+  else if (atomic_load_explicit(&stackblock_off, memory_order_relaxed) >= 0) {
+    uintptr_t self = (uintptr_t)pthread_self();
+    const uintptr_t *f = (const uintptr_t *)(self + (uintptr_t)atomic_load(&stackblock_off));
+    uintptr_t lo = f[0] + f[2], hi = f[0] + f[1];
+    t->stack_known = -1;
+    if (f[0] && lo < hi && self > lo && self < hi) {
+      t->stack_lo = lo;
+      t->stack_hi = self;
+      t->stack_known = 1;
+    }
+  }
+#endif
+  else if (!t->in_getattr && real_getattr) {
     pthread_attr_t a;
     void *addr = NULL;
     size_t size = 0;
@@ -370,6 +432,35 @@ static void slots_write(uintptr_t cfa0, const uint64_t *ips, const uint64_t *sps
   }
 }
 
+/* The return addresses of the calling chain, innermost first (frames of this file
+ * included: callers look for ra0 in them). The agent (`leakguard attach`) steps with
+ * unw_step instead of unw_backtrace: libunwind's fast trace keeps a thread-local cache
+ * pointer, and a libunwind that came into the process with the agent's dlopen has its
+ * TLS in glibc's dynamic TLS, which __tls_get_addr mallocs in each thread's own arena at
+ * the thread's first trace. That block outlived the detach in every thread that made a
+ * recorded allocation, and it moved the churn program's heap onto glibc's trim edge: one
+ * or two of its threads went on trimming and regrowing their heap (5 000 madvise calls a
+ * second, 10-20 % slower) after the agent had gone (BENCHMARKS.md, "Attach"). unw_step
+ * touches no TLS; it costs two sigprocmask calls a frame, paid on a miss of the stack
+ * cache above only. libleakguard.so, loaded at start-up, has libunwind's TLS in the
+ * static block allocated with each thread, and keeps the fast trace. */
+static int backtrace_ips(void **bt, int want) {
+#ifdef LGI_AGENT
+  unw_context_t uc;
+  unw_cursor_t c;
+  if (unw_getcontext(&uc) != 0 || unw_init_local(&c, &uc) != 0) return 0;
+  int k = 0;
+  do {
+    unw_word_t ip;
+    if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+    bt[k++] = (void *)(uintptr_t)ip;
+  } while (k < want && unw_step(&c) > 0);
+  return k;
+#else
+  return unw_backtrace(bt, want);
+#endif
+}
+
 /* The innermost native frames of a Python thread's allocation, at most max, up to the
  * interpreter's own frame: from the head cache, else libunwind's fast trace (a per-IP
  * cache, no system calls once warm). */
@@ -397,11 +488,11 @@ static unsigned native_head(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintp
    * above ra0 number the same for a given hook; head_skip is the most seen so far,
    * and a trace that stopped short of ra0 is asked again in full. */
   int want = m->head_skip ? (int)(m->head_skip + max - 1) : LGI_PY_NATIVE + 8;
-  int k = unw_backtrace(bt, want), i = 0;
+  int k = backtrace_ips(bt, want), i = 0;
   while (i < k && (uintptr_t)bt[i] != ra0) i++;
   if (i == k && k == want && want < LGI_HEAD_TRACE) {
     want = LGI_HEAD_TRACE;
-    k = unw_backtrace(bt, want);
+    k = backtrace_ips(bt, want);
     i = 0;
     while (i < k && (uintptr_t)bt[i] != ra0) i++;
   }
@@ -456,7 +547,7 @@ static uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, ui
    * found by scanning upward from the previous one (a return address sits at the top
    * of its caller's frame, above the callee's). unw_step would give the stack pointers
    * directly but costs two sigprocmask calls per frame. */
-  int k = unw_backtrace(bt, LG_MAX_DEPTH + 8), i = 0;
+  int k = backtrace_ips(bt, LG_MAX_DEPTH + 8), i = 0;
   unwind_leave(t);
   while (i < k && (uintptr_t)bt[i] != ra0) i++;
   for (; i < k && n < max; i++) {
