@@ -24,7 +24,7 @@ set(LGA_ARGS --cli $<TARGET_FILE:leakguard-cli> --target $<TARGET_FILE:attach_ta
 if(LG_SANITIZE)
   list(APPEND LGA_ARGS --cycles 1) # the sanitized CLI is slower: CI time
 endif()
-foreach(case cycles got loaders kill_cli fork dlopen_lib mmap preattach errors python python_blocked python_torch other_user
+foreach(case cycles first_stop got loaders kill_cli fork dlopen_lib mmap preattach errors python python_blocked python_torch other_user
              idle futex futex_loader metrics guard)
   add_test(NAME attach_${case} COMMAND ${Python3_EXECUTABLE} ${LGA_ROOT}/tests/attach/attach_test.py ${case} ${LGA_ARGS})
   set_tests_properties(attach_${case} PROPERTIES TIMEOUT 120 LABELS "attach")

@@ -5,18 +5,22 @@
  *
  * 1. PTRACE_SEIZE every thread (new threads and fork children are traced too:
  *    PTRACE_O_TRACECLONE/FORK/VFORK) and stop them all (PTRACE_INTERRUPT).
- * 2. int3 at the entry of glibc's malloc and free; every thread runs on.
+ * 2. A thread found waiting in a blocking system call that allocator and loader code
+ *    never make (read, poll, epoll_wait, nanosleep...: in_safe_syscall) whose whole
+ *    call stack (libunwind-ptrace) has no loader, allocator or libc-lock frame is
+ *    taken at once (4.): ld.so's allocations for the agent go to an idle thread's
+ *    malloc arena. Else:
+ *    int3 at the entry of glibc's malloc and free; every thread runs on.
  * 3. The first thread that reaches one stops there, holding no allocator lock. The
  *    breakpoints go, the other threads are stopped; unless ld.so's _r_debug.r_state is
  *    RT_CONSISTENT (no dlopen/dlclose half done) and the stopped thread's callers are
  *    neither in ld.so nor in libc's loader or allocator (the loader allocates half way
  *    through a dlopen: ours, nested there, crashed it; inject_wait.c), they run on and
  *    we wait again.
- *    An idle target reaches neither within LG_INJECT_WAIT_MS: a thread stopped inside
- *    a blocking system call that allocator code never makes (read, poll, epoll_wait,
- *    nanosleep...: in_safe_syscall) is taken instead, else one waiting in futex whose
- *    call stack has no allocator or loader frame (inject_wait.c); its call is
- *    restarted after.
+ *    An idle target reaches neither within LG_INJECT_WAIT_MS: a thread waiting in one
+ *    of in_safe_syscall's calls (its stack not read to the end at 2.) is taken
+ *    instead, else one waiting in futex whose call stack has no allocator or loader
+ *    frame (inject_wait.c); its call is restarted after.
  * 4. The other threads run on (a lock one of them holds is released as it would be);
  *    in the stopped thread we call dlopen(agent, RTLD_NOW), dlsym(h,
  *    "lg_agent_start") and lg_agent_start(cfg) (System V ABI, 16-byte aligned stack
@@ -423,9 +427,26 @@ static pid_t idle_caller(inj_t *s, const lgj_waitcheck_t *w) {
     rv = (long)r.rax;
     if (rv != -512 /* ERESTARTSYS */ && rv != -516 /* ERESTART_RESTARTBLOCK */) continue;
     char why[160] = "";
-    int ok = lgj_futex_waiter_safe(w, s->t[i].tid, why, sizeof why);
+    int ok = lgj_waiter_safe(w, s->t[i].tid, why, sizeof why);
     if (getenv("LG_INJECT_DEBUG"))
       fprintf(stderr, "waiter %d (system call %ld): %d %s\n", (int)s->t[i].tid, (long)r.orig_rax, ok, why);
+    if (ok == 1) return s->t[i].tid;
+  }
+  return 0;
+}
+
+/* With every thread stopped: one waiting in one of in_safe_syscall's calls whose stack,
+ * read to its end, has no loader, allocator or libc-lock frame, or 0. */
+static pid_t safe_waiter(inj_t *s, const lgj_waitcheck_t *w) {
+  for (int i = 0; i < s->n; i++) {
+    struct user_regs_struct r;
+    if (s->t[i].gone || !s->t[i].stopped || ptrace(PTRACE_GETREGS, s->t[i].tid, NULL, &r) != 0 || !in_safe_syscall(&r))
+      continue;
+    char why[160] = "";
+    int ok = lgj_waiter_safe(w, s->t[i].tid, why, sizeof why);
+    if (getenv("LG_INJECT_DEBUG"))
+      fprintf(stderr, "waiter %d (system call %ld) at the first stop: %d %s\n", (int)s->t[i].tid, (long)r.orig_rax, ok,
+              why);
     if (ok == 1) return s->t[i].tid;
   }
   return 0;
@@ -626,7 +647,7 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
 
   inj_t s = {.pid = pid, .memfd = -1, .why = why, .whylen = n};
   lgj_waitcheck_t wc;
-  int wc_tried = 0, wc_ok = 0;
+  int wc_ok = 0;
   s.bp[0] = libc_base + lv[0];
   s.bp[1] = libc_base + lv[1];
   char mp[64];
@@ -644,12 +665,26 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
     rc = -EIO;
     goto fail;
   }
+  double t_stop = now_ms();
   if ((rc = stop_all(&s, now_ms() + 3000)) != 0) {
     snprintf(why, n, "process %d did not stop within 3 s", (int)pid);
     goto fail;
   }
-  pid_t caller = 0;
-  double t_stop = 0;
+  /* libc's symbols and the mappings, read once: the stack of a waiting thread or of one
+   * stopped at a breakpoint is judged by them (without them, only a thread in one of
+   * in_safe_syscall's calls is taken, after the breakpoints) */
+  snprintf(file, sizeof file, "/proc/%d/root%s", (int)pid, libc_path);
+  int wrc = lgj_waitcheck_init(&wc, pid, file, libc_base);
+  wc_ok = wrc == 0;
+  if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "stack check: %s\n", wrc ? strerror(-wrc) : "ready");
+  /* 0. a thread already waiting in one of in_safe_syscall's calls whose whole stack
+   *    passes the check: taken at once, no breakpoint written. ld.so's allocations for
+   *    the agent (link maps, scopes, search paths: kilobytes that stay) then go to that
+   *    thread's malloc arena, not to the arena of a thread in full swing: there they
+   *    moved the churn program's heap onto glibc's trim threshold, and that thread went
+   *    on trimming and regrowing it after the detach (BENCHMARKS.md, "Attach"). */
+  pid_t caller = wc_ok ? safe_waiter(&s, &wc) : 0;
+  if (caller) res->idle = 1;
   for (int tries = 1; tries <= 20 && !caller; tries++) {
     res->tries = tries;
     if ((rc = set_bps(&s, 1)) != 0) {
@@ -669,16 +704,6 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
       snprintf(why, n, "process %d did not stop within 3 s", (int)pid);
       rc = -ETIMEDOUT;
       goto fail;
-    }
-    /* libc's symbols and the mappings, read once: the stack of a thread stopped at a
-     * breakpoint or waiting in futex is judged by them (without them, futex waiters
-     * are not taken) */
-    if (!wc_tried) {
-      wc_tried = 1;
-      snprintf(file, sizeof file, "/proc/%d/root%s", (int)pid, libc_path);
-      int wrc = lgj_waitcheck_init(&wc, pid, file, libc_base);
-      wc_ok = wrc == 0;
-      if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "stack check: %s\n", wrc ? strerror(-wrc) : "ready");
     }
     int32_t state = -1;
     int got = (int)pread(s.memfd, &state, sizeof state, (off_t)r_state_addr);
@@ -724,6 +749,7 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
     rc = -EIO;
     goto fail;
   }
+  if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "loading thread %d\n", (int)caller);
   /* the other threads run on while the caller loads the agent */
   resume_all(&s, caller);
   res->all_stopped_ms = now_ms() - t_stop;

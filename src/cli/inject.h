@@ -60,7 +60,7 @@ int lgj_waitcheck_init(lgj_waitcheck_t *w, pid_t pid, const char *libc_file, uin
 void lgj_waitcheck_free(lgj_waitcheck_t *w);
 /* tid ptrace-stopped: 1 when its wait may load the agent, 0 when not, -errno when its
  * stack cannot be read to the end (not safe either); why says which frame. */
-int lgj_futex_waiter_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n);
+int lgj_waiter_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n);
 /* tid ptrace-stopped at the entry of malloc or free (frame 0): 0 when one of its
  * callers lies in ld.so or in libc's allocator or loader entry points, else 1. The
  * loader allocates half way through dlopen and dlclose, under its recursive lock and

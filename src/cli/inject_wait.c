@@ -212,9 +212,7 @@ static int walk_stack(const lgj_waitcheck_t *w, pid_t tid, int from, char *why, 
   return rc;
 }
 
-int lgj_futex_waiter_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n) {
-  return walk_stack(w, tid, 0, why, n);
-}
+int lgj_waiter_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n) { return walk_stack(w, tid, 0, why, n); }
 
 int lgj_hit_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n) {
   int rc = walk_stack(w, tid, 1, why, n);

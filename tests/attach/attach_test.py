@@ -4,7 +4,7 @@
 
 usage: attach_test.py CASE --cli LEAKGUARD --target TARGET [--leaky LIB] [--static BIN] [--cycles N]
 
-Cases: cycles, got, kill_cli, fork, dlopen_lib, preattach, errors, python, python_holders, python_small,
+Cases: cycles, first_stop, got, loaders, kill_cli, fork, dlopen_lib, preattach, errors, python, python_holders, python_small,
 python_blocked, python_torch, other_user, idle, futex, futex_loader, metrics, guard.
 Every wait polls for a state with a generous deadline; nothing asserts a duration.
 """
@@ -59,6 +59,12 @@ def progress_now(prog):
         v = progress(prog)
         return None if v is None else [v]
     return wait_for(whole, "a whole progress line")[0]
+
+
+# No thread of the target ever waits in nanosleep (its pauses are futex waits): the
+# injector stops a thread at malloc or free, the path these cases are about. Without it,
+# a thread sleeping in nanosleep is taken at the first stop (case_first_stop).
+BUSY = {"ATTACH_NAP": "futex"}
 
 
 def start_target(name, args=(), env=None):
@@ -166,7 +172,7 @@ def case_cycles():
     """A target inside malloc (3 hammering threads, malloc_trim and dlopen/dlclose loops,
     threads starting and exiting): N short attach/detach cycles, then one long enough for
     the detector. No hang, no crash, progress keeps moving, the planted leak at rank 1."""
-    p, prog = start_target("cycles")
+    p, prog = start_target("cycles", env=BUSY)
     try:
         last = progress_now(prog)
         for i in range(A.cycles):
@@ -194,10 +200,31 @@ def case_cycles():
     print("ok: %d cycles and a long attach, leak_here at rank 1" % A.cycles)
 
 
+def case_first_stop():
+    """A thread already waiting in nanosleep, its stack clean, is taken at the first stop,
+    before any breakpoint: the agent loads in the sleeping main thread, not in one of the
+    three threads hammering malloc (ld.so's allocations for it stay in the loading
+    thread's malloc arena, and a busy thread's heap was moved by them)."""
+    p, prog = start_target("first", env={"ATTACH_CHURN_ONLY": "1"})
+    try:
+        r = subprocess.run([A.cli, "attach", "--duration", "0.3", "-o", os.path.join(TMP, "first.db"), str(p.pid)],
+                           capture_output=True, text=True, timeout=60, env=dict(os.environ, LG_INJECT_DEBUG="1"))
+        if r.returncode != 0:
+            fail("rc %d: %s" % (r.returncode, r.stderr))
+        if "idle: loaded in a waiting thread" not in r.stderr:
+            fail("not loaded in a waiting thread:\n" + r.stderr)
+        if "loading thread %d\n" % p.pid not in r.stderr:
+            fail("the loading thread is not the sleeping main thread %d:\n%s" % (p.pid, r.stderr))
+        runs_on(p, prog)
+    finally:
+        stop(p)
+    print("ok: loaded in the sleeping main thread at the first stop")
+
+
 def case_got():
     """The executable's malloc slot points into the agent while attached and holds glibc's
     malloc again after detach (read through /proc/PID/mem)."""
-    p, prog = start_target("got")
+    p, prog = start_target("got", env=BUSY)
     try:
         slot = base_of(p.pid, os.path.basename(A.target))[0] + got_slot_of_malloc(A.target)
         libc_base, libc = base_of(p.pid, "libc.so.6")
@@ -275,7 +302,7 @@ def case_loaders():
     watcher rather than take its socket (the second attach then refused: "another
     leakguard attach is recording"). Before those fixes the target died within a few
     cycles."""
-    p, prog = start_target("loaders", env={"ATTACH_LOADERS_ONLY": "1"})
+    p, prog = start_target("loaders", env=dict(BUSY, ATTACH_LOADERS_ONLY="1"))
     try:
         for i in range(max(6, A.cycles * 3)):
             last = progress_now(prog)
@@ -320,7 +347,7 @@ def case_kill_cli():
 
 def case_fork():
     """fork while attached: children (pass-through) exit 0, the parent is recorded."""
-    p, prog = start_target("fork", env={"ATTACH_FORK": "1"})
+    p, prog = start_target("fork", env=dict(BUSY, ATTACH_FORK="1"))
     try:
         db = os.path.join(TMP, "fork.db")
         t0 = time.monotonic()

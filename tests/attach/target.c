@@ -15,6 +15,9 @@
  * ATTACH_MMAP=1: once ARGV1.go exists, every 50 ms mmap_leak_here() maps 64 KiB of
  * anonymous memory it never unmaps, and mmap_churn() maps 256 KiB, grows it with
  * mremap and unmaps it.
+ * ATTACH_NAP=futex: every pause is a timed wait on a condition variable (futex), not
+ * usleep: no thread ever waits in a call the injector takes at once (nanosleep), so it
+ * stops a thread at malloc or free, as in a process whose threads never sleep.
  */
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -26,9 +29,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static _Atomic unsigned long progress;
+
+static int nap_futex;
+static void nap(unsigned usec) {
+  if (!nap_futex) {
+    usleep(usec);
+    return;
+  }
+  static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  static pthread_cond_t c = PTHREAD_COND_INITIALIZER; /* never signalled */
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += (long)usec * 1000;
+  ts.tv_sec += ts.tv_nsec / 1000000000L;
+  ts.tv_nsec %= 1000000000L;
+  pthread_mutex_lock(&m);
+  while (pthread_cond_timedwait(&c, &m, &ts) == 0)
+    continue;
+  pthread_mutex_unlock(&m);
+}
 
 __attribute__((noinline)) static void *leak_here(size_t n) {
   void *p = malloc(n);
@@ -65,7 +88,7 @@ static void *trimmer(void *arg) {
   (void)arg;
   for (;;) {
     malloc_trim(0);
-    usleep(1000);
+    nap(1000);
   }
   return NULL;
 }
@@ -76,7 +99,7 @@ static void *loader(void *arg) {
     if (h) dlclose(h);
     void *z = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
     if (z) dlclose(z);
-    usleep(2000);
+    nap(2000);
   }
   return NULL;
 }
@@ -99,7 +122,7 @@ static void *spawner(void *arg) {
       pthread_join(t, &r);
       free(r);
     }
-    usleep(500);
+    nap(500);
   }
   return NULL;
 }
@@ -123,7 +146,7 @@ static void *forker(void *arg) {
         fclose(f);
       }
     }
-    usleep(20000);
+    nap(20000);
   }
   return NULL;
 }
@@ -131,6 +154,8 @@ static void *forker(void *arg) {
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
   prog = argv[1];
+  const char *nap_how = getenv("ATTACH_NAP");
+  nap_futex = nap_how && strcmp(nap_how, "futex") == 0;
   const char *leaky_lib = getenv("ATTACH_LEAKY");
   int use_mmap = getenv("ATTACH_MMAP") != NULL;
   void (*leaky)(void) = NULL;
@@ -177,6 +202,6 @@ int main(int argc, char **argv) {
       fprintf(f, "%d %lu\n", (int)getpid(), atomic_load(&progress));
       fclose(f);
     }
-    usleep(50000);
+    nap(50000);
   }
 }
