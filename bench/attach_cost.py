@@ -4,7 +4,7 @@
 "Attach": sampled attach <= 1.3x, after detach <= 1.02x).
 
 usage: attach_cost.py BUILD_DIR [--rounds 8] [--window 1.5] [--sample 512k]
-                      [--agent AGENT.so] [--nap futex]
+                      [--agent AGENT.so] [--nap futex] [--no-trim]
 
 Two copies of the churn program (tests/attach/target.c, ATTACH_CHURN_ONLY=1: three threads
 hammering malloc/free; its main thread sleeps in nanosleep between progress lines, where
@@ -18,7 +18,12 @@ the target, whatever else the machine runs) and work per second of wall time.
 
 1. before: ROUNDS windows of the control C and of the target T, alternately;
 2. attached: ROUNDS attaches of T (`-s SAMPLE`), each with a window of T just before
-   (bare) and one from 1 s into the attach; the slowdown of each is bare / attached;
+   (bare) and one from 1 s into the attach; the slowdown of each is bare / attached.
+   After each, C runs alone as long as T did: the churn threads' heaps sit at glibc's
+   trim threshold and now and then start trimming by themselves (a copy never attached:
+   ~900 page faults a second in 2 of 9 seconds sampled over a minute), more likely the
+   longer they have run, so both copies run alike (`--no-trim` takes that out: both
+   with glibc.malloc.trim_threshold=1 GiB);
 3. after: the ROUNDS alternating windows of step 1 again, now that T has been attached
    and detached ROUNDS times. The cost after detach is the median of T/C before over the
    median of T/C after: the control takes out the machine's drift between the two.
@@ -44,13 +49,15 @@ def symbol_offset(binary, name):
 
 
 class Target:
-    def __init__(self, binary, workdir, tag, off, nap=None):
+    def __init__(self, binary, workdir, tag, off, nap=None, tunables=None):
         self.prog = os.path.join(workdir, tag)
         if os.path.exists(self.prog):
             os.unlink(self.prog)
         env = dict(os.environ, ATTACH_CHURN_ONLY="1")
         if nap:
             env["ATTACH_NAP"] = nap
+        if tunables:
+            env["GLIBC_TUNABLES"] = tunables
         self.p = subprocess.Popen([binary, self.prog], env=env)
         for _ in range(500):
             if os.path.exists(self.prog):
@@ -63,6 +70,11 @@ class Target:
             raise SystemExit("%s did not start" % binary)
         self.addr = min(base) + off
         self.mem = open("/proc/%d/mem" % self.p.pid, "rb", buffering=0)
+
+    def faults(self):
+        """minor page faults of the whole process so far"""
+        with open("/proc/%d/stat" % self.p.pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[7])
 
     def read(self):
         """(progress count, CPU ns of all its threads, monotonic s)"""
@@ -84,12 +96,14 @@ class Target:
         os.kill(self.p.pid, signal.SIGSTOP)
 
     def window(self, w, settle=0.3):
-        """(work per CPU s, work per wall s) over a window of w seconds while running"""
+        """(work per CPU s, work per wall s, page faults per s) over a window of w seconds"""
         time.sleep(settle)
         c0, n0, t0 = self.read()
+        f0 = self.faults()
         time.sleep(w)
         c1, n1, t1 = self.read()
-        return (c1 - c0) / ((n1 - n0) / 1e9), (c1 - c0) / (t1 - t0)
+        f1 = self.faults()
+        return (c1 - c0) / ((n1 - n0) / 1e9), (c1 - c0) / (t1 - t0), (f1 - f0) / (t1 - t0)
 
     def alone(self, other, w):
         other.stop()
@@ -111,13 +125,15 @@ class Target:
 
 
 def alternate(t, c, rounds, w):
-    cpu, wall = [], []
+    cpu, wall, flt = [], [], [0.0, 0.0]
     for _ in range(rounds):
         rc = c.alone(t, w)
         rt = t.alone(c, w)
         cpu.append(rt[0] / rc[0])
         wall.append(rt[1] / rc[1])
-    return cpu, wall
+        flt[0] += rt[2] / rounds
+        flt[1] += rc[2] / rounds
+    return cpu, wall, flt
 
 
 def fmt(v):
@@ -132,6 +148,8 @@ def main():
     ap.add_argument("--sample", default="512k")
     ap.add_argument("--agent", help="LEAKGUARD_AGENT for the attaches (another build's agent)")
     ap.add_argument("--nap", help="ATTACH_NAP for both copies (futex: no thread sleeps in nanosleep)")
+    ap.add_argument("--no-trim", action="store_true",
+                    help="both copies with glibc.malloc.trim_threshold=1 GiB: heaps never trimmed")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     cli = os.path.join(build, "bin", "leakguard")
@@ -141,14 +159,16 @@ def main():
     if a.agent:
         env["LEAKGUARD_AGENT"] = os.path.abspath(a.agent)
     with tempfile.TemporaryDirectory(prefix="lg-attach-cost-") as d:
-        t = Target(binary, d, "T", off, a.nap)
-        c = Target(binary, d, "C", off, a.nap)
+        tun = "glibc.malloc.trim_threshold=1073741824" if a.no_trim else None
+        t = Target(binary, d, "T", off, a.nap, tun)
+        c = Target(binary, d, "C", off, a.nap, tun)
         try:
             time.sleep(0.5)
-            pre_cpu, pre_wall = alternate(t, c, a.rounds, a.window)
+            pre_cpu, pre_wall, pre_flt = alternate(t, c, a.rounds, a.window)
             slow_cpu, slow_wall, rss = [], [], []
             c.stop()
             for i in range(a.rounds):
+                began = time.monotonic()
                 t.cont()
                 bare = t.window(a.window)
                 rss0 = t.rss_kib()
@@ -163,7 +183,13 @@ def main():
                 slow_cpu.append(bare[0] / during[0])
                 slow_wall.append(bare[1] / during[1])
                 t.stop()
-            post_cpu, post_wall = alternate(t, c, a.rounds, a.window)
+                # the control runs as long: the churn threads' heaps also start trimming
+                # by themselves now and then, more likely the longer they have run
+                ran = time.monotonic() - began
+                c.cont()
+                time.sleep(ran)
+                c.stop()
+            post_cpu, post_wall, post_flt = alternate(t, c, a.rounds, a.window)
             print("target / control before, per CPU s: %s" % fmt(pre_cpu))
             print("target / control after,  per CPU s: %s" % fmt(post_cpu))
             print("slowdown attached -s %s, per CPU s:   %s" % (a.sample, fmt(slow_cpu)))
@@ -171,6 +197,9 @@ def main():
             print("cost after %d detaches, per CPU s:  %.3fx (per wall s: %.3fx)" %
                   (a.rounds, statistics.median(pre_cpu) / statistics.median(post_cpu),
                    statistics.median(pre_wall) / statistics.median(post_wall)))
+            print("page faults a second, target / control: before %.0f / %.0f, after %.0f / %.0f "
+                  "(thousands: a heap trimmed and regrown, see attach_heap.py)" % (pre_flt[0], pre_flt[1],
+                                                                                   post_flt[0], post_flt[1]))
             print("agent memory (VmRSS attached - bare): median %+d KiB, max %+d KiB" %
                   (statistics.median(rss), max(rss)))
         finally:
