@@ -434,19 +434,27 @@ def case_mmap():
 
 def case_preattach():
     """100 MB allocated before attach and freed while attached: no leak but leak_here,
-    no negative growth, and the bytes counted as pre-attach bytes released."""
+    no negative growth, and the bytes counted as pre-attach bytes released. 16 blocks of
+    64 KiB from before the attach grown to 256 KiB by realloc while attached: each new
+    block recorded at the realloc's call site (regrow_here), its old 64 KiB released."""
     p, prog = start_target("pre", ["100"])
     try:
         out, db = attach_then_go(p, prog, "pre", trigger=".free", duration=3.5)
         m = re.search(r"Pre-attach bytes released while attached: (\d+)", out)
-        if not m or int(m.group(1)) < 100 << 20:
-            fail("pre-attach bytes released missing or < 100 MiB:\n" + out)
-        funcs = leak_funcs(report(db))
+        if not m or int(m.group(1)) < (100 << 20) + 16 * (64 << 10):
+            fail("pre-attach bytes released missing or < 100 MiB + 16 x 64 KiB:\n" + out)
+        d = report(db)
+        funcs = leak_funcs(d)
         if funcs != ["leak_here"]:
             fail("leaks are %s, expected only leak_here" % funcs)
+        grown = [s for s in d["largest_non_leaking"] if s["site"]["function"] == "regrow_here"]
+        if len(grown) != 1 or grown[0]["live_blocks"] != 16 or grown[0]["live_bytes"] != 16 * (256 << 10):
+            fail("regrow_here: expected 16 live blocks of 256 KiB, got %s" %
+                 [(s["live_blocks"], s["live_bytes"]) for s in grown])
     finally:
         stop(p)
-    print("ok: 100 MiB freed after attach: %s bytes pre-attach released, only leak_here" % m.group(1))
+    print("ok: 100 MiB freed after attach: %s bytes pre-attach released, only leak_here; "
+          "16 old blocks grown by realloc recorded at regrow_here" % m.group(1))
 
 
 def case_errors():

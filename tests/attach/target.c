@@ -4,7 +4,8 @@
  * hammering malloc/free, one looping malloc_trim, one looping dlopen/dlclose, threads
  * that start and exit, a planted leak (leak_here) and a progress counter it writes
  * to the file named by argv[1] (the pid first, then the count, every 50 ms).
- * argv[2] (optional): megabytes allocated at start, freed once ARGV1.free exists.
+ * argv[2] (optional): megabytes allocated at start, freed once ARGV1.free exists; with
+ * them 16 blocks of 64 KiB, grown by regrow_here() to 256 KiB each with realloc then.
  * ATTACH_FORK=1: a thread forks every 20 ms (the child allocates, frees, exits 0); a
  * child that dies otherwise is written to ARGV1.forkfail.
  * ATTACH_LEAKY=LIB: once ARGV1.go exists, LIB is dlopen'ed and its leaky() called
@@ -57,6 +58,17 @@ __attribute__((noinline)) static void *leak_here(size_t n) {
   void *p = malloc(n);
   memset(p, 1, n);
   return p;
+}
+
+#define OLD_BUFS 16
+__attribute__((noinline)) static void regrow_here(char **bufs) {
+  for (int i = 0; i < OLD_BUFS; i++) {
+    char *q = realloc(bufs[i], 256 << 10);
+    if (q) {
+      memset(q, 5, 256 << 10);
+      bufs[i] = q;
+    }
+  }
 }
 
 __attribute__((noinline)) static void *mmap_leak_here(size_t n) {
@@ -164,7 +176,11 @@ int main(int argc, char **argv) {
   size_t big_mb = argc > 2 ? strtoul(argv[2], NULL, 10) : 0;
   char freeit[4096];
   snprintf(freeit, sizeof freeit, "%s.free", argv[1]);
-  char **big = NULL;
+  char **big = NULL, *old_bufs[OLD_BUFS];
+  for (int i = 0; big_mb && i < OLD_BUFS; i++) {
+    old_bufs[i] = malloc(64 << 10);
+    memset(old_bufs[i], 4, 64 << 10);
+  }
   if (big_mb) {
     big = malloc(big_mb * sizeof *big);
     for (size_t i = 0; i < big_mb; i++) {
@@ -196,6 +212,7 @@ int main(int argc, char **argv) {
       for (size_t i = 0; i < big_mb; i++) free(big[i]);
       free(big);
       big = NULL;
+      regrow_here(old_bufs);
     }
     FILE *f = fopen(argv[1], "w");
     if (f) {
