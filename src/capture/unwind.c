@@ -440,7 +440,7 @@ static void slots_write(uintptr_t cfa0, const uint64_t *ips, const uint64_t *sps
  * the thread's first trace. That block outlived the detach in every thread that made a
  * recorded allocation, and it moved the churn program's heap onto glibc's trim edge: one
  * or two of its threads went on trimming and regrowing their heap (5 000 madvise calls a
- * second, 10-20 % slower) after the agent had gone (BENCHMARKS.md, "Attach"). unw_step
+ * second, 10-30 % slower) after the agent had gone (BENCHMARKS.md, "Attach"). unw_step
  * touches no TLS; it costs two sigprocmask calls a frame, paid on a miss of the stack
  * cache above only. libleakguard.so, loaded at start-up, has libunwind's TLS in the
  * static block allocated with each thread, and keeps the fast trace. */
