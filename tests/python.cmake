@@ -113,48 +113,59 @@ function(lg_py name)
            COMMAND /usr/bin/python3 ${LG_PY_DIR}/run_case.py ${LG_PY_COMMON} --needs torch ${ARGN})
   set_tests_properties(python_${name} PROPERTIES TIMEOUT 300 LABELS "python;torch")
 endfunction()
+# The same, judging the run recorded in tests/fixtures/python_NAME (issue #30; what the
+# report makes of the data: verdict, rank, holders, the leak entries, every format),
+# scripts/record-fixtures.sh records it again. Needs neither torch nor the interpreter.
+function(lg_pyfx name)
+  add_test(NAME fixture_python_${name}
+           COMMAND ${LG_PY_DRIVER} ${LG_PY_DIR}/run_case.py ${LG_PY_COMMON} --needs torch
+                   --fixture python_${name} ${ARGN})
+  set_tests_properties(fixture_python_${name} PROPERTIES TIMEOUT 120 LABELS "fixture;python;torch")
+endfunction()
 
 # --- one scenario per leak pattern (issues #5, #10): rank 1 is the # LEAK-SITE line, the
 # holder names the root, the leak is one entry of `leaks` (two at most for an autograd
-# graph whose ops split), flagged while the program runs within 3 s of its first step
-lg_py(list_history   --script leak_list_history.py --expect leak --leaks 1 --detected-within 3
+# graph whose ops split), flagged while the program runs within 3 s of its first step.
+# lg_pyfx: judged on a recorded run (tests/fixtures); lg_py: live, for what only a live
+# run shows (explains while it runs, a frame's locals, processes, exits, ranks)
+lg_pyfx(list_history   --script leak_list_history.py --expect leak --leaks 1 --detected-within 3
                      --holder "__main__.history (list)" --kind tensor --native-first)
 # explained again while it runs each time its memory doubled, not only when flagged
 lg_py(list_history_explains --script leak_list_history.py --expect leak --leaks 1 --seconds 8
                      --live-explains 2 --holder "__main__.history (list)" --kind tensor)
 lg_py(total_loss     --script leak_total_loss.py --expect leak --leaks 2 --detected-within 3
                      --holder "__main__.total_loss" --kind autograd-graph --holder-any --native-first)
-lg_py(tensor_cache   --script leak_tensor_cache.py --expect leak --leaks 1 --detected-within 3
+lg_pyfx(tensor_cache   --script leak_tensor_cache.py --expect leak --leaks 1 --detected-within 3
                      --holder "__main__._cache (dict)" --kind tensor --native-first)
 # a list in a function's locals: only an explanation made while the function runs can
 # name it (the collector asks for one when it flags the site)
 lg_py(local_list     --script leak_local_list.py --expect leak --leaks 1 --detected-within 3
                      --seconds 6 --holder "frame train():activations (list)" --kind tensor --native-first)
-lg_py(model_attr     --script leak_model_attr.py --expect leak --leaks 1 --detected-within 3
+lg_pyfx(model_attr     --script leak_model_attr.py --expect leak --leaks 1 --detected-within 3
                      --holder "__main__.model (Net)" --kind tensor --native-first)
-lg_py(lru_unbounded  --script leak_lru_unbounded.py --expect leak --leaks 1 --detected-within 3
+lg_pyfx(lru_unbounded  --script leak_lru_unbounded.py --expect leak --leaks 1 --detected-within 3
                      --holder "__main__.embed (_lru_cache_wrapper)" --kind tensor)
 # two DDP ranks (torch.multiprocessing + gloo), rank 1 leaks: the report says which rank
 lg_py(ddp            --script leak_ddp.py --expect leak --child --leaks 1 --leak-rank 1
                      --seconds 6 --holder "frame worker():kept (list)" --kind tensor --detected-within 3 --all-statuses)
 # --- controls
-lg_py(ok_item        --script ok_item.py --expect no-leak)
+lg_pyfx(ok_item        --script ok_item.py --expect no-leak)
 # `import torch` and friends only: 60-90 MiB under imports, then the exit. How many of
 # its sites look like leaks before the start-up rule varies from run to run (0 to 50
 # here), so the rule itself is asserted on a recorded curve (unit_test_report,
 # test_report_startup_import); this run asserts no false alarm.
-lg_py(ok_imports     --script ok_imports.py --expect no-leak --sample 0)
-lg_py(ok_detached    --script ok_detached.py --expect no-leak)
-lg_py(ok_lru         --script ok_lru.py --expect no-leak)
-lg_py(ok_deque       --script ok_deque.py --expect no-leak)
+lg_pyfx(ok_imports     --script ok_imports.py --expect no-leak --sample 0)
+lg_pyfx(ok_detached    --script ok_detached.py --expect no-leak)
+lg_pyfx(ok_lru         --script ok_lru.py --expect no-leak)
+lg_pyfx(ok_deque       --script ok_deque.py --expect no-leak)
 # a full lru_cache whose entries get bigger: a curve that looks like a leak, held by a
 # cache at its maxsize (holder-aware verdict)
-lg_py(ok_lru_varsize --script ok_lru_varsize.py --expect no-leak --bounded --seconds 6)
+lg_pyfx(ok_lru_varsize --script ok_lru_varsize.py --expect no-leak --bounded --seconds 6)
 # the same with a deque(maxlen) whose entries get bigger
-lg_py(ok_deque_varsize --script ok_deque_varsize.py --expect no-leak --bounded --seconds 6)
+lg_pyfx(ok_deque_varsize --script ok_deque_varsize.py --expect no-leak --bounded --seconds 6)
 # a dict of 16 keys whose values get longer every step: a leak, not a bounded dict (the
 # bound of a dict whose length stopped growing is checked in python_*module)
-lg_py(dict_grow      --script leak_dict_grow.py --expect leak --leaks 1
+lg_pyfx(dict_grow      --script leak_dict_grow.py --expect leak --leaks 1
                      --holder "__main__.history (dict)" --kind tensor --detected-within 3)
 # --- threads, forked workers, abnormal exits
 lg_py(threads        --script leak_threads.py --expect leak
@@ -175,19 +186,20 @@ lg_py(explain_at_step --script leak_raise.py "--args=--exit _exit" --expect leak
 # It is the smallest leak of the suite (0.4 % of the process in 6 s): 12 s of steps give
 # the detector enough snapshots to call it steady even from an ASan collector on a
 # loaded machine (one snapshot every 0.4 s there)
-lg_py(total_loss_backward --script leak_total_loss.py "--args=--backward" --expect leak --leaks 2
+lg_pyfx(total_loss_backward --script leak_total_loss.py "--args=--backward" --expect leak --leaks 2
                      --marker "LEAK-SITE|LEAK-NODES|LEAK-HOLDER" --sample 1024 --seconds 12
                      --holder "__main__.total_loss" --kind autograd-graph --holder-any --detected-within 3)
 
-# --- the same verdicts beside two CPU hogs (issue #10: a verdict must not depend on a
-# quiet machine): leaks of each kind of holder, and the controls
-lg_py(list_history_hog --script leak_list_history.py --expect leak --leaks 1 --detected-within 3
+# --- the same verdicts on runs recorded beside two CPU hogs (issue #10: a verdict must
+# not depend on a quiet machine; the fixtures hold what a loaded machine records): leaks
+# of each kind of holder, and the controls
+lg_pyfx(list_history_hog --script leak_list_history.py --expect leak --leaks 1 --detected-within 3
                        --holder "__main__.history (list)" --kind tensor --hog 2)
-lg_py(local_list_hog   --script leak_local_list.py --expect leak --leaks 1 --seconds 6
+lg_pyfx(local_list_hog   --script leak_local_list.py --expect leak --leaks 1 --seconds 6
                        --holder "frame train():activations (list)" --kind tensor --hog 2)
-lg_py(total_loss_backward_hog --script leak_total_loss.py "--args=--backward" --expect leak --leaks 2
+lg_pyfx(total_loss_backward_hog --script leak_total_loss.py "--args=--backward" --expect leak --leaks 2
                        --marker "LEAK-SITE|LEAK-NODES|LEAK-HOLDER" --sample 1024 --seconds 12
                        --holder "__main__.total_loss" --kind autograd-graph --holder-any --hog 2)
-lg_py(ok_lru_varsize_hog --script ok_lru_varsize.py --expect no-leak --bounded --seconds 6 --hog 2)
-lg_py(ok_deque_varsize_hog --script ok_deque_varsize.py --expect no-leak --bounded --seconds 6 --hog 2)
-lg_py(ok_imports_hog   --script ok_imports.py --expect no-leak --sample 0 --hog 2)
+lg_pyfx(ok_lru_varsize_hog --script ok_lru_varsize.py --expect no-leak --bounded --seconds 6 --hog 2)
+lg_pyfx(ok_deque_varsize_hog --script ok_deque_varsize.py --expect no-leak --bounded --seconds 6 --hog 2)
+lg_pyfx(ok_imports_hog   --script ok_imports.py --expect no-leak --sample 0 --hog 2)

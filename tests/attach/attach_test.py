@@ -43,6 +43,20 @@ def wait_for(pred, what, timeout=30.0):
     fail("timed out waiting for " + what)
 
 
+def all_asleep(pid):
+    """Every thread of PID waits in the kernel (state S): an event, where a fixed pause
+    would only guess that the program reached its read() or nanosleep()."""
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+        states = []
+        for tid in tids:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                states.append(f.read().rsplit(") ", 1)[1].split()[0])
+        return bool(states) and all(st == "S" for st in states)
+    except (OSError, IndexError):
+        return False
+
+
 def progress(prog):
     try:
         with open(prog) as f:
@@ -548,7 +562,7 @@ def case_idle():
     p = subprocess.Popen([A.idle, prog], stdin=subprocess.PIPE)
     try:
         wait_for(lambda: os.path.exists(prog), "the idle program's first line")
-        time.sleep(0.3)
+        wait_for(lambda: all_asleep(p.pid), "the idle program's threads asleep")
         db = os.path.join(TMP, "idle.db")
         cli = subprocess.Popen([A.cli, "attach", "--duration", "8", "-o", db, str(p.pid)],
                                stderr=subprocess.PIPE, text=True)
@@ -947,7 +961,7 @@ def futex_prog(tag, wake, *extra):
     out = os.path.join(TMP, tag)
     p = subprocess.Popen([A.futex, out, str(wake)] + list(extra))
     wait_for(lambda: os.path.exists(out), "the futex program's first line")
-    time.sleep(0.3)
+    wait_for(lambda: all_asleep(p.pid), "the futex program's threads asleep")
     return p, out
 
 

@@ -96,7 +96,9 @@ def case_collector(t, args):
     # the target's output goes to a file: it must outlive the collector
     out = open(t.path("target.out"), "w")
     col = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, cwd=t.tmp)
-    time.sleep(1.2)
+    # killed once the collector has stored a few snapshots of the target
+    t.check(lgtest.wait_for_db(db, "SELECT count(*) >= 5 FROM snapshots", 60) is not None,
+            "the collector stores snapshots of the target")
     kids = subprocess.run(["pgrep", "-P", str(col.pid)], stdout=subprocess.PIPE, text=True).stdout.split()
     t.check(len(kids) == 1, "the target runs as the collector's child", children=kids)
     col.send_signal(signal.SIGKILL)

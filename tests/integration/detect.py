@@ -20,6 +20,10 @@ most S seconds after it began (the program's leak_start_s=, else 0); --minor: a
 no-leak run must list minor growth; --under LIB: another allocator (jemalloc) is
 preloaded after libleakguard.so; --hog N: N busy processes share the CPUs for the
 whole run (a verdict must not depend on a quiet machine).
+
+--fixture NAME: the run recorded in tests/fixtures/NAME is judged instead of a live one
+(tests/fixtures/fixture.py): the same checks but the exit status of `run` and the
+target's output passing through.
 """
 import os
 import subprocess
@@ -55,33 +59,37 @@ def start_hogs(n):
 def main():
     args = lgtest.parse_args(extra)
     t = lgtest.Test("detect-%s" % args.scenario, args)
-    exe = t.bin(args.scenario)
+    exe = t.bin(args.scenario) if t.live else args.scenario
     site = t.site(args.source) if args.expect == "leak" else None
     if site:
         print("  ground truth: %s" % site.describe())
 
     env = None
-    if args.under:
+    if args.under and t.live:
         if not os.path.exists(args.under):
             t.fatal("allocator library installed (scripts/deps.sh installs libjemalloc2)", under=args.under)
         env = dict(os.environ, LD_PRELOAD=args.under)
-    hogs = start_hogs(args.hog)
-    try:
-        p = t.lg_run([exe, "--seconds", args.seconds] + args.arg, extra=["--fail-on-leak"], env=env)
-    finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
-    want_rc = 97 if args.expect == "leak" else 0
-    t.check(p.returncode == want_rc,
-            "`run --fail-on-leak` exits %d (%s)" % (want_rc, args.expect),
-            exit=p.returncode, stderr=p.stderr[-2000:], stdout=p.stdout[-2000:])
-    t.check(os.path.exists(p.db), "database written to --output", db=p.db)
-    if not os.path.exists(p.db):
-        t.finish()
+
+    def live_run():
+        hogs = start_hogs(args.hog)
+        try:
+            return t.lg_run([exe, "--seconds", args.seconds] + args.arg, extra=["--fail-on-leak"], env=env)
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+    p = t.fx.run("run", live_run)
     prog_out = lgtest.parse_kv(p.stdout, args.scenario + ":")
-    t.check(prog_out is not None, "the target's own stdout passes through",
-            stdout=p.stdout[-2000:])
+    if t.live:  # what only the run itself shows: its exit status, the output passing through
+        want_rc = 97 if args.expect == "leak" else 0
+        t.check(p.returncode == want_rc,
+                "`run --fail-on-leak` exits %d (%s)" % (want_rc, args.expect),
+                exit=p.returncode, stderr=p.stderr[-2000:], stdout=p.stdout[-2000:])
+        t.check(os.path.exists(p.db), "database written to --output", db=p.db)
+        if not os.path.exists(p.db):
+            t.finish()
+        t.check(prog_out is not None, "the target's own stdout passes through",
+                stdout=p.stdout[-2000:])
 
     rep = t.report_json(p.db)
     runs, sus = rep["runs"], rep["suspects"]
@@ -102,6 +110,8 @@ def main():
             and run["peak_live_bytes"] >= run["final_live_bytes"] >= 0,
             "runs[0]: peak_live_bytes >= final_live_bytes >= 0", run=run)
 
+    if not t.live:  # a recorded run: every format renders it, the planted site named
+        t.check_formats(p.db, site.function.split("::")[-1] if site else None)
     if args.expect == "no-leak":
         t.check(rep["verdict"] == "no-leak" and not sus and not rep.get("leaks"),
                 "verdict is no-leak, no suspects, no leaks", verdict=rep["verdict"],

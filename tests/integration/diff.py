@@ -15,11 +15,13 @@ def main():
     a = lgtest.parse_args()
     t = lgtest.Test("diff", a)
     site = t.site("late_leak.c")
-    prog = t.bin("late_leak")
-    healthy = t.lg_run([prog, "--seconds", "5", "--start", "100"], db=t.path("healthy.db"), interval="0.1")
-    leaking = t.lg_run([prog, "--seconds", "5", "--start", "1"], db=t.path("leaking.db"), interval="0.1")
-    faster = t.lg_run([prog, "--seconds", "5", "--start", "1", "--size", str(4 * 28 * 1024)],
-                      db=t.path("faster.db"), interval="0.1")
+    prog = t.bin("late_leak") if t.live else "late_leak"
+    healthy = t.fx.run("healthy", lambda: t.lg_run([prog, "--seconds", "5", "--start", "100"], db=t.path("healthy.db"),
+                                                   interval="0.1"))
+    leaking = t.fx.run("leaking", lambda: t.lg_run([prog, "--seconds", "5", "--start", "1"], db=t.path("leaking.db"),
+                                                   interval="0.1"))
+    faster = t.fx.run("faster", lambda: t.lg_run([prog, "--seconds", "5", "--start", "1", "--size", str(4 * 28 * 1024)],
+                                                 db=t.path("faster.db"), interval="0.1"))
     for p in (healthy, leaking, faster):
         t.check(p.returncode == 0, "recorded %s" % os.path.basename(p.db), exit=p.returncode, stderr=p.stderr[-2000:])
 

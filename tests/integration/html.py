@@ -77,8 +77,10 @@ def main():
     site = t.site("late_leak.c")
     # two ranks of a job: rank 1 leaks, rank 0 does not
     job = dict(os.environ, WORLD_SIZE="2", LOCAL_RANK="0")
-    rec = t.lg_run([t.bin("late_leak"), "--seconds", "5", "--start", "1"], db=t.path("leak.db"), env=dict(job, RANK="1"))
-    ok = t.lg_run([t.bin("late_leak"), "--seconds", "3", "--start", "100"], db=t.path("ok.db"), env=dict(job, RANK="0"))
+    rec = t.fx.run("leak", lambda: t.lg_run([t.bin("late_leak"), "--seconds", "5", "--start", "1"], db=t.path("leak.db"),
+                                            env=dict(job, RANK="1")))
+    ok = t.fx.run("ok", lambda: t.lg_run([t.bin("late_leak"), "--seconds", "3", "--start", "100"], db=t.path("ok.db"),
+                                         env=dict(job, RANK="0")))
     page = t.path("leak.html")
     p = t.run([a.leakguard, "report", "--format", "html", "-o", page, rec.db])
     t.check(p.returncode == 0 and p.stderr == "", "report --format html -o FILE: exit 0", exit=p.returncode,
@@ -172,7 +174,8 @@ def main():
 
     # a Python program: the leak's Python line and the objects that hold it
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(a.leakguard), "..", "python"), LG_PY_SECONDS="3")
-    py = t.lg_run(["/usr/bin/python3", os.path.join(PY_DIR, "pure_sessions.py")], db=t.path("py.db"), env=env)
+    script = t.fx.source(os.path.join(PY_DIR, "pure_sessions.py"))
+    py = t.fx.run("py", lambda: t.lg_run(["/usr/bin/python3", script], db=t.path("py.db"), env=env))
     t.check(py.returncode == 0, "recorded pure_sessions.py", stderr=py.stderr[-2000:])
     pypage = t.path("py.html")
     p = t.run([a.leakguard, "report", "--format", "html", "-o", pypage, py.db])

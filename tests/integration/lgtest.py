@@ -26,6 +26,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+import fixture  # noqa: E402
+
 SCEN_SRC_DEFAULT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                  "..", "scenarios"))
 
@@ -50,6 +53,8 @@ def parse_args(extra=None):
     ap.add_argument("--src", default=SCEN_SRC_DEFAULT)
     ap.add_argument("--interval", default="0.1")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--fixture", help="replay (or, with LG_FIXTURE_RECORD=1, record) the fixture "
+                    "tests/fixtures/NAME instead of a live run (tests/fixtures/fixture.py)")
     if extra:
         extra(ap)
     args = ap.parse_args()
@@ -71,6 +76,9 @@ class Test:
         self.checks = 0
         self.tmp = tempfile.mkdtemp(prefix="lgtest-%s-" % re.sub(r"\W+", "_", name))
         print("== %s (tmp %s)" % (name, self.tmp), flush=True)
+        # live, or the fixture recorded (or to record) for this test
+        self.fx = fixture.Fixture(getattr(args, "fixture", None), self.tmp, getattr(args, "leakguard", None))
+        self.live = self.fx.live
 
     # ------------------------------------------------------------------ checks
     def check(self, cond, what, **values):
@@ -93,6 +101,7 @@ class Test:
         self.finish()
 
     def finish(self):
+        self.fx.finish(not self.failures)
         if self.failures:
             print("== %s: %d of %d checks FAILED (files kept in %s)" %
                   (self.name, len(self.failures), self.checks, self.tmp), flush=True)
@@ -161,6 +170,9 @@ class Test:
         self.check_schema(rep)
         return rep
 
+    def check_formats(self, db, function=None):
+        fixture.check_formats(self.args.leakguard, db, function, self.check)
+
     # ------------------------------------------------------------------ JSON contract
     def check_schema(self, rep):
         ok = isinstance(rep, dict) and rep.get("schema") == 1
@@ -193,6 +205,7 @@ class Test:
         path = self.src(src_name)
         with open(path) as f:
             lines = f.read().split("\n")
+        self.fx.source(path)
         hits = [i for i, l in enumerate(lines) if l.rstrip().endswith(marker)]
         if len(hits) != 1:
             self.fatal("exactly one %s line in %s" % (marker, src_name), found=len(hits))
@@ -312,6 +325,23 @@ def db_query(db, sql, args=()):
         return con.execute(sql, args).fetchall()
     finally:
         con.close()
+
+
+def wait_for_db(db, sql, timeout, args=()):
+    """Waits for an event the collector writes into DB (a snapshot, a flag, a holder):
+    polls SQL (read-only) until its first value is true; that row, or None after
+    TIMEOUT seconds (a ceiling, not a wait: tests wait for events, not for seconds)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if os.path.exists(db):
+            try:
+                row = db_query(db, sql, args)
+                if row and row[0] and row[0][0]:
+                    return row[0]
+            except sqlite3.Error:  # not created yet, or between two transactions
+                pass
+        time.sleep(0.05)
+    return None
 
 
 def last_snapshot(db, proc):

@@ -10,6 +10,7 @@ program did (Little's law against the ground truth):
 The distributions by age (100-ms ticks, and steps) bound what the program did.
 --hog N runs N busy processes beside it: the classes must not depend on a quiet machine
 (a slower loop makes the ring's blocks live longer, never shorter than 0.1 s).
+--fixture NAME judges a recorded run (tests/fixtures/fixture.py).
 """
 import os
 import re
@@ -31,14 +32,16 @@ def extra(ap):
 def main():
     a = lgtest.parse_args(extra)
     t = lgtest.Test("lifetimes", a)
-    code = "import time\nt=time.time()\nwhile time.time()-t<600: pass\n"
-    hogs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(a.hog)]
-    try:
-        p = t.lg_run([t.bin("generations"), "--seconds", a.seconds, "--ring", str(RING), "--rate", str(RATE)])
-    finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
+    def live_run():
+        code = "import time\nt=time.time()\nwhile time.time()-t<600: pass\n"
+        hogs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(a.hog)]
+        try:
+            return t.lg_run([t.bin("generations"), "--seconds", a.seconds, "--ring", str(RING), "--rate", str(RATE)])
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+    p = t.fx.run("run", live_run)
     t.check(p.returncode == 0, "the run exits 0", exit=p.returncode, stderr=p.stderr[-2000:])
     m = re.search(r"steps=(\d+) seconds=([0-9.]+)", p.stdout)
     if not m:

@@ -155,7 +155,7 @@ def main():
     go = shutil.which("go")
     t.check(go is not None, "go is installed (scripts/deps.sh installs golang-go)")
     site = t.site("late_leak.c")
-    rec = t.lg_run([t.bin("late_leak"), "--seconds", "5", "--start", "1"], db=t.path("c.db"))
+    rec = t.fx.run("c", lambda: t.lg_run([t.bin("late_leak"), "--seconds", "5", "--start", "1"], db=t.path("c.db")))
     t.check(rec.returncode == 0, "recorded late_leak", stderr=rec.stderr[-2000:])
     out = t.path("c.pb.gz")
     p = t.run([a.leakguard, "report", "--format", "pprof", "-o", out, rec.db])
@@ -196,7 +196,8 @@ def main():
 
     # Python: Python frames are functions with their file and line; leaf first
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(a.leakguard), "..", "python"), LG_PY_SECONDS="3")
-    py = t.lg_run(["/usr/bin/python3", os.path.join(PY_DIR, "pure_sessions.py")], db=t.path("py.db"), env=env)
+    script = t.fx.source(os.path.join(PY_DIR, "pure_sessions.py"))
+    py = t.fx.run("py", lambda: t.lg_run(["/usr/bin/python3", script], db=t.path("py.db"), env=env))
     t.check(py.returncode == 0, "recorded pure_sessions.py", stderr=py.stderr[-2000:])
     pout = t.path("py.pb.gz")
     p = t.run([a.leakguard, "report", "-f", "pprof", "-o", pout, py.db])

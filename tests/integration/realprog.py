@@ -17,6 +17,7 @@ alarms on real programs, and their real growth found).
 
 Each run also checks that the load generator really served requests (at least
 --min-requests), so a server that never answered cannot pass as healthy.
+--fixture NAME judges a recorded run instead (tests/fixtures/fixture.py).
 """
 import os
 import re
@@ -29,6 +30,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import detect  # noqa: E402  (start_hogs)
 import lgtest  # noqa: E402
+import fixture  # noqa: E402  (tests/fixtures, on the path through lgtest)
 
 
 def extra(ap):
@@ -58,9 +60,9 @@ def tool(t, name):
     t.fatal("%s installed (scripts/deps.sh installs it)" % name)
 
 
-def main():
-    args = lgtest.parse_args(extra)
-    t = lgtest.Test("realprog-%s%s" % (args.program, "-hog" if args.hog else ""), args)
+def run_live(t, args):
+    """The server under `leakguard run` and its load generator; the run's result, with
+    extra["served"] the requests it served."""
     port = lgtest.free_port()
     db = t.path("run.db")
     if args.program == "http":
@@ -124,13 +126,24 @@ def main():
         for h in hogs:
             h.kill()
             h.wait()
+    return fixture.Result(lg.returncode, out, err, None, db, dict(served=served))
+
+
+def main():
+    args = lgtest.parse_args(extra)
+    t = lgtest.Test("realprog-%s%s" % (args.program, "-hog" if args.hog else ""), args)
+    r = t.fx.run("run", lambda: run_live(t, args))
+    served, db = r.extra.get("served", 0), r.db
     t.check(served >= args.min_requests, "the load generator was served (%d requests)" % served,
             served=served)
-    t.check(lg.returncode in (0, 128 + signal.SIGTERM), "leakguard run exits with the server's status",
-            exit=lg.returncode, stderr=err[-2000:])
+    if t.live:
+        t.check(r.returncode in (0, 128 + signal.SIGTERM), "leakguard run exits with the server's status",
+                exit=r.returncode, stderr=r.stderr[-2000:])
     rep = t.report_json(db)
     leaks = rep.get("leaks") or []
     sus = rep.get("suspects") or []
+    if not t.live:  # a recorded run: every format renders it
+        t.check_formats(db, ((sus[0].get("site") or {}).get("function") if sus else None))
     t.check(rep.get("verdict") == args.expect, "verdict %s" % args.expect, verdict=rep.get("verdict"),
             leaks=[(x.get("site"), x.get("pattern")) for x in sus][:5],
             minor=[(m.get("site"), m.get("growth_bytes")) for m in rep.get("minor_growth") or []][:5])

@@ -16,7 +16,8 @@ import lgtest  # noqa: E402
 
 
 def extra(ap):
-    ap.add_argument("--kill-after", type=float, default=3.0)
+    ap.add_argument("--kill-after", type=float, default=1.0,
+                    help="at least this many seconds, and the leak flagged, before the kill")
 
 
 def main():
@@ -36,7 +37,13 @@ def main():
         out, err = lg.communicate()
         t.fatal("target started and wrote its pid file", stdout=out[-2000:], stderr=err[-2000:])
     tpid = int(pid_s)
-    time.sleep(args.kill_after)
+    # killed once the live analysis flagged the leak (an event in the database), after
+    # at least --kill-after seconds
+    t_start = time.monotonic()
+    flagged = lgtest.wait_for_db(db, "SELECT count(*) FROM flags", 60)
+    time.sleep(max(0.0, args.kill_after - (time.monotonic() - t_start)))
+    t.check(flagged is not None, "the leak is flagged while the target runs (a row in flags)")
+    ran = time.monotonic() - t_start
     print("  kill -9 %d" % tpid, flush=True)
     os.kill(tpid, signal.SIGKILL)
     t0 = time.monotonic()
@@ -63,7 +70,7 @@ def main():
     if runs:
         t.check(runs[0].get("signal") == 9, "runs[0].signal == 9", run=runs[0])
         t.check(runs[0].get("duration_s") is not None
-                and args.kill_after * 0.8 <= runs[0]["duration_s"] <= args.kill_after + 15,
+                and ran * 0.8 <= runs[0]["duration_s"] <= ran + 15,
                 "runs[0].duration_s covers the time until the kill", run=runs[0])
         t.check((runs[0].get("final_live_bytes") or 0) > 0, "final live bytes recorded",
                 run=runs[0])

@@ -83,52 +83,26 @@ def main():
     ap.add_argument("--needs", action="append", default=[],
                     help="a module the script imports (torch): if the interpreter has none, fail saying so")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--fixture", help="judge the run recorded in tests/fixtures/NAME (with "
+                    "LG_FIXTURE_RECORD=1: run live and record it there; tests/fixtures/fixture.py)")
     a = ap.parse_args()
     a.leakguard, a.pydir = os.path.abspath(a.leakguard), os.path.abspath(a.pydir)
 
     python = "/usr/bin/python3"
     sys.path.insert(0, HERE)
+    sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
+    import fixture
     import pyinterp
-    if a.python:
-        python, how = pyinterp.find(a.python)
-        if not python:
-            print("SKIP: " + how, flush=True)
-            return SKIP
-        print("CPython %s: %s" % (how, python), flush=True)
-    # an interpreter that is there must have its module (Debian's python3 always), and
-    # what the script imports (torch): their absence fails the test, saying so
-    suffix = pyinterp.ext_suffix(python)
-    mod = os.path.join(a.pydir, "leakguard" + (suffix or ".so"))
-    if not suffix or not os.path.exists(mod):
-        print("FAILED: no leakguard module for %s (%s): its headers were not found when the "
-              "build was configured (for Debian's python3: python3-dev, scripts/deps.sh); "
-              "reconfigure (src/python/interpreters.cmake)" % (python, mod), flush=True)
-        return 1
-    for m in a.needs:
-        r = subprocess.run([python, "-c", "import " + m], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           universal_newlines=True, timeout=300)
-        if r.returncode != 0:
-            last = (r.stderr.strip().splitlines() or ["?"])[-1]
-            print("FAILED: %s cannot import %s, which %s needs (Debian: python3-%s, scripts/deps.sh): %s"
-                  % (python, m, a.script, m, last), flush=True)
-            return 1
-
     script = os.path.join(HERE, a.script)
     tmp = tempfile.mkdtemp(prefix="lgpy-%s-" % os.path.splitext(a.script)[0])
+    fx = fixture.Fixture(a.fixture, tmp, a.leakguard)
+    fx.source(script)
+    if fx.live:
+        python = find_python(a, pyinterp)
+        if not isinstance(python, str):
+            return python
     lgdir = os.path.join(tmp, "lgdir")
     os.mkdir(lgdir)
-    db = os.path.join(tmp, "run.db")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = a.pydir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONMALLOC"] = "malloc"
-    env["LEAKGUARD_DIR"] = lgdir  # `leakguard run` may set its own
-    env["LG_PY_SECONDS"] = a.seconds
-    cmd = [a.leakguard, "run", "-q", "-i", a.interval, "-o", db]
-    if a.sample and a.sample != "0":
-        cmd += ["-s", a.sample]
-    cmd += a.run_arg
-    cmd += ["--", python, script] + a.args.split()
-    print("$ " + " ".join(cmd), flush=True)
     fails = []
 
     def check(cond, what, **vals):
@@ -139,19 +113,12 @@ def main():
             fails.append(what)
         return cond
 
-    # a verdict must not depend on a quiet machine: --hog N runs N busy loops beside it
-    hog = "import time\nt=time.time()\nwhile time.time()-t<600: pass\n"
-    hogs = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(a.hog)]
-    try:
-        r = subprocess.run(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, timeout=280)
-    finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
+    r = fx.run("run", lambda: run_live(a, python, script, tmp, lgdir))
+    db = r.db
     sys.stdout.write(r.stdout[-2000:])
     sys.stderr.write(r.stderr[-3000:])
-    check(r.returncode == a.status, "exit status %d" % a.status, got=r.returncode)
+    if fx.live:  # the program's own exit status, through `leakguard run`
+        check(r.returncode == a.status, "exit status %d" % a.status, got=r.returncode)
     complaints = [ln for ln in r.stderr.splitlines() if ln.startswith("leakguard:") and
                   ("not supported" in ln or "leakguard module" in ln or "not read" in ln)]
     check(not complaints, "no complaint about the Python version or module", stderr=complaints)
@@ -210,6 +177,9 @@ def main():
         check(first is not None and isinstance(d, (int, float)) and d <= first + a.detected_within,
               "flagged while running, within %gs of the first step" % a.detected_within,
               detected_after_s=d, first_step_s=first)
+    if not fx.live:  # a recorded run: every format renders it, the planted line's function named
+        fn = ((doc.get("suspects") or [{}])[0].get("site") or {}).get("function") if a.expect == "leak" else None
+        fixture.check_formats(a.leakguard, db, fn, check)
     if a.expect == "leak" and doc.get("suspects"):
         s = doc["suspects"][0]
         if a.child:
@@ -280,7 +250,66 @@ def main():
                                      ln.split("| ", 1)[1].split("#")[0].strip() == src_line for ln in lines),
               "text report shows the source of %s:%s" % (a.script, f0.get("line")),
               want=src_line, text=lines[:40])
+    fx.finish(not fails)
     return finish(fails, tmp, a.keep)
+
+
+def find_python(a, pyinterp):
+    """The interpreter to run (--python 3.X, or Debian's), with its leakguard module and
+    what the script imports; otherwise the test's exit status (77: skipped)."""
+    python = "/usr/bin/python3"
+    if a.python:
+        python, how = pyinterp.find(a.python)
+        if not python:
+            print("SKIP: " + how, flush=True)
+            return SKIP
+        print("CPython %s: %s" % (how, python), flush=True)
+    # an interpreter that is there must have its module (Debian's python3 always), and
+    # what the script imports (torch): their absence fails the test, saying so
+    suffix = pyinterp.ext_suffix(python)
+    mod = os.path.join(a.pydir, "leakguard" + (suffix or ".so"))
+    if not suffix or not os.path.exists(mod):
+        print("FAILED: no leakguard module for %s (%s): its headers were not found when the "
+              "build was configured (for Debian's python3: python3-dev, scripts/deps.sh); "
+              "reconfigure (src/python/interpreters.cmake)" % (python, mod), flush=True)
+        return 1
+    for m in a.needs:
+        r = subprocess.run([python, "-c", "import " + m], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=300)
+        if r.returncode != 0:
+            last = (r.stderr.strip().splitlines() or ["?"])[-1]
+            print("FAILED: %s cannot import %s, which %s needs (Debian: python3-%s, scripts/deps.sh): %s"
+                  % (python, m, a.script, m, last), flush=True)
+            return 1
+    return python
+
+
+def run_live(a, python, script, tmp, lgdir):
+    """The script under `leakguard run` (beside --hog busy loops: a verdict must not
+    depend on a quiet machine); the CompletedProcess, with .db."""
+    db = os.path.join(tmp, "run.db")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = a.pydir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONMALLOC"] = "malloc"
+    env["LEAKGUARD_DIR"] = lgdir  # `leakguard run` may set its own
+    env["LG_PY_SECONDS"] = a.seconds
+    cmd = [a.leakguard, "run", "-q", "-i", a.interval, "-o", db]
+    if a.sample and a.sample != "0":
+        cmd += ["-s", a.sample]
+    cmd += a.run_arg
+    cmd += ["--", python, script] + a.args.split()
+    print("$ " + " ".join(cmd), flush=True)
+    hog = "import time\nt=time.time()\nwhile time.time()-t<600: pass\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(a.hog)]
+    try:
+        r = subprocess.run(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=280)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    r.db = db
+    return r
 
 
 def site_lines(path, marker):

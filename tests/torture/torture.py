@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Torture suite driver (issue #17). One case per ctest (label `torture`):
 
-  1. the program runs bare, then under `leakguard run` (each with a timeout: a hang
-     fails the test, and the process group is killed);
+  1. the program runs bare and under `leakguard run`, both at once (each with a
+     timeout: a hang fails the test, and the process groups are killed);
   2. both runs must give the same exit status and byte-identical standard output;
   3. where the program plants a leak, the report's rank-1 suspect is the planted line
      (and, for cases with a leaking child, the child's process has it too);
@@ -19,6 +19,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import lgtest  # noqa: E402
@@ -101,21 +103,41 @@ def extra(ap):
     ap.add_argument("--case", required=True, choices=sorted(CASES))
 
 
-def run(t, argv, timeout):
-    """Runs argv in its own process group; a hang fails the test and kills the group."""
-    print("  $ %s" % " ".join(argv), flush=True)
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=t.tmp,
-                         start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
-        t.fatal("no hang: finishes within %d s" % timeout, argv=argv,
-                stdout=out.decode(errors="replace")[-2000:],
-                stderr=err.decode(errors="replace")[-2000:])
-    print("    -> exit %d" % p.returncode, flush=True)
-    return p.returncode, out, err.decode(errors="replace")
+def run_both(t, bare, recorded, timeout):
+    """Runs the bare and the recorded command at the same time (each lasts its leak's
+    seconds, mostly asleep), each in its own process group: (rc, stdout, stderr) of
+    each. A hang fails the test and kills both groups."""
+    procs = []
+    for argv in (bare, recorded):
+        print("  $ %s" % " ".join(argv), flush=True)
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=t.tmp,
+                                      start_new_session=True))
+    results = [None, None]
+
+    def wait(i):
+        results[i] = procs[i].communicate()
+    waiters = [threading.Thread(target=wait, args=(i,)) for i in (0, 1)]
+    for w in waiters:
+        w.start()
+    end = time.monotonic() + timeout
+    for i, w in enumerate(waiters):
+        w.join(max(0.0, end - time.monotonic()))
+        if w.is_alive():
+            for p in procs:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            for x in waiters:
+                x.join()
+            out, err = results[i]
+            t.fatal("no hang: finishes within %d s" % timeout, argv=(bare, recorded)[i],
+                    stdout=out.decode(errors="replace")[-2000:], stderr=err.decode(errors="replace")[-2000:])
+    out = []
+    for p, (o, e) in zip(procs, results):
+        print("    -> %s: exit %d" % (p.args[0], p.returncode), flush=True)
+        out.append((p.returncode, o, e.decode(errors="replace")))
+    return out
 
 
 def make_setuid(t):
@@ -163,11 +185,10 @@ def main():
     env.pop("LD_PRELOAD", None)
 
     timeout = SLOW.get(args.case, TIMEOUT)
-    rc_b, out_b, err_b = run(t, argv, timeout)
     db = t.path("run.db")
     lg = [args.leakguard, "run", "--quiet", "--output", db, "--interval", "0.1"]
     lg += case.get("lg_extra", []) + ["--"] + argv
-    rc_r, out_r, err_r = run(t, lg, timeout)
+    (rc_b, out_b, err_b), (rc_r, out_r, err_r) = run_both(t, argv, lg, timeout)
     t.check(rc_b == rc_r, "same exit status bare and recorded", bare=rc_b, recorded=rc_r,
             bare_stderr=err_b[-1500:], recorded_stderr=err_r[-1500:])
     t.check(out_b == out_r, "same standard output bare and recorded",
