@@ -93,10 +93,13 @@ def _leakguard_watch(lg, d):
                 req = json.load(f)
         except (OSError, ValueError):
             return
+        # each seq is served once: the collector writes a request again (same seq) when
+        # it got no answer, in case this watcher missed the file's change
         if req.get("seq", 0) <= state["seq"]:
             return
         state["seq"] = req["seq"]
-        lg.explain(req.get("stacks") or None, 64, -1, 0, True)
+        # answers with a holders file naming the request, also when the walk fails
+        lg.explain(req.get("stacks") or None, 64, -1, 0, True, _request=req["seq"])
 
     def after_fork():
         lg._watch_state["seq"] = 0

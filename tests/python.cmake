@@ -178,6 +178,12 @@ lg_py(raise          --script leak_raise.py "--args=--exit raise" --expect leak 
                      --holder "__main__.history (list)" --kind tensor)
 lg_py(os_exit        --script leak_raise.py "--args=--exit _exit" --expect leak --status 3
                      --no-holders)
+# the main thread never runs Python code (it waits in join(), the worker ends the process
+# with os._exit): no explain request can be answered, and the report says so (issue #30)
+add_test(NAME python_unanswered
+         COMMAND /usr/bin/python3 ${LG_PY_DIR}/run_case.py ${LG_PY_COMMON} --script leak_unanswered.py
+                 --expect leak --no-holders --no-holder "got no answer.*ended before it answered")
+set_tests_properties(python_unanswered PROPERTIES TIMEOUT 300 LABELS "python")
 # os._exit skips the exit-time explain: the holders can only come from --explain-at-step
 lg_py(explain_at_step --script leak_raise.py "--args=--exit _exit" --expect leak --status 3
                      --run-arg=--explain-at-step=30 --holder "__main__.history (list)" --kind tensor)

@@ -81,6 +81,7 @@ void lgc_free(lgc_collector_t *c) {
     lgc_sites_free(&p->sites);
     free(p->symbolized);
     free(p->explained);
+    free(p->explain_req);
     if (p->pidfd >= 0) close(p->pidfd);
     if (p->m.conn >= 0) close(p->m.conn);
     lgm_release(&p->m);

@@ -44,6 +44,13 @@ typedef struct lgc_proc {
   uint32_t nexplained;
   uint64_t last_explain_ns;
   int explain_seq;
+  /* The request waiting for its answer (findings.c, explain_retry): its seq (0: none),
+   * text (sent again: a notice the program missed), when first and last sent, how
+   * many times. */
+  int explain_pending;
+  char *explain_req;
+  uint64_t explain_asked_ns, explain_sent_ns;
+  int explain_tries;
   /* Process lifetime (see lgc_conn_eof): the connection's EOF alone does not end an
    * image, the program may have closed our socket. */
   int pidfd;            /* the process, -1 if pidfd_open is not available */
@@ -151,6 +158,8 @@ void lgc_live_update(lgc_collector_t *c, double elapsed);
 void lgc_ingest_holders(lgc_collector_t *c);
 /* ---- findings.c */
 int lgc_explain_final(lgc_collector_t *c);
+/* p ended (or the recording does) with a request unanswered: said in explains. */
+void lgc_explain_give_up(lgc_collector_t *c, lgc_proc_t *p, uint64_t now, const char *why);
 void lgc_remove_dir_files(const char *dir);
 
 #endif

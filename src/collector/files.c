@@ -45,6 +45,37 @@ static void ingest_labels(lgc_collector_t *c, const char *name) {
   cJSON_Delete(root);
 }
 
+/* A number of doc, or def when it has none (or an absurd one). */
+static double num_or(const cJSON *doc, const char *key, double def) {
+  const cJSON *v = cJSON_GetObjectItem(doc, key);
+  return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 9e15 ? v->valuedouble : def;
+}
+
+/* The explains row of an answer (docs/schema.md); it ends the wait for the request it
+ * names (findings.c). */
+static void store_explain(lgc_collector_t *c, lgc_proc_t *p, int explain, int64_t step, const cJSON *doc) {
+  const cJSON *why = cJSON_GetObjectItem(doc, "why"), *err = cJSON_GetObjectItem(doc, "error");
+  const cJSON *holders = cJSON_GetObjectItem(doc, "holders");
+  int64_t request = (int64_t)num_or(doc, "request", 0);
+  if (request && request == p->explain_pending) {
+    p->explain_pending = 0;
+    free(p->explain_req);
+    p->explain_req = NULL;
+  }
+  lgst_explain_t e = {explain,
+                      request,
+                      lgu_now_ns(),
+                      step,
+                      cJSON_IsString(err) ? "failed" : "answered",
+                      cJSON_IsString(why) ? why->valuestring : NULL,
+                      num_or(doc, "elapsed_s", 0),
+                      (int64_t)num_or(doc, "objects_scanned", 0),
+                      cJSON_IsTrue(cJSON_GetObjectItem(doc, "truncated")),
+                      cJSON_GetArraySize(holders),
+                      cJSON_IsString(err) ? err->valuestring : NULL};
+  lgc_db_write(c, lgst_explain(c->db, p->m.proc, &e));
+}
+
 /* Stores the holders-PID-N.json files that explains in the targets wrote. */
 void lgc_ingest_holders(lgc_collector_t *c) {
   DIR *d = opendir(c->dir);
@@ -79,6 +110,7 @@ void lgc_ingest_holders(lgc_collector_t *c) {
     }
     int explain = ++c->explains;
     int64_t step = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(root, "step"));
+    store_explain(c, p, explain, step, root);
     cJSON *h;
     cJSON_ArrayForEach(h, cJSON_GetObjectItem(root, "holders")) {
       cJSON *chain = cJSON_GetObjectItem(h, "chain"), *detail = cJSON_GetObjectItem(h, "detail");

@@ -204,10 +204,68 @@ static int wants_explain(const lgc_proc_t *p, int gi, uint64_t now) {
   return g->growing && age >= 1.0 && !(p->explained[gi] > 0 && g->live < 2 * p->explained[gi]);
 }
 
+/* Writes the request text into explain-PID.json (atomically: a temporary renamed). */
+static int write_request(const lgc_collector_t *c, const lgc_proc_t *p, const char *text) {
+  char tmp[128], path[128];
+  snprintf(tmp, sizeof tmp, "%s/" LG_FILE_EXPLAIN_TMP, c->dir, p->m.pid);
+  snprintf(path, sizeof path, "%s/" LG_FILE_EXPLAIN, c->dir, p->m.pid);
+  FILE *f = text ? fopen(tmp, "w") : NULL;
+  if (!f) return 0;
+  fputs(text, f);
+  int ok = fclose(f) == 0 && rename(tmp, path) == 0;
+  if (!ok) unlink(tmp);
+  return ok;
+}
+
+/* A request is answered by a holders file that names it (files.c). Until then it is
+ * written again every EXPLAIN_RESEND_NS (a notice the program's watcher missed: a
+ * rewrite changes the file's time; the module serves each seq once, so a request it
+ * is serving is not served twice), and given up after EXPLAIN_GIVE_UP_NS without an
+ * answer: the main thread ran no Python code all that while (a long call in C, a
+ * stopped or swapped-out process), or the module was not there to serve it. Giving
+ * up is stored (explains, outcome 'unanswered'): the report says why a leak has no
+ * holder. A later answer still counts. No new request while one waits: the module
+ * would explain twice. The walk's budget is CPU time (src/python/explain.h): under
+ * load its answer takes longer in wall time, hence the generous bound. */
+#define EXPLAIN_RESEND_NS 3000000000ULL
+#define EXPLAIN_GIVE_UP_NS 30000000000ULL
+
+void lgc_explain_give_up(lgc_collector_t *c, lgc_proc_t *p, uint64_t now, const char *why) {
+  if (!p->explain_pending) return;
+  char note[256];
+  snprintf(note, sizeof note, "asked %d time%s over %.1f s from %.1f s after the start: %s", p->explain_tries,
+           p->explain_tries == 1 ? "" : "s", (double)(now - p->explain_asked_ns) / 1e9,
+           (double)(p->explain_asked_ns - p->m.start_ns) / 1e9, why);
+  lgst_explain_t e = {
+      0, p->explain_pending, now, (int64_t)atomic_load(&p->m.hdr->steps), "unanswered", "request", 0, 0, 0, 0, note};
+  if (lgc_db_ok(c)) {
+    lgc_db_begin(c);
+    lgc_db_write(c, lgst_explain(c->db, p->m.proc, &e));
+  }
+  p->explain_pending = 0;
+  free(p->explain_req);
+  p->explain_req = NULL;
+}
+
+/* 1 while a request of p waits for its answer (sent again, or given up, here). */
+static int explain_waiting(lgc_collector_t *c, lgc_proc_t *p, uint64_t now) {
+  if (!p->explain_pending) return 0;
+  if (now - p->explain_asked_ns >= EXPLAIN_GIVE_UP_NS) {
+    lgc_explain_give_up(c, p, now, "no answer; the program's main thread ran no Python code meanwhile");
+    return 0;
+  }
+  if (now - p->explain_sent_ns >= EXPLAIN_RESEND_NS && write_request(c, p, p->explain_req)) {
+    p->explain_sent_ns = now;
+    p->explain_tries++;
+  }
+  return 1;
+}
+
 /* all: every growing group now, whatever its age or the last request (detach). 1 when a
  * request was written. */
 static int request_explain(lgc_collector_t *c, lgc_proc_t *p, uint64_t now, int all) {
   if (!p->python || (!all && now - p->last_explain_ns < 1000000000ULL)) return 0;
+  if (!all && explain_waiting(c, p, now)) return 0;
   if ((uint32_t)p->sites.n > p->nexplained) {
     double *n = realloc(p->explained, (size_t)p->sites.n * sizeof *n);
     if (!n) return 0;
@@ -229,21 +287,19 @@ static int request_explain(lgc_collector_t *c, lgc_proc_t *p, uint64_t now, int 
   ok = lgc_json_put(ok ? root : NULL, "stacks", ids) && ok;
   char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
   cJSON_Delete(root);
-  char tmp[128], path[128];
-  snprintf(tmp, sizeof tmp, "%s/" LG_FILE_EXPLAIN_TMP, c->dir, p->m.pid);
-  snprintf(path, sizeof path, "%s/" LG_FILE_EXPLAIN, c->dir, p->m.pid);
-  FILE *f = text ? fopen(tmp, "w") : NULL;
-  int written = 0;
-  if (f) {
-    fputs(text, f);
-    written = fclose(f) == 0 && rename(tmp, path) == 0;
-  }
-  free(text);
   /* asked: not again until its memory doubled; a request that could not be made
    * (out of memory) is made at the next tick */
-  if (!written) return 0;
+  if (!write_request(c, p, text)) {
+    free(text);
+    return 0;
+  }
   p->explain_seq++;
   p->last_explain_ns = now;
+  free(p->explain_req);
+  p->explain_req = text;
+  p->explain_pending = p->explain_seq;
+  p->explain_asked_ns = p->explain_sent_ns = now;
+  p->explain_tries = 1;
   for (int gi = 0; gi < p->sites.n; gi++)
     if (all ? p->sites.g[gi].growing : wants_explain(p, gi, now))
       p->explained[gi] = p->sites.g[gi].live > 1 ? p->sites.g[gi].live : 1;

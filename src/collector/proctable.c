@@ -96,6 +96,7 @@ void lgc_store_proc(lgc_collector_t *c, lgc_proc_t *p) {
 void lgc_end_proc(lgc_collector_t *c, lgc_proc_t *p, const char *reason) {
   if (p->m.ended) return;
   lgc_snapshot(c, p, LGST_ALL);
+  lgc_explain_give_up(c, p, lgu_now_ns(), "the process ended before it answered");
   p->m.ended = 1;
   p->m.end_ns = lgu_now_ns();
   if (reason) snprintf(p->m.end_reason, sizeof p->m.end_reason, "%s", reason);

@@ -27,7 +27,7 @@
 static const char *const TABLES[] = {"processes",      "modules",    "stacks",         "locations",  "snapshots",
                                      "samples",        "holders",    "flags",          "labels",     "cuda_stacks",
                                      "cuda_devices",   "cuda_notes", "cuda_um",        "cuda_torch", "nvml",
-                                     "nvml_processes", "lifetimes",  "step_lifetimes", NULL};
+                                     "nvml_processes", "lifetimes",  "step_lifetimes", "explains",   NULL};
 
 /* Runs the SQL that sqlite3_vmprintf makes of fmt (%Q quotes a string, %w an
  * identifier: not printf's, so no format attribute). */

@@ -137,6 +137,10 @@ static void print_leaks_html(FILE *f, const lgr_report_t *r) {
         first = 0;
       }
       fputs("</p>\n", f);
+    } else if (L->no_holder) {
+      fputs("<p class=\"holder none\">no holder: ", f);
+      html_text(f, L->no_holder);
+      fputs("</p>\n", f);
     }
     cJSON_Delete(h);
     fprintf(f, "<div class=\"chart\" data-leak=\"%d\"></div></div>\n", j);

@@ -47,6 +47,9 @@ int lgr_failed(void); /* a failure was recorded */
  * lgr_build (the HTML page's stacks) through the same helpers. */
 int lgr_take_failure(void);
 
+/* report_leaks.c: why each leak of Python code has no holder (the explains table). */
+void lgr_explain_gaps(sqlite3 *db, lgr_report_t *r);
+
 /* Frees what a site owns and zeroes it. */
 void lgr_site_free(lgr_site_t *s);
 

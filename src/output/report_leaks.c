@@ -300,11 +300,79 @@ out:
   free(by);
 }
 
+/* Why a leak of Python code has no holder, from the process's explains (docs/schema.md):
+ * a request never answered (its last one), an explanation that failed, one that stopped
+ * at its budget, one that found nothing; none at all. NULL for a database without the
+ * table (older than it) or when nothing can be said. */
+static char *explain_gap(sqlite3 *db, const lgr_leak_t *L, const lgr_run_t *u) {
+  sqlite3_stmt *st;
+  /* an unanswered request counts only if no answer to it came later */
+  if (lgr_prepare(db,
+                  "SELECT (SELECT note FROM explains u WHERE u.proc = ?1 AND u.outcome = 'unanswered'"
+                  "  AND NOT EXISTS (SELECT 1 FROM explains a WHERE a.proc = u.proc AND a.request = u.request"
+                  "  AND a.outcome <> 'unanswered') ORDER BY u.t_ns DESC LIMIT 1),"
+                  " (SELECT note FROM explains WHERE proc = ?1 AND outcome = 'failed' ORDER BY t_ns DESC LIMIT 1),"
+                  " (SELECT count(*) FROM explains WHERE proc = ?1 AND outcome = 'answered'),"
+                  " (SELECT max(objects) FROM explains WHERE proc = ?1 AND outcome = 'answered'),"
+                  " (SELECT step || ' ' || objects || ' ' || elapsed_s FROM explains WHERE proc = ?1"
+                  "  AND outcome = 'answered' AND truncated ORDER BY t_ns DESC LIMIT 1)",
+                  -1, &st, NULL) != SQLITE_OK)
+    return NULL; /* no explains table: a database older than it */
+  sqlite3_bind_int(st, 1, L->proc);
+  char buf[512] = "";
+  if (lgr_row(st)) {
+    const char *unanswered = (const char *)sqlite3_column_text(st, 0);
+    const char *failed = (const char *)sqlite3_column_text(st, 1);
+    long long answered = sqlite3_column_int64(st, 2), objects = sqlite3_column_int64(st, 3);
+    const char *trunc = (const char *)sqlite3_column_text(st, 4);
+    long long tstep = 0, tobj = 0;
+    double tsec = 0;
+    if (unanswered)
+      snprintf(buf, sizeof buf, "the collector asked this process who holds it and got no answer (%s)", unanswered);
+    else if (failed) snprintf(buf, sizeof buf, "its explanation failed: %s", failed);
+    else if (trunc && sscanf(trunc, "%lld %lld %lf", &tstep, &tobj, &tsec) == 3)
+      snprintf(buf, sizeof buf,
+               "its explanation (step %lld) stopped at its budget after %lld objects in %.1f s; "
+               "LEAKGUARD_EXPLAIN_BUDGET_S=4 gives it twice the CPU time",
+               tstep, tobj, tsec);
+    else if (answered)
+      snprintf(buf, sizeof buf,
+               "no Python object found keeping this memory (%lld explanation%s, up to %lld objects walked): "
+               "native code keeps it, or it was freed before it was explained",
+               answered, answered == 1 ? "" : "s", objects);
+    else if (u && u->end_reason && strcmp(u->end_reason, "exit") && strcmp(u->end_reason, "running"))
+      snprintf(buf, sizeof buf, "never explained: the process ended (%s) before its exit hook could run",
+               u->has_signal ? "killed by a signal" : u->end_reason);
+    else
+      snprintf(buf, sizeof buf,
+               "never explained: no request was answered and the exit hook did not run (os._exit, or the "
+               "leakguard module not loaded)");
+  }
+  sqlite3_finalize(st);
+  return buf[0] ? lgr_strdup(buf) : NULL;
+}
+
+void lgr_explain_gaps(sqlite3 *db, lgr_report_t *r) {
+  for (int j = 0; j < r->nleaks; j++) {
+    lgr_leak_t *L = &r->leaks[j];
+    if (L->holder_json || L->no_holder || !L->nsuspects) continue;
+    const lgr_site_t *m = &r->suspects[L->suspects[0]];
+    int python = 0;
+    for (int k = 0; k < m->nframes && !python; k++) python = lgr_is_python_module(m->frames[k].module);
+    if (!python) continue;
+    const lgr_run_t *u = NULL;
+    for (int k = 0; k < r->nruns; k++)
+      if (r->runs[k].proc == L->proc) u = &r->runs[k];
+    L->no_holder = explain_gap(db, L, u);
+  }
+}
+
 void lgr_free_leaks(lgr_report_t *r) {
   for (int i = 0; i < r->nleaks; i++) {
     free(r->leaks[i].suspects);
     free(r->leaks[i].by);
     free(r->leaks[i].holder_json);
+    free(r->leaks[i].no_holder);
   }
   free(r->leaks);
   r->leaks = NULL;

@@ -220,6 +220,8 @@ static void print_leaks(FILE *f, const lgr_report_t *r) {
       print_chain(f, cJSON_GetObjectItem(h, "chain"));
       fprintf(f, "\n");
       cJSON_Delete(h);
+    } else if (L->no_holder) {
+      fprintf(f, "      no holder: %s\n", L->no_holder);
     }
     if (!isnan(L->detected_after_s))
       fprintf(f, "      flagged %.1fs after %s\n", L->detected_after_s,
@@ -544,6 +546,8 @@ static cJSON *leak_json(const lgr_report_t *r, int j) {
   } else {
     JCHK(cJSON_AddNullToObject(x, "holder"));
   }
+  if (L->no_holder) JCHK(cJSON_AddStringToObject(x, "no_holder", L->no_holder));
+  else JCHK(cJSON_AddNullToObject(x, "no_holder"));
   JCHK(cJSON_AddNumberToObject(x, "pid", L->pid));
   if (L->rank >= 0) JCHK(cJSON_AddNumberToObject(x, "process_rank", L->rank));
   else JCHK(cJSON_AddNullToObject(x, "process_rank"));

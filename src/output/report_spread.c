@@ -206,6 +206,7 @@ void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
       g.proc = c->run->proc;
       g.pid = c->run->pid;
       g.leak = -1;
+      g.device = -1; /* host memory: "on GPU 0" was printed for a zeroed group */
       g.oldest_age_s = NAN;
       g.spread_sites = nmem;
       snprintf(g.space, sizeof g.space, "%s", c->sites[cand[j]].space);

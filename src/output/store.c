@@ -60,6 +60,10 @@ static const char *SCHEMA =
     "CREATE TABLE holders(proc INTEGER, stack INTEGER, explain INTEGER, step INTEGER, kind TEXT,"
     " chain TEXT, objects INTEGER, bytes INTEGER, detail TEXT);"
     "CREATE INDEX holders_stack ON holders(proc, stack, explain);"
+    /* explains: each answer of a Python process (holders-PID-N.json), and each request
+     * of the collector's that got none (outcome 'unanswered'): why a leak has no holder */
+    "CREATE TABLE explains(proc INTEGER, explain INTEGER, request INTEGER, t_ns INTEGER, step INTEGER,"
+    " outcome TEXT, why TEXT, elapsed_s REAL, objects INTEGER, truncated INTEGER, holders INTEGER, note TEXT);"
     "CREATE TABLE flags(proc INTEGER, stack INTEGER, t_ns INTEGER, growth_bytes_per_s REAL,"
     " PRIMARY KEY(proc, stack)) WITHOUT ROWID;"
     "CREATE TABLE labels(proc INTEGER, key TEXT, value TEXT, PRIMARY KEY(proc, key)) WITHOUT ROWID;"
@@ -362,6 +366,30 @@ int lgst_holder(lgst_t *s, int proc, const lgst_holder_t *h) {
   sqlite3_bind_int64(st, 8, h->bytes);
   if (h->detail_json) sqlite3_bind_text(st, 9, h->detail_json, -1, SQLITE_STATIC);
   else sqlite3_bind_null(st, 9);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int lgst_explain(lgst_t *s, int proc, const lgst_explain_t *e) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "INSERT INTO explains VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+    return -EIO;
+  sqlite3_bind_int(st, 1, proc);
+  if (e->explain > 0) sqlite3_bind_int(st, 2, e->explain);
+  else sqlite3_bind_null(st, 2);
+  sqlite3_bind_int64(st, 3, e->request);
+  sqlite3_bind_int64(st, 4, (sqlite3_int64)e->t_ns);
+  sqlite3_bind_int64(st, 5, e->step);
+  sqlite3_bind_text(st, 6, e->outcome, -1, SQLITE_STATIC);
+  if (e->why) sqlite3_bind_text(st, 7, e->why, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(st, 7);
+  sqlite3_bind_double(st, 8, e->elapsed_s);
+  sqlite3_bind_int64(st, 9, e->objects);
+  sqlite3_bind_int(st, 10, e->truncated);
+  sqlite3_bind_int(st, 11, e->holders);
+  if (e->note) sqlite3_bind_text(st, 12, e->note, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(st, 12);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? 0 : -EIO;

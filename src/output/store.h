@@ -48,6 +48,22 @@ typedef struct lgst_holder {
   const char *detail_json; /* JSON object or NULL */
 } lgst_holder_t;
 int lgst_holder(lgst_t *s, int proc, const lgst_holder_t *h);
+/* One explain of a Python process: an answer (outcome "answered" or "failed"), or a
+ * request of the collector's that got none ("unanswered"). Strings may be NULL. */
+typedef struct lgst_explain {
+  int explain;         /* the holders' explain number; 0 for an unanswered request */
+  int64_t request;     /* the collector's request it answers (0: not asked by the collector) */
+  uint64_t t_ns;       /* when the collector stored it */
+  int64_t step;        /* the program's step then (-1 unknown) */
+  const char *outcome; /* "answered", "failed", "unanswered" */
+  const char *why;     /* what asked: "request", "exit", "step", "call" */
+  double elapsed_s;    /* the walk's wall time */
+  int64_t objects;     /* objects walked */
+  int truncated;       /* the walk stopped at its budget or object cap */
+  int holders;         /* holders found */
+  const char *note;    /* failed: the error; unanswered: what was tried */
+} lgst_explain_t;
+int lgst_explain(lgst_t *s, int proc, const lgst_explain_t *e);
 
 /* When the live analysis flagged a stack's site as growing (the start of the current
  * episode of growth: a later flag replaces an earlier one). */

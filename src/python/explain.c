@@ -397,18 +397,48 @@ static int explaining;
 
 int lgpy_explaining(void) { return explaining; }
 
-static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write);
+static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write,
+                              const char *why, long request);
 
-PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write) {
+/* An explain that failed still answers: a holders file with no holder and the error,
+ * so that the collector stops waiting and the report can say why (the exception is
+ * kept for the caller). */
+static void write_failure(const char *why, long request, double t0) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyObject *text = value ? PyObject_Str(value) : NULL;
+  const char *msg = text ? PyUnicode_AsUTF8(text) : NULL;
+  const char *tname = type && PyType_Check(type) ? ((PyTypeObject *)type)->tp_name : "error";
+  PyErr_Clear();
+  PyObject *err = PyUnicode_FromFormat("%s: %s", tname, msg ? msg : "?");
+  PyObject *doc =
+      err ? Py_BuildValue("{s:l,s:K,s:d,s:O,s:n,s:s,s:l,s:O,s:[]}", "pid", (long)getpid(), "step",
+                          (unsigned long long)lgpy_steps, "elapsed_s", now_s() - t0, "truncated", Py_False,
+                          "objects_scanned", (Py_ssize_t)0, "why", why, "request", request, "error", err, "holders")
+          : NULL;
+  char path[4096];
+  if (doc) write_doc(doc, path, sizeof path);
+  PyErr_Clear();
+  Py_XDECREF(doc);
+  Py_XDECREF(err);
+  Py_XDECREF(text);
+  PyErr_Restore(type, value, tb);
+}
+
+PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write, const char *why,
+                       long request) {
   if (explaining) Py_RETURN_NONE;
   explaining = 1;
-  PyObject *r = explain_once(stacks, top, budget_s, max_objects, write);
+  double t0 = now_s();
+  PyObject *r = explain_once(stacks, top, budget_s, max_objects, write, why ? why : "call", request);
+  if (!r && write) write_failure(why ? why : "call", request, t0);
   explaining = 0;
   return r;
 }
 
-static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write) {
-  double t0 = now_s();
+static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write,
+                              const char *why, long request) {
+  double t0 = now_s(), c0 = cpu_s();
   if (budget_s <= 0) {
     const char *b = getenv(LG_ENV_EXPLAIN_BUDGET_S);
     budget_s = b ? atof(b) : 0;
@@ -432,7 +462,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
            *per_stack = NULL;
   const char *from = "suspects";
   E.max = max_objects;
-  E.deadline = t0 + budget_s * 0.6; /* the graph walk; attribution gets the rest */
+  E.deadline = c0 + budget_s * 0.6; /* the graph walk; attribution gets the rest (CPU time) */
   E.memo = PyDict_New();
   H.groups = PyDict_New();
   H.order = PyList_New(0);
@@ -482,7 +512,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
     stopped = ex_bfs(&E, &q);
   }
   if (stopped || E.full) E.truncated = 1;
-  E.deadline = t0 + budget_s;
+  E.deadline = c0 + budget_s;
   int dbg = getenv(LG_ENV_EXPLAIN_DEBUG) != NULL;
   if (dbg) fprintf(stderr, "explain: graph %zd objects %.3fs\n", E.n, now_s() - t0);
 
@@ -523,7 +553,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
   }
   for (Py_ssize_t i = 0; i < E.n; i++) {
     if (!(E.flags[i] & F_TENSOR)) continue;
-    if (now_s() > E.deadline) {
+    if (cpu_s() > E.deadline) {
       E.truncated = 1;
       break;
     }
@@ -574,7 +604,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
     long budget_nodes = 500000;
     for (Py_ssize_t i = 0; E.tensor && i < E.n && roots < 256 && budget_nodes > 0; i++) {
       if (!(E.flags[i] & F_TENSOR) || (E.flags[i] & F_STORAGE) || root_kind_of(&E, (int32_t)i) == R_UNROOTED) continue;
-      if (now_s() > E.deadline) {
+      if (cpu_s() > E.deadline) {
         E.truncated = 1;
         break;
       }
@@ -626,7 +656,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
   for (Py_ssize_t i = 0; i < E.n; i++) {
     int t1 = is_target(&H, E.site[i]), t2 = is_target(&H, E.site2[i]);
     if (!t1 && !t2) continue;
-    if ((nown++ & 63) == 0 && now_s() > E.deadline) {
+    if ((nown++ & 63) == 0 && cpu_s() > E.deadline) {
       E.truncated = 1;
       break;
     }
@@ -748,10 +778,10 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
     }
     Py_DECREF(nv);
   }
-  doc =
-      Py_BuildValue("{s:l,s:K,s:d,s:O,s:n,s:s,s:O,s:O}", "pid", (long)getpid(), "step", (unsigned long long)lgpy_steps,
-                    "elapsed_s", now_s() - t0, "truncated", E.truncated ? Py_True : Py_False, "objects_scanned", E.n,
-                    "targets_from", from, "targets", targets, "holders", out);
+  doc = Py_BuildValue("{s:l,s:K,s:d,s:O,s:n,s:s,s:O,s:O,s:s,s:l}", "pid", (long)getpid(), "step",
+                      (unsigned long long)lgpy_steps, "elapsed_s", now_s() - t0, "truncated",
+                      E.truncated ? Py_True : Py_False, "objects_scanned", E.n, "targets_from", from, "targets",
+                      targets, "holders", out, "why", why, "request", request);
   if (doc && write) {
     char path[4096];
     int w = write_doc(doc, path, sizeof path);

@@ -121,7 +121,7 @@ static int visit_cb(PyObject *o, void *arg) {
 
 int ex_bfs(ex_t *E, Py_ssize_t *q) {
   for (; *q < E->n; (*q)++) {
-    if ((*q & 1023) == 0 && now_s() > E->deadline) return 1;
+    if ((*q & 1023) == 0 && cpu_s() > E->deadline) return 1;
     PyObject *o = E->obj[*q];
     if (!PyObject_IS_GC(o)) continue;
     traverseproc tr = Py_TYPE(o)->tp_traverse;

@@ -55,7 +55,7 @@ static PyObject *py_step(PyObject *self, PyObject *unused) {
   uint64_t n = lgpy.step();
   lgpy_steps++;
   if (explain_at_step > 0 && lgpy_steps == (uint64_t)explain_at_step) {
-    PyObject *r = lgpy_explain(NULL, 5, -1, 0, 1);
+    PyObject *r = lgpy_explain(NULL, 5, -1, 0, 1, "step", 0);
     if (!r) {
       /* never break the training loop over a diagnostic */
       PyErr_WriteUnraisable(self);
@@ -117,19 +117,23 @@ static PyObject *py_pause_this_thread(PyObject *self, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+/* _request: the collector's request this call answers (sitecustomize's watcher). */
 static PyObject *py_explain(PyObject *self, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"stacks", "top", "budget_s", "max_objects", "write", NULL};
+  static char *kwlist[] = {"stacks", "top", "budget_s", "max_objects", "write", "_request", NULL};
   PyObject *stacks = Py_None;
   int top = 5, write = 1;
   double budget = -1;
   Py_ssize_t max_objects = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oidnp:explain", kwlist, &stacks, &top, &budget, &max_objects, &write))
+  long request = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oidnpl:explain", kwlist, &stacks, &top, &budget, &max_objects, &write,
+                                   &request))
     return NULL;
   if (!active_now()) {
     say_noop_once();
     Py_RETURN_NONE;
   }
-  return lgpy_explain(stacks == Py_None ? NULL : stacks, top, budget, max_objects, write);
+  return lgpy_explain(stacks == Py_None ? NULL : stacks, top, budget, max_objects, write,
+                      request > 0 ? "request" : "call", request > 0 ? request : 0);
 }
 
 /* At exit, the holders of the collector's suspects are explained; with none, those of
@@ -158,7 +162,7 @@ static PyObject *atexit_explain(PyObject *self, PyObject *unused) {
   Py_XDECREF(sus);
   if (!sus) PyErr_Clear();
   if (quiet) Py_RETURN_NONE;
-  PyObject *r = lgpy_explain(NULL, 5, -1, 0, 1);
+  PyObject *r = lgpy_explain(NULL, 5, -1, 0, 1, "exit", 0);
   if (!r) {
     PyErr_Print();
     Py_RETURN_NONE;

@@ -52,7 +52,11 @@ uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size)
 uint32_t lgpy_object_site(PyObject *o, size_t *size);
 
 /* explain(): writes holders-<pid>-<n>.json (when write) and returns the dict. */
-PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write);
+/* why: what asked ("request": the collector's, "exit", "step", "call": the program);
+ * request: the collector's request seq it answers (0: none). Both go into the holders
+ * file, and an explain that fails still writes one, with "error" (docs/python.md). */
+PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write, const char *why,
+                       long request);
 
 /* 1 while an explain runs (a nested one returns None at once). */
 int lgpy_explaining(void);

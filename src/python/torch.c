@@ -188,7 +188,7 @@ void graph_walk(ex_t *E, hold_t *H, PyObject *seen, PyObject *keep, PyObject *ca
   PyList_Append(q, t0);
   Py_DECREF(t0);
   for (Py_ssize_t h = 0; h < PyList_GET_SIZE(q) && G->nodes < cap; h++) {
-    if ((h & 255) == 0 && now_s() > E->deadline) {
+    if ((h & 255) == 0 && cpu_s() > E->deadline) {
       E->truncated = 1;
       break;
     }

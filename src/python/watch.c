@@ -59,6 +59,13 @@ static int pending_watch(void *unused) {
   atomic_store(&w.posted, 0);
   if (atomic_load(&w.closed)) return 0; /* the interpreter is finalising */
   if (lgpy_explaining()) return 0;      /* inside an explain's Python call: the next tick */
+  /* What runs here is leakguard's work in the program's main thread (reading the
+   * request, importing json, the walk): its allocations are not the program's
+   * (paused), and the program is held meanwhile (no snapshot: a leak would look flat
+   * while its main thread serves us; an attach beside CPU hogs saw a leak called a
+   * plateau that way). */
+  if (lgpy.pause) lgpy.pause(1);
+  if (lgpy.held) lgpy.held(1);
   if (atomic_exchange(&w.want_look, 0) && w.look) {
     PyObject *r = PyObject_CallNoArgs(w.look);
     if (!r) PyErr_Clear(); /* never break the program over a diagnostic */
@@ -71,6 +78,8 @@ static int pending_watch(void *unused) {
     else if (PyObject_IsTrue(r) == 1) atomic_store(&w.labeled, 1);
     Py_XDECREF(r);
   }
+  if (lgpy.held) lgpy.held(0);
+  if (lgpy.pause) lgpy.pause(0);
   return 0;
 }
 

@@ -16,6 +16,7 @@ import re
 import shutil
 import shlex
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -104,8 +105,14 @@ def stop(p):
     p.wait()
 
 
-def attach(pid, db, duration, extra=(), timeout=90, user=None, cli=None, wrap=None):
-    cmd = [cli or A.cli, "attach", "--duration", str(duration), "-o", db] + list(extra) + [str(pid)]
+def attach(pid, db, duration, extra=(), timeout=90, user=None, cli=None, wrap=None, until_flag=False):
+    """`leakguard attach --duration DURATION`; with until_flag, a recording that ends
+    on an event instead: at least DURATION seconds and the leak flagged (a row in the
+    database's flags table), then Ctrl-C (SIGINT: detach, as a user does). On a busy
+    machine the attach and the first snapshots take longer: a fixed duration left too
+    few points to find the leak (attach_python_holders failed beside CPU hogs)."""
+    cmd = [cli or A.cli, "attach"] + ([] if until_flag else ["--duration", str(duration)]) + ["-o", db] + \
+        list(extra) + [str(pid)]
     if wrap:
         cmd = wrap(cmd)
 
@@ -113,8 +120,32 @@ def attach(pid, db, duration, extra=(), timeout=90, user=None, cli=None, wrap=No
         os.setgroups([])
         os.setgid(user)
         os.setuid(user)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          preexec_fn=as_user if user is not None else None)
+    if not until_flag:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              preexec_fn=as_user if user is not None else None)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=as_user if user is not None else None)
+    t0 = time.monotonic()
+    flagged = False
+    while p.poll() is None and time.monotonic() - t0 < timeout / 2:
+        if not flagged and os.path.exists(db):
+            try:
+                con = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=0.5)
+                flagged = con.execute("SELECT count(*) FROM flags").fetchone()[0] > 0
+                con.close()
+            except sqlite3.Error:
+                pass
+        if flagged and time.monotonic() - t0 >= duration:
+            break
+        time.sleep(0.05)
+    if p.poll() is None:
+        p.send_signal(signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def report(db):
@@ -198,7 +229,7 @@ def case_cycles():
             wait_for(lambda: (progress(prog) or 0) > last, "progress after cycle %d" % i)
             last = progress_now(prog)
         db = os.path.join(TMP, "long.db")
-        r = attach(p.pid, db, 3)
+        r = attach(p.pid, db, 3, until_flag=True)
         if r.returncode != 0:
             fail("long attach: rc %d: %s" % (r.returncode, r.stderr))
         if "Recording began at attach" not in r.stdout:
@@ -435,7 +466,7 @@ def case_mmap():
         if "mmap_churn" in funcs:
             fail("mapped and unmapped memory reported as a leak: %s" % funcs)
         # the same process attached again with --no-mmap: the heap's leak alone
-        r = attach(p.pid, os.path.join(TMP, "mm2.db"), 3, extra=["--no-mmap"])
+        r = attach(p.pid, os.path.join(TMP, "mm2.db"), 3, extra=["--no-mmap"], until_flag=True)
         if r.returncode != 0:
             fail("--no-mmap: rc %d %s" % (r.returncode, r.stderr))
         funcs2 = leak_funcs(report(os.path.join(TMP, "mm2.db")))
@@ -648,7 +679,7 @@ def case_python():
     p, want = start_py("pyleak", PYLEAK, "    keep.append(bytearray(8192))")
     try:
         db = os.path.join(TMP, "py.db")
-        r = attach(p.pid, db, 2.5)
+        r = attach(p.pid, db, 2.5, until_flag=True)
         if r.returncode != 0:
             fail("rc %d %s" % (r.returncode, r.stderr))
         _, site = leak_site(report(db), r.stdout)
@@ -701,7 +732,7 @@ def case_python_holders():
     try:
         for n in (1, 2):
             db = os.path.join(TMP, "pyhold%d.db" % n)
-            r = attach(p.pid, db, 3)
+            r = attach(p.pid, db, 3, until_flag=True)
             if r.returncode != 0 or "no Python holders" in r.stderr:
                 fail("attach %d: rc %d %s" % (n, r.returncode, r.stderr))
             d = report(db)
@@ -854,7 +885,7 @@ def case_python_torch():
     p, want = start_py("tleak", TORCHLEAK, "    y = x * 2", python="/usr/bin/python3", timeout=90)
     try:
         db = os.path.join(TMP, "torch.db")
-        r = attach(p.pid, db, 4)
+        r = attach(p.pid, db, 4, until_flag=True)
         if r.returncode != 0 or "no Python holders" in r.stderr:
             fail("rc %d %s" % (r.returncode, r.stderr))
         d = report(db)
@@ -1030,7 +1061,13 @@ def main():
     ap.add_argument("--futex")
     ap.add_argument("--cycles", type=int, default=3)
     ap.add_argument("--python", default=sys.executable, help="the interpreter of the Python targets")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory (databases)")
     A = ap.parse_args()
+    if A.keep or os.environ.get("LG_ATTACH_KEEP"):
+        TMP = tempfile.mkdtemp(prefix="lg-attach-")
+        print("keeping %s" % TMP)
+        globals()["case_" + A.case]()
+        return
     with tempfile.TemporaryDirectory(prefix="lg-attach-") as d:
         TMP = d
         globals()["case_" + A.case]()

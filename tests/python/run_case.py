@@ -78,6 +78,7 @@ def main():
     ap.add_argument("--native-first", action="store_true",
                     help="rank 1's frames begin with native allocation frames (torch's "
                          "allocator), then the Python line: stacks read innermost first")
+    ap.add_argument("--no-holder", help="the leak names no holder, and its no_holder (why) matches this regex")
     ap.add_argument("--hog", type=int, default=0,
                     help="N busy processes share the CPUs while the script is recorded")
     ap.add_argument("--needs", action="append", default=[],
@@ -165,6 +166,14 @@ def main():
         live = [r for r in rows if r[2] and r[1] is not None and r[1] < r[2]]
         check(len(live) >= a.live_explains, "%d+ explanations while the program ran (flag, doubling)"
               % a.live_explains, explains=rows)
+    if a.expect == "leak" and a.no_holder and leaks:
+        why = leaks[0].get("no_holder") or ""
+        check(leaks[0].get("holder") is None and re.search(a.no_holder, why) is not None,
+              "the leak names no holder, and says why (%s)" % a.no_holder, leak=leaks[0])
+        txt = subprocess.run([a.leakguard, "report", db], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, timeout=120).stdout
+        check(any(ln.strip().startswith("no holder: ") and re.search(a.no_holder, ln) for ln in txt.splitlines()),
+              "the text report says 'no holder:' and why", text=txt.splitlines()[:12])
     if a.expect == "leak" and a.detected_within is not None and leaks:
         import sqlite3
         con = sqlite3.connect(db)
