@@ -40,6 +40,12 @@ expect "a CSV file of something else" 2 \
 expect "--format xml" 2 "leakguard classify: unknown format 'xml' (text or json)" "" -- --format xml "$rec/linear-1.csv"
 expect "--format without a value" 2 "leakguard classify: --format needs an argument (text or json)" "" -- --format
 expect "two files" 2 "leakguard classify: only one FILE may be given" "" -- "$rec/linear-1.csv" "$rec/linear-1.csv"
+# bounded input (issue #31): a device is refused at once, a file over --max-bytes too
+expect "a device (/dev/zero)" 2 "leakguard classify: /dev/zero: not a regular file" "" -- /dev/zero
+expect "a file over --max-bytes" 2 \
+  "leakguard classify: $rec/linear-1.csv: $(stat -c %s "$rec/linear-1.csv") bytes, more than 100 (--max-bytes raises the limit)" \
+  "" -- --max-bytes 100 "$rec/linear-1.csv"
+expect "--max-bytes 0: no limit" 0 "" "^linear-leak$" -- --max-bytes 0 "$rec/linear-1.csv"
 # usage errors print the usage after the one line: only the status is checked here
 "$lg" classify >/dev/null 2>"$tmp/err"
 rc=$?

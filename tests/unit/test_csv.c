@@ -162,7 +162,7 @@ static int classify_file(const char *path, int json, char **out, char *why) {
   size_t n;
   FILE *fp = open_memstream(out, &n);
   assert_non_null(fp);
-  int rc = lgi_classify_file(path, json, fp, why, 512);
+  int rc = lgi_classify_file(path, LGI_CSV_MAX_BYTES, json, fp, why, 512);
   fclose(fp);
   return rc;
 }
@@ -224,11 +224,49 @@ static void test_classify_file(void **state) {
     fp = fopen(path, "w");
     for (int i = 0; i < 50; i++) fprintf(fp, "%d,%d\n", i, 1000 + 10 * i);
     fclose(fp);
-    assert_int_equal(lgi_classify_file(path, 0, full, why, sizeof why), -EIO);
+    assert_int_equal(lgi_classify_file(path, LGI_CSV_MAX_BYTES, 0, full, why, sizeof why), -EIO);
     assert_true(!strncmp(why, "cannot write the result: ", 25));
     fclose(full);
   }
   unlink(path);
+}
+
+/* Bounded input (issue #31): a device is refused at once (/dev/zero was read without
+ * end), a file over --max-bytes is refused, a line without end stops at its bound, a
+ * pipe is read up to the limit. */
+static void test_bounded_input(void **state) {
+  (void)state;
+  lgi_series_t s;
+  char why[512];
+  assert_int_equal(lgi_series_load("/dev/zero", LGI_CSV_MAX_BYTES, &s, why, sizeof why), -1);
+  assert_string_equal(why, "/dev/zero: not a regular file");
+  char path[] = "/tmp/lgcsvXXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *fp = fdopen(fd, "w");
+  for (int i = 0; i < 100; i++) fprintf(fp, "%d,%d\n", i, 1000 + i);
+  fclose(fp);
+  assert_int_equal(lgi_series_load(path, 100, &s, why, sizeof why), -1);
+  assert_non_null(strstr(why, "more than 100 (--max-bytes raises the limit)"));
+  assert_int_equal(lgi_series_load(path, 0, &s, why, sizeof why), 0); /* 0: no limit */
+  assert_int_equal(s.n, 100);
+  lgi_series_free(&s);
+  unlink(path);
+  /* a stream: 4097 bytes without a newline, then more */
+  char *big = malloc(8192);
+  memset(big, '1', 8192);
+  fp = fmemopen(big, 8192, "r");
+  assert_int_equal(lgi_series_read_csv_max(fp, "zero", 0, &s, why, sizeof why), -1);
+  assert_string_equal(why, "zero:1: line longer than 4096 bytes: not a CSV of samples");
+  fclose(fp);
+  /* a stream over the limit */
+  for (int i = 0; i < 8192; i += 8) memcpy(big + i, "1,1000\n\n", 8);
+  for (int i = 0; i < 8192; i += 7) memcpy(big + i, "1,1000\n", i + 7 <= 8192 ? 7 : 8192 - i);
+  fp = fmemopen(big, 8192, "r");
+  assert_int_equal(lgi_series_read_csv_max(fp, "stdin", 1000, &s, why, sizeof why), -1);
+  assert_string_equal(why, "stdin: larger than 1000 bytes (--max-bytes raises the limit)");
+  fclose(fp);
+  free(big);
 }
 
 int main(void) {
@@ -241,6 +279,7 @@ int main(void) {
       cmocka_unit_test(test_csv_ok),
       cmocka_unit_test(test_csv_errors),
       cmocka_unit_test(test_classify_file),
+      cmocka_unit_test(test_bounded_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
