@@ -33,7 +33,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 for ((r = 1; r <= REPS; r++)); do
   LD_LIBRARY_PATH=$DRIVER_DIR "$EXE" "$PAIRS" >>"$tmp/bare"
   LD_LIBRARY_PATH=$DRIVER_DIR LD_PRELOAD=$LIB "$EXE" "$PAIRS" >>"$tmp/preload"
-  LD_LIBRARY_PATH=$DRIVER_DIR "$LG" run -q -o "$tmp/run.db" -- "$EXE" "$PAIRS" >>"$tmp/recorded"
+  LD_LIBRARY_PATH=$DRIVER_DIR "$LG" run -q --force -o "$tmp/run.db" -- "$EXE" "$PAIRS" >>"$tmp/recorded"
 done
 
 echo "| mode | cuMemAlloc_v2+cuMemFree_v2 ns/pair | vs bare | cuMemAllocAsync+cuMemFreeAsync ns/pair | vs bare |"

@@ -7,5 +7,5 @@ build=${1:-build}
 reps=${2:-7}
 here=$(cd "$(dirname "$0")" && pwd)
 db=$(mktemp -d)/pause.db
-"$build/bin/leakguard" run -q -o "$db" -- /usr/bin/python3 "$here/explain_pause.py" "$reps" 0 10000 100000
+"$build/bin/leakguard" run -q --force -o "$db" -- /usr/bin/python3 "$here/explain_pause.py" "$reps" 0 10000 100000
 rm -rf "$(dirname "$db")"

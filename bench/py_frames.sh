@@ -29,7 +29,7 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else print a[i
 # loop seconds of py_alloc.py: $1 interpreter, $2 mode (bare|full)
 alloc_loop() {
   local py=$1 mode=$2 pre=()
-  [ "$mode" = full ] && pre=("$LG" run -q -i 1 -o "$TMP/run.db" --)
+  [ "$mode" = full ] && pre=("$LG" run -q --force -i 1 -o "$TMP/run.db" --)
   rm -f "$TMP"/run.db*
   PYTHONMALLOC=malloc LG_ALLOC_ROUNDS=$ALLOC_ROUNDS PYTHONPATH=$BUILD/python \
     "${pre[@]}" "$py" "$ROOT/bench/py_alloc.py" 2>"$TMP/err.txt" |

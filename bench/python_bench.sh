@@ -38,9 +38,9 @@ run_one() {
   case $mode in
     bare) pre=(env -u PYTHONMALLOC) ;;
     bare-malloc) pre=(env PYTHONMALLOC=malloc) ;;
-    full) pre=("$LG" run -q -i 1 -o "$TMP/run.db" --) ;;
-    full-imports) pre=("$LG" run -q -i 1 --import-sample 0 -o "$TMP/run.db" --) ;;
-    sampled) pre=("$LG" run -q -i 1 -s 524288 -o "$TMP/run.db" --) ;;
+    full) pre=("$LG" run -q --force -i 1 -o "$TMP/run.db" --) ;;
+    full-imports) pre=("$LG" run -q --force -i 1 --import-sample 0 -o "$TMP/run.db" --) ;;
+    sampled) pre=("$LG" run -q --force -i 1 -s 524288 -o "$TMP/run.db" --) ;;
     heaptrack) pre=(heaptrack -o "$TMP/ht") ;;
     valgrind) pre=(valgrind -q --tool=memcheck --leak-check=full --error-limit=no
                    --log-file="$TMP/vg.log") ;;

@@ -83,9 +83,9 @@ def tool_prefix(tool):
     if tool == "preload only":
         return [], {"LD_PRELOAD": LIB}
     if tool == "leakguard full":
-        return [LG, "run", "-q", "-o", db, "--"], {}
+        return [LG, "run", "-q", "--force", "-o", db, "--"], {}
     if tool == "leakguard --sample 524288":
-        return [LG, "run", "-q", "--sample", "524288", "-o", db, "--"], {}
+        return [LG, "run", "-q", "--force", "--sample", "524288", "-o", db, "--"], {}
     if tool == "heaptrack":
         return ["heaptrack", "-o", f"{TMP}/ht"], {}
     if tool == "valgrind":
@@ -331,7 +331,7 @@ ab, al = {}, {}
 for rep in range(3):
     alloc_rows(subprocess.run([MU, "--alloc", "--depth", "4,16,48", "--iters", "200000"], capture_output=True, text=True,
                               check=True).stdout, ab)
-    alloc_rows(subprocess.run([LG, "run", "-q", "-o", f"{TMP}/run.db", "--", MU, "--alloc", "--depth", "4,16,48", "--iters",
+    alloc_rows(subprocess.run([LG, "run", "-q", "--force", "-o", f"{TMP}/run.db", "--", MU, "--alloc", "--depth", "4,16,48", "--iters",
                                "20000"], capture_output=True, text=True, check=True).stdout, al)
     cleanup()
 emit("Recorder cost per allocation (malloc(32)+free pair from D nested frames, best of 3 runs; leakguard full "

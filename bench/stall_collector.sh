@@ -18,7 +18,7 @@ trap '[ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
 found=0
 for ((i = 1; i <= RUNS; i++)); do
   db=$TMP/run$i.db
-  "$LG" run --quiet --output "$db" --interval 0.1 -- "$@" > /dev/null &
+  "$LG" run --quiet --force --output "$db" --interval 0.1 -- "$@" > /dev/null &
   pid=$!
   (
     while kill -0 "$pid" 2> /dev/null; do

@@ -230,7 +230,7 @@ fi
 lgrun() {
   local db=$1
   shift
-  timeout -k 10 $((SECS * 4 + 60)) "$LG" run --quiet --interval 0.2 --output "$WORK/$db" "$@" \
+  timeout -k 10 $((SECS * 4 + 60)) "$LG" run --quiet --force --interval 0.2 --output "$WORK/$db" "$@" \
     >"$WORK/$db.out" 2>"$WORK/$db.err"
 }
 runfail() { echo "run failed (exit $1): $(tail -4 "$WORK/$2.err" | tr '\n' ' ')"; }

@@ -8,5 +8,5 @@ scripts/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
 echo "leakguard built in build/ (binary: build/bin/leakguard)." >&2
-echo "Running: build/bin/leakguard run -o /tmp/leakguard-example.db -- build/examples/leaky 6" >&2
-build/bin/leakguard run -o /tmp/leakguard-example.db -- build/examples/leaky 6
+echo "Running: build/bin/leakguard run --force -o /tmp/leakguard-example.db -- build/examples/leaky 6" >&2
+build/bin/leakguard run --force -o /tmp/leakguard-example.db -- build/examples/leaky 6

@@ -14,9 +14,9 @@
 #include "analysis/csv.h"
 #include "leakguard.h"
 
-int lgi_classify_file(const char *path, int json, FILE *out, char *why, size_t whylen) {
+int lgi_classify_file(const char *path, uint64_t max_bytes, int json, FILE *out, char *why, size_t whylen) {
   lgi_series_t s;
-  if (lgi_series_load(path, &s, why, whylen)) return -EINVAL;
+  if (lgi_series_load(path, max_bytes, &s, why, whylen)) return -EINVAL;
   lg_pattern_t cls;
   double p[LG_PATTERN_COUNT];
   int rc = lg_classify(s.t, s.v, s.rss, s.n, &cls, p);

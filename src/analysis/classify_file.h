@@ -11,6 +11,7 @@
 #define LG_ANALYSIS_CLASSIFY_FILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Classifies the series in path ("-" for stdin) and prints to out:
@@ -19,6 +20,6 @@
  * 0; -EINVAL bad input (why: "FILE:LINE: reason", or "FILE: reason"); -ENOMEM and
  * -EIO (writing out failed), why saying which. Nothing is printed on an error but a
  * failed write. */
-int lgi_classify_file(const char *path, int json, FILE *out, char *why, size_t whylen);
+int lgi_classify_file(const char *path, uint64_t max_bytes, int json, FILE *out, char *why, size_t whylen);
 
 #endif /* LG_ANALYSIS_CLASSIFY_FILE_H */

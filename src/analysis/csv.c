@@ -9,7 +9,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 
 #include "analysis/csv.h"
@@ -104,15 +106,50 @@ static const char *excerpt(const char *f, char *buf, size_t len) {
   return buf;
 }
 
+/* One line of at most LGI_CSV_LINE_MAX bytes into buf (NUL-terminated, the newline
+ * kept out): its length, -1 at the end, -2 when it is longer (the rest of it is not
+ * read: a file without newlines, /dev/zero, must not be read whole). *total counts
+ * the bytes read. Hand-written rather than getline(), whose line grows without bound. */
+#define LGI_CSV_LINE_MAX 4096
+static long read_line(FILE *fp, char *buf, uint64_t *total) {
+  long n = 0;
+  int c;
+  while ((c = getc_unlocked(fp)) != EOF) {
+    (*total)++;
+    if (c == '\n') break;
+    if (n == LGI_CSV_LINE_MAX) return -2;
+    buf[n++] = (char)c;
+  }
+  buf[n] = 0;
+  return c == EOF && n == 0 ? -1 : n;
+}
+
 int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, size_t errlen) {
-  char *line = NULL, *fields[3], ex[32];
-  size_t lcap = 0;
-  long lineno = 0, blank = 0, merged = 1;
+  return lgi_series_read_csv_max(fp, name, LGI_CSV_MAX_BYTES, s, err, errlen);
+}
+
+int lgi_series_read_csv_max(FILE *fp, const char *name, uint64_t max_bytes, lgi_series_t *s, char *err, size_t errlen) {
+  char *line = malloc(LGI_CSV_LINE_MAX + 1), *fields[3], ex[32];
+  long lineno = 0, blank = 0, merged = 1, got;
+  uint64_t total = 0;
   int ncols = 0, role[3] = {COL_TIME, COL_VALUE, COL_RSS}, header_done = 0;
   memset(s, 0, sizeof *s);
   err[0] = 0;
-  while (getline(&line, &lcap, fp) >= 0) {
+  if (!line) {
+    snprintf(err, errlen, "%s: out of memory", name);
+    return -1;
+  }
+  while ((got = read_line(fp, line, &total)) != -1) {
     lineno++;
+    if (got == -2) {
+      snprintf(err, errlen, "%s:%ld: line longer than %d bytes: not a CSV of samples", name, lineno, LGI_CSV_LINE_MAX);
+      goto fail;
+    }
+    if (max_bytes && total > max_bytes) {
+      snprintf(err, errlen, "%s: larger than %llu bytes (--max-bytes raises the limit)", name,
+               (unsigned long long)max_bytes);
+      goto fail;
+    }
     char *p = trim(line);
     if (!*p) {
       if (!blank) blank = lineno;
@@ -201,15 +238,28 @@ fail:
   return -1;
 }
 
-int lgi_series_load(const char *path, lgi_series_t *s, char *err, size_t errlen) {
+int lgi_series_load(const char *path, uint64_t max_bytes, lgi_series_t *s, char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
   int is_stdin = !strcmp(path, "-");
-  FILE *fp = is_stdin ? stdin : fopen(path, "r");
+  FILE *fp = is_stdin ? stdin : fopen(path, "re");
   if (!fp) {
     snprintf(err, errlen, "%s: %s", path, strerror(errno));
     return -1;
   }
-  int rc = lgi_series_read_csv(fp, is_stdin ? "<stdin>" : path, s, err, errlen);
+  struct stat st;
+  /* a regular file, or standard input (a pipe); never a device (/dev/zero) */
+  if (!is_stdin && (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode))) {
+    snprintf(err, errlen, "%s: not a regular file", path);
+    fclose(fp);
+    return -1;
+  }
+  if (!is_stdin && max_bytes && (uint64_t)st.st_size > max_bytes) {
+    snprintf(err, errlen, "%s: %llu bytes, more than %llu (--max-bytes raises the limit)", path,
+             (unsigned long long)st.st_size, (unsigned long long)max_bytes);
+    fclose(fp);
+    return -1;
+  }
+  int rc = lgi_series_read_csv_max(fp, is_stdin ? "<stdin>" : path, max_bytes, s, err, errlen);
   if (!is_stdin) fclose(fp);
   return rc;
 }

@@ -9,6 +9,7 @@
 #define LG_ANALYSIS_CSV_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* A series read from a CSV file; rss is NULL when the file has no rss column. */
@@ -28,9 +29,14 @@ typedef struct lgi_series {
  * applies) to err. Rejects: empty rows, wrong column counts, non-numbers, NaN/Inf, a
  * time before the previous sample's, fewer than 8 (merged) samples. */
 int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, size_t errlen);
+/* The same, reading at most max_bytes (0: no limit; lgi_series_read_csv: the default,
+ * LGI_CSV_MAX_BYTES). Lines are at most 4096 bytes. */
+#define LGI_CSV_MAX_BYTES (64ULL << 20)
+int lgi_series_read_csv_max(FILE *fp, const char *name, uint64_t max_bytes, lgi_series_t *s, char *err, size_t errlen);
 
-/* Opens path ("-" for stdin) and calls lgi_series_read_csv. */
-int lgi_series_load(const char *path, lgi_series_t *s, char *err, size_t errlen);
+/* Opens path ("-" for stdin: a pipe is read up to max_bytes) and reads it; a path that
+ * is not a regular file (a device) is refused, and so is one larger than max_bytes. */
+int lgi_series_load(const char *path, uint64_t max_bytes, lgi_series_t *s, char *err, size_t errlen);
 
 /* Frees a series' arrays and empties it. */
 void lgi_series_free(lgi_series_t *s);

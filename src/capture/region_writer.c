@@ -548,19 +548,71 @@ lg_site_ctr_t *lgi_site_ctr(lgi_tls_t *t, uint32_t site) {
   return LG_PTR(h, off, lg_site_ctr_t *) + (site % LG_SITES_PER_CHUNK);
 }
 
+/* Writes the decimal v at p; returns the end. */
+static char *put_dec(char *p, long v) {
+  char d[24];
+  int n = 0;
+  if (v < 0) *p++ = '-', v = -v;
+  do d[n++] = (char)('0' + v % 10), v /= 10;
+  while (v);
+  while (n) *p++ = d[--n];
+  return p;
+}
+
+/* The collector did not take this process's hello in time: it says so with an empty
+ * file beside its socket (LG_FILE_UNRECORDED), which the collector counts when it runs
+ * again. Raw system calls, no allocation; O_EXCL|O_NOFOLLOW, in the collector's private
+ * directory. */
+static void note_unrecorded(void) {
+  char path[sizeof lgi_g.sock_path + 48];
+  size_t n = strlen(lgi_g.sock_path);
+  while (n && lgi_g.sock_path[n - 1] != '/') n--;
+  if (!n) return;
+  memcpy(path, lgi_g.sock_path, n);
+  char *p = path + n;
+  static const char pre[] = "unrecorded-";
+  memcpy(p, pre, sizeof pre - 1);
+  p = put_dec(p + sizeof pre - 1, (long)lg_sys_getpid());
+  *p++ = '-';
+  p = put_dec(p, (long)syscall(SYS_getppid));
+  *p = 0;
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) syscall(SYS_close, fd);
+}
+
+/* Sleeps 1 ms (raw nanosleep: no allocation, async-signal-safe). */
+static void nap_1ms(void) {
+  struct timespec ts = {0, 1000000};
+  syscall(SYS_nanosleep, &ts, NULL);
+}
+
 /* Connects to the collector (lgi_g.sock_path) and sends the hello of `kind` with the
- * region's memfd. Raw system calls, no allocation. */
+ * region's memfd. Raw system calls, no allocation. Never waits for the collector more
+ * than LG_HELLO_WAIT_MS: the socket is non-blocking, and a connect refused for a full
+ * backlog (EAGAIN: the collector stopped, a paused container, swapped out) or a send
+ * that would block is tried again each millisecond until then; past it the process
+ * runs unrecorded and leaves a note for the collector (note_unrecorded). The target
+ * never waits for leakguard longer than that, whatever the collector does. */
 int lgi_send_hello(unsigned kind) {
-  int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s < 0) return -1;
   struct sockaddr_un a;
   memset(&a, 0, sizeof a);
   a.sun_family = AF_UNIX;
   memcpy(a.sun_path, lgi_g.sock_path, sizeof a.sun_path - 1);
-  int rc;
-  do rc = (int)syscall(SYS_connect, s, (struct sockaddr *)&a, sizeof a);
-  while (rc < 0 && errno == EINTR);
-  if (rc < 0) goto fail;
+  int rc, waited = 0;
+  for (;;) {
+    rc = (int)syscall(SYS_connect, s, (struct sockaddr *)&a, sizeof a);
+    if (rc == 0 || (errno != EINTR && errno != EAGAIN)) break;
+    if (errno == EAGAIN) {
+      if (waited++ >= LG_HELLO_WAIT_MS) break;
+      nap_1ms();
+    }
+  }
+  if (rc < 0) {
+    if (errno == EAGAIN) note_unrecorded();
+    goto fail;
+  }
   lg_hello_t h;
   memset(&h, 0, sizeof h);
   h.magic = LG_HELLO_MAGIC;
@@ -588,9 +640,18 @@ int lgi_send_hello(unsigned kind) {
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   memcpy(CMSG_DATA(c), &lgi_g.fd, sizeof(int));
-  do rc = (int)syscall(SYS_sendmsg, s, &m, MSG_NOSIGNAL);
-  while (rc < 0 && errno == EINTR);
-  if (rc != (int)sizeof h) goto fail;
+  for (;;) {
+    rc = (int)syscall(SYS_sendmsg, s, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (rc >= 0 || (errno != EINTR && errno != EAGAIN)) break;
+    if (errno == EAGAIN) {
+      if (waited++ >= LG_HELLO_WAIT_MS) break;
+      nap_1ms();
+    }
+  }
+  if (rc != (int)sizeof h) {
+    if (rc < 0 && errno == EAGAIN) note_unrecorded();
+    goto fail;
+  }
   /* Kept open until exit/exec (close-on-exec). Its EOF is a hint for the collector,
    * not the proof that we are gone: the program may close it (close_range, dup2),
    * and the collector then watches the process itself (pidfd). */

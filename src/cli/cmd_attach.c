@@ -33,7 +33,7 @@
 #include "output/store.h"
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: leakguard attach [-o FILE] [-i SEC] [-s BYTES] [-d DEPTH] [--duration SEC] [--quiet]\n"
+  fprintf(f, "usage: leakguard attach [-o FILE [--force]] [-i SEC] [-s BYTES] [-d DEPTH] [--duration SEC] [--quiet]\n"
              "                        [--no-mmap] [--fail-on-leak] [--metrics ADDR:PORT] [--guard]\n"
              "                        [--guard-config F] [--guard-dry-run] PID\n"
              "Records the running process PID until --duration SEC, Ctrl-C or its exit, then detaches\n"
@@ -143,6 +143,7 @@ typedef struct attach_opts {
   int guard, guard_dry_run;
   const char *guard_config, *metrics;
   pid_t pid;
+  int force; /* --force: replace an existing output file */
 } attach_opts_t;
 
 static int parse(int argc, char **argv, attach_opts_t *o) {
@@ -158,6 +159,7 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
                                      {"guard", no_argument, 0, 'G'},
                                      {"guard-config", required_argument, 0, 'C'},
                                      {"guard-dry-run", no_argument, 0, 'Y'},
+                                     {"force", no_argument, 0, 'f'},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
@@ -167,6 +169,7 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
   while ((c = getopt_long(argc, argv, "+o:i:s:d:qh", lo, NULL)) != -1) {
     switch (c) {
     case 'o': o->output = optarg; break;
+    case 'f': o->force = 1; break;
     case 'i':
       if (lgu_parse_double(optarg, &o->interval) != 0 || o->interval < 0.05 || o->interval > 3600) {
         lgu_err("attach: -i: an interval of 0.05 to 3600 seconds");
@@ -249,32 +252,32 @@ static int attach(attach_opts_t *o) {
     lgu_err("attach: %s", why);
     return LG_EXIT_CANNOT_EXEC;
   }
-  int rc = lg_check_output(o->output);
+  lgst_t *db = NULL;
+  int rc = o->output ? lg_claim_output("attach", o->output, o->force, &db) : lg_check_output_dir("attach");
   if (rc) return rc;
   lgcli_services_t svc;
   if ((rc = lgcli_services_start("attach", o->guard, o->guard_config, o->guard_dry_run, o->metrics, (int)o->pid,
                                  &svc)) != 0) {
     lgcli_services_stop(&svc);
+    lgst_discard(db, o->output);
     return rc;
   }
   if (!mkdtemp(dir)) {
     lgu_err("attach: cannot create a temporary directory: %s", strerror(errno));
     lgcli_services_stop(&svc);
+    lgst_discard(db, o->output);
     return LG_EXIT_INTERNAL;
   }
   if (!o->output) {
     snprintf(outbuf, sizeof outbuf, "leakguard-attach-%d.db", (int)o->pid);
     o->output = outbuf;
+    if ((rc = lg_claim_output("attach", o->output, 0, &db)) != 0) {
+      rmdir(dir);
+      lgcli_services_stop(&svc);
+      return rc;
+    }
   }
-  lgst_t *db = NULL;
   lgc_collector_t *col = NULL;
-  const char *emsg = NULL;
-  if (lgst_create(o->output, &db, &emsg) != 0) {
-    lgu_err("attach: cannot create the output database '%s': %s", o->output, emsg ? emsg : "error");
-    rmdir(dir);
-    lgcli_services_stop(&svc);
-    return LG_EXIT_INTERNAL;
-  }
   char v[64], began[32];
   time_t t0 = time(NULL);
   struct tm tm;

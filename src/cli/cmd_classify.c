@@ -15,21 +15,25 @@
 #include <string.h>
 
 #include "analysis/classify_file.h"
+#include "analysis/csv.h"
 #include "cli/commands.h"
+#include "core/util.h"
 
 /* ------------------------------------------------------------------ command */
 
 static void usage(FILE *fp) {
-  fprintf(fp, "usage: leakguard classify [--format text|json] FILE\n"
+  fprintf(fp, "usage: leakguard classify [--format text|json] [--max-bytes BYTES] FILE\n"
               "Names the shape of a memory curve. FILE (or - for stdin) is a CSV of\n"
               "samples time,value[,rss], header row optional. Classes: stable,\n"
               "linear-leak, accelerating-leak, step-leak, plateau, sawtooth,\n"
-              "fragmentation (needs the rss column).\n");
+              "fragmentation (needs the rss column). FILE must be a regular file of at\n"
+              "most --max-bytes (default 64M; 0: no limit), standard input is read up to it.\n");
 }
 
 int lg_cmd_classify(int argc, char **argv) {
   int json = 0;
   const char *file = NULL;
+  uint64_t max_bytes = LGI_CSV_MAX_BYTES;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *fmt = NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -43,6 +47,12 @@ int lg_cmd_classify(int argc, char **argv) {
       fmt = argv[++i];
     } else if (!strncmp(a, "--format=", 9)) {
       fmt = a + 9;
+    } else if (!strcmp(a, "--max-bytes") || !strncmp(a, "--max-bytes=", 12)) {
+      const char *v = a[11] == '=' ? a + 12 : i + 1 < argc ? argv[++i] : NULL;
+      if (!v || lgu_parse_size(v, &max_bytes) != 0) {
+        fprintf(stderr, "leakguard classify: --max-bytes needs a size (e.g. 256M, 0 for no limit)\n");
+        return LG_EXIT_USAGE;
+      }
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "leakguard classify: unknown option '%s'\n", a);
       usage(stderr);
@@ -69,7 +79,7 @@ int lg_cmd_classify(int argc, char **argv) {
   }
 
   char why[512];
-  int rc = lgi_classify_file(file, json, stdout, why, sizeof why);
+  int rc = lgi_classify_file(file, max_bytes, json, stdout, why, sizeof why);
   if (rc) fprintf(stderr, "leakguard classify: %s\n", why);
   return rc == 0 ? LG_EXIT_OK : rc == -EINVAL ? LG_EXIT_USAGE : LG_EXIT_INTERNAL;
 }

@@ -14,9 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "cli/commands.h"
+#include "core/outfile.h"
 #include "core/util.h"
 #include "guard/guard.h"
 #include "output/metrics.h"
@@ -107,9 +109,12 @@ int lg_cmd_guard(int argc, char **argv) {
     }
   }
   if (logpath && strcmp(logpath, "-")) {
-    log = fopen(logpath, "ae");
+    char lwhy[600];
+    int lfd = lgu_open_append(logpath, lwhy, sizeof lwhy); /* never through a link */
+    log = lfd >= 0 ? fdopen(lfd, "a") : NULL;
     if (!log) {
-      lgu_err("guard: event log %s: %s", logpath, strerror(errno));
+      if (lfd >= 0) close(lfd), snprintf(lwhy, sizeof lwhy, "%s: %s", logpath, strerror(errno));
+      lgu_err("guard: event log %s", lwhy);
       goto out;
     }
   }

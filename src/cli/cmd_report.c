@@ -4,9 +4,11 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "core/outfile.h"
 #include "core/util.h"
 #include "output/pprof.h"
 #include "output/report_html.h"
@@ -25,7 +27,8 @@ static void usage(FILE *f) {
              "                     leaks and their curves, flame graphs, every site);\n"
              "                     pool-profile (the generation of each native function's\n"
              "                     blocks, for liblgpool's LEAKGUARD_POOL_PROFILE)\n"
-             "  -o, --output FILE  write to FILE instead of standard output\n"
+             "  -o, --output FILE  write to FILE instead of standard output (replaced if it\n"
+             "                     exists; never a symbolic link, nor the database itself)\n"
              "  -n, --top N        suspects to show (default 10)\n"
              "      --native       keep allocator and interpreter frames in the stacks\n"
              "      --fail-on-leak exit with status 97 when the report finds a leak\n"
@@ -90,16 +93,36 @@ int lg_cmd_report(int argc, char **argv) {
     return LG_EXIT_USAGE;
   }
   FILE *out = stdout;
-  if (outp && !(out = fopen(outp, "wb"))) {
-    lgu_err("report: cannot write %s: %s", outp, strerror(errno));
+  struct stat so, si;
+  if (outp && stat(outp, &so) == 0 && stat(path, &si) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino) {
+    lgu_err("report: %s is the database being read: refused (give another -o)", outp);
     lgst_close(db);
-    return LG_EXIT_INTERNAL;
+    return LG_EXIT_USAGE;
+  }
+  if (outp) { /* claimed: never through a link, nor a file a recording has open; an
+               * existing file is replaced (a report is made again from its database) */
+    int fd, created, crc = lgu_claim_output(outp, 1, &fd, &created, why, sizeof why);
+    if (crc != 0 || !(out = fdopen(fd, "wb"))) {
+      if (crc != 0) lgu_err("report: cannot write %s", why);
+      else lgu_err("report: cannot write %s: %s", outp, strerror(errno)), close(fd);
+      lgst_close(db);
+      return crc == -ENOSPC || crc == 0 ? LG_EXIT_INTERNAL : LG_EXIT_USAGE;
+    }
   }
   int rc = LG_EXIT_OK;
   if (!strcmp(format, "folded")) {
-    if (lgr_print_folded(out, db) != 0) {
-      lgu_err("report: %s: cannot read stacks (damaged database?)", path);
+    /* the checks every format makes first: a database the report refuses is refused
+     * here too, before a line is printed */
+    lgr_report_t rep;
+    if (lgr_build(db, &ro, &rep, why, sizeof why) != 0) {
+      lgu_err("report: %s: %s", path, why);
       rc = LG_EXIT_USAGE;
+    } else {
+      lgr_free(&rep);
+      if (lgr_print_folded(out, db) != 0) {
+        lgu_err("report: %s: cannot read stacks: damaged database", path);
+        rc = LG_EXIT_USAGE;
+      }
     }
   } else {
     lgr_report_t rep;

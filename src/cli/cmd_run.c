@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,8 +60,10 @@ typedef struct run {
   lgv_view_t *view;
   lgc_collector_t *col;
   char dir[32];
-  pid_t child; /* started, not yet waited for (killed on errors) */
-  int go, err; /* the child's release and exec-error pipes */
+  pid_t child;          /* started, not yet waited for (killed on errors) */
+  int go, err;          /* the child's release and exec-error pipes */
+  const char *discard;  /* the database's path until the target runs: a failure before removes it */
+  struct rlimit nofile; /* the descriptor limit before ours was raised (metrics): the target's */
 } run_t;
 
 static void run_free(run_t *r) {
@@ -73,7 +76,8 @@ static void run_free(run_t *r) {
   lgc_free(r->col);
   if (*r->dir) rmdir(r->dir);
   lgv_free(r->view);
-  lgst_close(r->db);
+  if (r->discard) lgst_discard(r->db, r->discard);
+  else lgst_close(r->db);
   lgcli_services_stop(&r->svc);
 }
 
@@ -97,6 +101,7 @@ static int start_child(run_t *r, const char *path, char **targv, const sigset_t 
   if (pid == 0) {
     sigaction(SIGCHLD, old_chld, NULL);
     sigprocmask(SIG_SETMASK, old, NULL);
+    setrlimit(RLIMIT_NOFILE, &r->nofile); /* the program's own limit, not the collector's */
     close(go[1]);
     close(err[0]);
     char b;
@@ -137,8 +142,12 @@ static int run_target(run_opts_t *o, char **targv) {
             LG_INSTALL_LIBDIR);
     return LG_EXIT_INTERNAL;
   }
-  if ((rc = lg_check_output(o->output))) return rc;
   run_t r = {.go = -1, .err = -1};
+  getrlimit(RLIMIT_NOFILE, &r.nofile);
+  /* the output is claimed before anything starts: a file in use by another recording,
+   * or one that exists without --force, is refused with nothing run or touched */
+  if ((rc = o->output ? lg_claim_output("run", o->output, o->force, &r.db) : lg_check_output_dir("run"))) return rc;
+  r.discard = o->output;
   if ((rc = lgcli_services_start("run", o->guard, o->guard_config, o->guard_dry_run, o->metrics, 0, &r.svc)) != 0) {
     run_free(&r);
     return rc;
@@ -189,12 +198,11 @@ static int run_target(run_opts_t *o, char **targv) {
     const char *b = strrchr(targv[0], '/');
     snprintf(outbuf, sizeof outbuf, "leakguard-%s-%d.db", b ? b + 1 : targv[0], (int)r.child);
     o->output = outbuf;
-  }
-  const char *emsg = NULL;
-  if (lgst_create(o->output, &r.db, &emsg) != 0) {
-    lgu_err("cannot create the output database '%s': %s", o->output, emsg ? emsg : "error");
-    run_free(&r);
-    return LG_EXIT_INTERNAL;
+    if ((rc = lg_claim_output("run", o->output, 0, &r.db)) != 0) { /* the target has not run yet */
+      run_free(&r);
+      return rc;
+    }
+    r.discard = o->output;
   }
   store_meta(r.db, o, limit, limit_source, targv);
   if (!o->quiet && isatty(2)) r.view = lgv_new(stderr, o->top < 10 ? o->top : 10);
@@ -210,7 +218,6 @@ static int run_target(run_opts_t *o, char **targv) {
   if (lgc_new(&co, r.dir, &r.col, why, sizeof why) != 0) {
     lgu_err("run: %s", why);
     run_free(&r);
-    unlink(o->output);
     return LG_EXIT_INTERNAL;
   }
   lgc_set_child(r.col, r.child);
@@ -220,9 +227,9 @@ static int run_target(run_opts_t *o, char **targv) {
     waitpid(r.child, NULL, 0);
     r.child = 0;
     run_free(&r);
-    unlink(o->output);
     return e == ENOENT ? LG_EXIT_NOT_FOUND : LG_EXIT_CANNOT_EXEC;
   }
+  r.discard = NULL; /* the target runs: what is recorded is kept */
   if (lgc_run(r.col) != 0) lgu_err("run: out of memory in the collector; the recording may be incomplete");
   r.child = 0; /* waited for by the collector */
   int status = lgc_child_status(r.col);

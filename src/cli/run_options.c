@@ -16,6 +16,7 @@
 #include "cli/target.h"
 #include "core/region.h"
 #include "core/util.h"
+#include "output/store.h"
 
 enum {
   OPT_NO_FOLLOW = 256,
@@ -28,6 +29,7 @@ enum {
   OPT_EXPLAIN_AT,
   OPT_CUDA_UM,
   OPT_IMPORT_SAMPLE,
+  OPT_FORCE,
 };
 
 static void usage(FILE *f) {
@@ -36,7 +38,9 @@ static void usage(FILE *f) {
              "Runs COMMAND with the recorder preloaded, shows growing allocation sites while it\n"
              "runs, stores everything in a SQLite database and prints a leak report at the end.\n"
              "\n"
-             "  -o, --output FILE     database path (default leakguard-<program>-<pid>.db)\n"
+             "  -o, --output FILE     database path (default leakguard-<program>-<pid>.db); never\n"
+             "                        through a symbolic link, never one another run is using\n"
+             "      --force           replace FILE if it exists (an earlier recording)\n"
              "  -i, --interval SEC    snapshot interval in seconds, 0.05-3600 (default: 0.1 s\n"
              "                        while the run is young, 1 s after 30 s, coarser after\n"
              "                        10 minutes: 6 s at an hour, at most 60 s)\n"
@@ -121,6 +125,7 @@ int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
                                            {"explain-at-step", required_argument, NULL, OPT_EXPLAIN_AT},
                                            {"cuda-um", no_argument, NULL, OPT_CUDA_UM},
                                            {"import-sample", required_argument, NULL, OPT_IMPORT_SAMPLE},
+                                           {"force", no_argument, NULL, OPT_FORCE},
                                            {NULL, 0, NULL, 0}};
   optind = 1;
   opterr = 0;
@@ -129,6 +134,7 @@ int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
   while ((ch = getopt_long(argc, argv, "+o:i:s:d:l:n:qh", longopts, NULL)) != -1) {
     switch (ch) {
     case 'o': o.output = optarg; break;
+    case OPT_FORCE: o.force = 1; break;
     case 'i':
       if (lgu_parse_double(optarg, &o.interval) != 0 || o.interval < 0.05 || o.interval > 3600) {
         lgu_err("run: --interval must be a number of seconds between 0.05 and 3600, not '%s'", optarg);
@@ -205,17 +211,20 @@ int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
   return -1;
 }
 
-int lg_check_output(const char *output) {
-  if (output) {
-    int fd = open(output, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      lgu_err("cannot write the output database '%s': %s", output, strerror(errno));
-      return LG_EXIT_INTERNAL;
-    }
-    close(fd);
-  } else if (access(".", W_OK) != 0) {
-    lgu_err("cannot write the output database in the current directory: %s (use --output)", strerror(errno));
-    return LG_EXIT_INTERNAL;
+int lg_claim_output(const char *cmd, const char *output, int force, lgst_t **db) {
+  char why[1024];
+  int rc = lgst_create_ex(output, force ? LGST_FORCE : 0, db, why, sizeof why);
+  if (rc == 0) return 0;
+  lgu_err("%s: cannot record into %s", cmd, why);
+  /* a refusal (exists, in use, a link, a bad directory) or an unwritable path is the
+   * user's to fix; a full disk or an I/O error is not */
+  return rc == -ENOSPC || rc == -EIO || rc == -ENOMEM ? LG_EXIT_INTERNAL : LG_EXIT_USAGE;
+}
+
+int lg_check_output_dir(const char *cmd) {
+  if (access(".", W_OK) != 0) {
+    lgu_err("%s: cannot write the database in the current directory: %s (use --output)", cmd, strerror(errno));
+    return LG_EXIT_USAGE;
   }
   return 0;
 }

@@ -17,6 +17,7 @@ typedef struct run_opts {
   int cuda_um; /* --cuda-um: CUPTI Unified Memory counters (docs/cuda.md) */
   const char *guard_config, *metrics;
   long explain_at_step;
+  int force; /* --force: replace an existing output file */
 } run_opts_t;
 
 /* Parses `leakguard run`'s options into o and the target command into *targv: -1 to go
@@ -27,8 +28,14 @@ int lg_run_options(int argc, char **argv, run_opts_t *o, char ***targv);
  * 0, or the exit status after a one-line error. */
 int lg_check_target(const char *cmd, char *path, size_t n);
 
-/* Checks that the database can be written (--output, else the current directory)
- * before anything is started: 0, or the exit status after a one-line error. */
-int lg_check_output(const char *output);
+typedef struct lgst lgst_t;
+/* Claims and creates the output database (output/store.h, lgst_create_ex): 0, or the
+ * exit status after a one-line error naming the file (2: exists without --force, in
+ * use by another recording, a symbolic link, unwritable; 98: disk full, I/O). cmd
+ * begins the line ("run", "attach"). */
+int lg_claim_output(const char *cmd, const char *output, int force, lgst_t **db);
+/* Without --output: the current directory must be writable (the default name is made
+ * once the pid is known). 0, or 2 after a one-line error. */
+int lg_check_output_dir(const char *cmd);
 
 #endif

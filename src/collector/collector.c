@@ -38,9 +38,17 @@ int lgc_new(const lgc_options_t *o, const char *dir, lgc_collector_t **out, char
   snprintf(c->sock, sizeof c->sock, "%s/" LG_FILE_SOCK, dir);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s", c->sock);
+  /* The queue of connections not yet accepted: while the collector is stopped (SIGSTOP,
+   * a paused container, swapped out) a forking target's children wait in it, not in
+   * connect(). Past it a child waits LG_HELLO_WAIT_MS at most, then runs unrecorded
+   * and says so (region.h). LEAKGUARD_BACKLOG sets it (the kernel caps it at
+   * net.core.somaxconn). */
+  const char *bl = secure_getenv("LEAKGUARD_BACKLOG");
+  long backlog = bl && *bl ? strtol(bl, NULL, 10) : 4096;
+  if (backlog < 1 || backlog > 65535) backlog = 4096;
   c->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (c->listen_fd < 0 || bind(c->listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-      listen(c->listen_fd, 128) != 0) {
+      listen(c->listen_fd, (int)backlog) != 0) {
     int e = errno;
     snprintf(why, whylen, "cannot listen on %s: %s", c->sock, strerror(e));
     lgc_free(c);
@@ -106,11 +114,35 @@ void lgc_db_begin(lgc_collector_t *c) {
 
 int lgc_db_write(lgc_collector_t *c, int rc) {
   if (rc != 0 && !c->db_failed) {
-    lgu_err("cannot write the database %s (%s); recording continues without storing", c->db_path,
-            strerror(rc < 0 ? -rc : EIO));
+    int e = c->db ? lgst_errno(c->db) : EIO;
+    if (rc == -ENOMEM) e = ENOMEM;
     c->db_failed = 1;
+    c->db_full = e == ENOSPC;
+    c->db_failed_ns = lgu_now_ns();
+    lgu_err("cannot write the database %s: %s; storing stopped %.1f s after the start, the program goes on%s",
+            c->db_path, e == ENOSPC ? "disk full" : strerror(e), (double)(c->db_failed_ns - c->t0) / 1e9,
+            e == ENOSPC && lgst_has_reserve(c->db) ? " (how each process ends will still be stored)" : "");
+    if (c->in_txn) lgst_rollback(c->db); /* the pass that failed, not half of it */
+    c->in_txn = 0;
   }
   return rc;
+}
+
+/* After a full disk: the reserve beside the database given back (store.c), how each
+ * process ended and why storing stopped are written, so that the report does not say
+ * "still running" of a process that exited. */
+static void db_full_finish(lgc_collector_t *c) {
+  if (!c->db || !c->db_failed || !c->db_full || lgst_use_reserve(c->db) != 0) return;
+  c->db_failed = 0;
+  lgc_db_begin(c);
+  for (int i = 0; lgc_db_ok(c) && i < c->nprocs; i++) lgc_db_write(c, lgst_proc(c->db, &c->procs[i]->m));
+  char note[200];
+  snprintf(note, sizeof note,
+           "the disk filled up %.1f s after the start: nothing was stored after that but how each process ended",
+           (double)(c->db_failed_ns - c->t0) / 1e9);
+  if (lgc_db_ok(c)) lgc_db_write(c, lgst_note(c->db, 0, "disk_full", note));
+  lgc_db_commit(c);
+  c->db_failed = 1; /* nothing more */
 }
 
 void lgc_db_commit(lgc_collector_t *c) {
@@ -323,6 +355,7 @@ int lgc_run(lgc_collector_t *c) {
   lgc_symq_drain(c->symq);
   lgc_take_symbols(c, 0);
   lgc_db_commit(c);
+  db_full_finish(c);
   free(pf);
   if (sfd >= 0) close(sfd);
   return 0;

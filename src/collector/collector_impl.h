@@ -51,6 +51,7 @@ typedef struct lgc_proc {
   char *explain_req;
   uint64_t explain_asked_ns, explain_sent_ns;
   int explain_tries;
+  int unrecorded_children; /* its forked children that could not reach us in time (files.c) */
   /* Process lifetime (see lgc_conn_eof): the connection's EOF alone does not end an
    * image, the program may have closed our socket. */
   int pidfd;            /* the process, -1 if pidfd_open is not available */
@@ -63,6 +64,8 @@ struct lgc_collector {
   lgst_t *db;
   const char *db_path;
   int db_failed;
+  int db_full;           /* it failed for a full disk (lgc_db_write) */
+  uint64_t db_failed_ns; /* when */
   int in_txn;
   double interval; /* 0: adaptive */
   uint64_t limit;
@@ -84,6 +87,7 @@ struct lgc_collector {
   lgn_t *nvml;      /* GPU timeline (docs/cuda.md), opened when a process uses CUDA */
   int nvml_tried;
   int explains;
+  int unrecorded_orphans; /* processes that could not reach us, parent not recorded */
   /* Children that a recorded process reaped before their hello was accepted (a
    * short-lived child of a busy collector): applied when it arrives. */
   struct {

@@ -45,6 +45,29 @@ static void ingest_labels(lgc_collector_t *c, const char *name) {
   cJSON_Delete(root);
 }
 
+/* An unrecorded-PID-PPID file (region.h): a process whose hello we did not take in
+ * time runs unrecorded. Counted on its parent's image, and said in a note (notes
+ * table) that the report prints with the parent: 1 when name was one. */
+static int ingest_unrecorded(lgc_collector_t *c, const char *name) {
+  int pid = 0, ppid = 0, end = 0;
+  if (sscanf(name, LG_FILE_UNRECORDED "%n", &pid, &ppid, &end) != 2 || !end || name[end]) return 0;
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", c->dir, name);
+  unlink(path);
+  lgc_proc_t *p = lgc_find_proc(c, ppid, 0);
+  int n = p ? ++p->unrecorded_children : ++c->unrecorded_orphans;
+  char note[256];
+  snprintf(note, sizeof note,
+           "%d process%s started by pid %d ran unrecorded: the collector did not take %s connection within %d ms "
+           "(it was stopped, paused or swamped), and the program went on without waiting",
+           n, n == 1 ? "" : "es", ppid, n == 1 ? "its" : "their", LG_HELLO_WAIT_MS);
+  if (lgc_db_ok(c)) {
+    lgc_db_begin(c);
+    lgc_db_write(c, lgst_note(c->db, p ? p->m.proc : 0, "unrecorded", note));
+  }
+  return 1;
+}
+
 /* A number of doc, or def when it has none (or an absurd one). */
 static double num_or(const cJSON *doc, const char *key, double def) {
   const cJSON *v = cJSON_GetObjectItem(doc, key);
@@ -83,6 +106,7 @@ void lgc_ingest_holders(lgc_collector_t *c) {
   struct dirent *de;
   while ((de = readdir(d))) {
     int pid = 0, n = 0, end = 0;
+    if (ingest_unrecorded(c, de->d_name)) continue;
     ingest_labels(c, de->d_name);
     if (sscanf(de->d_name, LG_FILE_HOLDERS "%n", &pid, &n, &end) != 2 || !end || de->d_name[end]) continue;
     char path[512];

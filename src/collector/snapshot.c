@@ -6,9 +6,11 @@
  */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collector/collector_impl.h"
 
@@ -77,14 +79,53 @@ static void heaviest(const lgm_proc_t *m, const uint8_t *queued, uint32_t *top, 
   }
 }
 
+/* A module the loader names by a relative path (dlopen("./plug.so"): dl_iterate_phdr
+ * gives the name as it was asked for) gets the absolute path of its mapping: the line
+ * of /proc/PID/maps that maps its start (the kernel's path of the file); else the path
+ * joined to the process's working directory. Otherwise the symbolizer took the name
+ * for the vdso's and the leak came out as "?? []". The vdso keeps its name. */
+static void absolute_module_path(int pid, uint64_t start, uint64_t end, char *path, size_t n) {
+  if (!path[0] || path[0] == '/' || !strncmp(path, "linux-vdso", 10) || !strncmp(path, "linux-gate", 10)) return;
+  char name[64], *line = NULL;
+  size_t cap = 0;
+  snprintf(name, sizeof name, "/proc/%d/maps", pid);
+  FILE *f = fopen(name, "re");
+  int found = 0;
+  while (f && !found && getline(&line, &cap, f) > 0) {
+    unsigned long lo, hi;
+    int off = 0;
+    if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &off) < 2 || !off) continue;
+    char *file = line + off;
+    file[strcspn(file, "\n")] = 0;
+    if (file[0] != '/' || start >= hi || (end && end <= lo) || start < lo) continue;
+    const char *base = strrchr(path, '/'), *fbase = strrchr(file, '/');
+    if (strcmp(base ? base + 1 : path, fbase + 1)) continue; /* another file at that address */
+    snprintf(path, n, "%s", file);
+    found = 1;
+  }
+  free(line);
+  if (f) fclose(f);
+  if (found) return;
+  char cwd[PATH_MAX], joined[PATH_MAX * 2];
+  snprintf(name, sizeof name, "/proc/%d/cwd", pid);
+  ssize_t k = readlink(name, cwd, sizeof cwd - 1);
+  if (k <= 0) return;
+  cwd[k] = 0;
+  snprintf(joined, sizeof joined, "%s/%s", cwd, path[0] == '.' && path[1] == '/' ? path + 2 : path);
+  if (access(joined, R_OK) == 0 && strlen(joined) < n) snprintf(path, n, "%s", joined);
+}
+
 static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
   lgm_proc_t *m = &p->m;
   uint32_t nm = lgm_nmodules(m);
   for (uint32_t i = m->modules_stored; i < nm; i++) {
-    const lg_module_rec_t *mod = lgm_module(m, i);
+    lg_module_rec_t fixed = *lgm_module(m, i);
+    const lg_module_rec_t *mod = &fixed;
     char path[LG_MODULE_PATH + 1];
     memcpy(path, mod->path, LG_MODULE_PATH);
     path[LG_MODULE_PATH] = 0;
+    absolute_module_path(m->pid, mod->start, mod->end, path, sizeof fixed.path);
+    memcpy(fixed.path, path, sizeof fixed.path);
     /* out of memory: this module and the stacks that may need it, next time (their
      * frames would stay unnamed for good) */
     if (lgc_symq_module(c->symq, p->sym, path, mod->start, mod->end, mod->bias) != 0) return;

@@ -414,4 +414,9 @@ _Static_assert(sizeof(lg_hello_t) == 288, "lg_hello_t layout");
 #define LG_FILE_PYBOOT "pyboot-%d.err"
 /* The collector's socket in LG_ENV_DIR (its path goes to the recorder in LG_ENV_SOCK). */
 #define LG_FILE_SOCK "sock"
+/* recorder -> collector: a process that could not hand its hello to the collector
+ * within LG_HELLO_WAIT_MS (the collector stopped, or swamped) and runs unrecorded; an
+ * empty file named by its pid and its parent's, made with O_EXCL beside the socket. */
+#define LG_FILE_UNRECORDED "unrecorded-%d-%d"
+#define LG_HELLO_WAIT_MS 50
 #endif /* LG_REGION_H */

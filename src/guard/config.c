@@ -15,6 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/util.h"
 
@@ -444,13 +448,63 @@ static int finish(ctx_t *x, int rc, char *why, size_t whylen) {
   return check(x, why, whylen);
 }
 
+/* sshd's StrictModes for a file that can make the guard exec a command or kill a
+ * process: the file, and every directory above it, owned by us or root and writable by
+ * nobody else (group or other). Checked on the opened file (fstat: what is read is what
+ * was checked) and on the directories of its real path. 0, or -EPERM with the file, the
+ * reason and the fix in why. A sticky directory others may write (/tmp) is fine. */
+static int trusted(int fd, const char *path, char *why, size_t whylen) {
+  uid_t me = geteuid();
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    snprintf(why, whylen, "%s: not a regular file", path);
+    return -EINVAL;
+  }
+  if ((st.st_uid != me && st.st_uid != 0) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+    snprintf(why, whylen,
+             "%s: refused: %s; the guard runs its actions (exec, kill) as uid %u, so its configuration must "
+             "be owned by that user or root and writable by nobody else (chown, chmod go-w)",
+             path, (st.st_uid != me && st.st_uid != 0) ? "owned by another user" : "writable by group or others",
+             (unsigned)me);
+    return -EPERM;
+  }
+  char real[PATH_MAX];
+  if (!realpath(path, real)) {
+    snprintf(why, whylen, "%s: %s", path, strerror(errno));
+    return -errno;
+  }
+  for (char *slash = strrchr(real, '/'); slash; slash = strrchr(real, '/')) {
+    if (slash == real) slash[1] = 0; /* "/" itself, last */
+    else *slash = 0;
+    struct stat ds;
+    if (stat(real, &ds) != 0) break;
+    /* a sticky one (/tmp) is fine: nobody else can replace what is in it */
+    if ((ds.st_uid != me && ds.st_uid != 0) || ((ds.st_mode & (S_IWGRP | S_IWOTH)) && !(ds.st_mode & S_ISVTX))) {
+      snprintf(why, whylen,
+               "%s: refused: its directory %s is %s; the guard runs its actions as uid %u, so every directory "
+               "above its configuration must be owned by that user or root and writable by nobody else",
+               path, real,
+               (ds.st_uid != me && ds.st_uid != 0) ? "owned by another user" : "writable by group or others",
+               (unsigned)me);
+      return -EPERM;
+    }
+    if (!strcmp(real, "/")) break;
+  }
+  return 0;
+}
+
 int lgg_config_load(lgg_config_t *c, const char *path, char *why, size_t whylen) {
   ctx_t x = {.c = c, .name = path};
-  x.f = fopen(path, "r");
+  x.f = fopen(path, "re");
   if (!x.f) {
     int e = errno;
     snprintf(why, whylen, "%s: cannot open: %s", path, strerror(e));
     return -e;
+  }
+  int trc = trusted(fileno(x.f), path, why, whylen);
+  if (trc) {
+    fclose(x.f);
+    return trc;
   }
   int rc = ini_parse_stream(file_reader, &x, handler, &x);
   fclose(x.f);

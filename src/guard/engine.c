@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/outfile.h"
 #include "core/util.h"
 #include "output/metrics.h"
 #include "leakguard.h"
@@ -46,10 +47,13 @@ int lgg_new(const lgg_options_t *o, lgg_guard_t **out, char *why, size_t whylen)
   else if (g->cfg.log_path) {
     if (!strcmp(g->cfg.log_path, "-")) g->log = stdout;
     else {
-      g->log = fopen(g->cfg.log_path, "ae");
+      char lwhy[600];
+      int lfd = lgu_open_append(g->cfg.log_path, lwhy, sizeof lwhy); /* never through a link */
+      g->log = lfd >= 0 ? fdopen(lfd, "a") : NULL;
       if (!g->log) {
-        int e = errno;
-        snprintf(why, whylen, "event log %s: %s", g->cfg.log_path, strerror(e));
+        int e = errno ? errno : EIO;
+        if (lfd >= 0) close(lfd), snprintf(lwhy, sizeof lwhy, "%s: %s", g->cfg.log_path, strerror(e));
+        snprintf(why, whylen, "event log %s", lwhy);
         lgg_config_free(&g->cfg);
         free(g);
         return -e;

@@ -24,10 +24,10 @@
 #include <unistd.h>
 
 /* Tables an input may have (docs/schema.md), in copying order; meta is merged apart. */
-static const char *const TABLES[] = {"processes",      "modules",    "stacks",         "locations",  "snapshots",
-                                     "samples",        "holders",    "flags",          "labels",     "cuda_stacks",
-                                     "cuda_devices",   "cuda_notes", "cuda_um",        "cuda_torch", "nvml",
-                                     "nvml_processes", "lifetimes",  "step_lifetimes", "explains",   NULL};
+static const char *const TABLES[] = {
+    "processes", "modules",        "stacks",      "locations",      "snapshots",  "samples", "holders",
+    "flags",     "labels",         "cuda_stacks", "cuda_devices",   "cuda_notes", "cuda_um", "cuda_torch",
+    "nvml",      "nvml_processes", "lifetimes",   "step_lifetimes", "explains",   "notes",   NULL};
 
 /* Runs the SQL that sqlite3_vmprintf makes of fmt (%Q quotes a string, %w an
  * identifier: not printf's, so no format attribute). */
@@ -150,12 +150,11 @@ int lgst_merge(const char *out, const char *const *in, int n, char *why, size_t 
       }
   }
   lgst_t *s = NULL;
-  const char *err = NULL;
-  int rc = lgst_create(out, &s, &err);
+  char err[1024];
+  /* claimed (core/outfile.c): a link planted at out since the check above is refused */
+  int rc = lgst_create_ex(out, 0, &s, err, sizeof err);
   if (rc != 0) {
-    snprintf(why, whylen, "cannot create %s: %s", out, err ? err : strerror(-rc));
-    unlink(out); /* it did not exist (above): what a failed create left is ours */
-    lgst_remove_journal(out);
+    snprintf(why, whylen, "cannot create %s", err);
     return rc;
   }
   sqlite3 *db = lgst_db(s);
@@ -206,6 +205,11 @@ int lgst_merge(const char *out, const char *const *in, int n, char *why, size_t 
                     "INSERT OR IGNORE INTO main.meta(key, value) SELECT key, value FROM src.meta"
                     " WHERE key NOT IN ('schema', 'version', 'command')");
     char w2[256];
+    if (rc != 0 && strncmp(why, in[i], strlen(in[i]))) { /* the error names the input it came from */
+      char w3[1024];
+      snprintf(w3, sizeof w3, "%s: %s", in[i], why);
+      snprintf(why, whylen, "%s", w3);
+    }
     if (rc == 0) rc = exec_fmt(db, why, whylen, "COMMIT");
     else exec_fmt(db, w2, sizeof w2, "ROLLBACK"); /* the first error is the reason */
     int drc = exec_fmt(db, w2, sizeof w2, "DETACH src");

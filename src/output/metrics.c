@@ -26,6 +26,9 @@
 #include <errno.h>
 #include <math.h>
 #include <microhttpd.h>
+#include <sys/resource.h>
+
+#define LGX_MAX_CONNECTIONS 2048 /* open at once; idle ones are dropped after 10 s */
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -561,6 +564,13 @@ int lgx_serve(lgx_registry_t *r, const char *addr, lgx_server_t **out, char *why
   socklen_t sl = 0;
   int rc = parse_addr(addr, &ss, &sl, why, whylen);
   if (rc) return rc;
+  /* descriptors for the connections: the soft limit (1024 by default) raised toward the
+   * hard one, for this process (`leakguard run` gives its target the limit it had) */
+  struct rlimit nl;
+  if (getrlimit(RLIMIT_NOFILE, &nl) == 0 && nl.rlim_cur < LGX_MAX_CONNECTIONS + 256 && nl.rlim_cur < nl.rlim_max) {
+    nl.rlim_cur = nl.rlim_max < LGX_MAX_CONNECTIONS + 256 ? nl.rlim_max : LGX_MAX_CONNECTIONS + 256;
+    setrlimit(RLIMIT_NOFILE, &nl);
+  }
 
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -571,7 +581,7 @@ int lgx_serve(lgx_registry_t *r, const char *addr, lgx_server_t **out, char *why
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* TIME_WAIT only, not a live listener */
   if (ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-  if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 64) != 0) {
+  if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 1024) != 0) {
     int e = errno;
     char a[80];
     fmt_sockaddr(&ss, a, sizeof a);
@@ -597,9 +607,14 @@ int lgx_serve(lgx_registry_t *r, const char *addr, lgx_server_t **out, char *why
   s->reg = r;
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-  s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, r, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                               MHD_OPTION_END);
+  /* Idle connections must not starve a scrape (issue #31: with a limit of 64, 100 idle
+   * ones delayed it 9 s, until their timeout): room for LGX_MAX_CONNECTIONS, served by
+   * epoll (MHD_USE_AUTO), each with a small memory pool (a scrape is one short GET), and
+   * idle ones dropped after 10 s, with the descriptor limit raised to match (above). */
+  s->daemon =
+      MHD_start_daemon(flags, 0, NULL, NULL, handle, r, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                       MHD_OPTION_CONNECTION_LIMIT, (unsigned)LGX_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                       (size_t)8192, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
   if (!s->daemon) {
     int e = errno ? errno : EIO;
     close(fd);

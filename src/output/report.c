@@ -210,6 +210,7 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
     u->local_rank = u->world_size = -1;
     u->start_ns = start;
     u->exit_begin_s = NAN;
+    u->gap_from_s = u->gap_to_s = NAN;
     if (peak > u->peak_live_bytes) u->peak_live_bytes = peak;
     if (!has_end) {
       u->final_live_bytes = final;
@@ -234,6 +235,28 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
         else if (!strcmp(k, "exit_begin_ns"))
           r->runs[i].exit_begin_s = ((double)strtoll((const char *)v, NULL, 10) - (double)r->runs[i].start_ns) / 1e9;
       }
+    }
+    sqlite3_finalize(st);
+  }
+  /* Notes (databases before them have no such table); those of proc 0 (the recording
+   * itself, a parent not recorded) go to the first run. */
+  if (r->nruns && lgr_prepare(db, "SELECT proc, note FROM notes ORDER BY proc, kind", -1, &st, NULL) == SQLITE_OK) {
+    while (lgr_row(st)) {
+      int proc = sqlite3_column_int(st, 0);
+      const char *note = (const char *)sqlite3_column_text(st, 1);
+      if (!note) continue;
+      lgr_run_t *u = &r->runs[0];
+      for (int i = 0; i < r->nruns; i++)
+        if (r->runs[i].proc == proc) u = &r->runs[i];
+      size_t had = u->notes ? strlen(u->notes) : 0, add = strlen(note);
+      char *n = realloc(u->notes, had + add + 2);
+      if (!n) {
+        lgr_fail(-ENOMEM);
+        break;
+      }
+      if (had) n[had++] = '\n';
+      memcpy(n + had, note, add + 1);
+      u->notes = n;
     }
     sqlite3_finalize(st);
   }
@@ -533,11 +556,28 @@ int lgr_push_site(lgr_site_t **arr, int *n, int *cap, const lgr_site_t *s) {
 /* ------------------------------------------------------------------ build */
 
 static _Thread_local int build_err;
+static _Thread_local char build_why[256]; /* the first failure's reason, said by lgr_build */
+
+void lgr_fail_why(int err, const char *fmt, ...) {
+  if (build_err) return;
+  build_err = err;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(build_why, sizeof build_why, fmt, ap);
+  va_end(ap);
+}
+
+/* A statement that stopped with an error: its reason kept now (a later statement's
+ * success would make SQLite's message "not an error"). */
+static void step_failed(sqlite3_stmt *st, int rc) {
+  if (rc == SQLITE_NOMEM) lgr_fail(-ENOMEM);
+  else lgr_fail_why(-EIO, "%s", sqlite3_errmsg(sqlite3_db_handle(st)));
+}
 
 int lgr_row(sqlite3_stmt *st) {
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) return 1;
-  if (rc != SQLITE_DONE) lgr_fail(rc == SQLITE_NOMEM ? -ENOMEM : -EIO);
+  if (rc != SQLITE_DONE) step_failed(st, rc);
   return 0;
 }
 
@@ -585,7 +625,7 @@ void lgr_cache_clear(void) {
 
 int lgr_step(sqlite3_stmt *st) {
   int rc = sqlite3_step(st);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) lgr_fail(rc == SQLITE_NOMEM ? -ENOMEM : -EIO);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) step_failed(st, rc);
   return rc;
 }
 
@@ -594,6 +634,7 @@ int lgr_failed(void) { return build_err != 0; }
 int lgr_take_failure(void) {
   int e = build_err;
   build_err = 0;
+  build_why[0] = 0;
   return e;
 }
 
@@ -606,22 +647,27 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
 int lgr_build(lgst_t *store, const lgr_options_t *o, lgr_report_t *r, char *why, size_t whylen) {
   sqlite3 *db = lgst_db(store);
   build_err = 0;
+  build_why[0] = 0;
   int rc = build(db, o, r, why, whylen);
   lgr_cache_clear();
   if (rc == 0 && build_err) {
     rc = build_err;
     if (rc == -ENOMEM) snprintf(why, whylen, "out of memory while building the report");
-    else snprintf(why, whylen, "cannot read the database: %s", sqlite3_errmsg(db));
+    else if (build_why[0]) snprintf(why, whylen, "cannot read the database: %s", build_why);
+    else if (sqlite3_errcode(db) != SQLITE_OK)
+      snprintf(why, whylen, "cannot read the database: %s", sqlite3_errmsg(db));
+    else snprintf(why, whylen, "cannot read the database: damaged (%s)", strerror(-rc));
     lgr_free(r);
   }
   build_err = 0;
+  build_why[0] = 0;
   return rc;
 }
 
 static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why, size_t whylen) {
   memset(r, 0, sizeof *r);
   if (load_runs(db, r) != 0) {
-    snprintf(why, whylen, "cannot read runs: %s", sqlite3_errmsg(db));
+    snprintf(why, whylen, "cannot read runs: %s", build_why[0] ? build_why : sqlite3_errmsg(db));
     lgr_free(r);
     return -EIO;
   }
@@ -632,7 +678,7 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
   int nothers = 0;
   for (int i = 0; i < r->nruns; i++) {
     if (lgr_analyse_proc(db, &r->runs[i], o, r, &others, &nothers, &ocap) != 0) {
-      snprintf(why, whylen, "cannot read snapshots: %s", sqlite3_errmsg(db));
+      snprintf(why, whylen, "cannot read snapshots: %s", build_why[0] ? build_why : sqlite3_errmsg(db));
       for (int k = 0; k < nothers; k++) lgr_site_free(&others[k]);
       free(others);
       lgr_free(r);
@@ -696,6 +742,7 @@ void lgr_free(lgr_report_t *r) {
   for (int i = 0; i < r->nruns; i++) {
     free(r->runs[i].command);
     free(r->runs[i].end_reason);
+    free(r->runs[i].notes);
     free(r->runs[i].kind);
     free(r->runs[i].host);
     free(r->runs[i].snap_t);

@@ -160,6 +160,8 @@ typedef struct lgr_run {
   int64_t start_ns;
   double exit_begin_s; /* when it began to exit (lg_exiting; s since start), NaN: unknown */
   int64_t nsnap;
+  char *notes;                 /* the notes table's lines for it ("\n"-separated), or NULL */
+  double gap_from_s, gap_to_s; /* the longest stretch without snapshots, when it is one (NaN: none) */
 } lgr_run_t;
 
 /* One line of a liblgpool site profile (docs/pool.md): the generation of the blocks

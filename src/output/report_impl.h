@@ -23,6 +23,7 @@
  *    under LGR_FEW_BLOCKS_REL of the process's typical live memory. */
 #define LGR_MINOR_REL 0.02
 #define LGR_MINOR_OOM_S 86400.0
+#define LGR_MAX_COUNTER (1LL << 56) /* a sample's bytes or blocks beyond: damaged database */
 #define LGR_MINOR_DOUBLING_S 1200.0
 #define LGR_MINOR_BLOCKS 8
 #define LGR_FEW_BLOCKS_REL 0.25
@@ -37,6 +38,8 @@ int lgr_step(sqlite3_stmt *st); /* sqlite3_step, recording a failure */
  * that older databases lack is not a failure) */
 int lgr_prepare(sqlite3 *db, const char *sql, int n, sqlite3_stmt **st, const char **tail);
 void lgr_fail(int err); /* records -ENOMEM, -EIO... (the first one is kept) */
+/* The same with the reason lgr_build says (a damaged row: which one, what is wrong). */
+void lgr_fail_why(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A statement prepared once per build and reset for each use (NULL when it cannot be
  * prepared: a table that an older database lacks); lgr_build finalizes them all. */
 enum { LGR_STMT_STACK_LOCS, LGR_STMT_HOLDERS_LATEST, LGR_STMT_HOLDERS, LGR_STMT_COUNT };

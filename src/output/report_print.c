@@ -315,6 +315,17 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     if (u->dropped) fprintf(f, ", %llu records DROPPED", (unsigned long long)u->dropped);
     if (u->pattern >= 0) fprintf(f, "; memory curve: %s", lg_pattern_name((lg_pattern_t)u->pattern));
     fprintf(f, "\n");
+    if (!isnan(u->gap_from_s))
+      fprintf(f,
+              "    no snapshots from %.1f s to %.1f s: the collector did not run (stopped, paused or starved); "
+              "judged on the points before and after\n",
+              u->gap_from_s, u->gap_to_s);
+    for (const char *n = u->notes; n && *n;) {
+      const char *e = strchr(n, '\n');
+      int len = e ? (int)(e - n) : (int)strlen(n);
+      fprintf(f, "    note: %.*s\n", len, n);
+      n = e ? e + 1 : n + len;
+    }
   }
   if (r->import_sample)
     fprintf(f, "  Python imports sampled every %s (start-up; `--import-sample 0` records them in full)\n",
@@ -652,6 +663,23 @@ int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
     if (u->host) JCHK(cJSON_AddStringToObject(j, "host", u->host));
     else JCHK(cJSON_AddNullToObject(j, "host"));
     JCHK(cJSON_AddBoolToObject(j, "leaking", u->leaking));
+    if (!isnan(u->gap_from_s)) {
+      cJSON *g = JPTR(cJSON_AddObjectToObject(j, "snapshot_gap"));
+      JCHK(cJSON_AddNumberToObject(g, "from_s", round2(u->gap_from_s)));
+      JCHK(cJSON_AddNumberToObject(g, "to_s", round2(u->gap_to_s)));
+    } else {
+      JCHK(cJSON_AddNullToObject(j, "snapshot_gap"));
+    }
+    cJSON *nl = JPTR(cJSON_AddArrayToObject(j, "notes"));
+    for (const char *n = u->notes; n && *n;) {
+      const char *e = strchr(n, '\n');
+      size_t len = e ? (size_t)(e - n) : strlen(n);
+      char *one = strndup(n, len);
+      if (!one) json_oom = 1;
+      else jarr(nl, cJSON_CreateString(one));
+      free(one);
+      n = e ? e + 1 : n + len;
+    }
     jarr(runs, j);
   }
   cJSON *leaks = JPTR(cJSON_AddArrayToObject(root, "leaks"));
@@ -699,7 +727,12 @@ int lgr_print_folded(FILE *f, lgst_t *store) {
     sqlite3_finalize(st);
     return -ENOMEM;
   }
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    if (sqlite3_column_int64(st, 2) > LGR_MAX_COUNTER) { /* what no recorder writes */
+      step = SQLITE_CORRUPT;
+      break;
+    }
     int n = lgr_stack_locs(db, sqlite3_column_int(st, 0), (const char *)sqlite3_column_text(st, 3), lv, LGR_MAX_FRAMES);
     int npy = 0;
     while (npy < n && !strcmp(lv[npy]->module, "python")) npy++;
@@ -714,7 +747,7 @@ int lgr_print_folded(FILE *f, lgst_t *store) {
   free(lv);
   lgr_cache_clear();
   sqlite3_finalize(st);
-  return 0;
+  return step == SQLITE_DONE ? 0 : step == SQLITE_NOMEM ? -ENOMEM : -EIO;
 }
 
 /* ------------------------------------------------------------------ pool profile */

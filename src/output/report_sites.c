@@ -431,6 +431,16 @@ static int read_samples(pctx_t *c, int *site_of, int max_stack) {
       blocks = sqlite3_column_int64(st, 3);
       ab = sqlite3_column_int64(st, 4);
       an = sqlite3_column_int64(st, 5);
+      /* counters a recorder cannot write: negative, or beyond 2^56 (64 PiB, or as many
+       * blocks): a damaged or crafted database, refused (their sums would overflow) */
+      if (live < 0 || blocks < 0 || ab < 0 || an < 0 || live > LGR_MAX_COUNTER || blocks > LGR_MAX_COUNTER ||
+          ab > LGR_MAX_COUNTER || an > LGR_MAX_COUNTER) {
+        lgr_fail_why(-EBADMSG,
+                     "stack %d at snapshot %lld holds impossible counters (live %lld B in %lld blocks, "
+                     "%lld B in %lld allocated): damaged database",
+                     stack, (long long)seq, (long long)live, (long long)blocks, (long long)ab, (long long)an);
+        return sqlite3_finalize(st), -EBADMSG;
+      }
       if (seq <= c->last_an) an_seq = seq, an_before = an;
       else if (after_seq < 0) after_seq = seq, an_after = an;
       oldest_null = sqlite3_column_type(st, 6) == SQLITE_NULL;
@@ -707,6 +717,40 @@ static void not_a_leak(lgr_site_t *site, lgr_site_t **others, int *nothers, int 
 }
 
 /* Analyses every site of one process. */
+/* The longest stretch of the run without a snapshot, when it is one: over 2 s and over
+ * 10 times the median interval (the adaptive interval grows with the run's age: a
+ * 60-s interval at an hour is no gap). The collector was stopped (SIGSTOP, a paused
+ * container, swapped out) or starved: the report says so, and judges on the points it
+ * has. */
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static void find_gap(lgr_run_t *u) {
+  if (!u->snap_t || u->nsnap < 4) return;
+  double *d = malloc((size_t)u->nsnap * sizeof *d), prev = NAN, best = 0, from = NAN;
+  if (!d) return;
+  int64_t n = 0;
+  for (int64_t i = 0; i < u->nsnap; i++) {
+    if (!isfinite(u->snap_t[i])) continue;
+    if (isfinite(prev)) {
+      double g = u->snap_t[i] - prev;
+      d[n++] = g;
+      if (g > best) best = g, from = prev;
+    }
+    prev = u->snap_t[i];
+  }
+  if (n >= 3) {
+    qsort(d, (size_t)n, sizeof *d, cmp_dbl);
+    double med = d[n / 2];
+    if (best > 2.0 && best > 10 * med) {
+      u->gap_from_s = from;
+      u->gap_to_s = from + best;
+    }
+  }
+  free(d);
+}
+
 int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_report_t *r, lgr_site_t **others,
                      int *nothers, int *ocap) {
   pctx_t c;
@@ -806,6 +850,7 @@ out:
   run->snap_t = c.t; /* the leaks' series are read against them (lgr_free frees them) */
   run->snap_step = c.step;
   run->nsnap = c.nsnap;
+  find_gap(run);
   free(c.flag_t);
   for (int u = 0; u < 2; u++) {
     free(c.ages[u].stack);

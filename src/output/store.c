@@ -3,6 +3,7 @@
 #include "output/store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "analysis/detect.h"
+#include "core/outfile.h"
 #include "core/strmap.h"
 #include "leakguard.h"
 
@@ -23,6 +25,9 @@ struct lgst {
   sqlite3 *db;
   sqlite3_stmt *ins_sample, *ins_snap, *ins_loc, *ins_stack;
   int cuda_schema; /* the CUDA tables exist (made on first use, end of this file) */
+  int lock_fd;     /* created here: the claimed file, flock'ed while in use (core/outfile.c); -1 */
+  char *path;      /* created here: its path (the reserve is beside it) */
+  int reserve;     /* the reserve file exists (make_reserve) */
   /* Locations written so far: "proc ip inlined module function file line" -> loc id.
    * A frame is stored once however many stacks pass through it (pprof's model): the
    * 15 000 stacks of an `import torch` share 13 000 locations among 385 000 frames. */
@@ -64,6 +69,8 @@ static const char *SCHEMA =
      * of the collector's that got none (outcome 'unanswered'): why a leak has no holder */
     "CREATE TABLE explains(proc INTEGER, explain INTEGER, request INTEGER, t_ns INTEGER, step INTEGER,"
     " outcome TEXT, why TEXT, elapsed_s REAL, objects INTEGER, truncated INTEGER, holders INTEGER, note TEXT);"
+    /* what the report should say about a process beyond its numbers (one per kind) */
+    "CREATE TABLE notes(proc INTEGER, kind TEXT, note TEXT, PRIMARY KEY(proc, kind)) WITHOUT ROWID;"
     "CREATE TABLE flags(proc INTEGER, stack INTEGER, t_ns INTEGER, growth_bytes_per_s REAL,"
     " PRIMARY KEY(proc, stack)) WITHOUT ROWID;"
     "CREATE TABLE labels(proc INTEGER, key TEXT, value TEXT, PRIMARY KEY(proc, key)) WITHOUT ROWID;"
@@ -88,59 +95,116 @@ void lgst_remove_journal(const char *path) {
   unlink(side);
   snprintf(side, sizeof side, "%s-shm", path);
   unlink(side);
+  snprintf(side, sizeof side, "%s-reserve", path);
+  unlink(side);
 }
 
-/* A failed create's reason, kept past lgst_close (sqlite3_errmsg's text belongs to the
- * connection that lgst_close frees). */
-static const char *create_error(lgst_t *s, const char *text) {
-  static _Thread_local char buf[256];
-  snprintf(buf, sizeof buf, "%s", text ? text : s && s->db ? sqlite3_errmsg(s->db) : "cannot open");
-  lgst_close(s);
-  return buf;
+/* The reserve: LGST_RESERVE_BYTES of disk taken beside the database when it is made
+ * (<path>-reserve, ours: O_EXCL|O_NOFOLLOW) and given back when the disk fills up, so
+ * that how each process ended and why storing stopped can still be written (a
+ * database that says "still running" of a process that exited misleads). Removed at
+ * close. None where the space cannot be allocated: then nothing more is written. */
+#define LGST_RESERVE_BYTES (512 * 1024)
+static void make_reserve(lgst_t *s) {
+  char r[4200];
+  if (!s->path) return;
+  snprintf(r, sizeof r, "%s-reserve", s->path);
+  int fd = open(r, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  if (posix_fallocate(fd, 0, LGST_RESERVE_BYTES) != 0) unlink(r);
+  else s->reserve = 1;
+  close(fd);
 }
 
-int lgst_create(const char *path, lgst_t **out, const char **errmsg) {
-  *errmsg = NULL;
-  /* Refuse to clobber something that is not ours; remove stale WAL files. */
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    int e = errno;
-    *errmsg = strerror(e);
-    return -e;
+int lgst_use_reserve(lgst_t *s) {
+  if (!s || !s->reserve || !s->path) return -ENOSPC;
+  char r[4200];
+  snprintf(r, sizeof r, "%s-reserve", s->path);
+  s->reserve = 0;
+  return unlink(r) == 0 ? 0 : -errno;
+}
+
+int lgst_has_reserve(const lgst_t *s) { return s && s->reserve; }
+
+int lgst_errno(lgst_t *s) {
+  switch (s && s->db ? sqlite3_errcode(s->db) : SQLITE_OK) {
+  case SQLITE_FULL: return ENOSPC;
+  case SQLITE_NOMEM: return ENOMEM;
+  case SQLITE_READONLY: return EROFS;
+  case SQLITE_CORRUPT:
+  case SQLITE_NOTADB: return EBADMSG;
+  case SQLITE_BUSY:
+  case SQLITE_LOCKED: return EBUSY;
+  default: return EIO;
   }
-  fclose(f);
+}
+
+int lgst_rollback(lgst_t *s) { return sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO; }
+
+/* A failed create after the claim: the reason, the connection closed, the file (made
+ * or truncated by us) removed, its lock released. */
+static int create_failed(lgst_t *s, const char *path, const char *text, char *why, size_t whylen) {
+  int full = s && s->db && (sqlite3_extended_errcode(s->db) & 0xff) == SQLITE_FULL;
+  snprintf(why, whylen, "%s: %s", path,
+           full         ? "disk full"
+           : text       ? text
+           : s && s->db ? sqlite3_errmsg(s->db)
+                        : "cannot open");
+  int fd = s ? s->lock_fd : -1;
+  if (s) s->lock_fd = -1;
+  lgst_close(s);
+  unlink(path);
   lgst_remove_journal(path);
+  if (fd >= 0) close(fd);
+  return full ? -ENOSPC : -EIO;
+}
+
+int lgst_create_ex(const char *path, int flags, lgst_t **out, char *why, size_t whylen) {
+  int fd, created;
+  int rc = lgu_claim_output(path, flags & LGST_FORCE, &fd, &created, why, whylen);
+  if (rc) return rc;
+  lgst_remove_journal(path); /* the file is ours now: what is beside it is stale */
   lgst_t *s = calloc(1, sizeof *s);
   if (!s) {
-    *errmsg = "out of memory";
+    close(fd);
+    if (created) unlink(path);
+    snprintf(why, whylen, "%s: out of memory", path);
     return -ENOMEM;
   }
-  if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
-    *errmsg = create_error(s, NULL);
-    return -EIO;
-  }
+  s->lock_fd = fd; /* held until lgst_close: the file is in use */
+  s->path = strdup(path);
+  make_reserve(s);
+  /* SQLITE_OPEN_NOFOLLOW, and the inode checked: SQLite opens the file by its name */
+  if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW, NULL) !=
+      SQLITE_OK)
+    return create_failed(s, path, NULL, why, whylen);
+  if (!lgu_same_file(fd, path)) return create_failed(s, path, "replaced while it was opened: refused", why, whylen);
   char *err = NULL;
   if (sqlite3_exec(s->db, SCHEMA, NULL, NULL, &err) != SQLITE_OK) {
-    *errmsg = create_error(s, err ? err : "schema");
+    char text[256];
+    snprintf(text, sizeof text, "%s", err ? err : "schema");
     sqlite3_free(err);
-    return -EIO;
+    return create_failed(s, path, text, why, whylen);
   }
   if (prep(s, &s->ins_sample, "INSERT OR REPLACE INTO samples VALUES(?,?,?,?,?,?,?,?)") ||
       prep(s, &s->ins_snap, "INSERT OR REPLACE INTO snapshots VALUES(?,?,?,?,?,?,?,?,?,?,?,?)") ||
       prep(s, &s->ins_loc, "INSERT OR REPLACE INTO locations VALUES(?,?,?,?,?,?,?,?)") ||
-      prep(s, &s->ins_stack, "INSERT OR REPLACE INTO stacks VALUES(?,?,?,?,?)")) {
-    *errmsg = create_error(s, NULL);
-    return -EIO;
-  }
+      prep(s, &s->ins_stack, "INSERT OR REPLACE INTO stacks VALUES(?,?,?,?,?)"))
+    return create_failed(s, path, NULL, why, whylen);
   char v[32];
   snprintf(v, sizeof v, "%d", LG_SCHEMA_VERSION);
-  int rc = lgst_meta(s, "schema", v);
-  if (rc) { /* without its version the file is not a leakguard database */
-    *errmsg = create_error(s, NULL);
-    return rc;
-  }
+  if (lgst_meta(s, "schema", v)) /* without its version the file is not a leakguard database */
+    return create_failed(s, path, NULL, why, whylen);
   *out = s;
   return 0;
+}
+
+int lgst_create(const char *path, lgst_t **out, const char **errmsg) {
+  static _Thread_local char buf[512];
+  *errmsg = NULL;
+  int rc = lgst_create_ex(path, LGST_FORCE, out, buf, sizeof buf);
+  if (rc) *errmsg = buf;
+  return rc;
 }
 
 int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen) {
@@ -159,6 +223,7 @@ int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen) {
     snprintf(why, whylen, "%s: out of memory", path);
     return -ENOMEM;
   }
+  s->lock_fd = -1; /* not ours to lock: a reader */
   /* Read-write open so that a WAL left by a killed collector is recovered. */
   int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE, NULL);
   if (rc != SQLITE_OK) {
@@ -226,9 +291,33 @@ void lgst_close(lgst_t *s) {
   sqlite3_finalize(s->ins_snap);
   sqlite3_finalize(s->ins_loc);
   sqlite3_finalize(s->ins_stack);
+  /* a database written here ends whole in its own file: the WAL checkpointed into it
+   * (a copy of the .db alone loses nothing), then the lock that said "in use" goes */
+  if (s->lock_fd >= 0 && s->db) sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
   sqlite3_close(s->db);
+  lgst_use_reserve(s);
+  free(s->path);
+  if (s->lock_fd >= 0) close(s->lock_fd);
   lgu_strmap_free(&s->locs);
   free(s);
+}
+
+int lgst_note(lgst_t *s, int proc, const char *kind, const char *note) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO notes VALUES(?,?,?)", -1, &st, NULL) != SQLITE_OK) return -EIO;
+  sqlite3_bind_int(st, 1, proc);
+  sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, note, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+void lgst_discard(lgst_t *s, const char *path) {
+  if (!s) return;
+  lgst_close(s);
+  unlink(path);
+  lgst_remove_journal(path);
 }
 
 int lgst_begin(lgst_t *s) { return sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO; }

@@ -19,8 +19,15 @@
 
 typedef struct lgst lgst_t;
 
-/* Creates (truncating) the database at path. 0 or -errno; *errmsg gets a static or
- * sqlite message on failure. */
+/* Creates the database at path, claimed first (core/outfile.h): never through a
+ * symbolic link, never a file another recording has open; an existing file only with
+ * LGST_FORCE. The file stays locked (in use) until lgst_close, which also checkpoints
+ * the WAL into it. 0, or -errno with a one-line reason (naming path) in why: -EEXIST,
+ * -EBUSY, -ELOOP, -EPERM, -EINVAL (core/outfile.h), -ENOSPC (disk full), -EIO. */
+#define LGST_FORCE 1
+int lgst_create_ex(const char *path, int flags, lgst_t **out, char *why, size_t whylen);
+/* lgst_create_ex with LGST_FORCE (tests and tools that own the path); *errmsg: the
+ * reason on failure (thread-local). */
 int lgst_create(const char *path, lgst_t **out, const char **errmsg);
 /* Removes the -wal and -shm files beside a database (stale ones, or of a removed file). */
 void lgst_remove_journal(const char *path);
@@ -28,6 +35,15 @@ void lgst_remove_journal(const char *path);
  * -errno and writes a one-line reason to why. */
 int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen);
 void lgst_close(lgst_t *s);
+/* The errno of the last failed SQLite call (ENOSPC: disk full, EIO...). */
+int lgst_errno(lgst_t *s);
+int lgst_rollback(lgst_t *s);
+/* Gives back the disk space reserved beside a database made by lgst_create_ex (once
+ * the disk is full): 0, or -errno (no reserve). */
+int lgst_use_reserve(lgst_t *s);
+int lgst_has_reserve(const lgst_t *s);
+/* Closes a database made by lgst_create_ex and removes it (nothing was recorded). */
+void lgst_discard(lgst_t *s, const char *path);
 void *lgst_db(lgst_t *s); /* the sqlite3 handle */
 
 int lgst_begin(lgst_t *s);
@@ -64,6 +80,8 @@ typedef struct lgst_explain {
   const char *note;    /* failed: the error; unanswered: what was tried */
 } lgst_explain_t;
 int lgst_explain(lgst_t *s, int proc, const lgst_explain_t *e);
+/* A note on process proc (0: the recording), one per kind, replaced (docs/schema.md). */
+int lgst_note(lgst_t *s, int proc, const char *kind, const char *note);
 
 /* When the live analysis flagged a stack's site as growing (the start of the current
  * episode of growth: a later flag replaces an earlier one). */

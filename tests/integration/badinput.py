@@ -78,7 +78,7 @@ def case_cli(t):
     p = lg(t, "run", "--output", db, "--", t.tmp)
     one_line_error(t, p, "run on a directory", expect_rc=126)
 
-    # --- unwritable output paths: exit 98, and the target is not started
+    # --- unwritable output paths: exit 2 (the user's to fix), and the target is not started
     marker = t.path("target-ran")
     target = ["/bin/sh", "-c", "touch %s" % marker]
     os.mkdir(t.path("adir"))
@@ -86,7 +86,7 @@ def case_cli(t):
                       ("--output is a directory", t.path("adir")),
                       ("--output under /proc", "/proc/leakguard-test.db")):
         p = lg(t, "run", "--quiet", "--output", out, "--", *target)
-        one_line_error(t, p, what, expect_rc=98)
+        one_line_error(t, p, what, expect_rc=2)
     t.check(not os.path.exists(marker), "the target is not started when the output is unwritable")
 
     # --- report on bad databases: exit 2

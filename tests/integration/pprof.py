@@ -231,7 +231,7 @@ def main():
     p.stdout = ""
     lgtest.one_line_error(t, p, "pprof to a terminal", expect_rc=2, mention=["binary", "-o"])
     p = t.run([a.leakguard, "report", "--format", "pprof", "-o", "/nonexistent/dir/x.pb.gz", rec.db])
-    lgtest.one_line_error(t, p, "an output file that cannot be written", expect_rc=98, mention=["/nonexistent/dir"])
+    lgtest.one_line_error(t, p, "an output file that cannot be written", expect_rc=2, mention=["/nonexistent/dir"])
     # databases that are not (or no longer) leakguard's: one line, status 2, no profile
     bad = lgtest.bad_databases(t, rec.db)
     for what, db, mention in (("a missing database", bad["missing"], None),

@@ -137,7 +137,7 @@ static int eval_recorded(const char *dir, const char *only, int show) {
     char sp[4096];
     snprintf(sp, sizeof sp, "%s/%s", dir, file);
     lgi_series_t s;
-    if (lgi_series_load(sp, &s, err, sizeof err)) {
+    if (lgi_series_load(sp, 0, &s, err, sizeof err)) {
       fprintf(stderr, "lg-eval-classifier: %s\n", err);
       fclose(lf);
       return -1;
