@@ -271,13 +271,14 @@ static int attach(attach_opts_t *o) {
   if (!o->output) {
     snprintf(outbuf, sizeof outbuf, "leakguard-attach-%d.db", (int)o->pid);
     o->output = outbuf;
-    if ((rc = lg_claim_output("attach", o->output, 0, &db)) != 0) {
+    if ((rc = lg_claim_output("attach", o->output, o->force, &db)) != 0) {
       rmdir(dir);
       lgcli_services_stop(&svc);
       return rc;
     }
   }
   lgc_collector_t *col = NULL;
+  int injected = 0;
   char v[64], began[32];
   time_t t0 = time(NULL);
   struct tm tm;
@@ -330,6 +331,7 @@ static int attach(attach_opts_t *o) {
     rc = LG_EXIT_CANNOT_EXEC;
     goto out;
   }
+  injected = 1; /* what is recorded from now on is kept */
   if (!o->quiet)
     fprintf(stderr,
             "leakguard: attached to process %d (all threads stopped %.1f ms, loading thread %.1f ms%s); "
@@ -376,7 +378,8 @@ static int attach(attach_opts_t *o) {
 out:
   lgc_free(col);
   rmdir(dir);
-  lgst_close(db);
+  if (injected) lgst_close(db);
+  else lgst_discard(db, o->output); /* nothing recorded: a retry must not find it in its way */
   lgcli_services_stop(&svc);
   sigprocmask(SIG_SETMASK, &old, NULL);
   return rc;

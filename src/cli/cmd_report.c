@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* cmd_report.c - `leakguard report DB`: the report, built from the database only. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,8 +100,21 @@ int lg_cmd_report(int argc, char **argv) {
     lgst_close(db);
     return LG_EXIT_USAGE;
   }
-  if (outp) { /* claimed: never through a link, nor a file a recording has open; an
-               * existing file is replaced (a report is made again from its database) */
+  struct stat od;
+  int removable = 1;
+  if (outp && stat(outp, &od) == 0 && (S_ISCHR(od.st_mode) || S_ISFIFO(od.st_mode) || S_ISSOCK(od.st_mode))) {
+    /* a device or a pipe (/dev/null, /dev/stdout, a shell's >(...)): written to, never
+     * created or truncated: no file can be clobbered through it */
+    int fd = open(outp, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || !(out = fdopen(fd, "wb"))) {
+      lgu_err("report: cannot write %s: %s", outp, strerror(errno));
+      if (fd >= 0) close(fd);
+      lgst_close(db);
+      return LG_EXIT_USAGE;
+    }
+    removable = 0;   /* nothing to remove if the report fails */
+  } else if (outp) { /* claimed: never through a link, nor a file a recording has open;
+                      * an existing file is replaced (a report is made again from its database) */
     int fd, created, crc = lgu_claim_output(outp, 1, &fd, &created, why, sizeof why);
     if (crc != 0 || !(out = fdopen(fd, "wb"))) {
       if (crc != 0) lgu_err("report: cannot write %s", why);
@@ -157,7 +171,7 @@ int lg_cmd_report(int argc, char **argv) {
       lgu_err("report: cannot write %s: %s", outp, strerror(errno));
       rc = LG_EXIT_INTERNAL;
     }
-    if (rc == LG_EXIT_USAGE || rc == LG_EXIT_INTERNAL) unlink(outp); /* no half-written file */
+    if (removable && (rc == LG_EXIT_USAGE || rc == LG_EXIT_INTERNAL)) unlink(outp); /* no half-written file */
   }
   return rc;
 }

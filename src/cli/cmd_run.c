@@ -198,7 +198,7 @@ static int run_target(run_opts_t *o, char **targv) {
     const char *b = strrchr(targv[0], '/');
     snprintf(outbuf, sizeof outbuf, "leakguard-%s-%d.db", b ? b + 1 : targv[0], (int)r.child);
     o->output = outbuf;
-    if ((rc = lg_claim_output("run", o->output, 0, &r.db)) != 0) { /* the target has not run yet */
+    if ((rc = lg_claim_output("run", o->output, o->force, &r.db)) != 0) { /* the target has not run yet */
       run_free(&r);
       return rc;
     }

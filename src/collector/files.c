@@ -56,11 +56,13 @@ static int ingest_unrecorded(lgc_collector_t *c, const char *name) {
   unlink(path);
   lgc_proc_t *p = lgc_find_proc(c, ppid, 0);
   int n = p ? ++p->unrecorded_children : ++c->unrecorded_orphans;
-  char note[256];
+  char note[256], whose[64];
+  if (p) snprintf(whose, sizeof whose, "started by pid %d", ppid);
+  else snprintf(whose, sizeof whose, "whose parents were not recorded");
   snprintf(note, sizeof note,
-           "%d process%s started by pid %d ran unrecorded: the collector did not take %s connection within %d ms "
+           "%d process%s %s ran unrecorded: the collector did not take %s connection within %d ms "
            "(it was stopped, paused or swamped), and the program went on without waiting",
-           n, n == 1 ? "" : "es", ppid, n == 1 ? "its" : "their", LG_HELLO_WAIT_MS);
+           n, n == 1 ? "" : "es", whose, n == 1 ? "its" : "their", LG_HELLO_WAIT_MS);
   if (lgc_db_ok(c)) {
     lgc_db_begin(c);
     lgc_db_write(c, lgst_note(c->db, p ? p->m.proc : 0, "unrecorded", note));

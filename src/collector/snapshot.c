@@ -100,6 +100,7 @@ static void absolute_module_path(int pid, uint64_t start, uint64_t end, char *pa
     if (file[0] != '/' || start >= hi || (end && end <= lo) || start < lo) continue;
     const char *base = strrchr(path, '/'), *fbase = strrchr(file, '/');
     if (strcmp(base ? base + 1 : path, fbase + 1)) continue; /* another file at that address */
+    if (strlen(file) >= n) break; /* would be cut: the name it has is better than half a path */
     snprintf(path, n, "%s", file);
     found = 1;
   }

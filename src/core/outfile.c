@@ -57,7 +57,13 @@ int lgu_claim_output(const char *path, int force, int *fd_out, int *created, cha
   }
   int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd >= 0) {
-    flock(fd, LOCK_EX | LOCK_NB); /* new and ours: nobody else holds it */
+    /* new and ours, unless another run claimed it (--force) between the create and the
+     * lock: then it is theirs */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      close(fd);
+      snprintf(why, whylen, "%s is in use by another leakguard recording: left untouched", path);
+      return -EBUSY;
+    }
     *fd_out = fd;
     *created = 1;
     return 0;

@@ -468,11 +468,16 @@ static int trusted(int fd, const char *path, char *why, size_t whylen) {
              (unsigned)me);
     return -EPERM;
   }
-  char real[PATH_MAX];
-  if (!realpath(path, real)) {
-    snprintf(why, whylen, "%s: %s", path, strerror(errno));
-    return -errno;
+  /* the directories of the file that was opened (its descriptor's path), not of what
+   * the name resolves to now: a link swapped after the open cannot pass them off */
+  char real[PATH_MAX], fdp[64];
+  snprintf(fdp, sizeof fdp, "/proc/self/fd/%d", fd);
+  ssize_t rl = readlink(fdp, real, sizeof real - 1);
+  if (rl <= 0 || real[0] != '/') {
+    snprintf(why, whylen, "%s: cannot tell which directory holds it (%s)", path, rl < 0 ? strerror(errno) : "?");
+    return -EPERM;
   }
+  real[rl] = 0;
   for (char *slash = strrchr(real, '/'); slash; slash = strrchr(real, '/')) {
     if (slash == real) slash[1] = 0; /* "/" itself, last */
     else *slash = 0;

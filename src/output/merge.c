@@ -84,7 +84,9 @@ static int copy_table(sqlite3 *db, const char *t, long long off, char *why, size
     }
     int shift = !strcmp(c, "proc") || !strcmp(c, "parent_proc");
     int a = snprintf(cols + nc, sizeof cols - nc, "%s\"%s\"", nc ? "," : "", c);
-    int b = shift ? snprintf(exprs + ne, sizeof exprs - ne, "%s\"%s\" + %lld", ne ? "," : "", c, off)
+    /* proc 0 is no image (notes of the recording itself): it stays 0 */
+    int b = shift ? snprintf(exprs + ne, sizeof exprs - ne, "%sCASE WHEN \"%s\" = 0 THEN 0 ELSE \"%s\" + %lld END",
+                             ne ? "," : "", c, c, off)
                   : snprintf(exprs + ne, sizeof exprs - ne, "%s\"%s\"", ne ? "," : "", c);
     if (a < 0 || b < 0 || (size_t)a >= sizeof cols - nc || (size_t)b >= sizeof exprs - ne) {
       ok = 0;
@@ -102,9 +104,10 @@ static int copy_table(sqlite3 *db, const char *t, long long off, char *why, size
     snprintf(why, whylen, "table %s: unexpected columns", t);
     return -EIO;
   }
-  /* nvml has no image key: two machines' samples at one instant keep the first */
+  /* nvml has no image key: two machines' samples at one instant keep the first; two
+   * inputs' notes on the recording itself (proc 0) keep the first of each kind */
   return exec_fmt(db, why, whylen, "INSERT %s INTO main.\"%w\"(%s) SELECT %s FROM src.\"%w\"",
-                  strcmp(t, "nvml") ? "" : "OR IGNORE", t, cols, exprs, t);
+                  strcmp(t, "nvml") && strcmp(t, "notes") ? "" : "OR IGNORE", t, cols, exprs, t);
 }
 
 static int same_file(const struct stat *a, const struct stat *b) {
@@ -230,10 +233,7 @@ int lgst_merge(const char *out, const char *const *in, int n, char *why, size_t 
     snprintf(nb, sizeof nb, "%d", n);
     if ((rc = lgst_meta(s, "merged", nb)) != 0) snprintf(why, whylen, "cannot write the meta table");
   }
-  lgst_close(s);
-  if (rc != 0) { /* no half-merged file */
-    unlink(out);
-    lgst_remove_journal(out);
-  }
+  if (rc != 0) lgst_discard(s, out); /* no half-merged file */
+  else lgst_close(s);
   return rc;
 }

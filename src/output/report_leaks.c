@@ -301,46 +301,47 @@ out:
 }
 
 /* Why a leak of Python code has no holder, from the process's explains (docs/schema.md):
- * a request never answered (its last one), an explanation that failed, one that stopped
- * at its budget, one that found nothing; none at all. NULL for a database without the
- * table (older than it) or when nothing can be said. */
+ * what its newest explanation says — a request never answered (one whose answer never
+ * came), a walk that failed, one that stopped at its budget, one that found no Python
+ * object keeping the memory — or that none was made. NULL for a database without the
+ * table (older than it). */
 static char *explain_gap(sqlite3 *db, const lgr_leak_t *L, const lgr_run_t *u) {
   sqlite3_stmt *st;
-  /* an unanswered request counts only if no answer to it came later */
+  /* the newest row, leaving out a request given up whose answer came after all */
   if (lgr_prepare(db,
-                  "SELECT (SELECT note FROM explains u WHERE u.proc = ?1 AND u.outcome = 'unanswered'"
-                  "  AND NOT EXISTS (SELECT 1 FROM explains a WHERE a.proc = u.proc AND a.request = u.request"
-                  "  AND a.outcome <> 'unanswered') ORDER BY u.t_ns DESC LIMIT 1),"
-                  " (SELECT note FROM explains WHERE proc = ?1 AND outcome = 'failed' ORDER BY t_ns DESC LIMIT 1),"
-                  " (SELECT count(*) FROM explains WHERE proc = ?1 AND outcome = 'answered'),"
-                  " (SELECT max(objects) FROM explains WHERE proc = ?1 AND outcome = 'answered'),"
-                  " (SELECT step || ' ' || objects || ' ' || elapsed_s FROM explains WHERE proc = ?1"
-                  "  AND outcome = 'answered' AND truncated ORDER BY t_ns DESC LIMIT 1)",
+                  "SELECT e.outcome, e.note, e.step, e.objects, e.elapsed_s, e.truncated,"
+                  " (SELECT count(*) FROM explains a WHERE a.proc = ?1 AND a.outcome = 'answered')"
+                  " FROM explains e WHERE e.proc = ?1 AND NOT (e.outcome = 'unanswered' AND EXISTS"
+                  " (SELECT 1 FROM explains a WHERE a.proc = e.proc AND a.request = e.request"
+                  "  AND a.outcome <> 'unanswered')) ORDER BY e.t_ns DESC, e.rowid DESC LIMIT 1",
                   -1, &st, NULL) != SQLITE_OK)
     return NULL; /* no explains table: a database older than it */
   sqlite3_bind_int(st, 1, L->proc);
   char buf[512] = "";
   if (lgr_row(st)) {
-    const char *unanswered = (const char *)sqlite3_column_text(st, 0);
-    const char *failed = (const char *)sqlite3_column_text(st, 1);
-    long long answered = sqlite3_column_int64(st, 2), objects = sqlite3_column_int64(st, 3);
-    const char *trunc = (const char *)sqlite3_column_text(st, 4);
-    long long tstep = 0, tobj = 0;
-    double tsec = 0;
-    if (unanswered)
-      snprintf(buf, sizeof buf, "the collector asked this process who holds it and got no answer (%s)", unanswered);
-    else if (failed) snprintf(buf, sizeof buf, "its explanation failed: %s", failed);
-    else if (trunc && sscanf(trunc, "%lld %lld %lf", &tstep, &tobj, &tsec) == 3)
+    const char *outcome = (const char *)sqlite3_column_text(st, 0);
+    const char *note = (const char *)sqlite3_column_text(st, 1);
+    long long step = sqlite3_column_int64(st, 2), objects = sqlite3_column_int64(st, 3);
+    double sec = sqlite3_column_double(st, 4);
+    int truncated = sqlite3_column_int(st, 5);
+    long long answered = sqlite3_column_int64(st, 6);
+    if (outcome && !strcmp(outcome, "unanswered"))
+      snprintf(buf, sizeof buf, "the collector asked this process who holds it and got no answer (%s)",
+               note ? note : "");
+    else if (outcome && !strcmp(outcome, "failed"))
+      snprintf(buf, sizeof buf, "its explanation failed: %s", note ? note : "?");
+    else if (truncated)
       snprintf(buf, sizeof buf,
                "its explanation (step %lld) stopped at its budget after %lld objects in %.1f s; "
                "LEAKGUARD_EXPLAIN_BUDGET_S=4 gives it twice the CPU time",
-               tstep, tobj, tsec);
-    else if (answered)
+               step, objects, sec);
+    else
       snprintf(buf, sizeof buf,
-               "no Python object found keeping this memory (%lld explanation%s, up to %lld objects walked): "
+               "no Python object found keeping this memory (%lld explanation%s, the last walked %lld objects): "
                "native code keeps it, or it was freed before it was explained",
                answered, answered == 1 ? "" : "s", objects);
-    else if (u && u->end_reason && strcmp(u->end_reason, "exit") && strcmp(u->end_reason, "running"))
+  } else if (!lgr_failed()) {
+    if (u && u->end_reason && strcmp(u->end_reason, "exit") && strcmp(u->end_reason, "running"))
       snprintf(buf, sizeof buf, "never explained: the process ended (%s) before its exit hook could run",
                u->has_signal ? "killed by a signal" : u->end_reason);
     else

@@ -152,9 +152,13 @@ static int create_failed(lgst_t *s, const char *path, const char *text, char *wh
                         : "cannot open");
   int fd = s ? s->lock_fd : -1;
   if (s) s->lock_fd = -1;
+  /* removed only while it is still the file we claimed, and before our lock goes: a
+   * file that replaced it, or a run that claims it next, is not ours to remove */
+  if (fd >= 0 && lgu_same_file(fd, path)) {
+    unlink(path);
+    lgst_remove_journal(path);
+  }
   lgst_close(s);
-  unlink(path);
-  lgst_remove_journal(path);
   if (fd >= 0) close(fd);
   return full ? -ENOSPC : -EIO;
 }
@@ -164,6 +168,20 @@ int lgst_create_ex(const char *path, int flags, lgst_t **out, char *why, size_t 
   int rc = lgu_claim_output(path, flags & LGST_FORCE, &fd, &created, why, whylen);
   if (rc) return rc;
   lgst_remove_journal(path); /* the file is ours now: what is beside it is stale */
+  /* and its journal files are made by us (O_EXCL|O_NOFOLLOW) before SQLite opens them
+   * by name: a link planted there beforehand is not followed */
+  for (int k = 0; k < 2; k++) {
+    char side[4200];
+    snprintf(side, sizeof side, "%s-%s", path, k ? "shm" : "wal");
+    int jfd = open(side, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (jfd < 0) {
+      snprintf(why, whylen, "%s: cannot create %s: %s", path, side, strerror(errno));
+      if (created && lgu_same_file(fd, path)) unlink(path);
+      close(fd);
+      return -EEXIST;
+    }
+    close(jfd);
+  }
   lgst_t *s = calloc(1, sizeof *s);
   if (!s) {
     close(fd);
@@ -315,9 +333,12 @@ int lgst_note(lgst_t *s, int proc, const char *kind, const char *note) {
 
 void lgst_discard(lgst_t *s, const char *path) {
   if (!s) return;
+  /* while the lock is held (lgst_close releases it), and only if path is still it */
+  if (s->lock_fd >= 0 && lgu_same_file(s->lock_fd, path)) {
+    unlink(path);
+    lgst_remove_journal(path);
+  }
   lgst_close(s);
-  unlink(path);
-  lgst_remove_journal(path);
 }
 
 int lgst_begin(lgst_t *s) { return sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO; }
