@@ -12,6 +12,7 @@ never a crash.
 """
 import os
 import shutil
+import sqlite3
 import stat
 import sys
 
@@ -120,12 +121,28 @@ def case_cli(t):
                 data[i] ^= 0x5A
             dst.write(data)
         cases.append(("report on a database with corrupted pages", garbage))
+        # counters no recorder writes (issue #31: two INT64_MIN added overflowed in the
+        # report, UBSan): refused, naming what is wrong; by diff and folded too
+        for name, value in (("min", -(1 << 63)), ("max", (1 << 63) - 1)):
+            crafted = t.path("crafted-%s.db" % name)
+            shutil.copyfile(good, crafted)
+            con = sqlite3.connect(crafted)
+            con.execute("UPDATE samples SET live_bytes = ?", (value,))
+            con.commit()
+            con.close()
+            cases.append(("report on a database whose live bytes are INT64_%s" % name.upper(), crafted))
     for what, path in cases:
-        for fmt in ("text", "json"):
+        for fmt in ("text", "json", "folded"):
             p = lg(t, "report", path, "--format", fmt)
             one_line_error(t, p, "%s (--format %s)" % (what, fmt), expect_rc=2,
-                           mention=["schema version 99"] if "future" in what else None)
+                           mention=["schema version 99"] if "future" in what else
+                           ["impossible counters"] if "INT64" in what else None)
             t.check(p.stdout == "", "%s (--format %s): nothing on stdout" % (what, fmt), stdout=p.stdout[:300])
+            t.check("not an error" not in p.stderr, "%s (--format %s): the error says what is wrong" % (what, fmt),
+                    stderr=p.stderr)
+        if "INT64" in what:
+            p = lg(t, "diff", good, path)
+            one_line_error(t, p, "diff with %s" % what[10:], expect_rc=2, mention=["impossible counters"])
     if os.path.exists(good):
         for what, argv in (("report --format xml", ["report", good, "--format", "xml"]),
                            ("report --top -1", ["report", good, "--top", "-1"]),
