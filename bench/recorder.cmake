@@ -18,4 +18,14 @@ add_executable(micro_unwind ${LGR_ROOT}/bench/micro_unwind.c)
 target_compile_options(micro_unwind PRIVATE -O2 -g)
 target_link_libraries(micro_unwind PRIVATE PkgConfig::UNWIND Threads::Threads)
 
-set_target_properties(churn micro_transport micro_unwind PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${LGR_OUT})
+# The recorder's cost per malloc/free pair against the live heap (issue #32):
+# bench/heap_scaling.py.
+add_executable(heap_scaling ${LGR_ROOT}/bench/heap_scaling.c)
+target_compile_options(heap_scaling PRIVATE -O2 -g)
+
+# An allocation-heavy C++ HTTP server (issue #32): bench/server_bench.py.
+add_executable(cxx_router ${LGR_ROOT}/bench/cxx_router.cpp)
+target_compile_options(cxx_router PRIVATE -O2 -g)
+target_link_libraries(cxx_router PRIVATE Threads::Threads)
+
+set_target_properties(churn micro_transport micro_unwind heap_scaling cxx_router PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${LGR_OUT})
