@@ -42,10 +42,13 @@ static inline uint64_t lgi_now_ns(void) {
 }
 #define LGI_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* Stack cache entry (per thread, direct mapped). A hit needs the same return address
- * into the malloc caller and the same caller stack pointer, and every saved return
- * address of the cached stack still at its slot on the stack. */
-#define LGI_SCACHE_ENTRIES 64
+/* Stack cache entry (per thread; LGI_SCACHE_SETS sets of LGI_SCACHE_WAYS entries,
+ * unwind.c). A hit needs the same return address into the malloc caller and the same
+ * caller stack pointer, and every saved return address of the cached stack still at
+ * its slot on the stack. */
+#define LGI_SCACHE_SET_BITS 6
+#define LGI_SCACHE_SETS (1u << LGI_SCACHE_SET_BITS)
+#define LGI_SCACHE_WAYS 4
 #define LGI_SCACHE_DEPTH 64
 typedef struct lgi_scache_ent {
   uint64_t ra0, cfa0;

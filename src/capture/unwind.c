@@ -80,8 +80,20 @@ typedef struct {
 
 /* The per-thread memory (recorder.h): the stack cache, and the buffers of an unwind,
  * which on the stack took ~8 KiB of whatever stack the program was on. */
+/* A frame size learned from an unwind: the return address ip (into some function F)
+ * lies `delta` bytes below the slot of the return address into F's caller. */
+#define LGI_FDELTA_ENTRIES 512
+typedef struct {
+  uint64_t ip;
+  uint64_t delta;
+} lgi_fdelta_t;
+/* Return addresses above ra0 that pick the stack cache's set (scache_set). */
+#define LGI_SCACHE_KEYDEPTH 2
+
 struct lgi_unw_mem {
-  lgi_scache_ent_t cache[LGI_SCACHE_ENTRIES];
+  lgi_scache_ent_t cache[LGI_SCACHE_SETS][LGI_SCACHE_WAYS];
+  uint8_t victim[LGI_SCACHE_SETS]; /* the next way a miss replaces, per set */
+  lgi_fdelta_t fdelta[LGI_FDELTA_ENTRIES];
   uint64_t ips[LG_MAX_DEPTH];
   uint64_t sps[LG_MAX_DEPTH];
   void *bt[LG_MAX_DEPTH + 8];
@@ -517,17 +529,65 @@ static unsigned native_head(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintp
   return n;
 }
 
+static inline unsigned fdelta_index(uint64_t ip) {
+  return (unsigned)((ip * 0x9E3779B97F4A7C15ULL) >> 55) & (LGI_FDELTA_ENTRIES - 1);
+}
+
+/* The stack cache's set for a call at (ra0, cfa0): a hash of ra0, cfa0 and the next
+ * LGI_SCACHE_KEYDEPTH return addresses, read from the slots where the frame sizes that
+ * earlier unwinds learned (fdelta) put them. In C++ nearly every allocation returns
+ * into operator new (ra0) at a stack pointer that depends only on the depth of the
+ * call (cfa0): keyed by those two alone, every call chain of one depth fought for one
+ * entry, and a request handler missed 98 % of its captures (BENCHMARKS.md, "Where the
+ * time goes"). A frame size that is unknown, or wrong (a frame that alloca grew), only
+ * picks another set: a hit still needs every cached slot to hold its address. Reads
+ * stay between cfa0 and the top of this thread's stack. */
+static unsigned scache_set(const lgi_tls_t *t, const lgi_unw_mem_t *m, uintptr_t ra0, uintptr_t cfa0) {
+  uint64_t h = (ra0 ^ (cfa0 << 17)) * 0x9E3779B97F4A7C15ULL;
+  if (t->stack_known > 0 && cfa0 >= t->stack_lo && cfa0 < t->stack_hi) {
+    uintptr_t ip = ra0, pos = cfa0 - 8;
+    for (int i = 0; i < LGI_SCACHE_KEYDEPTH; i++) {
+      const lgi_fdelta_t *f = &m->fdelta[fdelta_index(ip)];
+      uint64_t d = f->delta;
+      if (f->ip != ip || !d || d > t->stack_hi - pos || t->stack_hi - pos - d < 8) break;
+      pos += d;
+      ip = *(const uint64_t *)pos;
+      h = (h ^ ip) * 0x9E3779B97F4A7C15ULL;
+    }
+  }
+  return (unsigned)(h >> (64 - LGI_SCACHE_SET_BITS));
+}
+
+/* Learns the frame sizes of the first LGI_SCACHE_KEYDEPTH frames of a fresh unwind
+ * whose slots are known (sps: the stack pointer after each return, sps[0] = cfa0). */
+static void fdelta_learn(lgi_unw_mem_t *m, uintptr_t cfa0, const uint64_t *ips, const uint64_t *sps, unsigned n) {
+  uintptr_t prev = cfa0 - 8;
+  for (unsigned i = 1; i < n && i <= LGI_SCACHE_KEYDEPTH; i++) {
+    uintptr_t pos = sps[i] - 8;
+    lgi_fdelta_t *f = &m->fdelta[fdelta_index(ips[i - 1])];
+    f->ip = 0; /* a signal handler's lookup in between sees no entry */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    f->delta = pos - prev;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    f->ip = ips[i - 1];
+    prev = pos;
+  }
+}
+
 static uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintptr_t ra0, uintptr_t cfa0,
                                unsigned space) {
-  lgi_scache_ent_t *e = NULL;
+  lgi_scache_ent_t *set = NULL;
   if (use_cache) {
-    uint64_t k = (ra0 * 0x9E3779B97F4A7C15ULL) ^ (cfa0 >> 4);
-    e = &m->cache[(k >> 20) & (LGI_SCACHE_ENTRIES - 1)];
+    set = m->cache[scache_set(t, m, ra0, cfa0)];
+    for (unsigned w = 0; w < LGI_SCACHE_WAYS; w++) {
+      lgi_scache_ent_t *x = &set[w];
+      uint32_t id = __atomic_load_n(&x->id, __ATOMIC_ACQUIRE);
+      if (LGI_LIKELY(id && x->ra0 == ra0 && x->cfa0 == cfa0 && x->space == (uint8_t)space &&
+                     x->pad == (uint8_t)(space >> 8)) &&
+          slots_hold(cfa0, x->slot_off, x->ra, x->depth))
+        return id;
+    }
   }
-  if (LGI_LIKELY(e && e->ra0 == ra0 && e->cfa0 == cfa0 && e->space == (uint8_t)space &&
-                 e->pad == (uint8_t)(space >> 8) && e->id) &&
-      slots_hold(cfa0, e->slot_off, e->ra, e->depth))
-    return e->id;
 
   if (!room_to_unwind(t) || !unwind_enter(t)) {
     uint64_t ip = ra0;
@@ -560,12 +620,21 @@ static uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, ui
     ips[0] = ra0;
     if (n == 0) n = 1;
   }
-  int slots_ok = e && find_slots(t, cfa0, ips, n, sps);
+  int slots_ok = set && find_slots(t, cfa0, ips, n, sps);
   uint32_t id = lgi_stack_intern(ips, n, space);
 
-  /* Cache it if every slot is inside this thread's stack. */
-  if (e && slots_ok && n <= LGI_SCACHE_DEPTH && slots_cacheable(t, cfa0, ips, sps, n)) {
+  /* Cache it if every slot is inside this thread's stack: in the set that the learned
+   * frame sizes now give (a later lookup computes the same), in a free way or else the
+   * set's next victim. */
+  if (set && slots_ok && n <= LGI_SCACHE_DEPTH && slots_cacheable(t, cfa0, ips, sps, n)) {
+    fdelta_learn(m, cfa0, ips, sps, n);
+    unsigned si = scache_set(t, m, ra0, cfa0), w = 0;
+    set = m->cache[si];
+    while (w < LGI_SCACHE_WAYS && set[w].id) w++;
+    if (w == LGI_SCACHE_WAYS) w = m->victim[si]++ % LGI_SCACHE_WAYS;
+    lgi_scache_ent_t *e = &set[w];
     e->id = 0; /* invalid while being rewritten (signal handlers may look) */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     e->ra0 = ra0;
     e->cfa0 = cfa0;
     e->depth = (uint16_t)n;
