@@ -206,8 +206,9 @@ static __attribute__((noinline)) void record_alloc(lgi_tls_t *t, void *p, size_t
   t->guard--;
 }
 
-/* Out of line and cold: in sampled mode almost no freed block was recorded. */
-static __attribute__((noinline, cold)) void record_free(lg_blk_t *b) {
+/* Out of line: in sampled mode almost no freed block was recorded (not `cold`: in
+ * full mode every one was). */
+static __attribute__((noinline)) void record_free(lg_blk_t *b) {
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_g.enabled) return;
   if (LGI_UNLIKELY(t->state == 0) && !lgi_thread_ready(t)) return;
@@ -272,7 +273,8 @@ static int decide(lgi_tls_t *t, size_t size) {
   t->countdown -= (int64_t)size;
   if (t->countdown > 0) return 0;
   int first = t->state == 0;
-  if (!lgi_thread_ready(t)) return 0;
+  /* A set-up thread of a recording process needs no call (lifecycle.c's checks) */
+  if (!(LGI_LIKELY(t->state == 1) && LGI_LIKELY(lgi_g.enabled)) && !lgi_thread_ready(t)) return 0;
   if (!lgi_g.sample_bytes) {
     if (LGI_LIKELY(!t->imp)) return 1;
     /* imports sampled (record_alloc): still under the import? A walk of frame pointers,

@@ -49,7 +49,7 @@
 
 static lgi_pyreader_t rd;              /* the running interpreter's layout and symbols */
 static uintptr_t interp_lo, interp_hi; /* the module holding the interpreter loop */
-static int py_state;                   /* 0 unknown, 1 active, -1 off */
+int lgi_py_state;                      /* 0 unknown, 1 active, -1 off (recorder.h) */
 
 int lgi_python_interp_frame(uint64_t ip) { return ip >= interp_lo && ip < interp_hi; }
 
@@ -83,7 +83,7 @@ static void say(const char *a, unsigned major, unsigned minor, const char *b) {
 }
 
 void lgi_python_detect(void) {
-  if (py_state != 0) return;
+  if (lgi_py_state != 0) return;
   unsigned major = 0, minor = 0;
   lgi_pyreader_t r;
   int k = lgi_pyreader_init(&r, &major, &minor);
@@ -91,22 +91,20 @@ void lgi_python_detect(void) {
   if (k == LGI_PYR_FREETHREADED) {
     say("leakguard: free-threaded CPython ", major, minor,
         "t: Python frames are not read (docs/python.md): recording native frames only");
-    py_state = -1;
+    lgi_py_state = -1;
     return;
   }
   if (k != LGI_PYR_READY) {
     say(major ? "leakguard: CPython " : "leakguard: this CPython", major, minor,
         " is not supported for Python frames (3.9 to 3.13): recording native frames only");
-    py_state = -1;
+    lgi_py_state = -1;
     return;
   }
   rd = r;
   lg_image_of_t q = {(uintptr_t)r.tstate_sym, 0, 0};
   if (dl_iterate_phdr(lg_image_of_cb, &q)) interp_lo = q.lo, interp_hi = q.hi;
-  __atomic_store_n(&py_state, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&lgi_py_state, 1, __ATOMIC_RELEASE);
 }
-
-int lgi_python_active(void) { return __atomic_load_n(&py_state, __ATOMIC_ACQUIRE) == 1; }
 
 /* ---------------------------------------------------------------- reading */
 

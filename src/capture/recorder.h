@@ -276,7 +276,9 @@ LGI_HIDDEN void lgi_tag_fire(lgi_tls_t *t);
 /* Looks for a CPython interpreter in the process (again after dlopen); picks its
  * layout, or says once on stderr that its frames cannot be read. */
 LGI_HIDDEN void lgi_python_detect(void);
-LGI_HIDDEN int lgi_python_active(void);
+LGI_HIDDEN extern int lgi_py_state; /* python.c: 0 not looked, 1 active, -1 none */
+/* Inline: asked on every recorded allocation. */
+static inline int lgi_python_active(void) { return __atomic_load_n(&lgi_py_state, __ATOMIC_ACQUIRE) == 1; }
 /* Writes up to max Python frames (LG_PYFRAME_BIT | pyframe id), innermost first, of
  * the calling thread; 0 when it runs no Python code. */
 LGI_HIDDEN unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max, int *imported);
@@ -358,8 +360,9 @@ static inline uint32_t lgi_step_age(const lg_region_hdr_t *h, uint32_t epoch, ui
 /* Adds bytes and blocks (negative: a free) to site's counters in the thread's shard,
  * born at epoch (and at step bstep modulo LG_BLK_STEP_MOD, or LGI_NO_STEP); alloc:
  * also to the allocated totals. */
-static inline void lgi_ctr_update_at(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t blocks, uint32_t epoch,
-                                     uint32_t bstep, int alloc) {
+static inline __attribute__((always_inline)) void lgi_ctr_update_at(lgi_tls_t *t, uint32_t site, int64_t bytes,
+                                                                    int64_t blocks, uint32_t epoch, uint32_t bstep,
+                                                                    int alloc) {
   int shared = t->shard_atomic || t->guard > 1 || !t->chunk_dir;
   lgi_tls_t tmp;
   if (t->guard > 1) { /* nested (signal handler inside a hook): shared shard only */
@@ -369,8 +372,11 @@ static inline void lgi_ctr_update_at(lgi_tls_t *t, uint32_t site, int64_t bytes,
     lgi_shard_acquire(&tmp);
     t = &tmp;
   }
-  lg_site_ctr_t *c = lgi_site_ctr(t, site);
-  if (!c) return;
+  /* the site's chunk of counters, installed: no call (region_writer.c installs one) */
+  lg_site_ctr_t *c;
+  uint64_t coff = t->chunk_dir ? __atomic_load_n(&t->chunk_dir[site / LG_SITES_PER_CHUNK], __ATOMIC_ACQUIRE) : 0;
+  if (LGI_LIKELY(coff)) c = LG_PTR(lgi_g.hdr, coff, lg_site_ctr_t *) + site % LG_SITES_PER_CHUNK;
+  else if (!(c = lgi_site_ctr(t, site))) return;
   unsigned era = lg_era(epoch);
   /* A free (blocks < 0), or the undoing of one (a refused free or realloc: blocks > 0
    * without alloc), counts the block's age in ticks into freed_age. */

@@ -542,15 +542,16 @@ static inline unsigned fdelta_index(uint64_t ip) {
  * time goes"). A frame size that is unknown, or wrong (a frame that alloca grew), only
  * picks another set: a hit still needs every cached slot to hold its address. Reads
  * stay between cfa0 and the top of this thread's stack. */
-static unsigned scache_set(const lgi_tls_t *t, const lgi_unw_mem_t *m, uintptr_t ra0, uintptr_t cfa0) {
+static inline unsigned scache_set(const lgi_tls_t *t, const lgi_unw_mem_t *m, uintptr_t ra0, uintptr_t cfa0) {
   uint64_t h = (ra0 ^ (cfa0 << 17)) * 0x9E3779B97F4A7C15ULL;
-  if (t->stack_known > 0 && cfa0 >= t->stack_lo && cfa0 < t->stack_hi) {
+  uintptr_t lo = t->stack_lo, hi = t->stack_hi;
+  if (LGI_LIKELY(t->stack_known > 0) && cfa0 - lo < hi - lo) {
     uintptr_t ip = ra0, pos = cfa0 - 8;
     for (int i = 0; i < LGI_SCACHE_KEYDEPTH; i++) {
       const lgi_fdelta_t *f = &m->fdelta[fdelta_index(ip)];
-      uint64_t d = f->delta;
-      if (f->ip != ip || !d || d > t->stack_hi - pos || t->stack_hi - pos - d < 8) break;
-      pos += d;
+      uintptr_t next = pos + f->delta; /* learned deltas are >= 8: next > pos unless wrapped */
+      if (f->ip != ip || next <= pos || next > hi - 8) break;
+      pos = next;
       ip = *(const uint64_t *)pos;
       h = (h ^ ip) * 0x9E3779B97F4A7C15ULL;
     }
@@ -574,21 +575,37 @@ static void fdelta_learn(lgi_unw_mem_t *m, uintptr_t cfa0, const uint64_t *ips, 
   }
 }
 
-static uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintptr_t ra0, uintptr_t cfa0,
-                               unsigned space) {
-  lgi_scache_ent_t *set = NULL;
-  if (use_cache) {
-    set = m->cache[scache_set(t, m, ra0, cfa0)];
-    for (unsigned w = 0; w < LGI_SCACHE_WAYS; w++) {
-      lgi_scache_ent_t *x = &set[w];
-      uint32_t id = __atomic_load_n(&x->id, __ATOMIC_ACQUIRE);
-      if (LGI_LIKELY(id && x->ra0 == ra0 && x->cfa0 == cfa0 && x->space == (uint8_t)space &&
-                     x->pad == (uint8_t)(space >> 8)) &&
-          slots_hold(cfa0, x->slot_off, x->ra, x->depth))
-        return id;
-    }
+/* The stack cache's id for a call at (ra0, cfa0) in `space`, or 0 (a miss). */
+static inline uint32_t scache_lookup(const lgi_tls_t *t, lgi_unw_mem_t *m, uintptr_t ra0, uintptr_t cfa0,
+                                     unsigned space) {
+  lgi_scache_ent_t *set = m->cache[scache_set(t, m, ra0, cfa0)];
+  for (unsigned w = 0; w < LGI_SCACHE_WAYS; w++) {
+    lgi_scache_ent_t *x = &set[w];
+    uint32_t id = __atomic_load_n(&x->id, __ATOMIC_ACQUIRE);
+    if (LGI_LIKELY(id && x->ra0 == ra0 && x->cfa0 == cfa0 && x->space == (uint8_t)space &&
+                   x->pad == (uint8_t)(space >> 8)) &&
+        slots_hold(cfa0, x->slot_off, x->ra, x->depth))
+      return id;
   }
+  return 0;
+}
 
+static __attribute__((noinline)) uint32_t capture_miss(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintptr_t ra0,
+                                                       uintptr_t cfa0, unsigned space);
+
+static inline uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintptr_t ra0, uintptr_t cfa0,
+                                      unsigned space) {
+  if (use_cache) {
+    uint32_t id = scache_lookup(t, m, ra0, cfa0, space);
+    if (LGI_LIKELY(id)) return id;
+  }
+  return capture_miss(t, m, use_cache, ra0, cfa0, space);
+}
+
+/* A miss of the stack cache (or no cache: a thread past its destructor): libunwind,
+ * then the entry for next time. */
+static uint32_t capture_miss(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintptr_t ra0, uintptr_t cfa0,
+                             unsigned space) {
   if (!room_to_unwind(t) || !unwind_enter(t)) {
     uint64_t ip = ra0;
     return lgi_stack_intern(&ip, 1, space);
@@ -620,16 +637,16 @@ static uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, ui
     ips[0] = ra0;
     if (n == 0) n = 1;
   }
-  int slots_ok = set && find_slots(t, cfa0, ips, n, sps);
+  int slots_ok = use_cache && find_slots(t, cfa0, ips, n, sps);
   uint32_t id = lgi_stack_intern(ips, n, space);
 
   /* Cache it if every slot is inside this thread's stack: in the set that the learned
    * frame sizes now give (a later lookup computes the same), in a free way or else the
    * set's next victim. */
-  if (set && slots_ok && n <= LGI_SCACHE_DEPTH && slots_cacheable(t, cfa0, ips, sps, n)) {
+  if (slots_ok && n <= LGI_SCACHE_DEPTH && slots_cacheable(t, cfa0, ips, sps, n)) {
     fdelta_learn(m, cfa0, ips, sps, n);
     unsigned si = scache_set(t, m, ra0, cfa0), w = 0;
-    set = m->cache[si];
+    lgi_scache_ent_t *set = m->cache[si];
     while (w < LGI_SCACHE_WAYS && set[w].id) w++;
     if (w == LGI_SCACHE_WAYS) w = m->victim[si]++ % LGI_SCACHE_WAYS;
     lgi_scache_ent_t *e = &set[w];
@@ -646,7 +663,7 @@ static uint32_t capture_native(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, ui
   return id;
 }
 
-uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
+static __attribute__((noinline)) uint32_t capture_slow(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
   int tmp;
   lgi_unw_mem_t *m = unw_mem(t, &tmp);
   if (LGI_UNLIKELY(!m)) {
@@ -656,6 +673,19 @@ uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space
   uint32_t id = capture_native(t, m, !tmp, ra0, cfa0, space);
   if (LGI_UNLIKELY(tmp)) lgi_pages_free(m, sizeof *m);
   return id;
+}
+
+/* A stack-cache hit needs no call below this one (the hot path of full mode). */
+static inline uint32_t capture_fast(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
+  lgi_unw_mem_t *m = t->umem;
+  if (LGI_LIKELY(m != NULL)) {
+    uint32_t id = scache_lookup(t, m, ra0, cfa0, space);
+    if (LGI_LIKELY(id)) return id;
+  }
+  return capture_slow(t, ra0, cfa0, space);
+}
+uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
+  return capture_fast(t, ra0, cfa0, space);
 }
 
 #define LGI_PY_DEPTH 32
@@ -676,7 +706,7 @@ static uint32_t py_stack_id(lgi_unw_mem_t *m, const uint64_t *ips, unsigned n, u
 }
 uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
   t->under_import = 0;
-  if (!lgi_python_active()) return lgi_capture(t, ra0, cfa0, space);
+  if (!lgi_python_active()) return capture_fast(t, ra0, cfa0, space);
   int tmp;
   lgi_unw_mem_t *m = unw_mem(t, &tmp);
   if (LGI_UNLIKELY(!m)) return lgi_capture(t, ra0, cfa0, space);
