@@ -6,7 +6,7 @@ then PAIRS malloc/free pairs, timed alone) bare, under `leakguard run` in full m
 sampled (-s 512K), interleaved (round 1 of every mode, then round 2, ...), and prints
 the medians: ns per pair, the extra over bare, the ratio to bare, and the load average.
 
-  bench/heap_scaling.py [--build DIR] [--sizes 1e4,1e5,1e6,1e7] [--reps 5]
+  bench/heap_scaling.py [--build DIR] [--lg DIR] [--sizes 1e4,1e5,1e6,1e7] [--reps 5]
                         [--pairs 5000000] [--pattern evict|ring|both] [--chase]
                         [--modes bare,full,sampled,preload]
 
@@ -36,13 +36,15 @@ def run_once(args, mode, n, pattern, tmp):
     if args.chase:
         cmd += ["--chase", "1"]
     env = dict(os.environ)
+    mode, _, lgdir = mode.partition("@")
+    lgdir = lgdir or args.lg
     if mode in ("full", "sampled"):
-        lg = [os.path.join(args.build, "bin", "leakguard"), "run", "-q", "--force", "-o", os.path.join(tmp, "hs.db")]
+        lg = [os.path.join(lgdir, "bin", "leakguard"), "run", "-q", "--force", "-o", os.path.join(tmp, "hs.db")]
         if mode == "sampled":
             lg += ["-s", "512K"]
         cmd = lg + ["--"] + cmd
     elif mode == "preload":
-        env["LD_PRELOAD"] = os.path.join(args.build, "lib", "libleakguard.so")
+        env["LD_PRELOAD"] = os.path.join(lgdir, "lib", "libleakguard.so")
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     m = re.search(r"ns_per_pair=([0-9.]+)", out)
     if not m:
@@ -53,6 +55,8 @@ def run_once(args, mode, n, pattern, tmp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--lg", help="the build whose leakguard and libleakguard.so to measure (default: --build); "
+                    "the benchmark programs still come from --build; a mode written MODE@DIR uses DIR's")
     ap.add_argument("--sizes", default="1e4,1e5,1e6,1e7")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--pairs", type=int, default=5000000)
@@ -60,6 +64,7 @@ def main():
     ap.add_argument("--chase", action="store_true")
     ap.add_argument("--modes", default="bare,full,sampled")
     args = ap.parse_args()
+    args.lg = args.lg or args.build
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     modes = args.modes.split(",")
     if "bare" not in modes:

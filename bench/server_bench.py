@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Real servers under load, bare against recorded (issue #32). Not a test.
 
-  bench/server_bench.py [--build DIR] [--reps 3] [--seconds 5] [--servers py,cxx]
+  bench/server_bench.py [--build DIR] [--lg DIR] [--reps 3] [--seconds 5] [--servers py,cxx]
                         [--modes bare,full,sampled] [--conns 4]
 
 Servers: `py` is bench/py_webapp.py (stdlib http.server JSON app, /usr/bin/python3),
@@ -74,8 +74,10 @@ def run_once(args, server, mode, port, tmp):
     else:
         cmd, hint = [os.path.join(args.build, "bench", "cxx_router"), "--port", str(port)], "cxx_router"
         url = f"http://127.0.0.1:{port}/items?n=16&q=abc"
+    mode, _, lgdir = mode.partition("@")
+    lgdir = lgdir or args.lg
     if mode != "bare":
-        lg = [os.path.join(args.build, "bin", "leakguard"), "run", "-q", "--force", "-o", os.path.join(tmp, "s.db")]
+        lg = [os.path.join(lgdir, "bin", "leakguard"), "run", "-q", "--force", "-o", os.path.join(tmp, "s.db")]
         if mode == "sampled":
             lg += ["-s", "512K"]
         cmd = lg + ["--"] + cmd
@@ -104,12 +106,15 @@ def run_once(args, server, mode, port, tmp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--lg", help="the build whose leakguard and libleakguard.so to measure (default: --build); "
+                    "the benchmark programs still come from --build; a mode written MODE@DIR uses DIR's")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--servers", default="py,cxx")
     ap.add_argument("--modes", default="bare,full,sampled")
     ap.add_argument("--conns", type=int, default=4)
     args = ap.parse_args()
+    args.lg = args.lg or args.build
     if not shutil.which("wrk"):
         sys.exit("server_bench: wrk is missing (apt-get install wrk)")
     modes = args.modes.split(",")
