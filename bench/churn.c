@@ -33,26 +33,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
+
 static unsigned g_threads = 4, g_ws = 1024, g_depth = 0, g_jitter = 0;
 static uint64_t g_ops = 0, g_seed = 1;
 static double g_seconds = 2.0;
 static size_t g_min = 16, g_max = 4096;
 static volatile int g_stop;
 static pthread_barrier_t g_bar;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static inline uint64_t rnd(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
 
 /* Log-uniform size in [g_min, g_max]: pick a power-of-two band, then a size in it. */
 static inline size_t pick_size(uint64_t *s) {

@@ -35,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
+
 #define NSITES 512
 #define BATCH 4096
 
@@ -54,20 +56,6 @@ static unsigned g_threads = 1;
 static int g_pipe[2];
 static ctr_t *g_shm; /* (g_threads + 1) tables of NSITES */
 static pthread_barrier_t g_bar;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static inline uint64_t rnd(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
 
 static void write_all(int fd, const void *buf, size_t n) {
   const char *p = buf;

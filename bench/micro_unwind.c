@@ -39,25 +39,13 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "bench_clock.h"
+
 #define MAXF 256
 
 static unsigned long g_iters = 200000;
 static unsigned long g_jitter = 65536; /* bytes, a multiple of 16 */
 static uintptr_t g_stack_lo, g_stack_hi;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static inline uint64_t rnd(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
 
 /* ------------------------------------------------------------------ walkers */
 
