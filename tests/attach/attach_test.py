@@ -58,6 +58,18 @@ def all_asleep(pid):
         return False
 
 
+def in_nanosleep(tid):
+    """Thread TID of the target waits in nanosleep or clock_nanosleep (x86-64: 35, 230)."""
+    try:
+        with open("/proc/%d/task/%d/stat" % (tid, tid)) as f:
+            state = f.read().rsplit(") ", 1)[1].split()[0]
+        with open("/proc/%d/task/%d/syscall" % (tid, tid)) as f:
+            nr = f.read().split()[0]
+        return state == "S" and nr in ("35", "230")
+    except (OSError, IndexError):
+        return False
+
+
 def progress(prog):
     try:
         with open(prog) as f:
@@ -250,8 +262,13 @@ def case_first_stop():
     before any breakpoint: the agent loads in the sleeping main thread, not in one of the
     three threads hammering malloc (ld.so's allocations for it stay in the loading
     thread's malloc arena, and a busy thread's heap was moved by them)."""
-    p, prog = start_target("first", env={"ATTACH_CHURN_ONLY": "1"})
+    # The main thread naps 3 s between progress lines, and the attach starts once it is
+    # asleep in clock_nanosleep: with 50-ms naps, beside CPU hogs it was now and then
+    # woken and waiting for a CPU when the injector stopped it, and the injector (rightly)
+    # took the breakpoint path (1 attach in 10 here).
+    p, prog = start_target("first", env={"ATTACH_CHURN_ONLY": "1", "ATTACH_MAIN_NAP_MS": "3000"})
     try:
+        wait_for(lambda: in_nanosleep(p.pid), "the main thread asleep in nanosleep")
         r = subprocess.run([A.cli, "attach", "--duration", "0.3", "-o", os.path.join(TMP, "first.db"), str(p.pid)],
                            capture_output=True, text=True, timeout=60, env=dict(os.environ, LG_INJECT_DEBUG="1"))
         if r.returncode != 0:

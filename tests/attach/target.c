@@ -197,6 +197,9 @@ int main(int argc, char **argv) {
     pthread_create(&t, NULL, spawner, NULL);
   }
   if (getenv("ATTACH_FORK")) pthread_create(&t, NULL, forker, NULL);
+  /* ATTACH_MAIN_NAP_MS: the main thread's pause between progress lines (default 50 ms) */
+  const char *mnap = getenv("ATTACH_MAIN_NAP_MS");
+  unsigned main_nap_us = mnap ? (unsigned)strtoul(mnap, NULL, 10) * 1000u : 50000u;
   for (unsigned long tick = 0;; tick++) {
     if (tick % 2 == 0) leak_here(4096); /* 40 KiB/s */
     if (leaky_lib && !leaky && access(go, F_OK) == 0) {
@@ -219,6 +222,6 @@ int main(int argc, char **argv) {
       fprintf(f, "%d %lu\n", (int)getpid(), atomic_load(&progress));
       fclose(f);
     }
-    nap(50000);
+    nap(main_nap_us);
   }
 }
