@@ -51,6 +51,13 @@
 /* How long the threads run with the breakpoints set before a thread waiting in a
  * system call is taken instead (an idle target). */
 #define LG_INJECT_WAIT_MS 2000
+/* How long a call made in the target (dlopen, dlsym, the agent's start) may take. A call
+ * given up is not undone: the thread goes on and returns to the zero word we pushed, and
+ * the target dies. So the bound is a last resort for a thread that never returns, not a
+ * guess at how long loading takes: dlopen and dlsym wait for the loader's lock, and
+ * beside threads that dlopen in a loop (attach_loaders) on a loaded machine they waited
+ * 0.9 s here and more than 5 s (the bound that was) in the flake hunt's full suites. */
+#define LG_INJECT_CALL_MS 60000
 
 #define OPTS (PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_EXITKILL * 0)
 
@@ -766,24 +773,29 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
     goto restore;
   }
   uint64_t h = 0, fn = 0, st = 0;
-  if ((rc = remote_call(&s, caller, &r0, sp, libc_base + lv[2], a_path, 2 /* RTLD_NOW */, &h, 5000)) != 0) {
-    snprintf(why, n, "dlopen in process %d did not return (%s)", (int)pid, strerror(-rc));
+  double t_dl = now_ms();
+  rc = remote_call(&s, caller, &r0, sp, libc_base + lv[2], a_path, 2 /* RTLD_NOW */, &h, LG_INJECT_CALL_MS);
+  if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "dlopen took %.0f ms rc %d\n", now_ms() - t_dl, rc);
+  if (rc != 0) {
+    snprintf(why, n, "dlopen in process %d did not return within %d s (%s)", (int)pid, LG_INJECT_CALL_MS / 1000,
+             strerror(-rc));
     goto fail; /* registers cannot be put back into a call that did not end */
   }
   if (!h) {
     char msg[512] = "";
     uint64_t e = 0;
-    if (remote_call(&s, caller, &r0, sp, libc_base + lv[4], 0, 0, &e, 2000) == 0) read_str(&s, e, msg, sizeof msg);
+    if (remote_call(&s, caller, &r0, sp, libc_base + lv[4], 0, 0, &e, LG_INJECT_CALL_MS) == 0)
+      read_str(&s, e, msg, sizeof msg);
     snprintf(why, n, "the target could not load the agent %s: %s", agent, *msg ? msg : "dlopen failed");
     rc = -ENOENT;
     goto restore;
   }
-  if ((rc = remote_call(&s, caller, &r0, sp, libc_base + lv[3], h, a_sym, &fn, 2000)) != 0 || !fn) {
+  if ((rc = remote_call(&s, caller, &r0, sp, libc_base + lv[3], h, a_sym, &fn, LG_INJECT_CALL_MS)) != 0 || !fn) {
     snprintf(why, n, "lg_agent_start not found in the agent loaded by process %d", (int)pid);
     rc = rc ? rc : -ENOENT;
     goto restore;
   }
-  if ((rc = remote_call(&s, caller, &r0, sp, fn, a_cfg, 0, &st, 5000)) != 0) {
+  if ((rc = remote_call(&s, caller, &r0, sp, fn, a_cfg, 0, &st, LG_INJECT_CALL_MS)) != 0) {
     snprintf(why, n, "the agent did not start in process %d (%s)", (int)pid, strerror(-rc));
     goto fail;
   }
