@@ -51,6 +51,19 @@ LG_API int lg_recording(void);
  * header, so passing anything but a live block's start is undefined. */
 LG_API int lg_site_of(const void *block, uint32_t *site);
 
+/* For the leakguard Python module, under a sampled recording: has CPython's own
+ * small-object allocator (pymalloc) count its requests towards the sampling, so that a
+ * sampled object is recorded at its stack and every other object stays pymalloc's,
+ * untouched. Call with the GIL held, early (the module does at its import). Returns 1
+ * when pymalloc is wrapped, 0 when it is left as it is (full mode, not recording,
+ * PYTHONMALLOC other than pymalloc). */
+LG_API int lg_python_wrap(void);
+
+/* The allocation site and size of a Python object (or buffer) at block that
+ * lg_python_wrap's allocator recorded: 0, or -ENOENT for any other object. Safe to call
+ * on any object's start (its memory block, GC header included). */
+LG_API int lg_python_block(const void *block, uint32_t *site, uint64_t *size);
+
 /* Pauses (pause != 0) or resumes (pause == 0) the recording of the calling thread's
  * allocations; pauses nest. For code that works inside the target on leakguard's
  * behalf (the Python module's holder explanation walks every object and allocates

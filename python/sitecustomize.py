@@ -18,6 +18,7 @@ def _leakguard_setup():
     try:
         import leakguard  # registers the explain-at-exit hook under the recorder
     except ImportError as e:
+        _leakguard_wrap_pymalloc()
         if not (3, 9) <= sys.version_info[:2] <= (3, 13) or "t" in getattr(sys, "abiflags", ""):
             return  # the recorder already said, in one line, that it cannot read this Python
         sys.stderr.write(
@@ -33,6 +34,18 @@ def _leakguard_setup():
     except Exception:
         pass
     _leakguard_watch(leakguard, os.environ[leakguard.ENV_DIR])
+
+
+def _leakguard_wrap_pymalloc():
+    """Without the module (which does it at its import), a sampled recording still
+    counts pymalloc's objects: the recorder wraps CPython's allocator (lg_python_wrap,
+    src/capture/preload.c), called through ctypes.PyDLL, which keeps the GIL. In full
+    mode, or with PYTHONMALLOC set by the user, the recorder leaves it as it is."""
+    try:
+        import ctypes
+        ctypes.PyDLL(None).lg_python_wrap()
+    except Exception:
+        pass
 
 
 def _leakguard_attach(pydir, rundir, agent):

@@ -10,6 +10,9 @@
 #      python_3.X_module    the extension on its own (tests/python/test_module.py)
 #      python_3.X_import_sample  imports sampled in a full recording, exact again after
 #                           (tests/python/import_sample_check.py)
+#      python_3.X_pymalloc  sampled mode keeps pymalloc, wrapped: objects sampled at their
+#                           line; full mode and a user's PYTHONMALLOC left alone
+#                           (tests/python/pymalloc_check.py)
 #      python_3.X_<case>    a pure-Python scenario under `leakguard run`: rank 1 is the
 #                           line marked # LEAK-SITE, the holder chain has the right root
 #    The interpreters are found at run time (tests/python/pyinterp.py: pyenv, then
@@ -88,6 +91,11 @@ foreach(m 9 10 11 12 13)
                           --holder "__main__.results (list)" --kind object)
   lg_pyver(${m} fork      --script pure_fork.py --expect leak --child
                           --holder "__main__.seen (list)" --kind object)
+  # sampled mode keeps pymalloc (wrapped); full mode and a user's PYTHONMALLOC do not
+  add_test(NAME python_3.${m}_pymalloc
+           COMMAND ${LG_PY_DRIVER} ${LG_PY_DIR}/pymalloc_check.py ${LG_PY_COMMON} --python 3.${m})
+  set_tests_properties(python_3.${m}_pymalloc PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                       LABELS "python;pyver")
   # imports sampled in a full recording, and recorded in full again right after
   add_test(NAME python_3.${m}_import_sample
            COMMAND ${LG_PY_DRIVER} ${LG_PY_DIR}/import_sample_check.py ${LG_PY_COMMON} --python 3.${m})

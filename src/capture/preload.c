@@ -31,6 +31,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <malloc.h>
+#include <sys/auxv.h>
 
 #include "capture/recorder.h"
 #include "core/blockhdr.h"
@@ -611,6 +612,126 @@ LG_API int lg_pause_recording(int pause) {
   if (pause) t->guard++;
   else if (t->guard > 0) t->guard--;
   return t->guard;
+}
+
+/* ------------------------------------------------------------------ pymalloc kept
+ * Sampled mode leaves CPython its own small-object allocator (the CLI sets
+ * PYTHONMALLOC=malloc in full mode only): with every object a malloc block, the
+ * interpreter alone ran 33 % more instructions on an allocation loop before anything was
+ * recorded (BENCHMARKS.md, issue #32). The leakguard module, at its import under the
+ * recorder (or sitecustomize through ctypes where the module is missing), calls
+ * lg_python_wrap(): the MEM and OBJ domains' malloc and calloc go through pm_malloc and
+ * pm_calloc, which count the request down on the thread's countdown, the same Poisson
+ * process as malloc's. While it stays positive (almost always) the request goes to
+ * pymalloc untouched: no header, no stack walk, no frame read, no write to the shared
+ * region. When it runs out, the object becomes a headed malloc block recorded at its
+ * stack, 32 bytes into its block with a check word (core/blockhdr.h, LG_BLK_PYOBJ), so
+ * that the Python module can tell it from a pymalloc object (lg_python_block).
+ * realloc and free stay pymalloc's own: pymalloc hands a block outside its arenas to the
+ * raw domain, that is to our realloc and free, which read the header as for any block.
+ * Requests over 512 bytes (and of 0) are not counted here: pymalloc passes them to the
+ * raw domain's malloc, where our hook counts them. PyMemAllocatorEx and the domain
+ * numbers are the same from CPython 3.5 to 3.13 (Include/cpython/pymem.h); this file
+ * includes no Python.h, so they are declared here, as in agent.c. */
+typedef struct pymem {
+  void *ctx;
+  void *(*malloc)(void *ctx, size_t size);
+  void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
+  void *(*realloc)(void *ctx, void *ptr, size_t new_size);
+  void (*free)(void *ctx, void *ptr);
+} pymem_t;
+#define PY_SMALL_REQUEST 512 /* obmalloc.c's SMALL_REQUEST_THRESHOLD, 3.9 to 3.13 */
+static pymem_t pm_orig[2];   /* [0] PYMEM_DOMAIN_MEM, [1] PYMEM_DOMAIN_OBJ */
+static uint64_t pm_secret;
+static _Atomic int pm_wrapped;
+
+/* The sampled (or tagged) object: a headed block of our own, recorded. */
+static __attribute__((noinline)) void *pm_slow(pymem_t *o, size_t size, int zero, uintptr_t ra0, uintptr_t cfa0) {
+  lgi_tls_t *t = &lgi_tls;
+  int rec = decide(t, size);
+  if (!rec && !need_head(t)) return zero ? o->calloc(o->ctx, 1, size) : o->malloc(o->ctx, size);
+  const size_t off = (size_t)1 << LG_BLK_PYOBJ_OFFLOG2;
+  void *base = zero ? real_calloc(1, size + off) : real_malloc(size + off);
+  if (!base) return NULL;
+  void *p = head(base, size, LG_BLK_PYOBJ_OFFLOG2);
+  blk_of(p)->word |= LG_BLK_PYOBJ;
+  ((uint64_t *)p)[-3] = lg_blk_pyobj_cookie((uintptr_t)p, pm_secret);
+  return finish(t, p, size, rec, ra0, cfa0);
+}
+
+static inline void *pm_alloc(pymem_t *o, size_t size, int zero, uintptr_t ra0, uintptr_t cfa0) {
+  lgi_tls_t *t = &lgi_tls;
+  if (size - 1 >= PY_SMALL_REQUEST || t->guard || LGI_LIKELY(unheaded(t, size)))
+    return zero ? o->calloc(o->ctx, 1, size) : o->malloc(o->ctx, size);
+  return pm_slow(o, size, zero, ra0, cfa0);
+}
+static void *pm_malloc_mem(void *ctx, size_t n) {
+  (void)ctx;
+  return pm_alloc(&pm_orig[0], n, 0, LG_CALLER_RA, LG_CALLER_CFA);
+}
+static void *pm_malloc_obj(void *ctx, size_t n) {
+  (void)ctx;
+  return pm_alloc(&pm_orig[1], n, 0, LG_CALLER_RA, LG_CALLER_CFA);
+}
+static void *pm_calloc_any(pymem_t *o, size_t a, size_t b, uintptr_t ra0, uintptr_t cfa0) {
+  size_t n;
+  if (__builtin_mul_overflow(a, b, &n)) return o->calloc(o->ctx, a, b); /* pymalloc refuses it */
+  return pm_alloc(o, n, 1, ra0, cfa0);
+}
+static void *pm_calloc_mem(void *ctx, size_t a, size_t b) {
+  (void)ctx;
+  return pm_calloc_any(&pm_orig[0], a, b, LG_CALLER_RA, LG_CALLER_CFA);
+}
+static void *pm_calloc_obj(void *ctx, size_t a, size_t b) {
+  (void)ctx;
+  return pm_calloc_any(&pm_orig[1], a, b, LG_CALLER_RA, LG_CALLER_CFA);
+}
+
+/* Called by the leakguard module at its import, GIL held (PyMem_SetAllocator's rule).
+ * 1 when CPython's pymalloc is wrapped (now or before), 0 when it stays as it is: full
+ * mode (PYTHONMALLOC=malloc, every object a malloc block), not recording, or another
+ * allocator than plain pymalloc (PYTHONMALLOC=malloc or pymalloc_debug by the user:
+ * wrapping malloc would count its bytes twice, and the debug hooks would check their own
+ * header on our blocks). */
+LG_API int lg_python_wrap(void) {
+  if (atomic_load(&pm_wrapped)) return 1;
+  if (!lgi_g.enabled || !lgi_g.sample_bytes) return 0;
+  const char *(*name)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "_PyMem_GetCurrentAllocatorName");
+  void (*get)(int, pymem_t *) = (void (*)(int, pymem_t *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
+  void (*set)(int, pymem_t *) = (void (*)(int, pymem_t *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
+  const char *cur = name ? name() : NULL;
+  if (!get || !set || !cur || strcmp(cur, "pymalloc") != 0) return 0;
+  const uint8_t *rnd = (const uint8_t *)getauxval(AT_RANDOM);
+  if (rnd) memcpy(&pm_secret, rnd + 8, sizeof pm_secret);
+  pm_secret ^= (uint64_t)(uintptr_t)&pm_secret; /* differs per process even without AT_RANDOM */
+  get(1 /* PYMEM_DOMAIN_MEM */, &pm_orig[0]);
+  get(2 /* PYMEM_DOMAIN_OBJ */, &pm_orig[1]);
+  pymem_t w[2] = {pm_orig[0], pm_orig[1]};
+  w[0].malloc = pm_malloc_mem, w[0].calloc = pm_calloc_mem;
+  w[1].malloc = pm_malloc_obj, w[1].calloc = pm_calloc_obj;
+  set(1, &w[0]);
+  set(2, &w[1]);
+  atomic_store(&pm_wrapped, 1);
+  return 1;
+}
+
+/* The Python module's question about an object or a buffer at block: 0 with its site and
+ * size when it is a LG_BLK_PYOBJ block recorded by pm_slow. Safe for any object: a
+ * pymalloc object has at least its pool's 48-byte header in front of it, so the three
+ * words read are its pool's; only a header whose check word matches counts. */
+LG_API int lg_python_block(const void *block, uint32_t *site, uint64_t *size) {
+  uintptr_t a = (uintptr_t)block;
+  if (!a || (a & 15) || !atomic_load(&pm_wrapped) || !lgi_g.enabled) return -ENOENT;
+  const lg_blk_t *b = blk_of((void *)block);
+  uint64_t w = b->word;
+  if (!lg_blk_marked(w) || !(w & LG_BLK_PYOBJ) || lg_blk_word_offlog2(w) != LG_BLK_PYOBJ_OFFLOG2 ||
+      ((const uint64_t *)block)[-3] != lg_blk_pyobj_cookie(a, pm_secret))
+    return -ENOENT;
+  uint32_t s = lg_blk_site(b->site);
+  if (!s) return -ENOENT;
+  if (site) *site = s;
+  if (size) *size = lg_blk_word_size(w);
+  return 0;
 }
 
 /* ------------------------------------------------------------------ names for dlsym

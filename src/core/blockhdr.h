@@ -13,7 +13,12 @@
  *           underlying allocator's pointer to p (>= 4), bits 10..19 lg_tag_push() tag,
  *           bits 20..63 requested size (so at most 16 TiB), bit 0 LG_BLK_SAMPLED (a
  *           full recording's block sampled under a Python import: it counts for its
- *           sampling weight, preload.c), bits 1..2 zero.
+ *           sampling weight, preload.c), bit 1 LG_BLK_PYOBJ, bit 2 zero.
+ *   A Python object that sampled mode recorded through CPython's own allocator
+ *   (LG_BLK_PYOBJ, preload.c "pymalloc kept") sits 32 bytes into its block, and the
+ *   word at p - 24 holds lg_blk_pyobj_cookie(p, secret): such a block is told from a
+ *   pymalloc object, whose p - 8 is any word at all (the end of the object before it),
+ *   by that 64-bit check, not by the mark bit alone.
  *
  * Why the mark is bit 3: for a block that glibc's malloc returned, the word at p - 8 is
  * its chunk's size field. Chunk sizes are multiples of MALLOC_ALIGNMENT (16 on x86-64
@@ -32,6 +37,8 @@
 #define LG_BLK_HDR 16u
 #define LG_BLK_MARK 0x8u
 #define LG_BLK_SAMPLED 0x1u
+#define LG_BLK_PYOBJ 0x2u
+#define LG_BLK_PYOBJ_OFFLOG2 5u
 #define LG_BLK_OFF_SHIFT 4
 #define LG_BLK_OFF_MASK (0x3fULL << LG_BLK_OFF_SHIFT)
 #define LG_BLK_TAG_SHIFT 10
@@ -74,6 +81,14 @@ static inline uint32_t lg_step_age(uint32_t first, uint32_t steps, uint32_t bste
 }
 
 static inline int lg_blk_marked(uint64_t w) { return (w & LG_BLK_MARK) != 0; }
+/* The check word of a LG_BLK_PYOBJ block at p (SplitMix64's finalizer of p and the
+ * process's secret). */
+static inline uint64_t lg_blk_pyobj_cookie(uintptr_t p, uint64_t secret) {
+  uint64_t z = (uint64_t)p ^ secret;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
 static inline size_t lg_blk_word_size(uint64_t w) { return (size_t)(w >> LG_BLK_SIZE_SHIFT); }
 static inline unsigned lg_blk_word_offlog2(uint64_t w) { return (unsigned)((w & LG_BLK_OFF_MASK) >> LG_BLK_OFF_SHIFT); }
 static inline unsigned lg_blk_word_tag(uint64_t w) { return (unsigned)((w & LG_BLK_TAG_MASK) >> LG_BLK_TAG_SHIFT); }

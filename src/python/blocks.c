@@ -101,11 +101,27 @@ uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size)
   return s;
 }
 
+/* pymalloc kept (sampled mode): a Python object or buffer at block recorded by the
+ * recorder's pymalloc wrapper, told from any other by its check word (lg_python_block),
+ * or a block over pymalloc's 512 bytes, which is a malloc block (header as above). */
+uint32_t lgpy_pyobj_site(const void *block, size_t min_size, size_t *block_size) {
+  uintptr_t a = (uintptr_t)block;
+  if (!lgpy.pyobj || !block || (a & 15) || a < 4096 || in_image(a)) return 0;
+  uint32_t s = 0;
+  uint64_t size = 0;
+  if (lgpy.pyobj(block, &s, &size) == 0 && s && size >= min_size) {
+    if (block_size) *block_size = (size_t)size;
+    return s;
+  }
+  return min_size > 512 ? lgpy_block_site(block, min_size, block_size) : 0;
+}
+
 uint32_t lgpy_object_site(PyObject *o, size_t *size) {
   /* With pymalloc, objects up to 512 bytes live in its arenas: only the side table of an
    * attached process (exact addresses) can be asked about any object safely. */
-  if ((!lgpy.pymalloc_is_malloc && !lgpy.block) || !o) return 0;
+  if ((!lgpy.pymalloc_is_malloc && !lgpy.block && !lgpy.pymalloc_wrapped) || !o) return 0;
   size_t pre = lgpy_preheader(o);
+  if (lgpy.pymalloc_wrapped) return lgpy_pyobj_site((const char *)o - pre, pre + sizeof(PyObject), size);
   size_t minsz = pre + sizeof(PyObject);
   size_t bs = 0;
   uint32_t s = lgpy_block_site((const char *)o - pre, minsz, &bs);

@@ -535,7 +535,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
     size_t sz = 0;
     E.site[i] = lgpy_object_site(o, &sz);
     E.bytes[i] = sz;
-    if (lgpy.pymalloc_is_malloc || lgpy.block) { /* malloc blocks, or exact addresses (attach) */
+    if (lgpy.pymalloc_is_malloc || lgpy.block || lgpy.pymalloc_wrapped) { /* malloc blocks, exact addresses */
       const void *buf = NULL;
       size_t cap = 0;
       if (PyList_Check(o)) {
@@ -546,7 +546,7 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
         cap = (size_t)((PyByteArrayObject *)o)->ob_alloc;
       }
       if (buf && cap) {
-        E.site2[i] = lgpy_block_site(buf, cap, &sz);
+        E.site2[i] = lgpy.pymalloc_wrapped ? lgpy_pyobj_site(buf, cap, &sz) : lgpy_block_site(buf, cap, &sz);
         E.bytes2[i] = E.site2[i] ? sz : 0;
       }
     }

@@ -28,8 +28,11 @@ typedef struct lgpy_api {
   int (*block)(const void *block, uint32_t *site, uint64_t *size);
   /* lg_python_startup_largest: 1 when the k largest Python stacks are all start-up */
   int (*startup_largest)(int k);
+  /* lg_python_block: an object that sampled mode recorded with pymalloc kept */
+  int (*pyobj)(const void *block, uint32_t *site, uint64_t *size);
   int active;             /* recorder loaded and recording in this process */
   int pymalloc_is_malloc; /* PYTHONMALLOC=malloc: Python objects are malloc blocks */
+  int pymalloc_wrapped;   /* sampled mode: pymalloc kept, sampled objects headed (lg_python_wrap) */
 } lgpy_api_t;
 
 extern lgpy_api_t lgpy;
@@ -47,6 +50,8 @@ extern uint64_t lgpy_steps;
  * 0 when unknown. Conservative: refuses addresses inside loaded ELF images (static
  * objects), unmapped header pages, and headers that do not look like ours. */
 uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size);
+/* The same with pymalloc kept (lgpy.pymalloc_wrapped): blocks.c. */
+uint32_t lgpy_pyobj_site(const void *block, size_t min_size, size_t *block_size);
 
 /* Site and size of a Python object (GC pre-header accounted for), 0 when unknown. */
 uint32_t lgpy_object_site(PyObject *o, size_t *size);

@@ -299,7 +299,9 @@ def run_live(a, python, script, tmp, lgdir):
     db = os.path.join(tmp, "run.db")
     env = dict(os.environ)
     env["PYTHONPATH"] = a.pydir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONMALLOC"] = "malloc"
+    # no PYTHONMALLOC: `leakguard run` sets it to malloc in full mode, and sampled mode
+    # (--sample, 64 KiB by default here) keeps pymalloc, wrapped (preload.c)
+    env.pop("PYTHONMALLOC", None)
     env["LEAKGUARD_DIR"] = lgdir  # `leakguard run` may set its own
     env["LG_PY_SECONDS"] = a.seconds
     cmd = [a.leakguard, "run", "-q", "-i", a.interval, "-o", db]
