@@ -140,7 +140,8 @@ static PyObject *py_explain(PyObject *self, PyObject *args, PyObject *kw) {
  * the largest sites, since the collector's list lags a leak's first second or so. But
  * the walk over every object (0.1-0.3 s in a torch process) would only slow every
  * healthy script's exit when there is nothing to explain: it is left out when the
- * collector listed no suspect and the EXIT_LARGEST largest Python sites are all a
+ * collector listed no suspect at a Python line outside an import (python_suspect) and
+ * the EXIT_LARGEST largest Python sites are all a
  * module's start-up (lg_python_startup_largest), whose holders no report shows:
  * `python3 -c "import torch"`. EXIT_LARGEST is more than the 5 sites explained, since
  * the recorder ranks stacks by live bytes and the explanation by the bytes of the
@@ -150,6 +151,34 @@ static PyObject *py_explain(PyObject *self, PyObject *args, PyObject *kw) {
  * unexplained. What is decided here depends on the data alone.) */
 #define EXIT_LARGEST 16
 
+/* 1 when a suspect of the collector's list is one whose holders a report would show:
+ * its site is a Python line (a stack with Python frames has them first, and its site is
+ * the innermost: collector/snapshot.c) and none of its frames is importlib's bootstrap
+ * (a stack cut at an import: start-up). A site without a Python frame (the
+ * interpreter's own start-up in C, a C thread) is passed over, as
+ * lg_python_startup_largest passes it over: the collector's live view may flag such a
+ * group while the interpreter starts, the more readily the slower the start (seen:
+ * 3.9's type objects, flagged beside two CPU hogs, made a program that only imports
+ * walk its objects at exit). */
+static int python_suspect(PyObject *o) {
+  PyObject *fr = PyDict_Check(o) ? PyDict_GetItemString(o, "frames") : NULL;
+  if (!fr || !PyList_Check(fr) || PyList_GET_SIZE(fr) == 0) return 0;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(fr); i++) {
+    PyObject *f = PyList_GET_ITEM(fr, i);
+    PyObject *mod = PyDict_Check(f) ? PyDict_GetItemString(f, "module") : NULL;
+    PyObject *file = PyDict_Check(f) ? PyDict_GetItemString(f, "file") : NULL;
+    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    const char *fl = file && PyUnicode_Check(file) ? PyUnicode_AsUTF8(file) : NULL;
+    if (!m || !fl) {
+      PyErr_Clear();
+      return 1; /* cannot tell: explain */
+    }
+    if (i == 0 && strcmp(m, "python") != 0) return 0;
+    if (!strcmp(m, "python") && !strncmp(fl, "<frozen importlib._bootstrap", 28)) return 0;
+  }
+  return 1;
+}
+
 static PyObject *atexit_explain(PyObject *self, PyObject *unused) {
   if (!active_now() || !lgpy_dir()) Py_RETURN_NONE;
   lgpy_cuda_torch_sample(); /* torch.cuda's last figures, before the teardown */
@@ -157,7 +186,8 @@ static PyObject *atexit_explain(PyObject *self, PyObject *unused) {
   if (lgpy.exiting) lgpy.exiting();
   double t;
   PyObject *sus = lgpy_read_suspects_at(&t);
-  int none = sus && PyList_GET_SIZE(sus) == 0;
+  int none = sus != NULL;
+  for (Py_ssize_t i = 0; none && i < PyList_GET_SIZE(sus); i++) none = !python_suspect(PyList_GET_ITEM(sus, i));
   int quiet = none && lgpy.startup_largest && !lgpy_cuda_in_use() && lgpy.startup_largest(EXIT_LARGEST) == 1;
   Py_XDECREF(sus);
   if (!sus) PyErr_Clear();
@@ -216,6 +246,8 @@ static PyObject *py_site_of_address(PyObject *self, PyObject *arg) {
   if (!s) Py_RETURN_NONE;
   return PyLong_FromUnsignedLong(s);
 }
+
+static PyObject *py_python_suspect(PyObject *self, PyObject *arg) { return PyBool_FromLong(python_suspect(arg)); }
 
 static PyObject *py_site_of_object(PyObject *self, PyObject *arg) {
   if (!active_now()) Py_RETURN_NONE;
@@ -306,6 +338,7 @@ static PyMethodDef methods[] = {
     {"_watch_after_fork", lgpy_watch_after_fork, METH_NOARGS, NULL},
     {"_site_of_address", py_site_of_address, METH_O, NULL},
     {"_site_of_object", py_site_of_object, METH_O, NULL},
+    {"_python_suspect", py_python_suspect, METH_O, NULL},
     {"_isolate_call", (PyCFunction)(void (*)(void))lgpy_isolate_call, METH_VARARGS | METH_KEYWORDS,
      NULL}, /* src/python/isolate.c */
     {"_isolate_pool_new", (PyCFunction)(void (*)(void))lgpy_isolate_pool_new, METH_VARARGS | METH_KEYWORDS, NULL},

@@ -95,6 +95,23 @@ def main():
           "imported from the build tree", stdout=r.stdout)
     msg = "leakguard: not running under `leakguard run`; step/tag/explain are no-ops"
     check(r.stderr.count(msg) == 1, "says so once on stderr", stderr=r.stderr)
+    # which of the collector's suspects make the exit walk worth it (python_suspect,
+    # leakguardmodule.c): a Python line; not a site without a Python frame (the
+    # interpreter's start-up in C, flagged live beside CPU hogs: python_3.9_import_sample
+    # walked at exit), nor one under an import
+    code = textwrap.dedent("""
+        import json, leakguard as lg
+        py = {"function": "work", "file": "/srv/app.py", "line": 7, "module": "python"}
+        boot = {"function": "_call_with_frames_removed", "file": "<frozen importlib._bootstrap>",
+                "line": 228, "module": "python"}
+        c = {"function": "add_operators", "file": "typeobject.c", "line": 7859, "module": "/usr/bin/python3.9"}
+        cases = {"python": [py, c], "native": [c, c], "import": [py, boot, c], "empty": []}
+        print(json.dumps({k: lg._python_suspect({"frames": v}) for k, v in cases.items()}))
+    """)
+    r = run([py, "-c", code], base, tmp)
+    got = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 and r.stdout.strip() else None
+    check(got == {"python": True, "native": False, "import": False, "empty": False},
+          "the exit walk counts suspects at a Python line outside imports only", got=got, stderr=r.stderr)
     # the names of the contract with the collector (core/region.h) come from the module;
     # sitecustomize.py has one literal, the variable it reads before importing it
     r = run([py, "-c", "import leakguard as lg; print(lg.ENV_DIR, lg.FILE_EXPLAIN, lg.FILE_LABELS, "
