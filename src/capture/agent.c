@@ -46,6 +46,7 @@
 #include <link.h>
 #include <malloc.h>
 
+#include "capture/pymem.h"
 #include "capture/recorder.h"
 #include "core/platform.h"
 #include "leakguard.h"
@@ -813,17 +814,8 @@ static int py_quotable(const char *s) {
  * the wrapper is passed through (its free finds nothing). Blocks move nowhere and carry no
  * header, so the wrapper can go at any time: a pending call at detach puts the
  * allocators back, and until it runs (a main thread in one long C call) or in a fork
- * child, the wrapper passes every call through. PyMemAllocatorEx and the domain numbers
- * are the same from CPython 3.5 to 3.13 (Include/cpython/pymem.h); this file includes no
- * Python.h, so they are declared here. */
-typedef struct pymem {
-  void *ctx;
-  void *(*malloc)(void *ctx, size_t size);
-  void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
-  void *(*realloc)(void *ctx, void *ptr, size_t new_size);
-  void (*free)(void *ctx, void *ptr);
-} pymem_t;
-static const int pymem_domain[2] = {1 /* PYMEM_DOMAIN_MEM */, 2 /* PYMEM_DOMAIN_OBJ */};
+ * child, the wrapper passes every call through. pymem_t: capture/pymem.h. */
+static const int pymem_domain[2] = {LG_PYMEM_DOMAIN_MEM, LG_PYMEM_DOMAIN_OBJ};
 static pymem_t py_orig[2]; /* the allocators found, the wrappers' ctx */
 
 /* A recorded block of the side table freed or moved by CPython's allocator. */

@@ -33,6 +33,7 @@
 #include <malloc.h>
 #include <sys/auxv.h>
 
+#include "capture/pymem.h"
 #include "capture/recorder.h"
 #include "core/blockhdr.h"
 #include "core/platform.h"
@@ -630,16 +631,7 @@ LG_API int lg_pause_recording(int pause) {
  * realloc and free stay pymalloc's own: pymalloc hands a block outside its arenas to the
  * raw domain, that is to our realloc and free, which read the header as for any block.
  * Requests over 512 bytes (and of 0) are not counted here: pymalloc passes them to the
- * raw domain's malloc, where our hook counts them. PyMemAllocatorEx and the domain
- * numbers are the same from CPython 3.5 to 3.13 (Include/cpython/pymem.h); this file
- * includes no Python.h, so they are declared here, as in agent.c. */
-typedef struct pymem {
-  void *ctx;
-  void *(*malloc)(void *ctx, size_t size);
-  void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
-  void *(*realloc)(void *ctx, void *ptr, size_t new_size);
-  void (*free)(void *ctx, void *ptr);
-} pymem_t;
+ * raw domain's malloc, where our hook counts them. pymem_t: capture/pymem.h. */
 #define PY_SMALL_REQUEST 512 /* obmalloc.c's SMALL_REQUEST_THRESHOLD, 3.9 to 3.13 */
 static pymem_t pm_orig[2];   /* [0] PYMEM_DOMAIN_MEM, [1] PYMEM_DOMAIN_OBJ */
 static uint64_t pm_secret;
@@ -704,13 +696,13 @@ LG_API int lg_python_wrap(void) {
   const uint8_t *rnd = (const uint8_t *)getauxval(AT_RANDOM);
   if (rnd) memcpy(&pm_secret, rnd + 8, sizeof pm_secret);
   pm_secret ^= (uint64_t)(uintptr_t)&pm_secret; /* differs per process even without AT_RANDOM */
-  get(1 /* PYMEM_DOMAIN_MEM */, &pm_orig[0]);
-  get(2 /* PYMEM_DOMAIN_OBJ */, &pm_orig[1]);
+  get(LG_PYMEM_DOMAIN_MEM, &pm_orig[0]);
+  get(LG_PYMEM_DOMAIN_OBJ, &pm_orig[1]);
   pymem_t w[2] = {pm_orig[0], pm_orig[1]};
   w[0].malloc = pm_malloc_mem, w[0].calloc = pm_calloc_mem;
   w[1].malloc = pm_malloc_obj, w[1].calloc = pm_calloc_obj;
-  set(1, &w[0]);
-  set(2, &w[1]);
+  set(LG_PYMEM_DOMAIN_MEM, &w[0]);
+  set(LG_PYMEM_DOMAIN_OBJ, &w[1]);
   atomic_store(&pm_wrapped, 1);
   return 1;
 }

@@ -19,7 +19,6 @@ largest Python sites are all start-up: nothing a report would show); one that al
 keeps 50 bytearrays of 100 000 bytes outside any import (LATE) has them explained,
 held by __main__.LATE.
 """
-import argparse
 import json
 import os
 import subprocess
@@ -64,20 +63,11 @@ if os.environ.get("LATE"):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--leakguard", required=True)
-    ap.add_argument("--pydir", required=True)
-    ap.add_argument("--python", help="CPython minor version (3.X), found at run time")
-    a = ap.parse_args()
     sys.path.insert(0, HERE)
     import pyinterp
-    python = "/usr/bin/python3"
-    if a.python:
-        python, how = pyinterp.find(a.python)
-        if not python:
-            print("SKIP: " + how, flush=True)
-            return SKIP
-        print("CPython %s: %s" % (how, python), flush=True)
+    a, python = pyinterp.check_script_args(__doc__)
+    if not python:
+        return SKIP
     tmp = tempfile.mkdtemp(prefix="lgpy-impsample-")
     with open(os.path.join(tmp, "bigmod.py"), "w") as f:
         f.write(BIGMOD)
@@ -91,15 +81,8 @@ def main():
     with open(atexit_script, "w") as f:
         f.write(ATEXIT)
     env = dict(os.environ, PYTHONPATH=os.path.abspath(a.pydir), PYTHONDONTWRITEBYTECODE="1")
-    fails = []
-
-    def check(cond, what, **vals):
-        print(("  ok   " if cond else "  FAIL ") + what, flush=True)
-        if not cond:
-            for k, v in vals.items():
-                print("         %s = %s" % (k, json.dumps(v, default=str)[:2000]))
-            fails.append(what)
-        return cond
+    checks = pyinterp.Checks()
+    check = checks.check
 
     def run(extra):
         db = os.path.join(tmp, "run%d.db" % len(extra))
@@ -156,11 +139,7 @@ def main():
                   "kept outside any import: explained at exit, held by __main__.LATE", chains=chains[:20])
         else:
             check(chains == [], "imports only: no holder walk at exit", chains=chains[:20])
-    if fails:
-        print("FAILED: %d check(s): %s (files in %s)" % (len(fails), "; ".join(fails), tmp), flush=True)
-        return 1
-    print("ok", flush=True)
-    return 0
+    return checks.finish(tmp)
 
 
 if __name__ == "__main__":

@@ -96,3 +96,44 @@ if __name__ == "__main__":
         sys.exit(1)
     for m in sys.argv[1:] or ["3.9", "3.10", "3.11", "3.12", "3.13"]:
         print(m, *find(m))
+
+
+def check_script_args(description=None):
+    """The per-version check scripts' command line (--leakguard, --pydir, --python 3.X):
+    (args, python). python is None when that CPython is absent (SKIP printed: exit 77)."""
+    import argparse
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--leakguard", required=True)
+    ap.add_argument("--pydir", required=True)
+    ap.add_argument("--python", help="CPython minor version (3.X), found at run time")
+    a = ap.parse_args()
+    if not a.python:
+        return a, "/usr/bin/python3"
+    python, how = find(a.python)
+    print(("CPython %s: %s" % (how, python)) if python else ("SKIP: " + how), flush=True)
+    return a, python
+
+
+class Checks:
+    """check(cond, what, **values): prints ok/FAIL, and on FAIL the values; .fails lists
+    what failed; .finish(where) prints the verdict and returns the exit status."""
+
+    def __init__(self, limit=2000):
+        self.fails, self.limit = [], limit
+
+    def check(self, cond, what, **vals):
+        import json
+        print(("  ok   " if cond else "  FAIL ") + what, flush=True)
+        if not cond:
+            for k, v in vals.items():
+                print("         %s = %s" % (k, json.dumps(v, default=str)[:self.limit]))
+            self.fails.append(what)
+        return cond
+
+    def finish(self, where):
+        if self.fails:
+            print("FAILED: %d check(s): %s (files in %s)" % (len(self.fails), "; ".join(self.fails), where),
+                  flush=True)
+            return 1
+        print("ok", flush=True)
+        return 0

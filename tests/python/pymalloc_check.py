@@ -16,7 +16,6 @@ pymalloc, what PYTHONMALLOC was, and how many of its lists carry a recorded site
   -s 4K with PYTHONMALLOC=pymalloc_debug: left as it is (the debug hooks would check their
     own header on our blocks), and the program runs to its end.
 """
-import argparse
 import json
 import os
 import subprocess
@@ -41,35 +40,19 @@ KEPT_LINE = 4
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--leakguard", required=True)
-    ap.add_argument("--pydir", required=True)
-    ap.add_argument("--python", help="CPython minor version (3.X), found at run time")
-    a = ap.parse_args()
     sys.path.insert(0, HERE)
     import pyinterp
-    python = "/usr/bin/python3"
-    if a.python:
-        python, how = pyinterp.find(a.python)
-        if not python:
-            print("SKIP: " + how, flush=True)
-            return SKIP
-        print("CPython %s: %s" % (how, python), flush=True)
+    a, python = pyinterp.check_script_args(__doc__)
+    if not python:
+        return SKIP
     tmp = tempfile.mkdtemp(prefix="lgpy-pymalloc-")
     script = os.path.join(tmp, "main.py")
     with open(script, "w") as f:
         f.write(MAIN)
     env = dict(os.environ, PYTHONPATH=os.path.abspath(a.pydir), PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONMALLOC", None)
-    fails = []
-
-    def check(cond, what, **vals):
-        print(("  ok   " if cond else "  FAIL ") + what, flush=True)
-        if not cond:
-            for k, v in vals.items():
-                print("         %s = %s" % (k, json.dumps(v, default=str)[:2000]))
-            fails.append(what)
-        return cond
+    checks = pyinterp.Checks()
+    check = checks.check
 
     def run(name, extra, pythonmalloc=None):
         db = os.path.join(tmp, name + ".db")
@@ -113,11 +96,7 @@ def main():
     out, _ = run("debug", ["-s", "4K"], pythonmalloc="pymalloc_debug")
     check(out.get("pythonmalloc") == "pymalloc_debug" and out.get("wrapped") == 0,
           "-s 4K, PYTHONMALLOC=pymalloc_debug: left as it is", out=out)
-    if fails:
-        print("FAILED: %d check(s): %s (files in %s)" % (len(fails), "; ".join(fails), tmp), flush=True)
-        return 1
-    print("ok", flush=True)
-    return 0
+    return checks.finish(tmp)
 
 
 if __name__ == "__main__":
