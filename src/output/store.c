@@ -197,6 +197,12 @@ int lgst_create_ex(const char *path, int flags, lgst_t **out, char *why, size_t 
       SQLITE_OK)
     return create_failed(s, path, NULL, why, whylen);
   if (!lgu_same_file(fd, path)) return create_failed(s, path, "replaced while it was opened: refused", why, whylen);
+  /* A reader that opens the file the moment it appears (a script polling for the
+   * flags table, `leakguard report` on a run just started) holds a shared lock for its
+   * query, and switching the new file to WAL needs it alone: without a wait the run
+   * ended at once, "database is locked" (attach_python_holders, beside two CPU hogs).
+   * The collector waits for such a reader, never the target. */
+  sqlite3_busy_timeout(s->db, 10000);
   char *err = NULL;
   if (sqlite3_exec(s->db, SCHEMA, NULL, NULL, &err) != SQLITE_OK) {
     char text[256];
