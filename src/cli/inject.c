@@ -691,6 +691,8 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
    *    moved the churn program's heap onto glibc's trim threshold, and that thread went
    *    on trimming and regrowing it after the detach (BENCHMARKS.md, "Attach"). */
   pid_t caller = wc_ok ? safe_waiter(&s, &wc) : 0;
+  /* how the loading thread was chosen: said when its dlopen does not return */
+  char how[200] = "waiting in a system call, its stack checked";
   if (caller) res->idle = 1;
   for (int tries = 1; tries <= 20 && !caller; tries++) {
     res->tries = tries;
@@ -723,13 +725,19 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
       char hwhy[160] = "";
       int ok = wc_ok ? lgj_hit_safe(&wc, s.t[i].tid, hwhy, sizeof hwhy) : 1;
       if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "hit %d: %d %s\n", (int)s.t[i].tid, ok, hwhy);
-      if (ok == 1) caller = s.t[i].tid;
+      if (ok == 1) {
+        caller = s.t[i].tid;
+        snprintf(how, sizeof how, "at a malloc or free, %s", hwhy[0] ? hwhy : "its stack checked");
+      }
     }
     /* 2. else a thread waiting in a system call that can be interrupted safely (its
      *    stack holds no loader frame: a dlopen of ours there waits for a busy loader's
      *    lock like any other caller); after a hit too, as in a program whose only
      *    allocations are the loader's */
-    if (!caller && (caller = idle_caller(&s, wc_ok ? &wc : NULL)) != 0) res->idle = 1;
+    if (!caller && (caller = idle_caller(&s, wc_ok ? &wc : NULL)) != 0) {
+      res->idle = 1;
+      snprintf(how, sizeof how, "waiting in a system call%s", wc_ok ? "" : ", its stack not checked");
+    }
     if (caller) break;
     if (w == -ETIMEDOUT && !any_hit(&s)) {
       snprintf(why, n,
@@ -777,8 +785,8 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
   rc = remote_call(&s, caller, &r0, sp, libc_base + lv[2], a_path, 2 /* RTLD_NOW */, &h, LG_INJECT_CALL_MS);
   if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "dlopen took %.0f ms rc %d\n", now_ms() - t_dl, rc);
   if (rc != 0) {
-    snprintf(why, n, "dlopen in process %d did not return within %d s (%s)", (int)pid, LG_INJECT_CALL_MS / 1000,
-             strerror(-rc));
+    snprintf(why, n, "dlopen in process %d did not return within %d s (%s) in thread %d, chosen %s (system call %lld)",
+             (int)pid, LG_INJECT_CALL_MS / 1000, strerror(-rc), (int)caller, how, (long long)r0.orig_rax);
     goto fail; /* registers cannot be put back into a call that did not end */
   }
   if (!h) {
