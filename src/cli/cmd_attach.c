@@ -239,7 +239,7 @@ static int say_pyboot(const char *dir, pid_t pid) {
 }
 
 static int attach(attach_opts_t *o) {
-  char why[1024], agent[PATH_MAX], load[PATH_MAX], outbuf[PATH_MAX], dir[32] = "/tmp/leakguard-XXXXXX";
+  char why[2048], agent[PATH_MAX], load[PATH_MAX], outbuf[PATH_MAX], dir[32] = "/tmp/leakguard-XXXXXX";
   if (lg_inject_check(o->pid, why, sizeof why) != 0) {
     lgu_err("attach: %s", why);
     return LG_EXIT_CANNOT_EXEC;

@@ -57,7 +57,9 @@
  * guess at how long loading takes: dlopen and dlsym wait for the loader's lock, and
  * beside threads that dlopen in a loop (attach_loaders) on a loaded machine they waited
  * 0.9 s here and more than 5 s (the bound that was) in the flake hunt's full suites. */
+#ifndef LG_INJECT_CALL_MS /* a build may set it lower to see the message of a call given up */
 #define LG_INJECT_CALL_MS 60000
+#endif
 
 #define OPTS (PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_EXITKILL * 0)
 
@@ -624,6 +626,21 @@ static void detach_all(inj_t *s) {
   detach_kids(s);
 }
 
+/* A call of ours that did not return: every thread stopped, the caller's innermost
+ * frames into out (every thread's with LG_INJECT_DEBUG: who holds the lock it waits
+ * for). The call is not undone (fail: detach). */
+static void stuck_where(inj_t *s, const lgj_waitcheck_t *w, pid_t caller, char *out, size_t n) {
+  snprintf(out, n, "a place not known (its stack cannot be read)");
+  if (!w || stop_all(s, now_ms() + 3000) != 0) return;
+  char buf[1200];
+  if (lgj_stack_describe(w, caller, 8, buf, sizeof buf) == 0 && buf[0]) snprintf(out, n, "%s", buf);
+  if (!getenv("LG_INJECT_DEBUG")) return;
+  for (int i = 0; i < s->n; i++) {
+    if (s->t[i].gone || s->t[i].tid == caller || lgj_stack_describe(w, s->t[i].tid, 16, buf, sizeof buf) != 0) continue;
+    fprintf(stderr, "thread %d: %s\n", (int)s->t[i].tid, buf);
+  }
+}
+
 int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t *res, char *why, size_t n) {
   memset(res, 0, sizeof *res);
   int rc = lg_inject_check(pid, why, n);
@@ -785,8 +802,12 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
   rc = remote_call(&s, caller, &r0, sp, libc_base + lv[2], a_path, 2 /* RTLD_NOW */, &h, LG_INJECT_CALL_MS);
   if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "dlopen took %.0f ms rc %d\n", now_ms() - t_dl, rc);
   if (rc != 0) {
-    snprintf(why, n, "dlopen in process %d did not return within %d s (%s) in thread %d, chosen %s (system call %lld)",
-             (int)pid, LG_INJECT_CALL_MS / 1000, strerror(-rc), (int)caller, how, (long long)r0.orig_rax);
+    char where[1200];
+    stuck_where(&s, wc_ok ? &wc : NULL, caller, where, sizeof where);
+    snprintf(why, n,
+             "dlopen in process %d did not return within %d s (%s) in thread %d, chosen %s (system call %lld); "
+             "it waits in %s",
+             (int)pid, LG_INJECT_CALL_MS / 1000, strerror(-rc), (int)caller, how, (long long)r0.orig_rax, where);
     goto fail; /* registers cannot be put back into a call that did not end */
   }
   if (!h) {
@@ -799,12 +820,21 @@ int lg_inject(pid_t pid, const char *agent, const char *cfg, lg_inject_result_t 
     goto restore;
   }
   if ((rc = remote_call(&s, caller, &r0, sp, libc_base + lv[3], h, a_sym, &fn, LG_INJECT_CALL_MS)) != 0 || !fn) {
+    if (rc) {
+      char where[1200];
+      stuck_where(&s, wc_ok ? &wc : NULL, caller, where, sizeof where);
+      snprintf(why, n, "dlsym in process %d did not return within %d s (%s); it waits in %s", (int)pid,
+               LG_INJECT_CALL_MS / 1000, strerror(-rc), where);
+      goto fail;
+    }
     snprintf(why, n, "lg_agent_start not found in the agent loaded by process %d", (int)pid);
-    rc = rc ? rc : -ENOENT;
+    rc = -ENOENT;
     goto restore;
   }
   if ((rc = remote_call(&s, caller, &r0, sp, fn, a_cfg, 0, &st, LG_INJECT_CALL_MS)) != 0) {
-    snprintf(why, n, "the agent did not start in process %d (%s)", (int)pid, strerror(-rc));
+    char where[1200];
+    stuck_where(&s, wc_ok ? &wc : NULL, caller, where, sizeof where);
+    snprintf(why, n, "the agent did not start in process %d (%s); it waits in %s", (int)pid, strerror(-rc), where);
     goto fail;
   }
   if (st < 4096) {

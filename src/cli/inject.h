@@ -69,6 +69,9 @@ int lgj_waiter_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n);
  * end counts as safe: the frames that matter, ld.so's and libc's, carry .eh_frame and
  * come first. */
 int lgj_hit_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n);
+/* tid ptrace-stopped: its innermost max frames as "name+off < caller < ..." into out
+ * (for the message of a call that did not return): 0 or -errno. */
+int lgj_stack_describe(const lgj_waitcheck_t *w, pid_t tid, int max, char *out, size_t n);
 /* Calls fn for each line of /proc/PID/maps (its range, file offset and path, "" for an
  * anonymous one) until fn returns non-zero: 0 (fn stopped with > 0, or the end), a
  * negative return of fn, or -errno. */

@@ -218,3 +218,63 @@ int lgj_hit_safe(const lgj_waitcheck_t *w, pid_t tid, char *why, size_t n) {
   int rc = walk_stack(w, tid, 1, why, n);
   return rc == -EIO ? 1 : rc;
 }
+
+/* The mappings of a process, for lgj_stack_describe: module and file offset of a pc. */
+typedef struct {
+  uintptr_t lo, hi;
+  uint64_t off;
+  char name[48];
+} modmap_t;
+typedef struct {
+  modmap_t *m;
+  int n;
+} modctx_t;
+static int on_mod_map(void *ctx, uintptr_t lo, uintptr_t hi, uint64_t off, const char *path) {
+  modctx_t *c = ctx;
+  if (path[0] != '/') return 0;
+  modmap_t *nm = realloc(c->m, (size_t)(c->n + 1) * sizeof *nm);
+  if (!nm) return -ENOMEM;
+  c->m = nm;
+  const char *b = strrchr(path, '/');
+  nm[c->n] = (modmap_t){lo, hi, off, ""};
+  snprintf(nm[c->n].name, sizeof nm[c->n].name, "%s", b + 1);
+  c->n++;
+  return 0;
+}
+
+int lgj_stack_describe(const lgj_waitcheck_t *w, pid_t tid, int max, char *out, size_t n) {
+  if (!n) return -EINVAL;
+  out[0] = 0;
+  modctx_t mods = {0};
+  (void)lgj_maps_each(tid, on_mod_map, &mods);
+  void *ui = _UPT_create(tid);
+  if (!ui) {
+    free(mods.m);
+    return -ENOMEM;
+  }
+  unw_cursor_t c;
+  int rc = unw_init_remote(&c, (unw_addr_space_t)w->as, ui) < 0 ? -EIO : 0;
+  size_t len = 0;
+  for (int f = 0; rc == 0 && f < max; f++) {
+    unw_word_t ip, off = 0;
+    char nm[128] = "?", mod[80] = "";
+    if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0) break;
+    uintptr_t a = f ? (uintptr_t)ip - 1 : (uintptr_t)ip;
+    for (int i = 0; i < mods.n; i++)
+      if (a >= mods.m[i].lo && a < mods.m[i].hi) {
+        snprintf(mod, sizeof mod, " (%s+0x%lx)", mods.m[i].name, (unsigned long)(ip - mods.m[i].lo + mods.m[i].off));
+        break;
+      }
+    /* the nearest symbol the file names: in a stripped library a static function shows
+     * as the export before it, so the module offset is what to look up */
+    if (unw_get_proc_name(&c, nm, sizeof nm, &off) != 0 || !nm[0]) snprintf(nm, sizeof nm, "?");
+    else if (off) snprintf(nm + strlen(nm), sizeof nm - strlen(nm), "+0x%lx", (unsigned long)off);
+    int k = snprintf(out + len, n - len, "%s%s%s", f ? " < " : "", nm, mod);
+    if (k < 0 || (size_t)k >= n - len) break;
+    len += (size_t)k;
+    if (unw_step(&c) <= 0) break;
+  }
+  _UPT_destroy(ui);
+  free(mods.m);
+  return rc;
+}
