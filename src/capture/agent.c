@@ -2,7 +2,7 @@
 /*
  * agent.c - libleakguard-agent.so: the recorder of `leakguard attach` (docs/attach.md).
  *
- * Loaded into a running process by the injector (cli/inject.c) with dlopen, then
+ * Loaded into a running process by the injector (attach/inject.c) with dlopen, then
  * started with lg_agent_start(config). It does not interpose symbols (the process is
  * already bound): it rewrites the GOT slots (R_X86_64_JUMP_SLOT, R_X86_64_GLOB_DAT) of
  * the malloc family in every loaded object except ld.so, the vDSO and itself, so that
@@ -48,6 +48,7 @@
 
 #include "capture/pymem.h"
 #include "capture/recorder.h"
+#include "core/agent_abi.h"
 #include "core/platform.h"
 #include "leakguard.h"
 
@@ -55,20 +56,8 @@ __thread lgi_tls_t lgi_tls __attribute__((tls_model("initial-exec")));
 lgi_global_t lgi_g = {.fd = -1, .conn = -1, .fork_fd = -1};
 uintptr_t lgi_alloc_lo, lgi_alloc_hi;
 
-/* What the CLI reads back (through /proc/PID/mem, at the address lg_agent_start
- * returns). Layout shared with cli/inject.h: keep in step. */
-typedef struct lg_agent_stats {
-  uint64_t magic; /* LG_AGENT_MAGIC */
-  _Atomic uint64_t preattach_bytes_released;
-  _Atomic uint64_t preattach_blocks_released;
-  _Atomic uint64_t slots_patched;
-  _Atomic uint64_t slots_restored;
-  _Atomic uint64_t table_full; /* recorded allocations dropped: side table full */
-  _Atomic uint32_t state;      /* 0 idle, 1 recording, 2 detached */
-  uint32_t pad;
-} lg_agent_stats_t;
-#define LG_AGENT_MAGIC 0x544e454741474cULL /* "LGAGENT" */
-static lg_agent_stats_t stats = {.magic = LG_AGENT_MAGIC};
+/* What the CLI reads back (core/agent_abi.h), at the address lg_agent_start returns. */
+static lg_agent_stats_t stats = {.magic = LG_AGENT_MAGIC, .version = LG_AGENT_ABI_VERSION};
 
 /* ------------------------------------------------------------------ real functions */
 
@@ -364,7 +353,7 @@ static __attribute__((noinline)) void record(lgi_tls_t *t, void *p, size_t size,
   ent_t old;
   int rc = table_put((uintptr_t)p, site, ep, size, &old);
   if (rc != 0) {
-    if (rc == -1) atomic_fetch_add_explicit(&stats.table_full, 1, memory_order_relaxed);
+    if (rc == -1) __atomic_fetch_add(&stats.table_full, 1, __ATOMIC_RELAXED);
     t->guard--;
     return;
   }
@@ -390,8 +379,8 @@ static inline void forget(void *p) {
   if (lgi_g.sample_bytes || !atomic_load_explicit(&recording, memory_order_relaxed) || lgi_tls.guard || py_inner)
     return;
   /* full mode: every block allocated since attach is in the table, so this one is older */
-  atomic_fetch_add_explicit(&stats.preattach_bytes_released, real.usable(p), memory_order_relaxed);
-  atomic_fetch_add_explicit(&stats.preattach_blocks_released, 1, memory_order_relaxed);
+  __atomic_fetch_add(&stats.preattach_bytes_released, real.usable(p), __ATOMIC_RELAXED);
+  __atomic_fetch_add(&stats.preattach_blocks_released, 1, __ATOMIC_RELAXED);
 }
 
 static void *h_malloc(size_t n) {
@@ -417,8 +406,8 @@ static void *h_realloc(void *old, size_t n) {
   int known = old && table_maybe((uintptr_t)old) && table_take((uintptr_t)old, &e);
   if (old && !known && !lgi_g.sample_bytes && atomic_load_explicit(&recording, memory_order_relaxed) &&
       !lgi_tls.guard && !py_inner) {
-    atomic_fetch_add_explicit(&stats.preattach_bytes_released, real.usable(old), memory_order_relaxed);
-    atomic_fetch_add_explicit(&stats.preattach_blocks_released, 1, memory_order_relaxed);
+    __atomic_fetch_add(&stats.preattach_bytes_released, real.usable(old), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&stats.preattach_blocks_released, 1, __ATOMIC_RELAXED);
   }
   void *p = real.realloc(old, n);
   lgi_tls_t *t = &lgi_tls;
@@ -499,7 +488,7 @@ static void *h_mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 static void rescan(void);
 static void *h_dlopen(const char *f, int mode) {
   void *h = real.dlopen(f, mode);
-  if (h && atomic_load(&stats.state) == 1) {
+  if (h && __atomic_load_n(&stats.state, __ATOMIC_SEQ_CST) == 1) {
     lgi_tls.guard++;
     rescan();
     lgi_tls.guard--;
@@ -581,7 +570,7 @@ static void patch_rela(uintptr_t obj, uintptr_t base, const ElfW(Rela) * r, size
       slots[j] = (slot_t){addr, cur, obj, relro};
       /* a lazy slot not bound yet (it points into the object's PLT) is bound to the hook */
       write_slot(addr, (uintptr_t)names[k].hook, relro);
-      atomic_fetch_add(&stats.slots_patched, 1);
+      __atomic_fetch_add(&stats.slots_patched, 1, __ATOMIC_SEQ_CST);
       break;
     }
   }
@@ -665,7 +654,7 @@ static int is_live(uintptr_t obj) {
 static _Atomic unsigned long seen_adds;
 static void rescan(void) {
   pthread_mutex_lock(&patch_mu);
-  if (atomic_load(&stats.state) <= 1) {
+  if (__atomic_load_n(&stats.state, __ATOMIC_SEQ_CST) <= 1) {
     nlive = 0;
     atomic_store(&unready, 0);
     dl_iterate_phdr(patch_cb, NULL);
@@ -695,7 +684,7 @@ static int restore_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   for (size_t i = nslots; i-- > 0;)
     if (slots[i].obj == obj) {
       write_slot(slots[i].addr, slots[i].orig, slots[i].relro);
-      atomic_fetch_add(&stats.slots_restored, 1);
+      __atomic_fetch_add(&stats.slots_restored, 1, __ATOMIC_SEQ_CST);
     }
   return 0;
 }
@@ -717,7 +706,7 @@ static _Atomic int watcher_running; /* from its creation to its last instruction
 
 static void detach(const char *why) {
   if (atomic_exchange(&detach_once, 1)) return;
-  atomic_store(&stats.state, 2); /* first: a rescan waiting for the lock patches nothing */
+  __atomic_store_n(&stats.state, 2, __ATOMIC_SEQ_CST); /* first: a rescan waiting for the lock patches nothing */
   restore_all();
   atomic_store(&recording, 0);
   lgi_g.enabled = 0;
@@ -775,10 +764,10 @@ static void *watcher(void *arg) {
  * may have held at the fork (glibc does not reset it in the child). */
 static void atfork_child(void) {
   atomic_store(&watcher_running, 0); /* the child has no watcher thread */
-  if (atomic_load(&stats.state) != 1) return;
+  if (__atomic_load_n(&stats.state, __ATOMIC_SEQ_CST) != 1) return;
   atomic_store(&recording, 0);
   lgi_g.enabled = 0;
-  atomic_store(&stats.state, 2);
+  __atomic_store_n(&stats.state, 2, __ATOMIC_SEQ_CST);
   atomic_store(&detach_once, 1);
   pthread_mutex_init(&patch_mu, NULL);
   for (int i = 0; i < STRIPES; i++) atomic_store(&stripes[i].lock, 0);
@@ -889,7 +878,8 @@ static void py_wrap(void) {
 static int py_unwrap(void *arg) {
   (void)arg;
   void (*set)(int, pymem_t *) = (void (*)(int, pymem_t *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
-  if (!set || !atomic_load(&py_wrapped) || atomic_load(&stats.state) == 1) return 0; /* attached again */
+  if (!set || !atomic_load(&py_wrapped) || __atomic_load_n(&stats.state, __ATOMIC_SEQ_CST) == 1)
+    return 0; /* attached again */
   for (int i = 0; i < 2; i++) set(pymem_domain[i], &py_orig[i]);
   atomic_store(&py_wrapped, 0);
   return 0;
@@ -902,7 +892,7 @@ static int py_unwrap(void *arg) {
 static int py_boot(void *arg) {
   (void)arg;
   int (*run)(const char *, void *) = (int (*)(const char *, void *))dlsym(RTLD_DEFAULT, "PyRun_SimpleStringFlags");
-  if (!run || atomic_load(&stats.state) != 1) return 0;
+  if (!run || __atomic_load_n(&stats.state, __ATOMIC_SEQ_CST) != 1) return 0;
   static char code[4096];
   int n = snprintf(code, sizeof code,
                    "exec('''\n"
@@ -939,7 +929,9 @@ static void py_post(void) {
 
 /* What the module calls (src/python/api.c), as libleakguard.so's functions of the same
  * names do under `leakguard run`. */
-LG_API int lg_recording(void) { return atomic_load(&recording) && atomic_load(&stats.state) == 1; }
+LG_API int lg_recording(void) {
+  return atomic_load(&recording) && __atomic_load_n(&stats.state, __ATOMIC_SEQ_CST) == 1;
+}
 
 LG_API uint64_t leakguard_step(void) {
   if (!lg_recording() || !lgi_g.hdr) return 0;
@@ -1036,7 +1028,7 @@ static void restart(void) {
 
 /* Called by the injector in the stopped thread, at the entry of malloc or free (no
  * allocator lock held by this thread). cfg: "sock=PATH\nsample=N\ndepth=N\ncli=PID\nmmap=0|1\n".
- * Returns the address of the stats block (cli/inject.h), or an error code below 4096
+ * Returns the address of the stats block (core/agent_abi.h), or an error code below 4096
  * (1: bad config, 2: allocator not glibc's, 3: region, 4: collector not reachable,
  * 5: thread). */
 LG_API uintptr_t lg_agent_start(const char *cfg);
@@ -1051,7 +1043,7 @@ LG_API uintptr_t lg_agent_start(const char *cfg) {
     struct timespec ts = {0, 10 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
-  uint32_t was = atomic_load(&stats.state);
+  uint32_t was = __atomic_load_n(&stats.state, __ATOMIC_SEQ_CST);
   int idle = 0;
   if (atomic_load(&watcher_running)) was = 1;
   if (was == 1 || !atomic_compare_exchange_strong(&starting, &idle, 1)) {
@@ -1060,7 +1052,7 @@ LG_API uintptr_t lg_agent_start(const char *cfg) {
   }
   if (was == 2) { /* attached before: the library stayed as a pass-through; start over */
     restart();
-    atomic_store(&stats.state, 0);
+    __atomic_store_n(&stats.state, 0, __ATOMIC_SEQ_CST);
   }
   const char *s = strstr(cfg, "sock=");
   if (!s) {
@@ -1142,7 +1134,7 @@ LG_API uintptr_t lg_agent_start(const char *cfg) {
   lgi_g.enabled = 1;
   /* patch everything with recording off, then record */
   rescan();
-  atomic_store(&stats.state, 1);
+  __atomic_store_n(&stats.state, 1, __ATOMIC_SEQ_CST);
   rescan(); /* objects loaded meanwhile */
   atomic_store(&recording, 1);
   pthread_t th;

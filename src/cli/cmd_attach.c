@@ -3,7 +3,7 @@
  * cmd_attach.c - `leakguard attach [OPTIONS] PID`: records a process that is already
  * running (docs/attach.md).
  *
- * Sequence: check the target (cli/inject.c) -> private directory, database, collector
+ * Sequence: check the target (attach/inject.c) -> private directory, database, collector
  * listening -> inject libleakguard-agent.so at a safe point; its hello arrives like a
  * recorded program's -> the collector's loop until --duration, Ctrl-C or the target's
  * exit -> the collector closes the connection: the agent restores the GOT and stays as
@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "cli/inject.h"
+#include "attach/attach.h"
 #include "cli/run_options.h"
 #include "cli/services.h"
 #include "cli/target.h"
@@ -115,7 +115,7 @@ static int agent_in_target(pid_t pid, const char *agent, char *out, size_t n, ch
   /* the target's root is as closed to us as ptrace is (a process that is not
    * dumpable, without CAP_SYS_PTRACE): say that, not that the agent is unreachable */
   snprintf(there, sizeof there, "/proc/%d/root/", (int)pid);
-  if (access(there, X_OK) != 0 && (errno == EACCES || errno == EPERM)) return lg_inject_refused(pid, EPERM, why, wn);
+  if (access(there, X_OK) != 0 && (errno == EACCES || errno == EPERM)) return lgj_refused(pid, EPERM, why, wn);
   snprintf(there, sizeof there, "/proc/%d", (int)pid);
   int same_user = stat(there, &proc) != 0 || proc.st_uid == geteuid();
   snprintf(there, sizeof there, "/proc/%d/root%s", (int)pid, agent);
@@ -240,7 +240,7 @@ static int say_pyboot(const char *dir, pid_t pid) {
 
 static int attach(attach_opts_t *o) {
   char why[2048], agent[PATH_MAX], load[PATH_MAX], outbuf[PATH_MAX], dir[32] = "/tmp/leakguard-XXXXXX";
-  if (lg_inject_check(o->pid, why, sizeof why) != 0) {
+  if (lgj_check(o->pid, why, sizeof why) != 0) {
     lgu_err("attach: %s", why);
     return LG_EXIT_CANNOT_EXEC;
   }
@@ -325,8 +325,8 @@ static int attach(attach_opts_t *o) {
   int cl = snprintf(cfg, sizeof cfg, "sock=%s\nsample=%" PRIu64 "\ndepth=%ld\ncli=%d\nmmap=%d\ndir=%s\n",
                     lgc_socket_path(col), o->sample, o->depth, (int)getpid(), !o->no_mmap, dir);
   if (pydir[0] && cl > 0 && (size_t)cl < sizeof cfg) snprintf(cfg + cl, sizeof cfg - (size_t)cl, "pydir=%s\n", pydir);
-  lg_inject_result_t res;
-  if ((rc = lg_inject(o->pid, load, cfg, &res, why, sizeof why)) != 0) {
+  lgj_result_t res;
+  if ((rc = lgj_inject(o->pid, load, cfg, &res, why, sizeof why)) != 0) {
     lgu_err("attach: %s", why);
     rc = LG_EXIT_CANNOT_EXEC;
     goto out;
@@ -350,7 +350,7 @@ static int attach(attach_opts_t *o) {
             "4 s (inside a long C call or a blocking wait)",
             (int)o->pid);
   lg_agent_stats_t st;
-  int have = lg_agent_read_stats(o->pid, res.stats_addr, &st) == 0;
+  int have = lgj_read_stats(o->pid, res.stats_addr, &st) == 0;
   if (have) {
     snprintf(v, sizeof v, "%" PRIu64, st.preattach_bytes_released);
     lgst_meta(db, "preattach_bytes_released", v);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool_impl.h"
+#include "pool/pool_impl.h"
 
 #define MAXDEV 16
 static lg_pool_t *pools[MAXDEV];

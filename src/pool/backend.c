@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "pool_impl.h"
+#include "pool/pool_impl.h"
 
 /* The host backend's events: none (host memory is synchronous). */
 static int host_ev_create(void **ev, unsigned flags) {

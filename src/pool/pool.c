@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pool_impl.h"
+#include "pool/pool_impl.h"
 
 static const char *const gen_names[LG_GEN_COUNT] = {"young", "middle", "old"};
 

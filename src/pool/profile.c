@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "capture/pyread.h"
-#include "pool_impl.h"
+#include "pool/pool_impl.h"
 
 typedef struct entry {
   char *key;

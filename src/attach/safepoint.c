@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * inject_wait.c - may the injector load the agent in a thread that waits in futex?
+ * safepoint.c - may the injector load the agent in a thread that waits in futex?
  * (docs/attach.md, "An idle target"). A futex wait is how glibc's malloc waits for an
  * arena lock and how a thread waits for the loader's lock, so the call alone says
  * nothing; the thread's call stack does. The stopped thread is unwound remotely with
@@ -28,10 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cli/inject.h"
+#include "attach/internal.h"
 
 /* The deepest stack walked: deeper is "cannot tell". */
 #define WAIT_MAX_FRAMES 1024
@@ -45,45 +47,6 @@ static const char *const unsafe_names[] = {
     "malloc_usable_size", "mallopt", "dlopen", "dlmopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dladdr1",
     "dlinfo", "dl_iterate_phdr", "fork", "_Fork", "__libc_freeres", "__lll_lock_wait_private"};
 // clang-format on
-
-int lgj_elf_dynsyms(const char *path, lgj_sym_fn fn, void *ctx) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
-    close(fd);
-    return -EINVAL;
-  }
-  const char *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (m == MAP_FAILED) return -errno;
-  size_t sz = (size_t)st.st_size;
-  const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
-  int rc = -EINVAL;
-  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-      eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > sz)
-    goto out;
-  const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
-  for (int i = 0; i < eh->e_shnum; i++) {
-    if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh->e_shnum) continue;
-    const Elf64_Shdr *ss = &sh[sh[i].sh_link];
-    if (sh[i].sh_offset + sh[i].sh_size > sz || ss->sh_offset + ss->sh_size > sz) goto out;
-    const Elf64_Sym *sym = (const Elf64_Sym *)(m + sh[i].sh_offset);
-    size_t ns = sh[i].sh_size / sizeof *sym;
-    for (size_t j = 0; j < ns; j++) {
-      if (sym[j].st_shndx == SHN_UNDEF || !sym[j].st_value || sym[j].st_name >= ss->sh_size) continue;
-      /* the name must end inside the string table */
-      const char *nm = m + ss->sh_offset + sym[j].st_name;
-      if (!memchr(nm, 0, ss->sh_size - sym[j].st_name)) continue;
-      fn(ctx, nm, sym[j].st_value, sym[j].st_size);
-    }
-    rc = 0;
-    break;
-  }
-out:
-  munmap((void *)m, sz);
-  return rc;
-}
 
 static int unsafe_name(const char *nm) {
   for (size_t i = 0; i < sizeof unsafe_names / sizeof *unsafe_names; i++)
@@ -112,24 +75,6 @@ static void on_sym(void *ctx, const char *nm, uint64_t value, uint64_t size) {
   uintptr_t lo = c->base + value, hi = lo + size;
   /* every version of a name (several have two) */
   if (unsafe_name(nm) && add_range(&c->w->unsafe, &c->w->nunsafe, lo, hi)) c->err = -ENOMEM;
-}
-
-int lgj_maps_each(pid_t pid, lgj_map_fn fn, void *ctx) {
-  char p[64], line[4096];
-  snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
-  FILE *f = fopen(p, "re");
-  if (!f) return -errno;
-  int rc = 0;
-  while (rc == 0 && fgets(line, sizeof line, f)) {
-    unsigned long lo, hi, off;
-    int pos = 0;
-    if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &off, &pos) < 3 || !pos) continue;
-    char *path = line + pos;
-    path[strcspn(path, "\n")] = 0;
-    rc = fn(ctx, lo, hi, off, path);
-  }
-  fclose(f);
-  return rc > 0 ? 0 : rc;
 }
 
 /* The mappings of the object whose path ends in "/" + name, into r. */
@@ -277,4 +222,78 @@ int lgj_stack_describe(const lgj_waitcheck_t *w, pid_t tid, int max, char *out, 
   _UPT_destroy(ui);
   free(mods.m);
   return rc;
+}
+
+/* ------------------------------------------------------------------ the waiting threads */
+
+static int in_safe_syscall(const struct user_regs_struct *r) {
+  long nr = (long)r->orig_rax, rv = (long)r->rax;
+  if (rv != -4 /* EINTR */ && rv != -512 && rv != -513 && rv != -514 && rv != -516) return 0;
+  switch (nr) {
+  case SYS_read:
+  case SYS_readv:
+  case SYS_pread64:
+  case SYS_recvfrom:
+  case SYS_recvmsg:
+  case SYS_accept:
+  case SYS_accept4:
+  case SYS_poll:
+  case SYS_ppoll:
+  case SYS_select:
+  case SYS_pselect6:
+  case SYS_epoll_wait:
+  case SYS_epoll_pwait:
+  case SYS_nanosleep:
+  case SYS_clock_nanosleep:
+  case SYS_pause:
+  case SYS_rt_sigsuspend:
+  case SYS_rt_sigtimedwait:
+  case SYS_wait4:
+  case SYS_waitid: return 1;
+  default: return 0;
+  }
+}
+
+/* With every thread stopped: one waiting in such a call, or else one waiting in futex
+ * (or in restart_syscall: a timed wait interrupted before) whose call stack shows no
+ * allocator, loader or libc-lock frame (safepoint.c), or 0. */
+pid_t lgj_idle_caller(lgj_inj_t *s, const lgj_waitcheck_t *w) {
+  for (int i = 0; i < s->n; i++) {
+    struct user_regs_struct r;
+    if (!s->t[i].gone && s->t[i].stopped && ptrace(PTRACE_GETREGS, s->t[i].tid, NULL, &r) == 0 && in_safe_syscall(&r))
+      return s->t[i].tid;
+  }
+  for (int i = 0; w && i < s->n; i++) {
+    struct user_regs_struct r;
+    long rv;
+    if (s->t[i].gone || !s->t[i].stopped || ptrace(PTRACE_GETREGS, s->t[i].tid, NULL, &r) != 0) continue;
+    /* a timed wait already interrupted once (by our first stop) goes on in
+     * restart_syscall: the stack says which call it is */
+    if ((long)r.orig_rax != SYS_futex && (long)r.orig_rax != SYS_restart_syscall) continue;
+    rv = (long)r.rax;
+    if (rv != -512 /* ERESTARTSYS */ && rv != -516 /* ERESTART_RESTARTBLOCK */) continue;
+    char why[160] = "";
+    int ok = lgj_waiter_safe(w, s->t[i].tid, why, sizeof why);
+    if (getenv("LG_INJECT_DEBUG"))
+      fprintf(stderr, "waiter %d (system call %ld): %d %s\n", (int)s->t[i].tid, (long)r.orig_rax, ok, why);
+    if (ok == 1) return s->t[i].tid;
+  }
+  return 0;
+}
+
+/* With every thread stopped: one waiting in one of in_safe_syscall's calls whose stack,
+ * read to its end, has no loader, allocator or libc-lock frame, or 0. */
+pid_t lgj_safe_waiter(lgj_inj_t *s, const lgj_waitcheck_t *w) {
+  for (int i = 0; i < s->n; i++) {
+    struct user_regs_struct r;
+    if (s->t[i].gone || !s->t[i].stopped || ptrace(PTRACE_GETREGS, s->t[i].tid, NULL, &r) != 0 || !in_safe_syscall(&r))
+      continue;
+    char why[160] = "";
+    int ok = lgj_waiter_safe(w, s->t[i].tid, why, sizeof why);
+    if (getenv("LG_INJECT_DEBUG"))
+      fprintf(stderr, "waiter %d (system call %ld) at the first stop: %d %s\n", (int)s->t[i].tid, (long)r.orig_rax, ok,
+              why);
+    if (ok == 1) return s->t[i].tid;
+  }
+  return 0;
 }
