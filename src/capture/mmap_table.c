@@ -2,7 +2,7 @@
 /*
  * mmap_table.c - anonymous mmap: the table of recorded ranges that the mmap, munmap and
  * mremap hooks keep. The hooks are libleakguard.so's interposed functions
- * (mmap_hooks.c) and the attach agent's patched GOT slots (agent.c).
+ * (mmap_hooks.c) and the attach agent's patched GOT slots (agent/hooks.c).
  *
  * Apart from the malloc family (preload.c) because a mapping carries no header: its
  * site and birth epoch live in a table of their own, under a lock of their own (taken
@@ -184,7 +184,7 @@ void lgi_mm_remapped(void *old, size_t old_len, void *p, size_t new_len, int fla
   t->guard--;
 }
 
-/* A new attach (agent.c): the ranges of the last one belong to its region. */
+/* A new attach (agent/start.c): the ranges of the last one belong to its region. */
 void lgi_mm_reset(void) {
   lgi_mm_lock_take();
   mm_n = 0;

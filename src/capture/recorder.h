@@ -228,7 +228,7 @@ LGI_HIDDEN void lgi_say(const char *a, const char *b, const char *c);
 LGI_HIDDEN void lgi_mm_lock_take(void);
 LGI_HIDDEN void lgi_mm_lock_drop(void);
 /* mremap's fifth argument (the new address), passed only with MREMAP_FIXED: read in the
- * hook itself (mmap_hooks.c, agent.c), which is the variadic function. */
+ * hook itself (mmap_hooks.c, agent/hooks.c), which is the variadic function. */
 #define LGI_MREMAP_WANT(flags, want)                                                                                   \
   do {                                                                                                                 \
     if ((flags)&MREMAP_FIXED) {                                                                                        \
@@ -291,7 +291,7 @@ LGI_HIDDEN unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max,
 LGI_HIDDEN int lgi_python_under_import(void);
 /* 1 when ip lies in the interpreter's own module (python3.X or libpython3.X). */
 LGI_HIDDEN int lgi_python_interp_frame(uint64_t ip);
-/* Forgets the pyframe ids of the previous region (agent.c: a new attach, a new region). */
+/* Forgets the pyframe ids of the previous region (agent/start.c: a new attach, a new region). */
 LGI_HIDDEN void lgi_python_reset(void);
 LGI_HIDDEN void lgi_python_cache_clear(lgi_tls_t *t); /* the per-thread frame cache (benchmarks) */
 /* Releases the calling thread's frame cache (thread exit). */
@@ -318,7 +318,7 @@ LGI_HIDDEN void lgi_unwind_fork_parent(void);
 LGI_HIDDEN int lgi_unwind_fork_child(lgi_tls_t *t);
 
 /* ---- accounting, shared by the preload library (preload.c) and the attach agent
- * (agent.c): inline, on their hot paths. */
+ * (agent/hooks.c): inline, on their hot paths. */
 
 /* The thread's next Exp(mean) draw: bytes to the next sampled byte (xorshift64). */
 static inline double lgi_next_exp(lgi_tls_t *t, double mean) {
@@ -420,7 +420,7 @@ static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, in
 }
 
 /* The destructor of a recorded thread's pthread key: gives back its shard and its
- * unwinder's and Python's per-thread state (lifecycle.c, agent.c). */
+ * unwinder's and Python's per-thread state (lifecycle.c, agent/hooks.c). */
 static inline void lgi_thread_exit(void *arg) {
   (void)arg;
   lgi_tls_t *t = &lgi_tls;

@@ -221,7 +221,7 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
 }
 
 /* Why the leakguard module could not be set up in a Python target (written by the
- * agent's bootstrap, src/capture/agent.c): one line; the recording itself goes on.
+ * agent's bootstrap, src/capture/agent/pymod.c): one line; the recording itself goes on.
  * 1 when said. */
 static int say_pyboot(const char *dir, pid_t pid) {
   char path[PATH_MAX], name[64], line[512];
