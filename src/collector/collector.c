@@ -85,7 +85,7 @@ void lgc_free(lgc_collector_t *c) {
   lgc_symq_free(c->symq); /* first: the worker reads the regions */
   for (int i = 0; i < c->nprocs; i++) {
     lgc_proc_t *p = c->procs[i];
-    lgs_free(p->sym);
+    if (!p->sym_shared) lgs_free(p->sym);
     lgc_sites_free(&p->sites);
     free(p->symbolized);
     free(p->explained);

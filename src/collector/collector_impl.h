@@ -32,6 +32,7 @@
 typedef struct lgc_proc {
   lgm_proc_t m;
   lgs_symbolizer_t *sym;
+  int sym_shared;      /* sym is its fork parent's (freed with the parent) */
   lgc_sites_t sites;   /* stacks grouped by allocation site, for the live analysis */
   uint8_t *symbolized; /* per stack: 1 once queued for symbolization (stored, assigned to a site) */
   uint32_t nsymbolized;

@@ -67,6 +67,11 @@ struct lgs_symbolizer {
   centry_t *cache;
   size_t cache_cap, cache_n;
   strnode_t *strings[4096];
+  struct { /* the modules reported, by interned path and bias */
+    const char *path;
+    uint64_t bias;
+  } * mods;
+  size_t nmods, capmods;
 };
 
 /* Interned strings live as long as the symbolizer. */
@@ -109,6 +114,7 @@ void lgs_free(lgs_symbolizer_t *s) {
   for (size_t i = 0; i < s->nidx; i++) free(s->idx[i].e);
   free(s->idx);
   free(s->cache);
+  free(s->mods);
   for (int i = 0; i < 4096; i++)
     for (strnode_t *n = s->strings[i], *nx; n; n = nx) {
       nx = n->next;
@@ -121,6 +127,23 @@ int lgs_add_module(lgs_symbolizer_t *s, const char *path, uint64_t start, uint64
   (void)end;
   (void)start;
   if (!path || !path[0] || path[0] != '/') return -ENOENT; /* vdso and friends */
+  /* a module reported already (a fork child shares its parent's symbolizer, and
+   * reports the modules it inherited): nothing to add, and no lookup to forget */
+  const char *ip = intern(s, path);
+  for (size_t i = 0; i < s->nmods; i++)
+    if (s->mods[i].path == ip && s->mods[i].bias == bias) return 0;
+  if (ip[0] && s->nmods == s->capmods) { /* out of memory: reported, not remembered */
+    size_t cap = s->capmods ? s->capmods * 2 : 32;
+    void *nm = realloc(s->mods, cap * sizeof *s->mods);
+    if (nm) {
+      s->mods = nm;
+      s->capmods = cap;
+    }
+  }
+  if (ip[0] && s->nmods < s->capmods) {
+    s->mods[s->nmods].path = ip;
+    s->mods[s->nmods++].bias = bias;
+  }
   dwfl_report_begin_add(s->dwfl);
   const char *base = strrchr(path, '/');
   Dwfl_Module *m = dwfl_report_elf(s->dwfl, base ? base + 1 : path, path, -1, bias, false);
