@@ -904,6 +904,10 @@ def case_gpu_check(t, args):
             "the 15 checks that need a GPU: skipped, 'no GPU'", checks={n: checks[n] for n in gpu_only})
     t.check(summary.get("passed") + summary.get("skipped") == len(checks), "counts add up",
             passed=summary.get("passed"), skipped=summary.get("skipped"), n=len(checks))
+    cost = [checks[n].get("detail") or {} for n in checks if n.startswith("cost (driver API")]
+    t.check(len(cost) == 1 and cost[0].get("judged") is False and len(cost[0].get("modes") or {}) == 3,
+            "the stand-in's cost figures: all three modes measured, not judged (timing is the machine's)",
+            cost=cost)
     ex = checks.get("driver API: exact device, pinned, managed", {}).get("detail") or {}
     t.check(isinstance(ex, dict) and ex.get("sites", {}).get("KEEP:driver", {}).get("got", {}).get("bytes") == 9 << 20,
             "the exact check's figures are in the summary", detail=ex)

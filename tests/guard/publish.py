@@ -102,6 +102,10 @@ def main():
             fails.append("initial level not normal")
         if not (e and e.get("regions") == 1 and lvl1 and lvl1[0] == 3 and lvl1[1] > lvl0[1] and lvl1[2] > 0):
             fails.append("emergency (3), a bumped seq and evict_request were not published")
+            # what the guard decided meanwhile (a level back to normal: its reason, usage)
+            if os.path.exists(log):
+                with open(log) as f:
+                    print("guard events:\n" + "".join(ln for ln in f if '"event":"level"' in ln.replace(" ", "")))
     finally:
         if run.poll() is None:
             run.send_signal(signal.SIGINT)
