@@ -42,29 +42,27 @@ static void publish_isolated(lgc_collector_t *c) {
   }
   if (!total) return;
   lgx_registry_t *r = c->reg;
-  lgx_declare(r, "leakguard_isolated_requests_total", LGX_COUNTER, "Isolated calls (lg_isolate_call) by outcome");
-  lgx_declare(r, "leakguard_isolated_request_peak_rss_bytes", LGX_HISTOGRAM,
-              "Peak memory growth of the isolated calls' children, bytes");
+  lgx_declare_m(r, LGX_ISOLATED_REQUESTS);
+  lgx_declare_m(r, LGX_ISOLATED_PEAK_RSS);
   for (int k = 0; k < LG_ISOLATE_NCODES; k++) {
     const char *l[] = {"outcome", outcome[k], NULL};
-    lgx_set(r, "leakguard_isolated_requests_total", l, (double)req[k]);
+    lgx_set_m(r, LGX_ISOLATED_REQUESTS, l, (double)req[k]);
   }
-  lgx_set_histogram(r, "leakguard_isolated_request_peak_rss_bytes", NULL, upper, bucket, LG_ISO_BUCKETS, sum);
+  lgx_set_histogram_m(r, LGX_ISOLATED_PEAK_RSS, NULL, upper, bucket, LG_ISO_BUCKETS, sum);
 }
 
 /* Publishes the live analysis as Prometheus metrics (top sites only: bounded). */
 static void publish_metrics(lgc_collector_t *c, const lgv_frame_t *fr, uint64_t usage) {
   lgx_registry_t *r = c->reg;
-  lgx_declare(r, "leakguard_rss_bytes", LGX_GAUGE, "Resident memory of the recorded processes");
-  lgx_declare(r, "leakguard_leak_suspects", LGX_GAUGE, "Allocation sites whose live bytes keep growing");
-  lgx_declare(r, "leakguard_site_live_bytes", LGX_GAUGE, "Live bytes of the fastest-growing sites (top 10)");
-  lgx_declare(r, "leakguard_site_growth_bytes_per_second", LGX_GAUGE, "Growth of the fastest-growing sites (top 10)");
-  lgx_declare(r, "leakguard_time_to_oom_seconds", LGX_GAUGE,
-              "Projected seconds until the memory limit (+Inf: not growing)");
-  lgx_declare(r, "leakguard_dropped_records_total", LGX_COUNTER, "Allocations the recorder could not attribute");
-  lgx_declare(r, "leakguard_steps_total", LGX_COUNTER, "Step markers (leakguard_step) seen");
-  lgx_declare(r, "leakguard_tag_live_bytes", LGX_GAUGE, "Live bytes per request tag (top 10 tags)");
-  lgx_declare(r, "leakguard_tag_peak_bytes", LGX_GAUGE, "Peak live bytes per request tag (top 10 tags)");
+  lgx_declare_m(r, LGX_RSS_BYTES);
+  lgx_declare_m(r, LGX_LEAK_SUSPECTS);
+  lgx_declare_m(r, LGX_SITE_LIVE_BYTES);
+  lgx_declare_m(r, LGX_SITE_GROWTH);
+  lgx_declare_m(r, LGX_TIME_TO_OOM);
+  lgx_declare_m(r, LGX_DROPPED_RECORDS);
+  lgx_declare_m(r, LGX_STEPS);
+  lgx_declare_m(r, LGX_TAG_LIVE_BYTES);
+  lgx_declare_m(r, LGX_TAG_PEAK_BYTES);
   {
     /* leakguard_live_bytes by space and GPU, and the CUDA metrics (docs/cuda.md) */
     const lgm_proc_t *ps[256];
@@ -73,25 +71,25 @@ static void publish_metrics(lgc_collector_t *c, const lgv_frame_t *fr, uint64_t 
     lgx_publish_memory(r, ps, np);
   }
   publish_isolated(c);
-  lgx_set(r, "leakguard_rss_bytes", NULL, (double)fr->rss_bytes);
-  lgx_set(r, "leakguard_leak_suspects", NULL, fr->nrows);
-  lgx_set(r, "leakguard_dropped_records_total", NULL, (double)fr->dropped);
-  lgx_set(r, "leakguard_steps_total", NULL, (double)fr->steps);
+  lgx_set_m(r, LGX_RSS_BYTES, NULL, (double)fr->rss_bytes);
+  lgx_set_m(r, LGX_LEAK_SUSPECTS, NULL, fr->nrows);
+  lgx_set_m(r, LGX_DROPPED_RECORDS, NULL, (double)fr->dropped);
+  lgx_set_m(r, LGX_STEPS, NULL, (double)fr->steps);
   double headroom = fr->limit > usage ? (double)(fr->limit - usage) : 0;
   const char *rl[] = {"source", "recorder", NULL};
-  lgx_set(r, "leakguard_time_to_oom_seconds", rl, fr->growth_bps > 0 ? headroom / fr->growth_bps : INFINITY);
-  lgx_clear(r, "leakguard_site_live_bytes");
-  lgx_clear(r, "leakguard_site_growth_bytes_per_second");
+  lgx_set_m(r, LGX_TIME_TO_OOM, rl, fr->growth_bps > 0 ? headroom / fr->growth_bps : INFINITY);
+  lgx_clear_m(r, LGX_SITE_LIVE_BYTES);
+  lgx_clear_m(r, LGX_SITE_GROWTH);
   for (int i = 0; i < fr->nrows && i < 10; i++) {
     char pid[16];
     snprintf(pid, sizeof pid, "%d", fr->rows[i].pid);
     const char *l[] = {"site", fr->rows[i].label, "pid", pid, NULL};
-    lgx_set(r, "leakguard_site_live_bytes", l, fr->rows[i].live_bytes);
-    lgx_set(r, "leakguard_site_growth_bytes_per_second", l, fr->rows[i].growth_bps);
+    lgx_set_m(r, LGX_SITE_LIVE_BYTES, l, fr->rows[i].live_bytes);
+    lgx_set_m(r, LGX_SITE_GROWTH, l, fr->rows[i].growth_bps);
   }
   /* top tags by live bytes over all live processes */
-  lgx_clear(r, "leakguard_tag_live_bytes");
-  lgx_clear(r, "leakguard_tag_peak_bytes");
+  lgx_clear_m(r, LGX_TAG_LIVE_BYTES);
+  lgx_clear_m(r, LGX_TAG_PEAK_BYTES);
   struct {
     const lg_tag_rec_t *t;
     int pid;
@@ -123,8 +121,8 @@ static void publish_metrics(lgc_collector_t *c, const lgv_frame_t *fr, uint64_t 
     name[LG_TAG_NAME] = 0;
     snprintf(pid, sizeof pid, "%d", top[i].pid);
     const char *l[] = {"tag", name, "pid", pid, NULL};
-    lgx_set(r, "leakguard_tag_live_bytes", l, (double)atomic_load(&((lg_tag_rec_t *)top[i].t)->live_bytes));
-    lgx_set(r, "leakguard_tag_peak_bytes", l, (double)atomic_load(&((lg_tag_rec_t *)top[i].t)->peak_bytes));
+    lgx_set_m(r, LGX_TAG_LIVE_BYTES, l, (double)atomic_load(&((lg_tag_rec_t *)top[i].t)->live_bytes));
+    lgx_set_m(r, LGX_TAG_PEAK_BYTES, l, (double)atomic_load(&((lg_tag_rec_t *)top[i].t)->peak_bytes));
   }
   if (c->guard) lgg_export(c->guard, r);
 }

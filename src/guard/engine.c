@@ -404,62 +404,58 @@ static void num_label(char *buf, size_t n, int v) { snprintf(buf, n, "%d", v); }
 
 void lgg_export(lgg_guard_t *g, lgx_registry_t *r) {
   if (!r) return;
-  lgx_declare(r, "leakguard_guard_level", LGX_GAUGE, "Guard level: 0 normal, 1 warn, 2 breaker, 3 emergency");
-  lgx_declare(r, "leakguard_guard_source_level", LGX_GAUGE, "Level of each watched source");
-  lgx_declare(r, "leakguard_guard_actions_total", LGX_COUNTER, "Guard actions taken (or logged in dry-run), by action");
-  lgx_declare(r, "leakguard_guard_level_changes_total", LGX_COUNTER, "Guard level changes");
-  lgx_declare(r, "leakguard_guard_watched_processes", LGX_GAUGE, "Processes in the guard's watched set");
-  lgx_declare(r, "leakguard_time_to_oom_seconds", LGX_GAUGE,
-              "Projected seconds until the source reaches its limit (+Inf: not growing)");
-  lgx_declare(r, "leakguard_cgroup_memory_bytes", LGX_GAUGE, "Memory cgroup values, by kind");
-  lgx_declare(r, "leakguard_cgroup_oom_kills_total", LGX_COUNTER,
-              "OOM kills in the cgroup since the guard started watching");
-  lgx_declare(r, "leakguard_memory_pressure_avg10", LGX_GAUGE,
-              "PSI memory pressure (percent of time stalled, 10s average)");
-  lgx_declare(r, "leakguard_gpu_memory_used_bytes", LGX_GAUGE,
-              "GPU memory in use, per device (NVML; without it, what the recorder saw)");
-  lgx_declare(r, "leakguard_gpu_memory_total_bytes", LGX_GAUGE, "GPU memory, per device");
-  lgx_set(r, "leakguard_guard_level", NULL, g->level);
+  lgx_declare_m(r, LGX_GUARD_LEVEL);
+  lgx_declare_m(r, LGX_GUARD_SOURCE_LEVEL);
+  lgx_declare_m(r, LGX_GUARD_ACTIONS);
+  lgx_declare_m(r, LGX_GUARD_LEVEL_CHANGES);
+  lgx_declare_m(r, LGX_GUARD_WATCHED);
+  lgx_declare_m(r, LGX_TIME_TO_OOM);
+  lgx_declare_m(r, LGX_CGROUP_MEMORY);
+  lgx_declare_m(r, LGX_CGROUP_OOM_KILLS);
+  lgx_declare_m(r, LGX_MEMORY_PRESSURE);
+  lgx_declare_m(r, LGX_GPU_USED);
+  lgx_declare_m(r, LGX_GPU_TOTAL);
+  lgx_set_m(r, LGX_GUARD_LEVEL, NULL, g->level);
   for (int c = 0; c < C_NCOUNT; c++) {
     const char *l[] = {"action", cname[c], NULL};
-    lgx_set(r, "leakguard_guard_actions_total", l, (double)g->counts[c]);
+    lgx_set_m(r, LGX_GUARD_ACTIONS, l, (double)g->counts[c]);
   }
-  lgx_set(r, "leakguard_guard_level_changes_total", NULL, (double)g->level_changes);
-  lgx_set(r, "leakguard_guard_watched_processes", NULL, g->nprocs);
-  lgx_clear(r, "leakguard_guard_source_level");
-  lgx_clear(r, "leakguard_cgroup_memory_bytes");
+  lgx_set_m(r, LGX_GUARD_LEVEL_CHANGES, NULL, (double)g->level_changes);
+  lgx_set_m(r, LGX_GUARD_WATCHED, NULL, g->nprocs);
+  lgx_clear_m(r, LGX_GUARD_SOURCE_LEVEL);
+  lgx_clear_m(r, LGX_CGROUP_MEMORY);
   for (int i = 0; i < g->nsrc; i++) {
     const source_t *s = &g->src[i];
     if (!s->alive || !s->sampled) continue;
     const char *sl[] = {"source", s->name, NULL};
-    lgx_set(r, "leakguard_guard_source_level", sl, s->lv.level);
-    lgx_set(r, "leakguard_time_to_oom_seconds", sl, s->lv.tto_s < 0 ? INFINITY : s->lv.tto_s);
+    lgx_set_m(r, LGX_GUARD_SOURCE_LEVEL, sl, s->lv.level);
+    lgx_set_m(r, LGX_TIME_TO_OOM, sl, s->lv.tto_s < 0 ? INFINITY : s->lv.tto_s);
     if (s->kind == SRC_CGROUP) {
       static const char *const kinds[] = {"usage", "limit", "high", "working_set", "anon", "file"};
       const uint64_t v[] = {s->cg.usage, s->cg.limit, s->cg.high, s->cg.working_set, s->cg.anon, s->cg.file};
       for (int k = 0; k < 6; k++) {
         if ((k == 1 || k == 2) && !v[k]) continue; /* no limit / high set */
         const char *l[] = {"cgroup", s->path, "kind", kinds[k], NULL};
-        lgx_set(r, "leakguard_cgroup_memory_bytes", l, (double)v[k]);
+        lgx_set_m(r, LGX_CGROUP_MEMORY, l, (double)v[k]);
       }
       const char *l[] = {"cgroup", s->path, NULL};
-      lgx_set(r, "leakguard_cgroup_oom_kills_total", l, (double)(s->cg.oom_kill - s->oom_kill0));
+      lgx_set_m(r, LGX_CGROUP_OOM_KILLS, l, (double)(s->cg.oom_kill - s->oom_kill0));
     }
     if (s->psi_some >= 0) {
       const char *scope = s->kind == SRC_CGROUP ? s->path : "system";
       const char *ls[] = {"scope", scope, "kind", "some", NULL};
-      lgx_set(r, "leakguard_memory_pressure_avg10", ls, s->psi_some);
+      lgx_set_m(r, LGX_MEMORY_PRESSURE, ls, s->psi_some);
       if (s->psi_full >= 0) {
         const char *lf[] = {"scope", scope, "kind", "full", NULL};
-        lgx_set(r, "leakguard_memory_pressure_avg10", lf, s->psi_full);
+        lgx_set_m(r, LGX_MEMORY_PRESSURE, lf, s->psi_full);
       }
     }
     if (s->kind == SRC_GPU || s->kind == SRC_GPU_REC) {
       char dev[16];
       num_label(dev, sizeof dev, s->gpu);
       const char *l[] = {"device", dev, "source", s->kind == SRC_GPU ? "nvml" : "recorder", NULL};
-      lgx_set(r, "leakguard_gpu_memory_used_bytes", l, (double)s->gpu_used);
-      lgx_set(r, "leakguard_gpu_memory_total_bytes", l, (double)s->gpu_total);
+      lgx_set_m(r, LGX_GPU_USED, l, (double)s->gpu_used);
+      lgx_set_m(r, LGX_GPU_TOTAL, l, (double)s->gpu_total);
     }
   }
   /* system PSI even when the system source is not a trigger */
@@ -470,10 +466,10 @@ void lgg_export(lgg_guard_t *g, lgx_registry_t *r) {
   if (!has_sys && lgu_read_file("/proc/pressure/memory", buf, sizeof buf) > 0 &&
       lgs_psi_parse(buf, &some, &full) == 0) {
     const char *ls[] = {"scope", "system", "kind", "some", NULL};
-    lgx_set(r, "leakguard_memory_pressure_avg10", ls, some);
+    lgx_set_m(r, LGX_MEMORY_PRESSURE, ls, some);
     if (full >= 0) {
       const char *lf[] = {"scope", "system", "kind", "full", NULL};
-      lgx_set(r, "leakguard_memory_pressure_avg10", lf, full);
+      lgx_set_m(r, LGX_MEMORY_PRESSURE, lf, full);
     }
   }
 }

@@ -635,13 +635,72 @@ void lgx_stop(lgx_server_t *s) {
   free(s);
 }
 
+/* ------------------------------------------------------------------ the catalog */
+static const lgx_metric_def_t catalog[LGX_NMETRICS] = {
+#define LGX_CATALOG_ROW(id, nm, ty, lb, hp) [LGX_##id] = {.name = nm, .type = LGX_##ty, .labels = lb, .help = hp},
+    LGX_CATALOG(LGX_CATALOG_ROW)
+#undef LGX_CATALOG_ROW
+};
+
+const lgx_metric_def_t *lgx_metric(enum lgx_metric m) { return (unsigned)m < LGX_NMETRICS ? &catalog[m] : NULL; }
+
+int lgx_declare_m(lgx_registry_t *r, enum lgx_metric m) {
+  const lgx_metric_def_t *d = lgx_metric(m);
+  return d ? lgx_declare(r, d->name, d->type, d->help) : -EINVAL;
+}
+
+/* 1 when every key of labels ({"key", "value", ..., NULL}) is one of the catalog's keys
+ * in list ("a,b,c"), in that order, each at most once. */
+static int keys_in_catalog(const char *list, const char *const *labels) {
+  const char *at = list;
+  for (size_t i = 0; labels && labels[i]; i += 2) {
+    size_t n = strlen(labels[i]);
+    const char *p = at;
+    for (;;) {
+      size_t k = strcspn(p, ",");
+      if (!k) return 0;
+      if (k == n && !memcmp(p, labels[i], n)) break;
+      if (!p[k]) return 0;
+      p += k + 1;
+    }
+    at = p + n + (p[n] == ',');
+    if (!labels[i + 1]) return 0;
+  }
+  return 1;
+}
+
+static const lgx_metric_def_t *checked(enum lgx_metric m, const char *const *labels) {
+  const lgx_metric_def_t *d = lgx_metric(m);
+  return d && keys_in_catalog(d->labels, labels) ? d : NULL;
+}
+
+int lgx_set_m(lgx_registry_t *r, enum lgx_metric m, const char *const *labels, double value) {
+  const lgx_metric_def_t *d = checked(m, labels);
+  return d ? lgx_set(r, d->name, labels, value) : -EINVAL;
+}
+
+int lgx_add_m(lgx_registry_t *r, enum lgx_metric m, const char *const *labels, double delta) {
+  const lgx_metric_def_t *d = checked(m, labels);
+  return d ? lgx_add(r, d->name, labels, delta) : -EINVAL;
+}
+
+void lgx_clear_m(lgx_registry_t *r, enum lgx_metric m) {
+  const lgx_metric_def_t *d = lgx_metric(m);
+  if (d) lgx_clear(r, d->name);
+}
+
+int lgx_set_histogram_m(lgx_registry_t *r, enum lgx_metric m, const char *const *labels, const double *upper,
+                        const uint64_t *counts, int n, double sum) {
+  const lgx_metric_def_t *d = checked(m, labels);
+  return d ? lgx_set_histogram(r, d->name, labels, upper, counts, n, sum) : -EINVAL;
+}
+
 /* ------------------------------------------------------------------ memory by space, GPU
  * leakguard_live_bytes{space,device} and the field guide's CUDA metrics, verbatim
  * (docs/metrics.md, docs/cuda.md). Live bytes come from the processes still running;
  * counters from every recorded process (a counter must not go down when one ends). */
 void lgx_publish_memory(lgx_registry_t *r, const lgm_proc_t *const *procs, int n) {
-  lgx_declare(r, "leakguard_live_bytes", LGX_GAUGE,
-              "Live bytes recorded in the watched processes, by memory space (and GPU for device, managed, pinned)");
+  lgx_declare_m(r, LGX_LIVE_BYTES);
   int64_t host = 0, mm = 0, gpu[LG_CUDA_MAX_DEVICES][3];
   double recreated[LG_CUDA_MAX_DEVICES], gc = 0;
   memset(gpu, 0, sizeof gpu);
@@ -665,12 +724,12 @@ void lgx_publish_memory(lgx_registry_t *r, const lgm_proc_t *const *procs, int n
       for (int k = 0; k < 3; k++) gpu[d][k] += p->gpu_space_bytes[d][k];
   }
   /* Spaces without memory are left out (host always), so sum() is the total. */
-  lgx_clear(r, "leakguard_live_bytes");
+  lgx_clear_m(r, LGX_LIVE_BYTES);
   const char *lh[] = {"space", "host", NULL};
-  lgx_set(r, "leakguard_live_bytes", lh, (double)host);
+  lgx_set_m(r, LGX_LIVE_BYTES, lh, (double)host);
   if (mm) {
     const char *l[] = {"space", "mmap", NULL};
-    lgx_set(r, "leakguard_live_bytes", l, (double)mm);
+    lgx_set_m(r, LGX_LIVE_BYTES, l, (double)mm);
   }
   static const char *const spaces[3] = {"device", "managed", "pinned"};
   for (int d = 0; d < ndev; d++)
@@ -679,21 +738,18 @@ void lgx_publish_memory(lgx_registry_t *r, const lgm_proc_t *const *procs, int n
       char dev[16];
       snprintf(dev, sizeof dev, "%d", d);
       const char *l[] = {"space", spaces[k], "device", dev, NULL};
-      lgx_set(r, "leakguard_live_bytes", l, (double)gpu[d][k]);
+      lgx_set_m(r, LGX_LIVE_BYTES, l, (double)gpu[d][k]);
     }
   if (!cuda) return;
-  lgx_declare(r, "cuda_memory_allocated_bytes", LGX_GAUGE,
-              "CUDA device memory allocated and not freed, per GPU (recorded at the CUDA driver API)");
-  lgx_declare(r, "cuda_context_recreated_total", LGX_COUNTER,
-              "CUDA contexts created for a GPU after a context of that GPU was destroyed");
-  lgx_declare(r, "gc_triggered_without_cuda_cleanup_count", LGX_COUNTER,
-              "Python gc collections that freed objects holding CUDA memory while the CUDA allocator returned none");
+  lgx_declare_m(r, LGX_CUDA_ALLOCATED);
+  lgx_declare_m(r, LGX_CUDA_CONTEXT_RECREATED);
+  lgx_declare_m(r, LGX_GC_WITHOUT_CUDA_CLEANUP);
   for (int d = 0; d < ndev; d++) {
     char dev[16];
     snprintf(dev, sizeof dev, "%d", d);
     const char *l[] = {"device", dev, NULL};
-    lgx_set(r, "cuda_memory_allocated_bytes", l, (double)gpu[d][0]);
-    lgx_set(r, "cuda_context_recreated_total", l, recreated[d]);
+    lgx_set_m(r, LGX_CUDA_ALLOCATED, l, (double)gpu[d][0]);
+    lgx_set_m(r, LGX_CUDA_CONTEXT_RECREATED, l, recreated[d]);
   }
-  lgx_set(r, "gc_triggered_without_cuda_cleanup_count", NULL, gc);
+  lgx_set_m(r, LGX_GC_WITHOUT_CUDA_CLEANUP, NULL, gc);
 }

@@ -41,6 +41,26 @@ int lgx_set_histogram(lgx_registry_t *r, const char *name, const char *const *la
 /* Removes every series of a family (before re-publishing a top-K set). */
 void lgx_clear(lgx_registry_t *r, const char *name);
 
+/* ---- the catalog (output/metrics_catalog.h): leakguard's own metrics, by id */
+#include "output/metrics_catalog.h"
+typedef struct {
+  const char *name;
+  enum lgx_type type;
+  const char *labels; /* label keys, comma-separated, in order ("" none) */
+  const char *help;
+} lgx_metric_def_t;
+/* The catalog's row for m, NULL for an id outside it. */
+const lgx_metric_def_t *lgx_metric(enum lgx_metric m);
+/* lgx_declare with the catalog's name, type and help. */
+int lgx_declare_m(lgx_registry_t *r, enum lgx_metric m);
+/* lgx_set, lgx_add, lgx_clear, lgx_set_histogram of the catalog's metric m; the label
+ * keys must be among the catalog's, in its order (-EINVAL otherwise). */
+int lgx_set_m(lgx_registry_t *r, enum lgx_metric m, const char *const *labels, double value);
+int lgx_add_m(lgx_registry_t *r, enum lgx_metric m, const char *const *labels, double delta);
+void lgx_clear_m(lgx_registry_t *r, enum lgx_metric m);
+int lgx_set_histogram_m(lgx_registry_t *r, enum lgx_metric m, const char *const *labels, const double *upper,
+                        const uint64_t *counts, int n, double sum);
+
 /* Renders the exposition text into a malloc'd string (*len bytes). 0 or -ENOMEM. */
 int lgx_render(lgx_registry_t *r, char **out, size_t *len);
 

@@ -46,57 +46,52 @@ int main(int argc, char **argv) {
 
   lgx_registry_t *r = lgx_new();
   if (!r) return 98;
-  /* the families leakguard publishes (docs/metrics.md) */
-  static const struct {
-    const char *name;
-    enum lgx_type type;
-    const char *help;
-  } fam[] = {
-      {"leakguard_live_bytes", LGX_GAUGE, "Live heap bytes of the recorded processes."},
-      {"leakguard_site_live_bytes", LGX_GAUGE, "Live bytes of the top allocation sites."},
-      {"leakguard_site_growth_bytes_per_second", LGX_GAUGE, "Growth rate of the top allocation sites."},
-      {"leakguard_leak_suspects", LGX_GAUGE, "Allocation sites currently judged to leak."},
-      {"leakguard_time_to_oom_seconds", LGX_GAUGE, "Predicted time until the memory limit is reached."},
-      {"leakguard_guard_level", LGX_GAUGE, "Guard level: 0 normal, 1 warn, 2 breaker, 3 emergency."},
-      {"leakguard_guard_actions_total", LGX_COUNTER, "Actions taken by the guard."},
-      {"leakguard_cgroup_memory_bytes", LGX_GAUGE, "Memory of the watched cgroup."},
-      {"leakguard_memory_pressure_avg10", LGX_GAUGE, "Memory pressure stall information, some avg10 (percent)."},
-      {"leakguard_gpu_memory_used_bytes", LGX_GAUGE, "GPU memory in use per device."},
-      {"leakguard_dropped_records_total", LGX_COUNTER, "Allocation records the recorder could not keep."},
-      {"leakguard_tag_live_bytes", LGX_GAUGE, "Live bytes of the top allocation tags."},
-      {"leakguard_tag_peak_bytes", LGX_GAUGE, "Peak live bytes of the top allocation tags."},
+  /* the families leakguard publishes, as its catalog declares them (docs/metrics.md) */
+  static const enum lgx_metric fam[] = {
+      LGX_LIVE_BYTES,
+      LGX_SITE_LIVE_BYTES,
+      LGX_SITE_GROWTH,
+      LGX_LEAK_SUSPECTS,
+      LGX_TIME_TO_OOM,
+      LGX_GUARD_LEVEL,
+      LGX_GUARD_ACTIONS,
+      LGX_CGROUP_MEMORY,
+      LGX_MEMORY_PRESSURE,
+      LGX_GPU_USED,
+      LGX_DROPPED_RECORDS,
+      LGX_TAG_LIVE_BYTES,
+      LGX_TAG_PEAK_BYTES,
   };
-  for (size_t i = 0; i < sizeof fam / sizeof *fam; i++)
-    must(lgx_declare(r, fam[i].name, fam[i].type, fam[i].help), fam[i].name);
+  for (size_t i = 0; i < sizeof fam / sizeof *fam; i++) must(lgx_declare_m(r, fam[i]), lgx_metric(fam[i])->name);
 
   const char *s1[] = {"site", "cache_put (leaky.c:28)", NULL};
   const char *s2[] = {"site", "parse \"quoted\" (codec.c:7)", NULL};
-  must(lgx_set(r, "leakguard_site_live_bytes", s1, 3858759), "site");
-  must(lgx_set(r, "leakguard_site_live_bytes", s2, 65536), "site");
-  must(lgx_set(r, "leakguard_site_growth_bytes_per_second", s1, 965632), "growth");
-  must(lgx_set(r, "leakguard_site_growth_bytes_per_second", s2, 0), "growth");
-  must(lgx_set(r, "leakguard_leak_suspects", NULL, 1), "suspects");
+  must(lgx_set_m(r, LGX_SITE_LIVE_BYTES, s1, 3858759), "site");
+  must(lgx_set_m(r, LGX_SITE_LIVE_BYTES, s2, 65536), "site");
+  must(lgx_set_m(r, LGX_SITE_GROWTH, s1, 965632), "growth");
+  must(lgx_set_m(r, LGX_SITE_GROWTH, s2, 0), "growth");
+  must(lgx_set_m(r, LGX_LEAK_SUSPECTS, NULL, 1), "suspects");
   const char *src[] = {"source", "cgroup:/sys/fs/cgroup/serve", NULL};
-  must(lgx_set(r, "leakguard_time_to_oom_seconds", src, 25920), "ttoom");
-  must(lgx_set(r, "leakguard_guard_level", NULL, 1), "level");
+  must(lgx_set_m(r, LGX_TIME_TO_OOM, src, 25920), "ttoom");
+  must(lgx_set_m(r, LGX_GUARD_LEVEL, NULL, 1), "level");
   const char *a1[] = {"action", "warn", NULL}, *a2[] = {"action", "shed", NULL};
-  must(lgx_set(r, "leakguard_guard_actions_total", a1, 2), "actions");
-  must(lgx_set(r, "leakguard_guard_actions_total", a2, 0), "actions");
+  must(lgx_set_m(r, LGX_GUARD_ACTIONS, a1, 2), "actions");
+  must(lgx_set_m(r, LGX_GUARD_ACTIONS, a2, 0), "actions");
   const char *k1[] = {"cgroup", "/sys/fs/cgroup/serve", "kind", "usage", NULL};
   const char *k2[] = {"cgroup", "/sys/fs/cgroup/serve", "kind", "limit", NULL};
-  must(lgx_set(r, "leakguard_cgroup_memory_bytes", k1, 536870912), "cgroup");
-  must(lgx_set(r, "leakguard_cgroup_memory_bytes", k2, 1073741824), "cgroup");
+  must(lgx_set_m(r, LGX_CGROUP_MEMORY, k1, 536870912), "cgroup");
+  must(lgx_set_m(r, LGX_CGROUP_MEMORY, k2, 1073741824), "cgroup");
   const char *p1[] = {"scope", "system", "kind", "some", NULL}, *p2[] = {"scope", "system", "kind", "full", NULL};
-  must(lgx_set(r, "leakguard_memory_pressure_avg10", p1, 0.25), "psi");
-  must(lgx_set(r, "leakguard_memory_pressure_avg10", p2, 0.1), "psi");
+  must(lgx_set_m(r, LGX_MEMORY_PRESSURE, p1, 0.25), "psi");
+  must(lgx_set_m(r, LGX_MEMORY_PRESSURE, p2, 0.1), "psi");
   const char *g0[] = {"device", "0", NULL};
-  must(lgx_set(r, "leakguard_gpu_memory_used_bytes", g0, 2147483648.0), "gpu");
-  must(lgx_set(r, "leakguard_dropped_records_total", NULL, 0), "dropped");
+  must(lgx_set_m(r, LGX_GPU_USED, g0, 2147483648.0), "gpu");
+  must(lgx_set_m(r, LGX_DROPPED_RECORDS, NULL, 0), "dropped");
   const char *t1[] = {"tag", "request", NULL};
-  must(lgx_set(r, "leakguard_tag_live_bytes", t1, 262144), "tag");
-  must(lgx_set(r, "leakguard_tag_peak_bytes", t1, 1048576), "tag");
+  must(lgx_set_m(r, LGX_TAG_LIVE_BYTES, t1, 262144), "tag");
+  must(lgx_set_m(r, LGX_TAG_PEAK_BYTES, t1, 1048576), "tag");
   double live = 123456789;
-  must(lgx_set(r, "leakguard_live_bytes", NULL, live), "live");
+  must(lgx_set_m(r, LGX_LIVE_BYTES, NULL, live), "live");
 
   lgx_server_t *srv = NULL;
   char why[256];
@@ -119,7 +114,7 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     if ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9 >= seconds) break;
     live += 4096;
-    lgx_set(r, "leakguard_live_bytes", NULL, live);
+    lgx_set_m(r, LGX_LIVE_BYTES, NULL, live);
   }
   lgx_stop(srv);
   lgx_free(r);

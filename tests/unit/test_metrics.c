@@ -6,7 +6,8 @@
  * argument checking, and the HTTP endpoint: lgx_serve on a loopback port answers a
  * plain-socket GET /metrics with the rendered body, 404 elsewhere, 405 for POST; a
  * port already in use fails with -EADDRINUSE and a message that says so; bad
- * addresses fail with -EINVAL.
+ * addresses fail with -EINVAL. The catalog (output/metrics_catalog.h): label keys checked,
+ * and docs/metrics.md listing exactly its metrics, types and labels.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -348,6 +349,87 @@ static void test_serve_bad_addr(void **state) {
   lgx_free(r);
 }
 
+/* ------------------------------------------------------------------ the catalog */
+
+/* Series of catalog metrics take only the catalog's label keys, in its order. */
+static void test_catalog_labels(void **state) {
+  (void)state;
+  lgx_registry_t *r = lgx_new();
+  assert_int_equal(lgx_declare_m(r, LGX_LIVE_BYTES), 0);
+  const char *host[] = {"space", "host", NULL};
+  const char *gpu[] = {"space", "device", "device", "0", NULL};
+  const char *swapped[] = {"device", "0", "space", "device", NULL};
+  const char *other[] = {"pid", "1", NULL};
+  assert_int_equal(lgx_set_m(r, LGX_LIVE_BYTES, host, 5), 0);
+  assert_int_equal(lgx_set_m(r, LGX_LIVE_BYTES, gpu, 7), 0);
+  assert_int_equal(lgx_set_m(r, LGX_LIVE_BYTES, swapped, 1), -EINVAL);
+  assert_int_equal(lgx_set_m(r, LGX_LIVE_BYTES, other, 1), -EINVAL);
+  assert_int_equal(lgx_set_m(r, LGX_RSS_BYTES, host, 1), -EINVAL); /* no labels at all */
+  assert_int_equal(lgx_set_m(r, LGX_NMETRICS, NULL, 1), -EINVAL);
+  expect_render(r, "# HELP leakguard_live_bytes Live bytes recorded in the watched processes, by memory space (and "
+                   "GPU for device, managed, pinned)\n"
+                   "# TYPE leakguard_live_bytes gauge\n"
+                   "leakguard_live_bytes{space=\"host\"} 5\n"
+                   "leakguard_live_bytes{space=\"device\",device=\"0\"} 7\n");
+  lgx_free(r);
+}
+
+/* docs/metrics.md lists every catalog metric with its type and labels, and nothing the
+ * catalog does not have: "| `name` | type | `key`, `key` | meaning |" rows (a histogram's
+ * `le` is the format's own label). A metric may have several rows (time to OOM: the
+ * recorder's and the guard's); each must agree. */
+static void test_catalog_docs(void **state) {
+  (void)state;
+  FILE *f = fopen(LG_SOURCE_DIR "/docs/metrics.md", "r");
+  assert_non_null(f);
+  int seen[LGX_NMETRICS] = {0};
+  char line[4096];
+  int rows = 0;
+  while (fgets(line, sizeof line, f)) {
+    char name[128], type[32];
+    int at = 0;
+    /* a metric's row: its name starts lower case (the alerts' rows are Leakguard...) */
+    if (sscanf(line, "| `%127[a-z0-9_]` | %31[a-z] |%n", name, type, &at) != 2 || !at) continue;
+    const char *labels = line + at, *end = strchr(labels, '|');
+    assert_non_null(end);
+    rows++;
+    /* labels as the catalog writes them: the backquoted keys, comma-separated */
+    char keys[256] = "";
+    size_t w = 0;
+    for (const char *p = labels; (p = strchr(p, '`')) != NULL && p < end;) {
+      const char *e = strchr(p + 1, '`');
+      if (!e || e > end) break;
+      if (w) keys[w++] = ',';
+      memcpy(keys + w, p + 1, (size_t)(e - p - 1));
+      w += (size_t)(e - p - 1);
+      keys[w] = 0;
+      p = e + 1;
+    }
+    int found = -1;
+    for (int m = 0; m < LGX_NMETRICS; m++)
+      if (!strcmp(lgx_metric(m)->name, name)) found = m;
+    if (found < 0) print_error("docs/metrics.md: %s is not in the catalog\n", name);
+    assert_true(found >= 0);
+    const lgx_metric_def_t *d = lgx_metric(found);
+    static const char *const tn[] = {"gauge", "counter", "histogram"};
+    char want[256];
+    snprintf(want, sizeof want, "%s%s%s", d->labels, d->type == LGX_HISTOGRAM && d->labels[0] ? "," : "",
+             d->type == LGX_HISTOGRAM ? "le" : "");
+    if (strcmp(tn[d->type], type) || strcmp(want, keys))
+      print_error("docs/metrics.md: %s is a %s with labels \"%s\"; the catalog: %s, \"%s\"\n", name, type, keys,
+                  tn[d->type], want);
+    assert_string_equal(tn[d->type], type);
+    assert_string_equal(want, keys);
+    seen[found] = 1;
+  }
+  fclose(f);
+  for (int m = 0; m < LGX_NMETRICS; m++) {
+    if (!seen[m]) print_error("docs/metrics.md does not list %s\n", lgx_metric(m)->name);
+    assert_true(seen[m]);
+  }
+  assert_true(rows >= LGX_NMETRICS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_empty),
@@ -361,6 +443,8 @@ int main(void) {
       cmocka_unit_test(test_serve),
       cmocka_unit_test(test_serve_default_loopback),
       cmocka_unit_test(test_serve_bad_addr),
+      cmocka_unit_test(test_catalog_labels),
+      cmocka_unit_test(test_catalog_docs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
