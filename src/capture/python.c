@@ -227,6 +227,46 @@ void lgi_python_thread_exit(lgi_tls_t *t) {
   t->pycache = NULL;
 }
 
+/* The calling thread's Python chain as it stands, as one 64-bit key: each link's code
+ * object, instruction (the line is the instruction's) and code fingerprint (code_fp:
+ * in case a code object died and another took its address). The same reads as the
+ * frame cache's key, and nothing more: no line table, no per-frame cache probe, no
+ * interning, no lock, no hash of the resulting stack. Two chains with the same key give
+ * the same lgi_python_frames result (which reads nothing else), so unwind.c keeps that
+ * result per key: in a program that allocates at the same few lines again and again
+ * (every Python program) the frame walk, its interning and the stack's hash are done
+ * once per chain, not once per object (issue #32; BENCHMARKS.md, "The Python chain
+ * cache"). 0 when the thread runs no Python code, the chain is longer than
+ * LGI_PY_CHAIN_HOPS links before it reaches its outermost frame or importlib's
+ * _call_with_frames_removed (where lgi_python_frames stops), or a link fails the cheap
+ * checks: the caller then walks the long way, which decides. */
+#define LGI_PY_CHAIN_HOPS 64
+int lgi_python_chain_key(uint64_t *key) {
+  if (!lgi_python_active()) return 0;
+  const lgi_pylayout_t *l = rd.lay;
+  uintptr_t f = lgi_py_innermost(&rd);
+  if (!f) return 0;
+  const uint64_t ic = __atomic_load_n(&import_code, __ATOMIC_ACQUIRE);
+  const int interp = l->model == LGI_PYF_INTERP;
+  uint64_t h = 0x243F6A8885A308D3ull;
+  for (unsigned hops = 0;; hops++) {
+    if (hops == LGI_PY_CHAIN_HOPS) return 0; /* longer than the walk */
+    if (!lgi_py_ptr_ok(f)) return 0;
+    uintptr_t c = lgi_py_rd_ptr(f, l->f_code);
+    if (!lgi_py_ptr_ok(c)) return 0;
+    uint64_t ip = interp ? lgi_py_rd_ptr(f, l->f_instr) : (uint64_t)(uint32_t)lgi_py_rd_int(f, l->f_instr);
+    /* each step a bijection of h: chains that differ in one word never collide */
+    h = (h ^ c) * 0x9E3779B97F4A7C15ull;
+    h = (h ^ ip) * 0xC2B2AE3D27D4EB4Full;
+    h = (h ^ code_fp(l, c)) * 0x165667B19E3779F9ull;
+    if (c == ic) break;
+    f = lgi_py_rd_ptr(f, l->f_back);
+    if (!f) break;
+  }
+  *key = h ^ h >> 31;
+  return 1;
+}
+
 /* 1 while the calling thread runs under an import: importlib's _call_with_frames_removed
  * is on its Python stack. Pointers only (no line, no interning, no lock): preload.c asks
  * at every allocation of a thread whose imports are sampled, to record in full again as

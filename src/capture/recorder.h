@@ -282,6 +282,9 @@ static inline int lgi_python_active(void) { return __atomic_load_n(&lgi_py_state
 /* Writes up to max Python frames (LG_PYFRAME_BIT | pyframe id), innermost first, of
  * the calling thread; 0 when it runs no Python code. */
 LGI_HIDDEN unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max, int *imported);
+/* 1 with a key of the calling thread's whole Python chain (pointers only, no interning):
+ * equal keys, equal lgi_python_frames results; 0 when there is none or it is too long. */
+LGI_HIDDEN int lgi_python_chain_key(uint64_t *key);
 /* *imported of lgi_python_frames: the walk stopped at the frame that runs a module's
  * body during an import; and the allocating code is C that importlib called itself. */
 #define LGI_PY_UNDER_IMPORT 1

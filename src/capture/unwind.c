@@ -77,6 +77,14 @@ typedef struct {
   uint64_t hash;
   uint32_t id;
 } lgi_pyst_ent_t;
+/* A Python thread's stack id by its chain key (lgi_python_chain_key), for allocations
+ * made by the interpreter itself, whose stack is the Python frames alone. */
+#define LGI_PYCHAIN_ENTRIES 4096
+typedef struct {
+  uint64_t key;
+  uint32_t id;
+  uint32_t under_import;
+} lgi_pychain_ent_t;
 
 /* The per-thread memory (recorder.h): the stack cache, and the buffers of an unwind,
  * which on the stack took ~8 KiB of whatever stack the program was on. */
@@ -99,6 +107,7 @@ struct lgi_unw_mem {
   void *bt[LG_MAX_DEPTH + 8];
   uint64_t all[LG_MAX_DEPTH]; /* lgi_capture_all: the Python frames, then native ones */
   lgi_pyst_ent_t pyst[LGI_PYST_ENTRIES];
+  lgi_pychain_ent_t pychain[LGI_PYCHAIN_ENTRIES];
   lgi_head_ent_t head[LGI_HEAD_ENTRIES];
   unsigned head_skip; /* native_head: frames up to and including ra0 in its trace, 0: not known */
 };
@@ -704,6 +713,27 @@ static uint32_t py_stack_id(lgi_unw_mem_t *m, const uint64_t *ips, unsigned n, u
   }
   return id;
 }
+
+/* The stack id kept for a chain key, 0 when none. A signal handler's capture may
+ * rewrite the entry between two reads of this thread: the id counts only when it is
+ * the same before and after the key was read. */
+static inline uint32_t pychain_get(const lgi_pychain_ent_t *e, uint64_t key, unsigned *under_import) {
+  uint32_t id = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE);
+  if (!id || __atomic_load_n(&e->key, __ATOMIC_RELAXED) != key) return 0;
+  *under_import = __atomic_load_n(&e->under_import, __ATOMIC_RELAXED);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  return __atomic_load_n(&e->id, __ATOMIC_RELAXED) == id ? id : 0;
+}
+static inline void pychain_put(lgi_pychain_ent_t *e, uint64_t key, uint32_t id, unsigned under_import) {
+  __atomic_store_n(&e->id, 0, __ATOMIC_RELAXED);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  __atomic_store_n(&e->key, key, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->under_import, under_import, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->id, id, __ATOMIC_RELEASE);
+  /* a signal handler that captured in between rewrote it: drop both */
+  if (__atomic_load_n(&e->key, __ATOMIC_RELAXED) != key) __atomic_store_n(&e->id, 0, __ATOMIC_RELAXED);
+}
+
 uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
   t->under_import = 0;
   if (!lgi_python_active()) return capture_fast(t, ra0, cfa0, space);
@@ -711,6 +741,21 @@ uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned s
   lgi_unw_mem_t *m = unw_mem(t, &tmp);
   if (LGI_UNLIKELY(!m)) return lgi_capture(t, ra0, cfa0, space);
   uint32_t id;
+  /* Called from the interpreter itself, the stack is the Python frames alone: known
+   * from an earlier allocation under the same chain, it costs one read of the chain's
+   * pointers (lgi_python_chain_key) instead of the walk below. */
+  lgi_pychain_ent_t *ce = NULL;
+  uint64_t ckey = 0;
+  if (lgi_python_interp_frame(ra0) && lgi_python_chain_key(&ckey)) {
+    ckey = (ckey ^ space) * 0x9E3779B97F4A7C15ull;
+    ce = &m->pychain[(ckey >> 40) & (LGI_PYCHAIN_ENTRIES - 1)];
+    unsigned ui = 0;
+    if ((id = pychain_get(ce, ckey, &ui)) != 0) {
+      t->under_import = ui;
+      if (LGI_UNLIKELY(tmp)) lgi_pages_free(m, sizeof *m);
+      return id;
+    }
+  }
   /* Reading Python frames interns new ones (file and function names on the stack)
    * and may decode a line table: not on a nearly full stack either. */
   int imported = 0;
@@ -726,6 +771,7 @@ uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned s
      * allocations), the Python line alone is the site: which internal C path
      * allocated does not matter to the user and would multiply the sites. */
     id = py_stack_id(m, m->all, np, space);
+    if (ce && id != LGI_STACK_OVERFLOW && !tmp) pychain_put(ce, ckey, id, t->under_import);
   } else {
     unsigned nd = native_head(t, m, !tmp, ra0, cfa0, m->all + np,
                               (imported & LGI_PY_IMPORTLIB_C) ? LGI_PY_NATIVE_IMPORT : LGI_PY_NATIVE);
