@@ -12,86 +12,14 @@
  * mutable static state, and libm only. Compiled once (an object library linked into
  * the preload library, the analysis layer and the classifier tools); lg_classify(),
  * which needs the generated model, is in classify_api.c so that the trainer can link
- * the features without a model.
+ * the features without a model. The names of patterns and features and the inference
+ * are classify_infer.c's.
  */
 #include "analysis/classify.h"
 
 #include <errno.h>
 #include <math.h>
 #include <string.h>
-
-static const char *const pattern_names[LG_PATTERN_COUNT] = {
-    "stable", "linear-leak", "accelerating-leak", "step-leak", "plateau", "sawtooth", "fragmentation",
-};
-
-/* Stable name of a pattern; NULL when p is out of range. */
-LG_API const char *lg_pattern_name(lg_pattern_t p) {
-  if ((unsigned)p >= (unsigned)LG_PATTERN_COUNT) return NULL;
-  return pattern_names[p];
-}
-
-/* 1 for linear-leak, accelerating-leak and step-leak, else 0. */
-LG_API int lg_pattern_is_leak(lg_pattern_t p) {
-  return p == LG_PATTERN_LINEAR_LEAK || p == LG_PATTERN_ACCELERATING_LEAK || p == LG_PATTERN_STEP_LEAK;
-}
-
-static const char *const feature_names[LGI_F_PROFILE] = {
-    "log_n",
-    "lin_slope",
-    "lin_r2",
-    "quad_c",
-    "quad_gain",
-    "slope_first",
-    "slope_mid",
-    "slope_last",
-    "accel",
-    "ts_floor",
-    "ts_ceil",
-    "ts_mean",
-    "mk_tau",
-    "spread",
-    "drawdown",
-    "up_frac",
-    "t50",
-    "t90",
-    "growth",
-    "jump_up_count",
-    "jump_down_count",
-    "jump_up_mass",
-    "jump_down_mass",
-    "jump_up_max",
-    "jump_down_max",
-    "resid",
-    "noise",
-    "zero_cross",
-    "acf1",
-    "acf_peak",
-    "acf_lag",
-    "outliers",
-    "last_vs_max",
-    "has_rss",
-    "rss_growth",
-    "live_growth_rss",
-    "rss_excess",
-    "rss_vs_live",
-    "rss_tau",
-    "rss_t50",
-    "vn_ratio",
-    "hinge_gain",
-    "hinge_at",
-    "post_curv",
-    "res_skew",
-    "res_kurt",
-    "res_geary",
-    "inc_skew",
-    "rel_spread",
-};
-
-/* Name of feature i; profile features are all called "profile". NULL if out of range. */
-const char *lgi_classify_feature_name(int i) {
-  if (i < 0 || i >= LGI_CLS_NFEAT) return NULL;
-  return i < LGI_F_PROFILE ? feature_names[i] : "profile";
-}
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -212,51 +140,70 @@ static double rise_time(const double *y, int k, double base, double g, double fr
 
 /* ------------------------------------------------------------------ features */
 
-int lgi_classify_features(const double *t, const double *v, const double *rss, size_t n, double f[LGI_CLS_NFEAT]) {
-  if (!t || !v || !f || n < 8) return -EINVAL;
-  for (size_t i = 0; i < n; i++) {
-    if (!isfinite(t[i]) || !isfinite(v[i]) || (rss && !isfinite(rss[i]))) return -EDOM;
-    if (i && !(t[i] > t[i - 1])) return -EDOM;
-  }
+/* A series on its way to features: what the steps of lgi_classify_features share. */
+typedef struct {
+  const double *t, *v, *rss; /* the input */
+  size_t n;                  /* its samples, without a teardown's last ones */
+  long m;                    /* samples kept: n, or LGI_CLS_CAP bucket means */
+  double u[LGI_CLS_CAP];     /* time, to [0, 1] (step 2) */
+  double y[LGI_CLS_CAP];     /* values in scale units (step 3) */
+  double r[LGI_CLS_CAP];     /* rss, bytes */
+  double yf[LGI_CLS_CAP];    /* y, median-3 filtered (step 4) */
+  double w[LGI_CLS_SEL];     /* scratch for quantiles */
+  double t0, inv_span;       /* u = (t - t0) * inv_span */
+  double med, scale, inv_scale;
+  int flat; /* no spread to speak of: scale is the level, inv_scale 0 */
+} cls_series_t;
 
-  /* 0. Teardown: a program that frees its data at exit ends with a collapse in its
-   * last sample or two (to under half of a positive value). The shape is what the
-   * program did while it ran, so those samples are left out, as the detector does
-   * (src/analysis/detect.c). */
-  for (int k = 0; k < 2 && n > 8 && v[n - 2] > 0 && v[n - 1] >= 0 && v[n - 1] < 0.5 * v[n - 2]; k++) n--;
+/* The window means of step 6 that step 9 compares rss with. */
+enum { W = LGI_CLS_WIN };
+typedef struct {
+  int cnt[W];   /* samples per window */
+  int np;       /* windows with samples */
+  double pc[W]; /* their mean times */
+  double pr[W]; /* their mean rss */
+  double rmean[W];
+  double ts_mean; /* Theil-Sen slope of the window means, scale units per unit u */
+} cls_windows_t;
 
-  /* 1. Bounded copy: bucket means when n > LGI_CLS_CAP (buckets by index). */
-  double u[LGI_CLS_CAP], y[LGI_CLS_CAP], r[LGI_CLS_CAP], yf[LGI_CLS_CAP], w[LGI_CLS_SEL];
-  long m;
+/* 1. Bounded copy: bucket means when n > LGI_CLS_CAP (buckets by index). */
+static void cls_copy(cls_series_t *s) {
+  const double *t = s->t, *v = s->v, *rss = s->rss;
+  size_t n = s->n;
   if (n <= LGI_CLS_CAP) {
-    m = (long)n;
-    memcpy(u, t, n * sizeof *t);
-    memcpy(y, v, n * sizeof *v);
-    if (rss) memcpy(r, rss, n * sizeof *rss);
-  } else {
-    m = LGI_CLS_CAP;
-    for (long b = 0; b < m; b++) {
-      size_t lo = (size_t)b * n / (size_t)m, hi = (size_t)(b + 1) * n / (size_t)m;
-      double st = 0, sv = 0, sr = 0;
-      for (size_t i = lo; i < hi; i++) {
-        st += t[i] - t[0];
-        sv += v[i];
-        if (rss) sr += rss[i];
-      }
-      double c = (double)(hi - lo);
-      u[b] = st / c;
-      y[b] = sv / c;
-      r[b] = rss ? sr / c : 0;
-    }
+    s->m = (long)n;
+    memcpy(s->u, t, n * sizeof *t);
+    memcpy(s->y, v, n * sizeof *v);
+    if (rss) memcpy(s->r, rss, n * sizeof *rss);
+    return;
   }
+  long m = s->m = LGI_CLS_CAP;
+  for (long b = 0; b < m; b++) {
+    size_t lo = (size_t)b * n / (size_t)m, hi = (size_t)(b + 1) * n / (size_t)m;
+    double st = 0, sv = 0, sr = 0;
+    for (size_t i = lo; i < hi; i++) {
+      st += t[i] - t[0];
+      sv += v[i];
+      if (rss) sr += rss[i];
+    }
+    double c = (double)(hi - lo);
+    s->u[b] = st / c;
+    s->y[b] = sv / c;
+    s->r[b] = rss ? sr / c : 0;
+  }
+}
 
-  /* 2. Time to [0, 1]. */
-  double t0 = u[0], inv_span = 1.0 / (u[m - 1] - u[0]);
-  for (long i = 0; i < m; i++) u[i] = (u[i] - t0) * inv_span;
+/* 2. Time to [0, 1]. 3. Values to scale units: centred on the median, divided by
+ * p95 - p5. 4. Median-3 filter (removes isolated spikes, keeps steps). */
+static void cls_normalise(cls_series_t *s, double f[LGI_CLS_NFEAT]) {
+  long m = s->m;
+  double *u = s->u, *y = s->y, *yf = s->yf, *w = s->w;
+  s->t0 = u[0];
+  s->inv_span = 1.0 / (u[m - 1] - u[0]);
+  for (long i = 0; i < m; i++) u[i] = (u[i] - s->t0) * s->inv_span;
   u[0] = 0.0;
   u[m - 1] = 1.0;
 
-  /* 3. Values to scale units: centred on the median, divided by p95 - p5. */
   long ns = strided(y, m, w);
   long mid = (ns - 1) / 2, k95 = (ns - 1) * 95 / 100; /* ns >= 8: k5 < mid < k95 */
   double med = kth(w, ns, mid);
@@ -277,13 +224,87 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   if (flat) scale = fabs(med) > 0 ? fabs(med) : 1.0;
   double inv_scale = flat ? 0.0 : 1.0 / scale;
   for (long i = 0; i < m; i++) y[i] = (y[i] - med) * inv_scale;
+  s->med = med;
+  s->scale = scale;
+  s->inv_scale = inv_scale;
+  s->flat = flat;
 
-  /* 4. Median-3 filter (removes isolated spikes, keeps steps). */
   yf[0] = y[0];
   yf[m - 1] = y[m - 1];
   for (long i = 1; i < m - 1; i++) yf[i] = med3(y[i - 1], y[i], y[i + 1]);
+}
 
-  /* 5. Linear and quadratic fits on the filtered series, slopes per third. */
+/* Shape of the distribution of the unfiltered samples around the quadratic fit
+ * mu_y + qa + qb x + qc x^2 (x = u - 1/2), and of their increments, from the raw input
+ * (all of it up to LGI_CLS_CAP samples, else LGI_CLS_CAP strided samples, in units of
+ * their own p95 - p5: bucket means would average an aliased saw-tooth into Gaussian
+ * noise). Gaussian noise is symmetric (skewness 0, kurtosis 3); a saw-tooth sampled
+ * slower than its period scatters between a hard floor and the batch peaks: bunched
+ * near the floor (skewness > 0), uniform for a ramp (kurtosis 1.8) or two-valued for
+ * on/off batches (kurtosis near 1). Residuals are clipped to +-1 scale unit (3 sigma of
+ * Gaussian noise) and increments to +-1.5, so that a few spikes cannot dominate. Sums
+ * are single pass. */
+static void cls_residual_shape(cls_series_t *s, double mu_y, double qa, double qb, double qc, double f[LGI_CLS_NFEAT]) {
+  const double *t = s->t, *v = s->v, *u = s->u, *y = s->y;
+  size_t n = s->n;
+  long m = s->m;
+  double *w = s->w;
+  int raw = n > LGI_CLS_CAP;
+  long nr = raw ? LGI_CLS_CAP : m;
+  double e1 = 0, e2 = 0, e3 = 0, e4 = 0, d1 = 0, d2 = 0, d3 = 0;
+  double c0 = mu_y + qa, rt0 = s->t0 + 0.5 / s->inv_span; /* x = u - 1/2 (u from t - t[0]) */
+  double eb[LGI_CLS_CAP], rs = s->inv_scale, fk = 1.0;
+  if (raw) { /* raw scale units: bucket means shrink (or erase) fast teeth */
+    for (long k = 0; k < LGI_CLS_SEL; k++) w[k] = v[(size_t)k * (n - 1) / LGI_CLS_SEL];
+    double lo = kth(w, LGI_CLS_SEL, (LGI_CLS_SEL - 1) * 5 / 100);
+    double hi = kth(w, LGI_CLS_SEL, (LGI_CLS_SEL - 1) * 95 / 100);
+    if (hi - lo > 1e-13 * fabs(s->med) && hi - lo > 0) {
+      rs = 1.0 / (hi - lo);
+      fk = s->flat ? 0.0 : s->scale * rs; /* the fit, from scale units to raw scale units */
+    }
+  }
+  for (long k = 0; k < nr; k++) {
+    double x, yi, d;
+    if (raw) {
+      size_t i = (size_t)k * (n - 1) / LGI_CLS_CAP;
+      x = ((t[i] - t[0]) - rt0) * s->inv_span;
+      yi = (v[i] - s->med) * rs;
+      d = (v[i + 1] - v[i]) * rs;
+    } else {
+      x = u[k] - 0.5;
+      yi = y[k];
+      d = k + 1 < m ? y[k + 1] - y[k] : 0.0;
+    }
+    double e = clampd(yi - fk * (c0 + (qb + qc * x) * x), -1, 1), ee = e * e;
+    eb[k] = e;
+    d = clampd(d, -1.5, 1.5);
+    double dd = d * d;
+    e1 += e;
+    e2 += ee;
+    e3 += ee * e;
+    e4 += ee * ee;
+    d1 += d;
+    d2 += dd;
+    d3 += dd * d;
+  }
+  double N = (double)nr, Nd = (double)(raw ? nr : nr - 1);
+  double a1 = e1 / N, c2 = e2 / N - a1 * a1;
+  double c3 = e3 / N - 3 * a1 * e2 / N + 2 * a1 * a1 * a1;
+  double c4 = e4 / N - 4 * a1 * e3 / N + 6 * a1 * a1 * e2 / N - 3 * a1 * a1 * a1 * a1;
+  int ok = c2 > 1e-10;
+  f[LGI_F_RES_SKEW] = ok ? clampd(c3 / (c2 * sqrt(c2)), -5, 5) : 0.0;
+  f[LGI_F_RES_KURT] = ok ? clampd(c4 / (c2 * c2), 1, 12) - 3 : 0.0;
+  double mad = 0;
+  for (long k = 0; k < nr; k++) mad += fabs(eb[k] - a1);
+  f[LGI_F_RES_GEARY] = ok ? mad / N / sqrt(c2) - 0.8 : 0.0;
+  double b1 = d1 / Nd, q2 = d2 / Nd - b1 * b1, q3 = d3 / Nd - 3 * b1 * d2 / Nd + 2 * b1 * b1 * b1;
+  f[LGI_F_INC_SKEW] = q2 > 1e-10 ? clampd(q3 / (q2 * sqrt(q2)), -5, 5) : 0.0;
+}
+
+/* 5. Linear and quadratic fits on the filtered series, slopes per third. */
+static void cls_fits(cls_series_t *s, double f[LGI_CLS_NFEAT]) {
+  long m = s->m;
+  const double *u = s->u, *y = s->y, *yf = s->yf;
   double su = 0, sy = 0;
   for (long i = 0; i < m; i++) {
     su += u[i];
@@ -333,72 +354,12 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
     eprev = er;
   }
   f[LGI_F_VN_RATIO] = vn_den > 1e-20 * M ? clampd(vn_num / vn_den, 0, 4) : 0.0;
-  /* Shape of the distribution of the unfiltered samples around the quadratic fit, and
-   * of their increments, from the raw input (all of it up to LGI_CLS_CAP samples, else
-   * LGI_CLS_CAP strided samples, in units of their own p95 - p5: bucket means would
-   * average an aliased saw-tooth into Gaussian noise). Gaussian noise is symmetric
-   * (skewness 0, kurtosis 3); a saw-tooth sampled slower than its period scatters between a hard floor and the batch peaks:
-   * bunched near the floor (skewness > 0), uniform for a ramp (kurtosis 1.8) or
-   * two-valued for on/off batches (kurtosis near 1). Residuals are clipped to +-1
-   * scale unit (3 sigma of Gaussian noise) and increments to +-1.5, so that a few
-   * spikes cannot dominate. Sums are single pass. */
-  {
-    int raw = n > LGI_CLS_CAP;
-    long nr = raw ? LGI_CLS_CAP : m;
-    double e1 = 0, e2 = 0, e3 = 0, e4 = 0, d1 = 0, d2 = 0, d3 = 0;
-    double c0 = mu_y + qa, rt0 = t0 + 0.5 / inv_span; /* x = u - 1/2 (u from t - t[0]) */
-    double eb[LGI_CLS_CAP], rs = inv_scale, fk = 1.0;
-    if (raw) { /* raw scale units: bucket means shrink (or erase) fast teeth */
-      for (long k = 0; k < LGI_CLS_SEL; k++) w[k] = v[(size_t)k * (n - 1) / LGI_CLS_SEL];
-      double lo = kth(w, LGI_CLS_SEL, (LGI_CLS_SEL - 1) * 5 / 100);
-      double hi = kth(w, LGI_CLS_SEL, (LGI_CLS_SEL - 1) * 95 / 100);
-      if (hi - lo > 1e-13 * fabs(med) && hi - lo > 0) {
-        rs = 1.0 / (hi - lo);
-        fk = flat ? 0.0 : scale * rs; /* the fit, from scale units to raw scale units */
-      }
-    }
-    for (long k = 0; k < nr; k++) {
-      double x, yi, d;
-      if (raw) {
-        size_t i = (size_t)k * (n - 1) / LGI_CLS_CAP;
-        x = ((t[i] - t[0]) - rt0) * inv_span;
-        yi = (v[i] - med) * rs;
-        d = (v[i + 1] - v[i]) * rs;
-      } else {
-        x = u[k] - 0.5;
-        yi = y[k];
-        d = k + 1 < m ? y[k + 1] - y[k] : 0.0;
-      }
-      double e = clampd(yi - fk * (c0 + (qb + qc * x) * x), -1, 1), ee = e * e;
-      eb[k] = e;
-      d = clampd(d, -1.5, 1.5);
-      double dd = d * d;
-      e1 += e;
-      e2 += ee;
-      e3 += ee * e;
-      e4 += ee * ee;
-      d1 += d;
-      d2 += dd;
-      d3 += dd * d;
-    }
-    double N = (double)nr, Nd = (double)(raw ? nr : nr - 1);
-    double a1 = e1 / N, c2 = e2 / N - a1 * a1;
-    double c3 = e3 / N - 3 * a1 * e2 / N + 2 * a1 * a1 * a1;
-    double c4 = e4 / N - 4 * a1 * e3 / N + 6 * a1 * a1 * e2 / N - 3 * a1 * a1 * a1 * a1;
-    int ok = c2 > 1e-10;
-    f[LGI_F_RES_SKEW] = ok ? clampd(c3 / (c2 * sqrt(c2)), -5, 5) : 0.0;
-    f[LGI_F_RES_KURT] = ok ? clampd(c4 / (c2 * c2), 1, 12) - 3 : 0.0;
-    double mad = 0;
-    for (long k = 0; k < nr; k++) mad += fabs(eb[k] - a1);
-    f[LGI_F_RES_GEARY] = ok ? mad / N / sqrt(c2) - 0.8 : 0.0;
-    double b1 = d1 / Nd, q2 = d2 / Nd - b1 * b1, q3 = d3 / Nd - 3 * b1 * d2 / Nd + 2 * b1 * b1 * b1;
-    f[LGI_F_INC_SKEW] = q2 > 1e-10 ? clampd(q3 / (q2 * sqrt(q2)), -5, 5) : 0.0;
-  }
+  cls_residual_shape(s, mu_y, qa, qb, qc, f);
   double r2q = syy > 1e-24 ? 1.0 - ssq / syy : 0;
   double sl[3];
   for (int k = 0; k < 3; k++) sl[k] = ols_slope(tc[k], tu[k], ty[k], tuu[k], tuy[k]);
 
-  f[LGI_F_LOGN] = log2((double)n) / 11.0;
+  f[LGI_F_LOGN] = log2((double)s->n) / 11.0;
   f[LGI_F_LIN_SLOPE] = clampd(slope, -20, 20);
   f[LGI_F_LIN_R2] = r2;
   f[LGI_F_QUAD_C] = clampd(qc, -50, 50);
@@ -408,10 +369,13 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   f[LGI_F_SLOPE_LAST] = clampd(sl[2], -20, 20);
   f[LGI_F_ACCEL] = (sl[2] - sl[0]) / (fabs(sl[0]) + fabs(sl[2]) + 0.1);
   f[LGI_F_RESID] = sqrt(ssq / M);
+}
 
-  /* 6. Time windows: floors, ceilings, means (and rss means). */
-  enum { W = LGI_CLS_WIN };
-  int cnt[W];
+/* 6. Time windows: floors, ceilings, means (and rss means). */
+static void cls_windows(const cls_series_t *s, cls_windows_t *wn, double f[LGI_CLS_NFEAT]) {
+  long m = s->m;
+  const double *u = s->u, *yf = s->yf;
+  int *cnt = wn->cnt;
   double wmin[W], wmax[W], wsum[W], wu[W], wr[W];
   /* u is sorted: window k holds the samples with (int)(u * W) == k (u = 1 in the last). */
   for (long i = 0, k = 0; k < W; k++) {
@@ -423,8 +387,8 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
       sum += yf[i];
       sumu += u[i];
     }
-    if (rss)
-      for (long j = i0; j < i; j++) sumr += r[j];
+    if (s->rss)
+      for (long j = i0; j < i; j++) sumr += s->r[j];
     cnt[k] = (int)(i - i0);
     wmin[k] = lo;
     wmax[k] = hi;
@@ -432,28 +396,29 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
     wu[k] = sumu;
     wr[k] = sumr;
   }
-  double pc[W], pf[W], pcl[W], pm[W], pr[W], mean[W], rmean[W], spread[W];
+  double pf[W], pcl[W], pm[W], mean[W], spread[W];
   int np = 0, nsp = 0;
   for (int k = 0; k < W; k++) {
     if (!cnt[k]) {
-      mean[k] = rmean[k] = 0;
+      mean[k] = wn->rmean[k] = 0;
       continue;
     }
     mean[k] = wsum[k] / cnt[k];
-    rmean[k] = wr[k] / cnt[k];
-    pc[np] = wu[k] / cnt[k];
+    wn->rmean[k] = wr[k] / cnt[k];
+    wn->pc[np] = wu[k] / cnt[k];
     pf[np] = wmin[k];
     pcl[np] = wmax[k];
     pm[np] = mean[k];
-    pr[np] = rmean[k];
+    wn->pr[np] = wn->rmean[k];
     np++;
     if (cnt[k] >= 2) spread[nsp++] = wmax[k] - wmin[k];
   }
+  wn->np = np;
   fill_gaps(mean, cnt, W);
-  f[LGI_F_TS_FLOOR] = clampd(theil_sen(pc, pf, np), -20, 20);
-  f[LGI_F_TS_CEIL] = clampd(theil_sen(pc, pcl, np), -20, 20);
-  double ts_mean = theil_sen(pc, pm, np);
-  f[LGI_F_TS_MEAN] = clampd(ts_mean, -20, 20);
+  f[LGI_F_TS_FLOOR] = clampd(theil_sen(wn->pc, pf, np), -20, 20);
+  f[LGI_F_TS_CEIL] = clampd(theil_sen(wn->pc, pcl, np), -20, 20);
+  wn->ts_mean = theil_sen(wn->pc, pm, np);
+  f[LGI_F_TS_MEAN] = clampd(wn->ts_mean, -20, 20);
   f[LGI_F_MK_TAU] = mk_tau(mean, W);
   f[LGI_F_SPREAD] = nsp ? kth(spread, nsp, nsp / 2) : 0.0;
   double mlo = mean[0], mhi = mean[0], run = mean[0], dd = 0, mean_avg = 0;
@@ -475,9 +440,13 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   f[LGI_F_T90] = rise_time(mean, W, base, growth > 0.1 ? growth : 0, 0.9, 0.5);
   f[LGI_F_LAST_VS_MAX] = mean[W - 1] - mhi;
   for (int k = 0; k < W; k++) f[LGI_F_PROFILE + k] = clampd(mean[k] - mean_avg, -20, 20);
+}
 
-  /* 7. Jumps: increments beyond the typical rate, against a robust noise level. */
-  /* Medians are taken over at most LGI_CLS_SEL evenly strided increments. */
+/* 7. Jumps: increments beyond the typical rate, against a robust noise level. Medians
+ * are taken over at most LGI_CLS_SEL evenly strided increments. */
+static void cls_jumps(const cls_series_t *s, double f[LGI_CLS_NFEAT]) {
+  long m = s->m;
+  const double *u = s->u, *y = s->y, *yf = s->yf;
   long nd = m - 1, nsub = nd < LGI_CLS_SEL ? nd : LGI_CLS_SEL;
   double sub[LGI_CLS_SEL];
   for (long k = 0; k < nsub; k++) {
@@ -515,10 +484,136 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   f[LGI_F_NOISE] = clampd(sigma, 0, 20);
   int nout = 0;
   for (long i = 0; i < m; i++) nout += fabs(y[i] - yf[i]) > 0.5;
-  f[LGI_F_OUTLIERS] = (double)nout / M;
+  f[LGI_F_OUTLIERS] = (double)nout / (double)m;
+}
 
-  /* 8. Periodicity on a uniform time grid, quadratically detrended. */
+/* The quadratic a + b x + c x^2 (x = (k + 1/2) / G - 1/2) fitted to gz[0..G-1]; *gy0
+ * the sum of gz. */
+static void grid_quadratic(const double *gz, int G, double *a, double *b, double *c, double *gy0) {
+  double g1 = 0, g2 = 0, g3 = 0, g4 = 0, y0 = 0, gy1 = 0, gy2 = 0;
+  for (int k = 0; k < G; k++) {
+    double x = (k + 0.5) / G - 0.5, x2 = x * x;
+    g1 += x;
+    g2 += x2;
+    g3 += x2 * x;
+    g4 += x2 * x2;
+    y0 += gz[k];
+    gy1 += x * gz[k];
+    gy2 += x2 * gz[k];
+  }
+  double Gd = G;
+  double gdet = Gd * (g2 * g4 - g3 * g3) - g1 * (g1 * g4 - g3 * g2) + g2 * (g1 * g3 - g2 * g2);
+  *a = *b = *c = 0;
+  if (fabs(gdet) > 1e-300) {
+    *a = (y0 * (g2 * g4 - g3 * g3) - g1 * (gy1 * g4 - g3 * gy2) + g2 * (gy1 * g3 - g2 * gy2)) / gdet;
+    *b = (Gd * (gy1 * g4 - g3 * gy2) - y0 * (g1 * g4 - g3 * g2) + g2 * (g1 * gy2 - gy1 * g2)) / gdet;
+    *c = (Gd * (g2 * gy2 - gy1 * g3) - g1 * (g1 * gy2 - gy1 * g2) + y0 * (g1 * g3 - g2 * g2)) / gdet;
+  }
+  *gy0 = y0;
+}
+
+/* The best hinge a + b max(0, x - c) (x = (k + 1/2) / G) for gz around its mean gmean
+ * (sst: its sum of squares there): its residual sum of squares (sst when no hinge is
+ * better than none), *at its c. Sums over the cells right of c of 1, x, x^2, y, x y,
+ * accumulated from the right, give each candidate's fit in O(1); ties keep the
+ * smallest c. */
+static double grid_hinge(const double *gz, int G, double gmean, double sst, double *at) {
+  enum { NC = 13 };
+  double ssr_c[NC + 1];
+  double h0 = 0, h1 = 0, h2 = 0, hy = 0, hxy = 0, Gd = G;
+  int kk = G - 1;
+  for (int ci = NC; ci >= 1; ci--) {
+    double cc = 0.05 * ci;
+    for (; kk >= 0 && (kk + 0.5) / G > cc; kk--) {
+      double x = (kk + 0.5) / G, yk = gz[kk] - gmean;
+      h0 += 1;
+      h1 += x;
+      h2 += x * x;
+      hy += yk;
+      hxy += x * yk;
+    }
+    double sh = h1 - cc * h0, shh = h2 - 2 * cc * h1 + cc * cc * h0, shy = hxy - cc * hy;
+    double vh = shh - sh * sh / Gd;
+    ssr_c[ci] = vh > 1e-12 ? sst - shy * shy / vh : INFINITY;
+  }
+  double best_ssr = sst, best_c = 0;
+  for (int ci = 1; ci <= NC; ci++)
+    if (ssr_c[ci] < best_ssr) {
+      best_ssr = ssr_c[ci];
+      best_c = 0.05 * ci;
+    }
+  *at = best_c;
+  return best_ssr;
+}
+
+/* Curvature of the grid right of the hinge at best_c: gz is detrended, a + b x + c x^2
+ * (x = (k + 1/2) / G - 1/2) is added back. */
+static double grid_post_curvature(const double *gz, int G, double best_c, double a, double b, double c) {
+  double p0 = 0, p1 = 0, p2 = 0, p3 = 0, p4 = 0, q0 = 0, q1 = 0, q2 = 0;
+  for (int k = 0; k < G; k++) {
+    double x = (k + 0.5) / G, sx = (x - best_c) / (1 - best_c);
+    if (sx < 0) continue;
+    double xc = x - 0.5, yk = gz[k] + a + b * xc + c * xc * xc, s2 = sx * sx;
+    p0 += 1;
+    p1 += sx;
+    p2 += s2;
+    p3 += s2 * sx;
+    p4 += s2 * s2;
+    q0 += yk;
+    q1 += sx * yk;
+    q2 += s2 * yk;
+  }
+  double pd = p0 * (p2 * p4 - p3 * p3) - p1 * (p1 * p4 - p3 * p2) + p2 * (p1 * p3 - p2 * p2);
+  if (!(p0 >= 6 && fabs(pd) > 1e-12)) return 0;
+  double pb = (p0 * (q1 * p4 - p3 * q2) - q0 * (p1 * p4 - p3 * p2) + p2 * (p1 * q2 - q1 * p2)) / pd;
+  double pq = (p0 * (p2 * q2 - q1 * p3) - p1 * (p1 * q2 - q1 * p2) + q0 * (p1 * p3 - p2 * p2)) / pd;
+  return pq / (fabs(pb) + fabs(pq) + 0.05);
+}
+
+/* Zero crossings and autocorrelation of the detrended grid gz (var0: its sum of
+ * squares): the lag-1 value, and the first peak after the first negative value. */
+static void grid_periodicity(const double *gz, int G, double var0, double f[LGI_CLS_NFEAT]) {
+  double zc = 0, acf1 = 0, peak = 0, lag = 0;
+  if (var0 > 1e-12 * G) {
+    int crossings = 0, prev = 0;
+    for (int k = 0; k < G; k++) {
+      int s = (gz[k] > 0) - (gz[k] < 0);
+      if (s && prev && s != prev) crossings++;
+      if (s) prev = s;
+    }
+    zc = (double)crossings / (G - 1);
+    int seen_neg = 0;
+    for (int L = 1; L <= G / 2; L++) {
+      double a0 = 0, a1 = 0, a2 = 0, a3 = 0; /* 4 chains: latency, fixed order */
+      int k = 0;
+      for (; k + 3 + L < G; k += 4) {
+        a0 += gz[k] * gz[k + L];
+        a1 += gz[k + 1] * gz[k + 1 + L];
+        a2 += gz[k + 2] * gz[k + 2 + L];
+        a3 += gz[k + 3] * gz[k + 3 + L];
+      }
+      for (; k + L < G; k++) a0 += gz[k] * gz[k + L];
+      double acc = ((a0 + a1) + (a2 + a3)) / var0;
+      if (L == 1) acf1 = acc;
+      if (acc < 0) seen_neg = 1;
+      else if (seen_neg && acc > peak) {
+        peak = acc;
+        lag = (double)L / G;
+      }
+    }
+  }
+  f[LGI_F_ZCROSS] = zc;
+  f[LGI_F_ACF1] = acf1;
+  f[LGI_F_ACF_PEAK] = peak;
+  f[LGI_F_ACF_LAG] = lag;
+}
+
+/* 8. Periodicity on a uniform time grid, quadratically detrended; the best hinge
+ * against the quadratic (same parameter count) and the curvature after it. */
+static void cls_grid(const cls_series_t *s, double f[LGI_CLS_NFEAT]) {
   enum { G_MAX = LGI_CLS_GRID };
+  long m = s->m;
+  const double *u = s->u, *yf = s->yf;
   int G = m < G_MAX ? (int)m : G_MAX;
   double gz[G_MAX];
   int gc[G_MAX];
@@ -530,187 +625,76 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
     gz[k] = gc[k] ? sum / gc[k] : 0.0;
   }
   fill_gaps(gz, gc, G);
-  {
-    double g1 = 0, g2 = 0, g3 = 0, g4 = 0, gy0 = 0, gy1 = 0, gy2 = 0;
-    for (int k = 0; k < G; k++) {
-      double x = (k + 0.5) / G - 0.5, x2 = x * x;
-      g1 += x;
-      g2 += x2;
-      g3 += x2 * x;
-      g4 += x2 * x2;
-      gy0 += gz[k];
-      gy1 += x * gz[k];
-      gy2 += x2 * gz[k];
-    }
-    double Gd = G;
-    double gdet = Gd * (g2 * g4 - g3 * g3) - g1 * (g1 * g4 - g3 * g2) + g2 * (g1 * g3 - g2 * g2);
-    double a = 0, b = 0, c = 0;
-    if (fabs(gdet) > 1e-300) {
-      a = (gy0 * (g2 * g4 - g3 * g3) - g1 * (gy1 * g4 - g3 * gy2) + g2 * (gy1 * g3 - g2 * gy2)) / gdet;
-      b = (Gd * (gy1 * g4 - g3 * gy2) - gy0 * (g1 * g4 - g3 * g2) + g2 * (g1 * gy2 - gy1 * g2)) / gdet;
-      c = (Gd * (g2 * gy2 - gy1 * g3) - g1 * (g1 * gy2 - gy1 * g2) + gy0 * (g1 * g3 - g2 * g2)) / gdet;
-    }
-    /* Best hinge a + b max(0, x - c) against the quadratic (same parameter count). */
-    double gmean = gy0 / Gd, sst = 0;
-    for (int k = 0; k < G; k++) sst += (gz[k] - gmean) * (gz[k] - gmean);
-    /* Sums over the cells right of c (x > c) of 1, x, x^2, y, x y, accumulated from
-     * the right, give each candidate's fit in O(1); ties keep the smallest c. */
-    enum { NC = 13 };
-    double ssr_c[NC + 1];
-    double h0 = 0, h1 = 0, h2 = 0, hy = 0, hxy = 0;
-    int kk = G - 1;
-    for (int ci = NC; ci >= 1; ci--) {
-      double cc = 0.05 * ci;
-      for (; kk >= 0 && (kk + 0.5) / G > cc; kk--) {
-        double x = (kk + 0.5) / G, yk = gz[kk] - gmean;
-        h0 += 1;
-        h1 += x;
-        h2 += x * x;
-        hy += yk;
-        hxy += x * yk;
-      }
-      double sh = h1 - cc * h0, shh = h2 - 2 * cc * h1 + cc * cc * h0, shy = hxy - cc * hy;
-      double vh = shh - sh * sh / Gd;
-      ssr_c[ci] = vh > 1e-12 ? sst - shy * shy / vh : INFINITY;
-    }
-    double best_ssr = sst, best_c = 0;
-    for (int ci = 1; ci <= NC; ci++)
-      if (ssr_c[ci] < best_ssr) {
-        best_ssr = ssr_c[ci];
-        best_c = 0.05 * ci;
-      }
-    double var0 = 0;
-    for (int k = 0; k < G; k++) {
-      double x = (k + 0.5) / G - 0.5;
-      gz[k] -= a + b * x + c * x * x;
-      var0 += gz[k] * gz[k];
-    }
-    f[LGI_F_HINGE_GAIN] = sst > 1e-12 * G ? clampd((var0 - best_ssr) / sst, -1, 1) : 0.0;
-    f[LGI_F_HINGE_AT] = best_c;
-    /* Curvature after the hinge (gz is detrended now: add the quadratic back). */
-    {
-      double p0 = 0, p1 = 0, p2 = 0, p3 = 0, p4 = 0, q0 = 0, q1 = 0, q2 = 0;
-      for (int k = 0; k < G; k++) {
-        double x = (k + 0.5) / G, sx = (x - best_c) / (1 - best_c);
-        if (sx < 0) continue;
-        double xc = x - 0.5, yk = gz[k] + a + b * xc + c * xc * xc, s2 = sx * sx;
-        p0 += 1;
-        p1 += sx;
-        p2 += s2;
-        p3 += s2 * sx;
-        p4 += s2 * s2;
-        q0 += yk;
-        q1 += sx * yk;
-        q2 += s2 * yk;
-      }
-      double pd = p0 * (p2 * p4 - p3 * p3) - p1 * (p1 * p4 - p3 * p2) + p2 * (p1 * p3 - p2 * p2);
-      double curv = 0;
-      if (p0 >= 6 && fabs(pd) > 1e-12) {
-        double pb = (p0 * (q1 * p4 - p3 * q2) - q0 * (p1 * p4 - p3 * p2) + p2 * (p1 * q2 - q1 * p2)) / pd;
-        double pq = (p0 * (p2 * q2 - q1 * p3) - p1 * (p1 * q2 - q1 * p2) + q0 * (p1 * p3 - p2 * p2)) / pd;
-        curv = pq / (fabs(pb) + fabs(pq) + 0.05);
-      }
-      f[LGI_F_POST_CURV] = curv;
-    }
-    double zc = 0, acf1 = 0, peak = 0, lag = 0;
-    if (var0 > 1e-12 * G) {
-      int crossings = 0, prev = 0;
-      for (int k = 0; k < G; k++) {
-        int s = (gz[k] > 0) - (gz[k] < 0);
-        if (s && prev && s != prev) crossings++;
-        if (s) prev = s;
-      }
-      zc = (double)crossings / (G - 1);
-      int seen_neg = 0;
-      for (int L = 1; L <= G / 2; L++) {
-        double a0 = 0, a1 = 0, a2 = 0, a3 = 0; /* 4 chains: latency, fixed order */
-        int k = 0;
-        for (; k + 3 + L < G; k += 4) {
-          a0 += gz[k] * gz[k + L];
-          a1 += gz[k + 1] * gz[k + 1 + L];
-          a2 += gz[k + 2] * gz[k + 2 + L];
-          a3 += gz[k + 3] * gz[k + 3 + L];
-        }
-        for (; k + L < G; k++) a0 += gz[k] * gz[k + L];
-        double acc = ((a0 + a1) + (a2 + a3)) / var0;
-        if (L == 1) acf1 = acc;
-        if (acc < 0) seen_neg = 1;
-        else if (seen_neg && acc > peak) {
-          peak = acc;
-          lag = (double)L / G;
-        }
-      }
-    }
-    f[LGI_F_ZCROSS] = zc;
-    f[LGI_F_ACF1] = acf1;
-    f[LGI_F_ACF_PEAK] = peak;
-    f[LGI_F_ACF_LAG] = lag;
+  double a, b, c, gy0;
+  grid_quadratic(gz, G, &a, &b, &c, &gy0);
+  double gmean = gy0 / (double)G, sst = 0;
+  for (int k = 0; k < G; k++) sst += (gz[k] - gmean) * (gz[k] - gmean);
+  double best_c, best_ssr = grid_hinge(gz, G, gmean, sst, &best_c);
+  double var0 = 0;
+  for (int k = 0; k < G; k++) {
+    double x = (k + 0.5) / G - 0.5;
+    gz[k] -= a + b * x + c * x * x;
+    var0 += gz[k] * gz[k];
   }
+  f[LGI_F_HINGE_GAIN] = sst > 1e-12 * G ? clampd((var0 - best_ssr) / sst, -1, 1) : 0.0;
+  f[LGI_F_HINGE_AT] = best_c;
+  f[LGI_F_POST_CURV] = grid_post_curvature(gz, G, best_c, a, b, c);
+  grid_periodicity(gz, G, var0, f);
+}
 
-  /* 9. rss against live: growth relative to the rss level and to live's range. */
-  if (rss) {
-    fill_gaps(rmean, cnt, W);
-    double level = 0;
-    for (int k = 0; k < np; k++) level += fabs(pr[k]) / np;
-    level = level > 0 ? level : 1.0;
-    double rs = theil_sen(pc, pr, np);        /* bytes per unit u */
-    double ls = flat ? 0.0 : ts_mean * scale; /* bytes per unit u */
-    double rbase = 0.5 * (rmean[0] + rmean[1]);
-    double rgrowth = 0.5 * (rmean[W - 2] + rmean[W - 1]) - rbase;
-    f[LGI_F_HAS_RSS] = 1.0;
-    f[LGI_F_RSS_GROWTH] = clampd(rs / level, -5, 5);
-    f[LGI_F_LIVE_GROWTH_R] = clampd(ls / level, -5, 5);
-    f[LGI_F_RSS_EXCESS] = clampd((rs - (ls > 0 ? ls : 0)) / level, -5, 5);
-    f[LGI_F_RSS_VS_LIVE] = clampd(slog(rs / (flat ? level : scale)), -20, 20);
-    f[LGI_F_RSS_TAU] = mk_tau(rmean, W);
-    f[LGI_F_RSS_T50] = rise_time(rmean, W, rbase, rgrowth > 0.02 * level ? rgrowth : 0, 0.5, 0.5);
-  } else {
+/* 9. rss against live: growth relative to the rss level and to live's range. */
+static void cls_rss(const cls_series_t *s, cls_windows_t *wn, double f[LGI_CLS_NFEAT]) {
+  if (!s->rss) {
     f[LGI_F_HAS_RSS] = f[LGI_F_RSS_GROWTH] = f[LGI_F_LIVE_GROWTH_R] = 0;
     f[LGI_F_RSS_EXCESS] = f[LGI_F_RSS_VS_LIVE] = f[LGI_F_RSS_TAU] = f[LGI_F_RSS_T50] = 0;
+    return;
   }
+  int np = wn->np;
+  double *rmean = wn->rmean;
+  fill_gaps(rmean, wn->cnt, W);
+  double level = 0;
+  for (int k = 0; k < np; k++) level += fabs(wn->pr[k]) / np;
+  level = level > 0 ? level : 1.0;
+  double rs = theil_sen(wn->pc, wn->pr, np);          /* bytes per unit u */
+  double ls = s->flat ? 0.0 : wn->ts_mean * s->scale; /* bytes per unit u */
+  double rbase = 0.5 * (rmean[0] + rmean[1]);
+  double rgrowth = 0.5 * (rmean[W - 2] + rmean[W - 1]) - rbase;
+  f[LGI_F_HAS_RSS] = 1.0;
+  f[LGI_F_RSS_GROWTH] = clampd(rs / level, -5, 5);
+  f[LGI_F_LIVE_GROWTH_R] = clampd(ls / level, -5, 5);
+  f[LGI_F_RSS_EXCESS] = clampd((rs - (ls > 0 ? ls : 0)) / level, -5, 5);
+  f[LGI_F_RSS_VS_LIVE] = clampd(slog(rs / (s->flat ? level : s->scale)), -20, 20);
+  f[LGI_F_RSS_TAU] = mk_tau(rmean, W);
+  f[LGI_F_RSS_T50] = rise_time(rmean, W, rbase, rgrowth > 0.02 * level ? rgrowth : 0, 0.5, 0.5);
+}
+
+int lgi_classify_features(const double *t, const double *v, const double *rss, size_t n, double f[LGI_CLS_NFEAT]) {
+  if (!t || !v || !f || n < 8) return -EINVAL;
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(t[i]) || !isfinite(v[i]) || (rss && !isfinite(rss[i]))) return -EDOM;
+    if (i && !(t[i] > t[i - 1])) return -EDOM;
+  }
+
+  /* 0. Teardown: a program that frees its data at exit ends with a collapse in its
+   * last sample or two (to under half of a positive value). The shape is what the
+   * program did while it ran, so those samples are left out, as the detector does
+   * (src/analysis/detect.c). */
+  for (int k = 0; k < 2 && n > 8 && v[n - 2] > 0 && v[n - 1] >= 0 && v[n - 1] < 0.5 * v[n - 2]; k++) n--;
+
+  cls_series_t s; /* not zeroed: each step writes what the next ones read */
+  s.t = t;
+  s.v = v;
+  s.rss = rss;
+  s.n = n;
+  cls_windows_t wn;
+  cls_copy(&s);            /* 1 */
+  cls_normalise(&s, f);    /* 2, 3, 4 */
+  cls_fits(&s, f);         /* 5 */
+  cls_windows(&s, &wn, f); /* 6 */
+  cls_jumps(&s, f);        /* 7 */
+  cls_grid(&s, f);         /* 8 */
+  cls_rss(&s, &wn, f);     /* 9 */
   for (int i = 0; i < LGI_CLS_NFEAT; i++)
     if (!isfinite(f[i])) f[i] = 0.0;
   return 0;
-}
-
-/* ------------------------------------------------------------------ inference */
-
-lg_pattern_t lgi_classify_infer(const lgi_classify_model_t *mdl, const double f[LGI_CLS_NFEAT],
-                                double probs[LG_PATTERN_COUNT]) {
-  double z[LGI_CLS_NFEAT], h[LGI_CLS_HIDDEN], logit[LG_PATTERN_COUNT];
-  for (int i = 0; i < LGI_CLS_NFEAT; i++)
-    z[i] = clampd((f[i] - mdl->mean[i]) * mdl->inv_std[i], -LGI_CLS_ZCLIP, LGI_CLS_ZCLIP);
-  /* Four units at a time: four independent chains of additions (each unit's sum is
-   * still taken in the order i = 0, 1, ..., exactly as the trainer does). */
-  for (int j = 0; j + 3 < LGI_CLS_HIDDEN; j += 4) {
-    double a0 = mdl->b1[j], a1 = mdl->b1[j + 1], a2 = mdl->b1[j + 2], a3 = mdl->b1[j + 3];
-    for (int i = 0; i < LGI_CLS_NFEAT; i++) {
-      a0 += mdl->w1[j][i] * z[i];
-      a1 += mdl->w1[j + 1][i] * z[i];
-      a2 += mdl->w1[j + 2][i] * z[i];
-      a3 += mdl->w1[j + 3][i] * z[i];
-    }
-    h[j] = lgi_cls_tanh(a0);
-    h[j + 1] = lgi_cls_tanh(a1);
-    h[j + 2] = lgi_cls_tanh(a2);
-    h[j + 3] = lgi_cls_tanh(a3);
-  }
-  double top = -INFINITY;
-  int best = 0;
-  for (int c = 0; c < LG_PATTERN_COUNT; c++) {
-    double a = mdl->b2[c];
-    for (int j = 0; j < LGI_CLS_HIDDEN; j++) a += mdl->w2[c][j] * h[j];
-    logit[c] = a;
-    if (a > top) {
-      top = a;
-      best = c;
-    }
-  }
-  double sum = 0;
-  for (int c = 0; c < LG_PATTERN_COUNT; c++) {
-    probs[c] = exp(logit[c] - top);
-    sum += probs[c];
-  }
-  for (int c = 0; c < LG_PATTERN_COUNT; c++) probs[c] /= sum;
-  return (lg_pattern_t)best;
 }
