@@ -27,202 +27,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ------------------------------------------------------------------ holders */
-
-static int dict_add_int(PyObject *d, const char *k, long long add) {
-  PyObject *v = PyDict_GetItemString(d, k);
-  long long cur = v ? PyLong_AsLongLong(v) : 0;
-  PyObject *nv = PyLong_FromLongLong(cur + add);
-  int r = nv ? PyDict_SetItemString(d, k, nv) : -1;
-  Py_XDECREF(nv);
-  return r;
-}
-
-/* A container on the way from a root to node i whose size has a bound: an
- * functools.lru_cache with a maxsize, a collections.deque with a maxlen. The nearest
- * such container becomes the holder's detail "bound": {container, maxsize, size, full}.
- * The report calls a suspect held through a full bounded container a plateau (issue #10:
- * a bounded lru_cache of variable-size tensors looked like a step leak). Only C methods
- * of the standard library's own types are called: no program code runs. */
-static PyObject *bound_of(ex_t *E, int32_t i) {
-  for (int depth = 0; i >= 0 && depth < 64; depth++, i = E->parent[i]) {
-    PyObject *o = E->obj[i];
-    const char *tn = Py_TYPE(o)->tp_name;
-    long long maxsize = -1, size = -1;
-    const char *container = NULL;
-    if (!strcmp(tn, "functools._lru_cache_wrapper")) {
-      PyObject *ci = PyObject_CallMethod(o, "cache_info", NULL);
-      if (ci && PyTuple_Check(ci) && PyTuple_GET_SIZE(ci) >= 4 && PyLong_Check(PyTuple_GET_ITEM(ci, 2))) {
-        maxsize = PyLong_AsLongLong(PyTuple_GET_ITEM(ci, 2));
-        size = PyLong_AsLongLong(PyTuple_GET_ITEM(ci, 3));
-        container = "lru_cache";
-      }
-      Py_XDECREF(ci);
-    } else if (!strcmp(tn, "collections.deque")) {
-      PyObject *ml = PyObject_GetAttrString(o, "maxlen");
-      if (ml && PyLong_Check(ml)) {
-        maxsize = PyLong_AsLongLong(ml);
-        size = (long long)PyObject_Length(o);
-        container = "deque";
-      }
-      Py_XDECREF(ml);
-    }
-    PyErr_Clear();
-    if (container && maxsize >= 0 && size >= 0)
-      return Py_BuildValue("{s:s,s:L,s:L,s:O}", "container", container, "maxsize", maxsize, "size", size, "full",
-                           size >= maxsize ? Py_True : Py_False);
-  }
-  return NULL;
-}
-
-/* Which objects a dict's values are (FNV-1a over their addresses, in the dict's order). */
-static unsigned long long values_fp(PyObject *d) {
-  Py_ssize_t pos = 0;
-  PyObject *k, *v;
-  unsigned long long h = 1469598103934665603ULL;
-  while (PyDict_Next(d, &pos, &k, &v)) {
-    h ^= (unsigned long long)(uintptr_t)v;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
-/* A module's globals or a frame's locals, walked as a root: a namespace whose names are
- * rebound, never a cache. Its length stays put and its values change at every step of
- * a loop, so dict_bounds() would take it for a dict whose length stopped growing: a
- * graph held by `total_loss`, a module global, was once called a plateau that way.
- * (A namespace reached through its module or class is a collapsed dict already.) */
-static int is_namespace_root(ex_t *E, int32_t p) {
-  if (E->parent[p] >= 0) return 0;
-  int kind = E->rkind[-E->parent[p] - 1];
-  return kind == R_MODULE || kind == R_FRAME;
-}
-
-/* Adds one owner to its group (creating it). chain_norm is the grouping key. */
-static PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind, int32_t i, PyObject *extra_desc) {
-  int32_t p = E->parent[i];
-  int cacheable = 0;
-  if (!extra_desc && p >= 0 && E->parent[p] >= 0) {
-    PyObject *po = E->obj[p];
-    cacheable =
-        PyList_Check(po) || PyTuple_Check(po) || PyAnySet_Check(po) || (PyDict_Check(po) && !is_collapsed_dict(E, p));
-  }
-  if (cacheable && H->last_h && H->last_site == site && H->last_parent == p && H->last_type == Py_TYPE(E->obj[i]) &&
-      H->last_kind == kind)
-    return H->last_h;
-  PyObject *h = NULL;
-  H->last_h = NULL;
-  PyObject *norm = owner_chain(E, i, 0, extra_desc);
-  if (!norm) return NULL;
-  PyObject *nt = PyList_AsTuple(norm);
-  Py_DECREF(norm);
-  PyObject *key = nt ? Py_BuildValue("(IsO)", site, kind, nt) : NULL;
-  Py_XDECREF(nt);
-  if (!key) return NULL;
-  h = PyDict_GetItemWithError(H->groups, key);
-  if (h) {
-    Py_DECREF(key);
-    goto found; /* borrowed */
-  }
-  if (PyErr_Occurred()) {
-    Py_DECREF(key);
-    return NULL;
-  }
-  PyObject *chain = owner_chain(E, i, 1, extra_desc);
-  h = chain ? Py_BuildValue("{s:I,s:O,s:i,s:K,s:s,s:{}}", "stack", site, "chain", chain, "objects", 0, "bytes", 0ULL,
-                            "kind", kind, "detail")
-            : NULL;
-  Py_XDECREF(chain);
-  PyObject *bound = h ? bound_of(E, i) : NULL;
-  if (bound) {
-    PyObject *d = PyDict_GetItemString(h, "detail");
-    if (d) PyDict_SetItemString(d, "bound", bound);
-    Py_DECREF(bound);
-  } else if (h && p >= 0 && PyDict_Check(E->obj[p]) && !is_collapsed_dict(E, p) && !is_namespace_root(E, p)) {
-    /* held as the values of a plain dict: its length and which objects its values are,
-     * for dict_bounds() once the holder's bytes are known */
-    PyObject *d = PyDict_GetItemString(h, "detail");
-    PyObject *dd = Py_BuildValue("{s:K,s:n,s:K}", "addr", (unsigned long long)(uintptr_t)E->obj[p], "len",
-                                 PyDict_Size(E->obj[p]), "values", values_fp(E->obj[p]));
-    if (d && dd) PyDict_SetItemString(d, "dict", dd);
-    Py_XDECREF(dd);
-  }
-  if (!h || PyDict_SetItem(H->groups, key, h) < 0 || PyList_Append(H->order, h) < 0) {
-    Py_XDECREF(h);
-    Py_DECREF(key);
-    return NULL;
-  }
-  Py_DECREF(key);
-  Py_DECREF(h); /* borrowed now (owned by groups) */
-found:
-  if (cacheable) {
-    H->last_h = h;
-    H->last_site = site;
-    H->last_parent = p;
-    H->last_type = Py_TYPE(E->obj[i]);
-    H->last_kind = kind;
-  }
-  return h;
-}
-
-/* A plain dict whose length stopped growing (issue #10): the values of a dict with a
- * fixed set of keys, replaced by values of varying size, make a curve that rises and
- * falls and can look like a step leak; the dict holds len values whatever happens. A
- * holder through a dict's values is given the bound {container: dict, maxsize: len,
- * size: len, full} when an earlier explanation of that stack in this process saw the
- * same dict at the same length, its values have been replaced since (other objects:
- * the program went on storing into it), and they are not getting bigger (their mean
- * size at most 1.5 times what it was at that first sighting: values that grow,
- * d[k] = cat(d[k], x), are a leak with a fixed set of keys). Two sightings of the very
- * same values say nothing: a growing cache seen twice after its last insertion (an
- * explanation asked for while the loop ended, then the one at exit) must stay a leak.
- * Remembered across explanations: (stack, dict address) -> (len, mean bytes, values)
- * when first seen at that length. */
-static PyObject *dict_seen;
-
-static void dict_bounds(PyObject *holders) {
-  if (!dict_seen && !(dict_seen = PyDict_New())) return;
-  for (Py_ssize_t j = 0; j < PyList_GET_SIZE(holders); j++) {
-    PyObject *h = PyList_GET_ITEM(holders, j);
-    PyObject *det = PyDict_GetItemString(h, "detail");
-    PyObject *dd = det ? PyDict_GetItemString(det, "dict") : NULL;
-    if (!dd) continue;
-    long long addr = PyLong_AsLongLong(PyDict_GetItemString(dd, "addr"));
-    Py_ssize_t len = PyLong_AsSsize_t(PyDict_GetItemString(dd, "len"));
-    PyObject *vals = PyDict_GetItemString(dd, "values");
-    unsigned long long vfp = vals ? PyLong_AsUnsignedLongLong(vals) : 0;
-    double objects = PyFloat_AsDouble(PyDict_GetItemString(h, "objects"));
-    double bytes = PyFloat_AsDouble(PyDict_GetItemString(h, "bytes"));
-    PyErr_Clear();
-    double mean = objects > 0 ? bytes / objects : 0;
-    PyObject *key = Py_BuildValue("(OL)", PyDict_GetItemString(h, "stack"), addr);
-    PyObject *prev = key ? PyDict_GetItem(dict_seen, key) : NULL;
-    if (prev && PyTuple_Check(prev) && PyTuple_GET_SIZE(prev) == 3 && len >= 2 &&
-        PyLong_AsSsize_t(PyTuple_GET_ITEM(prev, 0)) == len &&
-        mean <= 1.5 * PyFloat_AsDouble(PyTuple_GET_ITEM(prev, 1)) &&
-        PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(prev, 2)) != vfp) {
-      PyObject *b =
-          Py_BuildValue("{s:s,s:n,s:n,s:O}", "container", "dict", "maxsize", len, "size", len, "full", Py_True);
-      if (b) PyDict_SetItemString(det, "bound", b);
-      Py_XDECREF(b);
-    }
-    if (!prev || !PyTuple_Check(prev) || PyTuple_GET_SIZE(prev) != 3 ||
-        PyLong_AsSsize_t(PyTuple_GET_ITEM(prev, 0)) != len) {
-      PyObject *now = Py_BuildValue("(ndK)", len, mean, vfp); /* first seen at this length */
-      if (key && now) PyDict_SetItem(dict_seen, key, now);
-      Py_XDECREF(now);
-    }
-    Py_XDECREF(key);
-    PyErr_Clear();
-    PyDict_DelItemString(dd, "addr"); /* addresses mean nothing outside this process */
-    PyErr_Clear();
-    PyDict_DelItemString(dd, "values");
-    PyErr_Clear();
-  }
-}
-
-/* Saved tensors of an autograd node type: its "_saved_*" attribute names (cached). */
-
 /* ------------------------------------------------------------------ explain */
 
 static int holders_seq;
@@ -334,28 +138,6 @@ static PyObject *pick_targets(ex_t *E, hold_t *H, PyObject *stacks, int top, uin
   return list;
 }
 
-static int set_detail(PyObject *h, const char *k, PyObject *v /* stolen */) {
-  PyObject *d = PyDict_GetItemString(h, "detail");
-  int r = (d && v) ? PyDict_SetItemString(d, k, v) : -1;
-  Py_XDECREF(v);
-  return r;
-}
-
-static int add_detail(PyObject *h, const char *k, long long add) {
-  PyObject *d = PyDict_GetItemString(h, "detail");
-  return d ? dict_add_int(d, k, add) : -1;
-}
-
-static PyObject *chain_root_text(PyObject *chain) {
-  Py_ssize_t n = PyList_GET_SIZE(chain);
-  PyObject *head = PyList_GetSlice(chain, 0, n > 1 ? n - 1 : n);
-  PyObject *sep = PyUnicode_FromString(" \u2192 ");
-  PyObject *r = (head && sep) ? PyUnicode_Join(sep, head) : NULL;
-  Py_XDECREF(head);
-  Py_XDECREF(sep);
-  return r;
-}
-
 static int write_doc(PyObject *doc, char *path, size_t pathsz) {
   const char *dir = lgpy_dir();
   if (!dir) return 0;
@@ -436,105 +218,102 @@ PyObject *lgpy_explain(PyObject *stacks, int top, double budget_s, Py_ssize_t ma
   return r;
 }
 
-static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write,
-                              const char *why, long request) {
-  double t0 = now_s(), c0 = cpu_s();
-  if (budget_s <= 0) {
-    const char *b = getenv(LG_ENV_EXPLAIN_BUDGET_S);
-    budget_s = b ? atof(b) : 0;
-    if (budget_s <= 0) budget_s = 2.0;
-  }
-  if (max_objects <= 0) max_objects = 5000000;
-  if (max_objects > INT32_MAX / 2) max_objects = INT32_MAX / 2;
-  if (top <= 0) top = 5;
-  if (top > 64) top = 64;
-
-  int gc_was = lgpy_gc_disable(); /* no collection while we hold raw pointers */
-  /* the walk's tables are leakguard's memory, not the program's */
-  if (lgpy.pause) lgpy.pause(1);
-  if (lgpy.held) lgpy.held(1); /* the program waits for us: no snapshot meanwhile */
+/* One explain's state, shared by its steps (explain_once). */
+typedef struct {
   ex_t E;
   hold_t H;
-  memset(&E, 0, sizeof E);
-  memset(&H, 0, sizeof H);
-  uintptr_t *sptr = NULL;
-  PyObject *doc = NULL, *targets = NULL, *seen = NULL, *keep = NULL, *cache = NULL, *sorted = NULL, *out = NULL,
-           *per_stack = NULL;
-  const char *from = "suspects";
-  E.max = max_objects;
-  E.deadline = c0 + budget_s * 0.6; /* the graph walk; attribution gets the rest (CPU time) */
-  E.memo = PyDict_New();
-  H.groups = PyDict_New();
-  H.order = PyList_New(0);
-  H.storages = PyDict_New();
-  H.sto_first = PyDict_New();
-  H.targets = PySet_New(NULL);
-  if (!E.memo || !H.groups || !H.order || !H.storages || !H.sto_first || !H.targets) goto done;
+  uintptr_t *sptr;               /* per node: the data pointer of a tensor's storage */
+  PyObject *targets;             /* the target stack ids (list) */
+  const char *from;              /* where they came from: "suspects", ... */
+  PyObject *seen, *keep, *cache; /* the autograd walk's */
+  int32_t best;                  /* the tensor with the longest grad_fn chain, -1: none */
+  graph_t bestg;
+  double t0; /* wall time at the start */
+  int dbg;   /* LG_ENV_EXPLAIN_DEBUG: the steps' times on stderr */
+} run_t;
+
+/* The run's tables and torch's types (when torch is imported). 0, -1 with an exception. */
+static int run_setup(run_t *R, Py_ssize_t max_objects, double deadline) {
+  ex_t *E = &R->E;
+  hold_t *H = &R->H;
+  E->max = max_objects;
+  E->deadline = deadline;
+  E->memo = PyDict_New();
+  H->groups = PyDict_New();
+  H->order = PyList_New(0);
+  H->storages = PyDict_New();
+  H->sto_first = PyDict_New();
+  H->targets = PySet_New(NULL);
+  if (!E->memo || !H->groups || !H->order || !H->storages || !H->sto_first || !H->targets) return -1;
   images_refresh();
   rev_cache = PyDict_New();
-  {
-    PyObject *name = PyUnicode_FromString("torch");
-    PyObject *torch = name ? PyImport_GetModule(name) : NULL;
-    Py_XDECREF(name);
-    PyObject *tt = torch ? PyObject_GetAttrString(torch, "Tensor") : NULL;
-    if (tt && PyType_Check(tt)) g_tensor = E.tensor = (PyTypeObject *)tt;
-    else Py_XDECREF(tt);
-    static const char *const storage_names[2] = {"UntypedStorage", "TypedStorage"};
-    for (int k = 0; torch && k < 2; k++) {
-      PyObject *st = PyObject_GetAttrString(torch, storage_names[k]);
-      if (st && PyType_Check(st)) E.storage[k] = (PyTypeObject *)st;
-      else Py_XDECREF(st);
-    }
-    Py_XDECREF(torch);
-    PyErr_Clear();
+  PyObject *name = PyUnicode_FromString("torch");
+  PyObject *torch = name ? PyImport_GetModule(name) : NULL;
+  Py_XDECREF(name);
+  PyObject *tt = torch ? PyObject_GetAttrString(torch, "Tensor") : NULL;
+  if (tt && PyType_Check(tt)) g_tensor = E->tensor = (PyTypeObject *)tt;
+  else Py_XDECREF(tt);
+  static const char *const storage_names[2] = {"UntypedStorage", "TypedStorage"};
+  for (int k = 0; torch && k < 2; k++) {
+    PyObject *st = PyObject_GetAttrString(torch, storage_names[k]);
+    if (st && PyType_Check(st)) E->storage[k] = (PyTypeObject *)st;
+    else Py_XDECREF(st);
   }
-  if (ex_grow(&E) < 0) {
+  Py_XDECREF(torch);
+  PyErr_Clear();
+  if (ex_grow(E) < 0) {
     PyErr_NoMemory();
-    goto done;
+    return -1;
   }
+  return 0;
+}
 
-  /* 1-2: roots, BFS, then what only the collector's list knows */
-  add_module_roots(&E);
-  add_frame_roots(&E);
+/* 1-2: roots, BFS, then what only the collector's list knows. */
+static void run_walk(run_t *R) {
+  ex_t *E = &R->E;
+  add_module_roots(E);
+  add_frame_roots(E);
   PyErr_Clear();
   Py_ssize_t q = 0;
-  int stopped = ex_bfs(&E, &q);
-  if (!stopped && !E.full) {
+  int stopped = ex_bfs(E, &q);
+  if (!stopped && !E->full) {
     PyObject *gc = PyImport_ImportModule("gc");
     PyObject *all = gc ? PyObject_CallMethod(gc, "get_objects", NULL) : NULL;
     Py_XDECREF(gc);
-    for (Py_ssize_t j = 0; all && j < PyList_GET_SIZE(all) && !E.full; j++) {
+    for (Py_ssize_t j = 0; all && j < PyList_GET_SIZE(all) && !E->full; j++) {
       PyObject *o = PyList_GET_ITEM(all, j);
-      if (ex_find(&E, o) < 0) ex_add_root(&E, o, R_UNROOTED, NULL);
+      if (ex_find(E, o) < 0) ex_add_root(E, o, R_UNROOTED, NULL);
     }
     Py_XDECREF(all);
     PyErr_Clear();
-    stopped = ex_bfs(&E, &q);
+    stopped = ex_bfs(E, &q);
   }
-  if (stopped || E.full) E.truncated = 1;
-  E.deadline = c0 + budget_s;
-  int dbg = getenv(LG_ENV_EXPLAIN_DEBUG) != NULL;
-  if (dbg) fprintf(stderr, "explain: graph %zd objects %.3fs\n", E.n, now_s() - t0);
+  if (stopped || E->full) E->truncated = 1;
+}
 
-  /* 3: attribution */
-  sptr = calloc((size_t)E.n + 1, sizeof *sptr);
-  if (!sptr) {
+/* 3: attribution of every node to its site (tensors by their storage). 0, -1. */
+static int run_attribute(run_t *R) {
+  ex_t *E = &R->E;
+  hold_t *H = &R->H;
+  R->sptr = calloc((size_t)E->n + 1, sizeof *R->sptr);
+  if (!R->sptr) {
     PyErr_NoMemory();
-    goto done;
+    return -1;
   }
-  for (Py_ssize_t i = 0; i < E.n; i++) {
-    PyObject *o = E.obj[i];
-    if (E.tensor && PyObject_TypeCheck(o, E.tensor)) {
-      E.flags[i] |= F_TENSOR;
+  uintptr_t *sptr = R->sptr;
+  for (Py_ssize_t i = 0; i < E->n; i++) {
+    PyObject *o = E->obj[i];
+    if (E->tensor && PyObject_TypeCheck(o, E->tensor)) {
+      E->flags[i] |= F_TENSOR;
       continue;
     }
-    if (is_storage(&E, o)) { /* a storage held directly: attributed like a tensor's */
-      E.flags[i] |= F_TENSOR | F_STORAGE;
+    if (is_storage(E, o)) { /* a storage held directly: attributed like a tensor's */
+      E->flags[i] |= F_TENSOR | F_STORAGE;
       continue;
     }
     size_t sz = 0;
-    E.site[i] = lgpy_object_site(o, &sz);
-    E.bytes[i] = sz;
+    E->site[i] = lgpy_object_site(o, &sz);
+    E->bytes[i] = sz;
     if (lgpy.pymalloc_is_malloc || lgpy.block || lgpy.pymalloc_wrapped) { /* malloc blocks, exact addresses */
       const void *buf = NULL;
       size_t cap = 0;
@@ -546,215 +325,228 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
         cap = (size_t)((PyByteArrayObject *)o)->ob_alloc;
       }
       if (buf && cap) {
-        E.site2[i] = lgpy.pymalloc_wrapped ? lgpy_pyobj_site(buf, cap, &sz) : lgpy_block_site(buf, cap, &sz);
-        E.bytes2[i] = E.site2[i] ? sz : 0;
+        E->site2[i] = lgpy.pymalloc_wrapped ? lgpy_pyobj_site(buf, cap, &sz) : lgpy_block_site(buf, cap, &sz);
+        E->bytes2[i] = E->site2[i] ? sz : 0;
       }
     }
   }
-  for (Py_ssize_t i = 0; i < E.n; i++) {
-    if (!(E.flags[i] & F_TENSOR)) continue;
-    if (cpu_s() > E.deadline) {
-      E.truncated = 1;
+  for (Py_ssize_t i = 0; i < E->n; i++) {
+    if (!(E->flags[i] & F_TENSOR)) continue;
+    if (cpu_s() > E->deadline) {
+      E->truncated = 1;
       break;
     }
     uint64_t nb = 0;
-    E.site[i] = (E.flags[i] & F_STORAGE) ? storage_site(E.obj[i], &sptr[i], &nb) : tensor_site(E.obj[i], &sptr[i], &nb);
-    E.bytes[i] = nb;
-    if (E.site[i]) {
+    E->site[i] =
+        (E->flags[i] & F_STORAGE) ? storage_site(E->obj[i], &sptr[i], &nb) : tensor_site(E->obj[i], &sptr[i], &nb);
+    E->bytes[i] = nb;
+    if (E->site[i]) {
       PyObject *pk = PyLong_FromVoidPtr((void *)sptr[i]);
       PyObject *iv = PyLong_FromSsize_t(i);
-      if (pk && iv && !PyDict_Contains(H.sto_first, pk)) PyDict_SetItem(H.sto_first, pk, iv);
+      if (pk && iv && !PyDict_Contains(H->sto_first, pk)) PyDict_SetItem(H->sto_first, pk, iv);
       Py_XDECREF(pk);
       Py_XDECREF(iv);
     }
   }
+  return 0;
+}
 
-  if (dbg) fprintf(stderr, "explain: attributed %.3fs\n", now_s() - t0);
-  /* 4: the target sites */
-  targets = pick_targets(&E, &H, stacks, top, sptr, &from);
-  if (!targets) goto done;
-  for (Py_ssize_t j = 0; j < PyList_GET_SIZE(targets); j++) {
-    unsigned long v = PyLong_AsUnsignedLong(PyList_GET_ITEM(targets, j));
-    if (PyErr_Occurred()) goto done;
+/* 4: the target sites, as a bitmap over stack ids for the hot loops. 0, -1. */
+static int run_targets(run_t *R, PyObject *stacks, int top) {
+  hold_t *H = &R->H;
+  R->targets = pick_targets(&R->E, H, stacks, top, R->sptr, &R->from);
+  if (!R->targets) return -1;
+  for (Py_ssize_t j = 0; j < PyList_GET_SIZE(R->targets); j++) {
+    unsigned long v = PyLong_AsUnsignedLong(PyList_GET_ITEM(R->targets, j));
+    if (PyErr_Occurred()) return -1;
     if (v >= (1UL << 26)) continue; /* not a stack id */
-    if (v >= H.ntgt_bits) {
-      uint32_t nb = H.ntgt_bits ? H.ntgt_bits : 4096;
+    if (v >= H->ntgt_bits) {
+      uint32_t nb = H->ntgt_bits ? H->ntgt_bits : 4096;
       while (nb <= v) nb *= 2;
-      uint8_t *t = PyMem_RawRealloc(H.tgt, nb / 8);
+      uint8_t *t = PyMem_RawRealloc(H->tgt, nb / 8);
       if (!t) {
         PyErr_NoMemory();
-        goto done;
+        return -1;
       }
-      memset(t + H.ntgt_bits / 8, 0, (nb - H.ntgt_bits) / 8);
-      H.tgt = t;
-      H.ntgt_bits = nb;
+      memset(t + H->ntgt_bits / 8, 0, (nb - H->ntgt_bits) / 8);
+      H->tgt = t;
+      H->ntgt_bits = nb;
     }
-    H.tgt[v >> 3] |= (uint8_t)(1u << (v & 7));
+    H->tgt[v >> 3] |= (uint8_t)(1u << (v & 7));
   }
-  /* 5: autograd graphs rooted at reachable tensors (they claim the saved tensors that
-   * no rooted tensor owns) */
-  seen = PySet_New(NULL);
-  keep = PyList_New(0);
-  cache = PyDict_New();
-  if (!seen || !keep || !cache) goto done;
-  int32_t best = -1;
-  graph_t bestg = {0};
-  {
-    int roots = 0;
-    long budget_nodes = 500000;
-    for (Py_ssize_t i = 0; E.tensor && i < E.n && roots < 256 && budget_nodes > 0; i++) {
-      if (!(E.flags[i] & F_TENSOR) || (E.flags[i] & F_STORAGE) || root_kind_of(&E, (int32_t)i) == R_UNROOTED) continue;
-      if (cpu_s() > E.deadline) {
-        E.truncated = 1;
-        break;
-      }
-      PyObject *gf = PyObject_GetAttrString(E.obj[i], "grad_fn");
-      if (!gf || gf == Py_None) {
-        Py_XDECREF(gf);
-        PyErr_Clear();
-        continue;
-      }
-      roots++;
-      graph_t G = {0};
-      G.per_site = PyDict_New();
-      if (!G.per_site) {
-        Py_DECREF(gf);
-        goto done;
-      }
-      graph_walk(&E, &H, seen, keep, cache, gf, &G, budget_nodes);
-      budget_nodes -= G.nodes;
-      if (G.depth > bestg.depth) {
-        best = (int32_t)i;
-        bestg = G;
-        bestg.per_site = NULL;
-      }
-      PyObject *k, *v;
-      Py_ssize_t pos = 0;
-      while (PyDict_Next(G.per_site, &pos, &k, &v)) {
-        uint32_t site = (uint32_t)PyLong_AsUnsignedLong(k);
-        PyObject *h = holder_for(&E, &H, site, "autograd-graph", (int32_t)i, NULL);
-        if (!h) break;
-        long long c = PyLong_AsLongLong(PyTuple_GET_ITEM(v, 0));
-        long long b = PyLong_AsLongLong(PyTuple_GET_ITEM(v, 1));
-        dict_add_int(h, "objects", c);
-        dict_add_int(h, "bytes", b);
-        PyObject *chain = PyDict_GetItemString(h, "chain");
-        set_detail(h, "root", chain ? chain_root_text(chain) : NULL);
-        set_detail(h, "grad_fn", PyUnicode_FromString(short_tname(gf)));
-        set_detail(h, "grad_fn_chain_length", PyLong_FromLong(G.depth));
-        set_detail(h, "graph_nodes", PyLong_FromLong(G.nodes));
-        add_detail(h, "saved_tensors", c);
-        add_detail(h, "saved_bytes", b);
-      }
-      Py_DECREF(G.per_site);
-      Py_DECREF(gf);
-      if (PyErr_Occurred()) goto done;
-    }
-  }
-  /* 6: owners of the target sites, grouped */
-  long nown = 0;
-  for (Py_ssize_t i = 0; i < E.n; i++) {
-    int t1 = is_target(&H, E.site[i]), t2 = is_target(&H, E.site2[i]);
-    if (!t1 && !t2) continue;
-    if ((nown++ & 63) == 0 && cpu_s() > E.deadline) {
-      E.truncated = 1;
+  return 0;
+}
+
+/* 5: autograd graphs rooted at reachable tensors (they claim the saved tensors that no
+ * rooted tensor owns); keeps the tensor with the longest grad_fn chain. 0, -1. */
+static int run_autograd(run_t *R) {
+  ex_t *E = &R->E;
+  R->seen = PySet_New(NULL);
+  R->keep = PyList_New(0);
+  R->cache = PyDict_New();
+  if (!R->seen || !R->keep || !R->cache) return -1;
+  int roots = 0;
+  long budget_nodes = 500000;
+  for (Py_ssize_t i = 0; E->tensor && i < E->n && roots < 256 && budget_nodes > 0; i++) {
+    if (!(E->flags[i] & F_TENSOR) || (E->flags[i] & F_STORAGE) || root_kind_of(E, (int32_t)i) == R_UNROOTED) continue;
+    if (cpu_s() > E->deadline) {
+      E->truncated = 1;
       break;
     }
-    PyObject *h;
-    if (E.flags[i] & F_TENSOR) {
-      PyObject *pk = PyLong_FromVoidPtr((void *)sptr[i]);
-      if (!pk) goto done;
-      h = PyDict_GetItem(H.storages, pk);
-      if (h == Py_True) { /* saved by an autograd graph that holds it */
-        Py_DECREF(pk);
-        continue;
-      }
-      int sto = (E.flags[i] & F_STORAGE) != 0;
-      if (h && h != Py_None) { /* a view of a storage already counted */
-        Py_DECREF(pk);
-        if (!sto) add_detail(h, "tensors", 1);
-        continue;
-      }
-      h = holder_for(&E, &H, E.site[i], sto ? "storage" : "tensor", (int32_t)i, NULL);
-      if (!h || PyDict_SetItem(H.storages, pk, h) < 0) {
-        Py_DECREF(pk);
-        goto done;
-      }
-      Py_DECREF(pk);
+    PyObject *gf = PyObject_GetAttrString(E->obj[i], "grad_fn");
+    if (!gf || gf == Py_None) {
+      Py_XDECREF(gf);
+      PyErr_Clear();
+      continue;
+    }
+    roots++;
+    graph_t G = {0};
+    G.per_site = PyDict_New();
+    if (!G.per_site) {
+      Py_DECREF(gf);
+      return -1;
+    }
+    graph_walk(E, &R->H, R->seen, R->keep, R->cache, gf, &G, budget_nodes);
+    budget_nodes -= G.nodes;
+    if (G.depth > R->bestg.depth) {
+      R->best = (int32_t)i;
+      R->bestg = G;
+      R->bestg.per_site = NULL;
+    }
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(G.per_site, &pos, &k, &v)) {
+      uint32_t site = (uint32_t)PyLong_AsUnsignedLong(k);
+      PyObject *h = holder_for(E, &R->H, site, "autograd-graph", (int32_t)i, NULL);
+      if (!h) break;
+      long long c = PyLong_AsLongLong(PyTuple_GET_ITEM(v, 0));
+      long long b = PyLong_AsLongLong(PyTuple_GET_ITEM(v, 1));
+      dict_add_int(h, "objects", c);
+      dict_add_int(h, "bytes", b);
+      PyObject *chain = PyDict_GetItemString(h, "chain");
+      set_detail(h, "root", chain ? chain_root_text(chain) : NULL);
+      set_detail(h, "grad_fn", PyUnicode_FromString(short_tname(gf)));
+      set_detail(h, "grad_fn_chain_length", PyLong_FromLong(G.depth));
+      set_detail(h, "graph_nodes", PyLong_FromLong(G.nodes));
+      add_detail(h, "saved_tensors", c);
+      add_detail(h, "saved_bytes", b);
+    }
+    Py_DECREF(G.per_site);
+    Py_DECREF(gf);
+    if (PyErr_Occurred()) return -1;
+  }
+  return 0;
+}
+
+/* A tensor or storage node i of a target site: its storage's holder (views of one
+ * storage count its bytes once; a storage an autograd graph saved is the graph's). */
+static int own_tensor(run_t *R, Py_ssize_t i) {
+  ex_t *E = &R->E;
+  hold_t *H = &R->H;
+  PyObject *pk = PyLong_FromVoidPtr((void *)R->sptr[i]);
+  if (!pk) return -1;
+  PyObject *h = PyDict_GetItem(H->storages, pk);
+  int sto = (E->flags[i] & F_STORAGE) != 0, rc = 0;
+  if (h == Py_True) {             /* saved by an autograd graph that holds it */
+  } else if (h && h != Py_None) { /* a view of a storage already counted */
+    if (!sto) add_detail(h, "tensors", 1);
+  } else {
+    h = holder_for(E, H, E->site[i], sto ? "storage" : "tensor", (int32_t)i, NULL);
+    if (!h || PyDict_SetItem(H->storages, pk, h) < 0) {
+      rc = -1;
+    } else {
       if (!sto) add_detail(h, "tensors", 1);
       add_detail(h, "storages", 1);
       dict_add_int(h, "objects", 1);
-      dict_add_int(h, "bytes", (long long)E.bytes[i]);
+      dict_add_int(h, "bytes", (long long)E->bytes[i]);
+    }
+  }
+  Py_DECREF(pk);
+  return rc;
+}
+
+/* 6: owners of the target sites, grouped. 0, -1. */
+static int run_owners(run_t *R) {
+  ex_t *E = &R->E;
+  hold_t *H = &R->H;
+  long nown = 0;
+  for (Py_ssize_t i = 0; i < E->n; i++) {
+    int t1 = is_target(H, E->site[i]), t2 = is_target(H, E->site2[i]);
+    if (!t1 && !t2) continue;
+    if ((nown++ & 63) == 0 && cpu_s() > E->deadline) {
+      E->truncated = 1;
+      break;
+    }
+    if (E->flags[i] & F_TENSOR) {
+      if (own_tensor(R, i) < 0) return -1;
       continue;
     }
-    if (t1 && t2 && E.site[i] == E.site2[i]) { /* object and its data from one line */
-      h = holder_for(&E, &H, E.site[i], "object", (int32_t)i, NULL);
-      if (!h) goto done;
+    PyObject *h;
+    if (t1 && t2 && E->site[i] == E->site2[i]) { /* object and its data from one line */
+      h = holder_for(E, H, E->site[i], "object", (int32_t)i, NULL);
+      if (!h) return -1;
       dict_add_int(h, "objects", 1);
-      dict_add_int(h, "bytes", (long long)(E.bytes[i] + E.bytes2[i]));
+      dict_add_int(h, "bytes", (long long)(E->bytes[i] + E->bytes2[i]));
       continue;
     }
     for (int k = 0; k < 2; k++) {
       if (!(k ? t2 : t1)) continue;
-      h = holder_for(&E, &H, k ? E.site2[i] : E.site[i], "object", (int32_t)i, NULL);
-      if (!h) goto done;
+      h = holder_for(E, H, k ? E->site2[i] : E->site[i], "object", (int32_t)i, NULL);
+      if (!h) return -1;
       dict_add_int(h, "objects", 1);
-      dict_add_int(h, "bytes", (long long)(k ? E.bytes2[i] : E.bytes[i]));
+      dict_add_int(h, "bytes", (long long)(k ? E->bytes2[i] : E->bytes[i]));
     }
   }
+  return 0;
+}
 
-  if (dbg) fprintf(stderr, "explain: owners %.3fs\n", now_s() - t0);
-  {
-    /* A retained graph whose nodes are the leak (backward() freed the saved tensors,
-     * the grad_fn nodes themselves are not Python objects): name the longest chain for
-     * targets nothing else explains. */
-    if (best >= 0 && bestg.depth >= 16) {
-      for (Py_ssize_t j = 0; j < PyList_GET_SIZE(targets); j++) {
-        uint32_t site = (uint32_t)PyLong_AsUnsignedLong(PyList_GET_ITEM(targets, j));
-        int has = 0;
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(H.order) && !has; k++) {
-          PyObject *st = PyDict_GetItemString(PyList_GET_ITEM(H.order, k), "stack");
-          has = st && PyLong_AsUnsignedLong(st) == site;
-        }
-        if (has) continue;
-        PyObject *h = holder_for(&E, &H, site, "autograd-graph", best, NULL);
-        if (!h) goto done;
-        dict_add_int(h, "objects", bestg.nodes);
-        PyObject *gf = PyObject_GetAttrString(E.obj[best], "grad_fn");
-        PyObject *chain = PyDict_GetItemString(h, "chain");
-        set_detail(h, "root", chain ? chain_root_text(chain) : NULL);
-        set_detail(h, "grad_fn", PyUnicode_FromString(gf ? short_tname(gf) : "?"));
-        Py_XDECREF(gf);
-        PyErr_Clear();
-        set_detail(h, "grad_fn_chain_length", PyLong_FromLong(bestg.depth));
-        set_detail(h, "graph_nodes", PyLong_FromLong(bestg.nodes));
-        set_detail(h, "saved_tensors", PyLong_FromLong(0));
-        set_detail(h, "saved_bytes", PyLong_FromLong(0));
-        set_detail(h, "inferred", Py_NewRef(Py_True));
-      }
+/* A retained graph whose nodes are the leak (backward() freed the saved tensors, the
+ * grad_fn nodes themselves are not Python objects): the longest chain is named for the
+ * targets nothing else explains. 0, -1. */
+static int run_retained_graph(run_t *R) {
+  if (R->best < 0 || R->bestg.depth < 16) return 0;
+  hold_t *H = &R->H;
+  for (Py_ssize_t j = 0; j < PyList_GET_SIZE(R->targets); j++) {
+    uint32_t site = (uint32_t)PyLong_AsUnsignedLong(PyList_GET_ITEM(R->targets, j));
+    int has = 0;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(H->order) && !has; k++) {
+      PyObject *st = PyDict_GetItemString(PyList_GET_ITEM(H->order, k), "stack");
+      has = st && PyLong_AsUnsignedLong(st) == site;
     }
+    if (has) continue;
+    PyObject *h = holder_for(&R->E, H, site, "autograd-graph", R->best, NULL);
+    if (!h) return -1;
+    dict_add_int(h, "objects", R->bestg.nodes);
+    PyObject *gf = PyObject_GetAttrString(R->E.obj[R->best], "grad_fn");
+    PyObject *chain = PyDict_GetItemString(h, "chain");
+    set_detail(h, "root", chain ? chain_root_text(chain) : NULL);
+    set_detail(h, "grad_fn", PyUnicode_FromString(gf ? short_tname(gf) : "?"));
+    Py_XDECREF(gf);
+    PyErr_Clear();
+    set_detail(h, "grad_fn_chain_length", PyLong_FromLong(R->bestg.depth));
+    set_detail(h, "graph_nodes", PyLong_FromLong(R->bestg.nodes));
+    set_detail(h, "saved_tensors", PyLong_FromLong(0));
+    set_detail(h, "saved_bytes", PyLong_FromLong(0));
+    set_detail(h, "inferred", Py_NewRef(Py_True));
   }
+  return 0;
+}
 
-  if (dbg) fprintf(stderr, "explain: autograd %.3fs\n", now_s() - t0);
-  dict_bounds(H.order);
-  /* output: by bytes, at most 8 chains per stack */
-  {
-    PyObject *op = PyImport_ImportModule("operator");
-    PyObject *key = op ? PyObject_CallMethod(op, "itemgetter", "s", "bytes") : NULL;
-    PyObject *kw = key ? Py_BuildValue("{s:O,s:O}", "key", key, "reverse", Py_True) : NULL;
-    PyObject *sf = PyDict_GetItemString(PyEval_GetBuiltins(), "sorted");
-    PyObject *a = PyTuple_Pack(1, H.order);
-    sorted = (kw && sf && a) ? PyObject_Call(sf, a, kw) : NULL;
-    Py_XDECREF(op);
-    Py_XDECREF(key);
-    Py_XDECREF(kw);
-    Py_XDECREF(a);
-    if (!sorted) goto done;
-  }
-  out = PyList_New(0);
-  per_stack = PyDict_New();
-  if (!out || !per_stack) goto done;
-  for (Py_ssize_t j = 0; j < PyList_GET_SIZE(sorted); j++) {
+/* The holders by bytes, at most 8 chains per stack (a new list, NULL with an
+ * exception); an autograd graph's chain ends with the graph's own description. */
+static PyObject *run_output(run_t *R) {
+  PyObject *op = PyImport_ImportModule("operator");
+  PyObject *key = op ? PyObject_CallMethod(op, "itemgetter", "s", "bytes") : NULL;
+  PyObject *kw = key ? Py_BuildValue("{s:O,s:O}", "key", key, "reverse", Py_True) : NULL;
+  PyObject *sf = PyDict_GetItemString(PyEval_GetBuiltins(), "sorted");
+  PyObject *a = PyTuple_Pack(1, R->H.order);
+  PyObject *sorted = (kw && sf && a) ? PyObject_Call(sf, a, kw) : NULL;
+  Py_XDECREF(op);
+  Py_XDECREF(key);
+  Py_XDECREF(kw);
+  Py_XDECREF(a);
+  PyObject *out = sorted ? PyList_New(0) : NULL, *per_stack = out ? PyDict_New() : NULL;
+  for (Py_ssize_t j = 0; per_stack && j < PyList_GET_SIZE(sorted); j++) {
     PyObject *h = PyList_GET_ITEM(sorted, j);
     PyObject *st = PyDict_GetItemString(h, "stack");
     PyObject *c = PyDict_GetItem(per_stack, st);
@@ -774,14 +566,23 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
     }
     if (!nv || PyDict_SetItem(per_stack, st, nv) < 0 || PyList_Append(out, h) < 0) {
       Py_XDECREF(nv);
-      goto done;
+      Py_CLEAR(out);
+      break;
     }
     Py_DECREF(nv);
   }
-  doc = Py_BuildValue("{s:l,s:K,s:d,s:O,s:n,s:s,s:O,s:O,s:s,s:l}", "pid", (long)getpid(), "step",
-                      (unsigned long long)lgpy_steps, "elapsed_s", now_s() - t0, "truncated",
-                      E.truncated ? Py_True : Py_False, "objects_scanned", E.n, "targets_from", from, "targets",
-                      targets, "holders", out, "why", why, "request", request);
+  if (!per_stack) Py_CLEAR(out);
+  Py_XDECREF(per_stack);
+  Py_XDECREF(sorted);
+  return out;
+}
+
+/* The explain document; written to the run directory when write (with its "path"). */
+static PyObject *run_document(run_t *R, PyObject *holders, int write, const char *why, long request) {
+  PyObject *doc = Py_BuildValue("{s:l,s:K,s:d,s:O,s:n,s:s,s:O,s:O,s:s,s:l}", "pid", (long)getpid(), "step",
+                                (unsigned long long)lgpy_steps, "elapsed_s", now_s() - R->t0, "truncated",
+                                R->E.truncated ? Py_True : Py_False, "objects_scanned", R->E.n, "targets_from", R->from,
+                                "targets", R->targets, "holders", holders, "why", why, "request", request);
   if (doc && write) {
     char path[4096];
     int w = write_doc(doc, path, sizeof path);
@@ -793,27 +594,70 @@ static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssi
       Py_XDECREF(p);
     }
   }
+  return doc;
+}
+
+static void run_free(run_t *R) {
+  Py_CLEAR(rev_cache);
+  g_tensor = NULL;
+  free(R->sptr);
+  ex_free(&R->E);
+  Py_XDECREF(R->H.groups);
+  Py_XDECREF(R->H.order);
+  Py_XDECREF(R->H.storages);
+  Py_XDECREF(R->H.sto_first);
+  Py_XDECREF(R->H.targets);
+  PyMem_RawFree(R->H.tgt);
+  Py_XDECREF(R->targets);
+  Py_XDECREF(R->seen);
+  Py_XDECREF(R->keep);
+  Py_XDECREF(R->cache);
+}
+
+static PyObject *explain_once(PyObject *stacks, int top, double budget_s, Py_ssize_t max_objects, int write,
+                              const char *why, long request) {
+  double t0 = now_s(), c0 = cpu_s();
+  if (budget_s <= 0) {
+    const char *b = getenv(LG_ENV_EXPLAIN_BUDGET_S);
+    budget_s = b ? atof(b) : 0;
+    if (budget_s <= 0) budget_s = 2.0;
+  }
+  if (max_objects <= 0) max_objects = 5000000;
+  if (max_objects > INT32_MAX / 2) max_objects = INT32_MAX / 2;
+  if (top <= 0) top = 5;
+  if (top > 64) top = 64;
+
+  int gc_was = lgpy_gc_disable(); /* no collection while we hold raw pointers */
+  /* the walk's tables are leakguard's memory, not the program's */
+  if (lgpy.pause) lgpy.pause(1);
+  if (lgpy.held) lgpy.held(1); /* the program waits for us: no snapshot meanwhile */
+  run_t R;
+  memset(&R, 0, sizeof R);
+  R.from = "suspects";
+  R.best = -1;
+  R.t0 = t0;
+  R.dbg = getenv(LG_ENV_EXPLAIN_DEBUG) != NULL;
+  PyObject *doc = NULL, *holders = NULL;
+  /* the graph walk gets 60 % of the budget, attribution the rest (CPU time) */
+  if (run_setup(&R, max_objects, c0 + budget_s * 0.6) < 0) goto done;
+  run_walk(&R);
+  R.E.deadline = c0 + budget_s;
+  if (R.dbg) fprintf(stderr, "explain: graph %zd objects %.3fs\n", R.E.n, now_s() - t0);
+  if (run_attribute(&R) < 0) goto done;
+  if (R.dbg) fprintf(stderr, "explain: attributed %.3fs\n", now_s() - t0);
+  if (run_targets(&R, stacks, top) < 0 || run_autograd(&R) < 0 || run_owners(&R) < 0) goto done;
+  if (R.dbg) fprintf(stderr, "explain: owners %.3fs\n", now_s() - t0);
+  if (run_retained_graph(&R) < 0) goto done;
+  if (R.dbg) fprintf(stderr, "explain: autograd %.3fs\n", now_s() - t0);
+  dict_bounds(R.H.order);
+  holders = run_output(&R);
+  if (holders) doc = run_document(&R, holders, write, why, request);
 
 done:
   if (lgpy.held) lgpy.held(0);
   if (lgpy.pause) lgpy.pause(0);
-  Py_CLEAR(rev_cache);
-  g_tensor = NULL;
-  free(sptr);
-  ex_free(&E);
-  Py_XDECREF(H.groups);
-  Py_XDECREF(H.order);
-  Py_XDECREF(H.storages);
-  Py_XDECREF(H.sto_first);
-  Py_XDECREF(H.targets);
-  PyMem_RawFree(H.tgt);
-  Py_XDECREF(targets);
-  Py_XDECREF(seen);
-  Py_XDECREF(keep);
-  Py_XDECREF(cache);
-  Py_XDECREF(sorted);
-  Py_XDECREF(out);
-  Py_XDECREF(per_stack);
+  run_free(&R);
+  Py_XDECREF(holders);
   if (gc_was) lgpy_gc_enable();
   if (!doc && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "leakguard: explain failed");
   return doc;

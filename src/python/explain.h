@@ -6,7 +6,8 @@
  *   graph.c    the object table, the roots (modules, frame locals) and the BFS
  *   naming.c   chain items: edge labels, object descriptions, chains
  *   torch.c    tensors: storages, descriptions, retained autograd graphs
- *   explain.c  holders grouped by site, target choice, output (lgpy_explain)
+ *   holders.c  holders grouped by site, their bounds and details
+ *   explain.c  the explain's steps, target choice, output (lgpy_explain)
  *
  * Names keep explain.c's original ones (ex_*, edge_label, ...): the extension is built
  * with hidden visibility, so they cannot clash with the interpreter's.
@@ -121,6 +122,24 @@ typedef struct {
 static inline int is_target(hold_t *H, uint32_t site) {
   return site && site < H->ntgt_bits && (H->tgt[site >> 3] >> (site & 7) & 1);
 }
+
+/* ------------------------------------------------------------------ holders.c */
+
+/* d[k] += add (an int; absent: 0). 0, -1 with an exception. */
+int dict_add_int(PyObject *d, const char *k, long long add);
+/* The holder dict of site's objects of `kind` owned as node i (its group's, created on
+ * first sight, with its chain and bounded container); borrowed, NULL with an
+ * exception. extra_desc: a description for the owner instead of its own. */
+PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind, int32_t i, PyObject *extra_desc);
+/* Gives a dict holder seen before at the same length with other values (a table with a
+ * fixed set of keys whose values change: not a leak) detail "bound" (full); remembered
+ * across explanations. */
+void dict_bounds(PyObject *holders);
+/* h["detail"][k] = v (stolen); h["detail"][k] += add. 0, -1. */
+int set_detail(PyObject *h, const char *k, PyObject *v);
+int add_detail(PyObject *h, const char *k, long long add);
+/* A chain's items but the last, joined with arrows (new reference). */
+PyObject *chain_root_text(PyObject *chain);
 
 /* ------------------------------------------------------------------ torch.c */
 

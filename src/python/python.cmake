@@ -23,6 +23,7 @@ set(LG_PYTHON_SOURCES
   ${CMAKE_SOURCE_DIR}/src/python/leakguardmodule.c
   ${CMAKE_SOURCE_DIR}/src/python/api.c
   ${CMAKE_SOURCE_DIR}/src/python/explain.c
+  ${CMAKE_SOURCE_DIR}/src/python/holders.c
   ${CMAKE_SOURCE_DIR}/src/python/blocks.c
   ${CMAKE_SOURCE_DIR}/src/python/graph.c
   ${CMAKE_SOURCE_DIR}/src/python/naming.c
