@@ -81,25 +81,34 @@ static void stuck_where(lgj_inj_t *s, const lgj_waitcheck_t *w, pid_t caller, ch
   }
 }
 
-int lgj_inject(pid_t pid, const char *agent, const char *cfg, lgj_result_t *res, char *why, size_t n) {
-  memset(res, 0, sizeof *res);
-  int rc = lgj_check(pid, why, n);
-  if (rc) return rc;
+/* What the injector calls in the target: libc's and ld.so's addresses there. */
+typedef struct {
+  uintptr_t libc_base;
+  char libc_path[4096];
+  uint64_t fn[5];         /* malloc, free, dlopen, dlsym, dlerror: offsets in libc */
+  uintptr_t r_state_addr; /* ld.so's _r_debug.r_state */
+} lgj_target_t;
+enum { FN_MALLOC, FN_FREE, FN_DLOPEN, FN_DLSYM, FN_DLERROR };
+
+/* Finds libc and ld.so in pid's mappings and the symbols the attach needs. 0, or
+ * -ENOEXEC with why. */
+static int find_target(pid_t pid, lgj_target_t *T, char *why, size_t n) {
   static const char *const libc_sfx[] = {"libc.so.6", NULL};
   static const char *const ld_sfx[] = {"ld-linux-x86-64.so.2", NULL};
-  uintptr_t libc_base, ld_base;
-  char libc_path[4096], ld_path[4096], file[4200];
-  if (lgj_find_map(pid, libc_sfx, &libc_base, libc_path, sizeof libc_path) != 0 ||
+  uintptr_t ld_base;
+  char ld_path[4096], file[4200];
+  if (lgj_find_map(pid, libc_sfx, &T->libc_base, T->libc_path, sizeof T->libc_path) != 0 ||
       lgj_find_map(pid, ld_sfx, &ld_base, ld_path, sizeof ld_path) != 0) {
     snprintf(why, n, "cannot find libc.so.6 and ld.so in process %d's mappings", (int)pid);
     return -ENOEXEC;
   }
   static const char *const libc_names[] = {"malloc", "free", "dlopen", "dlsym", "dlerror"};
-  uint64_t lv[5], rv[1];
   static const char *const ld_names[] = {"_r_debug"};
-  snprintf(file, sizeof file, "/proc/%d/root%s", (int)pid, libc_path);
-  if (lgj_elf_syms(file, libc_names, lv, 5) != 0 || !lv[0] || !lv[1] || !lv[2] || !lv[3] || !lv[4]) {
-    snprintf(why, n, "cannot read malloc, free, dlopen and dlsym from %s (glibc 2.34 or later is needed)", libc_path);
+  uint64_t rv[1];
+  snprintf(file, sizeof file, "/proc/%d/root%s", (int)pid, T->libc_path);
+  if (lgj_elf_syms(file, libc_names, T->fn, 5) != 0 || !T->fn[0] || !T->fn[1] || !T->fn[2] || !T->fn[3] || !T->fn[4]) {
+    snprintf(why, n, "cannot read malloc, free, dlopen and dlsym from %s (glibc 2.34 or later is needed)",
+             T->libc_path);
     return -ENOEXEC;
   }
   snprintf(file, sizeof file, "/proc/%d/root%s", (int)pid, ld_path);
@@ -107,14 +116,187 @@ int lgj_inject(pid_t pid, const char *agent, const char *cfg, lgj_result_t *res,
     snprintf(why, n, "cannot find _r_debug in %s", ld_path);
     return -ENOEXEC;
   }
-  uintptr_t r_state_addr = ld_base + rv[0] + 24; /* struct r_debug: version, map, brk, state */
+  T->r_state_addr = ld_base + rv[0] + 24; /* struct r_debug: version, map, brk, state */
+  return 0;
+}
+
+/* The thread that will load the agent, every thread stopped (steps 2 and 3 of the
+ * comment at the top): > 0, or 0 with *rc and why. *how says how it was chosen (for
+ * the message of a dlopen that does not return), *t_stop when the threads last
+ * stopped. */
+static pid_t choose_caller(lgj_inj_t *s, const lgj_waitcheck_t *wc, const lgj_target_t *T, lgj_result_t *res, char *how,
+                           size_t hown, double *t_stop, int *rc, char *why, size_t n) {
+  pid_t pid = s->pid;
+  /* 0. a thread already waiting in one of in_safe_syscall's calls whose whole stack
+   *    passes the check: taken at once, no breakpoint written. ld.so's allocations for
+   *    the agent (link maps, scopes, search paths: kilobytes that stay) then go to that
+   *    thread's malloc arena, not to the arena of a thread in full swing: there they
+   *    moved the churn program's heap onto glibc's trim threshold, and that thread went
+   *    on trimming and regrowing it after the detach (BENCHMARKS.md, "Attach"). */
+  pid_t caller = wc ? lgj_safe_waiter(s, wc) : 0;
+  snprintf(how, hown, "waiting in a system call, its stack checked");
+  if (caller) res->idle = 1;
+  /* rounds until LG_INJECT_ROUNDS_MS: counted in time, not rounds, for a thread that is
+   * not yet back in its wait when it is stopped (runnable, waiting for a CPU on a loaded
+   * machine) must get CPU time between the rounds to be found waiting */
+  double rounds_end = lgj_now_ms() + LG_INJECT_ROUNDS_MS;
+  for (int tries = 1; !caller; tries++) {
+    res->tries = tries;
+    if ((*rc = lgj_set_bps(s, 1)) != 0) {
+      snprintf(why, n, "cannot write process %d's memory: %s", (int)pid, strerror(-*rc));
+      return 0;
+    }
+    lgj_resume_all(s, 0);
+    int w = lgj_pump(s, lgj_any_hit, lgj_now_ms() + LG_INJECT_WAIT_MS);
+    *t_stop = lgj_now_ms();
+    lgj_set_bps(s, 0);
+    if (w == -ESRCH) {
+      snprintf(why, n, "process %d exited during attach", (int)pid);
+      *rc = w;
+      return 0;
+    }
+    if (lgj_stop_all(s, lgj_now_ms() + 3000) != 0) {
+      snprintf(why, n, "process %d did not stop within 3 s", (int)pid);
+      *rc = -ETIMEDOUT;
+      return 0;
+    }
+    int32_t state = -1;
+    int got = (int)pread(s->memfd, &state, sizeof state, (off_t)T->r_state_addr);
+    int loader_idle = got == (int)sizeof state && state == 0;
+    if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "try %d: r_state %d (read %d), wait %d\n", tries, state, got, w);
+    /* 1. a thread stopped at a breakpoint, no dlopen or dlclose half done, and none of
+     *    its callers in the loader or in libc's allocator */
+    for (int i = 0; loader_idle && i < s->n && !caller; i++) {
+      if (s->t[i].gone || !s->t[i].hit) continue;
+      char hwhy[160] = "";
+      int ok = wc ? lgj_hit_safe(wc, s->t[i].tid, hwhy, sizeof hwhy) : 1;
+      if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "hit %d: %d %s\n", (int)s->t[i].tid, ok, hwhy);
+      if (ok == 1) {
+        caller = s->t[i].tid;
+        snprintf(how, hown, "at a malloc or free, %s", hwhy[0] ? hwhy : "its stack checked");
+      }
+    }
+    /* 2. else a thread waiting in a system call that can be interrupted safely (its
+     *    stack holds no loader frame: a dlopen of ours there waits for a busy loader's
+     *    lock like any other caller); after a hit too, as in a program whose only
+     *    allocations are the loader's */
+    if (!caller && (caller = lgj_idle_caller(s, wc)) != 0) {
+      res->idle = 1;
+      snprintf(how, hown, "waiting in a system call%s", wc ? "" : ", its stack not checked");
+    }
+    if (caller) break;
+    if (w == -ETIMEDOUT && !lgj_any_hit(s)) {
+      snprintf(why, n,
+               "process %d made no malloc or free call within %d s, and none of its threads waits in a "
+               "system call that can be interrupted safely (docs/attach.md)",
+               (int)pid, LG_INJECT_WAIT_MS / 1000);
+      *rc = -ETIMEDOUT;
+      return 0;
+    }
+    if (lgj_now_ms() > rounds_end) break;
+    /* 3. the loader busy, or every hit an allocation of the loader's: another round,
+     *    after the threads ran a little longer each time (5 ms more a round, at most
+     *    100 ms) */
+    if ((*rc = lgj_next_round(s, tries < 20 ? 5 * tries : 100)) != 0) return 0;
+  }
+  if (!caller) {
+    snprintf(why, n,
+             "process %d reached no safe point in %d s (%d rounds): every malloc or free stopped was the loader's, "
+             "and no thread waits in a system call that can be interrupted safely",
+             (int)pid, LG_INJECT_ROUNDS_MS / 1000, res->tries);
+    *rc = -EAGAIN;
+  }
+  return caller;
+}
+
+/* Step 4: in the stopped thread caller (registers r0), dlopen(agent), dlsym(h,
+ * "lg_agent_start"), lg_agent_start(cfg); res->stats_addr on success. 0; < 0 with why
+ * and *lost set when a call did not return (the thread cannot be given its registers
+ * back: the attach fails without restoring them). */
+static int load_agent(lgj_inj_t *s, const lgj_waitcheck_t *wc, const lgj_target_t *T, pid_t caller,
+                      struct user_regs_struct *r0, const char *agent, const char *cfg, const char *how,
+                      lgj_result_t *res, int *lost, char *why, size_t n) {
+  pid_t pid = s->pid;
+  *lost = 0;
+  /* scratch: the agent's path and the config string, below the red zone */
+  uintptr_t sp = (r0->rsp - 256 - 8192) & ~(uintptr_t)15;
+  uintptr_t a_path = sp, a_sym = sp + 4096, a_cfg = sp + 4160;
+  static const char sym[] = "lg_agent_start";
+  size_t cl = strlen(cfg) + 1, al = strlen(agent) + 1;
+  if (al > 4096 || cl > 8192 - 4160 - 64 || pwrite(s->memfd, agent, al, (off_t)a_path) != (ssize_t)al ||
+      pwrite(s->memfd, sym, sizeof sym, (off_t)a_sym) != (ssize_t)sizeof sym ||
+      pwrite(s->memfd, cfg, cl, (off_t)a_cfg) != (ssize_t)cl) {
+    snprintf(why, n, "cannot write the agent's arguments into process %d", (int)pid);
+    return -EIO;
+  }
+  uintptr_t libc = T->libc_base;
+  uint64_t h = 0, fn = 0, st = 0;
+  char where[1200];
+  double t_dl = lgj_now_ms();
+  int rc = lgj_remote_call(s, caller, r0, sp, libc + T->fn[FN_DLOPEN], a_path, 2 /* RTLD_NOW */, &h, LG_INJECT_CALL_MS);
+  if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "dlopen took %.0f ms rc %d\n", lgj_now_ms() - t_dl, rc);
+  if (rc != 0) {
+    stuck_where(s, wc, caller, where, sizeof where);
+    snprintf(why, n,
+             "dlopen in process %d did not return within %d s (%s) in thread %d, chosen %s (system call %lld); "
+             "it waits in %s",
+             (int)pid, LG_INJECT_CALL_MS / 1000, strerror(-rc), (int)caller, how, (long long)r0->orig_rax, where);
+    *lost = 1;
+    return rc;
+  }
+  if (!h) {
+    char msg[512] = "";
+    uint64_t e = 0;
+    if (lgj_remote_call(s, caller, r0, sp, libc + T->fn[FN_DLERROR], 0, 0, &e, LG_INJECT_CALL_MS) == 0)
+      lgj_read_str(s, e, msg, sizeof msg);
+    snprintf(why, n, "the target could not load the agent %s: %s", agent, *msg ? msg : "dlopen failed");
+    return -ENOENT;
+  }
+  if ((rc = lgj_remote_call(s, caller, r0, sp, libc + T->fn[FN_DLSYM], h, a_sym, &fn, LG_INJECT_CALL_MS)) != 0) {
+    stuck_where(s, wc, caller, where, sizeof where);
+    snprintf(why, n, "dlsym in process %d did not return within %d s (%s); it waits in %s", (int)pid,
+             LG_INJECT_CALL_MS / 1000, strerror(-rc), where);
+    *lost = 1;
+    return rc;
+  }
+  if (!fn) {
+    snprintf(why, n, "lg_agent_start not found in the agent loaded by process %d", (int)pid);
+    return -ENOENT;
+  }
+  if ((rc = lgj_remote_call(s, caller, r0, sp, fn, a_cfg, 0, &st, LG_INJECT_CALL_MS)) != 0) {
+    stuck_where(s, wc, caller, where, sizeof where);
+    snprintf(why, n, "the agent did not start in process %d (%s); it waits in %s", (int)pid, strerror(-rc), where);
+    *lost = 1;
+    return rc;
+  }
+  if (st < 4096) {
+    static const char *const what[] = {"",
+                                       "bad configuration",
+                                       "the program's allocator is not glibc's",
+                                       "cannot create the shared region",
+                                       "the collector's socket is not reachable",
+                                       "cannot start the agent's thread",
+                                       "another leakguard attach is recording this process"};
+    snprintf(why, n, "the agent did not start in process %d: %s", (int)pid, st < 7 ? what[st] : "error");
+    return -EIO;
+  }
+  res->stats_addr = (uintptr_t)st;
+  return 0;
+}
+
+int lgj_inject(pid_t pid, const char *agent, const char *cfg, lgj_result_t *res, char *why, size_t n) {
+  memset(res, 0, sizeof *res);
+  int rc = lgj_check(pid, why, n);
+  if (rc) return rc;
+  lgj_target_t T;
+  if ((rc = find_target(pid, &T, why, n)) != 0) return rc;
 
   lgj_inj_t s = {.pid = pid, .memfd = -1, .why = why, .whylen = n};
   lgj_waitcheck_t wc;
   int wc_ok = 0;
-  s.bp[0] = libc_base + lv[0];
-  s.bp[1] = libc_base + lv[1];
-  char mp[64];
+  s.bp[0] = T.libc_base + T.fn[FN_MALLOC];
+  s.bp[1] = T.libc_base + T.fn[FN_FREE];
+  char mp[64], file[4200];
   snprintf(mp, sizeof mp, "/proc/%d/mem", (int)pid);
   if ((rc = lgj_seize_all(&s)) != 0) {
     rc = lgj_refused(pid, -rc, why, n);
@@ -137,91 +319,13 @@ int lgj_inject(pid_t pid, const char *agent, const char *cfg, lgj_result_t *res,
   /* libc's symbols and the mappings, read once: the stack of a waiting thread or of one
    * stopped at a breakpoint is judged by them (without them, only a thread in one of
    * in_safe_syscall's calls is taken, after the breakpoints) */
-  snprintf(file, sizeof file, "/proc/%d/root%s", (int)pid, libc_path);
-  int wrc = lgj_waitcheck_init(&wc, pid, file, libc_base);
+  snprintf(file, sizeof file, "/proc/%d/root%s", (int)pid, T.libc_path);
+  int wrc = lgj_waitcheck_init(&wc, pid, file, T.libc_base);
   wc_ok = wrc == 0;
   if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "stack check: %s\n", wrc ? strerror(-wrc) : "ready");
-  /* 0. a thread already waiting in one of in_safe_syscall's calls whose whole stack
-   *    passes the check: taken at once, no breakpoint written. ld.so's allocations for
-   *    the agent (link maps, scopes, search paths: kilobytes that stay) then go to that
-   *    thread's malloc arena, not to the arena of a thread in full swing: there they
-   *    moved the churn program's heap onto glibc's trim threshold, and that thread went
-   *    on trimming and regrowing it after the detach (BENCHMARKS.md, "Attach"). */
-  pid_t caller = wc_ok ? lgj_safe_waiter(&s, &wc) : 0;
-  /* how the loading thread was chosen: said when its dlopen does not return */
-  char how[200] = "waiting in a system call, its stack checked";
-  if (caller) res->idle = 1;
-  /* rounds until LG_INJECT_ROUNDS_MS: counted in time, not rounds, for a thread that is
-   * not yet back in its wait when it is stopped (runnable, waiting for a CPU on a loaded
-   * machine) must get CPU time between the rounds to be found waiting */
-  double rounds_end = lgj_now_ms() + LG_INJECT_ROUNDS_MS;
-  for (int tries = 1; !caller; tries++) {
-    res->tries = tries;
-    if ((rc = lgj_set_bps(&s, 1)) != 0) {
-      snprintf(why, n, "cannot write process %d's memory: %s", (int)pid, strerror(-rc));
-      goto fail;
-    }
-    lgj_resume_all(&s, 0);
-    int w = lgj_pump(&s, lgj_any_hit, lgj_now_ms() + LG_INJECT_WAIT_MS);
-    t_stop = lgj_now_ms();
-    lgj_set_bps(&s, 0);
-    if (w == -ESRCH) {
-      snprintf(why, n, "process %d exited during attach", (int)pid);
-      rc = w;
-      goto fail;
-    }
-    if (lgj_stop_all(&s, lgj_now_ms() + 3000) != 0) {
-      snprintf(why, n, "process %d did not stop within 3 s", (int)pid);
-      rc = -ETIMEDOUT;
-      goto fail;
-    }
-    int32_t state = -1;
-    int got = (int)pread(s.memfd, &state, sizeof state, (off_t)r_state_addr);
-    int loader_idle = got == (int)sizeof state && state == 0;
-    if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "try %d: r_state %d (read %d), wait %d\n", tries, state, got, w);
-    /* 1. a thread stopped at a breakpoint, no dlopen or dlclose half done, and none of
-     *    its callers in the loader or in libc's allocator */
-    for (int i = 0; loader_idle && i < s.n && !caller; i++) {
-      if (s.t[i].gone || !s.t[i].hit) continue;
-      char hwhy[160] = "";
-      int ok = wc_ok ? lgj_hit_safe(&wc, s.t[i].tid, hwhy, sizeof hwhy) : 1;
-      if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "hit %d: %d %s\n", (int)s.t[i].tid, ok, hwhy);
-      if (ok == 1) {
-        caller = s.t[i].tid;
-        snprintf(how, sizeof how, "at a malloc or free, %s", hwhy[0] ? hwhy : "its stack checked");
-      }
-    }
-    /* 2. else a thread waiting in a system call that can be interrupted safely (its
-     *    stack holds no loader frame: a dlopen of ours there waits for a busy loader's
-     *    lock like any other caller); after a hit too, as in a program whose only
-     *    allocations are the loader's */
-    if (!caller && (caller = lgj_idle_caller(&s, wc_ok ? &wc : NULL)) != 0) {
-      res->idle = 1;
-      snprintf(how, sizeof how, "waiting in a system call%s", wc_ok ? "" : ", its stack not checked");
-    }
-    if (caller) break;
-    if (w == -ETIMEDOUT && !lgj_any_hit(&s)) {
-      snprintf(why, n,
-               "process %d made no malloc or free call within %d s, and none of its threads waits in a "
-               "system call that can be interrupted safely (docs/attach.md)",
-               (int)pid, LG_INJECT_WAIT_MS / 1000);
-      rc = -ETIMEDOUT;
-      goto fail;
-    }
-    if (lgj_now_ms() > rounds_end) break;
-    /* 3. the loader busy, or every hit an allocation of the loader's: another round,
-     *    after the threads ran a little longer each time (5 ms more a round, at most
-     *    100 ms) */
-    if ((rc = lgj_next_round(&s, tries < 20 ? 5 * tries : 100)) != 0) goto fail;
-  }
-  if (!caller) {
-    snprintf(why, n,
-             "process %d reached no safe point in %d s (%d rounds): every malloc or free stopped was the loader's, "
-             "and no thread waits in a system call that can be interrupted safely",
-             (int)pid, LG_INJECT_ROUNDS_MS / 1000, res->tries);
-    rc = -EAGAIN;
-    goto fail;
-  }
+  char how[200];
+  pid_t caller = choose_caller(&s, wc_ok ? &wc : NULL, &T, res, how, sizeof how, &t_stop, &rc, why, n);
+  if (!caller) goto fail;
   struct user_regs_struct r0;
   if (ptrace(PTRACE_GETREGS, caller, NULL, &r0) != 0) {
     snprintf(why, n, "cannot read the registers of thread %d: %s", (int)caller, strerror(errno));
@@ -232,72 +336,9 @@ int lgj_inject(pid_t pid, const char *agent, const char *cfg, lgj_result_t *res,
   /* the other threads run on while the caller loads the agent */
   lgj_resume_all(&s, caller);
   res->all_stopped_ms = lgj_now_ms() - t_stop;
-  /* scratch: the agent's path and the config string, below the red zone */
-  uintptr_t sp = (r0.rsp - 256 - 8192) & ~(uintptr_t)15;
-  uintptr_t a_path = sp, a_sym = sp + 4096, a_cfg = sp + 4160;
-  static const char sym[] = "lg_agent_start";
-  size_t cl = strlen(cfg) + 1, al = strlen(agent) + 1;
-  if (al > 4096 || cl > 8192 - 4160 - 64 || pwrite(s.memfd, agent, al, (off_t)a_path) != (ssize_t)al ||
-      pwrite(s.memfd, sym, sizeof sym, (off_t)a_sym) != (ssize_t)sizeof sym ||
-      pwrite(s.memfd, cfg, cl, (off_t)a_cfg) != (ssize_t)cl) {
-    snprintf(why, n, "cannot write the agent's arguments into process %d", (int)pid);
-    rc = -EIO;
-    goto restore;
-  }
-  uint64_t h = 0, fn = 0, st = 0;
-  double t_dl = lgj_now_ms();
-  rc = lgj_remote_call(&s, caller, &r0, sp, libc_base + lv[2], a_path, 2 /* RTLD_NOW */, &h, LG_INJECT_CALL_MS);
-  if (getenv("LG_INJECT_DEBUG")) fprintf(stderr, "dlopen took %.0f ms rc %d\n", lgj_now_ms() - t_dl, rc);
-  if (rc != 0) {
-    char where[1200];
-    stuck_where(&s, wc_ok ? &wc : NULL, caller, where, sizeof where);
-    snprintf(why, n,
-             "dlopen in process %d did not return within %d s (%s) in thread %d, chosen %s (system call %lld); "
-             "it waits in %s",
-             (int)pid, LG_INJECT_CALL_MS / 1000, strerror(-rc), (int)caller, how, (long long)r0.orig_rax, where);
-    goto fail; /* registers cannot be put back into a call that did not end */
-  }
-  if (!h) {
-    char msg[512] = "";
-    uint64_t e = 0;
-    if (lgj_remote_call(&s, caller, &r0, sp, libc_base + lv[4], 0, 0, &e, LG_INJECT_CALL_MS) == 0)
-      lgj_read_str(&s, e, msg, sizeof msg);
-    snprintf(why, n, "the target could not load the agent %s: %s", agent, *msg ? msg : "dlopen failed");
-    rc = -ENOENT;
-    goto restore;
-  }
-  if ((rc = lgj_remote_call(&s, caller, &r0, sp, libc_base + lv[3], h, a_sym, &fn, LG_INJECT_CALL_MS)) != 0 || !fn) {
-    if (rc) {
-      char where[1200];
-      stuck_where(&s, wc_ok ? &wc : NULL, caller, where, sizeof where);
-      snprintf(why, n, "dlsym in process %d did not return within %d s (%s); it waits in %s", (int)pid,
-               LG_INJECT_CALL_MS / 1000, strerror(-rc), where);
-      goto fail;
-    }
-    snprintf(why, n, "lg_agent_start not found in the agent loaded by process %d", (int)pid);
-    rc = -ENOENT;
-    goto restore;
-  }
-  if ((rc = lgj_remote_call(&s, caller, &r0, sp, fn, a_cfg, 0, &st, LG_INJECT_CALL_MS)) != 0) {
-    char where[1200];
-    stuck_where(&s, wc_ok ? &wc : NULL, caller, where, sizeof where);
-    snprintf(why, n, "the agent did not start in process %d (%s); it waits in %s", (int)pid, strerror(-rc), where);
-    goto fail;
-  }
-  if (st < 4096) {
-    static const char *const what[] = {"",
-                                       "bad configuration",
-                                       "the program's allocator is not glibc's",
-                                       "cannot create the shared region",
-                                       "the collector's socket is not reachable",
-                                       "cannot start the agent's thread",
-                                       "another leakguard attach is recording this process"};
-    snprintf(why, n, "the agent did not start in process %d: %s", (int)pid, st < 7 ? what[st] : "error");
-    rc = -EIO;
-    goto restore;
-  }
-  res->stats_addr = (uintptr_t)st;
-restore:
+  int lost;
+  rc = load_agent(&s, wc_ok ? &wc : NULL, &T, caller, &r0, agent, cfg, how, res, &lost, why, n);
+  if (lost) goto fail; /* registers cannot be put back into a call that did not end */
   if (wc_ok) lgj_waitcheck_free(&wc);
   ptrace(PTRACE_SETREGS, caller, NULL, &r0);
   res->caller_ms = lgj_now_ms() - t_stop;
