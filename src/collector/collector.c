@@ -202,131 +202,137 @@ static void attach_end(lgc_collector_t *c, uint64_t now) {
   if (c->detach_req > 1 || now >= c->final_until || c->explains - c->final_base >= c->final_asked) c->stop = 1;
 }
 
-int lgc_run(lgc_collector_t *c) {
-  sigset_t mask;
-  lgc_signals(&mask);
-  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd < 0) /* children are still reaped at every pass (lgc_reap below) */
-    lgu_err("cannot read signals (signalfd: %s): interrupts will not be passed on to the program", strerror(errno));
-  uint64_t next_snap = lgu_now_ns() + lgc_snapshot_interval_ns(c, lgu_now_ns());
-  uint64_t next_tick = lgu_now_ns(), next_live = next_tick + LIVE_TICK_NS;
-  struct pollfd *pf = NULL;
-  int pfcap = 0;
-  int stopping_since = 0;
-  /* Like strace -f: recording ends when the target and every recorded descendant
-   * (still connected) are gone. */
-  while (c->attached ? !c->stop : (!c->child_done || any_connected(c))) {
-    int n = 2 + 2 * c->nprocs;
-    if (n > pfcap) {
-      pfcap = n * 2;
-      struct pollfd *np = realloc(pf, (size_t)pfcap * sizeof *np);
-      if (!np) {
-        free(pf);
-        if (sfd >= 0) close(sfd);
-        return -ENOMEM;
-      }
-      pf = np;
-    }
-    pf[0] = (struct pollfd){sfd, POLLIN, 0};
-    pf[1] = (struct pollfd){c->listen_fd, POLLIN, 0};
-    /* Per image: its connection, then its pidfd (-1: not polled). */
-    int k = 2, np = c->nprocs;
-    for (int i = 0; i < np; i++) {
-      lgc_proc_t *p = c->procs[i];
-      pf[k++] = (struct pollfd){p->m.ended ? -1 : p->m.conn, POLLIN, 0};
-      pf[k++] = (struct pollfd){p->m.ended ? -1 : p->pidfd, POLLIN, 0};
-    }
-    int r = poll(pf, (nfds_t)k, 10);
-    uint64_t now = lgu_now_ns();
-    if (r > 0) {
-      /* EOFs before accepts: an exec'd image's old connection closes first. */
-      for (int i = 0; i < np; i++) {
-        struct pollfd *q = &pf[2 + 2 * i];
-        if (q->fd >= 0 && (q->revents & (POLLIN | POLLHUP | POLLERR))) {
-          char b;
-          ssize_t got = recv(q->fd, &b, 1, MSG_DONTWAIT);
-          if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) lgc_conn_eof(c, c->procs[i]);
-        }
-      }
-      /* Exited processes (a reaper's ring may give the status; else lgc_reap() does). */
-      for (int i = 0; i < np; i++) {
-        struct pollfd *q = &pf[3 + 2 * i];
-        if (q->fd >= 0 && (q->revents & (POLLIN | POLLHUP | POLLERR)) && !c->procs[i]->m.ended) {
-          for (int j = 0; j < c->nprocs; j++) lgc_read_reaped(c, c->procs[j]);
-          if (!c->procs[i]->m.ended) lgc_end_proc(c, c->procs[i], "ended");
-        }
-      }
-      /* Every pending hello (a burst of forks must not wait 10 ms each). */
-      if (pf[1].revents & POLLIN)
-        for (int a = 0; a < 256 && lgc_accept_hello(c); a++) continue;
-      if (pf[0].revents & POLLIN) {
-        struct signalfd_siginfo si;
-        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-          if (si.ssi_signo == SIGCHLD) lgc_reap(c);
-          else if (c->attached && si.ssi_signo != SIGUSR1 && si.ssi_signo != SIGUSR2) c->detach_req++; /* detach */
-          else if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) {
-            /* A guard signalling the processes of a cgroup reaches us too: it meant
-             * the program, so pass it on (never fatal to the collector). */
-            if (c->child > 0 && !c->child_done) kill(c->child, (int)si.ssi_signo);
-          } else if (c->child > 0) {
-            /* Forward to the target; a second interrupt stops waiting for it. */
-            kill(c->child, (int)si.ssi_signo);
-            if (stopping_since++ >= 1) kill(c->child, SIGKILL);
-          }
-        }
-      }
-    }
-    lgc_reap(c);
-    if (c->attached) attach_end(c, now);
-    for (int i = 0; i < c->nprocs; i++) {
-      lgc_proc_t *p = c->procs[i];
-      lgc_read_reaped(c, p);
-      /* No pidfd: a detached image is watched through /proc. */
-      if (!p->m.ended && p->detached && p->pidfd < 0 && !lgc_proc_alive(p)) lgc_end_proc(c, p, "ended");
-    }
-    if (now >= next_tick) {
-      for (int i = 0; i < c->nprocs; i++) {
-        lgc_proc_t *p = c->procs[i];
-        if (!p->m.ended) lgm_tick(&p->m, now);
-      }
-      next_tick = now + LG_TICK_NS;
-    }
-    if (c->guard && now >= c->next_guard) {
-      lgg_tick(c->guard, (double)now / 1e9);
-      c->next_guard = now + (uint64_t)(lgg_tick_interval(c->guard) * 1e9);
-    }
-    int full = now >= next_snap;
-    for (int i = 0; i < c->nprocs; i++) {
-      lgc_proc_t *p = c->procs[i];
-      if (p->m.ended) continue;
-      if (atomic_load(&p->m.hdr->held)) continue; /* leakguard's explanation holds it (region.h) */
-      uint64_t steps = atomic_load(&p->m.hdr->steps);
-      if (full || (steps != p->m.steps_seen && now - p->last_snap_ns >= 10000000ULL)) {
-        p->m.steps_seen = steps;
-        /* every CHANGED_EVERY_NS, the small sites' changes too (store.h) */
-        int mode = full && now - p->last_changed_ns >= CHANGED_EVERY_NS ? LGST_CHANGED : LGST_PARTIAL;
-        if (mode == LGST_CHANGED) p->last_changed_ns = now;
-        lgc_snapshot(c, p, mode);
-      }
-    }
-    int live = now >= next_live;
-    if (live) {
-      lgc_live_tick(c, now);
-      uint64_t tick = lgc_snapshot_interval_ns(c, now) < LIVE_TICK_NS ? lgc_snapshot_interval_ns(c, now) : LIVE_TICK_NS;
-      next_live += tick;
-      if (next_live < now) next_live = now + tick;
-    }
-    if (full) lgc_ingest_holders(c);
-    if (full) lgc_gpu_timeline(c, now);
-    lgc_take_symbols(c, 20000000ULL);
-    lgc_db_commit(c);
-    if (live) lgc_live_update(c, (double)(now - c->t0) / 1e9);
-    if (full) {
-      next_snap += lgc_snapshot_interval_ns(c, now);
-      if (next_snap < now) next_snap = now + lgc_snapshot_interval_ns(c, now);
+/* The run loop's state (lgc_run). */
+typedef struct {
+  int sfd; /* signalfd, -1: none */
+  struct pollfd *pf;
+  int pfcap;
+  int stopping_since; /* interrupts forwarded: a second one kills the target */
+  uint64_t next_snap, next_tick, next_live;
+} loop_t;
+
+/* The poll set: the signals, the listening socket, then per image its connection and
+ * its pidfd (-1: not polled). Its size, -ENOMEM. */
+static int poll_set(lgc_collector_t *c, loop_t *L) {
+  int n = 2 + 2 * c->nprocs;
+  if (n > L->pfcap) {
+    int cap = n * 2;
+    struct pollfd *np = realloc(L->pf, (size_t)cap * sizeof *np);
+    if (!np) return -ENOMEM;
+    L->pf = np;
+    L->pfcap = cap;
+  }
+  struct pollfd *pf = L->pf;
+  pf[0] = (struct pollfd){L->sfd, POLLIN, 0};
+  pf[1] = (struct pollfd){c->listen_fd, POLLIN, 0};
+  int k = 2;
+  for (int i = 0; i < c->nprocs; i++) {
+    lgc_proc_t *p = c->procs[i];
+    pf[k++] = (struct pollfd){p->m.ended ? -1 : p->m.conn, POLLIN, 0};
+    pf[k++] = (struct pollfd){p->m.ended ? -1 : p->pidfd, POLLIN, 0};
+  }
+  return k;
+}
+
+/* What poll found for the np images of the poll set: connections closed, processes
+ * ended, hellos, signals. */
+static void poll_events(lgc_collector_t *c, loop_t *L, int np) {
+  struct pollfd *pf = L->pf;
+  /* EOFs before accepts: an exec'd image's old connection closes first. */
+  for (int i = 0; i < np; i++) {
+    struct pollfd *q = &pf[2 + 2 * i];
+    if (q->fd >= 0 && (q->revents & (POLLIN | POLLHUP | POLLERR))) {
+      char b;
+      ssize_t got = recv(q->fd, &b, 1, MSG_DONTWAIT);
+      if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) lgc_conn_eof(c, c->procs[i]);
     }
   }
-  /* Give the last connections a moment to close, then end everything. */
+  /* Exited processes (a reaper's ring may give the status; else lgc_reap() does). */
+  for (int i = 0; i < np; i++) {
+    struct pollfd *q = &pf[3 + 2 * i];
+    if (q->fd >= 0 && (q->revents & (POLLIN | POLLHUP | POLLERR)) && !c->procs[i]->m.ended) {
+      for (int j = 0; j < c->nprocs; j++) lgc_read_reaped(c, c->procs[j]);
+      if (!c->procs[i]->m.ended) lgc_end_proc(c, c->procs[i], "ended");
+    }
+  }
+  /* Every pending hello (a burst of forks must not wait 10 ms each). */
+  if (pf[1].revents & POLLIN)
+    for (int a = 0; a < 256 && lgc_accept_hello(c); a++) continue;
+  if (!(pf[0].revents & POLLIN)) return;
+  struct signalfd_siginfo si;
+  while (read(L->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+    if (si.ssi_signo == SIGCHLD) lgc_reap(c);
+    else if (c->attached && si.ssi_signo != SIGUSR1 && si.ssi_signo != SIGUSR2) c->detach_req++; /* detach */
+    else if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) {
+      /* A guard signalling the processes of a cgroup reaches us too: it meant
+       * the program, so pass it on (never fatal to the collector). */
+      if (c->child > 0 && !c->child_done) kill(c->child, (int)si.ssi_signo);
+    } else if (c->child > 0) {
+      /* Forward to the target; a second interrupt stops waiting for it. */
+      kill(c->child, (int)si.ssi_signo);
+      if (L->stopping_since++ >= 1) kill(c->child, SIGKILL);
+    }
+  }
+}
+
+/* Each pass's work at time now: ended images, ticks, the guard, snapshots (all of
+ * them when one is due, else of an image that marked a step), the live view, holders,
+ * symbols, the commit. */
+static void periodic(lgc_collector_t *c, loop_t *L, uint64_t now) {
+  lgc_reap(c);
+  if (c->attached) attach_end(c, now);
+  for (int i = 0; i < c->nprocs; i++) {
+    lgc_proc_t *p = c->procs[i];
+    lgc_read_reaped(c, p);
+    /* No pidfd: a detached image is watched through /proc. */
+    if (!p->m.ended && p->detached && p->pidfd < 0 && !lgc_proc_alive(p)) lgc_end_proc(c, p, "ended");
+  }
+  if (now >= L->next_tick) {
+    for (int i = 0; i < c->nprocs; i++) {
+      lgc_proc_t *p = c->procs[i];
+      if (!p->m.ended) lgm_tick(&p->m, now);
+    }
+    L->next_tick = now + LG_TICK_NS;
+  }
+  if (c->guard && now >= c->next_guard) {
+    lgg_tick(c->guard, (double)now / 1e9);
+    c->next_guard = now + (uint64_t)(lgg_tick_interval(c->guard) * 1e9);
+  }
+  int full = now >= L->next_snap;
+  for (int i = 0; i < c->nprocs; i++) {
+    lgc_proc_t *p = c->procs[i];
+    if (p->m.ended) continue;
+    if (atomic_load(&p->m.hdr->held)) continue; /* leakguard's explanation holds it (region.h) */
+    uint64_t steps = atomic_load(&p->m.hdr->steps);
+    if (full || (steps != p->m.steps_seen && now - p->last_snap_ns >= 10000000ULL)) {
+      p->m.steps_seen = steps;
+      /* every CHANGED_EVERY_NS, the small sites' changes too (store.h) */
+      int mode = full && now - p->last_changed_ns >= CHANGED_EVERY_NS ? LGST_CHANGED : LGST_PARTIAL;
+      if (mode == LGST_CHANGED) p->last_changed_ns = now;
+      lgc_snapshot(c, p, mode);
+    }
+  }
+  int live = now >= L->next_live;
+  if (live) {
+    lgc_live_tick(c, now);
+    uint64_t tick = lgc_snapshot_interval_ns(c, now) < LIVE_TICK_NS ? lgc_snapshot_interval_ns(c, now) : LIVE_TICK_NS;
+    L->next_live += tick;
+    if (L->next_live < now) L->next_live = now + tick;
+  }
+  if (full) lgc_ingest_holders(c);
+  if (full) lgc_gpu_timeline(c, now);
+  lgc_take_symbols(c, 20000000ULL);
+  lgc_db_commit(c);
+  if (live) lgc_live_update(c, (double)(now - c->t0) / 1e9);
+  if (full) {
+    L->next_snap += lgc_snapshot_interval_ns(c, now);
+    if (L->next_snap < now) L->next_snap = now + lgc_snapshot_interval_ns(c, now);
+  }
+}
+
+/* The end of the recording: the last connections get a moment to close, then every
+ * image gets its final snapshot and is stored, every queued stack symbolized. */
+static void finish(lgc_collector_t *c) {
   for (int tries = 0; tries < 20; tries++) {
     int open = 0;
     for (int i = 0; i < c->nprocs; i++) {
@@ -356,7 +362,33 @@ int lgc_run(lgc_collector_t *c) {
   lgc_take_symbols(c, 0);
   lgc_db_commit(c);
   db_full_finish(c);
-  free(pf);
-  if (sfd >= 0) close(sfd);
+}
+
+int lgc_run(lgc_collector_t *c) {
+  sigset_t mask;
+  lgc_signals(&mask);
+  loop_t L = {.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)};
+  if (L.sfd < 0) /* children are still reaped at every pass (lgc_reap below) */
+    lgu_err("cannot read signals (signalfd: %s): interrupts will not be passed on to the program", strerror(errno));
+  L.next_snap = lgu_now_ns() + lgc_snapshot_interval_ns(c, lgu_now_ns());
+  L.next_tick = lgu_now_ns();
+  L.next_live = L.next_tick + LIVE_TICK_NS;
+  /* Like strace -f: recording ends when the target and every recorded descendant
+   * (still connected) are gone. */
+  while (c->attached ? !c->stop : (!c->child_done || any_connected(c))) {
+    int np = c->nprocs, k = poll_set(c, &L);
+    if (k < 0) {
+      free(L.pf);
+      if (L.sfd >= 0) close(L.sfd);
+      return -ENOMEM;
+    }
+    int r = poll(L.pf, (nfds_t)k, 10);
+    uint64_t now = lgu_now_ns();
+    if (r > 0) poll_events(c, &L, np);
+    periodic(c, &L, now);
+  }
+  finish(c);
+  free(L.pf);
+  if (L.sfd >= 0) close(L.sfd);
   return 0;
 }
