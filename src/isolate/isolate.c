@@ -566,99 +566,117 @@ static void kill_child(lgi_job_t *job) {
   kill(job->pid, SIGKILL);
 }
 
-int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *res) {
-  rx_t r = {.rss0 = -1, .nocg = job->nocg};
+/* How a call's child was watched (lgi_wait). */
+typedef struct {
+  enum { NONE, BY_BUDGET, BY_TIMEOUT, BY_NOSTART, BY_NOCG } killed;
+  int eof;                  /* the socket said all it will */
+  int exited;               /* the child has exited (not reaped yet) */
+  int answered;             /* its whole answer is in: all that remains for it is _exit(0) */
+  uint64_t peak_seen;       /* the largest RSS growth polled */
+  int st, reaped;           /* its wait status, and whether it was reaped */
+  int64_t cg_peak, cg_ooms; /* its cgroup's peak (-1: none) and OOM kills */
+  int by_cg;                /* its cgroup enforced the budget (read before a deferred reap takes it) */
+} watch_t;
+
+/* Reads the child's answer until it is whole or the child has exited, and kills it at
+ * its budget (RSS polled, when no cgroup enforces it), its timeout, or when it did not
+ * start. */
+static void watch_child(lgi_job_t *job, rx_t *r, watch_t *w) {
   const lg_isolate_opts_t *o = &job->opts;
   double deadline = o->timeout_s > 0 ? job->t0 + o->timeout_s : 0;
-  enum { NONE, BY_BUDGET, BY_TIMEOUT, BY_NOSTART, BY_NOCG } killed = NONE;
   char statm[64];
   snprintf(statm, sizeof statm, "/proc/%d/statm", (int)job->pid);
-  uint64_t peak_seen = 0;
-  int eof = 0, exited = 0, answered = 0;
-  if (!job->pooled) lgi_reap_deferred();
-  while (!exited) {
-    int by_cg = job->cg.v && !r.nocg; /* the kernel enforces the budget */
+  while (!w->exited) {
+    int by_cg = job->cg.v && !r->nocg; /* the kernel enforces the budget */
     int ms = -1;
     if (o->max_rss && !by_cg) ms = POLL_MS;
     double dl = deadline;
-    if (r.rss0 < 0 && !r.done && (!dl || job->t0 + START_S < dl)) dl = job->t0 + START_S;
+    if (r->rss0 < 0 && !r->done && (!dl || job->t0 + START_S < dl)) dl = job->t0 + START_S;
     if (dl) {
       double left = dl - now_s();
       int lms = left <= 0 ? 0 : (int)(left * 1000) + 1;
       if (ms < 0 || lms < ms) ms = lms;
     }
     if (job->pidfd < 0 && (ms < 0 || ms > 10)) ms = 10;
-    struct pollfd p[2] = {{.fd = eof ? -1 : job->sock, .events = POLLIN}, {.fd = job->pidfd, .events = POLLIN}};
+    struct pollfd p[2] = {{.fd = w->eof ? -1 : job->sock, .events = POLLIN}, {.fd = job->pidfd, .events = POLLIN}};
     int n = poll(p, 2, ms);
     if (n < 0 && errno != EINTR) break;
     if (n > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-      int rc = rx_read(job->sock, &r, o->max_out, 1);
+      int rc = rx_read(job->sock, r, o->max_out, 1);
       if (rc <= 0) {
-        eof = 1;
-        if (rc < 0 && killed == NONE) kill_child(job); /* a protocol error or an oversized output */
+        w->eof = 1;
+        if (rc < 0 && w->killed == NONE) kill_child(job); /* a protocol error or an oversized output */
       }
     }
-    if (killed == NONE && r.nocg && o->budget_by == LG_BUDGET_CGROUP) { /* required: no fallback */
-      killed = BY_NOCG;
+    if (w->killed == NONE && r->nocg && o->budget_by == LG_BUDGET_CGROUP) { /* required: no fallback */
+      w->killed = BY_NOCG;
       kill_child(job);
     }
-    if (killed == NONE && r.done && r.have == r.hdr.len) {
-      answered = 1; /* all that remains for the child is _exit(0) */
+    if (w->killed == NONE && r->done && r->have == r->hdr.len) {
+      w->answered = 1;
       break;
     }
     if (job->pidfd >= 0) {
-      if (n > 0 && (p[1].revents & POLLIN)) exited = 1;
+      if (n > 0 && (p[1].revents & POLLIN)) w->exited = 1;
     } else {
       siginfo_t si = {0};
-      if (waitid(P_PID, (id_t)job->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == job->pid) exited = 1;
+      if (waitid(P_PID, (id_t)job->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == job->pid) w->exited = 1;
     }
-    if (exited || killed != NONE) continue;
-    if (o->max_rss && !by_cg && r.rss0 >= 0 && !r.done) {
+    if (w->exited || w->killed != NONE) continue;
+    if (o->max_rss && !by_cg && r->rss0 >= 0 && !r->done) {
       int64_t rss = statm_rss(statm);
-      if (rss > r.rss0) {
-        uint64_t g = (uint64_t)(rss - r.rss0);
-        if (g > peak_seen) peak_seen = g;
+      if (rss > r->rss0) {
+        uint64_t g = (uint64_t)(rss - r->rss0);
+        if (g > w->peak_seen) w->peak_seen = g;
         if (g > o->max_rss) {
-          killed = BY_BUDGET;
+          w->killed = BY_BUDGET;
           kill_child(job);
           continue;
         }
       }
     }
     if (deadline && now_s() >= deadline) {
-      killed = BY_TIMEOUT;
+      w->killed = BY_TIMEOUT;
       kill_child(job);
-    } else if (r.rss0 < 0 && !r.done && !r.denied && !r.setup && now_s() >= job->t0 + START_S) {
-      killed = BY_NOSTART;
+    } else if (r->rss0 < 0 && !r->done && !r->denied && !r->setup && now_s() >= job->t0 + START_S) {
+      w->killed = BY_NOSTART;
       kill_child(job);
     }
   }
-  int st = 0, reaped = 1;
-  int by_cg = job->cg.v && !r.nocg;
-  /* The cgroup's figures, read before it goes: its peak, and whether its OOM killer ran. */
-  int64_t cg_peak = -1, cg_ooms = 0;
+}
+
+/* The child after its answer or its end: kept for the pool, reaped (now or later), its
+ * cgroup's figures read before the cgroup goes, what it wrote read to the end. */
+static void end_child(lgi_job_t *job, rx_t *r, watch_t *w) {
+  const lg_isolate_opts_t *o = &job->opts;
+  w->st = 0;
+  w->reaped = 1;
+  w->cg_peak = -1;
+  w->cg_ooms = 0;
+  int by_cg = w->by_cg = job->cg.v && !r->nocg;
   if (by_cg) {
-    cg_peak = job->cg_peak_ok ? lgi_cg_peak(&job->cg) : -1;
-    if (cg_peak >= 0) cg_peak = cg_peak > job->cg_base ? cg_peak - job->cg_base : 0;
+    w->cg_peak = job->cg_peak_ok ? lgi_cg_peak(&job->cg) : -1;
+    if (w->cg_peak >= 0) w->cg_peak = w->cg_peak > job->cg_base ? w->cg_peak - job->cg_base : 0;
   }
-  job->reusable = answered && r.again && !r.denied;
+  job->reusable = w->answered && r->again && !r->denied;
   if (job->reusable) { /* a pooled child that serves again: the pool keeps it */
-    reaped = 0;
-  } else if (answered) {
-    pid_t w;
-    while ((w = waitpid(job->pid, &st, WNOHANG)) < 0 && errno == EINTR) {}
-    if (w == 0 && defer_reap(job->pid, job->pidfd, &job->cg)) {
+    w->reaped = 0;
+  } else if (w->answered) {
+    pid_t pw;
+    while ((pw = waitpid(job->pid, &w->st, WNOHANG)) < 0 && errno == EINTR) {}
+    if (pw == 0 && defer_reap(job->pid, job->pidfd, &job->cg)) {
       job->pidfd = -1;
       job->cg.v = 0; /* the reap list removes it */
       job->cg.dir[0] = 0;
-      reaped = 0;
+      w->reaped = 0;
     }
   } else {
     /* The child has exited: what it wrote is in the socket. */
-    if (!eof)
-      while (rx_read(job->sock, &r, o->max_out, 1) > 0 && !(r.done && r.have == r.hdr.len)) {}
-    while (waitpid(job->pid, &st, 0) < 0 && errno == EINTR) {}
-    if (by_cg && killed == NONE && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) cg_ooms = lgi_cg_oom_kills(&job->cg);
+    if (!w->eof)
+      while (rx_read(job->sock, r, o->max_out, 1) > 0 && !(r->done && r->have == r->hdr.len)) {}
+    while (waitpid(job->pid, &w->st, 0) < 0 && errno == EINTR) {}
+    if (by_cg && w->killed == NONE && WIFSIGNALED(w->st) && WTERMSIG(w->st) == SIGKILL)
+      w->cg_ooms = lgi_cg_oom_kills(&job->cg);
   }
   if (!job->reusable) {
     if (job->pidfd >= 0) close(job->pidfd);
@@ -666,42 +684,48 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
     close(job->sock);
     lgi_cg_remove(&job->cg);
   }
+}
+
+/* The call's outcome from what its child did: res's code, message and figures. */
+static void verdict(const lgi_job_t *job, const rx_t *r, const watch_t *w, lg_isolate_result_t *res) {
+  const lg_isolate_opts_t *o = &job->opts;
+  int st = w->st, by_cg = w->by_cg;
   res->seconds = now_s() - job->t0;
   res->budget_by = !o->max_rss ? 0 : by_cg ? LG_BUDGET_CGROUP : LG_BUDGET_RSS;
-  res->peak_rss = by_cg && cg_peak >= 0 ? (size_t)cg_peak : r.peak > peak_seen ? r.peak : peak_seen;
-  int complete = r.done && r.have == r.hdr.len && (!reaped || (WIFEXITED(st) && WEXITSTATUS(st) == 0));
-  if (cg_ooms > 0) {
+  res->peak_rss = by_cg && w->cg_peak >= 0 ? (size_t)w->cg_peak : r->peak > w->peak_seen ? r->peak : w->peak_seen;
+  int complete = r->done && r->have == r->hdr.len && (!w->reaped || (WIFEXITED(st) && WEXITSTATUS(st) == 0));
+  if (w->cg_ooms > 0) {
     res->code = LG_ISOLATE_BUDGET;
     snprintf(res->message, sizeof res->message,
              "memory budget exceeded: the kernel stopped it at its cgroup's limit of %zu MiB", o->max_rss >> 20);
-  } else if (killed == BY_BUDGET || (complete && !by_cg && o->max_rss && r.peak > o->max_rss)) {
+  } else if (w->killed == BY_BUDGET || (complete && !by_cg && o->max_rss && r->peak > o->max_rss)) {
     res->code = LG_ISOLATE_BUDGET;
     snprintf(res->message, sizeof res->message, "memory budget exceeded: grew by %zu MiB, budget %zu MiB",
              res->peak_rss >> 20, o->max_rss >> 20);
-  } else if (killed == BY_NOSTART) {
+  } else if (w->killed == BY_NOSTART) {
     res->code = LG_ISOLATE_ERROR;
     snprintf(res->message, sizeof res->message,
              "the child did not start within %g s (stuck after fork: a lock another thread held?)", START_S);
-  } else if (killed == BY_TIMEOUT) {
+  } else if (w->killed == BY_TIMEOUT) {
     res->code = LG_ISOLATE_TIMEOUT;
     snprintf(res->message, sizeof res->message, "timed out after %.3g s", o->timeout_s);
-  } else if (r.denied) {
+  } else if (r->denied) {
     res->code = LG_ISOLATE_FORBIDDEN;
-    res->syscall_nr = (int)r.denied_nr;
+    res->syscall_nr = (int)r->denied_nr;
     lgi_syscall_name(res->syscall_nr, res->syscall, sizeof res->syscall);
     snprintf(res->message, sizeof res->message, "forbidden system call: %s", res->syscall);
-  } else if (killed == BY_NOCG) {
+  } else if (w->killed == BY_NOCG) {
     res->code = LG_ISOLATE_ERROR;
     snprintf(res->message, sizeof res->message, "the child could not enter its memory cgroup (budget_by cgroup)");
-  } else if (r.setup) {
-    fail(res, LG_ISOLATE_ERROR, "%sinstalling the seccomp filter: %s", "", (int)r.setup_errno);
+  } else if (r->setup) {
+    fail(res, LG_ISOLATE_ERROR, "%sinstalling the seccomp filter: %s", "", (int)r->setup_errno);
   } else if (complete) {
     res->code = LG_ISOLATE_OK;
-    res->status = (int)r.status;
+    res->status = (int)r->status;
     snprintf(res->message, sizeof res->message, "ok");
-  } else if (r.bad == 2) {
+  } else if (r->bad == 2) {
     res->code = LG_ISOLATE_ERROR;
-    snprintf(res->message, sizeof res->message, "output of %llu bytes is over max_out", (unsigned long long)r.hdr.len);
+    snprintf(res->message, sizeof res->message, "output of %llu bytes is over max_out", (unsigned long long)r->hdr.len);
   } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) {
     /* A denied call made with SIGSYS blocked (posix_spawn and Python's subprocess
      * block every signal around clone/vfork): the kernel kills without running the
@@ -721,6 +745,15 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
     res->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     snprintf(res->message, sizeof res->message, "the child exited with code %d before answering", res->exit_code);
   }
+}
+
+int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *res) {
+  rx_t r = {.rss0 = -1, .nocg = job->nocg};
+  watch_t w = {.killed = NONE};
+  if (!job->pooled) lgi_reap_deferred();
+  watch_child(job, &r, &w);
+  end_child(job, &r, &w);
+  verdict(job, &r, &w, res);
   if (res->code == LG_ISOLATE_OK && r.have) {
     *out = r.buf;
     *outlen = r.have;
