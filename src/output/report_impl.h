@@ -144,6 +144,12 @@ void lgr_site_ages(const pctx_t *c, const lgr_stackref_t *stacks, int nstacks, d
 /* The percentiles of l from l->freed, over alloc_blocks blocks of which kept_blocks
  * outlived the run. */
 void lgr_life_percentiles(lgr_life_t *l, double alloc_blocks, double kept_blocks);
+/* report_life.c: the lifetimes (steps 0) or step_lifetimes (steps 1) table of the
+ * process into c->ages; each stack of site s gets its lifetime (the HTML site table);
+ * s's row of liblgpool's site profile. */
+void lgr_load_ages(pctx_t *c, int steps);
+void lgr_add_stack_lives(pctx_t *c, const lgr_site_t *s);
+void lgr_add_genrow(pctx_t *c, const lgr_site_t *s);
 /* The lifetime of the site of a stack (lgr_report_t.slife), or NULL. */
 const lgr_life_t *lgr_stack_life(const lgr_report_t *r, int proc, int stack);
 /* The first live flag of any of the site's stacks (s after start), NaN: none. */

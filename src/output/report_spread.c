@@ -72,16 +72,11 @@ static uint64_t path_hash(uint64_t h, const lgr_frame_t *f) {
   return h;
 }
 
-/* Whole-process growth that no single site explains (growth spread over many sites,
- * each under the bar): the sites are grouped by the path of callers they share, from
- * the root (Python frames for Python stacks, native frames otherwise), and the deepest
- * group whose summed series is a leak and that explains at least half of the
- * unexplained growth becomes one suspect. */
-void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
-  if (c->nsnap < 8) return;
-  /* the process's live bytes */
+/* 1 with *unexplained, the process's growth that its suspects do not explain, when its
+ * whole live memory grows as a leak and they explain under half of it; else 0. */
+static int unexplained_growth(pctx_t *c, lgd_series_t *ser, double *unexplained) {
   double *tot = calloc((size_t)c->nsnap, sizeof *tot);
-  if (!tot) return;
+  if (!tot) return 0;
   for (int i = 0; i < c->nsites; i++)
     if (c->sites[i].val)
       for (int64_t k = 0; k < c->nsnap; k++) tot[k] += c->sites[i].val[k];
@@ -89,23 +84,21 @@ void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
   memset(&whole, 0, sizeof whole);
   lgr_analyse_series(c, tot, NULL, &whole, ser);
   free(tot);
-  if (!whole.r.leak) return;
+  if (!whole.r.leak) return 0;
   double explained = 0;
   for (int i = 0; i < c->r->nsuspects; i++)
     if (c->r->suspects[i].proc == c->run->proc) explained += c->r->suspects[i].r.growth_bytes_per_s;
-  double unexplained = whole.r.growth_bytes_per_s - explained;
-  if (unexplained < 0.5 * whole.r.growth_bytes_per_s ||
-      unexplained * (whole.r.floor_last > whole.r.floor_first ? 1 : 0) <= 0)
-    return;
-  /* candidate sites: not already suspects, holding memory at some point */
+  double u = whole.r.growth_bytes_per_s - explained;
+  if (u < 0.5 * whole.r.growth_bytes_per_s || u * (whole.r.floor_last > whole.r.floor_first ? 1 : 0) <= 0) return 0;
+  *unexplained = u;
+  return 1;
+}
+
+/* Candidate sites: not already suspects, holding 1 KiB or more at some point, not a
+ * module's start-up; each with the frames of its largest stack in cs[], its site index
+ * in cand[]. Their number (at most 4096). */
+static int spread_candidates(pctx_t *c, const int *used, lgr_site_t *cs, int *cand) {
   int ncand = 0;
-  int *cand = malloc((size_t)c->nsites * sizeof *cand);
-  lgr_site_t *cs = calloc((size_t)c->nsites, sizeof *cs);
-  if (!cand || !cs) {
-    free(cand);
-    free(cs);
-    return;
-  }
   for (int i = 0; i < c->nsites && ncand < 4096; i++) {
     acc_t *a = &c->sites[i];
     if (used[i] || !a->val || a->nst == 0) continue;
@@ -114,7 +107,6 @@ void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
     if (mx < 1024) continue;
     lgr_site_t *s = &cs[ncand];
     s->proc = c->run->proc;
-    /* frames of its largest stack */
     int best = 0;
     for (int k = 1; k < a->nst; k++)
       if (a->st[k].live_bytes > a->st[best].live_bytes) best = k;
@@ -126,25 +118,20 @@ void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
     }
     cand[ncand++] = i;
   }
-  /* Root-first paths: the frames after the site frame for Python (its callers), all
-   * frames for native stacks. Depth d = the d outermost frames. Groups at depth d are
-   * found by a hash of each candidate's d outermost frames (prefix hashes from the
-   * root), sorted, so a depth costs n log n instead of comparing every pair of the up
-   * to 4096 candidates (seconds for a torch import); members are then checked frame
-   * by frame against the group's first one, so a hash collision cannot merge sites. */
+  return ncand;
+}
+
+/* Root-first paths: the frames after the site frame for Python (its callers), all
+ * frames for native stacks (first[j]: where candidate j's path ends). ph[j][d]: the hash
+ * of its d outermost frames. The longest path's length; -1 out of memory. */
+static int path_hashes(const lgr_site_t *cs, int ncand, int *first, uint64_t **ph) {
   int maxd = 0;
-  int *first = malloc((size_t)(ncand ? ncand : 1) * sizeof *first);
-  uint64_t **ph = calloc((size_t)(ncand ? ncand : 1), sizeof *ph);
-  if (!first || !ph) lgr_fail(-ENOMEM);
-  for (int j = 0; j < ncand && first && ph; j++) {
+  for (int j = 0; j < ncand; j++) {
     first[j] = lgr_is_python_module(cs[j].frames[cs[j].site_frame].module) ? cs[j].site_frame : 0;
     int depth = cs[j].nframes - first[j];
     if (depth > maxd) maxd = depth;
     ph[j] = malloc((size_t)(depth + 1) * sizeof **ph);
-    if (!ph[j]) {
-      lgr_fail(-ENOMEM);
-      break;
-    }
+    if (!ph[j]) return -1;
     uint64_t h = 1469598103934665603ULL;
     ph[j][0] = h;
     for (int x = 1; x <= depth; x++) {
@@ -153,12 +140,95 @@ void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
       ph[j][x] = h;
     }
   }
+  return maxd;
+}
+
+/* The group of nmem candidates (member[], indices into cand[]) that share the d
+ * outermost frames of candidate a: one suspect, its frames the shared path innermost
+ * first, its series sum (blocks sumb), pushed to the report's suspects; its sites are
+ * marked used. 0, -1 out of memory (g freed). */
+static int push_group(pctx_t *c, const int *cand, const int *member, int nmem, const lgr_site_t *a, int j, int d,
+                      const double *sum, const double *sumb, lgr_site_t *g, int *used) {
+  g->proc = c->run->proc;
+  g->pid = c->run->pid;
+  g->leak = -1;
+  g->device = -1; /* host memory: "on GPU 0" was printed for a zeroed group */
+  g->oldest_age_s = NAN;
+  g->spread_sites = nmem;
+  snprintf(g->space, sizeof g->space, "%s", c->sites[cand[j]].space);
+  g->stack = a->stack;
+  g->all_frames = calloc((size_t)d, sizeof *g->all_frames);
+  int nst = 0;
+  for (int m = 0; m < nmem; m++) nst += c->sites[cand[member[m]]].nst;
+  g->stacks = calloc((size_t)(nst ? nst : 1), sizeof *g->stacks);
+  if (!g->all_frames || !g->stacks) {
+    lgr_site_free(g);
+    return -1;
+  }
+  int la = a->nframes;
+  for (int x = 0; x < d; x++) {
+    const lgr_frame_t *src = &a->frames[la - d + x];
+    g->all_frames[x] = (lgr_frame_t){
+        lgr_strdup(src->function), lgr_strdup(src->file), lgr_strdup(src->module), src->line, src->inlined, src->ip};
+  }
+  g->nall = g->nframes = d;
+  g->frames = g->all_frames;
+  g->site_frame = 0;
+  double alloc_an = 0;
+  for (int m = 0; m < nmem; m++) {
+    acc_t *ac = &c->sites[cand[member[m]]];
+    for (int k = 0; k < ac->nst; k++) g->stacks[g->nstacks++] = ac->st[k];
+    g->live_blocks += ac->live_blocks;
+    g->alloc_bytes += ac->alloc_bytes;
+    g->alloc_blocks += ac->alloc_blocks;
+    alloc_an += ac->alloc_blocks_an;
+    used[cand[member[m]]] = 1;
+  }
+  lgr_site_life(c, sumb, alloc_an, g->live_blocks, &g->life);
+  lgr_site_ages(c, g->stacks, g->nstacks, (double)g->alloc_blocks, (double)(g->live_blocks > 0 ? g->live_blocks : 0),
+                &g->life);
+  qsort(g->stacks, (size_t)g->nstacks, sizeof *g->stacks, lgr_cmp_stackref);
+  for (int k = 0; k < g->nstacks; k++) g->live_bytes += g->stacks[k].live_bytes;
+  g->detected_after_s = lgr_site_flag(c, g);
+  g->series = malloc((size_t)c->nsnap * sizeof *g->series);
+  if (g->series) memcpy(g->series, sum, (size_t)c->nsnap * sizeof *g->series);
+  lgr_load_holders(c->db, g);
+  int scap = c->r->nsuspects; /* lgr_push_site grows by doubling from the count */
+  if (lgr_push_site(&c->r->suspects, &c->r->nsuspects, &scap, g)) lgr_site_free(g);
+  return 0;
+}
+
+/* Whole-process growth that no single site explains (growth spread over many sites,
+ * each under the bar): the sites are grouped by the path of callers they share, from
+ * the root (Python frames for Python stacks, native frames otherwise), and the deepest
+ * group whose summed series is a leak and that explains at least half of the
+ * unexplained growth becomes one suspect. Groups at depth d are found by a hash of each
+ * candidate's d outermost frames (prefix hashes from the root), sorted, so a depth
+ * costs n log n instead of comparing every pair of the up to 4096 candidates (seconds
+ * for a torch import); members are then checked frame by frame against the group's
+ * first one, so a hash collision cannot merge sites. */
+void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
+  if (c->nsnap < 8) return;
+  double unexplained;
+  if (!unexplained_growth(c, ser, &unexplained)) return;
+  int *cand = malloc((size_t)c->nsites * sizeof *cand);
+  lgr_site_t *cs = calloc((size_t)c->nsites, sizeof *cs);
+  if (!cand || !cs) {
+    free(cand);
+    free(cs);
+    return;
+  }
+  int ncand = spread_candidates(c, used, cs, cand);
+  int *first = malloc((size_t)(ncand ? ncand : 1) * sizeof *first);
+  uint64_t **ph = calloc((size_t)(ncand ? ncand : 1), sizeof *ph);
+  int maxd = first && ph ? path_hashes(cs, ncand, first, ph) : -1;
+  if (maxd < 0) lgr_fail(-ENOMEM);
   double *sum = calloc((size_t)c->nsnap, sizeof *sum);
   double *sumb = calloc((size_t)c->nsnap, sizeof *sumb);
   int *member = malloc((size_t)(ncand ? ncand : 1) * sizeof *member);
   hkey_t *hk = malloc((size_t)(ncand ? ncand : 1) * sizeof *hk);
   int found = 0;
-  for (int d = maxd; d >= 1 && sum && sumb && member && hk && first && ph && !lgr_failed() && !found; d--) {
+  for (int d = maxd; d >= 1 && sum && sumb && member && hk && !lgr_failed() && !found; d--) {
     /* groups at depth d: sites whose d outermost frames are the same, evaluated in the
      * order of their first member */
     int nk = 0;
@@ -178,11 +248,11 @@ void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
     qsort(bucket, (size_t)nb, sizeof *bucket, cmp_hkey_j);
     for (int b = 0; b < nb && !found; b++) {
       int x0 = (int)bucket[b].h, j = bucket[b].j;
-      lgr_site_t *a = &cs[j];
+      const lgr_site_t *a = &cs[j];
       int la = a->nframes;
       int nmem = 0;
       for (int x = x0; x < nk && hk[x].h == hk[x0].h; x++) {
-        lgr_site_t *bs = &cs[hk[x].j];
+        const lgr_site_t *bs = &cs[hk[x].j];
         int lb = bs->nframes, same = 1;
         for (int y = 1; y <= d && same; y++) {
           const lgr_frame_t *fa = &a->frames[la - y], *fb = &bs->frames[lb - y];
@@ -202,56 +272,7 @@ void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
       lgr_analyse_series(c, sum, sumb, &g, ser);
       if (!g.r.leak || g.r.growth_bytes_per_s < 0.5 * unexplained) continue;
       if (!spread_persists(c, cand, member, nmem, g.r.since_s, g.r.until_s)) continue;
-      /* the group: frames = the shared path, innermost first */
-      g.proc = c->run->proc;
-      g.pid = c->run->pid;
-      g.leak = -1;
-      g.device = -1; /* host memory: "on GPU 0" was printed for a zeroed group */
-      g.oldest_age_s = NAN;
-      g.spread_sites = nmem;
-      snprintf(g.space, sizeof g.space, "%s", c->sites[cand[j]].space);
-      g.stack = a->stack;
-      g.all_frames = calloc((size_t)d, sizeof *g.all_frames);
-      int nst = 0;
-      for (int m = 0; m < nmem; m++) nst += c->sites[cand[member[m]]].nst;
-      g.stacks = calloc((size_t)(nst ? nst : 1), sizeof *g.stacks);
-      if (!g.all_frames || !g.stacks) {
-        lgr_site_free(&g);
-        break;
-      }
-      for (int x = 0; x < d; x++) {
-        const lgr_frame_t *src = &a->frames[la - d + x];
-        g.all_frames[x] = (lgr_frame_t){lgr_strdup(src->function),
-                                        lgr_strdup(src->file),
-                                        lgr_strdup(src->module),
-                                        src->line,
-                                        src->inlined,
-                                        src->ip};
-      }
-      g.nall = g.nframes = d;
-      g.frames = g.all_frames;
-      g.site_frame = 0;
-      double alloc_an = 0;
-      for (int m = 0; m < nmem; m++) {
-        acc_t *ac = &c->sites[cand[member[m]]];
-        for (int k = 0; k < ac->nst; k++) g.stacks[g.nstacks++] = ac->st[k];
-        g.live_blocks += ac->live_blocks;
-        g.alloc_bytes += ac->alloc_bytes;
-        g.alloc_blocks += ac->alloc_blocks;
-        alloc_an += ac->alloc_blocks_an;
-        used[cand[member[m]]] = 1;
-      }
-      lgr_site_life(c, sumb, alloc_an, g.live_blocks, &g.life);
-      lgr_site_ages(c, g.stacks, g.nstacks, (double)g.alloc_blocks, (double)(g.live_blocks > 0 ? g.live_blocks : 0),
-                    &g.life);
-      qsort(g.stacks, (size_t)g.nstacks, sizeof *g.stacks, lgr_cmp_stackref);
-      for (int k = 0; k < g.nstacks; k++) g.live_bytes += g.stacks[k].live_bytes;
-      g.detected_after_s = lgr_site_flag(c, &g);
-      g.series = malloc((size_t)c->nsnap * sizeof *g.series);
-      if (g.series) memcpy(g.series, sum, (size_t)c->nsnap * sizeof *g.series);
-      lgr_load_holders(c->db, &g);
-      int scap = c->r->nsuspects; /* lgr_push_site grows by doubling from the count */
-      if (lgr_push_site(&c->r->suspects, &c->r->nsuspects, &scap, &g)) lgr_site_free(&g);
+      if (push_group(c, cand, member, nmem, a, j, d, sum, sumb, &g, used) < 0) break;
       found = 1;
     }
     free(bucket);
