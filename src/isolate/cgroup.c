@@ -234,7 +234,7 @@ static _Atomic int found_denied;
 static char found_why_late[160];
 static pthread_mutex_t late_mu = PTHREAD_MUTEX_INITIALIZER;
 
-const char *lgi_cg_where(const char **dir) {
+const char *lgiso_cg_where(const char **dir) {
   pthread_once(&found_once, find_parent);
   if (dir) *dir = found.dir;
   if (atomic_load(&found_denied)) return found_why_late;
@@ -283,7 +283,7 @@ static void live_del(const char *dir) {
   pthread_mutex_unlock(&live_mu);
 }
 
-void lgi_cg_cleanup(void) {
+void lgiso_cg_cleanup(void) {
   pthread_mutex_lock(&live_mu);
   if (live_owner == getpid()) {
     for (size_t i = 0; i < nlive; i++) {
@@ -304,19 +304,19 @@ void lgi_cg_cleanup(void) {
   pthread_mutex_unlock(&live_mu);
 }
 
-void lgi_cg_init(lgi_cg_t *cg) {
+void lgiso_cg_init(lgiso_cg_t *cg) {
   memset(cg, 0, sizeof *cg);
   cg->procs_fd = -1;
 }
 
-int lgi_cg_make(lgi_cg_t *cg, const char *parent, size_t limit, char *why, size_t whylen) {
-  lgi_cg_init(cg);
+int lgiso_cg_make(lgiso_cg_t *cg, const char *parent, size_t limit, char *why, size_t whylen) {
+  lgiso_cg_init(cg);
   int v;
   if (parent) {
     v = probe_parent(parent, why, whylen);
     if (!v) return -1;
   } else {
-    const char *no = lgi_cg_where(&parent);
+    const char *no = lgiso_cg_where(&parent);
     if (no) {
       snprintf(why, whylen, "%s", no);
       return -1;
@@ -350,23 +350,23 @@ int lgi_cg_make(lgi_cg_t *cg, const char *parent, size_t limit, char *why, size_
   char path[PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/cgroup.procs", cg->dir);
   cg->procs_fd = open(path, O_WRONLY | O_CLOEXEC);
-  int rc = cg->procs_fd < 0 ? -errno : lgi_cg_limit(cg, limit);
+  int rc = cg->procs_fd < 0 ? -errno : lgiso_cg_limit(cg, limit);
   if (rc < 0) {
     snprintf(why, whylen, "setting up %.100s: %s", cg->dir, strerror(-rc));
-    lgi_cg_remove(cg);
+    lgiso_cg_remove(cg);
     return -1;
   }
   return 0;
 }
 
-int lgi_cg_limit(lgi_cg_t *cg, size_t limit) {
+int lgiso_cg_limit(lgiso_cg_t *cg, size_t limit) {
   char num[32];
   snprintf(num, sizeof num, "%zu", limit);
   return write_str(cg->dir, cg->v == 1 ? "memory.limit_in_bytes" : "memory.max", num);
 }
 
 /* In the child, before its filter: only write and close (async-signal-safe). */
-int lgi_cg_enter(lgi_cg_t *cg) {
+int lgiso_cg_enter(lgiso_cg_t *cg) {
   char num[24], *p = num + sizeof num;
   unsigned long v = (unsigned long)getpid();
   do {
@@ -381,7 +381,7 @@ int lgi_cg_enter(lgi_cg_t *cg) {
 }
 
 /* A number file, or a "key N" line of a keyed file; -1 when absent. */
-static int64_t read_num(const lgi_cg_t *cg, const char *file, const char *key) {
+static int64_t read_num(const lgiso_cg_t *cg, const char *file, const char *key) {
   char path[PATH_MAX + 32], buf[2048];
   snprintf(path, sizeof path, "%s/%s", cg->dir, file);
   if (read_small(path, buf, sizeof buf) <= 0) return -1;
@@ -397,25 +397,25 @@ static int64_t read_num(const lgi_cg_t *cg, const char *file, const char *key) {
   return strtoll(p, NULL, 10);
 }
 
-int64_t lgi_cg_current(const lgi_cg_t *cg) {
+int64_t lgiso_cg_current(const lgiso_cg_t *cg) {
   return read_num(cg, cg->v == 1 ? "memory.usage_in_bytes" : "memory.current", NULL);
 }
 
-int64_t lgi_cg_peak(const lgi_cg_t *cg) {
+int64_t lgiso_cg_peak(const lgiso_cg_t *cg) {
   return read_num(cg, cg->v == 1 ? "memory.max_usage_in_bytes" : "memory.peak", NULL);
 }
 
-int lgi_cg_reset_peak(lgi_cg_t *cg) {
+int lgiso_cg_reset_peak(lgiso_cg_t *cg) {
   return cg->v == 1 ? write_str(cg->dir, "memory.max_usage_in_bytes", "0") : -EOPNOTSUPP;
 }
 
-int64_t lgi_cg_oom_kills(const lgi_cg_t *cg) {
+int64_t lgiso_cg_oom_kills(const lgiso_cg_t *cg) {
   if (cg->v == 2) return read_num(cg, "memory.events", "oom_kill");
   int64_t k = read_num(cg, "memory.oom_control", "oom_kill"); /* kernels >= 4.13 */
   return k >= 0 ? k : read_num(cg, "memory.failcnt", NULL);
 }
 
-void lgi_cg_remove(lgi_cg_t *cg) {
+void lgiso_cg_remove(lgiso_cg_t *cg) {
   if (cg->procs_fd >= 0) close(cg->procs_fd);
   cg->procs_fd = -1;
   if (cg->dir[0]) {
@@ -428,7 +428,7 @@ void lgi_cg_remove(lgi_cg_t *cg) {
 }
 
 int lg_isolate_budget_method(char *detail, size_t size) {
-  const char *dir = NULL, *no = lgi_cg_where(&dir);
+  const char *dir = NULL, *no = lgiso_cg_where(&dir);
   if (detail && size) snprintf(detail, size, "%s", no ? no : dir);
   return no ? LG_BUDGET_RSS : LG_BUDGET_CGROUP;
 }

@@ -3,15 +3,15 @@
  * filter of seccomp.c, a memory budget (RSS polling) and a timeout (docs/isolate.md).
  *
  * The child talks to the parent over one AF_UNIX stream socket (send with
- * MSG_NOSIGNAL: no SIGPIPE in the caller). Messages are a fixed header, lgi_msg,
- * followed by len payload bytes for LGI_DONE:
- *   LGI_START  value = the child's RSS when it starts (the base of the budget)
- *   LGI_DONE   value = fn's status, peak = peak growth, len = output bytes
- *   LGI_DONE_AGAIN  the same, and the (pooled, reuse_k) child waits for another request
- *   LGI_DENIED value = the number of the denied system call (SIGSYS handler)
- *   LGI_SETUP  value = errno of a failed setup step
- *   LGI_NOCG   value = errno of entering its cgroup (the parent polls RSS instead)
- *   LGI_READY  a pooled child is set up (in its cgroup, filtered) and waits */
+ * MSG_NOSIGNAL: no SIGPIPE in the caller). Messages are a fixed header, lgiso_msg,
+ * followed by len payload bytes for LGISO_DONE:
+ *   LGISO_START  value = the child's RSS when it starts (the base of the budget)
+ *   LGISO_DONE   value = fn's status, peak = peak growth, len = output bytes
+ *   LGISO_DONE_AGAIN  the same, and the (pooled, reuse_k) child waits for another request
+ *   LGISO_DENIED value = the number of the denied system call (SIGSYS handler)
+ *   LGISO_SETUP  value = errno of a failed setup step
+ *   LGISO_NOCG   value = errno of entering its cgroup (the parent polls RSS instead)
+ *   LGISO_READY  a pooled child is set up (in its cgroup, filtered) and waits */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -37,13 +37,21 @@
 #include "core/region.h" /* the region's isolated-call counters (lg_region_isolate_note) */
 #include "isolate/isolate.h"
 
-#define LGI_MAGIC 0x4c474931u /* "LGI1" */
-enum { LGI_START = 1, LGI_DONE = 2, LGI_DENIED = 3, LGI_SETUP = 4, LGI_DONE_AGAIN = 5, LGI_NOCG = 6, LGI_READY = 7 };
-typedef struct lgi_msg {
+#define LGISO_MAGIC 0x4c474931u /* "LGI1" */
+enum {
+  LGISO_START = 1,
+  LGISO_DONE = 2,
+  LGISO_DENIED = 3,
+  LGISO_SETUP = 4,
+  LGISO_DONE_AGAIN = 5,
+  LGISO_NOCG = 6,
+  LGISO_READY = 7
+};
+typedef struct lgiso_msg {
   uint32_t magic, kind;
   int64_t value;
   uint64_t peak, len;
-} lgi_msg_t;
+} lgiso_msg_t;
 
 #define DEFAULT_MAX_OUT ((size_t)256 << 20)
 #define POLL_MS 2 /* budget polling period */
@@ -79,12 +87,12 @@ static int write_all(int fd, const void *buf, size_t n) {
 static int clear_refs_fd = -1; /* the child's /proc/self/clear_refs (reuse_k > 1) */
 
 static void child_send(uint32_t kind, int64_t value, uint64_t peak, uint64_t len) {
-  lgi_msg_t m = {.magic = LGI_MAGIC, .kind = kind, .value = value, .peak = peak, .len = len};
+  lgiso_msg_t m = {.magic = LGISO_MAGIC, .kind = kind, .value = value, .peak = peak, .len = len};
   (void)write_all(child_sock, &m, sizeof m);
 }
 
 static void on_sigsys(int sig, siginfo_t *si, void *uc) {
-  child_send(LGI_DENIED, si->si_syscall, 0, 0);
+  child_send(LGISO_DENIED, si->si_syscall, 0, 0);
   _exit(EXIT_DENIED);
 }
 
@@ -144,11 +152,12 @@ static void close_inherited_sockets(void) {
 }
 
 static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen, int pooled, const lg_isolate_opts_t *o,
-                                 lgi_cg_t *cg, const struct sock_filter *prog, size_t plen, struct sock_filter *copy) {
+                                 lgiso_cg_t *cg, const struct sock_filter *prog, size_t plen,
+                                 struct sock_filter *copy) {
   /* Into its cgroup first: what it allocates from here on is charged to it. */
   if (cg->procs_fd >= 0) {
-    int rc = lgi_cg_enter(cg);
-    if (rc < 0) child_send(LGI_NOCG, -rc, 0, 0);
+    int rc = lgiso_cg_enter(cg);
+    if (rc < 0) child_send(LGISO_NOCG, -rc, 0, 0);
   }
   if (o->after_fork_child) o->after_fork_child(o->hook_arg);
   struct sigaction sa;
@@ -179,14 +188,14 @@ static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen,
   pid_t self = getpid();
   for (size_t i = 0; i < plen; i++) {
     copy[i] = prog[i];
-    if (BPF_CLASS(copy[i].code) == BPF_JMP && copy[i].k == LGI_SELF_PID) copy[i].k = (uint32_t)self;
+    if (BPF_CLASS(copy[i].code) == BPF_JMP && copy[i].k == LGISO_SELF_PID) copy[i].k = (uint32_t)self;
   }
   struct sock_fprog fp = {.len = (unsigned short)plen, .filter = copy};
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp)) {
-    child_send(LGI_SETUP, errno, 0, 0);
+    child_send(LGISO_SETUP, errno, 0, 0);
     _exit(EXIT_SETUP);
   }
-  if (pooled) child_send(LGI_READY, 0, 0, 0);
+  if (pooled) child_send(LGISO_READY, 0, 0, 0);
   /* A pooled child serves up to reuse_k requests (at least one), each with its own
    * START and DONE; it stops early when it grew by half its budget since its first
    * request (the memory check between requests). Its peak is reset between requests
@@ -214,7 +223,7 @@ static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen,
     if (clear_refs >= 0) (void)!pwrite(clear_refs, "5", 1, 0); /* VmHWM := VmRSS */
     int64_t rss0 = statm_rss("/proc/self/statm");
     if (first_rss < 0) first_rss = rss0;
-    child_send(LGI_START, rss0, 0, 0);
+    child_send(LGISO_START, rss0, 0, 0);
     void *out = NULL;
     size_t outlen = 0;
     int status = fn(in, inlen, &out, &outlen, o->arg);
@@ -226,7 +235,7 @@ static _Noreturn void child_main(lg_isolate_fn fn, const void *in, size_t inlen,
       int64_t now = statm_rss("/proc/self/statm");
       again = now >= 0 && first_rss >= 0 && (uint64_t)(now > first_rss ? now - first_rss : 0) <= o->max_rss / 2;
     }
-    child_send(again ? LGI_DONE_AGAIN : LGI_DONE, status, peak, outlen);
+    child_send(again ? LGISO_DONE_AGAIN : LGISO_DONE, status, peak, outlen);
     if (outlen) (void)write_all(child_sock, out, outlen);
     if (!again) _exit(0);
     free(out);
@@ -241,8 +250,8 @@ static void fail(lg_isolate_result_t *res, int code, const char *fmt, const char
   snprintf(res->message, sizeof res->message, fmt, what, strerror(err));
 }
 
-int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, int pooled, const lg_isolate_opts_t *opts,
-              lg_isolate_result_t *res) {
+int lgiso_spawn(lgiso_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, int pooled,
+                const lg_isolate_opts_t *opts, lg_isolate_result_t *res) {
   static const lg_isolate_opts_t none;
   memset(res, 0, sizeof *res);
   res->syscall_nr = -1;
@@ -269,10 +278,11 @@ int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, in
   }
   job->opts = *o;
   if (!job->opts.max_out) job->opts.max_out = DEFAULT_MAX_OUT;
-  lgi_cg_init(&job->cg);
+  lgiso_cg_init(&job->cg);
   if (o->max_rss && o->budget_by != LG_BUDGET_RSS) {
     char why[200];
-    if (lgi_cg_make(&job->cg, o->cgroup_parent, o->max_rss, why, sizeof why) < 0 && o->budget_by == LG_BUDGET_CGROUP) {
+    if (lgiso_cg_make(&job->cg, o->cgroup_parent, o->max_rss, why, sizeof why) < 0 &&
+        o->budget_by == LG_BUDGET_CGROUP) {
       res->code = LG_ISOLATE_ERROR;
       snprintf(res->message, sizeof res->message, "no memory cgroup: %.100s", why);
       return res->code;
@@ -281,7 +291,7 @@ int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, in
   job->opts.cgroup_parent = NULL; /* not kept: the caller's string */
   const struct sock_filter *prog;
   size_t plen;
-  int rc = lgi_filter(o->allow, &prog, &plen);
+  int rc = lgiso_filter(o->allow, &prog, &plen);
   if (rc < 0) {
     fail(res, LG_ISOLATE_ERROR, "building the seccomp filter: %s%s", "", -rc);
     return res->code;
@@ -292,7 +302,7 @@ int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, in
   if (!copy || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
     int e = errno;
     free(copy);
-    lgi_cg_remove(&job->cg);
+    lgiso_cg_remove(&job->cg);
     fail(res, LG_ISOLATE_ERROR, "%ssocketpair: %s", "", e);
     return res->code;
   }
@@ -306,7 +316,7 @@ int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, in
     free(copy);
     close(sv[0]);
     close(sv[1]);
-    lgi_cg_remove(&job->cg);
+    lgiso_cg_remove(&job->cg);
     fail(res, LG_ISOLATE_ERROR, "%sfork: %s", "", e);
     return res->code;
   }
@@ -332,11 +342,11 @@ int lgi_spawn(lgi_job_t *job, lg_isolate_fn fn, const void *in, size_t inlen, in
 
 /* Receive state of the parent. */
 typedef struct rx {
-  lgi_msg_t hdr;
+  lgiso_msg_t hdr;
   size_t hdr_have;
   char *buf;
   size_t have;
-  int64_t rss0; /* -1 until LGI_START */
+  int64_t rss0; /* -1 until LGISO_START */
   int done, again, denied, setup, bad, nocg;
   int64_t status, denied_nr, setup_errno;
   uint64_t peak;
@@ -365,16 +375,16 @@ static int rx_read(int fd, rx_t *r, size_t max_out, int nonblock) {
     } else if (dst != tmp) {
       r->hdr_have += (size_t)n;
       if (r->hdr_have < sizeof r->hdr) continue;
-      if (r->hdr.magic != LGI_MAGIC) {
+      if (r->hdr.magic != LGISO_MAGIC) {
         r->bad = 1;
         return -1;
       }
       r->hdr_have = 0;
       switch (r->hdr.kind) {
-      case LGI_START: r->rss0 = r->hdr.value; break;
-      case LGI_DONE:
-      case LGI_DONE_AGAIN:
-        r->again = r->hdr.kind == LGI_DONE_AGAIN;
+      case LGISO_START: r->rss0 = r->hdr.value; break;
+      case LGISO_DONE:
+      case LGISO_DONE_AGAIN:
+        r->again = r->hdr.kind == LGISO_DONE_AGAIN;
         if (r->hdr.len > max_out) {
           r->bad = 2;
           return -1;
@@ -389,16 +399,16 @@ static int rx_read(int fd, rx_t *r, size_t max_out, int nonblock) {
         }
         r->hdr_have = sizeof r->hdr; /* nothing follows the payload */
         break;
-      case LGI_DENIED:
+      case LGISO_DENIED:
         r->denied = 1;
         r->denied_nr = r->hdr.value;
         break;
-      case LGI_SETUP:
+      case LGISO_SETUP:
         r->setup = 1;
         r->setup_errno = r->hdr.value;
         break;
-      case LGI_NOCG: r->nocg = 1; break;
-      case LGI_READY: break;
+      case LGISO_NOCG: r->nocg = 1; break;
+      case LGISO_READY: break;
       default: r->bad = 1; return -1;
       }
     } else {
@@ -430,7 +440,7 @@ static lg_region_isolate_note_fn region_note(void) {
   return f == (void *)1 ? NULL : (lg_region_isolate_note_fn)f;
 }
 
-void lgi_count(int code, size_t peak) {
+void lgiso_count(int code, size_t peak) {
   if (code < 0 || code >= LG_ISOLATE_NCODES) return;
   atomic_fetch_add_explicit(&st_requests[code], 1, memory_order_relaxed);
   int b = -1;
@@ -473,15 +483,15 @@ static pid_t reap_owner;
 static void release_reaped(struct reap *e) {
   if (e->pidfd >= 0) close(e->pidfd);
   if (e->cg_dir) {
-    lgi_cg_t cg;
-    lgi_cg_init(&cg);
+    lgiso_cg_t cg;
+    lgiso_cg_init(&cg);
     snprintf(cg.dir, sizeof cg.dir, "%s", e->cg_dir);
-    lgi_cg_remove(&cg);
+    lgiso_cg_remove(&cg);
     free(e->cg_dir);
   }
 }
 
-void lgi_reap_deferred(void) {
+void lgiso_reap_deferred(void) {
   pthread_mutex_lock(&reap_mu);
   for (size_t i = 0; reap_owner == getpid() && i < reap_n;) {
     pid_t w = waitpid(reap_list[i].pid, NULL, WNOHANG);
@@ -497,7 +507,7 @@ void lgi_reap_deferred(void) {
 
 /* 1 when deferred (the list owns pidfd and the cgroup), 0 when reaped now (no memory
  * for the list; the caller still owns them). */
-static int defer_reap(pid_t pid, int pidfd, const lgi_cg_t *cg) {
+static int defer_reap(pid_t pid, int pidfd, const lgiso_cg_t *cg) {
   char *dir = NULL;
   if (cg->v && !(dir = strdup(cg->dir))) goto now;
   pthread_mutex_lock(&reap_mu);
@@ -526,7 +536,7 @@ now:
 }
 
 /* At exit: the children that answered and were still exiting are reaped and their
- * cgroups removed, then every other cgroup this process made (lgi_cg_cleanup). A
+ * cgroups removed, then every other cgroup this process made (lgiso_cg_cleanup). A
  * forked copy of the caller that exits leaves its parent's alone. */
 __attribute__((destructor)) static void reap_all(void) {
   pthread_mutex_lock(&reap_mu);
@@ -536,37 +546,37 @@ __attribute__((destructor)) static void reap_all(void) {
   }
   reap_n = 0;
   pthread_mutex_unlock(&reap_mu);
-  lgi_cg_cleanup();
+  lgiso_cg_cleanup();
 }
 
-int lgi_await_ready(lgi_job_t *job) {
+int lgiso_await_ready(lgiso_job_t *job) {
   double until = now_s() + START_S;
   for (;;) {
     int ms = (int)((until - now_s()) * 1000);
     struct pollfd p = {.fd = job->sock, .events = POLLIN};
     if (ms <= 0 || poll(&p, 1, ms) <= 0) return -1;
-    lgi_msg_t m;
-    if (recv(job->sock, &m, sizeof m, MSG_WAITALL) != (ssize_t)sizeof m || m.magic != LGI_MAGIC) return -1;
-    if (m.kind == LGI_READY) return 0;
-    if (m.kind != LGI_NOCG) return -1;                      /* a failed setup: LGI_SETUP */
+    lgiso_msg_t m;
+    if (recv(job->sock, &m, sizeof m, MSG_WAITALL) != (ssize_t)sizeof m || m.magic != LGISO_MAGIC) return -1;
+    if (m.kind == LGISO_READY) return 0;
+    if (m.kind != LGISO_NOCG) return -1;                    /* a failed setup: LGISO_SETUP */
     if (job->opts.budget_by == LG_BUDGET_CGROUP) return -1; /* required: no fallback */
     job->nocg = 1;
   }
 }
 
-void lgi_reap(lgi_job_t *job) {
+void lgiso_reap(lgiso_job_t *job) {
   while (waitpid(job->pid, NULL, 0) < 0 && errno == EINTR) {}
   if (job->pidfd >= 0) close(job->pidfd);
   job->pidfd = -1;
-  lgi_cg_remove(&job->cg);
+  lgiso_cg_remove(&job->cg);
 }
 
-static void kill_child(lgi_job_t *job) {
+static void kill_child(lgiso_job_t *job) {
   if (job->pidfd >= 0 && syscall(SYS_pidfd_send_signal, job->pidfd, SIGKILL, NULL, 0) == 0) return;
   kill(job->pid, SIGKILL);
 }
 
-/* How a call's child was watched (lgi_wait). */
+/* How a call's child was watched (lgiso_wait). */
 typedef struct {
   enum { NONE, BY_BUDGET, BY_TIMEOUT, BY_NOSTART, BY_NOCG } killed;
   int eof;                  /* the socket said all it will */
@@ -581,7 +591,7 @@ typedef struct {
 /* Reads the child's answer until it is whole or the child has exited, and kills it at
  * its budget (RSS polled, when no cgroup enforces it), its timeout, or when it did not
  * start. */
-static void watch_child(lgi_job_t *job, rx_t *r, watch_t *w) {
+static void watch_child(lgiso_job_t *job, rx_t *r, watch_t *w) {
   const lg_isolate_opts_t *o = &job->opts;
   double deadline = o->timeout_s > 0 ? job->t0 + o->timeout_s : 0;
   char statm[64];
@@ -647,7 +657,7 @@ static void watch_child(lgi_job_t *job, rx_t *r, watch_t *w) {
 
 /* The child after its answer or its end: kept for the pool, reaped (now or later), its
  * cgroup's figures read before the cgroup goes, what it wrote read to the end. */
-static void end_child(lgi_job_t *job, rx_t *r, watch_t *w) {
+static void end_child(lgiso_job_t *job, rx_t *r, watch_t *w) {
   const lg_isolate_opts_t *o = &job->opts;
   w->st = 0;
   w->reaped = 1;
@@ -655,7 +665,7 @@ static void end_child(lgi_job_t *job, rx_t *r, watch_t *w) {
   w->cg_ooms = 0;
   int by_cg = w->by_cg = job->cg.v && !r->nocg;
   if (by_cg) {
-    w->cg_peak = job->cg_peak_ok ? lgi_cg_peak(&job->cg) : -1;
+    w->cg_peak = job->cg_peak_ok ? lgiso_cg_peak(&job->cg) : -1;
     if (w->cg_peak >= 0) w->cg_peak = w->cg_peak > job->cg_base ? w->cg_peak - job->cg_base : 0;
   }
   job->reusable = w->answered && r->again && !r->denied;
@@ -676,18 +686,18 @@ static void end_child(lgi_job_t *job, rx_t *r, watch_t *w) {
       while (rx_read(job->sock, r, o->max_out, 1) > 0 && !(r->done && r->have == r->hdr.len)) {}
     while (waitpid(job->pid, &w->st, 0) < 0 && errno == EINTR) {}
     if (by_cg && w->killed == NONE && WIFSIGNALED(w->st) && WTERMSIG(w->st) == SIGKILL)
-      w->cg_ooms = lgi_cg_oom_kills(&job->cg);
+      w->cg_ooms = lgiso_cg_oom_kills(&job->cg);
   }
   if (!job->reusable) {
     if (job->pidfd >= 0) close(job->pidfd);
     job->pidfd = -1;
     close(job->sock);
-    lgi_cg_remove(&job->cg);
+    lgiso_cg_remove(&job->cg);
   }
 }
 
 /* The call's outcome from what its child did: res's code, message and figures. */
-static void verdict(const lgi_job_t *job, const rx_t *r, const watch_t *w, lg_isolate_result_t *res) {
+static void verdict(const lgiso_job_t *job, const rx_t *r, const watch_t *w, lg_isolate_result_t *res) {
   const lg_isolate_opts_t *o = &job->opts;
   int st = w->st, by_cg = w->by_cg;
   res->seconds = now_s() - job->t0;
@@ -712,7 +722,7 @@ static void verdict(const lgi_job_t *job, const rx_t *r, const watch_t *w, lg_is
   } else if (r->denied) {
     res->code = LG_ISOLATE_FORBIDDEN;
     res->syscall_nr = (int)r->denied_nr;
-    lgi_syscall_name(res->syscall_nr, res->syscall, sizeof res->syscall);
+    lgiso_syscall_name(res->syscall_nr, res->syscall, sizeof res->syscall);
     snprintf(res->message, sizeof res->message, "forbidden system call: %s", res->syscall);
   } else if (w->killed == BY_NOCG) {
     res->code = LG_ISOLATE_ERROR;
@@ -747,10 +757,10 @@ static void verdict(const lgi_job_t *job, const rx_t *r, const watch_t *w, lg_is
   }
 }
 
-int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *res) {
+int lgiso_wait(lgiso_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *res) {
   rx_t r = {.rss0 = -1, .nocg = job->nocg};
   watch_t w = {.killed = NONE};
-  if (!job->pooled) lgi_reap_deferred();
+  if (!job->pooled) lgiso_reap_deferred();
   watch_child(job, &r, &w);
   end_child(job, &r, &w);
   verdict(job, &r, &w, res);
@@ -760,7 +770,7 @@ int lgi_wait(lgi_job_t *job, void **out, size_t *outlen, lg_isolate_result_t *re
   } else {
     free(r.buf);
   }
-  lgi_count(res->code, res->peak_rss);
+  lgiso_count(res->code, res->peak_rss);
   return res->code;
 }
 
@@ -775,13 +785,13 @@ int lg_isolate_call(lg_isolate_fn fn, const void *in, size_t inlen, void **out, 
     res->syscall_nr = -1;
     res->code = LG_ISOLATE_ERROR;
     snprintf(res->message, sizeof res->message, "invalid argument: out or outlen is NULL");
-    lgi_count(res->code, 0);
+    lgiso_count(res->code, 0);
     return res->code;
   }
-  lgi_job_t job;
-  if (lgi_spawn(&job, fn, in, inlen, 0, opts, res) != LG_ISOLATE_OK) {
-    lgi_count(res->code, 0);
+  lgiso_job_t job;
+  if (lgiso_spawn(&job, fn, in, inlen, 0, opts, res) != LG_ISOLATE_OK) {
+    lgiso_count(res->code, 0);
     return res->code;
   }
-  return lgi_wait(&job, out, outlen, res);
+  return lgiso_wait(&job, out, outlen, res);
 }

@@ -27,27 +27,27 @@ struct lg_isolate_pool {
   lg_isolate_opts_t opts;
   pthread_mutex_t mu;
   pthread_cond_t want, have; /* want: the refiller has work; have: a child is ready */
-  lgi_job_t *ready;
+  lgiso_job_t *ready;
   int nready, size, stop;
   int inflight; /* calls between taking a child and their answer */
   pthread_t refiller;
 };
 
-static void discard(lgi_job_t *j) {
+static void discard(lgiso_job_t *j) {
   kill(j->pid, SIGKILL);
-  lgi_reap(j);
+  lgiso_reap(j);
   close(j->sock);
 }
 
 /* A request's budget in the child's cgroup: its limit is what the child holds now plus
  * the budget, and its peak starts from here (v1; v2 cannot reset memory.peak, so a
  * reused child's later requests report the peak the child measures itself). */
-static void rebase_cgroup(lgi_job_t *j) {
+static void rebase_cgroup(lgiso_job_t *j) {
   if (!j->cg.v || !j->reusable) return; /* a fresh child: its limit and peak are its own */
-  int64_t now = lgi_cg_current(&j->cg);
+  int64_t now = lgiso_cg_current(&j->cg);
   j->cg_base = now > 0 ? now : 0;
-  (void)lgi_cg_limit(&j->cg, (size_t)j->cg_base + j->opts.max_rss);
-  j->cg_peak_ok = lgi_cg_reset_peak(&j->cg) == 0 || !j->reusable;
+  (void)lgiso_cg_limit(&j->cg, (size_t)j->cg_base + j->opts.max_rss);
+  j->cg_peak_ok = lgiso_cg_reset_peak(&j->cg) == 0 || !j->reusable;
 }
 
 static void *refill(void *arg) {
@@ -60,7 +60,7 @@ static void *refill(void *arg) {
     /* the children that answered and were exiting: reaped here, with their cgroups
      * removed, rather than on a call's path */
     pthread_mutex_unlock(&p->mu);
-    lgi_reap_deferred();
+    lgiso_reap_deferred();
     pthread_mutex_lock(&p->mu);
     if (p->stop) break; /* set while the lock was let go: its broadcast is past */
     /* fork() write-locks the caller's address space while it copies the page tables
@@ -73,10 +73,10 @@ static void *refill(void *arg) {
       continue;
     }
     pthread_mutex_unlock(&p->mu);
-    lgi_job_t j;
+    lgiso_job_t j;
     lg_isolate_result_t res;
-    int rc = lgi_spawn(&j, p->fn, NULL, 0, 1, &p->opts, &res);
-    if (rc == LG_ISOLATE_OK && lgi_await_ready(&j) < 0) {
+    int rc = lgiso_spawn(&j, p->fn, NULL, 0, 1, &p->opts, &res);
+    if (rc == LG_ISOLATE_OK && lgiso_await_ready(&j) < 0) {
       discard(&j);
       rc = LG_ISOLATE_ERROR;
     }
@@ -130,7 +130,7 @@ lg_isolate_pool_t *lg_isolate_pool_new(lg_isolate_fn fn, const lg_isolate_opts_t
   return p;
 }
 
-int lgi_send_request(lgi_job_t *job, const void *in, size_t inlen) {
+int lgiso_send_request(lgiso_job_t *job, const void *in, size_t inlen) {
   uint64_t len = inlen;
   if (send(job->sock, &len, sizeof len, MSG_NOSIGNAL) != (ssize_t)sizeof len) return -1;
   const char *s = in;
@@ -155,11 +155,11 @@ int lg_isolate_pool_call(lg_isolate_pool_t *p, const void *in, size_t inlen, voi
     res->syscall_nr = -1;
     res->code = LG_ISOLATE_ERROR;
     snprintf(res->message, sizeof res->message, "invalid argument: pool, out or outlen is NULL, or in is");
-    lgi_count(res->code, 0);
+    lgiso_count(res->code, 0);
     return res->code;
   }
   for (int tries = 0; tries < 3; tries++) {
-    lgi_job_t j;
+    lgiso_job_t j;
     int have = 0;
     pthread_mutex_lock(&p->mu);
     if (p->nready > 0) {
@@ -171,24 +171,24 @@ int lg_isolate_pool_call(lg_isolate_pool_t *p, const void *in, size_t inlen, voi
     if (!have) {
       lg_isolate_opts_t o = p->opts;
       o.pool_size = 0;
-      if (lgi_spawn(&j, p->fn, in, inlen, 0, &o, res) != LG_ISOLATE_OK) {
-        lgi_count(res->code, 0);
+      if (lgiso_spawn(&j, p->fn, in, inlen, 0, &o, res) != LG_ISOLATE_OK) {
+        lgiso_count(res->code, 0);
         return res->code;
       }
-      return lgi_wait(&j, out, outlen, res);
+      return lgiso_wait(&j, out, outlen, res);
     }
     memset(res, 0, sizeof *res);
     res->syscall_nr = -1;
     int rc;
     rebase_cgroup(&j);
-    if (lgi_send_request(&j, in, inlen) < 0) {
+    if (lgiso_send_request(&j, in, inlen) < 0) {
       discard(&j); /* it died waiting (killed from outside): take another */
       rc = -1;
     } else {
       struct timespec ts;
       clock_gettime(CLOCK_MONOTONIC, &ts);
       j.t0 = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9; /* the budget and timeout start now */
-      rc = lgi_wait(&j, out, outlen, res);
+      rc = lgiso_wait(&j, out, outlen, res);
     }
     pthread_mutex_lock(&p->mu);
     p->inflight--;
@@ -205,7 +205,7 @@ int lg_isolate_pool_call(lg_isolate_pool_t *p, const void *in, size_t inlen, voi
   }
   res->code = LG_ISOLATE_ERROR;
   snprintf(res->message, sizeof res->message, "pooled children keep dying before their request");
-  lgi_count(res->code, 0);
+  lgiso_count(res->code, 0);
   return res->code;
 }
 
@@ -224,7 +224,7 @@ void lg_isolate_pool_free(lg_isolate_pool_t *p) {
   pthread_cond_broadcast(&p->want);
   pthread_mutex_unlock(&p->mu);
   pthread_join(p->refiller, NULL);
-  lgi_reap_deferred();
+  lgiso_reap_deferred();
   for (int i = 0; i < p->nready; i++) discard(&p->ready[i]);
   pthread_cond_destroy(&p->want);
   pthread_cond_destroy(&p->have);

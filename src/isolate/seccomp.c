@@ -80,8 +80,8 @@ static int build(unsigned allow, struct sock_filter **prog, size_t *len) {
                                        "fsopen",
                                        "fsmount"};
   for (size_t i = 0; i < sizeof always / sizeof always[0]; i++) DENY(always[i]);
-  /* kill and tgkill: only this process (LGI_SELF_PID, patched in the child). */
-  struct scmp_arg_cmp self = {.arg = 0, .op = SCMP_CMP_NE, .datum_a = LGI_SELF_PID};
+  /* kill and tgkill: only this process (LGISO_SELF_PID, patched in the child). */
+  struct scmp_arg_cmp self = {.arg = 0, .op = SCMP_CMP_NE, .datum_a = LGISO_SELF_PID};
   add(ctx, &err, "kill", 1, &self);
   add(ctx, &err, "tgkill", 1, &self);
   if (!(allow & LG_ALLOW_NET)) {
@@ -146,7 +146,7 @@ static int build(unsigned allow, struct sock_filter **prog, size_t *len) {
   return 0;
 }
 
-int lgi_filter(unsigned allow, const struct sock_filter **prog, size_t *len) {
+int lgiso_filter(unsigned allow, const struct sock_filter **prog, size_t *len) {
   if (allow >= NMASKS) return -EINVAL;
   int rc = 0;
   pthread_mutex_lock(&lock);
@@ -159,7 +159,7 @@ int lgi_filter(unsigned allow, const struct sock_filter **prog, size_t *len) {
   return rc;
 }
 
-void lgi_syscall_name(int nr, char *buf, size_t size) {
+void lgiso_syscall_name(int nr, char *buf, size_t size) {
   char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
   if (name) snprintf(buf, size, "%s", name);
   else snprintf(buf, size, "syscall-%d", nr);
