@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
     total += sz > 0 ? sz : 0;
   }
   if (ok && total)
-    printf("  total %.1f KiB (model parameters: %.1f KiB)\n", total / 1024.0, sizeof(lgi_classify_model_t) / 1024.0);
+    printf("  total %.1f KiB (model parameters: %.1f KiB)\n", total / 1024.0, sizeof(lga_classify_model_t) / 1024.0);
   else printf("  (size(1) not available or no object files)\n");
   return 0;
 }

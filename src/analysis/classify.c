@@ -3,11 +3,11 @@
  * classify.c - names the shape of a memory curve (lg_classify, lg_pattern_name,
  * lg_pattern_is_leak).
  *
- * A series of (time, value[, rss]) samples is reduced to LGI_CLS_NFEAT scale-free
+ * A series of (time, value[, rss]) samples is reduced to LGA_CLS_NFEAT scale-free
  * features (see classify.h for the list, docs/classifier.md for the rationale) and
  * fed to a one-hidden-layer perceptron whose weights are generated into
  * classify_model.c by tools/classify/train.c. The whole path is O(n) (series longer
- * than LGI_CLS_CAP are reduced to bucket means first; the remaining work is bounded
+ * than LGA_CLS_CAP are reduced to bucket means first; the remaining work is bounded
  * by that cap), uses only bounded stack buffers (about 26 KiB), no allocation, no
  * mutable static state, and libm only. Compiled once (an object library linked into
  * the preload library, the analysis layer and the classifier tools); lg_classify(),
@@ -60,16 +60,16 @@ static double kth(double *a, long n, long k) {
   return a[k];
 }
 
-/* Copies at most LGI_CLS_SEL evenly strided elements of src[0..m-1] to dst (robust
+/* Copies at most LGA_CLS_SEL evenly strided elements of src[0..m-1] to dst (robust
  * statistics are estimated on this subsample to bound their cost); returns the count. */
-#define LGI_CLS_SEL 128
+#define LGA_CLS_SEL 128
 static long strided(const double *src, long m, double *dst) {
-  if (m <= LGI_CLS_SEL) {
+  if (m <= LGA_CLS_SEL) {
     memcpy(dst, src, (size_t)m * sizeof *dst);
     return m;
   }
-  for (long k = 0; k < LGI_CLS_SEL; k++) dst[k] = src[k * m / LGI_CLS_SEL];
-  return LGI_CLS_SEL;
+  for (long k = 0; k < LGA_CLS_SEL; k++) dst[k] = src[k * m / LGA_CLS_SEL];
+  return LGA_CLS_SEL;
 }
 
 /* Median of three values. */
@@ -96,9 +96,9 @@ static double ols_slope(double cnt, double sx, double sy, double sxx, double sxy
   return (cnt * sxy - sx * sy) / den;
 }
 
-/* Theil-Sen slope of (x[i], y[i]), i < k (k <= LGI_CLS_WIN); 0 when k < 2. */
+/* Theil-Sen slope of (x[i], y[i]), i < k (k <= LGA_CLS_WIN); 0 when k < 2. */
 static double theil_sen(const double *x, const double *y, int k) {
-  double s[LGI_CLS_WIN * (LGI_CLS_WIN - 1) / 2];
+  double s[LGA_CLS_WIN * (LGA_CLS_WIN - 1) / 2];
   long ns = 0;
   for (int i = 0; i < k; i++)
     for (int j = i + 1; j < k; j++) s[ns++] = (y[j] - y[i]) / (x[j] - x[i]);
@@ -140,23 +140,23 @@ static double rise_time(const double *y, int k, double base, double g, double fr
 
 /* ------------------------------------------------------------------ features */
 
-/* A series on its way to features: what the steps of lgi_classify_features share. */
+/* A series on its way to features: what the steps of lga_classify_features share. */
 typedef struct {
   const double *t, *v, *rss; /* the input */
   size_t n;                  /* its samples, without a teardown's last ones */
-  long m;                    /* samples kept: n, or LGI_CLS_CAP bucket means */
-  double u[LGI_CLS_CAP];     /* time, to [0, 1] (step 2) */
-  double y[LGI_CLS_CAP];     /* values in scale units (step 3) */
-  double r[LGI_CLS_CAP];     /* rss, bytes */
-  double yf[LGI_CLS_CAP];    /* y, median-3 filtered (step 4) */
-  double w[LGI_CLS_SEL];     /* scratch for quantiles */
+  long m;                    /* samples kept: n, or LGA_CLS_CAP bucket means */
+  double u[LGA_CLS_CAP];     /* time, to [0, 1] (step 2) */
+  double y[LGA_CLS_CAP];     /* values in scale units (step 3) */
+  double r[LGA_CLS_CAP];     /* rss, bytes */
+  double yf[LGA_CLS_CAP];    /* y, median-3 filtered (step 4) */
+  double w[LGA_CLS_SEL];     /* scratch for quantiles */
   double t0, inv_span;       /* u = (t - t0) * inv_span */
   double med, scale, inv_scale;
   int flat; /* no spread to speak of: scale is the level, inv_scale 0 */
 } cls_series_t;
 
 /* The window means of step 6 that step 9 compares rss with. */
-enum { W = LGI_CLS_WIN };
+enum { W = LGA_CLS_WIN };
 typedef struct {
   int cnt[W];   /* samples per window */
   int np;       /* windows with samples */
@@ -166,18 +166,18 @@ typedef struct {
   double ts_mean; /* Theil-Sen slope of the window means, scale units per unit u */
 } cls_windows_t;
 
-/* 1. Bounded copy: bucket means when n > LGI_CLS_CAP (buckets by index). */
+/* 1. Bounded copy: bucket means when n > LGA_CLS_CAP (buckets by index). */
 static void cls_copy(cls_series_t *s) {
   const double *t = s->t, *v = s->v, *rss = s->rss;
   size_t n = s->n;
-  if (n <= LGI_CLS_CAP) {
+  if (n <= LGA_CLS_CAP) {
     s->m = (long)n;
     memcpy(s->u, t, n * sizeof *t);
     memcpy(s->y, v, n * sizeof *v);
     if (rss) memcpy(s->r, rss, n * sizeof *rss);
     return;
   }
-  long m = s->m = LGI_CLS_CAP;
+  long m = s->m = LGA_CLS_CAP;
   for (long b = 0; b < m; b++) {
     size_t lo = (size_t)b * n / (size_t)m, hi = (size_t)(b + 1) * n / (size_t)m;
     double st = 0, sv = 0, sr = 0;
@@ -195,7 +195,7 @@ static void cls_copy(cls_series_t *s) {
 
 /* 2. Time to [0, 1]. 3. Values to scale units: centred on the median, divided by
  * p95 - p5. 4. Median-3 filter (removes isolated spikes, keeps steps). */
-static void cls_normalise(cls_series_t *s, double f[LGI_CLS_NFEAT]) {
+static void cls_normalise(cls_series_t *s, double f[LGA_CLS_NFEAT]) {
   long m = s->m;
   double *u = s->u, *y = s->y, *yf = s->yf, *w = s->w;
   s->t0 = u[0];
@@ -220,7 +220,7 @@ static void cls_normalise(cls_series_t *s, double f[LGI_CLS_NFEAT]) {
   /* Spread relative to the level (invariant to the unit, like the rss ratios): batches
    * that come and go are a visible part of live memory; the noise around a constant
    * table is not. log10(range / |median|) + 6 in [0, 9]: 0 flat, 9 at a zero median. */
-  f[LGI_F_REL_SPREAD] = flat ? 0.0 : (med != 0 ? clampd(log10(scale / fabs(med)) + 6, 0, 9) : 9.0);
+  f[LGA_F_REL_SPREAD] = flat ? 0.0 : (med != 0 ? clampd(log10(scale / fabs(med)) + 6, 0, 9) : 9.0);
   if (flat) scale = fabs(med) > 0 ? fabs(med) : 1.0;
   double inv_scale = flat ? 0.0 : 1.0 / scale;
   for (long i = 0; i < m; i++) y[i] = (y[i] - med) * inv_scale;
@@ -236,7 +236,7 @@ static void cls_normalise(cls_series_t *s, double f[LGI_CLS_NFEAT]) {
 
 /* Shape of the distribution of the unfiltered samples around the quadratic fit
  * mu_y + qa + qb x + qc x^2 (x = u - 1/2), and of their increments, from the raw input
- * (all of it up to LGI_CLS_CAP samples, else LGI_CLS_CAP strided samples, in units of
+ * (all of it up to LGA_CLS_CAP samples, else LGA_CLS_CAP strided samples, in units of
  * their own p95 - p5: bucket means would average an aliased saw-tooth into Gaussian
  * noise). Gaussian noise is symmetric (skewness 0, kurtosis 3); a saw-tooth sampled
  * slower than its period scatters between a hard floor and the batch peaks: bunched
@@ -244,20 +244,20 @@ static void cls_normalise(cls_series_t *s, double f[LGI_CLS_NFEAT]) {
  * on/off batches (kurtosis near 1). Residuals are clipped to +-1 scale unit (3 sigma of
  * Gaussian noise) and increments to +-1.5, so that a few spikes cannot dominate. Sums
  * are single pass. */
-static void cls_residual_shape(cls_series_t *s, double mu_y, double qa, double qb, double qc, double f[LGI_CLS_NFEAT]) {
+static void cls_residual_shape(cls_series_t *s, double mu_y, double qa, double qb, double qc, double f[LGA_CLS_NFEAT]) {
   const double *t = s->t, *v = s->v, *u = s->u, *y = s->y;
   size_t n = s->n;
   long m = s->m;
   double *w = s->w;
-  int raw = n > LGI_CLS_CAP;
-  long nr = raw ? LGI_CLS_CAP : m;
+  int raw = n > LGA_CLS_CAP;
+  long nr = raw ? LGA_CLS_CAP : m;
   double e1 = 0, e2 = 0, e3 = 0, e4 = 0, d1 = 0, d2 = 0, d3 = 0;
   double c0 = mu_y + qa, rt0 = s->t0 + 0.5 / s->inv_span; /* x = u - 1/2 (u from t - t[0]) */
-  double eb[LGI_CLS_CAP], rs = s->inv_scale, fk = 1.0;
+  double eb[LGA_CLS_CAP], rs = s->inv_scale, fk = 1.0;
   if (raw) { /* raw scale units: bucket means shrink (or erase) fast teeth */
-    for (long k = 0; k < LGI_CLS_SEL; k++) w[k] = v[(size_t)k * (n - 1) / LGI_CLS_SEL];
-    double lo = kth(w, LGI_CLS_SEL, (LGI_CLS_SEL - 1) * 5 / 100);
-    double hi = kth(w, LGI_CLS_SEL, (LGI_CLS_SEL - 1) * 95 / 100);
+    for (long k = 0; k < LGA_CLS_SEL; k++) w[k] = v[(size_t)k * (n - 1) / LGA_CLS_SEL];
+    double lo = kth(w, LGA_CLS_SEL, (LGA_CLS_SEL - 1) * 5 / 100);
+    double hi = kth(w, LGA_CLS_SEL, (LGA_CLS_SEL - 1) * 95 / 100);
     if (hi - lo > 1e-13 * fabs(s->med) && hi - lo > 0) {
       rs = 1.0 / (hi - lo);
       fk = s->flat ? 0.0 : s->scale * rs; /* the fit, from scale units to raw scale units */
@@ -266,7 +266,7 @@ static void cls_residual_shape(cls_series_t *s, double mu_y, double qa, double q
   for (long k = 0; k < nr; k++) {
     double x, yi, d;
     if (raw) {
-      size_t i = (size_t)k * (n - 1) / LGI_CLS_CAP;
+      size_t i = (size_t)k * (n - 1) / LGA_CLS_CAP;
       x = ((t[i] - t[0]) - rt0) * s->inv_span;
       yi = (v[i] - s->med) * rs;
       d = (v[i + 1] - v[i]) * rs;
@@ -292,17 +292,17 @@ static void cls_residual_shape(cls_series_t *s, double mu_y, double qa, double q
   double c3 = e3 / N - 3 * a1 * e2 / N + 2 * a1 * a1 * a1;
   double c4 = e4 / N - 4 * a1 * e3 / N + 6 * a1 * a1 * e2 / N - 3 * a1 * a1 * a1 * a1;
   int ok = c2 > 1e-10;
-  f[LGI_F_RES_SKEW] = ok ? clampd(c3 / (c2 * sqrt(c2)), -5, 5) : 0.0;
-  f[LGI_F_RES_KURT] = ok ? clampd(c4 / (c2 * c2), 1, 12) - 3 : 0.0;
+  f[LGA_F_RES_SKEW] = ok ? clampd(c3 / (c2 * sqrt(c2)), -5, 5) : 0.0;
+  f[LGA_F_RES_KURT] = ok ? clampd(c4 / (c2 * c2), 1, 12) - 3 : 0.0;
   double mad = 0;
   for (long k = 0; k < nr; k++) mad += fabs(eb[k] - a1);
-  f[LGI_F_RES_GEARY] = ok ? mad / N / sqrt(c2) - 0.8 : 0.0;
+  f[LGA_F_RES_GEARY] = ok ? mad / N / sqrt(c2) - 0.8 : 0.0;
   double b1 = d1 / Nd, q2 = d2 / Nd - b1 * b1, q3 = d3 / Nd - 3 * b1 * d2 / Nd + 2 * b1 * b1 * b1;
-  f[LGI_F_INC_SKEW] = q2 > 1e-10 ? clampd(q3 / (q2 * sqrt(q2)), -5, 5) : 0.0;
+  f[LGA_F_INC_SKEW] = q2 > 1e-10 ? clampd(q3 / (q2 * sqrt(q2)), -5, 5) : 0.0;
 }
 
 /* 5. Linear and quadratic fits on the filtered series, slopes per third. */
-static void cls_fits(cls_series_t *s, double f[LGI_CLS_NFEAT]) {
+static void cls_fits(cls_series_t *s, double f[LGA_CLS_NFEAT]) {
   long m = s->m;
   const double *u = s->u, *y = s->y, *yf = s->yf;
   double su = 0, sy = 0;
@@ -353,26 +353,26 @@ static void cls_fits(cls_series_t *s, double f[LGI_CLS_NFEAT]) {
     vn_num += i ? (er - eprev) * (er - eprev) : 0;
     eprev = er;
   }
-  f[LGI_F_VN_RATIO] = vn_den > 1e-20 * M ? clampd(vn_num / vn_den, 0, 4) : 0.0;
+  f[LGA_F_VN_RATIO] = vn_den > 1e-20 * M ? clampd(vn_num / vn_den, 0, 4) : 0.0;
   cls_residual_shape(s, mu_y, qa, qb, qc, f);
   double r2q = syy > 1e-24 ? 1.0 - ssq / syy : 0;
   double sl[3];
   for (int k = 0; k < 3; k++) sl[k] = ols_slope(tc[k], tu[k], ty[k], tuu[k], tuy[k]);
 
-  f[LGI_F_LOGN] = log2((double)s->n) / 11.0;
-  f[LGI_F_LIN_SLOPE] = clampd(slope, -20, 20);
-  f[LGI_F_LIN_R2] = r2;
-  f[LGI_F_QUAD_C] = clampd(qc, -50, 50);
-  f[LGI_F_QUAD_GAIN] = clampd(r2q - r2, 0, 1);
-  f[LGI_F_SLOPE_FIRST] = clampd(sl[0], -20, 20);
-  f[LGI_F_SLOPE_MID] = clampd(sl[1], -20, 20);
-  f[LGI_F_SLOPE_LAST] = clampd(sl[2], -20, 20);
-  f[LGI_F_ACCEL] = (sl[2] - sl[0]) / (fabs(sl[0]) + fabs(sl[2]) + 0.1);
-  f[LGI_F_RESID] = sqrt(ssq / M);
+  f[LGA_F_LOGN] = log2((double)s->n) / 11.0;
+  f[LGA_F_LIN_SLOPE] = clampd(slope, -20, 20);
+  f[LGA_F_LIN_R2] = r2;
+  f[LGA_F_QUAD_C] = clampd(qc, -50, 50);
+  f[LGA_F_QUAD_GAIN] = clampd(r2q - r2, 0, 1);
+  f[LGA_F_SLOPE_FIRST] = clampd(sl[0], -20, 20);
+  f[LGA_F_SLOPE_MID] = clampd(sl[1], -20, 20);
+  f[LGA_F_SLOPE_LAST] = clampd(sl[2], -20, 20);
+  f[LGA_F_ACCEL] = (sl[2] - sl[0]) / (fabs(sl[0]) + fabs(sl[2]) + 0.1);
+  f[LGA_F_RESID] = sqrt(ssq / M);
 }
 
 /* 6. Time windows: floors, ceilings, means (and rss means). */
-static void cls_windows(const cls_series_t *s, cls_windows_t *wn, double f[LGI_CLS_NFEAT]) {
+static void cls_windows(const cls_series_t *s, cls_windows_t *wn, double f[LGA_CLS_NFEAT]) {
   long m = s->m;
   const double *u = s->u, *yf = s->yf;
   int *cnt = wn->cnt;
@@ -415,12 +415,12 @@ static void cls_windows(const cls_series_t *s, cls_windows_t *wn, double f[LGI_C
   }
   wn->np = np;
   fill_gaps(mean, cnt, W);
-  f[LGI_F_TS_FLOOR] = clampd(theil_sen(wn->pc, pf, np), -20, 20);
-  f[LGI_F_TS_CEIL] = clampd(theil_sen(wn->pc, pcl, np), -20, 20);
+  f[LGA_F_TS_FLOOR] = clampd(theil_sen(wn->pc, pf, np), -20, 20);
+  f[LGA_F_TS_CEIL] = clampd(theil_sen(wn->pc, pcl, np), -20, 20);
   wn->ts_mean = theil_sen(wn->pc, pm, np);
-  f[LGI_F_TS_MEAN] = clampd(wn->ts_mean, -20, 20);
-  f[LGI_F_MK_TAU] = mk_tau(mean, W);
-  f[LGI_F_SPREAD] = nsp ? kth(spread, nsp, nsp / 2) : 0.0;
+  f[LGA_F_TS_MEAN] = clampd(wn->ts_mean, -20, 20);
+  f[LGA_F_MK_TAU] = mk_tau(mean, W);
+  f[LGA_F_SPREAD] = nsp ? kth(spread, nsp, nsp / 2) : 0.0;
   double mlo = mean[0], mhi = mean[0], run = mean[0], dd = 0, mean_avg = 0;
   int ups = 0;
   for (int k = 0; k < W; k++) {
@@ -431,24 +431,24 @@ static void cls_windows(const cls_series_t *s, cls_windows_t *wn, double f[LGI_C
     ups += k && mean[k] > mean[k - 1];
     mean_avg += mean[k] / W;
   }
-  f[LGI_F_DRAWDOWN] = mhi - mlo > 1e-9 ? dd / (mhi - mlo) : 0.0;
-  f[LGI_F_UP_FRAC] = (double)ups / (W - 1);
+  f[LGA_F_DRAWDOWN] = mhi - mlo > 1e-9 ? dd / (mhi - mlo) : 0.0;
+  f[LGA_F_UP_FRAC] = (double)ups / (W - 1);
   double base = 0.5 * (mean[0] + mean[1]);
   double growth = 0.5 * (mean[W - 2] + mean[W - 1]) - base;
-  f[LGI_F_GROWTH] = clampd(growth, -20, 20);
-  f[LGI_F_T50] = rise_time(mean, W, base, growth > 0.1 ? growth : 0, 0.5, 0.5);
-  f[LGI_F_T90] = rise_time(mean, W, base, growth > 0.1 ? growth : 0, 0.9, 0.5);
-  f[LGI_F_LAST_VS_MAX] = mean[W - 1] - mhi;
-  for (int k = 0; k < W; k++) f[LGI_F_PROFILE + k] = clampd(mean[k] - mean_avg, -20, 20);
+  f[LGA_F_GROWTH] = clampd(growth, -20, 20);
+  f[LGA_F_T50] = rise_time(mean, W, base, growth > 0.1 ? growth : 0, 0.5, 0.5);
+  f[LGA_F_T90] = rise_time(mean, W, base, growth > 0.1 ? growth : 0, 0.9, 0.5);
+  f[LGA_F_LAST_VS_MAX] = mean[W - 1] - mhi;
+  for (int k = 0; k < W; k++) f[LGA_F_PROFILE + k] = clampd(mean[k] - mean_avg, -20, 20);
 }
 
 /* 7. Jumps: increments beyond the typical rate, against a robust noise level. Medians
- * are taken over at most LGI_CLS_SEL evenly strided increments. */
-static void cls_jumps(const cls_series_t *s, double f[LGI_CLS_NFEAT]) {
+ * are taken over at most LGA_CLS_SEL evenly strided increments. */
+static void cls_jumps(const cls_series_t *s, double f[LGA_CLS_NFEAT]) {
   long m = s->m;
   const double *u = s->u, *y = s->y, *yf = s->yf;
-  long nd = m - 1, nsub = nd < LGI_CLS_SEL ? nd : LGI_CLS_SEL;
-  double sub[LGI_CLS_SEL];
+  long nd = m - 1, nsub = nd < LGA_CLS_SEL ? nd : LGA_CLS_SEL;
+  double sub[LGA_CLS_SEL];
   for (long k = 0; k < nsub; k++) {
     long i = 1 + k * nd / nsub;
     sub[k] = (yf[i] - yf[i - 1]) / (u[i] - u[i - 1]);
@@ -475,16 +475,16 @@ static void cls_jumps(const cls_series_t *s, double f[LGI_CLS_NFEAT]) {
       xdn = -e > xdn ? -e : xdn;
     }
   }
-  f[LGI_F_JUP_COUNT] = log1p(jup);
-  f[LGI_F_JDN_COUNT] = log1p(jdn);
-  f[LGI_F_JUP_MASS] = clampd(mup, 0, 50);
-  f[LGI_F_JDN_MASS] = clampd(mdn, 0, 50);
-  f[LGI_F_JUP_MAX] = clampd(xup, 0, 20);
-  f[LGI_F_JDN_MAX] = clampd(xdn, 0, 20);
-  f[LGI_F_NOISE] = clampd(sigma, 0, 20);
+  f[LGA_F_JUP_COUNT] = log1p(jup);
+  f[LGA_F_JDN_COUNT] = log1p(jdn);
+  f[LGA_F_JUP_MASS] = clampd(mup, 0, 50);
+  f[LGA_F_JDN_MASS] = clampd(mdn, 0, 50);
+  f[LGA_F_JUP_MAX] = clampd(xup, 0, 20);
+  f[LGA_F_JDN_MAX] = clampd(xdn, 0, 20);
+  f[LGA_F_NOISE] = clampd(sigma, 0, 20);
   int nout = 0;
   for (long i = 0; i < m; i++) nout += fabs(y[i] - yf[i]) > 0.5;
-  f[LGI_F_OUTLIERS] = (double)nout / (double)m;
+  f[LGA_F_OUTLIERS] = (double)nout / (double)m;
 }
 
 /* The quadratic a + b x + c x^2 (x = (k + 1/2) / G - 1/2) fitted to gz[0..G-1]; *gy0
@@ -572,7 +572,7 @@ static double grid_post_curvature(const double *gz, int G, double best_c, double
 
 /* Zero crossings and autocorrelation of the detrended grid gz (var0: its sum of
  * squares): the lag-1 value, and the first peak after the first negative value. */
-static void grid_periodicity(const double *gz, int G, double var0, double f[LGI_CLS_NFEAT]) {
+static void grid_periodicity(const double *gz, int G, double var0, double f[LGA_CLS_NFEAT]) {
   double zc = 0, acf1 = 0, peak = 0, lag = 0;
   if (var0 > 1e-12 * G) {
     int crossings = 0, prev = 0;
@@ -602,16 +602,16 @@ static void grid_periodicity(const double *gz, int G, double var0, double f[LGI_
       }
     }
   }
-  f[LGI_F_ZCROSS] = zc;
-  f[LGI_F_ACF1] = acf1;
-  f[LGI_F_ACF_PEAK] = peak;
-  f[LGI_F_ACF_LAG] = lag;
+  f[LGA_F_ZCROSS] = zc;
+  f[LGA_F_ACF1] = acf1;
+  f[LGA_F_ACF_PEAK] = peak;
+  f[LGA_F_ACF_LAG] = lag;
 }
 
 /* 8. Periodicity on a uniform time grid, quadratically detrended; the best hinge
  * against the quadratic (same parameter count) and the curvature after it. */
-static void cls_grid(const cls_series_t *s, double f[LGI_CLS_NFEAT]) {
-  enum { G_MAX = LGI_CLS_GRID };
+static void cls_grid(const cls_series_t *s, double f[LGA_CLS_NFEAT]) {
+  enum { G_MAX = LGA_CLS_GRID };
   long m = s->m;
   const double *u = s->u, *yf = s->yf;
   int G = m < G_MAX ? (int)m : G_MAX;
@@ -636,17 +636,17 @@ static void cls_grid(const cls_series_t *s, double f[LGI_CLS_NFEAT]) {
     gz[k] -= a + b * x + c * x * x;
     var0 += gz[k] * gz[k];
   }
-  f[LGI_F_HINGE_GAIN] = sst > 1e-12 * G ? clampd((var0 - best_ssr) / sst, -1, 1) : 0.0;
-  f[LGI_F_HINGE_AT] = best_c;
-  f[LGI_F_POST_CURV] = grid_post_curvature(gz, G, best_c, a, b, c);
+  f[LGA_F_HINGE_GAIN] = sst > 1e-12 * G ? clampd((var0 - best_ssr) / sst, -1, 1) : 0.0;
+  f[LGA_F_HINGE_AT] = best_c;
+  f[LGA_F_POST_CURV] = grid_post_curvature(gz, G, best_c, a, b, c);
   grid_periodicity(gz, G, var0, f);
 }
 
 /* 9. rss against live: growth relative to the rss level and to live's range. */
-static void cls_rss(const cls_series_t *s, cls_windows_t *wn, double f[LGI_CLS_NFEAT]) {
+static void cls_rss(const cls_series_t *s, cls_windows_t *wn, double f[LGA_CLS_NFEAT]) {
   if (!s->rss) {
-    f[LGI_F_HAS_RSS] = f[LGI_F_RSS_GROWTH] = f[LGI_F_LIVE_GROWTH_R] = 0;
-    f[LGI_F_RSS_EXCESS] = f[LGI_F_RSS_VS_LIVE] = f[LGI_F_RSS_TAU] = f[LGI_F_RSS_T50] = 0;
+    f[LGA_F_HAS_RSS] = f[LGA_F_RSS_GROWTH] = f[LGA_F_LIVE_GROWTH_R] = 0;
+    f[LGA_F_RSS_EXCESS] = f[LGA_F_RSS_VS_LIVE] = f[LGA_F_RSS_TAU] = f[LGA_F_RSS_T50] = 0;
     return;
   }
   int np = wn->np;
@@ -659,16 +659,16 @@ static void cls_rss(const cls_series_t *s, cls_windows_t *wn, double f[LGI_CLS_N
   double ls = s->flat ? 0.0 : wn->ts_mean * s->scale; /* bytes per unit u */
   double rbase = 0.5 * (rmean[0] + rmean[1]);
   double rgrowth = 0.5 * (rmean[W - 2] + rmean[W - 1]) - rbase;
-  f[LGI_F_HAS_RSS] = 1.0;
-  f[LGI_F_RSS_GROWTH] = clampd(rs / level, -5, 5);
-  f[LGI_F_LIVE_GROWTH_R] = clampd(ls / level, -5, 5);
-  f[LGI_F_RSS_EXCESS] = clampd((rs - (ls > 0 ? ls : 0)) / level, -5, 5);
-  f[LGI_F_RSS_VS_LIVE] = clampd(slog(rs / (s->flat ? level : s->scale)), -20, 20);
-  f[LGI_F_RSS_TAU] = mk_tau(rmean, W);
-  f[LGI_F_RSS_T50] = rise_time(rmean, W, rbase, rgrowth > 0.02 * level ? rgrowth : 0, 0.5, 0.5);
+  f[LGA_F_HAS_RSS] = 1.0;
+  f[LGA_F_RSS_GROWTH] = clampd(rs / level, -5, 5);
+  f[LGA_F_LIVE_GROWTH_R] = clampd(ls / level, -5, 5);
+  f[LGA_F_RSS_EXCESS] = clampd((rs - (ls > 0 ? ls : 0)) / level, -5, 5);
+  f[LGA_F_RSS_VS_LIVE] = clampd(slog(rs / (s->flat ? level : s->scale)), -20, 20);
+  f[LGA_F_RSS_TAU] = mk_tau(rmean, W);
+  f[LGA_F_RSS_T50] = rise_time(rmean, W, rbase, rgrowth > 0.02 * level ? rgrowth : 0, 0.5, 0.5);
 }
 
-int lgi_classify_features(const double *t, const double *v, const double *rss, size_t n, double f[LGI_CLS_NFEAT]) {
+int lga_classify_features(const double *t, const double *v, const double *rss, size_t n, double f[LGA_CLS_NFEAT]) {
   if (!t || !v || !f || n < 8) return -EINVAL;
   for (size_t i = 0; i < n; i++) {
     if (!isfinite(t[i]) || !isfinite(v[i]) || (rss && !isfinite(rss[i]))) return -EDOM;
@@ -694,7 +694,7 @@ int lgi_classify_features(const double *t, const double *v, const double *rss, s
   cls_jumps(&s, f);        /* 7 */
   cls_grid(&s, f);         /* 8 */
   cls_rss(&s, &wn, f);     /* 9 */
-  for (int i = 0; i < LGI_CLS_NFEAT; i++)
+  for (int i = 0; i < LGA_CLS_NFEAT; i++)
     if (!isfinite(f[i])) f[i] = 0.0;
   return 0;
 }

@@ -9,11 +9,11 @@
 
 LG_API int lg_classify(const double *t, const double *v, const double *rss, size_t n, lg_pattern_t *out,
                        double probs[LG_PATTERN_COUNT]) {
-  double f[LGI_CLS_NFEAT], p[LG_PATTERN_COUNT];
+  double f[LGA_CLS_NFEAT], p[LG_PATTERN_COUNT];
   if (!out) return -EINVAL;
-  int rc = lgi_classify_features(t, v, rss, n, f);
+  int rc = lga_classify_features(t, v, rss, n, f);
   if (rc) return rc;
-  *out = lgi_classify_infer(&lgi_classify_model, f, p);
+  *out = lga_classify_infer(&lga_classify_model, f, p);
   if (probs) memcpy(probs, p, sizeof p);
   return 0;
 }

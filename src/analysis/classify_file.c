@@ -14,13 +14,13 @@
 #include "analysis/csv.h"
 #include "leakguard.h"
 
-int lgi_classify_file(const char *path, uint64_t max_bytes, int json, FILE *out, char *why, size_t whylen) {
-  lgi_series_t s;
-  if (lgi_series_load(path, max_bytes, &s, why, whylen)) return -EINVAL;
+int lga_classify_file(const char *path, uint64_t max_bytes, int json, FILE *out, char *why, size_t whylen) {
+  lga_series_t s;
+  if (lga_series_load(path, max_bytes, &s, why, whylen)) return -EINVAL;
   lg_pattern_t cls;
   double p[LG_PATTERN_COUNT];
   int rc = lg_classify(s.t, s.v, s.rss, s.n, &cls, p);
-  lgi_series_free(&s);
+  lga_series_free(&s);
   if (rc) {
     snprintf(why, whylen, "%s: %s", path, strerror(-rc));
     return -EINVAL;

@@ -20,6 +20,6 @@
  * 0; -EINVAL bad input (why: "FILE:LINE: reason", or "FILE: reason"); -ENOMEM and
  * -EIO (writing out failed), why saying which. Nothing is printed on an error but a
  * failed write. */
-int lgi_classify_file(const char *path, uint64_t max_bytes, int json, FILE *out, char *why, size_t whylen);
+int lga_classify_file(const char *path, uint64_t max_bytes, int json, FILE *out, char *why, size_t whylen);
 
 #endif /* LG_ANALYSIS_CLASSIFY_FILE_H */

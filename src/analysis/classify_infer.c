@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * classify_infer.c - the pattern classifier's names (lg_pattern_name,
- * lg_pattern_is_leak, lgi_classify_feature_name) and its inference
- * (lgi_classify_infer): the features of classify.c through the one-hidden-layer
+ * lg_pattern_is_leak, lga_classify_feature_name) and its inference
+ * (lga_classify_infer): the features of classify.c through the one-hidden-layer
  * perceptron whose weights tools/classify/train.c generates. Part of the lg_classify
  * object library, compiled with -ffp-contract=off like the features, so that the
  * trainer and every build compute the same probabilities.
@@ -28,7 +28,7 @@ LG_API int lg_pattern_is_leak(lg_pattern_t p) {
   return p == LG_PATTERN_LINEAR_LEAK || p == LG_PATTERN_ACCELERATING_LEAK || p == LG_PATTERN_STEP_LEAK;
 }
 
-static const char *const feature_names[LGI_F_PROFILE] = {
+static const char *const feature_names[LGA_F_PROFILE] = {
     "log_n",
     "lin_slope",
     "lin_r2",
@@ -81,38 +81,38 @@ static const char *const feature_names[LGI_F_PROFILE] = {
 };
 
 /* Name of feature i; profile features are all called "profile". NULL if out of range. */
-const char *lgi_classify_feature_name(int i) {
-  if (i < 0 || i >= LGI_CLS_NFEAT) return NULL;
-  return i < LGI_F_PROFILE ? feature_names[i] : "profile";
+const char *lga_classify_feature_name(int i) {
+  if (i < 0 || i >= LGA_CLS_NFEAT) return NULL;
+  return i < LGA_F_PROFILE ? feature_names[i] : "profile";
 }
 
 /* ------------------------------------------------------------------ inference */
 
-lg_pattern_t lgi_classify_infer(const lgi_classify_model_t *mdl, const double f[LGI_CLS_NFEAT],
+lg_pattern_t lga_classify_infer(const lga_classify_model_t *mdl, const double f[LGA_CLS_NFEAT],
                                 double probs[LG_PATTERN_COUNT]) {
-  double z[LGI_CLS_NFEAT], h[LGI_CLS_HIDDEN], logit[LG_PATTERN_COUNT];
-  for (int i = 0; i < LGI_CLS_NFEAT; i++)
-    z[i] = clampd((f[i] - mdl->mean[i]) * mdl->inv_std[i], -LGI_CLS_ZCLIP, LGI_CLS_ZCLIP);
+  double z[LGA_CLS_NFEAT], h[LGA_CLS_HIDDEN], logit[LG_PATTERN_COUNT];
+  for (int i = 0; i < LGA_CLS_NFEAT; i++)
+    z[i] = clampd((f[i] - mdl->mean[i]) * mdl->inv_std[i], -LGA_CLS_ZCLIP, LGA_CLS_ZCLIP);
   /* Four units at a time: four independent chains of additions (each unit's sum is
    * still taken in the order i = 0, 1, ..., exactly as the trainer does). */
-  for (int j = 0; j + 3 < LGI_CLS_HIDDEN; j += 4) {
+  for (int j = 0; j + 3 < LGA_CLS_HIDDEN; j += 4) {
     double a0 = mdl->b1[j], a1 = mdl->b1[j + 1], a2 = mdl->b1[j + 2], a3 = mdl->b1[j + 3];
-    for (int i = 0; i < LGI_CLS_NFEAT; i++) {
+    for (int i = 0; i < LGA_CLS_NFEAT; i++) {
       a0 += mdl->w1[j][i] * z[i];
       a1 += mdl->w1[j + 1][i] * z[i];
       a2 += mdl->w1[j + 2][i] * z[i];
       a3 += mdl->w1[j + 3][i] * z[i];
     }
-    h[j] = lgi_cls_tanh(a0);
-    h[j + 1] = lgi_cls_tanh(a1);
-    h[j + 2] = lgi_cls_tanh(a2);
-    h[j + 3] = lgi_cls_tanh(a3);
+    h[j] = lga_cls_tanh(a0);
+    h[j + 1] = lga_cls_tanh(a1);
+    h[j + 2] = lga_cls_tanh(a2);
+    h[j + 3] = lga_cls_tanh(a3);
   }
   double top = -INFINITY;
   int best = 0;
   for (int c = 0; c < LG_PATTERN_COUNT; c++) {
     double a = mdl->b2[c];
-    for (int j = 0; j < LGI_CLS_HIDDEN; j++) a += mdl->w2[c][j] * h[j];
+    for (int j = 0; j < LGA_CLS_HIDDEN; j++) a += mdl->w2[c][j] * h[j];
     logit[c] = a;
     if (a > top) {
       top = a;

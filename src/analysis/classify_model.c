@@ -13,7 +13,7 @@
  */
 #include "analysis/classify.h"
 
-const lgi_classify_model_t lgi_classify_model = {
+const lga_classify_model_t lga_classify_model = {
   .mean = {
     6.72422886e-01f, 5.69310486e-01f, 4.45661962e-01f, -1.67086273e-01f,
     8.49384442e-02f, 8.72797310e-01f, 4.55988646e-01f, 6.13830328e-01f,

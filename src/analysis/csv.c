@@ -16,7 +16,7 @@
 
 #include "analysis/csv.h"
 
-void lgi_series_free(lgi_series_t *s) {
+void lga_series_free(lga_series_t *s) {
   free(s->t);
   free(s->v);
   free(s->rss);
@@ -24,7 +24,7 @@ void lgi_series_free(lgi_series_t *s) {
 }
 
 /* Appends one sample; returns 0 or -1 when out of memory. */
-static int series_push(lgi_series_t *s, double t, double v, const double *rss) {
+static int series_push(lga_series_t *s, double t, double v, const double *rss) {
   if (s->n == s->cap) {
     size_t cap = s->cap ? 2 * s->cap : 256;
     double *nt = realloc(s->t, cap * sizeof *nt);
@@ -106,30 +106,30 @@ static const char *excerpt(const char *f, char *buf, size_t len) {
   return buf;
 }
 
-/* One line of at most LGI_CSV_LINE_MAX bytes into buf (NUL-terminated, the newline
+/* One line of at most LGA_CSV_LINE_MAX bytes into buf (NUL-terminated, the newline
  * kept out): its length, -1 at the end, -2 when it is longer (the rest of it is not
  * read: a file without newlines, /dev/zero, must not be read whole). *total counts
  * the bytes read. Hand-written rather than getline(), whose line grows without bound. */
-#define LGI_CSV_LINE_MAX 4096
+#define LGA_CSV_LINE_MAX 4096
 static long read_line(FILE *fp, char *buf, uint64_t *total) {
   long n = 0;
   int c;
   while ((c = getc_unlocked(fp)) != EOF) {
     (*total)++;
     if (c == '\n') break;
-    if (n == LGI_CSV_LINE_MAX) return -2;
+    if (n == LGA_CSV_LINE_MAX) return -2;
     buf[n++] = (char)c;
   }
   buf[n] = 0;
   return c == EOF && n == 0 ? -1 : n;
 }
 
-int lgi_series_read_csv(FILE *fp, const char *name, lgi_series_t *s, char *err, size_t errlen) {
-  return lgi_series_read_csv_max(fp, name, LGI_CSV_MAX_BYTES, s, err, errlen);
+int lga_series_read_csv(FILE *fp, const char *name, lga_series_t *s, char *err, size_t errlen) {
+  return lga_series_read_csv_max(fp, name, LGA_CSV_MAX_BYTES, s, err, errlen);
 }
 
-int lgi_series_read_csv_max(FILE *fp, const char *name, uint64_t max_bytes, lgi_series_t *s, char *err, size_t errlen) {
-  char *line = malloc(LGI_CSV_LINE_MAX + 1), *fields[3], ex[32];
+int lga_series_read_csv_max(FILE *fp, const char *name, uint64_t max_bytes, lga_series_t *s, char *err, size_t errlen) {
+  char *line = malloc(LGA_CSV_LINE_MAX + 1), *fields[3], ex[32];
   long lineno = 0, blank = 0, merged = 1, got;
   uint64_t total = 0;
   int ncols = 0, role[3] = {COL_TIME, COL_VALUE, COL_RSS}, header_done = 0;
@@ -142,7 +142,7 @@ int lgi_series_read_csv_max(FILE *fp, const char *name, uint64_t max_bytes, lgi_
   while ((got = read_line(fp, line, &total)) != -1) {
     lineno++;
     if (got == -2) {
-      snprintf(err, errlen, "%s:%ld: line longer than %d bytes: not a CSV of samples", name, lineno, LGI_CSV_LINE_MAX);
+      snprintf(err, errlen, "%s:%ld: line longer than %d bytes: not a CSV of samples", name, lineno, LGA_CSV_LINE_MAX);
       goto fail;
     }
     if (max_bytes && total > max_bytes) {
@@ -234,11 +234,11 @@ int lgi_series_read_csv_max(FILE *fp, const char *name, uint64_t max_bytes, lgi_
   return 0;
 fail:
   free(line);
-  lgi_series_free(s);
+  lga_series_free(s);
   return -1;
 }
 
-int lgi_series_load(const char *path, uint64_t max_bytes, lgi_series_t *s, char *err, size_t errlen) {
+int lga_series_load(const char *path, uint64_t max_bytes, lga_series_t *s, char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
   int is_stdin = !strcmp(path, "-");
   FILE *fp = is_stdin ? stdin : fopen(path, "re");
@@ -259,7 +259,7 @@ int lgi_series_load(const char *path, uint64_t max_bytes, lgi_series_t *s, char 
     fclose(fp);
     return -1;
   }
-  int rc = lgi_series_read_csv_max(fp, is_stdin ? "<stdin>" : path, max_bytes, s, err, errlen);
+  int rc = lga_series_read_csv_max(fp, is_stdin ? "<stdin>" : path, max_bytes, s, err, errlen);
   if (!is_stdin) fclose(fp);
   return rc;
 }

@@ -33,7 +33,7 @@ static void usage(FILE *fp) {
 int lg_cmd_classify(int argc, char **argv) {
   int json = 0;
   const char *file = NULL;
-  uint64_t max_bytes = LGI_CSV_MAX_BYTES;
+  uint64_t max_bytes = LGA_CSV_MAX_BYTES;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *fmt = NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -79,7 +79,7 @@ int lg_cmd_classify(int argc, char **argv) {
   }
 
   char why[512];
-  int rc = lgi_classify_file(file, max_bytes, json, stdout, why, sizeof why);
+  int rc = lga_classify_file(file, max_bytes, json, stdout, why, sizeof why);
   if (rc) fprintf(stderr, "leakguard classify: %s\n", why);
   return rc == 0 ? LG_EXIT_OK : rc == -EINVAL ? LG_EXIT_USAGE : LG_EXIT_INTERNAL;
 }

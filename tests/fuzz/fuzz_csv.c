@@ -17,14 +17,14 @@ int lg_fuzz_one(const uint8_t *data, size_t size) {
   FILE *fp = fmemopen((void *)data, size, "r");
   if (!fp) /* fmemopen refuses size 0 */
     return 1;
-  lgi_series_t s;
+  lga_series_t s;
   char err[512];
-  int rc = lgi_series_read_csv(fp, "fuzz.csv", &s, err, sizeof err);
+  int rc = lga_series_read_csv(fp, "fuzz.csv", &s, err, sizeof err);
   fclose(fp);
   if (rc) return 1;
   lg_pattern_t cls;
   double p[LG_PATTERN_COUNT];
   rc = lg_classify(s.t, s.v, s.rss, s.n, &cls, p);
-  lgi_series_free(&s);
+  lga_series_free(&s);
   return rc != 0;
 }

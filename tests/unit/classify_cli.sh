@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # `leakguard classify`'s command line (src/cli/cmd_classify.c): exit statuses and the
 # exact one-line errors. What it prints for a good file is tested in test_csv.c
-# (lgi_classify_file) and by the classify_cli_* tests.
+# (lga_classify_file) and by the classify_cli_* tests.
 #   classify_cli.sh LEAKGUARD RECORDED_DIR
 set -u
 lg=$1

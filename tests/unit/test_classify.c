@@ -63,7 +63,7 @@ static double f_hockey(double u) { return u < 0.4 ? 500 : 500 + 100 * (u - 0.4);
 static double f_square(double u) { return 500 + 100 * u * u; }
 
 static void features(size_t n, const double *rss, double *f) {
-  assert_int_equal(lgi_classify_features(T, V, rss, n, f), 0);
+  assert_int_equal(lga_classify_features(T, V, rss, n, f), 0);
 }
 
 /* ------------------------------------------------------------------ names */
@@ -82,8 +82,8 @@ static void test_names(void **state) {
   assert_int_equal(lg_pattern_is_leak(LG_PATTERN_PLATEAU), 0);
   assert_int_equal(lg_pattern_is_leak(LG_PATTERN_SAWTOOTH), 0);
   assert_int_equal(lg_pattern_is_leak(LG_PATTERN_FRAGMENTATION), 0);
-  for (int i = 0; i < LGI_CLS_NFEAT; i++) assert_non_null(lgi_classify_feature_name(i));
-  assert_null(lgi_classify_feature_name(LGI_CLS_NFEAT));
+  for (int i = 0; i < LGA_CLS_NFEAT; i++) assert_non_null(lga_classify_feature_name(i));
+  assert_null(lga_classify_feature_name(LGA_CLS_NFEAT));
 }
 
 /* ------------------------------------------------------------------ bad input */
@@ -127,119 +127,119 @@ static void test_bad_input(void **state) {
 
 static void test_feature_linear(void **state) {
   (void)state;
-  double f[LGI_CLS_NFEAT];
+  double f[LGA_CLS_NFEAT];
   fill(N, f_ramp);
   features(N, NULL, f);
-  assert_true(f[LGI_F_LIN_SLOPE] > 1.0 && f[LGI_F_LIN_SLOPE] < 1.2); /* range / (p95-p5) */
-  assert_true(f[LGI_F_LIN_R2] > 0.999);
-  assert_true(fabs(f[LGI_F_QUAD_C]) < 1e-6);
-  assert_true(f[LGI_F_QUAD_GAIN] < 1e-6);
-  assert_true(fabs(f[LGI_F_SLOPE_FIRST] - f[LGI_F_SLOPE_LAST]) < 1e-6);
-  assert_true(fabs(f[LGI_F_ACCEL]) < 1e-6);
-  assert_true(fabs(f[LGI_F_TS_FLOOR] - f[LGI_F_LIN_SLOPE]) < 0.02);
-  assert_true(fabs(f[LGI_F_TS_CEIL] - f[LGI_F_LIN_SLOPE]) < 0.02);
-  assert_true(f[LGI_F_MK_TAU] == 1.0);
-  assert_true(f[LGI_F_UP_FRAC] == 1.0);
-  assert_true(f[LGI_F_DRAWDOWN] == 0.0);
-  assert_true(fabs(f[LGI_F_T50] - 0.5) < 0.1);
-  assert_true(fabs(f[LGI_F_T90] - 0.9) < 0.1);
-  assert_true(f[LGI_F_JUP_COUNT] == 0 && f[LGI_F_JDN_COUNT] == 0);
-  assert_true(f[LGI_F_RESID] < 1e-9);
-  assert_true(f[LGI_F_OUTLIERS] == 0);
-  assert_true(fabs(f[LGI_F_LAST_VS_MAX]) < 1e-12);
-  assert_true(f[LGI_F_HAS_RSS] == 0 && f[LGI_F_RSS_GROWTH] == 0);
-  assert_true(fabs(f[LGI_F_LOGN] - log2(N) / 11) < 1e-12);
-  for (int k = 1; k < LGI_CLS_WIN; k++) /* profile rises */
-    assert_true(f[LGI_F_PROFILE + k] > f[LGI_F_PROFILE + k - 1]);
+  assert_true(f[LGA_F_LIN_SLOPE] > 1.0 && f[LGA_F_LIN_SLOPE] < 1.2); /* range / (p95-p5) */
+  assert_true(f[LGA_F_LIN_R2] > 0.999);
+  assert_true(fabs(f[LGA_F_QUAD_C]) < 1e-6);
+  assert_true(f[LGA_F_QUAD_GAIN] < 1e-6);
+  assert_true(fabs(f[LGA_F_SLOPE_FIRST] - f[LGA_F_SLOPE_LAST]) < 1e-6);
+  assert_true(fabs(f[LGA_F_ACCEL]) < 1e-6);
+  assert_true(fabs(f[LGA_F_TS_FLOOR] - f[LGA_F_LIN_SLOPE]) < 0.02);
+  assert_true(fabs(f[LGA_F_TS_CEIL] - f[LGA_F_LIN_SLOPE]) < 0.02);
+  assert_true(f[LGA_F_MK_TAU] == 1.0);
+  assert_true(f[LGA_F_UP_FRAC] == 1.0);
+  assert_true(f[LGA_F_DRAWDOWN] == 0.0);
+  assert_true(fabs(f[LGA_F_T50] - 0.5) < 0.1);
+  assert_true(fabs(f[LGA_F_T90] - 0.9) < 0.1);
+  assert_true(f[LGA_F_JUP_COUNT] == 0 && f[LGA_F_JDN_COUNT] == 0);
+  assert_true(f[LGA_F_RESID] < 1e-9);
+  assert_true(f[LGA_F_OUTLIERS] == 0);
+  assert_true(fabs(f[LGA_F_LAST_VS_MAX]) < 1e-12);
+  assert_true(f[LGA_F_HAS_RSS] == 0 && f[LGA_F_RSS_GROWTH] == 0);
+  assert_true(fabs(f[LGA_F_LOGN] - log2(N) / 11) < 1e-12);
+  for (int k = 1; k < LGA_CLS_WIN; k++) /* profile rises */
+    assert_true(f[LGA_F_PROFILE + k] > f[LGA_F_PROFILE + k - 1]);
 }
 
 static void test_feature_constant(void **state) {
   (void)state;
-  double f[LGI_CLS_NFEAT];
+  double f[LGA_CLS_NFEAT];
   fill(64, f_const);
   features(64, NULL, f);
-  for (int i = LGI_F_LIN_SLOPE; i < LGI_CLS_NFEAT; i++) {
-    if (i == LGI_F_T50 || i == LGI_F_T90 || i == LGI_F_NOISE) continue;
+  for (int i = LGA_F_LIN_SLOPE; i < LGA_CLS_NFEAT; i++) {
+    if (i == LGA_F_T50 || i == LGA_F_T90 || i == LGA_F_NOISE) continue;
     assert_true(f[i] == 0.0);
   }
-  assert_true(f[LGI_F_T50] == 0.5 && f[LGI_F_T90] == 0.5);
+  assert_true(f[LGA_F_T50] == 0.5 && f[LGA_F_T90] == 0.5);
 }
 
 static void test_feature_curvature(void **state) {
   (void)state;
-  double f[LGI_CLS_NFEAT];
+  double f[LGA_CLS_NFEAT];
   fill(N, f_quad);
   features(N, NULL, f);
-  assert_true(f[LGI_F_QUAD_C] > 1.0);
-  assert_true(f[LGI_F_QUAD_GAIN] > 0.05);
-  assert_true(f[LGI_F_SLOPE_LAST] > 4 * f[LGI_F_SLOPE_FIRST]);
-  assert_true(f[LGI_F_ACCEL] > 0.5);
-  assert_true(f[LGI_F_T50] > 0.7);
-  assert_true(f[LGI_F_MK_TAU] == 1.0);
+  assert_true(f[LGA_F_QUAD_C] > 1.0);
+  assert_true(f[LGA_F_QUAD_GAIN] > 0.05);
+  assert_true(f[LGA_F_SLOPE_LAST] > 4 * f[LGA_F_SLOPE_FIRST]);
+  assert_true(f[LGA_F_ACCEL] > 0.5);
+  assert_true(f[LGA_F_T50] > 0.7);
+  assert_true(f[LGA_F_MK_TAU] == 1.0);
 }
 
 /* Hinge and post-onset curvature: a late-starting straight leak against x^2. */
 static void test_feature_hinge(void **state) {
   (void)state;
-  double f[LGI_CLS_NFEAT];
+  double f[LGA_CLS_NFEAT];
   fill(N, f_hockey);
   features(N, NULL, f);
-  assert_true(f[LGI_F_HINGE_GAIN] > 0.01); /* hinge fits better than quadratic */
-  assert_true(fabs(f[LGI_F_HINGE_AT] - 0.4) < 0.06);
-  assert_true(fabs(f[LGI_F_POST_CURV]) < 0.05); /* straight after the onset */
+  assert_true(f[LGA_F_HINGE_GAIN] > 0.01); /* hinge fits better than quadratic */
+  assert_true(fabs(f[LGA_F_HINGE_AT] - 0.4) < 0.06);
+  assert_true(fabs(f[LGA_F_POST_CURV]) < 0.05); /* straight after the onset */
   fill(N, f_square);
   features(N, NULL, f);
-  assert_true(f[LGI_F_HINGE_GAIN] < 0);  /* the quadratic fits exactly */
-  assert_true(f[LGI_F_POST_CURV] > 0.3); /* still curved after the best c */
+  assert_true(f[LGA_F_HINGE_GAIN] < 0);  /* the quadratic fits exactly */
+  assert_true(f[LGA_F_POST_CURV] > 0.3); /* still curved after the best c */
 }
 
 static void test_feature_steps(void **state) {
   (void)state;
-  double f[LGI_CLS_NFEAT];
+  double f[LGA_CLS_NFEAT];
   fill(N, f_steps);
   features(N, NULL, f);
-  assert_true(fabs(f[LGI_F_JUP_COUNT] - log1p(4)) < 1e-12); /* four steps up */
-  assert_true(f[LGI_F_JDN_COUNT] == 0);
-  assert_true(fabs(f[LGI_F_JUP_MASS] - 1.0) < 1e-9); /* steps span p5..p95 */
-  assert_true(f[LGI_F_JUP_MAX] > 0.2 && f[LGI_F_JUP_MAX] < 0.4);
-  assert_true(f[LGI_F_NOISE] <= 1e-3); /* flat between steps: noise floor */
-  assert_true(f[LGI_F_LIN_R2] > 0.9);
+  assert_true(fabs(f[LGA_F_JUP_COUNT] - log1p(4)) < 1e-12); /* four steps up */
+  assert_true(f[LGA_F_JDN_COUNT] == 0);
+  assert_true(fabs(f[LGA_F_JUP_MASS] - 1.0) < 1e-9); /* steps span p5..p95 */
+  assert_true(f[LGA_F_JUP_MAX] > 0.2 && f[LGA_F_JUP_MAX] < 0.4);
+  assert_true(f[LGA_F_NOISE] <= 1e-3); /* flat between steps: noise floor */
+  assert_true(f[LGA_F_LIN_R2] > 0.9);
 }
 
 static void test_feature_sawtooth(void **state) {
   (void)state;
-  double f[LGI_CLS_NFEAT];
+  double f[LGA_CLS_NFEAT];
   fill(500, f_saw);
   features(500, NULL, f);
-  assert_true(f[LGI_F_JDN_COUNT] >= log1p(4) - 1e-12); /* the drops */
-  assert_true(f[LGI_F_JUP_COUNT] == 0);                /* ramps are not jumps */
-  assert_true(f[LGI_F_ACF_PEAK] > 0.6);
-  assert_true(fabs(f[LGI_F_ACF_LAG] - 0.2) < 0.03); /* 5 periods over the span */
-  assert_true(f[LGI_F_ZCROSS] > 0.05 && f[LGI_F_ZCROSS] < 0.15);
-  assert_true(f[LGI_F_SPREAD] > 0.35);        /* a window spans 5/12 of a period */
-  assert_true(fabs(f[LGI_F_TS_FLOOR]) < 0.1); /* floors do not grow */
-  assert_true(f[LGI_F_LIN_R2] < 0.05);
+  assert_true(f[LGA_F_JDN_COUNT] >= log1p(4) - 1e-12); /* the drops */
+  assert_true(f[LGA_F_JUP_COUNT] == 0);                /* ramps are not jumps */
+  assert_true(f[LGA_F_ACF_PEAK] > 0.6);
+  assert_true(fabs(f[LGA_F_ACF_LAG] - 0.2) < 0.03); /* 5 periods over the span */
+  assert_true(f[LGA_F_ZCROSS] > 0.05 && f[LGA_F_ZCROSS] < 0.15);
+  assert_true(f[LGA_F_SPREAD] > 0.35);        /* a window spans 5/12 of a period */
+  assert_true(fabs(f[LGA_F_TS_FLOOR]) < 0.1); /* floors do not grow */
+  assert_true(f[LGA_F_LIN_R2] < 0.05);
 }
 
 /* Distribution features: a ramp-and-drop seen with 4 samples per period (0 1 2 3 0 ...),
  * two-valued batches, samples bunched at a floor, and Gaussian-like noise. */
 static void test_feature_distribution(void **state) {
   (void)state;
-  double f[LGI_CLS_NFEAT];
+  double f[LGA_CLS_NFEAT];
   for (size_t i = 0; i < N; i++) {
     T[i] = (double)i;
     V[i] = 5000 + 100.0 * (double)(i % 4);
   }
   features(N, NULL, f);
   /* increments +1 +1 +1 -3: skewness -6 / 3^1.5 = -1.155 */
-  assert_true(fabs(f[LGI_F_INC_SKEW] + 1.1547) < 0.04);
+  assert_true(fabs(f[LGA_F_INC_SKEW] + 1.1547) < 0.04);
   /* four equally likely levels: skewness 0, kurtosis 2.5625 / 1.5625 = 1.64 */
-  assert_true(fabs(f[LGI_F_RES_SKEW]) < 0.05);
-  assert_true(fabs(f[LGI_F_RES_KURT] - (1.64 - 3)) < 0.05);
+  assert_true(fabs(f[LGA_F_RES_SKEW]) < 0.05);
+  assert_true(fabs(f[LGA_F_RES_KURT] - (1.64 - 3)) < 0.05);
   /* Geary: mean |e| / sd = 1 / sqrt(1.25) = 0.894 */
-  assert_true(fabs(f[LGI_F_RES_GEARY] - (0.894 - 0.8)) < 0.02);
+  assert_true(fabs(f[LGA_F_RES_GEARY] - (0.894 - 0.8)) < 0.02);
   /* spread relative to the level: p95 - p5 = 300 around a median of 5100 */
-  assert_true(fabs(f[LGI_F_REL_SPREAD] - (log10(300.0 / 5100.0) + 6)) < 1e-9);
+  assert_true(fabs(f[LGA_F_REL_SPREAD] - (log10(300.0 / 5100.0) + 6)) < 1e-9);
 
   /* 0 1 2 0 1 2 ..., 4096 samples at a Unix-time origin: the raw samples are used
    * (bucket means of 8 nearly erase the teeth), in their own scale units. Increments
@@ -250,9 +250,9 @@ static void test_feature_distribution(void **state) {
     V[i] = 5000 + 100.0 * (double)(i % 3);
   }
   features(n, NULL, f);
-  assert_true(fabs(f[LGI_F_INC_SKEW] + 0.707) < 0.05);
-  assert_true(fabs(f[LGI_F_RES_KURT] - (1.5 - 3)) < 0.1);
-  assert_true(fabs(f[LGI_F_RES_SKEW]) < 0.1);
+  assert_true(fabs(f[LGA_F_INC_SKEW] + 0.707) < 0.05);
+  assert_true(fabs(f[LGA_F_RES_KURT] - (1.5 - 3)) < 0.1);
+  assert_true(fabs(f[LGA_F_RES_SKEW]) < 0.1);
 
   /* two values in an irregular order: kurtosis near 1 */
   for (size_t i = 0; i < N; i++) {
@@ -260,20 +260,20 @@ static void test_feature_distribution(void **state) {
     V[i] = 7000 + (noise((unsigned)i) > 0 ? 2000 : 0);
   }
   features(N, NULL, f);
-  assert_true(f[LGI_F_RES_KURT] < -1.8);
-  assert_true(f[LGI_F_RES_GEARY] > 0.18);     /* mean |e| / sd = 1 */
-  assert_true(fabs(f[LGI_F_INC_SKEW]) < 0.3); /* symmetric jumps */
+  assert_true(f[LGA_F_RES_KURT] < -1.8);
+  assert_true(f[LGA_F_RES_GEARY] > 0.18);     /* mean |e| / sd = 1 */
+  assert_true(fabs(f[LGA_F_INC_SKEW]) < 0.3); /* symmetric jumps */
 
   /* 80 % of the samples on a floor, the rest scattered above it: skewed */
   for (size_t i = 0; i < N; i++) V[i] = 7000 + (i % 5 == 2 ? 1000 + 3000 * (noise((unsigned)i) + 0.5) : 0);
   features(N, NULL, f);
-  assert_true(f[LGI_F_RES_SKEW] > 1.0);
-  assert_true(f[LGI_F_RES_GEARY] < -0.02);
+  assert_true(f[LGA_F_RES_SKEW] > 1.0);
+  assert_true(f[LGA_F_RES_GEARY] < -0.02);
 
   /* a per-site curve that is empty most of the time: zero median */
   for (size_t i = 0; i < N; i++) V[i] = i % 5 == 2 ? 4096 : 0;
   features(N, NULL, f);
-  assert_true(f[LGI_F_REL_SPREAD] == 9.0);
+  assert_true(f[LGA_F_REL_SPREAD] == 9.0);
 
   /* sum of four uniform noises (nearly Gaussian): skewness ~0, kurtosis -0.3 */
   for (size_t i = 0; i < N; i++) {
@@ -282,75 +282,75 @@ static void test_feature_distribution(void **state) {
     V[i] = 1e6 + 1e3 * x;
   }
   features(N, NULL, f);
-  assert_true(fabs(f[LGI_F_REL_SPREAD] - (log10(1e3 * 1.9 / 1e6) + 6)) < 0.3); /* ~0.2 % */
-  assert_true(fabs(f[LGI_F_RES_SKEW]) < 0.4);
-  assert_true(f[LGI_F_RES_KURT] > -0.8 && f[LGI_F_RES_KURT] < 0.3);
-  assert_true(fabs(f[LGI_F_RES_GEARY]) < 0.05);
-  assert_true(fabs(f[LGI_F_INC_SKEW]) < 0.4);
+  assert_true(fabs(f[LGA_F_REL_SPREAD] - (log10(1e3 * 1.9 / 1e6) + 6)) < 0.3); /* ~0.2 % */
+  assert_true(fabs(f[LGA_F_RES_SKEW]) < 0.4);
+  assert_true(f[LGA_F_RES_KURT] > -0.8 && f[LGA_F_RES_KURT] < 0.3);
+  assert_true(fabs(f[LGA_F_RES_GEARY]) < 0.05);
+  assert_true(fabs(f[LGA_F_INC_SKEW]) < 0.4);
 }
 
 static void test_feature_plateau(void **state) {
   (void)state;
-  double f[LGI_CLS_NFEAT];
+  double f[LGA_CLS_NFEAT];
   fill(N, f_plateau);
   features(N, NULL, f);
-  assert_true(f[LGI_F_T50] < 0.25);
-  assert_true(f[LGI_F_T90] < 0.35);
-  assert_true(fabs(f[LGI_F_SLOPE_LAST]) < 1e-9);
-  assert_true(f[LGI_F_SLOPE_FIRST] > 2);
-  assert_true(f[LGI_F_QUAD_C] < 0);
-  assert_true(fabs(f[LGI_F_LAST_VS_MAX]) < 1e-12);
+  assert_true(f[LGA_F_T50] < 0.25);
+  assert_true(f[LGA_F_T90] < 0.35);
+  assert_true(fabs(f[LGA_F_SLOPE_LAST]) < 1e-9);
+  assert_true(f[LGA_F_SLOPE_FIRST] > 2);
+  assert_true(f[LGA_F_QUAD_C] < 0);
+  assert_true(fabs(f[LGA_F_LAST_VS_MAX]) < 1e-12);
 }
 
 static void test_feature_noise_and_spikes(void **state) {
   (void)state;
-  double f[LGI_CLS_NFEAT];
+  double f[LGA_CLS_NFEAT];
   for (size_t i = 0; i < N; i++) {
     T[i] = (double)i;
     V[i] = 1e6 + 1e3 * noise((unsigned)i);
   }
   features(N, NULL, f);
-  assert_true(f[LGI_F_VN_RATIO] > 1.5 && f[LGI_F_VN_RATIO] < 2.6); /* white noise: ~2 */
-  assert_true(f[LGI_F_LIN_R2] < 0.1);
-  assert_true(fabs(f[LGI_F_MK_TAU]) < 0.5);
-  assert_true(f[LGI_F_ACF1] < 0.5);
-  double before = f[LGI_F_OUTLIERS] * N, jup = f[LGI_F_JUP_COUNT], jdn = f[LGI_F_JDN_COUNT];
+  assert_true(f[LGA_F_VN_RATIO] > 1.5 && f[LGA_F_VN_RATIO] < 2.6); /* white noise: ~2 */
+  assert_true(f[LGA_F_LIN_R2] < 0.1);
+  assert_true(fabs(f[LGA_F_MK_TAU]) < 0.5);
+  assert_true(f[LGA_F_ACF1] < 0.5);
+  double before = f[LGA_F_OUTLIERS] * N, jup = f[LGA_F_JUP_COUNT], jdn = f[LGA_F_JDN_COUNT];
   V[100] += 1e5; /* an isolated spike: an outlier (its neighbours' medians may move), no jump */
   features(N, NULL, f);
-  assert_true(f[LGI_F_OUTLIERS] * N - before > 0.5 && f[LGI_F_OUTLIERS] * N - before < 3.5);
-  assert_true(f[LGI_F_JUP_COUNT] == jup && f[LGI_F_JDN_COUNT] == jdn);
+  assert_true(f[LGA_F_OUTLIERS] * N - before > 0.5 && f[LGA_F_OUTLIERS] * N - before < 3.5);
+  assert_true(f[LGA_F_JUP_COUNT] == jup && f[LGA_F_JDN_COUNT] == jdn);
   fill(N, f_quad); /* smooth: residual changes slowly */
   features(N, NULL, f);
-  assert_true(f[LGI_F_VN_RATIO] < 0.5);
+  assert_true(f[LGA_F_VN_RATIO] < 0.5);
 }
 
 static void test_feature_rss(void **state) {
   (void)state;
-  double f[LGI_CLS_NFEAT];
+  double f[LGA_CLS_NFEAT];
   for (size_t i = 0; i < N; i++) { /* live flat, rss doubles */
     T[i] = (double)i;
     V[i] = 1e8 + 1e5 * noise((unsigned)i);
     R[i] = 2e8 + 2e8 * (double)i / (N - 1);
   }
   features(N, R, f);
-  assert_true(f[LGI_F_HAS_RSS] == 1.0);
-  assert_true(f[LGI_F_RSS_GROWTH] > 0.5);
-  assert_true(fabs(f[LGI_F_LIVE_GROWTH_R]) < 0.01);
-  assert_true(f[LGI_F_RSS_EXCESS] > 0.5);
-  assert_true(f[LGI_F_RSS_VS_LIVE] > 5);
-  assert_true(f[LGI_F_RSS_TAU] == 1.0);
-  assert_true(fabs(f[LGI_F_RSS_T50] - 0.5) < 0.1);
+  assert_true(f[LGA_F_HAS_RSS] == 1.0);
+  assert_true(f[LGA_F_RSS_GROWTH] > 0.5);
+  assert_true(fabs(f[LGA_F_LIVE_GROWTH_R]) < 0.01);
+  assert_true(f[LGA_F_RSS_EXCESS] > 0.5);
+  assert_true(f[LGA_F_RSS_VS_LIVE] > 5);
+  assert_true(f[LGA_F_RSS_TAU] == 1.0);
+  assert_true(fabs(f[LGA_F_RSS_T50] - 0.5) < 0.1);
   for (size_t i = 0; i < N; i++) /* rss tracking a live leak: no excess */
     V[i] = 1e8 + 1e6 * (double)i, R[i] = V[i] + 5e7;
   features(N, R, f);
-  assert_true(fabs(f[LGI_F_RSS_EXCESS]) < 0.01);
-  assert_true(f[LGI_F_LIVE_GROWTH_R] > 0.5);
+  assert_true(fabs(f[LGA_F_RSS_EXCESS]) < 0.01);
+  assert_true(f[LGA_F_LIVE_GROWTH_R] > 0.5);
 }
 
 /* Features do not depend on the unit or origin of time or value. */
 static void test_feature_invariance(void **state) {
   (void)state;
-  double f1[LGI_CLS_NFEAT], f2[LGI_CLS_NFEAT];
+  double f1[LGA_CLS_NFEAT], f2[LGA_CLS_NFEAT];
   for (size_t i = 0; i < 300; i++) {
     T[i] = i + 0.3 * noise((unsigned)i + 7);
     V[i] = 500 + 3 * i + 40 * noise((unsigned)i) + (i % 37 == 0 ? 300 : 0);
@@ -361,27 +361,27 @@ static void test_feature_invariance(void **state) {
     V[i] = 1e9 + 4096.0 * V[i];
   }
   features(300, NULL, f2);
-  for (int i = 0; i < LGI_CLS_NFEAT; i++) /* the spread relative to the level moves */
-    if (i != LGI_F_REL_SPREAD) assert_true(fabs(f1[i] - f2[i]) < 1e-6 * (1 + fabs(f1[i])));
-  assert_true(f2[LGI_F_REL_SPREAD] < f1[LGI_F_REL_SPREAD] - 1); /* +1e9 on ~1e6 */
+  for (int i = 0; i < LGA_CLS_NFEAT; i++) /* the spread relative to the level moves */
+    if (i != LGA_F_REL_SPREAD) assert_true(fabs(f1[i] - f2[i]) < 1e-6 * (1 + fabs(f1[i])));
+  assert_true(f2[LGA_F_REL_SPREAD] < f1[LGA_F_REL_SPREAD] - 1); /* +1e9 on ~1e6 */
   for (size_t i = 0; i < 300; i++)                              /* a unit change alone keeps it */
     V[i] = 3.0 * (V[i] - 1e9);
   features(300, NULL, f2);
-  assert_true(fabs(f1[LGI_F_REL_SPREAD] - f2[LGI_F_REL_SPREAD]) < 1e-9);
+  assert_true(fabs(f1[LGA_F_REL_SPREAD] - f2[LGA_F_REL_SPREAD]) < 1e-9);
 }
 
 /* Long series are downsampled inside, with a bounded stack. */
 static void test_long_series(void **state) {
   (void)state;
-  double f[LGI_CLS_NFEAT];
+  double f[LGA_CLS_NFEAT];
   size_t n = 4096;
   for (size_t i = 0; i < n; i++) {
     T[i] = (double)i;
     V[i] = 1000 + (double)i + 50 * noise((unsigned)i);
   }
   features(n, NULL, f);
-  assert_true(fabs(f[LGI_F_LOGN] - 12.0 / 11) < 1e-12);
-  assert_true(f[LGI_F_LIN_R2] > 0.99);
+  assert_true(fabs(f[LGA_F_LOGN] - 12.0 / 11) < 1e-12);
+  assert_true(f[LGA_F_LIN_R2] > 0.99);
   lg_pattern_t out;
   assert_int_equal(lg_classify(T, V, NULL, n, &out, NULL), 0);
   assert_int_equal(out, LG_PATTERN_LINEAR_LEAK);
@@ -485,21 +485,21 @@ static void test_classify_round3(void **state) {
 /* Round 4: what the recorder produces around a leak. */
 static void test_classify_round4(void **state) {
   (void)state;
-  double f1[LGI_CLS_NFEAT], f2[LGI_CLS_NFEAT];
+  double f1[LGA_CLS_NFEAT], f2[LGA_CLS_NFEAT];
   /* Teardown: a collapse in the last sample or two (to under half) is left out, so
    * the features are exactly those of the series without it; a fall to 60 % is kept. */
   size_t n = 120;
   fill(n, f_plateau);
   features(n, NULL, f1);
   V[n] = 0;
-  assert_int_equal(lgi_classify_features(T, V, NULL, n + 1, f2), 0);
+  assert_int_equal(lga_classify_features(T, V, NULL, n + 1, f2), 0);
   assert_memory_equal(f1, f2, sizeof f1);
   V[n] = 100;
   V[n + 1] = 20;
-  assert_int_equal(lgi_classify_features(T, V, NULL, n + 2, f2), 0);
+  assert_int_equal(lga_classify_features(T, V, NULL, n + 2, f2), 0);
   assert_memory_equal(f1, f2, sizeof f1);
   V[n] = 0.6 * V[n - 1];
-  assert_int_equal(lgi_classify_features(T, V, NULL, n + 1, f2), 0);
+  assert_int_equal(lga_classify_features(T, V, NULL, n + 1, f2), 0);
   assert_true(memcmp(f1, f2, sizeof f1) != 0);
   /* Tables built at start-up over 16 snapshots of 0.2 s, then a steady loop that marks
    * steps every 10 ms for 5.7 s, then the teardown: a plateau (it was called an

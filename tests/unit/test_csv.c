@@ -25,17 +25,17 @@
 #include "analysis/csv.h"
 #include "leakguard.h"
 
-static int parse(const char *text, lgi_series_t *s, char *err, size_t errlen) {
+static int parse(const char *text, lga_series_t *s, char *err, size_t errlen) {
   FILE *fp = fmemopen((void *)text, strlen(text), "r");
   assert_non_null(fp);
-  int rc = lgi_series_read_csv(fp, "m.csv", s, err, errlen);
+  int rc = lga_series_read_csv(fp, "m.csv", s, err, errlen);
   fclose(fp);
   return rc;
 }
 
 static void test_equal_times_merge_to_mean(void **state) {
   (void)state;
-  lgi_series_t s;
+  lga_series_t s;
   char err[256];
   /* t=2 three times (mean 20), t=5 twice (mean 55): 11 rows, 8 samples */
   const char *csv = "time,value\n1,10\n2,10\n2,20\n2,30\n3,40\n4,50\n5,50\n5,60\n6,70\n7,80\n8,90\n";
@@ -47,12 +47,12 @@ static void test_equal_times_merge_to_mean(void **state) {
     assert_true(s.v[i] == v[i]);
   }
   assert_null(s.rss);
-  lgi_series_free(&s);
+  lga_series_free(&s);
 }
 
 static void test_equal_times_merge_rss(void **state) {
   (void)state;
-  lgi_series_t s;
+  lga_series_t s;
   char err[256];
   const char *csv = "0,1,100\n0,3,300\n1,1,1\n2,1,1\n3,1,1\n4,1,1\n5,1,1\n6,1,1\n7,4,7\n7,6,9\n";
   assert_int_equal(parse(csv, &s, err, sizeof err), 0);
@@ -60,24 +60,24 @@ static void test_equal_times_merge_rss(void **state) {
   assert_non_null(s.rss);
   assert_true(s.v[0] == 2 && s.rss[0] == 200);
   assert_true(s.v[7] == 5 && s.rss[7] == 8);
-  lgi_series_free(&s);
+  lga_series_free(&s);
 }
 
 /* Merging never overflows: the mean of two values near DBL_MAX is finite. */
 static void test_merge_huge_values(void **state) {
   (void)state;
-  lgi_series_t s;
+  lga_series_t s;
   char err[256];
   const char *csv = "1,1.7e308\n1,1.7e308\n2,1\n3,1\n4,1\n5,1\n6,1\n7,1\n8,1\n";
   assert_int_equal(parse(csv, &s, err, sizeof err), 0);
   assert_true(s.v[0] == 1.7e308);
-  lgi_series_free(&s);
+  lga_series_free(&s);
 }
 
 /* Samples are counted after merging. */
 static void test_merged_count_too_few(void **state) {
   (void)state;
-  lgi_series_t s;
+  lga_series_t s;
   char err[256];
   assert_int_equal(parse("1,1\n1,2\n2,1\n3,1\n4,1\n5,1\n6,1\n7,1\n", &s, err, sizeof err), -1);
   assert_string_equal(err, "m.csv: need at least 8 samples, got 7");
@@ -86,7 +86,7 @@ static void test_merged_count_too_few(void **state) {
 
 static void test_decreasing_time_names_line(void **state) {
   (void)state;
-  lgi_series_t s;
+  lga_series_t s;
   char err[256];
   /* line 1 header, line 2 comment: the bad row is line 6 */
   const char *csv = "time,value\n# c\n1,1\n2,2\n2,3\n1.5,4\n3,5\n";
@@ -98,7 +98,7 @@ static void test_decreasing_time_names_line(void **state) {
 }
 
 static void expect_error(const char *text, const char *msg) {
-  lgi_series_t s;
+  lga_series_t s;
   char err[256];
   assert_int_equal(parse(text, &s, err, sizeof err), -1);
   assert_string_equal(err, msg);
@@ -108,13 +108,13 @@ static void expect_error(const char *text, const char *msg) {
 
 static void test_csv_ok(void **state) {
   (void)state;
-  lgi_series_t s;
+  lga_series_t s;
   char err[256];
   assert_int_equal(parse("time,value\n1,10\n2,11\n3,12\n4,13\n5,14\n6,15\n7,16\n8,17\n\n\n", &s, err, sizeof err), 0);
   assert_int_equal(s.n, 8);
   assert_null(s.rss);
   assert_true(s.t[7] == 8 && s.v[7] == 17);
-  lgi_series_free(&s);
+  lga_series_free(&s);
   /* no header, rss column, blanks, CRLF, comments */
   assert_int_equal(parse("# exported\r\n0.5, 1e3, 2e3\r\n1.5,1001,2001\n2.5,1002,2002\n"
                          "3.5,1003,2003\n4.5,1004,2004\n5.5,1005,2005\n6.5,1006,2006\n"
@@ -124,14 +124,14 @@ static void test_csv_ok(void **state) {
   assert_int_equal(s.n, 8);
   assert_non_null(s.rss);
   assert_true(s.t[0] == 0.5 && s.v[0] == 1000 && s.rss[0] == 2000 && s.rss[7] == 2007);
-  lgi_series_free(&s);
+  lga_series_free(&s);
   /* named columns in another order */
   assert_int_equal(parse("rss,value,timestamp\n9,2,1\n9,2,2\n9,2,3\n9,2,4\n9,2,5\n9,2,6\n"
                          "9,2,7\n9,3,8\n",
                          &s, err, sizeof err),
                    0);
   assert_true(s.t[7] == 8 && s.v[7] == 3 && s.rss[7] == 9);
-  lgi_series_free(&s);
+  lga_series_free(&s);
 }
 
 static void test_csv_errors(void **state) {
@@ -157,12 +157,12 @@ static void test_csv_errors(void **state) {
 
 /* ------------------------------------------------------------------ classify FILE */
 
-/* What `leakguard classify FILE` prints (lgi_classify_file), into a memory stream. */
+/* What `leakguard classify FILE` prints (lga_classify_file), into a memory stream. */
 static int classify_file(const char *path, int json, char **out, char *why) {
   size_t n;
   FILE *fp = open_memstream(out, &n);
   assert_non_null(fp);
-  int rc = lgi_classify_file(path, LGI_CSV_MAX_BYTES, json, fp, why, 512);
+  int rc = lga_classify_file(path, LGA_CSV_MAX_BYTES, json, fp, why, 512);
   fclose(fp);
   return rc;
 }
@@ -224,7 +224,7 @@ static void test_classify_file(void **state) {
     fp = fopen(path, "w");
     for (int i = 0; i < 50; i++) fprintf(fp, "%d,%d\n", i, 1000 + 10 * i);
     fclose(fp);
-    assert_int_equal(lgi_classify_file(path, LGI_CSV_MAX_BYTES, 0, full, why, sizeof why), -EIO);
+    assert_int_equal(lga_classify_file(path, LGA_CSV_MAX_BYTES, 0, full, why, sizeof why), -EIO);
     assert_true(!strncmp(why, "cannot write the result: ", 25));
     fclose(full);
   }
@@ -236,9 +236,9 @@ static void test_classify_file(void **state) {
  * pipe is read up to the limit. */
 static void test_bounded_input(void **state) {
   (void)state;
-  lgi_series_t s;
+  lga_series_t s;
   char why[512];
-  assert_int_equal(lgi_series_load("/dev/zero", LGI_CSV_MAX_BYTES, &s, why, sizeof why), -1);
+  assert_int_equal(lga_series_load("/dev/zero", LGA_CSV_MAX_BYTES, &s, why, sizeof why), -1);
   assert_string_equal(why, "/dev/zero: not a regular file");
   char path[] = "/tmp/lgcsvXXXXXX";
   int fd = mkstemp(path);
@@ -246,24 +246,24 @@ static void test_bounded_input(void **state) {
   FILE *fp = fdopen(fd, "w");
   for (int i = 0; i < 100; i++) fprintf(fp, "%d,%d\n", i, 1000 + i);
   fclose(fp);
-  assert_int_equal(lgi_series_load(path, 100, &s, why, sizeof why), -1);
+  assert_int_equal(lga_series_load(path, 100, &s, why, sizeof why), -1);
   assert_non_null(strstr(why, "more than 100 (--max-bytes raises the limit)"));
-  assert_int_equal(lgi_series_load(path, 0, &s, why, sizeof why), 0); /* 0: no limit */
+  assert_int_equal(lga_series_load(path, 0, &s, why, sizeof why), 0); /* 0: no limit */
   assert_int_equal(s.n, 100);
-  lgi_series_free(&s);
+  lga_series_free(&s);
   unlink(path);
   /* a stream: 4097 bytes without a newline, then more */
   char *big = malloc(8192);
   memset(big, '1', 8192);
   fp = fmemopen(big, 8192, "r");
-  assert_int_equal(lgi_series_read_csv_max(fp, "zero", 0, &s, why, sizeof why), -1);
+  assert_int_equal(lga_series_read_csv_max(fp, "zero", 0, &s, why, sizeof why), -1);
   assert_string_equal(why, "zero:1: line longer than 4096 bytes: not a CSV of samples");
   fclose(fp);
   /* a stream over the limit */
   for (int i = 0; i < 8192; i += 8) memcpy(big + i, "1,1000\n\n", 8);
   for (int i = 0; i < 8192; i += 7) memcpy(big + i, "1,1000\n", i + 7 <= 8192 ? 7 : 8192 - i);
   fp = fmemopen(big, 8192, "r");
-  assert_int_equal(lgi_series_read_csv_max(fp, "stdin", 1000, &s, why, sizeof why), -1);
+  assert_int_equal(lga_series_read_csv_max(fp, "stdin", 1000, &s, why, sizeof why), -1);
   assert_string_equal(why, "stdin: larger than 1000 bytes (--max-bytes raises the limit)");
   fclose(fp);
   free(big);

@@ -136,8 +136,8 @@ static int eval_recorded(const char *dir, const char *only, int show) {
     }
     char sp[4096];
     snprintf(sp, sizeof sp, "%s/%s", dir, file);
-    lgi_series_t s;
-    if (lgi_series_load(sp, 0, &s, err, sizeof err)) {
+    lga_series_t s;
+    if (lga_series_load(sp, 0, &s, err, sizeof err)) {
       fprintf(stderr, "lg-eval-classifier: %s\n", err);
       fclose(lf);
       return -1;
@@ -146,7 +146,7 @@ static int eval_recorded(const char *dir, const char *only, int show) {
     double pr[C];
     if (lg_classify(s.t, s.v, s.rss, s.n, &p, pr)) {
       fprintf(stderr, "lg-eval-classifier: %s: rejected by lg_classify\n", sp);
-      lgi_series_free(&s);
+      lga_series_free(&s);
       fclose(lf);
       return -1;
     }
@@ -163,7 +163,7 @@ static int eval_recorded(const char *dir, const char *only, int show) {
     if ((int)p != y && shown++ < show)
       printf("  miss: %s truth %s predicted %s (p=%.2f)\n", file, lg_pattern_name((lg_pattern_t)y), lg_pattern_name(p),
              pr[p]);
-    lgi_series_free(&s);
+    lga_series_free(&s);
   }
   fclose(lf);
   snprintf(path, sizeof path, "recorded series (%s%s%s)", dir, only ? ", set " : "", only ? only : "");

@@ -21,7 +21,7 @@
 #include "analysis/classify.h"
 #include "gen.h"
 
-enum { F = LGI_CLS_NFEAT, H = LGI_CLS_HIDDEN, C = LG_PATTERN_COUNT };
+enum { F = LGA_CLS_NFEAT, H = LGA_CLS_HIDDEN, C = LG_PATTERN_COUNT };
 
 typedef struct net {
   double w1[H][F], b1[H], w2[C][H], b2[C];
@@ -40,18 +40,18 @@ static void features(int split, size_t count, double **X, int **Y) {
   if (!*X || !*Y || !s) die("out of memory");
   for (size_t i = 0; i < count; i++) {
     lgi_gen_make(split, i, s);
-    if (lgi_classify_features(s->t, s->v, s->has_rss ? s->rss : NULL, s->n, *X + i * F))
+    if (lga_classify_features(s->t, s->v, s->has_rss ? s->rss : NULL, s->n, *X + i * F))
       die("generator produced an invalid series");
     (*Y)[i] = s->label;
   }
   free(s);
 }
 
-/* Standardised, clipped input exactly as lgi_classify_infer computes it. */
-static void standardise(const lgi_classify_model_t *m, const double *f, double *z) {
+/* Standardised, clipped input exactly as lga_classify_infer computes it. */
+static void standardise(const lga_classify_model_t *m, const double *f, double *z) {
   for (int i = 0; i < F; i++) {
     double x = (f[i] - m->mean[i]) * m->inv_std[i];
-    z[i] = x < -LGI_CLS_ZCLIP ? -LGI_CLS_ZCLIP : (x > LGI_CLS_ZCLIP ? LGI_CLS_ZCLIP : x);
+    z[i] = x < -LGA_CLS_ZCLIP ? -LGA_CLS_ZCLIP : (x > LGA_CLS_ZCLIP ? LGA_CLS_ZCLIP : x);
   }
 }
 
@@ -60,7 +60,7 @@ static double forward(const net_t *n, const double *z, int y, double *h, double 
   for (int j = 0; j < H; j++) {
     double a = n->b1[j];
     for (int i = 0; i < F; i++) a += n->w1[j][i] * z[i];
-    h[j] = lgi_cls_tanh(a);
+    h[j] = lga_cls_tanh(a);
   }
   double top = -INFINITY, sum = 0;
   for (int c = 0; c < C; c++) {
@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
   features(LGI_GEN_TRAIN, ntrain, &X, &Y);
   features(LGI_GEN_VAL, nval, &XV, &YV);
 
-  static lgi_classify_model_t m;
+  static lga_classify_model_t m;
   memset(&m, 0, sizeof m);
   for (int i = 0; i < F; i++) {
     double s = 0, ss = 0;
@@ -216,7 +216,7 @@ int main(int argc, char **argv) {
     int ok = 0, fl = 0;
     for (size_t k = 0; k < nval; k++) {
       double p[C];
-      int pr = lgi_classify_infer(&m, XV + k * F, p);
+      int pr = lga_classify_infer(&m, XV + k * F, p);
       ok += pr == YV[k];
       fl += !lg_pattern_is_leak((lg_pattern_t)YV[k]) && lg_pattern_is_leak((lg_pattern_t)pr);
     }
@@ -256,7 +256,7 @@ int main(int argc, char **argv) {
           " * leak-class logit bias -%.2f.\n"
           " */\n"
           "#include \"analysis/classify.h\"\n\n"
-          "const lgi_classify_model_t lgi_classify_model = {\n",
+          "const lga_classify_model_t lga_classify_model = {\n",
           F, H, C, ntrain, nval, epochs, seed, 100 * best_acc, 100 * best_fl, best_delta);
   fprintf(fp, "  .mean = {");
   for (int i = 0; i < F; i++) fprintf(fp, "%s%.8ef", i % 4 ? ", " : (i ? ",\n    " : "\n    "), m.mean[i]);
