@@ -73,7 +73,7 @@ static const char *const kind_name[K_COUNT] = {LGC_KINDS(LGC_NAME)};
 static void *_Atomic slot_real[K_COUNT][LGC_NSLOT];
 
 #define LGC_SLOT(K, i)                                                                                                 \
-  static lgc_result_t K##_s##i P_##K {                                                                                 \
+  static lgcu_result_t K##_s##i P_##K {                                                                                \
     return lgi_cuda_h_##K(atomic_load_explicit(&slot_real[K_##K][i], memory_order_acquire),                            \
                           LGC_EXPAND(LGC_UNPACK, A_##K), LG_CALLER_RA, LG_CALLER_CFA);                                 \
   }
@@ -119,11 +119,11 @@ static const char *const export_name[E_COUNT] = {LGC_EXPORTS(LGC_ENAME)};
 #define LGC_EKIND(S, K) K_##K,
 static const unsigned char export_kind[E_COUNT] = {LGC_EXPORTS(LGC_EKIND)};
 static void *_Atomic export_ptr[E_COUNT];
-#define LGC_EPROTO(S, K) LG_API lgc_result_t S P_##K;
+#define LGC_EPROTO(S, K) LG_API lgcu_result_t S P_##K;
 LGC_EXPORTS(LGC_EPROTO)
 static void *export_real(int i);
 #define LGC_EXPORT_FN(S, K)                                                                                            \
-  lgc_result_t S P_##K {                                                                                               \
+  lgcu_result_t S P_##K {                                                                                              \
     return lgi_cuda_h_##K(export_real(E_##S), LGC_EXPAND(LGC_UNPACK, A_##K), LG_CALLER_RA, LG_CALLER_CFA);             \
   }
 LGC_EXPORTS(LGC_EXPORT_FN)
@@ -441,20 +441,20 @@ __attribute__((used)) void *lgi_dlsym_default(void *handle, const char *name) {
 
 /* ------------------------------------------------------------------ cuGetProcAddress wrappers */
 
-lgc_result_t lgi_cuda_h_GETPROC1(void *real, const char *sym, void **pfn, int ver, unsigned long long flags,
-                                 uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_GETPROC1(void *real, const char *sym, void **pfn, int ver, unsigned long long flags,
+                                  uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
-  lgc_result_t rc = REAL(GETPROC1)(sym, pfn, ver, flags);
-  if (rc == LGC_SUCCESS && pfn && *pfn && sym) *pfn = wrap_proc(sym, ver, *pfn);
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
+  lgcu_result_t rc = REAL(GETPROC1)(sym, pfn, ver, flags);
+  if (rc == LGCU_SUCCESS && pfn && *pfn && sym) *pfn = wrap_proc(sym, ver, *pfn);
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_GETPROC2(void *real, const char *sym, void **pfn, int ver, unsigned long long flags,
-                                 int *status, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_GETPROC2(void *real, const char *sym, void **pfn, int ver, unsigned long long flags,
+                                  int *status, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
-  lgc_result_t rc = REAL(GETPROC2)(sym, pfn, ver, flags, status);
-  if (rc == LGC_SUCCESS && pfn && *pfn && sym) *pfn = wrap_proc(sym, ver, *pfn);
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
+  lgcu_result_t rc = REAL(GETPROC2)(sym, pfn, ver, flags, status);
+  if (rc == LGCU_SUCCESS && pfn && *pfn && sym) *pfn = wrap_proc(sym, ver, *pfn);
   return rc;
 }

@@ -13,63 +13,63 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef int lgc_result_t;                /* CUresult */
-typedef int lgc_device_t;                /* CUdevice */
-typedef unsigned long long lgc_dptr_t;   /* CUdeviceptr (the _v2 ABI: 64 bits) */
-typedef unsigned long long lgc_handle_t; /* CUmemGenericAllocationHandle */
-typedef void *lgc_ctx_t;                 /* CUcontext */
-typedef void *lgc_stream_t;              /* CUstream */
-typedef void *lgc_pool_t;                /* CUmemoryPool */
-typedef void *lgc_array_t;               /* CUarray */
+typedef int lgcu_result_t;                /* CUresult */
+typedef int lgcu_device_t;                /* CUdevice */
+typedef unsigned long long lgcu_dptr_t;   /* CUdeviceptr (the _v2 ABI: 64 bits) */
+typedef unsigned long long lgcu_handle_t; /* CUmemGenericAllocationHandle */
+typedef void *lgcu_ctx_t;                 /* CUcontext */
+typedef void *lgcu_stream_t;              /* CUstream */
+typedef void *lgcu_pool_t;                /* CUmemoryPool */
+typedef void *lgcu_array_t;               /* CUarray */
 /* CUipcMemHandle: 64 opaque bytes, passed by value (cuIpcOpenMemHandle). */
-typedef struct lgc_ipc_handle {
+typedef struct lgcu_ipc_handle {
   char reserved[64];
-} lgc_ipc_handle_t;
+} lgcu_ipc_handle_t;
 
 enum {
-  LGC_SUCCESS = 0,
-  LGC_ERROR_INVALID_VALUE = 1,
-  LGC_ERROR_OUT_OF_MEMORY = 2,
-  LGC_ERROR_NOT_INITIALIZED = 3,
-  LGC_ERROR_STUB_LIBRARY = 34, /* what NVIDIA's own stub libcuda answers */
-  LGC_ERROR_INVALID_CONTEXT = 201,
-  LGC_ERROR_NOT_FOUND = 500,
+  LGCU_SUCCESS = 0,
+  LGCU_ERROR_INVALID_VALUE = 1,
+  LGCU_ERROR_OUT_OF_MEMORY = 2,
+  LGCU_ERROR_NOT_INITIALIZED = 3,
+  LGCU_ERROR_STUB_LIBRARY = 34, /* what NVIDIA's own stub libcuda answers */
+  LGCU_ERROR_INVALID_CONTEXT = 201,
+  LGCU_ERROR_NOT_FOUND = 500,
 };
 
 /* cuGetProcAddress flags (CUdriverProcAddress_flags). */
-#define LGC_PROC_PER_THREAD_DEFAULT_STREAM 2ull
+#define LGCU_PROC_PER_THREAD_DEFAULT_STREAM 2ull
 
 /* CUmemPool_attribute values read by the recorder (cuuint64_t results). */
-enum { LGC_POOL_RESERVED_MEM_CURRENT = 5, LGC_POOL_USED_MEM_CURRENT = 7 };
+enum { LGCU_POOL_RESERVED_MEM_CURRENT = 5, LGCU_POOL_USED_MEM_CURRENT = 7 };
 
 /* CUmemLocationType */
-enum { LGC_LOCATION_DEVICE = 1, LGC_LOCATION_HOST = 2 };
+enum { LGCU_LOCATION_DEVICE = 1, LGCU_LOCATION_HOST = 2 };
 
 /* The leading fields of CUmemAllocationProp and CUmemPoolProps: both begin with two
  * enums and a CUmemLocation {type, id}. Only these are read. */
-typedef struct lgc_alloc_prop_head {
+typedef struct lgcu_alloc_prop_head {
   int type;
   int handle_types;
   int location_type;
   int location_id;
-} lgc_alloc_prop_head_t;
+} lgcu_alloc_prop_head_t;
 
 /* CUDA_ARRAY_DESCRIPTOR_v2 and CUDA_ARRAY3D_DESCRIPTOR_v2. */
-typedef struct lgc_array_desc {
+typedef struct lgcu_array_desc {
   size_t width, height;
   int format;
   unsigned channels;
-} lgc_array_desc_t;
-typedef struct lgc_array3d_desc {
+} lgcu_array_desc_t;
+typedef struct lgcu_array3d_desc {
   size_t width, height, depth;
   int format;
   unsigned channels;
   unsigned flags;
-} lgc_array3d_desc_t;
+} lgcu_array3d_desc_t;
 
 /* Bytes per channel of a CUarray_format; 0 for the packed and block-compressed
  * formats, which the recorder sizes as 4 bytes per element (an estimate). */
-static inline unsigned lgc_format_bytes(int format) {
+static inline unsigned lgcu_format_bytes(int format) {
   switch (format) {
   case 0x01:
   case 0x08:

@@ -23,11 +23,11 @@
  * Queries the wrappers make (current context, its device, total memory, pool
  * attributes), resolved in the same driver object as the first bound entry point. */
 static struct {
-  lgc_result_t (*ctx_get_current)(lgc_ctx_t *);
-  lgc_result_t (*ctx_get_device)(lgc_device_t *);
-  lgc_result_t (*total_mem)(size_t *, lgc_device_t);
-  lgc_result_t (*pool_get_attr)(lgc_pool_t, int, void *);
-  lgc_result_t (*dev_get_mempool)(lgc_pool_t *, lgc_device_t);
+  lgcu_result_t (*ctx_get_current)(lgcu_ctx_t *);
+  lgcu_result_t (*ctx_get_device)(lgcu_device_t *);
+  lgcu_result_t (*total_mem)(size_t *, lgcu_device_t);
+  lgcu_result_t (*pool_get_attr)(lgcu_pool_t, int, void *);
+  lgcu_result_t (*dev_get_mempool)(lgcu_pool_t *, lgcu_device_t);
 } hp;
 static _Atomic int hp_state; /* 0 not yet, 1 resolving, 2 done */
 
@@ -103,15 +103,15 @@ void lgi_cuda_dev_seen(int dev) {
   lg_cuda_dev_t *g = lgi_cuda_gauge(dev);
   if (g && !atomic_load_explicit(&g->total_bytes, memory_order_relaxed) && hp.total_mem) {
     size_t b = 0;
-    if (hp.total_mem(&b, dev) == LGC_SUCCESS && b) atomic_store(&g->total_bytes, (uint64_t)b);
+    if (hp.total_mem(&b, dev) == LGCU_SUCCESS && b) atomic_store(&g->total_bytes, (uint64_t)b);
   }
 }
 
 /* The current context and its device (0 when there is none: the call failed anyway). */
 int lgi_cuda_current_dev(uint64_t *ctx_out) {
-  lgc_ctx_t c = NULL;
+  lgcu_ctx_t c = NULL;
   *ctx_out = 0;
-  if (!hp.ctx_get_current || hp.ctx_get_current(&c) != LGC_SUCCESS || !c) return 0;
+  if (!hp.ctx_get_current || hp.ctx_get_current(&c) != LGCU_SUCCESS || !c) return 0;
   uint64_t cv = (uint64_t)(uintptr_t)c;
   *ctx_out = cv;
   uint32_t g = atomic_load_explicit(&ctx_gen, memory_order_acquire);
@@ -124,8 +124,8 @@ int lgi_cuda_current_dev(uint64_t *ctx_out) {
   if (dev < 0) {
     /* A context made before recording, or through an untracked path: learn its device
      * (not counted as created). */
-    lgc_device_t d = 0;
-    dev = hp.ctx_get_device && hp.ctx_get_device(&d) == LGC_SUCCESS ? lgi_cuda_clamp_dev(d) : 0;
+    lgcu_device_t d = 0;
+    dev = hp.ctx_get_device && hp.ctx_get_device(&d) == LGCU_SUCCESS ? lgi_cuda_clamp_dev(d) : 0;
     lgi_cuda_tab_lock();
     e = ctx_slot(cv);
     if (e) *e = (ctx_ent_t){cv, dev, 1, 0};
@@ -251,9 +251,9 @@ void lgi_cuda_pool_sample(int force) {
   for (int i = 0; i < n; i++) {
     uint64_t r = 0, u = 0;
     if (devs[i] < 0 || devs[i] >= LG_CUDA_MAX_DEVICES) continue;
-    if (hp.pool_get_attr((lgc_pool_t)(uintptr_t)list[i], LGC_POOL_RESERVED_MEM_CURRENT, &r) == LGC_SUCCESS)
+    if (hp.pool_get_attr((lgcu_pool_t)(uintptr_t)list[i], LGCU_POOL_RESERVED_MEM_CURRENT, &r) == LGCU_SUCCESS)
       res[devs[i]] += (int64_t)r;
-    if (hp.pool_get_attr((lgc_pool_t)(uintptr_t)list[i], LGC_POOL_USED_MEM_CURRENT, &u) == LGC_SUCCESS)
+    if (hp.pool_get_attr((lgcu_pool_t)(uintptr_t)list[i], LGCU_POOL_USED_MEM_CURRENT, &u) == LGCU_SUCCESS)
       used[devs[i]] += (int64_t)u;
   }
   uint32_t nd = atomic_load(&lgi_g.hdr->cuda_ndev);
@@ -265,24 +265,24 @@ void lgi_cuda_pool_sample(int force) {
 
 void lgi_cuda_default_pool(int dev) {
   if (dev < 0 || dev >= LGC_DEVS || default_pool_known[dev] || !hp.dev_get_mempool) return;
-  lgc_pool_t p = NULL;
-  if (hp.dev_get_mempool(&p, dev) == LGC_SUCCESS && p) pool_add((uint64_t)(uintptr_t)p, dev);
+  lgcu_pool_t p = NULL;
+  if (hp.dev_get_mempool(&p, dev) == LGCU_SUCCESS && p) pool_add((uint64_t)(uintptr_t)p, dev);
   default_pool_known[dev] = 1;
 }
 
 /* ------------------------------------------------------------------ the wrappers: pools, contexts */
 
-lgc_result_t lgi_cuda_h_POOLCREATE(void *real, lgc_pool_t *pool, const void *props, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_POOLCREATE(void *real, lgcu_pool_t *pool, const void *props, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(POOLCREATE)(pool, props);
-  lgc_result_t rc = REAL(POOLCREATE)(pool, props);
-  if (rc == LGC_SUCCESS && pool && *pool) {
-    const lgc_alloc_prop_head_t *ph = props;
+  lgcu_result_t rc = REAL(POOLCREATE)(pool, props);
+  if (rc == LGCU_SUCCESS && pool && *pool) {
+    const lgcu_alloc_prop_head_t *ph = props;
     uint64_t ctx;
-    int dev = ph && ph->location_type == LGC_LOCATION_DEVICE ? lgi_cuda_clamp_dev(ph->location_id)
-                                                             : lgi_cuda_current_dev(&ctx);
+    int dev = ph && ph->location_type == LGCU_LOCATION_DEVICE ? lgi_cuda_clamp_dev(ph->location_id)
+                                                              : lgi_cuda_current_dev(&ctx);
     lgi_cuda_dev_seen(dev);
     pool_add((uint64_t)(uintptr_t)*pool, dev);
     lgi_cuda_pool_sample(1);
@@ -291,13 +291,13 @@ lgc_result_t lgi_cuda_h_POOLCREATE(void *real, lgc_pool_t *pool, const void *pro
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_POOLDESTROY(void *real, lgc_pool_t pool, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_POOLDESTROY(void *real, lgcu_pool_t pool, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(POOLDESTROY)(pool);
-  lgc_result_t rc = REAL(POOLDESTROY)(pool);
-  if (rc == LGC_SUCCESS) {
+  lgcu_result_t rc = REAL(POOLDESTROY)(pool);
+  if (rc == LGCU_SUCCESS) {
     pool_del((uint64_t)(uintptr_t)pool);
     lgi_cuda_pool_sample(1);
   }
@@ -305,61 +305,61 @@ lgc_result_t lgi_cuda_h_POOLDESTROY(void *real, lgc_pool_t pool, uintptr_t ra, u
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_POOLTRIM(void *real, lgc_pool_t pool, size_t keep, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_POOLTRIM(void *real, lgcu_pool_t pool, size_t keep, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(POOLTRIM)(pool, keep);
-  lgc_result_t rc = REAL(POOLTRIM)(pool, keep);
-  if (rc == LGC_SUCCESS) lgi_cuda_pool_sample(1);
+  lgcu_result_t rc = REAL(POOLTRIM)(pool, keep);
+  if (rc == LGCU_SUCCESS) lgi_cuda_pool_sample(1);
   lgi_cuda_leave(t);
   return rc;
 }
 
 /* Context creation, all three ABIs. */
 #define LGC_CTXCREATE(K, call)                                                                                         \
-  if (!real) return LGC_ERROR_STUB_LIBRARY;                                                                            \
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;                                                                           \
   lgi_tls_t *t = &lgi_tls;                                                                                             \
   if (!lgi_cuda_enter(t)) return call;                                                                                 \
-  lgc_result_t rc = call;                                                                                              \
-  if (rc == LGC_SUCCESS && c && *c) ctx_created((uint64_t)(uintptr_t)*c, d, 0);                                        \
+  lgcu_result_t rc = call;                                                                                             \
+  if (rc == LGCU_SUCCESS && c && *c) ctx_created((uint64_t)(uintptr_t)*c, d, 0);                                       \
   lgi_cuda_leave(t);                                                                                                   \
   return rc
 
-lgc_result_t lgi_cuda_h_CTXCREATE2(void *real, lgc_ctx_t *c, unsigned flags, lgc_device_t d, uintptr_t ra,
-                                   uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_CTXCREATE2(void *real, lgcu_ctx_t *c, unsigned flags, lgcu_device_t d, uintptr_t ra,
+                                    uintptr_t cfa) {
   (void)ra, (void)cfa;
   LGC_CTXCREATE(CTXCREATE2, REAL(CTXCREATE2)(c, flags, d));
 }
-lgc_result_t lgi_cuda_h_CTXCREATE3(void *real, lgc_ctx_t *c, void *params, int nparams, unsigned flags, lgc_device_t d,
-                                   uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_CTXCREATE3(void *real, lgcu_ctx_t *c, void *params, int nparams, unsigned flags,
+                                    lgcu_device_t d, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
   LGC_CTXCREATE(CTXCREATE3, REAL(CTXCREATE3)(c, params, nparams, flags, d));
 }
-lgc_result_t lgi_cuda_h_CTXCREATE4(void *real, lgc_ctx_t *c, void *params, unsigned flags, lgc_device_t d, uintptr_t ra,
-                                   uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_CTXCREATE4(void *real, lgcu_ctx_t *c, void *params, unsigned flags, lgcu_device_t d,
+                                    uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
   LGC_CTXCREATE(CTXCREATE4, REAL(CTXCREATE4)(c, params, flags, d));
 }
 
-lgc_result_t lgi_cuda_h_CTXDESTROY(void *real, lgc_ctx_t c, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_CTXDESTROY(void *real, lgcu_ctx_t c, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(CTXDESTROY)(c);
-  lgc_result_t rc = REAL(CTXDESTROY)(c);
-  if (rc == LGC_SUCCESS && c) ctx_destroyed(t, (uint64_t)(uintptr_t)c);
+  lgcu_result_t rc = REAL(CTXDESTROY)(c);
+  if (rc == LGCU_SUCCESS && c) ctx_destroyed(t, (uint64_t)(uintptr_t)c);
   lgi_cuda_leave(t);
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_PRIMRETAIN(void *real, lgc_ctx_t *c, lgc_device_t d, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_PRIMRETAIN(void *real, lgcu_ctx_t *c, lgcu_device_t d, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(PRIMRETAIN)(c, d);
-  lgc_result_t rc = REAL(PRIMRETAIN)(c, d);
-  if (rc == LGC_SUCCESS && c && *c) {
+  lgcu_result_t rc = REAL(PRIMRETAIN)(c, d);
+  if (rc == LGCU_SUCCESS && c && *c) {
     int dev = lgi_cuda_clamp_dev(d);
     lgi_cuda_tab_lock();
     int first = prim[dev].refs++ == 0;
@@ -371,13 +371,13 @@ lgc_result_t lgi_cuda_h_PRIMRETAIN(void *real, lgc_ctx_t *c, lgc_device_t d, uin
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_PRIMRELEASE(void *real, lgc_device_t d, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_PRIMRELEASE(void *real, lgcu_device_t d, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(PRIMRELEASE)(d);
-  lgc_result_t rc = REAL(PRIMRELEASE)(d);
-  if (rc == LGC_SUCCESS) {
+  lgcu_result_t rc = REAL(PRIMRELEASE)(d);
+  if (rc == LGCU_SUCCESS) {
     int dev = lgi_cuda_clamp_dev(d);
     lgi_cuda_tab_lock();
     int last = prim[dev].refs > 0 && --prim[dev].refs == 0;
@@ -390,13 +390,13 @@ lgc_result_t lgi_cuda_h_PRIMRELEASE(void *real, lgc_device_t d, uintptr_t ra, ui
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_PRIMRESET(void *real, lgc_device_t d, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_PRIMRESET(void *real, lgcu_device_t d, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(PRIMRESET)(d);
-  lgc_result_t rc = REAL(PRIMRESET)(d);
-  if (rc == LGC_SUCCESS) {
+  lgcu_result_t rc = REAL(PRIMRESET)(d);
+  if (rc == LGCU_SUCCESS) {
     int dev = lgi_cuda_clamp_dev(d);
     lgi_cuda_tab_lock();
     int was = prim[dev].refs > 0;

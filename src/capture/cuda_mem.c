@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "capture/cuda_impl.h"
+#include "core/hash.h"
 #include "leakguard.h"
 
 /* ------------------------------------------------------------------ the table */
@@ -55,7 +56,7 @@ void lgi_cuda_atfork(int phase) {
 }
 
 static inline uint32_t tab_slot(uint64_t key, unsigned ns, uint32_t cap) {
-  uint64_t x = (key ^ ((uint64_t)ns << 59)) * 0x9E3779B97F4A7C15ULL;
+  uint64_t x = (key ^ ((uint64_t)ns << 59)) * LG_HASH_GOLDEN64;
   x ^= x >> 31;
   return (uint32_t)(x >> 20) & (cap - 1);
 }
@@ -197,8 +198,8 @@ static void untake(lgi_tls_t *t, const cu_ent_t *e) {
   if (r >= 0) count(t, e, 1, 0);
 }
 
-static void after_free(int had, lgc_result_t rc) {
-  if (rc == LGC_SUCCESS) {
+static void after_free(int had, lgcu_result_t rc) {
+  if (rc == LGCU_SUCCESS) {
     atomic_fetch_add_explicit(&lgi_g.hdr->cuda_calls, 1, memory_order_relaxed);
     if (!had) atomic_fetch_add_explicit(&lgi_g.hdr->cuda_unknown_frees, 1, memory_order_relaxed);
   }
@@ -249,18 +250,18 @@ static void track(lgi_tls_t *t, unsigned ns, uint64_t key, uint64_t size, unsign
     cu_ent_t e_;                                                                                                       \
     int had_ = take_counted(t, key, ns, &e_);                                                                          \
     rc = (call);                                                                                                       \
-    if (rc != LGC_SUCCESS && had_) untake(t, &e_);                                                                     \
+    if (rc != LGCU_SUCCESS && had_) untake(t, &e_);                                                                    \
     after_free(had_, rc);                                                                                              \
   } while (0)
 
 /* ------------------------------------------------------------------ the wrappers */
 
-lgc_result_t lgi_cuda_h_MEMALLOC(void *real, lgc_dptr_t *dptr, size_t n, uintptr_t ra, uintptr_t cfa) {
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+lgcu_result_t lgi_cuda_h_MEMALLOC(void *real, lgcu_dptr_t *dptr, size_t n, uintptr_t ra, uintptr_t cfa) {
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(MEMALLOC)(dptr, n);
-  lgc_result_t rc = REAL(MEMALLOC)(dptr, n);
-  if (rc == LGC_SUCCESS && dptr && *dptr) {
+  lgcu_result_t rc = REAL(MEMALLOC)(dptr, n);
+  if (rc == LGCU_SUCCESS && dptr && *dptr) {
     uint64_t ctx;
     int dev = lgi_cuda_current_dev(&ctx);
     track(t, NS_ADDR, *dptr, n, LG_SPACE_DEVICE, dev, ctx, 0, ra, cfa);
@@ -269,13 +270,13 @@ lgc_result_t lgi_cuda_h_MEMALLOC(void *real, lgc_dptr_t *dptr, size_t n, uintptr
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_MEMPITCH(void *real, lgc_dptr_t *dptr, size_t *pitch, size_t w, size_t h, unsigned esz,
-                                 uintptr_t ra, uintptr_t cfa) {
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+lgcu_result_t lgi_cuda_h_MEMPITCH(void *real, lgcu_dptr_t *dptr, size_t *pitch, size_t w, size_t h, unsigned esz,
+                                  uintptr_t ra, uintptr_t cfa) {
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(MEMPITCH)(dptr, pitch, w, h, esz);
-  lgc_result_t rc = REAL(MEMPITCH)(dptr, pitch, w, h, esz);
-  if (rc == LGC_SUCCESS && dptr && *dptr && pitch) {
+  lgcu_result_t rc = REAL(MEMPITCH)(dptr, pitch, w, h, esz);
+  if (rc == LGCU_SUCCESS && dptr && *dptr && pitch) {
     uint64_t ctx;
     int dev = lgi_cuda_current_dev(&ctx);
     track(t, NS_ADDR, *dptr, (uint64_t)*pitch * h, LG_SPACE_DEVICE, dev, ctx, 0, ra, cfa);
@@ -284,24 +285,24 @@ lgc_result_t lgi_cuda_h_MEMPITCH(void *real, lgc_dptr_t *dptr, size_t *pitch, si
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_MEMFREE(void *real, lgc_dptr_t dptr, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_MEMFREE(void *real, lgcu_dptr_t dptr, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!dptr || !lgi_cuda_enter(t)) return REAL(MEMFREE)(dptr);
-  lgc_result_t rc;
+  lgcu_result_t rc;
   LGC_FREE(t, dptr, NS_ADDR, REAL(MEMFREE)(dptr));
   lgi_cuda_leave(t);
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_ALLOCASYNC(void *real, lgc_dptr_t *dptr, size_t n, lgc_stream_t s, uintptr_t ra,
-                                   uintptr_t cfa) {
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+lgcu_result_t lgi_cuda_h_ALLOCASYNC(void *real, lgcu_dptr_t *dptr, size_t n, lgcu_stream_t s, uintptr_t ra,
+                                    uintptr_t cfa) {
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(ALLOCASYNC)(dptr, n, s);
-  lgc_result_t rc = REAL(ALLOCASYNC)(dptr, n, s);
-  if (rc == LGC_SUCCESS && dptr && *dptr) {
+  lgcu_result_t rc = REAL(ALLOCASYNC)(dptr, n, s);
+  if (rc == LGCU_SUCCESS && dptr && *dptr) {
     uint64_t ctx;
     int dev = lgi_cuda_current_dev(&ctx);
     track(t, NS_ADDR, *dptr, n, LG_SPACE_DEVICE, dev, ctx, (uint64_t)(uintptr_t)s, ra, cfa);
@@ -312,13 +313,13 @@ lgc_result_t lgi_cuda_h_ALLOCASYNC(void *real, lgc_dptr_t *dptr, size_t n, lgc_s
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_FROMPOOL(void *real, lgc_dptr_t *dptr, size_t n, lgc_pool_t pool, lgc_stream_t s, uintptr_t ra,
-                                 uintptr_t cfa) {
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+lgcu_result_t lgi_cuda_h_FROMPOOL(void *real, lgcu_dptr_t *dptr, size_t n, lgcu_pool_t pool, lgcu_stream_t s,
+                                  uintptr_t ra, uintptr_t cfa) {
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(FROMPOOL)(dptr, n, pool, s);
-  lgc_result_t rc = REAL(FROMPOOL)(dptr, n, pool, s);
-  if (rc == LGC_SUCCESS && dptr && *dptr) {
+  lgcu_result_t rc = REAL(FROMPOOL)(dptr, n, pool, s);
+  if (rc == LGCU_SUCCESS && dptr && *dptr) {
     uint64_t ctx;
     int dev = lgi_cuda_current_dev(&ctx), pd = lgi_cuda_pool_dev((uint64_t)(uintptr_t)pool);
     track(t, NS_ADDR, *dptr, n, LG_SPACE_DEVICE, pd >= 0 ? pd : dev, ctx, (uint64_t)(uintptr_t)s, ra, cfa);
@@ -328,36 +329,36 @@ lgc_result_t lgi_cuda_h_FROMPOOL(void *real, lgc_dptr_t *dptr, size_t n, lgc_poo
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_FREEASYNC(void *real, lgc_dptr_t dptr, lgc_stream_t s, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_FREEASYNC(void *real, lgcu_dptr_t dptr, lgcu_stream_t s, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!dptr || !lgi_cuda_enter(t)) return REAL(FREEASYNC)(dptr, s);
-  lgc_result_t rc;
+  lgcu_result_t rc;
   /* Counted when enqueued: the program gave the memory back to the pool. */
   LGC_FREE(t, dptr, NS_ADDR, REAL(FREEASYNC)(dptr, s));
-  if (rc == LGC_SUCCESS) lgi_cuda_pool_sample(0);
+  if (rc == LGCU_SUCCESS) lgi_cuda_pool_sample(0);
   lgi_cuda_leave(t);
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_MEMCREATE(void *real, lgc_handle_t *h, size_t n, const void *prop, unsigned long long flags,
-                                  uintptr_t ra, uintptr_t cfa) {
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+lgcu_result_t lgi_cuda_h_MEMCREATE(void *real, lgcu_handle_t *h, size_t n, const void *prop, unsigned long long flags,
+                                   uintptr_t ra, uintptr_t cfa) {
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(MEMCREATE)(h, n, prop, flags);
-  lgc_result_t rc = REAL(MEMCREATE)(h, n, prop, flags);
-  if (rc == LGC_SUCCESS && h && *h) {
-    const lgc_alloc_prop_head_t *ph = prop;
+  lgcu_result_t rc = REAL(MEMCREATE)(h, n, prop, flags);
+  if (rc == LGCU_SUCCESS && h && *h) {
+    const lgcu_alloc_prop_head_t *ph = prop;
     unsigned space = LG_SPACE_DEVICE;
     uint64_t ctx;
     int dev;
-    if (ph && ph->location_type == LGC_LOCATION_DEVICE) {
+    if (ph && ph->location_type == LGCU_LOCATION_DEVICE) {
       dev = lgi_cuda_clamp_dev(ph->location_id);
       lgi_cuda_dev_seen(dev);
     } else {
       /* host memory made by the VMM API: pinned */
-      if (ph && ph->location_type >= LGC_LOCATION_HOST) space = LG_SPACE_PINNED;
+      if (ph && ph->location_type >= LGCU_LOCATION_HOST) space = LG_SPACE_PINNED;
       dev = lgi_cuda_current_dev(&ctx);
     }
     /* Physical memory lives until released, whatever the context: ctx 0. */
@@ -367,25 +368,25 @@ lgc_result_t lgi_cuda_h_MEMCREATE(void *real, lgc_handle_t *h, size_t n, const v
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_MEMRELEASE(void *real, lgc_handle_t h, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_MEMRELEASE(void *real, lgcu_handle_t h, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!h || !lgi_cuda_enter(t)) return REAL(MEMRELEASE)(h);
-  lgc_result_t rc;
+  lgcu_result_t rc;
   LGC_FREE(t, h, NS_HANDLE, REAL(MEMRELEASE)(h));
   lgi_cuda_leave(t);
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_MEMMAP(void *real, lgc_dptr_t p, size_t n, size_t off, lgc_handle_t h, unsigned long long flags,
-                               uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_MEMMAP(void *real, lgcu_dptr_t p, size_t n, size_t off, lgcu_handle_t h,
+                                unsigned long long flags, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(MEMMAP)(p, n, off, h, flags);
-  lgc_result_t rc = REAL(MEMMAP)(p, n, off, h, flags);
-  if (rc == LGC_SUCCESS && p) {
+  lgcu_result_t rc = REAL(MEMMAP)(p, n, off, h, flags);
+  if (rc == LGCU_SUCCESS && p) {
     /* address -> handle, for attribution; the bytes count by handle */
     cu_ent_t e;
     memset(&e, 0, sizeof e);
@@ -404,13 +405,13 @@ lgc_result_t lgi_cuda_h_MEMMAP(void *real, lgc_dptr_t p, size_t n, size_t off, l
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_MEMUNMAP(void *real, lgc_dptr_t p, size_t n, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_MEMUNMAP(void *real, lgcu_dptr_t p, size_t n, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(MEMUNMAP)(p, n);
-  lgc_result_t rc = REAL(MEMUNMAP)(p, n);
-  if (rc == LGC_SUCCESS) {
+  lgcu_result_t rc = REAL(MEMUNMAP)(p, n);
+  if (rc == LGCU_SUCCESS) {
     /* Usually the mappings of the range follow each other: take them in a chain, and
      * scan the table only for what the chain misses. */
     uint64_t a = p, end = p + n;
@@ -432,12 +433,12 @@ lgc_result_t lgi_cuda_h_MEMUNMAP(void *real, lgc_dptr_t p, size_t n, uintptr_t r
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_MANAGED(void *real, lgc_dptr_t *dptr, size_t n, unsigned flags, uintptr_t ra, uintptr_t cfa) {
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+lgcu_result_t lgi_cuda_h_MANAGED(void *real, lgcu_dptr_t *dptr, size_t n, unsigned flags, uintptr_t ra, uintptr_t cfa) {
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(MANAGED)(dptr, n, flags);
-  lgc_result_t rc = REAL(MANAGED)(dptr, n, flags);
-  if (rc == LGC_SUCCESS && dptr && *dptr) {
+  lgcu_result_t rc = REAL(MANAGED)(dptr, n, flags);
+  if (rc == LGCU_SUCCESS && dptr && *dptr) {
     uint64_t ctx;
     int dev = lgi_cuda_current_dev(&ctx);
     track(t, NS_ADDR, *dptr, n, LG_SPACE_MANAGED, dev, ctx, 0, ra, cfa);
@@ -446,13 +447,13 @@ lgc_result_t lgi_cuda_h_MANAGED(void *real, lgc_dptr_t *dptr, size_t n, unsigned
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_ALLOCHOST(void *real, void **pp, size_t n, uintptr_t ra, uintptr_t cfa) {
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+lgcu_result_t lgi_cuda_h_ALLOCHOST(void *real, void **pp, size_t n, uintptr_t ra, uintptr_t cfa) {
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(ALLOCHOST)(pp, n);
   /* The guard is held: the pages the driver maps here are not also mmap memory. */
-  lgc_result_t rc = REAL(ALLOCHOST)(pp, n);
-  if (rc == LGC_SUCCESS && pp && *pp) {
+  lgcu_result_t rc = REAL(ALLOCHOST)(pp, n);
+  if (rc == LGCU_SUCCESS && pp && *pp) {
     uint64_t ctx;
     int dev = lgi_cuda_current_dev(&ctx);
     track(t, NS_ADDR, (uint64_t)(uintptr_t)*pp, n, LG_SPACE_PINNED, dev, ctx, 0, ra, cfa);
@@ -461,12 +462,12 @@ lgc_result_t lgi_cuda_h_ALLOCHOST(void *real, void **pp, size_t n, uintptr_t ra,
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_HOSTALLOC(void *real, void **pp, size_t n, unsigned flags, uintptr_t ra, uintptr_t cfa) {
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+lgcu_result_t lgi_cuda_h_HOSTALLOC(void *real, void **pp, size_t n, unsigned flags, uintptr_t ra, uintptr_t cfa) {
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(HOSTALLOC)(pp, n, flags);
-  lgc_result_t rc = REAL(HOSTALLOC)(pp, n, flags);
-  if (rc == LGC_SUCCESS && pp && *pp) {
+  lgcu_result_t rc = REAL(HOSTALLOC)(pp, n, flags);
+  if (rc == LGCU_SUCCESS && pp && *pp) {
     uint64_t ctx;
     int dev = lgi_cuda_current_dev(&ctx);
     track(t, NS_ADDR, (uint64_t)(uintptr_t)*pp, n, LG_SPACE_PINNED, dev, ctx, 0, ra, cfa);
@@ -475,23 +476,23 @@ lgc_result_t lgi_cuda_h_HOSTALLOC(void *real, void **pp, size_t n, unsigned flag
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_FREEHOST(void *real, void *p, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_FREEHOST(void *real, void *p, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!p || !lgi_cuda_enter(t)) return REAL(FREEHOST)(p);
-  lgc_result_t rc;
+  lgcu_result_t rc;
   LGC_FREE(t, (uint64_t)(uintptr_t)p, NS_ADDR, REAL(FREEHOST)(p));
   lgi_cuda_leave(t);
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_HOSTREG(void *real, void *p, size_t n, unsigned flags, uintptr_t ra, uintptr_t cfa) {
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+lgcu_result_t lgi_cuda_h_HOSTREG(void *real, void *p, size_t n, unsigned flags, uintptr_t ra, uintptr_t cfa) {
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(HOSTREG)(p, n, flags);
-  lgc_result_t rc = REAL(HOSTREG)(p, n, flags);
-  if (rc == LGC_SUCCESS && p) {
+  lgcu_result_t rc = REAL(HOSTREG)(p, n, flags);
+  if (rc == LGCU_SUCCESS && p) {
     /* Already counted where it was allocated: a gauge of its own, no site. */
     uint64_t ctx;
     int dev = lgi_cuda_current_dev(&ctx);
@@ -501,16 +502,16 @@ lgc_result_t lgi_cuda_h_HOSTREG(void *real, void *p, size_t n, unsigned flags, u
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_HOSTUNREG(void *real, void *p, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_HOSTUNREG(void *real, void *p, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!p || !lgi_cuda_enter(t)) return REAL(HOSTUNREG)(p);
-  lgc_result_t rc;
+  lgcu_result_t rc;
   cu_ent_t e;
   int had = take_counted(t, (uint64_t)(uintptr_t)p, NS_REG, &e);
   rc = REAL(HOSTUNREG)(p);
-  if (rc != LGC_SUCCESS && had) untake(t, &e);
+  if (rc != LGCU_SUCCESS && had) untake(t, &e);
   lgi_cuda_leave(t);
   return rc;
 }
@@ -520,14 +521,14 @@ static uint64_t mul_sat(uint64_t a, uint64_t b) {
   return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
-lgc_result_t lgi_cuda_h_ARRAY(void *real, lgc_array_t *a, const void *desc, uintptr_t ra, uintptr_t cfa) {
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+lgcu_result_t lgi_cuda_h_ARRAY(void *real, lgcu_array_t *a, const void *desc, uintptr_t ra, uintptr_t cfa) {
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(ARRAY)(a, desc);
-  lgc_result_t rc = REAL(ARRAY)(a, desc);
-  if (rc == LGC_SUCCESS && a && *a && desc) {
-    const lgc_array_desc_t *d = desc;
-    unsigned fb = lgc_format_bytes(d->format);
+  lgcu_result_t rc = REAL(ARRAY)(a, desc);
+  if (rc == LGCU_SUCCESS && a && *a && desc) {
+    const lgcu_array_desc_t *d = desc;
+    unsigned fb = lgcu_format_bytes(d->format);
     uint64_t n = mul_sat(mul_sat(d->width, d->height ? d->height : 1), (uint64_t)(fb ? fb * d->channels : 4));
     uint64_t ctx;
     int dev = lgi_cuda_current_dev(&ctx);
@@ -537,14 +538,14 @@ lgc_result_t lgi_cuda_h_ARRAY(void *real, lgc_array_t *a, const void *desc, uint
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_ARRAY3D(void *real, lgc_array_t *a, const void *desc, uintptr_t ra, uintptr_t cfa) {
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+lgcu_result_t lgi_cuda_h_ARRAY3D(void *real, lgcu_array_t *a, const void *desc, uintptr_t ra, uintptr_t cfa) {
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!lgi_cuda_enter(t)) return REAL(ARRAY3D)(a, desc);
-  lgc_result_t rc = REAL(ARRAY3D)(a, desc);
-  if (rc == LGC_SUCCESS && a && *a && desc) {
-    const lgc_array3d_desc_t *d = desc;
-    unsigned fb = lgc_format_bytes(d->format);
+  lgcu_result_t rc = REAL(ARRAY3D)(a, desc);
+  if (rc == LGCU_SUCCESS && a && *a && desc) {
+    const lgcu_array3d_desc_t *d = desc;
+    unsigned fb = lgcu_format_bytes(d->format);
     uint64_t n = mul_sat(mul_sat(mul_sat(d->width, d->height ? d->height : 1), d->depth ? d->depth : 1),
                          (uint64_t)(fb ? fb * d->channels : 4));
     uint64_t ctx;
@@ -555,12 +556,12 @@ lgc_result_t lgi_cuda_h_ARRAY3D(void *real, lgc_array_t *a, const void *desc, ui
   return rc;
 }
 
-lgc_result_t lgi_cuda_h_ARRAYDESTROY(void *real, lgc_array_t a, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_ARRAYDESTROY(void *real, lgcu_array_t a, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
   if (!a || !lgi_cuda_enter(t)) return REAL(ARRAYDESTROY)(a);
-  lgc_result_t rc;
+  lgcu_result_t rc;
   LGC_FREE(t, (uint64_t)(uintptr_t)a, NS_ARRAY, REAL(ARRAYDESTROY)(a));
   lgi_cuda_leave(t);
   return rc;
@@ -577,33 +578,34 @@ static void import_noted(unsigned bit, const char *name) {
   lgi_cuda_note(name, "IPC import called; not recorded (another process's memory)");
 }
 
-lgc_result_t lgi_cuda_h_IPCOPEN(void *real, lgc_dptr_t *dptr, lgc_ipc_handle_t handle, unsigned flags, uintptr_t ra,
-                                uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_IPCOPEN(void *real, lgcu_dptr_t *dptr, lgcu_ipc_handle_t handle, unsigned flags, uintptr_t ra,
+                                 uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   import_noted(0, "cuIpcOpenMemHandle");
   return REAL(IPCOPEN)(dptr, handle, flags);
 }
 
-lgc_result_t lgi_cuda_h_MEMIMPORT(void *real, lgc_handle_t *h, void *os_handle, int type, uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_MEMIMPORT(void *real, lgcu_handle_t *h, void *os_handle, int type, uintptr_t ra,
+                                   uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   import_noted(1, "cuMemImportFromShareableHandle");
   return REAL(MEMIMPORT)(h, os_handle, type);
 }
 
-lgc_result_t lgi_cuda_h_POOLIMPORTSH(void *real, lgc_pool_t *pool, void *os_handle, int type, unsigned long long flags,
-                                     uintptr_t ra, uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_POOLIMPORTSH(void *real, lgcu_pool_t *pool, void *os_handle, int type,
+                                      unsigned long long flags, uintptr_t ra, uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   import_noted(2, "cuMemPoolImportFromShareableHandle");
   return REAL(POOLIMPORTSH)(pool, os_handle, type, flags);
 }
 
-lgc_result_t lgi_cuda_h_POOLIMPORTPTR(void *real, lgc_dptr_t *dptr, lgc_pool_t pool, void *share, uintptr_t ra,
-                                      uintptr_t cfa) {
+lgcu_result_t lgi_cuda_h_POOLIMPORTPTR(void *real, lgcu_dptr_t *dptr, lgcu_pool_t pool, void *share, uintptr_t ra,
+                                       uintptr_t cfa) {
   (void)ra, (void)cfa;
-  if (!real) return LGC_ERROR_STUB_LIBRARY;
+  if (!real) return LGCU_ERROR_STUB_LIBRARY;
   import_noted(3, "cuMemPoolImportPointer");
   return REAL(POOLIMPORTPTR)(dptr, pool, share);
 }
