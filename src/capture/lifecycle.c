@@ -30,6 +30,7 @@
 #include <link.h>
 
 #include "capture/recorder.h"
+#include "core/hash.h"
 #include "core/platform.h"
 #include "leakguard.h"
 
@@ -111,7 +112,7 @@ void lgi_atfork_child(void) {
   }
   if (!lgi_g.enabled) lgi_tls.countdown = INT64_MAX;
   else if (lgi_g.sample_bytes) { /* a sample stream of its own, not the parent's */
-    lgi_tls.rng ^= (uint64_t)lg_sys_getpid() * 0x9E3779B97F4A7C15ULL;
+    lgi_tls.rng ^= (uint64_t)lg_sys_getpid() * LG_HASH_GOLDEN64;
     if (!lgi_tls.rng) lgi_tls.rng = 1;
     lgi_tls.countdown = (int64_t)lgi_next_exp(&lgi_tls, (double)lgi_g.sample_bytes);
   } else lgi_tls.countdown = 0;
@@ -261,7 +262,7 @@ int lgi_thread_ready(lgi_tls_t *t) {
   if (t->state == 0) {
     t->guard++;
     t->state = 1;
-    t->rng = (uint64_t)lg_sys_gettid() * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+    t->rng = (uint64_t)lg_sys_gettid() * LG_HASH_GOLDEN64 + 0x632BE59BD9B4E019ULL;
     pthread_setspecific(thread_key, t);
     lgi_shard_acquire(t);
     lgi_unwind_thread_start(t);

@@ -42,6 +42,7 @@
 
 #include "capture/pyread.h"
 #include "capture/recorder.h"
+#include "core/hash.h"
 #include "core/platform.h"
 #include "leakguard.h"
 
@@ -141,7 +142,7 @@ static inline uint64_t str_fp(const lgi_pylayout_t *l, uintptr_t o) {
   if (nb >= 8) __builtin_memcpy(&w, d + nb - 8, 8);
   else
     for (size_t k = 0; k < nb; k++) w = w << 8 | d[k];
-  return (uint64_t)nb * 0x9E3779B97F4A7C15ull ^ w * 0xC2B2AE3D27D4EB4Full;
+  return (uint64_t)nb * LG_HASH_GOLDEN64 ^ w * 0xC2B2AE3D27D4EB4Full;
 }
 
 static inline uint64_t code_fp(const lgi_pylayout_t *l, uintptr_t co) {
@@ -170,7 +171,7 @@ static uint32_t pyframe_intern(uintptr_t co, uint64_t fp, int line) {
   if (!pix) goto out;
   if (atomic_load(&h->pystr_used) == 0) atomic_store(&h->pystr_used, 1); /* "" at 0 */
   uint64_t key = (uint64_t)co;
-  uint32_t i = (uint32_t)((key >> 4) * 0x9E3779B1u ^ (uint32_t)line * 0x85EBCA6Bu) & (PIX_CAP - 1);
+  uint32_t i = (uint32_t)((key >> 4) * LG_HASH_GOLDEN32 ^ (uint32_t)line * 0x85EBCA6Bu) & (PIX_CAP - 1);
   for (uint32_t n = 0; n < PIX_CAP / 2; n++, i = (i + 1) & (PIX_CAP - 1)) {
     if (pix[i].code == key && pix[i].fp == fp && pix[i].line == line) {
       id = pix[i].id;
@@ -256,7 +257,7 @@ int lgi_python_chain_key(uint64_t *key) {
     if (!lgi_py_ptr_ok(c)) return 0;
     uint64_t ip = interp ? lgi_py_rd_ptr(f, l->f_instr) : (uint64_t)(uint32_t)lgi_py_rd_int(f, l->f_instr);
     /* each step a bijection of h: chains that differ in one word never collide */
-    h = (h ^ c) * 0x9E3779B97F4A7C15ull;
+    h = (h ^ c) * LG_HASH_GOLDEN64;
     h = (h ^ ip) * 0xC2B2AE3D27D4EB4Full;
     h = (h ^ code_fp(l, c)) * 0x165667B19E3779F9ull;
     if (c == ic) break;
@@ -313,7 +314,7 @@ unsigned lgi_python_frames(lgi_tls_t *t, uint64_t *out, unsigned max, int *impor
     if (r < 0) break;
     if (r == 0) continue;
     uint64_t key = (uint64_t)co, fp = code_fp(l, co);
-    uint32_t slot = (uint32_t)((ikey >> 1) * 0x9E3779B1u ^ (uint32_t)(key >> 4)) & (PCACHE - 1);
+    uint32_t slot = (uint32_t)((ikey >> 1) * LG_HASH_GOLDEN32 ^ (uint32_t)(key >> 4)) & (PCACHE - 1);
     uint32_t id;
     if (pc[slot].code == key && pc[slot].instr == ikey && pc[slot].fp == fp) {
       id = pc[slot].id;

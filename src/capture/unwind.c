@@ -41,6 +41,7 @@
 #include <libunwind.h>
 
 #include "capture/recorder.h"
+#include "core/hash.h"
 #include "core/platform.h"
 #include "leakguard.h"
 
@@ -489,7 +490,7 @@ static unsigned native_head(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintp
                             unsigned max) {
   lgi_head_ent_t *e = NULL;
   if (use_cache) {
-    uint64_t k = (ra0 * 0x9E3779B97F4A7C15ULL) ^ (cfa0 >> 4);
+    uint64_t k = (ra0 * LG_HASH_GOLDEN64) ^ (cfa0 >> 4);
     e = &m->head[(k >> 24) & (LGI_HEAD_ENTRIES - 1)];
     uint32_t en = __atomic_load_n(&e->n, __ATOMIC_ACQUIRE);
     if (en && e->ra0 == ra0 && e->cfa0 == cfa0 && e->max == max && slots_hold(cfa0, e->slot_off, e->ra, en)) {
@@ -539,7 +540,7 @@ static unsigned native_head(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintp
 }
 
 static inline unsigned fdelta_index(uint64_t ip) {
-  return (unsigned)((ip * 0x9E3779B97F4A7C15ULL) >> 55) & (LGI_FDELTA_ENTRIES - 1);
+  return (unsigned)((ip * LG_HASH_GOLDEN64) >> 55) & (LGI_FDELTA_ENTRIES - 1);
 }
 
 /* The stack cache's set for a call at (ra0, cfa0): a hash of ra0, cfa0 and the next
@@ -552,7 +553,7 @@ static inline unsigned fdelta_index(uint64_t ip) {
  * picks another set: a hit still needs every cached slot to hold its address. Reads
  * stay between cfa0 and the top of this thread's stack. */
 static inline unsigned scache_set(const lgi_tls_t *t, const lgi_unw_mem_t *m, uintptr_t ra0, uintptr_t cfa0) {
-  uint64_t h = (ra0 ^ (cfa0 << 17)) * 0x9E3779B97F4A7C15ULL;
+  uint64_t h = (ra0 ^ (cfa0 << 17)) * LG_HASH_GOLDEN64;
   uintptr_t lo = t->stack_lo, hi = t->stack_hi;
   if (LGI_LIKELY(t->stack_known > 0) && cfa0 - lo < hi - lo) {
     uintptr_t ip = ra0, pos = cfa0 - 8;
@@ -562,7 +563,7 @@ static inline unsigned scache_set(const lgi_tls_t *t, const lgi_unw_mem_t *m, ui
       if (f->ip != ip || next <= pos || next > hi - 8) break;
       pos = next;
       ip = *(const uint64_t *)pos;
-      h = (h ^ ip) * 0x9E3779B97F4A7C15ULL;
+      h = (h ^ ip) * LG_HASH_GOLDEN64;
     }
   }
   return (unsigned)(h >> (64 - LGI_SCACHE_SET_BITS));
@@ -747,7 +748,7 @@ uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned s
   lgi_pychain_ent_t *ce = NULL;
   uint64_t ckey = 0;
   if (lgi_python_interp_frame(ra0) && lgi_python_chain_key(&ckey)) {
-    ckey = (ckey ^ space) * 0x9E3779B97F4A7C15ull;
+    ckey = (ckey ^ space) * LG_HASH_GOLDEN64;
     ce = &m->pychain[(ckey >> 40) & (LGI_PYCHAIN_ENTRIES - 1)];
     unsigned ui = 0;
     if ((id = pychain_get(ce, ckey, &ui)) != 0) {

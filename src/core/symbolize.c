@@ -9,6 +9,7 @@
  * from the symbol table and file:line stay empty. Inlined frames are expanded with
  * dwarf_getscopes, as eu-addr2line -i does.
  */
+#include "core/hash.h"
 #include "core/symbolize.h"
 
 #include <elfutils/libdw.h>
@@ -161,7 +162,7 @@ static centry_t *cache_slot(lgs_symbolizer_t *s, uint64_t ip, int *found) {
     if (!nc) return NULL;
     for (size_t i = 0; i < s->cache_cap; i++) {
       if (!s->cache[i].ip) continue;
-      size_t j = (s->cache[i].ip * 0x9E3779B97F4A7C15ULL >> 17) & (ncap - 1);
+      size_t j = (s->cache[i].ip * LG_HASH_GOLDEN64 >> 17) & (ncap - 1);
       while (nc[j].ip) j = (j + 1) & (ncap - 1);
       nc[j] = s->cache[i];
     }
@@ -169,7 +170,7 @@ static centry_t *cache_slot(lgs_symbolizer_t *s, uint64_t ip, int *found) {
     s->cache = nc;
     s->cache_cap = ncap;
   }
-  size_t j = (ip * 0x9E3779B97F4A7C15ULL >> 17) & (s->cache_cap - 1);
+  size_t j = (ip * LG_HASH_GOLDEN64 >> 17) & (s->cache_cap - 1);
   while (s->cache[j].ip && s->cache[j].ip != ip) j = (j + 1) & (s->cache_cap - 1);
   *found = s->cache[j].ip == ip;
   return &s->cache[j];

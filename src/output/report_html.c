@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/strmap.h"
 #include "core/util.h"
 #include "output/report_html.h"
@@ -254,7 +255,7 @@ static int cct_grow_table(cct_t *t) {
   }
   for (uint32_t i = 0; i < t->tcap; i++) {
     if (!t->key[i]) continue;
-    uint32_t h = (uint32_t)((t->key[i] * 0x9E3779B97F4A7C15ULL) >> 32) & (nc - 1);
+    uint32_t h = (uint32_t)((t->key[i] * LG_HASH_GOLDEN64) >> 32) & (nc - 1);
     while (nk[h]) h = (h + 1) & (nc - 1);
     nk[h] = t->key[i];
     nv[h] = t->val[i];
@@ -272,7 +273,7 @@ static int cct_grow_table(cct_t *t) {
 static uint32_t cct_child(cct_t *t, uint32_t parent, uint32_t name) {
   if ((uint64_t)(t->n + 1) * 2 > t->tcap && cct_grow_table(t)) return 0;
   uint64_t k = ((uint64_t)parent << 32 | name) + 1;
-  uint32_t h = (uint32_t)((k * 0x9E3779B97F4A7C15ULL) >> 32) & (t->tcap - 1);
+  uint32_t h = (uint32_t)((k * LG_HASH_GOLDEN64) >> 32) & (t->tcap - 1);
   while (t->key[h]) {
     if (t->key[h] == k) return t->val[h];
     h = (h + 1) & (t->tcap - 1);

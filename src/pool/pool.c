@@ -73,6 +73,7 @@ static void fl_remove(lg_pool_t *p, lgp_blk_t *b) {
   b->fprev = b->fnext = NULL;
 }
 
+/* 2^64 / phi (core/hash.h's LG_HASH_GOLDEN64; the pool sees capture and the public header only) */
 static unsigned hash_addr(uintptr_t a) { return (unsigned)(((a >> 9) * 0x9E3779B97F4A7C15ULL) >> 52) % LGP_HASH; }
 
 static void live_add(lg_pool_t *p, lgp_blk_t *b) {

@@ -19,6 +19,7 @@
  * Every visited object is held by a strong reference until the end, so Python code
  * run by the attribution (torch calls, reprs) cannot free what we point at.
  */
+#include "core/hash.h"
 #include "python/explain.h"
 
 #include <errno.h>
@@ -86,7 +87,7 @@ static PyObject *pick_targets(ex_t *E, hold_t *H, PyObject *stacks, int top, uin
       Py_XDECREF(pk);
       if (was) continue;
     }
-    size_t h = ((size_t)s * 0x9E3779B1u) & (hs - 1);
+    size_t h = ((size_t)s * LG_HASH_GOLDEN32) & (hs - 1);
     while (hk[h] && hk[h] != s) h = (h + 1) & (hs - 1);
     if (!hk[h]) {
       if (used * 2 >= hs) continue; /* full enough: ignore new sites */

@@ -5,13 +5,14 @@
  * every thread's frame locals) and one multi-source BFS with tp_traverse, so the first
  * parent of each object is on a shortest chain from a root.
  */
+#include "core/hash.h"
 #include "python/explain.h"
 
 #include <stdlib.h>
 
 static inline size_t hptr(const void *p, size_t mask) {
   uint64_t x = (uint64_t)(uintptr_t)p >> 4;
-  x *= 0x9E3779B97F4A7C15ull;
+  x *= LG_HASH_GOLDEN64;
   return (size_t)(x ^ (x >> 29)) & mask;
 }
 

@@ -22,6 +22,7 @@
 
 #include "capture/recorder.h"
 #include "core/agent_abi.h"
+#include "core/hash.h"
 
 /* What the CLI reads back (core/agent_abi.h), at the address lg_agent_start returns. */
 extern lg_agent_stats_t lgag_stats;
@@ -115,7 +116,7 @@ extern lgag_stripe_t lgag_stripes[LGAG_STRIPES];
 extern uint8_t *lgag_filter;
 static inline uint8_t *lgag_filter_of(uint64_t h) { return &lgag_filter[(h >> 40) & ((1u << LGAG_FILTER_BITS) - 1)]; }
 static inline uint64_t lgag_hash_ptr(uintptr_t p) {
-  uint64_t h = (uint64_t)p * 0x9E3779B97F4A7C15ULL;
+  uint64_t h = (uint64_t)p * LG_HASH_GOLDEN64;
   return h ^ (h >> 29);
 }
 

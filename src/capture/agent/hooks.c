@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "capture/agent/agent.h"
+#include "core/hash.h"
 #include "core/platform.h"
 #include "leakguard.h"
 
@@ -67,7 +68,7 @@ int lgi_thread_ready(lgi_tls_t *t) {
   if (t->state == 0) {
     t->guard++;
     t->state = 1;
-    t->rng = (uint64_t)lg_sys_gettid() * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+    t->rng = (uint64_t)lg_sys_gettid() * LG_HASH_GOLDEN64 + 0x632BE59BD9B4E019ULL;
     if (!t->rng) t->rng = 1;
     pthread_setspecific(lgag_thread_key, t);
     lgi_shard_acquire(t);
