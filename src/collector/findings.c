@@ -194,12 +194,18 @@ void lgc_live_tick(lgc_collector_t *c, uint64_t now) {
  * most one request a second per process: each explain pauses the program's Python
  * threads while it walks the objects. A list in a function's locals can only be
  * explained while that function runs. */
-/* Whether group gi of p is to be explained now (see request_explain). */
+/* Whether group gi of p is to be explained now (see request_explain). Only a Python
+ * line's: a stack without a Python frame was allocated while no Python code ran (the
+ * interpreter's own start-up, a C thread), and no object the walk can name points at it,
+ * as the exit hook judges (lg_python_startup_largest). On a loaded machine the
+ * interpreter's start-up (its static types, pycore_init_types) took two seconds, was
+ * flagged still growing a second later, and a healthy program was paused for a walk
+ * (python_3.13_module, the flake hunt of 2026-12-05). */
 static int wants_explain(const lgc_proc_t *p, int gi, uint64_t now) {
   const lgc_group_t *g = &p->sites.g[gi];
   /* still growing a second after it was flagged: a start-up burst (imports) is over by then */
   double age = (double)(now - p->m.start_ns) / 1e9 - g->flag_t;
-  return g->growing && age >= 1.0 && !(p->explained[gi] > 0 && g->live < 2 * p->explained[gi]);
+  return g->python && g->growing && age >= 1.0 && !(p->explained[gi] > 0 && g->live < 2 * p->explained[gi]);
 }
 
 /* Writes the request text into explain-PID.json (atomically: a temporary renamed). */
@@ -274,7 +280,7 @@ static int request_explain(lgc_collector_t *c, lgc_proc_t *p, uint64_t now, int 
   cJSON *ids = NULL;
   int ok = 1, any = 0;
   for (int gi = 0; ok && gi < p->sites.n; gi++) {
-    if (!(all ? p->sites.g[gi].growing : wants_explain(p, gi, now))) continue;
+    if (!(all ? p->sites.g[gi].growing && p->sites.g[gi].python : wants_explain(p, gi, now))) continue;
     if (!any++) ok = (ids = cJSON_CreateArray()) != NULL;
     for (uint32_t id = 2, k = 0; ok && id < p->sites.nstacks && k < 256; id++)
       if (p->sites.group_of[id] == gi) ok = lgc_json_push(ids, cJSON_CreateNumber(id)), k++;
@@ -299,7 +305,7 @@ static int request_explain(lgc_collector_t *c, lgc_proc_t *p, uint64_t now, int 
   p->explain_asked_ns = p->explain_sent_ns = now;
   p->explain_tries = 1;
   for (int gi = 0; gi < p->sites.n; gi++)
-    if (all ? p->sites.g[gi].growing : wants_explain(p, gi, now))
+    if (all ? p->sites.g[gi].growing && p->sites.g[gi].python : wants_explain(p, gi, now))
       p->explained[gi] = p->sites.g[gi].live > 1 ? p->sites.g[gi].live : 1;
   return 1;
 }

@@ -34,7 +34,7 @@ void lgc_sites_free(lgc_sites_t *s) {
 }
 
 int lgc_sites_assign(lgc_sites_t *s, uint32_t stack, const char *key, const char *label, const char *frames_json,
-                     unsigned space, unsigned device, int in_import) {
+                     unsigned space, unsigned device, int in_import, int python) {
   if (!s->index && !(s->index = calloc(1, sizeof(lgu_strmap_t)))) return -ENOMEM;
   if (stack >= s->nstacks) {
     uint32_t nc = s->nstacks ? s->nstacks : 1024;
@@ -64,6 +64,7 @@ int lgc_sites_assign(lgc_sites_t *s, uint32_t stack, const char *key, const char
     g->rep_stack = stack;
     g->space = space;
     g->device = device;
+    g->python = python != 0;
     g->flag_t = NAN;
     g->t_tracked = NAN;
     if (!g->key || !g->label) return -ENOMEM;

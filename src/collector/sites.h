@@ -43,6 +43,7 @@ typedef struct lgc_group {
   double flag_t;        /* when the current episode of growth was first flagged (s since the process started) */
   int quiet;            /* analyses since it last grew */
   int nstacks, nimport; /* stacks assigned, and those under a module import */
+  int python;           /* its site is a Python line: its stacks have Python frames */
 } lgc_group_t;
 
 typedef struct lgc_sites {
@@ -58,9 +59,10 @@ void lgc_sites_free(lgc_sites_t *s);
 
 /* Assigns a (symbolized) stack to the group of key, creating it with label and
  * frames_json (both copied), space and device; in_import: the stack runs under a
- * module import (lgr_is_import_frame). 0 or -ENOMEM. */
+ * module import (lgr_is_import_frame); python: the key is a Python line (the stack
+ * has Python frames). 0 or -ENOMEM. */
 int lgc_sites_assign(lgc_sites_t *s, uint32_t stack, const char *key, const char *label, const char *frames_json,
-                     unsigned space, unsigned device, int in_import);
+                     unsigned space, unsigned device, int in_import, int python);
 
 /* One live tick at t seconds (process clock): sums the sites' live bytes per group and
  * appends a point to the groups that hold 16 KiB or more, or did once. */

@@ -172,7 +172,7 @@ static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
     char label[512], key[1200], *fj = NULL;
     unsigned dev = lgm_stack_device(m, id);
     site_of_frames(py, nf, space | dev << 8, id, key, sizeof key, label, sizeof label, &fj);
-    lgc_sites_assign(&p->sites, id, key, label, fj, space, dev, in_import);
+    lgc_sites_assign(&p->sites, id, key, label, fj, space, dev, in_import, 1);
     free(fj);
   }
 }
@@ -193,7 +193,7 @@ void lgc_take_symbols(lgc_collector_t *c, uint64_t budget_ns) {
       char label[512], key[1200], *fj = NULL;
       unsigned dev = lgm_stack_device(&p->m, r.id);
       site_of_frames(r.frames, r.nframes, r.space | dev << 8, r.id, key, sizeof key, label, sizeof label, &fj);
-      lgc_sites_assign(&p->sites, r.id, key, label, fj, r.space, dev, 0);
+      lgc_sites_assign(&p->sites, r.id, key, label, fj, r.space, dev, 0, 0);
       free(fj);
     }
     lgc_symq_release(&r);
