@@ -140,7 +140,7 @@ static void write_suspects(lgc_collector_t *c, lgc_proc_t *p, double elapsed, cJ
   char tmp[128], path[128];
   snprintf(tmp, sizeof tmp, "%s/" LG_FILE_SUSPECTS_TMP, c->dir, p->m.pid);
   snprintf(path, sizeof path, "%s/" LG_FILE_SUSPECTS, c->dir, p->m.pid);
-  FILE *f = fopen(tmp, "w");
+  FILE *f = lgu_fopen_new(tmp);
   if (f) {
     fputs(text, f);
     if (fclose(f) == 0) rename(tmp, path);
@@ -213,7 +213,7 @@ static int write_request(const lgc_collector_t *c, const lgc_proc_t *p, const ch
   char tmp[128], path[128];
   snprintf(tmp, sizeof tmp, "%s/" LG_FILE_EXPLAIN_TMP, c->dir, p->m.pid);
   snprintf(path, sizeof path, "%s/" LG_FILE_EXPLAIN, c->dir, p->m.pid);
-  FILE *f = text ? fopen(tmp, "w") : NULL;
+  FILE *f = text ? lgu_fopen_new(tmp) : NULL;
   if (!f) return 0;
   fputs(text, f);
   int ok = fclose(f) == 0 && rename(tmp, path) == 0;

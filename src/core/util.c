@@ -114,6 +114,15 @@ int lgu_parse_long(const char *s, long lo, long hi, long *out) {
   return 0;
 }
 
+FILE *lgu_fopen_new(const char *path) {
+  if (unlink(path) != 0 && errno != ENOENT) return NULL;
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return NULL;
+  FILE *f = fdopen(fd, "w");
+  if (!f) close(fd);
+  return f;
+}
+
 long lgu_read_file(const char *path, char *buf, size_t n) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;

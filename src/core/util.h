@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Prints "leakguard: <message>" as one line on stderr. */
 void lgu_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -39,5 +40,11 @@ uint64_t lgu_rss_bytes(int pid);
 
 /* Reads a whole small file into buf (NUL-terminated); returns bytes or -errno. */
 long lgu_read_file(const char *path, char *buf, size_t n);
+/* A new file at path for writing, ours alone: a stale one left by an earlier write is
+ * removed, then path is created with O_EXCL|O_NOFOLLOW (mode 0644, as before: a root
+ * collector's target may run as another user and read it): a planted file or
+ * symbolic link is never written through. For the temporary names renamed over the
+ * run directory's exchange files. NULL with errno. */
+FILE *lgu_fopen_new(const char *path);
 
 #endif

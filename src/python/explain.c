@@ -23,6 +23,7 @@
 #include "python/explain.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,7 +160,12 @@ static int write_doc(PyObject *doc, char *path, size_t pathsz) {
     char tmp[4200];
     snprintf(path, pathsz, "%s/" LG_FILE_HOLDERS, dir, (int)getpid(), ++holders_seq);
     snprintf(tmp, sizeof tmp, "%s/" LG_FILE_HOLDERS_TMP, dir, (int)getpid(), holders_seq);
-    FILE *f = fopen(tmp, "wb");
+    /* ours alone: a stale temporary removed, then O_EXCL|O_NOFOLLOW (never written
+     * through a planted file or link) */
+    int fd = unlink(tmp) == 0 || errno == ENOENT ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)
+                                                 : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f && fd >= 0) close(fd);
     if (f) {
       int ok = fwrite(u, 1, (size_t)len, f) == (size_t)len;
       ok &= fputc('\n', f) != EOF;

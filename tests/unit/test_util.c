@@ -14,6 +14,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -321,6 +324,48 @@ static void test_cuda_runtime_frames(void **state) {
   assert_int_equal(lgr_site_frame(NULL, 0, tframe_at), 0);
 }
 
+/* lgu_fopen_new never writes through what is already at the path: a planted symbolic
+ * link is removed (its target untouched), a stale file replaced, and the new file is a
+ * regular file with what was written. */
+static void test_fopen_new(void **state) {
+  (void)state;
+  char dir[] = "/tmp/lgu-fopen-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char victim[64], path[64];
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  snprintf(path, sizeof path, "%s/x.tmp", dir);
+  FILE *v = fopen(victim, "w");
+  assert_non_null(v);
+  fputs("precious", v);
+  fclose(v);
+  assert_int_equal(symlink(victim, path), 0);
+  FILE *f = lgu_fopen_new(path);
+  assert_non_null(f);
+  fputs("new", f);
+  assert_int_equal(fclose(f), 0);
+  char buf[32] = "";
+  v = fopen(victim, "r");
+  assert_non_null(v);
+  assert_non_null(fgets(buf, sizeof buf, v));
+  fclose(v);
+  assert_string_equal(buf, "precious");
+  struct stat st;
+  assert_int_equal(lstat(path, &st), 0);
+  assert_true(S_ISREG(st.st_mode));
+  f = lgu_fopen_new(path); /* a stale file of ours: replaced */
+  assert_non_null(f);
+  fputs("again", f);
+  assert_int_equal(fclose(f), 0);
+  v = fopen(path, "r");
+  assert_non_null(v);
+  assert_non_null(fgets(buf, sizeof buf, v));
+  fclose(v);
+  assert_string_equal(buf, "again");
+  unlink(path);
+  unlink(victim);
+  rmdir(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_size_valid),
@@ -332,6 +377,7 @@ int main(void) {
       cmocka_unit_test(test_fmt_duration),
       cmocka_unit_test(test_is_machinery),
       cmocka_unit_test(test_cuda_runtime_frames),
+      cmocka_unit_test(test_fopen_new),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
