@@ -23,7 +23,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SKIP = 77
@@ -64,12 +63,7 @@ def main():
     a, python = pyinterp.check_script_args(__doc__)
     if not python:
         return SKIP
-    tmp = tempfile.mkdtemp(prefix="lgpy-chain-")
-    script = os.path.join(tmp, "main.py")
-    with open(script, "w") as f:
-        f.write(MAIN)
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(a.pydir), PYTHONDONTWRITEBYTECODE="1")
-    env.pop("PYTHONMALLOC", None)
+    tmp, script, env = pyinterp.script_case("lgpy-chain-", a.pydir, MAIN)
     checks = pyinterp.Checks()
     check = checks.check
     db = os.path.join(tmp, "run.db")

@@ -114,6 +114,21 @@ def check_script_args(description=None):
     return a, python
 
 
+def script_case(prefix, pydir, main_text):
+    """A temporary directory (mkdtemp prefix) holding main.py = main_text, and the
+    environment the per-version check scripts run it in: leakguard's module first on the
+    path, no bytecode written, PYTHONMALLOC left to leakguard. (tmp, script, env)"""
+    import os
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    script = os.path.join(tmp, "main.py")
+    with open(script, "w") as f:
+        f.write(main_text)
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(pydir), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONMALLOC", None)
+    return tmp, script, env
+
+
 class Checks:
     """check(cond, what, **values): prints ok/FAIL, and on FAIL the values; .fails lists
     what failed; .finish(where) prints the verdict and returns the exit status."""
