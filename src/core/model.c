@@ -233,3 +233,32 @@ int lgm_collect(lgm_proc_t *p) {
   if (live > p->peak_live_bytes) p->peak_live_bytes = live;
   return 0;
 }
+
+int lgm_gpus(const lg_region_hdr_t *h, lgm_gpu_t *out, int max) {
+  if (!h || max <= 0) return 0;
+  lg_region_hdr_t *w = (lg_region_hdr_t *)h; /* atomic loads take non-const pointers */
+  uint32_t nd = atomic_load(&w->cuda_ndev);
+  int n = nd < LG_CUDA_MAX_DEVICES ? (int)nd : LG_CUDA_MAX_DEVICES;
+  if (n > max) n = max;
+  for (int d = 0; d < n; d++) {
+    lg_cuda_dev_t *g = &w->cuda[d];
+    lgm_gpu_t *o = &out[d];
+    o->total_bytes = atomic_load(&g->total_bytes);
+    o->device_bytes = atomic_load(&g->device_bytes);
+    o->managed_bytes = atomic_load(&g->managed_bytes);
+    o->pinned_bytes = atomic_load(&g->pinned_bytes);
+    o->registered_bytes = atomic_load(&g->registered_bytes);
+    o->pool_reserved_bytes = atomic_load(&g->pool_reserved_bytes);
+    o->pool_used_bytes = atomic_load(&g->pool_used_bytes);
+    o->vmm_mapped_bytes = atomic_load(&g->vmm_mapped_bytes);
+    o->contexts = atomic_load(&g->contexts);
+    o->contexts_created = atomic_load(&g->contexts_created);
+    o->contexts_destroyed = atomic_load(&g->contexts_destroyed);
+    o->contexts_recreated = atomic_load(&g->contexts_recreated);
+    /* torch_seen is set after the two figures (release): read it first */
+    o->torch_seen = atomic_load_explicit(&g->torch_seen, memory_order_acquire) != 0;
+    o->torch_allocated_bytes = o->torch_seen ? atomic_load(&g->torch_allocated_bytes) : 0;
+    o->torch_reserved_bytes = o->torch_seen ? atomic_load(&g->torch_reserved_bytes) : 0;
+  }
+  return n;
+}

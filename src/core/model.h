@@ -4,8 +4,8 @@
  *
  * A lgm_proc_t maps one process image's shared region (see region.h) and turns it
  * into per-site totals (lgm_site_t), new stacks and new modules. It does not know
- * where the region came from: any source that fills a region (the preload library
- * today, an eBPF or CUDA source later) feeds the same snapshots.
+ * where the region came from: any source that fills a region (the preload library, with
+ * its CUDA hooks; the attach agent) feeds the same snapshots.
  */
 #ifndef LG_CORE_MODEL_H
 #define LG_CORE_MODEL_H
@@ -89,6 +89,21 @@ uint32_t lgm_nstacks(const lgm_proc_t *p);
 unsigned lgm_stack(const lgm_proc_t *p, uint32_t id, const uint64_t **ips, unsigned *space);
 /* The GPU ordinal of stack id (0 for host spaces and invalid ids). */
 unsigned lgm_stack_device(const lgm_proc_t *p, uint32_t id);
+
+/* One GPU's gauges as a recorded process's region holds them (the device seam, issue
+ * #33: the store, the metrics, the live findings and the guard read GPUs through this,
+ * not through the region's vendor record, today CUDA's lg_cuda_dev_t). */
+typedef struct lgm_gpu {
+  uint64_t total_bytes; /* the device's memory, 0: unknown */
+  int64_t device_bytes, managed_bytes, pinned_bytes, registered_bytes;
+  int64_t pool_reserved_bytes, pool_used_bytes; /* stream-ordered pools, as last read */
+  int64_t vmm_mapped_bytes;
+  uint32_t contexts, contexts_created, contexts_destroyed, contexts_recreated;
+  int torch_seen; /* the two torch figures below are set (the Python module's reading) */
+  int64_t torch_allocated_bytes, torch_reserved_bytes;
+} lgm_gpu_t;
+/* The GPUs region h records, at most max of them into out: their number (0: none). */
+int lgm_gpus(const lg_region_hdr_t *h, lgm_gpu_t *out, int max);
 /* Python frame LG_PYFRAME_BIT|id of the region: 0 and its file, function and line,
  * or -ENOENT. Strings point into the region. */
 int lgm_pyframe(const lgm_proc_t *p, uint64_t ip, const char **file, const char **func, int *line);

@@ -11,6 +11,7 @@
  * memfds) and unmapped when their process is gone, so the guard keeps no memfd alive.
  */
 #include "guard/guard_impl.h"
+#include "core/model.h"
 #include "core/region.h"
 
 #include <dirent.h>
@@ -162,12 +163,13 @@ void lgg_regions_free(lgg_regions_t *r) {
 /* ------------------------------------------------------------------ GPU memory */
 
 int lgg_regions_gpu_count(const lgg_regions_t *r) {
-  uint32_t n = 0;
+  int n = 0;
+  lgm_gpu_t g[LG_CUDA_MAX_DEVICES];
   for (int i = 0; r && i < r->n; i++) {
-    uint32_t k = atomic_load(&r->r[i].hdr->cuda_ndev);
+    int k = lgm_gpus(r->r[i].hdr, g, LG_CUDA_MAX_DEVICES);
     if (k > n) n = k;
   }
-  return n > LG_CUDA_MAX_DEVICES ? LG_CUDA_MAX_DEVICES : (int)n;
+  return n;
 }
 
 int lgg_regions_gpu(const lgg_regions_t *r, int dev, uint64_t *used, uint64_t *total) {
@@ -175,14 +177,13 @@ int lgg_regions_gpu(const lgg_regions_t *r, int dev, uint64_t *used, uint64_t *t
   int64_t u = 0;
   uint64_t tot = 0;
   int any = 0;
+  lgm_gpu_t gpu[LG_CUDA_MAX_DEVICES];
   for (int i = 0; i < r->n; i++) {
-    lg_region_hdr_t *h = r->r[i].hdr;
-    if ((int)atomic_load(&h->cuda_ndev) <= dev) continue;
-    lg_cuda_dev_t *g = &h->cuda[dev];
-    int64_t cache = atomic_load(&g->pool_reserved_bytes) - atomic_load(&g->pool_used_bytes);
-    u += atomic_load(&g->device_bytes) + atomic_load(&g->managed_bytes) + (cache > 0 ? cache : 0);
-    uint64_t t = atomic_load(&g->total_bytes);
-    if (t > tot) tot = t;
+    if (lgm_gpus(r->r[i].hdr, gpu, LG_CUDA_MAX_DEVICES) <= dev) continue;
+    const lgm_gpu_t *g = &gpu[dev];
+    int64_t cache = g->pool_reserved_bytes - g->pool_used_bytes;
+    u += g->device_bytes + g->managed_bytes + (cache > 0 ? cache : 0);
+    if (g->total_bytes > tot) tot = g->total_bytes;
     any = 1;
   }
   if (!any) return -1;

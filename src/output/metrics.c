@@ -710,12 +710,11 @@ void lgx_publish_memory(lgx_registry_t *r, const lgm_proc_t *const *procs, int n
     const lgm_proc_t *p = procs[i];
     const lg_region_hdr_t *h = p->hdr;
     if (!h) continue;
-    int nd = (int)atomic_load(&((lg_region_hdr_t *)h)->cuda_ndev);
-    if (nd > LG_CUDA_MAX_DEVICES) nd = LG_CUDA_MAX_DEVICES;
+    lgm_gpu_t g[LG_CUDA_MAX_DEVICES];
+    int nd = lgm_gpus(h, g, LG_CUDA_MAX_DEVICES);
     if (nd > ndev) ndev = nd;
     cuda |= atomic_load(&((lg_region_hdr_t *)h)->cuda_flags) != 0;
-    for (int d = 0; d < nd; d++)
-      recreated[d] += (double)atomic_load(&((lg_region_hdr_t *)h)->cuda[d].contexts_recreated);
+    for (int d = 0; d < nd; d++) recreated[d] += (double)g[d].contexts_recreated;
     gc += (double)atomic_load(&((lg_region_hdr_t *)h)->gc_without_cuda_cleanup);
     if (p->ended) continue;
     host += p->host_bytes;

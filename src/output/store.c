@@ -615,28 +615,28 @@ int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
     rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_stacks VALUES(?,?,?)", v, 3, NULL);
   }
   p->gpu_stacks_stored = p->nsites;
-  uint32_t nd = atomic_load(&((lg_region_hdr_t *)h)->cuda_ndev);
-  for (uint32_t d = 0; d < nd && d < LG_CUDA_MAX_DEVICES; d++) {
-    lg_cuda_dev_t *g = (lg_cuda_dev_t *)&h->cuda[d];
+  lgm_gpu_t gpu[LG_CUDA_MAX_DEVICES];
+  int nd = lgm_gpus(h, gpu, LG_CUDA_MAX_DEVICES);
+  for (int d = 0; d < nd; d++) {
+    const lgm_gpu_t *g = &gpu[d];
     int64_t v[15] = {p->proc,
                      (int64_t)p->seq,
                      d,
                      p->gpu_space_bytes[d][0],
                      p->gpu_space_bytes[d][1],
                      p->gpu_space_bytes[d][2],
-                     atomic_load(&g->registered_bytes),
-                     atomic_load(&g->pool_reserved_bytes),
-                     atomic_load(&g->pool_used_bytes),
-                     atomic_load(&g->vmm_mapped_bytes),
-                     atomic_load(&g->contexts),
-                     atomic_load(&g->contexts_created),
-                     atomic_load(&g->contexts_destroyed),
-                     atomic_load(&g->contexts_recreated),
-                     (int64_t)atomic_load(&g->total_bytes)};
+                     g->registered_bytes,
+                     g->pool_reserved_bytes,
+                     g->pool_used_bytes,
+                     g->vmm_mapped_bytes,
+                     g->contexts,
+                     g->contexts_created,
+                     g->contexts_destroyed,
+                     g->contexts_recreated,
+                     (int64_t)g->total_bytes};
     rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_devices VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", v, 15, NULL);
-    if (atomic_load_explicit(&g->torch_seen, memory_order_acquire)) {
-      int64_t tv[5] = {p->proc, (int64_t)p->seq, d, atomic_load(&g->torch_allocated_bytes),
-                       atomic_load(&g->torch_reserved_bytes)};
+    if (g->torch_seen) {
+      int64_t tv[5] = {p->proc, (int64_t)p->seq, d, g->torch_allocated_bytes, g->torch_reserved_bytes};
       rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_torch VALUES(?,?,?,?,?)", tv, 5, NULL);
     }
   }
