@@ -6,8 +6,8 @@
  *
  * Each number is an offsetof() in that version's own headers (Include/cpython/...,
  * Include/internal/... with Py_BUILD_CORE); the header and field are named beside it.
- * tests/unit/test_pylayout.c compiles against each interpreter's headers found at
- * configure time and checks every entry with offsetof/sizeof (ctest python_layout_3.X).
+ * tests/python/test_pylayout.c compiles against each interpreter's headers found at
+ * configure time and checks every entry with offsetof/sizeof (ctest python_3.X_layout).
  *
  * Frames:
  *  - 3.9, 3.10 (LGI_PYF_OBJECT): PyThreadState.frame -> PyFrameObject, linked by

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Isolated calls: fn runs in a copy-on-write fork of the caller, under the seccomp
- * filter of seccomp.c, a memory budget (RSS polling) and a timeout (docs/isolate.md).
+ * filter of seccomp.c, a memory budget (the child's own memory cgroup where one can be
+ * made, else its RSS polled) and a timeout (docs/isolate.md).
  *
  * The child talks to the parent over one AF_UNIX stream socket (send with
  * MSG_NOSIGNAL: no SIGPIPE in the caller). Messages are a fixed header, lgiso_msg,
