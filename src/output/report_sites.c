@@ -13,7 +13,7 @@
 
 #include "analysis/stats.h"
 #include "core/strmap.h"
-#include "leakguard.h" /* LG_POOL_SKIP_DEFAULT */
+#include "leakguard.h" /* LG_PATTERN_PLATEAU */
 #include "output/report.h"
 #include "output/report_impl.h"
 
