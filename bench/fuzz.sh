@@ -4,7 +4,7 @@
 # not CI. Targets (tests/fuzz/fuzz_TARGET.c):
 #   csv      the classify CSV reader and the classifier (src/analysis/csv.c)
 #   ini      the guard's INI config (src/guard/config.c)
-#   report   the report on a corrupted or hostile database (src/output/store.c, report.c)
+#   report   the report on a corrupted or hostile database (src/findings/reader.c, build.c)
 #
 #   bench/fuzz.sh [-t SECONDS] [TARGET...]      default: 1800 s each, all targets, one at a time
 #

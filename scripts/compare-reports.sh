@@ -22,7 +22,7 @@ for xz in "$ROOT"/tests/fixtures/*/*.db.xz; do
   db=$tmp/$(basename "$(dirname "$xz")")-$(basename "$xz" .xz)
   xz -dc "$xz" >"$db"
   n=$((n + 1))
-  for fmt in text json folded pprof html; do
+  for fmt in text json folded pprof html pool-profile; do
     "$old/bin/leakguard" report -f "$fmt" -o "$tmp/old" "$db" >/dev/null 2>&1 || true
     "$new/bin/leakguard" report -f "$fmt" -o "$tmp/new" "$db" >/dev/null 2>&1 || true
     if ! cmp -s "$tmp/old" "$tmp/new"; then
@@ -32,5 +32,5 @@ for xz in "$ROOT"/tests/fixtures/*/*.db.xz; do
     rm -f "$tmp/old" "$tmp/new"
   done
 done
-echo "compare-reports.sh: $n databases x 5 formats, $diffs differ"
+echo "compare-reports.sh: $n databases x 6 formats, $diffs differ"
 [ "$diffs" -eq 0 ]

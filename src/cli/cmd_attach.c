@@ -29,13 +29,14 @@
 #include "cli/target.h"
 #include "collector/collector.h"
 #include "core/util.h"
-#include "output/report.h"
+#include "cli/final_report.h"
+#include "findings/report.h"
 #include "output/store.h"
 
 static void usage(FILE *f) {
   fprintf(f, "usage: leakguard attach [-o FILE [--force]] [-i SEC] [-s BYTES] [-d DEPTH] [--duration SEC] [--quiet]\n"
              "                        [--no-mmap] [--fail-on-leak] [--metrics ADDR:PORT] [--guard]\n"
-             "                        [--guard-config F] [--guard-dry-run] PID\n"
+             "                        [--guard-config F] [--guard-dry-run] [--format FMT] [--report FILE] PID\n"
              "Records the running process PID until --duration SEC, Ctrl-C or its exit, then detaches\n"
              "(the process keeps running) and prints the report. The other options are those of\n"
              "`leakguard run` (see leakguard run --help), but the guard watches PID alone: its memory\n"
@@ -143,7 +144,8 @@ typedef struct attach_opts {
   int guard, guard_dry_run;
   const char *guard_config, *metrics;
   pid_t pid;
-  int force; /* --force: replace an existing output file */
+  int force;      /* --force: replace an existing output file */
+  lg_final_t fin; /* --format, --report: the final report */
 } attach_opts_t;
 
 static int parse(int argc, char **argv, attach_opts_t *o) {
@@ -160,10 +162,13 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
                                      {"guard-config", required_argument, 0, 'C'},
                                      {"guard-dry-run", no_argument, 0, 'Y'},
                                      {"force", no_argument, 0, 'f'},
+                                     {"format", required_argument, 0, 'T'},
+                                     {"report", required_argument, 0, 'R'},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->depth = 64;
+  const char *format = NULL, *report = NULL;
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "+o:i:s:d:qh", lo, NULL)) != -1) {
@@ -207,10 +212,14 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
       o->guard = 1;
       o->guard_dry_run = 1;
       break;
+    case 'T': format = optarg; break;
+    case 'R': report = optarg; break;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return LG_EXIT_USAGE;
     }
   }
+  int frc = lg_final_parse("attach", format, report, &o->fin);
+  if (frc) return frc;
   long pid;
   if (optind != argc - 1 || lgu_parse_long(argv[optind], 1, INT_MAX, &pid) != 0) {
     lgu_err("attach: one process id is needed (leakguard attach [OPTIONS] PID)");
@@ -357,23 +366,23 @@ static int attach(attach_opts_t *o) {
   }
   lgc_free(col); /* closes the connection: the agent detaches */
   col = NULL;
-  lgr_report_t rep;
-  lgr_options_t ro = {0};
-  int leak = 0;
-  if (lgr_build(db, &ro, &rep, why, sizeof why) == 0) {
-    leak = rep.nleaks > 0;
-    if (!o->quiet) {
-      fflush(stdout);
-      lgr_print_text(stdout, &rep, &ro);
-      printf("\nRecording began at attach, %s (growth is judged from then on).\n", began);
-      if (have)
-        printf("Pre-attach bytes released while attached: %" PRIu64 " in %" PRIu64 " blocks%s.\n",
-               st.preattach_bytes_released, st.preattach_blocks_released,
-               o->sample ? " (not counted in sampled mode)" : "");
-      printf("Recorded in %s (leakguard report %s --format json)\n", o->output, o->output);
-    }
-    lgr_free(&rep);
-  } else lgu_err("attach: cannot build the report: %s", why);
+  lgr_db_t *rdb = lgr_borrow(lgst_db(db));
+  int leaks = -1,
+      frc = rdb ? lg_final_report("attach", rdb, o->output, &o->fin, 10, o->quiet, &leaks) : LG_EXIT_INTERNAL;
+  if (!rdb) lgu_err("attach: cannot build the report: out of memory");
+  lgr_close(rdb);
+  int leak = leaks > 0;
+  if (!o->quiet && frc == 0) {
+    /* below a text report on standard output, else on standard error (final_report.h) */
+    FILE *say = o->fin.format->render == lgo_render_text && !o->fin.path ? stdout : stderr;
+    fprintf(say, "\nRecording began at attach, %s (growth is judged from then on).\n", began);
+    if (have)
+      fprintf(say, "Pre-attach bytes released while attached: %" PRIu64 " in %" PRIu64 " blocks%s.\n",
+              st.preattach_bytes_released, st.preattach_blocks_released,
+              o->sample ? " (not counted in sampled mode)" : "");
+    fprintf(say, "Recorded in %s (leakguard report %s --format json)\n", o->output, o->output);
+    if (o->fin.path) fprintf(say, "Report (%s) in %s\n", o->fin.format->name, o->fin.path);
+  }
   rc = o->fail_on_leak && leak ? LG_EXIT_LEAK : 0;
 out:
   lgc_free(col);

@@ -8,8 +8,7 @@
 #include "cli/commands.h"
 #include "core/util.h"
 #include "output/diff.h"
-#include "output/report.h"
-#include "output/store.h"
+#include "findings/report.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -33,16 +32,16 @@ static void usage(FILE *f) {
 enum { OPT_FAIL = 256, OPT_RATIO };
 
 /* Opens and builds the report of one database; 0, or an error said in one line. */
-static int load(const char *path, lgst_t **db, lgr_report_t *rep) {
+static int load(const char *path, lgr_db_t **db, lgr_report_t *rep) {
   char why[1024];
   lgr_options_t ro = {.top = 100000};
-  if (lgst_open(path, db, why, sizeof why) != 0) {
+  if (lgr_open(path, db, why, sizeof why) != 0) {
     lgu_err("diff: %s", why);
     return -1;
   }
   if (lgr_build(*db, &ro, rep, why, sizeof why) != 0) {
     lgu_err("diff: %s: %s", path, why);
-    lgst_close(*db);
+    lgr_close(*db);
     *db = NULL;
     return -1;
   }
@@ -85,12 +84,12 @@ int lg_cmd_diff(int argc, char **argv) {
     return LG_EXIT_USAGE;
   }
   const char *old_path = argv[optind], *new_path = argv[optind + 1];
-  lgst_t *odb = NULL, *ndb = NULL;
+  lgr_db_t *odb = NULL, *ndb = NULL;
   lgr_report_t orep, nrep;
   if (load(old_path, &odb, &orep) != 0) return LG_EXIT_USAGE;
   if (load(new_path, &ndb, &nrep) != 0) {
     lgr_free(&orep);
-    lgst_close(odb);
+    lgr_close(odb);
     return LG_EXIT_USAGE;
   }
   int rc = LG_EXIT_OK;
@@ -112,7 +111,7 @@ int lg_cmd_diff(int argc, char **argv) {
   }
   lgr_free(&orep);
   lgr_free(&nrep);
-  lgst_close(odb);
-  lgst_close(ndb);
+  lgr_close(odb);
+  lgr_close(ndb);
   return rc;
 }

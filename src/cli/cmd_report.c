@@ -9,12 +9,11 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/final_report.h"
 #include "core/outfile.h"
 #include "core/util.h"
-#include "output/pprof.h"
-#include "output/report_html.h"
-#include "output/report.h"
-#include "output/store.h"
+#include "findings/report.h"
+#include "output/render.h"
 
 static void usage(FILE *f) {
   fprintf(f, "usage: leakguard report [OPTIONS] DATABASE\n"
@@ -71,15 +70,14 @@ int lg_cmd_report(int argc, char **argv) {
       return LG_EXIT_USAGE;
     }
   }
-  if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "folded") && strcmp(format, "pprof") &&
-      strcmp(format, "html") && strcmp(format, "pool-profile")) {
-    lgu_err("report: unknown format '%s' (text, json, folded, pprof, html or pool-profile)", format);
+  const lgo_format_t *fmt = lgo_format(format);
+  if (!fmt) {
+    lgu_err("report: unknown format '%s' (%s)", format, lgo_format_names());
     return LG_EXIT_USAGE;
   }
-  int pprof = !strcmp(format, "pprof");
-  ro.generations = !strcmp(format, "pool-profile");
-  if (pprof && !outp && isatty(STDOUT_FILENO)) {
-    lgu_err("report: the pprof format is binary (gzip): give -o FILE or redirect standard output");
+  lgo_format_options(fmt, &ro);
+  if (fmt->binary && !outp && isatty(STDOUT_FILENO)) {
+    lgu_err("report: the %s format is binary (gzip): give -o FILE or redirect standard output", fmt->name);
     return LG_EXIT_USAGE;
   }
   if (optind != argc - 1) {
@@ -87,91 +85,31 @@ int lg_cmd_report(int argc, char **argv) {
     return LG_EXIT_USAGE;
   }
   const char *path = argv[optind];
-  lgst_t *db = NULL;
+  lgr_db_t *db = NULL;
   char why[1024];
-  if (lgst_open(path, &db, why, sizeof why) != 0) {
+  if (lgr_open(path, &db, why, sizeof why) != 0) {
     lgu_err("report: %s", why);
     return LG_EXIT_USAGE;
   }
-  FILE *out = stdout;
-  struct stat so, si;
-  if (outp && stat(outp, &so) == 0 && stat(path, &si) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino) {
-    lgu_err("report: %s is the database being read: refused (give another -o)", outp);
-    lgst_close(db);
-    return LG_EXIT_USAGE;
-  }
-  struct stat od;
-  int removable = 1;
-  if (outp && stat(outp, &od) == 0 && (S_ISCHR(od.st_mode) || S_ISFIFO(od.st_mode) || S_ISSOCK(od.st_mode))) {
-    /* a device or a pipe (/dev/null, /dev/stdout, a shell's >(...)): written to, never
-     * created or truncated: no file can be clobbered through it */
-    int fd = open(outp, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || !(out = fdopen(fd, "wb"))) {
-      lgu_err("report: cannot write %s: %s", outp, strerror(errno));
-      if (fd >= 0) close(fd);
-      lgst_close(db);
-      return LG_EXIT_USAGE;
-    }
-    removable = 0;   /* nothing to remove if the report fails */
-  } else if (outp) { /* claimed: never through a link, nor a file a recording has open;
-                      * an existing file is replaced (a report is made again from its database) */
-    int fd, created, crc = lgu_claim_output(outp, 1, &fd, &created, why, sizeof why);
-    if (crc != 0 || !(out = fdopen(fd, "wb"))) {
-      if (crc != 0) lgu_err("report: cannot write %s", why);
-      else lgu_err("report: cannot write %s: %s", outp, strerror(errno)), close(fd);
-      lgst_close(db);
-      return crc == -ENOSPC || crc == 0 ? LG_EXIT_INTERNAL : LG_EXIT_USAGE;
-    }
+  FILE *out;
+  int removable, orc = lg_report_open("report", outp, path, &out, &removable);
+  if (orc != 0) {
+    lgr_close(db);
+    return orc;
   }
   int rc = LG_EXIT_OK;
-  if (!strcmp(format, "folded")) {
-    /* the checks every format makes first: a database the report refuses is refused
-     * here too, before a line is printed */
-    lgr_report_t rep;
-    if (lgr_build(db, &ro, &rep, why, sizeof why) != 0) {
-      lgu_err("report: %s: %s", path, why);
-      rc = LG_EXIT_USAGE;
-    } else {
-      lgr_free(&rep);
-      if (lgr_print_folded(out, db) != 0) {
-        lgu_err("report: %s: cannot read stacks: damaged database", path);
-        rc = LG_EXIT_USAGE;
-      }
-    }
+  lgr_report_t rep;
+  if (lgr_build(db, &ro, &rep, why, sizeof why) != 0) {
+    lgu_err("report: %s: %s", path, why);
+    rc = LG_EXIT_USAGE;
   } else {
-    lgr_report_t rep;
-    if (lgr_build(db, &ro, &rep, why, sizeof why) != 0) {
-      lgu_err("report: %s: %s", path, why);
-      rc = LG_EXIT_USAGE;
-    } else {
-      if (pprof) {
-        int prc = lgr_print_pprof(out, db, &rep);
-        if (prc == -ENOMEM) lgu_err("report: out of memory writing the pprof profile"), rc = LG_EXIT_INTERNAL;
-        else if (prc != 0)
-          lgu_err("report: %s: cannot write the pprof profile (damaged database?)", path), rc = LG_EXIT_USAGE;
-      } else if (!strcmp(format, "html")) {
-        int hrc = lgr_print_html(out, db, &rep, &ro);
-        if (hrc == -ENOMEM) lgu_err("report: out of memory writing the HTML page"), rc = LG_EXIT_INTERNAL;
-        else if (hrc != 0)
-          lgu_err("report: %s: cannot write the HTML page (damaged database?)", path), rc = LG_EXIT_USAGE;
-      } else if (!strcmp(format, "json")) {
-        lgr_print_json(out, &rep, &ro);
-      } else if (ro.generations) {
-        lgr_print_pool_profile(out, &rep, path);
-      } else {
-        lgr_print_text(out, &rep, &ro);
-      }
-      if (rc == LG_EXIT_OK && fail && rep.nsuspects) rc = LG_EXIT_LEAK;
-      lgr_free(&rep);
-    }
+    lgo_render_opts_t wo = {.top = ro.top, .source = path};
+    int wrc = fmt->render(out, &rep, &wo);
+    if (wrc == -ENOMEM) lgu_err("report: out of memory writing %s", fmt->what), rc = LG_EXIT_INTERNAL;
+    else if (wrc != 0) lgu_err("report: cannot write %s: %s", fmt->what, strerror(-wrc)), rc = LG_EXIT_INTERNAL;
+    if (rc == LG_EXIT_OK && fail && rep.nsuspects) rc = LG_EXIT_LEAK;
+    lgr_free(&rep);
   }
-  lgst_close(db);
-  if (out != stdout) {
-    if (fclose(out) != 0 && rc != LG_EXIT_USAGE) {
-      lgu_err("report: cannot write %s: %s", outp, strerror(errno));
-      rc = LG_EXIT_INTERNAL;
-    }
-    if (removable && (rc == LG_EXIT_USAGE || rc == LG_EXIT_INTERNAL)) unlink(outp); /* no half-written file */
-  }
-  return rc;
+  lgr_close(db);
+  return lg_report_close("report", outp, out, removable, rc);
 }

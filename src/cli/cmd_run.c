@@ -29,7 +29,8 @@
 #include "cli/target.h"
 #include "collector/collector.h"
 #include "core/util.h"
-#include "output/report.h"
+#include "cli/final_report.h"
+#include "findings/report.h"
 #include "output/store.h"
 
 static void store_meta(lgst_t *db, const run_opts_t *o, uint64_t limit, const char *limit_source, char **targv) {
@@ -135,8 +136,10 @@ static int release_child(run_t *r) {
 
 static int run_target(run_opts_t *o, char **targv) {
   char path[PATH_MAX], lib[PATH_MAX], outbuf[PATH_MAX], why[512];
-  int rc = lg_check_target(targv[0], path, sizeof path);
+  lg_final_t fin;
+  int rc = lg_final_parse("run", o->format, o->report, &fin);
   if (rc) return rc;
+  if ((rc = lg_check_target(targv[0], path, sizeof path))) return rc;
   if (lg_find_library(lib, sizeof lib) != 0) {
     lgu_err("cannot find libleakguard.so (looked next to the leakguard binary and in %s); set LEAKGUARD_LIBRARY",
             LG_INSTALL_LIBDIR);
@@ -244,19 +247,17 @@ static int run_target(run_opts_t *o, char **targv) {
   r.view = NULL;
 
   /* The report, from the database only. */
-  lgr_report_t rep;
-  lgr_options_t ro = {.top = o->top};
-  int leak = 0;
-  if (lgr_build(r.db, &ro, &rep, why, sizeof why) == 0) {
-    leak = rep.nleaks > 0;
-    if (!o->quiet) {
-      fflush(stdout);
-      lgr_print_text(stdout, &rep, &ro);
-      printf("\nRecorded in %s (leakguard report %s --format json)\n", o->output, o->output);
-    }
-    lgr_free(&rep);
-  } else {
-    lgu_err("cannot build the report: %s", why);
+  lgr_db_t *rdb = lgr_borrow(lgst_db(r.db));
+  int leaks = -1, frc = rdb ? lg_final_report("run", rdb, o->output, &fin, o->top, o->quiet, &leaks) : LG_EXIT_INTERNAL;
+  if (!rdb) lgu_err("run: cannot build the report: out of memory");
+  lgr_close(rdb);
+  int leak = leaks > 0;
+  if (!o->quiet && frc == 0) {
+    /* where the recording is: below a text report on standard output, else on standard
+     * error, so that a JSON or HTML document on standard output stays one */
+    FILE *say = fin.format->render == lgo_render_text && !fin.path ? stdout : stderr;
+    fprintf(say, "\nRecorded in %s (leakguard report %s --format json)\n", o->output, o->output);
+    if (fin.path) fprintf(say, "Report (%s) in %s\n", fin.format->name, fin.path);
   }
   run_free(&r);
   if (o->fail_on_leak && leak) return LG_EXIT_LEAK;

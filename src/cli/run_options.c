@@ -30,6 +30,8 @@ enum {
   OPT_CUDA_UM,
   OPT_IMPORT_SAMPLE,
   OPT_FORCE,
+  OPT_FORMAT,
+  OPT_REPORT,
 };
 
 static void usage(FILE *f) {
@@ -67,7 +69,11 @@ static void usage(FILE *f) {
              "      --explain-at-step N  Python: find who holds the suspects' memory at step N\n"
              "                        (also done at exit; docs/python.md)\n"
              "  -n, --top N           suspects in the final report (default 10)\n"
-             "  -q, --quiet           no live view and no final text report\n"
+             "      --format FMT      the final report's format: text (default), json, folded,\n"
+             "                        pprof, html or pool-profile (as leakguard report's)\n"
+             "      --report FILE     write the final report to FILE (replaced if it exists),\n"
+             "                        not to standard output, which the program shares\n"
+             "  -q, --quiet           no live view and no final report on standard output\n"
              "  -h, --help            this help\n"
              "\n"
              "Exit status: the target's (128+N if killed by signal N); 97 with --fail-on-leak\n"
@@ -126,6 +132,8 @@ int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
                                            {"cuda-um", no_argument, NULL, OPT_CUDA_UM},
                                            {"import-sample", required_argument, NULL, OPT_IMPORT_SAMPLE},
                                            {"force", no_argument, NULL, OPT_FORCE},
+                                           {"format", required_argument, NULL, OPT_FORMAT},
+                                           {"report", required_argument, NULL, OPT_REPORT},
                                            {NULL, 0, NULL, 0}};
   optind = 1;
   opterr = 0;
@@ -135,6 +143,8 @@ int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
     switch (ch) {
     case 'o': o.output = optarg; break;
     case OPT_FORCE: o.force = 1; break;
+    case OPT_FORMAT: o.format = optarg; break;
+    case OPT_REPORT: o.report = optarg; break;
     case 'i':
       if (lgu_parse_double(optarg, &o.interval) != 0 || o.interval < 0.05 || o.interval > 3600) {
         lgu_err("run: --interval must be a number of seconds between 0.05 and 3600, not '%s'", optarg);

@@ -17,7 +17,8 @@ typedef struct run_opts {
   int cuda_um; /* --cuda-um: CUPTI Unified Memory counters (docs/cuda.md) */
   const char *guard_config, *metrics;
   long explain_at_step;
-  int force; /* --force: replace an existing output file */
+  int force;                   /* --force: replace an existing output file */
+  const char *format, *report; /* --format, --report FILE: the final report (cli/final_report.h) */
 } run_opts_t;
 
 /* Parses `leakguard run`'s options into o and the target command into *targv: -1 to go

@@ -18,7 +18,7 @@
 #include "core/nvml.h"
 #include "core/symbolize.h"
 #include "core/util.h"
-#include "output/report.h"
+#include "findings/report.h"
 
 /* The live analysis runs every LIVE_TICK_NS, or at the snapshot interval when that is
  * shorter (in memory; the database gets snapshots at the snapshot interval), so a leak

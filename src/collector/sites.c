@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/strmap.h"
-#include "output/report.h"
+#include "findings/report.h"
 
 /* A group is tracked (sampled every tick) from the first tick it holds this much. */
 #define TRACK_BYTES 16384.0

@@ -4,7 +4,7 @@
  *
  * The recorder interns call stacks; a program reaches one allocation site (a Python
  * line, a native function and line) through many of them. The report merges the stacks
- * of a site when it is built from the database (output/report.c); while the program
+ * of a site when it is built from the database (findings/build.c); while the program
  * runs, this module does the same for the live analysis: each symbolized stack is
  * assigned to its site group, the groups' summed live bytes are sampled at every live
  * tick, and the detector (lgd_analyze_recent) runs on the groups. A group is *flagged*

@@ -21,7 +21,7 @@ static void symframe_at(const void *frames, int i, const char **fn, const char *
   *module = f->module;
 }
 
-/* The site of a symbolized stack (the report's rule, output/report.c: the innermost
+/* The site of a symbolized stack (the report's rule, findings/build.c: the innermost
  * Python line, else the first frame that is not allocator machinery): its key, a label
  * for people and its first frames as JSON (for the suspects files). */
 static void site_of_frames(const lgs_frame_t *fr, int nf, unsigned space, uint32_t id, char *key, size_t keylen,

@@ -16,7 +16,7 @@
 
 #include <stdio.h>
 
-#include "output/report.h"
+#include "findings/report.h"
 
 typedef enum lgdf_kind {
   LGDF_NEW,       /* leaks in NEW; not in OLD */

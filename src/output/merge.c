@@ -133,13 +133,13 @@ int lgst_merge(const char *out, const char *const *in, int n, char *why, size_t 
     return -EEXIST;
   }
   for (int i = 0; i < n; i++) {
-    lgst_t *s = NULL;
+    lgr_db_t *s = NULL;
     char w[1024];
-    if (lgst_open(in[i], &s, w, sizeof w) != 0) { /* the schema checks of `report` */
+    if (lgr_open(in[i], &s, w, sizeof w) != 0) { /* the schema checks of `report` */
       snprintf(why, whylen, "%s", w);
       return -EINVAL;
     }
-    lgst_close(s);
+    lgr_close(s);
     if (stat(in[i], &si[i]) != 0) {
       snprintf(why, whylen, "%s: %s", in[i], strerror(errno));
       return -errno;

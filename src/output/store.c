@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* store.c - SQLite writer and opener for leakguard databases. */
+/* store.c - the SQLite writer of leakguard databases (the reader: findings/reader.c). */
 #include "output/store.h"
 
 #include <errno.h>
@@ -229,84 +229,6 @@ int lgst_create(const char *path, lgst_t **out, const char **errmsg) {
   int rc = lgst_create_ex(path, LGST_FORCE, out, buf, sizeof buf);
   if (rc) *errmsg = buf;
   return rc;
-}
-
-int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen) {
-  struct stat sb;
-  if (access(path, R_OK) != 0 || stat(path, &sb) != 0) {
-    int e = errno;
-    snprintf(why, whylen, "%s: %s", path, strerror(e));
-    return -e;
-  }
-  if (S_ISDIR(sb.st_mode)) {
-    snprintf(why, whylen, "%s: is a directory, not a leakguard database", path);
-    return -EISDIR;
-  }
-  lgst_t *s = calloc(1, sizeof *s);
-  if (!s) {
-    snprintf(why, whylen, "%s: out of memory", path);
-    return -ENOMEM;
-  }
-  s->lock_fd = -1; /* not ours to lock: a reader */
-  /* Read-write open so that a WAL left by a killed collector is recovered. */
-  int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE, NULL);
-  if (rc != SQLITE_OK) {
-    sqlite3_close(s->db); /* a handle is returned even on failure */
-    s->db = NULL;
-    rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL);
-  }
-  sqlite3_stmt *st = NULL;
-  const char *reason = NULL;
-  if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema'", -1, &st, NULL);
-  if (rc == SQLITE_OK) {
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-      int v = sqlite3_column_int(st, 0);
-      static char vr[160];
-      if (v > 0 && v < LG_SCHEMA_VERSION) {
-        snprintf(vr, sizeof vr,
-                 "recorded by an older leakguard (database schema %d; this one reads schema %d): record it again", v,
-                 LG_SCHEMA_VERSION);
-        reason = vr;
-      } else if (v != LG_SCHEMA_VERSION) {
-        snprintf(vr, sizeof vr, "unsupported leakguard database schema version %d (this leakguard reads %d)", v,
-                 LG_SCHEMA_VERSION);
-        reason = vr;
-      }
-      rc = SQLITE_OK;
-    } else if (rc == SQLITE_DONE) {
-      reason = "not a leakguard database (no schema version)";
-      rc = SQLITE_OK;
-    }
-  }
-  if (rc != SQLITE_OK && !reason) {
-    if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT || rc == SQLITE_ERROR)
-      reason = "not a leakguard database, or a damaged one";
-    else reason = "cannot read database";
-  }
-  if (!reason) {
-    /* Every table the report needs must be readable (a truncated file fails here). */
-    static const char *q[] = {"SELECT count(*) FROM processes", "SELECT count(*) FROM snapshots",
-                              "SELECT count(*) FROM samples", "SELECT count(*) FROM stacks",
-                              "SELECT count(*) FROM locations"};
-    for (size_t i = 0; i < sizeof q / sizeof *q && !reason; i++) {
-      sqlite3_stmt *c = NULL;
-      if (sqlite3_prepare_v2(s->db, q[i], -1, &c, NULL) != SQLITE_OK || sqlite3_step(c) != SQLITE_ROW)
-        reason = "not a leakguard database, or a damaged (truncated?) one";
-      sqlite3_finalize(c);
-    }
-  }
-  sqlite3_finalize(st);
-  if (reason) {
-    const char *detail = s->db ? sqlite3_errmsg(s->db) : "";
-    if (detail && strcmp(detail, "not an error") != 0 && strcmp(detail, "no more rows available") != 0)
-      snprintf(why, whylen, "%s: %s (%s)", path, reason, detail);
-    else snprintf(why, whylen, "%s: %s", path, reason);
-    lgst_close(s);
-    return -EINVAL;
-  }
-  *out = s;
-  return 0;
 }
 
 void lgst_close(lgst_t *s) {

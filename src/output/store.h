@@ -5,7 +5,7 @@
  * Writing: the collector commits one transaction per pass of its loop (the
  * snapshots, labels and symbols of that pass, lgc_db_begin/lgc_db_commit; WAL
  * journal), so a killed target, or a killed collector, leaves every snapshot up to the
- * last pass readable. Reading: reports are built from the database only.
+ * last pass readable. Reading: the findings layer (findings/reader.h, lgr_open).
  */
 #ifndef LG_OUTPUT_STORE_H
 #define LG_OUTPUT_STORE_H
@@ -14,8 +14,7 @@
 
 #include "core/model.h"
 #include "core/symbolize.h"
-
-#define LG_SCHEMA_VERSION 2
+#include "findings/reader.h" /* LG_SCHEMA_VERSION; reading a database */
 
 typedef struct lgst lgst_t;
 
@@ -31,9 +30,6 @@ int lgst_create_ex(const char *path, int flags, lgst_t **out, char *why, size_t 
 int lgst_create(const char *path, lgst_t **out, const char **errmsg);
 /* Removes the -wal and -shm files beside a database (stale ones, or of a removed file). */
 void lgst_remove_journal(const char *path);
-/* Opens an existing leakguard database read-only; validates it. On failure returns
- * -errno and writes a one-line reason to why. */
-int lgst_open(const char *path, lgst_t **out, char *why, size_t whylen);
 void lgst_close(lgst_t *s);
 /* The errno of the last failed SQLite call (ENOSPC: disk full, EIO...). */
 int lgst_errno(lgst_t *s);

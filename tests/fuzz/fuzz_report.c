@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_report.c - fuzz target: `leakguard report` on a corrupted or hostile database
- * (src/output/store.c lgst_open, src/output/report.c). The base is a real recording
+ * (src/findings/reader.c lgr_open, src/findings/build.c). The base is a real recording
  * (report_seed.sql, a dump of a short `leakguard run`). The first input byte picks how
  * the input changes it:
  *
@@ -24,9 +24,8 @@
 #include <unistd.h>
 
 #include "output/diff.h"
-#include "output/pprof.h"
-#include "output/report.h"
-#include "output/report_html.h"
+#include "findings/report.h"
+#include "output/render.h"
 #include "output/store.h"
 
 #include "fuzz_main.h"
@@ -149,17 +148,20 @@ int lg_fuzz_one(const uint8_t *data, size_t size) {
   }
   fclose(f);
   sqlite3_free(img);
-  lgst_t *db = NULL;
+  lgr_db_t *db = NULL;
   char why[1024];
   int rc = 1;
-  if (lgst_open(path, &db, why, sizeof why) == 0) {
-    lgr_options_t ro = {.top = 10};
+  if (lgr_open(path, &db, why, sizeof why) == 0) {
+    lgr_options_t ro = {.top = 10, .recording = 1, .generations = 1};
+    lgo_render_opts_t wo = {.top = 10, .source = path};
     lgr_report_t rep;
     if (lgr_build(db, &ro, &rep, why, sizeof why) == 0) {
-      lgr_print_text(devnull, &rep, &ro);
-      lgr_print_json(devnull, &rep, &ro);
-      lgr_print_pprof(devnull, db, &rep);
-      lgr_print_html(devnull, db, &rep, &ro);
+      lgo_render_text(devnull, &rep, &wo);
+      lgo_render_json(devnull, &rep, &wo);
+      lgo_render_pprof(devnull, &rep, &wo);
+      lgo_render_html(devnull, &rep, &wo);
+      lgo_render_folded(devnull, &rep, &wo);
+      lgo_render_pool_profile(devnull, &rep, &wo);
       lgdf_t d; /* `leakguard diff` of the report against itself */
       if (lgdf_compare(&rep, &rep, LGDF_WORSE_RATIO, &d) == 0) {
         lgdf_print_text(devnull, &d, "a", "a");
@@ -169,8 +171,7 @@ int lg_fuzz_one(const uint8_t *data, size_t size) {
       lgr_free(&rep);
       rc = 0;
     }
-    lgr_print_folded(devnull, db);
-    lgst_close(db);
+    lgr_close(db);
   }
   unlink(path);
   return rc;

@@ -6,7 +6,10 @@
                     estimates its live bytes within 25 %; a sampled control stays no-leak
   --case outputs    (churn_leak) text report names the site and the run's end; folded stacks are
                     "root;...;leaf BYTES" lines whose leaf frames include the leak site
-                    and whose weights sum to the site's live bytes; report --fail-on-leak
+                    and whose weights sum to the site's live bytes; report --fail-on-leak;
+                    run --format json --report FILE writes the database's JSON report, byte
+                    for byte, and nothing on standard output; an unknown format is a usage
+                    error of one line
   --case collector  the collector is SIGKILLed mid-run: the target runs on unrecorded
                     and exits normally; the database written so far still reports
   --case live       on a terminal (pty) the live view shows the growing site; with
@@ -61,8 +64,19 @@ def case_sample(t, args):
 
 def case_outputs(t, args):
     # churn_leak keeps its leak until exit, so the folded stacks (live bytes at the end) hold it
-    p = t.lg_run([t.bin("churn_leak"), "--seconds", "4"])
+    final = t.path("final.json")
+    p = t.lg_run([t.bin("churn_leak"), "--seconds", "4"], extra=["--format", "json", "--report", final])
     rep = t.report_json(p.db)
+    again = t.run([args.leakguard, "report", p.db, "--format", "json"])
+    with open(final) as f:
+        written = f.read()
+    t.check(written and written == again.stdout, "run --format json --report FILE: the database's JSON report",
+            written=written[:300], report=again.stdout[:300])
+    t.check("leakguard report" not in p.stdout, "run --report: no report on standard output", stdout=p.stdout[-500:])
+    bad = t.run([args.leakguard, "run", "--format", "yaml", "--", "true"])
+    lines = bad.stderr.strip().splitlines()
+    t.check(bad.returncode == 2 and len(lines) == 1 and "'yaml'" in lines[0] and "pool-profile" in lines[0],
+            "run --format yaml: exit 2, one line naming it and the formats", exit=bad.returncode, stderr=bad.stderr)
     top = rep["suspects"][0] if rep["suspects"] else None
     t.check(top is not None, "a suspect to compare outputs against", report=rep)
     if top is None:

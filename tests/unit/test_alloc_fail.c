@@ -34,9 +34,8 @@
 #include "leakguard.h"
 #include "output/diff.h"
 #include "output/merge.h"
-#include "output/pprof.h"
-#include "output/report.h"
-#include "output/report_html.h"
+#include "findings/report.h"
+#include "output/render.h"
 #include "output/store.h"
 
 #define check ai_check
@@ -116,19 +115,20 @@ static void out_free(out_t *o) {
 /* The report of path as text and JSON. 0, or the error (why says). */
 static int report(const char *path, out_t *o, char *why, size_t whylen) {
   memset(o, 0, sizeof *o);
-  lgst_t *s = NULL;
-  int rc = lgst_open(path, &s, why, whylen);
+  lgr_db_t *s = NULL;
+  int rc = lgr_open(path, &s, why, whylen);
   if (rc) return rc;
-  lgr_options_t opt = {.top = 10, .min_growth_bytes = 4096};
+  lgr_options_t opt = {.top = 10, .min_growth_bytes = 4096, .recording = 1};
+  lgo_render_opts_t wo = {.top = 10};
   lgr_report_t r;
   rc = lgr_build(s, &opt, &r, why, whylen);
   if (rc == 0) {
     /* open_memstream allocates inside libc: not counted, never fails here */
     FILE *ft = open_memstream(&o->text, &o->ntext), *fj = open_memstream(&o->json, &o->njson);
     if (!ft || !fj) abort();
-    lgr_print_text(ft, &r, &opt);
-    rc = lgr_print_json(fj, &r, &opt);
-    if (rc) snprintf(why, whylen, "lgr_print_json: %d", rc);
+    lgo_render_text(ft, &r, &wo);
+    rc = lgo_render_json(fj, &r, &wo);
+    if (rc) snprintf(why, whylen, "lgo_render_json: %d", rc);
     /* and `leakguard diff` of the report against itself */
     lgdf_t d;
     if (rc == 0 && (rc = lgdf_compare(&r, &r, LGDF_WORSE_RATIO, &d)) != 0)
@@ -140,14 +140,15 @@ static int report(const char *path, out_t *o, char *why, size_t whylen) {
       lgdf_free(&d);
     }
     /* and the pprof profile (gzip without a time stamp: the same bytes every time) */
-    if (rc == 0 && (rc = lgr_print_pprof(fj, s, &r)) != 0) snprintf(why, whylen, "lgr_print_pprof: %d", rc);
-    /* and the HTML page */
-    if (rc == 0 && (rc = lgr_print_html(fj, s, &r, &opt)) != 0) snprintf(why, whylen, "lgr_print_html: %d", rc);
+    if (rc == 0 && (rc = lgo_render_pprof(fj, &r, &wo)) != 0) snprintf(why, whylen, "lgo_render_pprof: %d", rc);
+    /* and the HTML page, and the folded stacks */
+    if (rc == 0 && (rc = lgo_render_html(fj, &r, &wo)) != 0) snprintf(why, whylen, "lgo_render_html: %d", rc);
+    if (rc == 0 && (rc = lgo_render_folded(ft, &r, &wo)) != 0) snprintf(why, whylen, "lgo_render_folded: %d", rc);
     fclose(ft);
     fclose(fj);
     lgr_free(&r);
   }
-  lgst_close(s);
+  lgr_close(s);
   return rc;
 }
 

@@ -6,7 +6,7 @@
  * device site on GPU 1, a flat managed site with Unified Memory counters and a pinned
  * site on GPU 0 is written for 20 snapshots with lgst_cuda_snapshot/lgst_snapshot,
  * with NVML samples on the same clock; the tables are read back with SQL, and the
- * report (lgr_build + lgr_print_json) is checked field by field: spaces and devices,
+ * report (lgr_build + lgo_render_json) is checked field by field: spaces and devices,
  * time to OOM against the GPU's memory, the gpus section, untracked bytes, notes,
  * unified_memory. A database without CUDA has none of the tables.
  */
@@ -27,7 +27,8 @@
 #include "core/model.h"
 #include "core/region.h"
 #include "leakguard.h"
-#include "output/report.h"
+#include "findings/report.h"
+#include "output/render.h"
 #include "output/store.h"
 
 #define KiB 1024LL
@@ -190,17 +191,18 @@ static void test_tables(void **state) {
 }
 
 static cJSON *report_json(const char *path) {
-  lgst_t *s = NULL;
   char why[512] = "";
-  assert_int_equal(lgst_open(path, &s, why, sizeof why), 0);
+  lgr_db_t *rd = NULL;
+  assert_int_equal(lgr_open(path, &rd, why, sizeof why), 0);
   lgr_options_t o = {.top = 10};
   lgr_report_t r;
-  assert_int_equal(lgr_build(s, &o, &r, why, sizeof why), 0);
+  assert_int_equal(lgr_build(rd, &o, &r, why, sizeof why), 0);
   char *buf = NULL, *text = NULL;
   size_t len = 0, tlen = 0;
   FILE *mem = open_memstream(&buf, &len), *tm = open_memstream(&text, &tlen);
-  assert_int_equal(lgr_print_json(mem, &r, &o), 0);
-  lgr_print_text(tm, &r, &o);
+  lgo_render_opts_t wo = {.top = o.top};
+  assert_int_equal(lgo_render_json(mem, &r, &wo), 0);
+  assert_int_equal(lgo_render_text(tm, &r, &wo), 0);
   fclose(mem);
   fclose(tm);
   /* the text report names the GPU and the bytes NVML sees that nothing explains */
@@ -212,7 +214,7 @@ static cJSON *report_json(const char *path) {
   assert_non_null(strstr(text, "um_buffer (/src/um.c:12): 120 GPU page faults"));
   free(text);
   lgr_free(&r);
-  lgst_close(s);
+  lgr_close(rd);
   cJSON *j = cJSON_Parse(buf);
   free(buf);
   assert_non_null(j);
@@ -314,9 +316,9 @@ static void test_no_cuda(void **state) {
                    0);
   lgst_close(s);
   free_proc(p);
-  lgst_t *r = NULL;
+  lgr_db_t *r = NULL;
   char why[256];
-  assert_int_equal(lgst_open(path, &r, why, sizeof why), 0);
+  assert_int_equal(lgr_open(path, &r, why, sizeof why), 0);
   lgr_options_t o = {.top = 10};
   lgr_report_t rep;
   assert_int_equal(lgr_build(r, &o, &rep, why, sizeof why), 0);
@@ -325,7 +327,7 @@ static void test_no_cuda(void **state) {
   assert_null(rep.um_json);
   assert_int_equal(rep.others[0].device, -1);
   lgr_free(&rep);
-  lgst_close(r);
+  lgr_close(r);
 }
 
 int main(void) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_report.c - unit tests for the report built from the store (lgr_build and
- * lgr_print_json). Databases are written through the store with the fake process of
+ * lgo_render_json). Databases are written through the store with the fake process of
  * store_fixture.c: a two-site database (one growing, one flat, 20 snapshots) whose
  * JSON report is parsed with cJSON and checked field by field, holders merged per
  * site, and series shaped to test the findings of issue #10 (minor first uses, a
@@ -24,8 +24,9 @@
 #include "core/model.h"
 #include "core/region.h"
 #include "leakguard.h"
-#include "output/report.h"
-#include "output/report_impl.h"
+#include "findings/report.h"
+#include "findings/impl.h"
+#include "output/render.h"
 #include "output/store.h"
 #include "store_fixture.h"
 
@@ -235,9 +236,9 @@ static void test_site_life(void **state) {
 }
 
 static cJSON *report_json(const char *path, const lgr_options_t *o) {
-  lgst_t *s = NULL;
+  lgr_db_t *s = NULL;
   char why[512] = "";
-  assert_int_equal(lgst_open(path, &s, why, sizeof why), 0);
+  assert_int_equal(lgr_open(path, &s, why, sizeof why), 0);
   lgr_report_t r;
   int rc = lgr_build(s, o, &r, why, sizeof why);
   if (rc != 0) print_error("lgr_build: %s\n", why);
@@ -246,10 +247,11 @@ static cJSON *report_json(const char *path, const lgr_options_t *o) {
   size_t len = 0;
   FILE *mem = open_memstream(&buf, &len);
   assert_non_null(mem);
-  assert_int_equal(lgr_print_json(mem, &r, o), 0);
+  lgo_render_opts_t wo = {.top = o->top};
+  assert_int_equal(lgo_render_json(mem, &r, &wo), 0);
   assert_int_equal(fclose(mem), 0);
   lgr_free(&r);
-  lgst_close(s);
+  lgr_close(s);
   assert_true(len > 0 && buf[len - 1] == '\n');
   cJSON *j = cJSON_Parse(buf);
   if (!j) print_error("invalid JSON near: %.80s\n", cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "?");

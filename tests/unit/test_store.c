@@ -3,7 +3,7 @@
  * test_store.c - unit tests for the SQLite store. A fake process (lgm_proc_t over a
  * zeroed, heap-allocated region header and site arrays owned by the test,
  * store_fixture.c) is written with lgst_create/lgst_proc/lgst_stack/lgst_snapshot and
- * read back with plain sqlite3 queries (which sites each snapshot writes); lgst_open
+ * read back with plain sqlite3 queries (which sites each snapshot writes); lgr_open
  * is fed valid, foreign, damaged and missing files. The report built from the store
  * is tested in test_report.c.
  */
@@ -222,10 +222,11 @@ static void test_create_and_write(void **state) {
 
   /* and it reopens as a valid leakguard database, with everything committed */
   char why[512] = "";
-  assert_int_equal(lgst_open(path, &s, why, sizeof why), 0);
-  assert_int_equal(q_int(lgst_db(s), "SELECT count(*) FROM samples"), nsamples);
-  assert_int_equal(q_int(lgst_db(s), "SELECT count(*) FROM snapshots"), 4);
-  lgst_close(s);
+  lgr_db_t *rd = NULL;
+  assert_int_equal(lgr_open(path, &rd, why, sizeof why), 0);
+  assert_int_equal(q_int(lgr_sqlite(rd), "SELECT count(*) FROM samples"), nsamples);
+  assert_int_equal(q_int(lgr_sqlite(rd), "SELECT count(*) FROM snapshots"), 4);
+  lgr_close(rd);
 }
 
 /* store.h: "one samples row per site changed since the last call (all sites when
@@ -307,15 +308,15 @@ static void make_valid_db(const char *path) {
 }
 
 static void expect_open_fails(const char *path, const char *must_contain) {
-  lgst_t *s = (lgst_t *)0x1;
+  lgr_db_t *s = (lgr_db_t *)0x1;
   char why[512];
   memset(why, 0, sizeof why);
-  int rc = lgst_open(path, &s, why, sizeof why);
+  int rc = lgr_open(path, &s, why, sizeof why);
   if (rc >= 0) {
-    print_error("lgst_open(%s) = %d, want an error\n", path, rc);
+    print_error("lgr_open(%s) = %d, want an error\n", path, rc);
     fail();
   }
-  assert_ptr_equal(s, (lgst_t *)0x1); /* out untouched */
+  assert_ptr_equal(s, (lgr_db_t *)0x1); /* out untouched */
   assert_true(why[0] != 0);
   assert_null(strchr(why, '\n')); /* one line */
   assert_non_null(strstr(why, path));
@@ -355,12 +356,12 @@ static void test_open_valid(void **state) {
   char path[256], why[512] = "";
   path_in(f, path, sizeof path, "valid.lgdb");
   make_valid_db(path);
-  lgst_t *s = NULL;
-  assert_int_equal(lgst_open(path, &s, why, sizeof why), 0);
+  lgr_db_t *s = NULL;
+  assert_int_equal(lgr_open(path, &s, why, sizeof why), 0);
   assert_non_null(s);
-  assert_int_equal(q_int(lgst_db(s), "SELECT count(*) FROM snapshots"), 40);
-  assert_int_equal(q_int(lgst_db(s), "SELECT count(*) FROM samples"), 40 * 63);
-  lgst_close(s);
+  assert_int_equal(q_int(lgr_sqlite(s), "SELECT count(*) FROM snapshots"), 40);
+  assert_int_equal(q_int(lgr_sqlite(s), "SELECT count(*) FROM samples"), 40 * 63);
+  lgr_close(s);
 }
 
 static void test_open_text_file(void **state) {
@@ -400,9 +401,9 @@ static void test_open_missing(void **state) {
   fixture_t *f = *state;
   char path[256];
   path_in(f, path, sizeof path, "does-not-exist.lgdb");
-  lgst_t *s = NULL;
+  lgr_db_t *s = NULL;
   char why[512] = "";
-  assert_int_equal(lgst_open(path, &s, why, sizeof why), -ENOENT);
+  assert_int_equal(lgr_open(path, &s, why, sizeof why), -ENOENT);
   assert_null(s);
   assert_non_null(strstr(why, path));
   assert_non_null(strstr(why, strerror(ENOENT)));

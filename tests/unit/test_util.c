@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "core/util.h"
-#include "output/report.h"
+#include "findings/report.h"
 
 #define KiB 1024ULL
 #define MiB (1024ULL * KiB)

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * report_spread.c - growth spread over many sites (docs/detection.md, "From suspects to
+ * spread.c - growth spread over many sites (docs/detection.md, "From suspects to
  * leaks"): when a process's live memory grows as a leak that its suspects do not
  * explain, the sites are grouped by the callers they share and the deepest group whose
  * summed series is a leak becomes one suspect. Part of the per-process analysis of
- * report_sites.c, which calls lgr_find_spread once its sites are judged.
+ * sites.c, which calls lgr_find_spread once its sites are judged.
  */
 #include <errno.h>
 #include <math.h>
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "output/report.h"
-#include "output/report_impl.h"
+#include "findings/report.h"
+#include "findings/impl.h"
 
 /* Growth spread over many sites is many sites growing together, all along: at least
  * half of the group's growth must come from members that grew in both halves of the

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * report_impl.h - what the pieces of the report share: report.c (building, runs and
- * frames), report_sites.c (per-site analysis), report_leaks.c (holders, leaks),
- * report_gpu.c (GPU memory) and report_print.c (printing), and the numbers of the
+ * impl.h - what the pieces of the findings share: build.c (building, runs and
+ * frames), sites.c (per-site analysis), spread.c (growth spread over sites), life.c
+ * (lifetimes), leaks.c (holders, leaks), gpu.c (GPU memory) and recording.c (every
+ * stack, for the formats that draw them all), and the numbers of the
  * significance rule (docs/detection.md, "Minor growth").
  */
-#ifndef LG_OUTPUT_REPORT_IMPL_H
-#define LG_OUTPUT_REPORT_IMPL_H
+#ifndef LG_FINDINGS_IMPL_H
+#define LG_FINDINGS_IMPL_H
 
 #include <sqlite3.h>
 
-#include "output/report.h"
+#include "findings/report.h"
 
 /* Below this growth over the run a site is never a suspect (bytes). */
 #define LGR_MIN_GROWTH_BYTES LGD_MIN_GROWTH_BYTES
@@ -45,41 +46,37 @@ void lgr_fail_why(int err, const char *fmt, ...) __attribute__((format(printf, 2
 enum { LGR_STMT_STACK_LOCS, LGR_STMT_HOLDERS_LATEST, LGR_STMT_HOLDERS, LGR_STMT_COUNT };
 sqlite3_stmt *lgr_cached(sqlite3 *db, int which, const char *sql);
 void lgr_cache_clear(void);
-int lgr_failed(void); /* a failure was recorded */
+int lgr_failed(void);              /* the failure recorded (-errno), 0: none */
+const char *lgr_failure_why(void); /* its reason, "" when none was given */
 /* The failure recorded (0: none), cleared: for printers that read the database after
  * lgr_build (the HTML page's stacks) through the same helpers. */
 int lgr_take_failure(void);
 
-/* report_leaks.c: why each leak of Python code has no holder (the explains table). */
+/* leaks.c: why each leak of Python code has no holder (the explains table). */
 void lgr_explain_gaps(sqlite3 *db, lgr_report_t *r);
 
-/* Frees what a site owns and zeroes it. */
-void lgr_site_free(lgr_site_t *s);
-
-/* report.c */
+/* reader.c */
 char *lgr_dupstr(const unsigned char *s); /* a column's text ("" for NULL); lgr_fail on ENOMEM */
 char *lgr_strdup(const char *s);          /* NULL for NULL; lgr_fail on ENOMEM */
-int lgr_is_python_module(const char *m);
+
+/* frames.c */
+/* Frees what a site owns and zeroes it. */
+void lgr_site_free(lgr_site_t *s);
 int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native);
-/* One stored frame location (docs/schema.md, table locations). */
-typedef struct lgr_loc {
-  char *function, *file, *module;
-  int line, inlined;
-  uint64_t ip;
-} lgr_loc_t;
-/* lgr_frame_at_fn over an array of lgr_loc_t pointers (lgr_stack_locs). */
-void lgr_loc_at(const void *locs, int i, const char **function, const char **file, const char **module);
-/* The deepest stack the report reads. */
-#define LGR_MAX_FRAMES 2048
 /* The locations of a stack of process proc, from its stacks.locs text (a JSON array of
- * ids), innermost first: up to max pointers into a per-build cache (lgr_cache_clear
+ * ids), innermost first: up to max pointers into a per-build cache (lgr_frames_clear
  * frees it). Unknown ids (a damaged database) are left out. Returns the count. */
 int lgr_stack_locs(sqlite3 *db, int proc, const char *locs_text, const lgr_loc_t **out, int max);
+void lgr_frames_clear(void);
 int lgr_parse_locs(const char *text, int64_t *ids, int max);
+/* The text of line `line` of file, trimmed, or NULL (the file is not here). */
+char *lgr_source_line(const char *file, int line);
+
+/* rank.c */
 void lgr_rank_sites(lgr_site_t *s, int n);
 int lgr_push_site(lgr_site_t **arr, int *n, int *cap, const lgr_site_t *s);
 
-/* report_sites.c and report_spread.c: the per-process analysis state. */
+/* sites.c and spread.c: the per-process analysis state. */
 /* A change of one stack's live bytes and blocks at snapshot seq. */
 typedef struct delta {
   int64_t seq;
@@ -132,6 +129,9 @@ typedef struct pctx {
 } pctx_t;
 
 int lgr_cmp_stackref(const void *a, const void *b); /* highest peak first */
+/* series.c: the detector's series from a dense per-snapshot array v: the process's life
+ * until it began to exit. */
+void lgr_series_of(const pctx_t *c, const double *v, lgd_series_t *ser);
 /* Analyses the merged series v (blk: its blocks, or NULL) of site s. */
 void lgr_analyse_series(const pctx_t *c, const double *v, const double *blk, lgr_site_t *s, lgd_series_t *ser);
 /* The lifetime of a site's blocks (docs/lifetimes.md) from its blocks per snapshot and
@@ -144,26 +144,24 @@ void lgr_site_ages(const pctx_t *c, const lgr_stackref_t *stacks, int nstacks, d
 /* The percentiles of l from l->freed, over alloc_blocks blocks of which kept_blocks
  * outlived the run. */
 void lgr_life_percentiles(lgr_life_t *l, double alloc_blocks, double kept_blocks);
-/* report_life.c: the lifetimes (steps 0) or step_lifetimes (steps 1) table of the
+/* life.c: the lifetimes (steps 0) or step_lifetimes (steps 1) table of the
  * process into c->ages; each stack of site s gets its lifetime (the HTML site table);
  * s's row of liblgpool's site profile. */
 void lgr_load_ages(pctx_t *c, int steps);
 void lgr_add_stack_lives(pctx_t *c, const lgr_site_t *s);
 void lgr_add_genrow(pctx_t *c, const lgr_site_t *s);
-/* The lifetime of the site of a stack (lgr_report_t.slife), or NULL. */
-const lgr_life_t *lgr_stack_life(const lgr_report_t *r, int proc, int stack);
 /* The first live flag of any of the site's stacks (s after start), NaN: none. */
 double lgr_site_flag(const pctx_t *c, const lgr_site_t *s);
 /* 1 when the site's stack runs under a module import (lgr_is_import_frame). */
 int lgr_in_import(const lgr_site_t *s);
-/* report_spread.c: growth spread over many sites; used[i]: site i already a suspect. */
+/* spread.c: growth spread over many sites; used[i]: site i already a suspect. */
 void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used);
 
-/* report_sites.c */
+/* sites.c */
 int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_report_t *r, lgr_site_t **others,
                      int *nothers, int *ocap);
 
-/* report_leaks.c */
+/* leaks.c */
 void lgr_load_holders(sqlite3 *db, lgr_site_t *s);
 char *lgr_full_bound(const char *holders_json);
 void lgr_group_leaks(lgr_report_t *r);
@@ -171,20 +169,11 @@ void lgr_free_leaks(lgr_report_t *r);
 void lgr_analyse_leaks(lgr_report_t *r);
 void lgr_split_minor(lgr_report_t *r);
 
-/* pprof.c: every stored stack that held memory, with its values (the pprof profile's
- * samples; the HTML page's flame graphs and site table). */
-enum { LGR_SV_INUSE, LGR_SV_OBJECTS, LGR_SV_ALLOC, LGR_SV_ALLOC_OBJECTS, LGR_SV_PEAK, LGR_SV_GROWTH, LGR_SV_N };
-typedef struct lgr_stackval {
-  int proc, stack;
-  int64_t v[LGR_SV_N]; /* live bytes, blocks at the end; allocated bytes, blocks; live at the
-                          process's peak; growth/s of its leaking site (its share), else 0 */
-  char *locs, *space;
-} lgr_stackval_t;
-/* Sorted by (proc, stack). 0, -ENOMEM or -EIO. */
-int lgr_stack_values(sqlite3 *db, const lgr_report_t *r, lgr_stackval_t **out, size_t *n);
-void lgr_stack_values_free(lgr_stackval_t *v, size_t n);
+/* recording.c: lgr_report_t.rec (after the analysis: each stack's share of growth). */
+int lgr_load_recording(sqlite3 *db, lgr_report_t *r);
+void lgr_free_recording(lgr_recording_t *rec);
 
-/* report_gpu.c */
+/* gpu.c */
 int lgr_gpu_site_device(sqlite3 *db, const lgr_site_t *s);
 void lgr_gpu_site_um(sqlite3 *db, lgr_site_t *s);
 double lgr_gpu_headroom(const lgr_report_t *r, const lgr_site_t *s, double host_headroom);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * report_life.c - how long a site's blocks live (docs/lifetimes.md): the mean lifetime
+ * life.c - how long a site's blocks live (docs/lifetimes.md): the mean lifetime
  * by Little's law and the generation, the distribution of the freed blocks' ages from
  * the lifetimes tables, and the rows the HTML site table and liblgpool's site profile
- * read. Part of the per-process analysis of report_sites.c.
+ * read. Part of the per-process analysis of sites.c.
  */
 #include <errno.h>
 #include <math.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "leakguard.h" /* LG_POOL_SKIP_DEFAULT */
-#include "output/report.h"
-#include "output/report_impl.h"
+#include "findings/report.h"
+#include "findings/impl.h"
 
 /* The lifetimes (steps 0) or step_lifetimes (steps 1) table of this process: stacks
  * with freed blocks by age, ascending. An older database has no such table: no
@@ -226,4 +226,9 @@ void lgr_add_genrow(pctx_t *c, const lgr_site_t *s) {
   char *k = lgr_strdup(key);
   if (!k) return lgr_fail(-ENOMEM);
   r->gens[r->ngens++] = (lgr_genrow_t){k, s->life, s->alloc_blocks};
+}
+
+const char *lgr_gen_name(int gen) {
+  static const char *names[] = {"young", "middle", "old"};
+  return gen >= 0 && gen <= LGR_GEN_OLD ? names[gen] : "unknown";
 }

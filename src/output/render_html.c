@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * report_html.c - the report as one self-contained HTML page (`leakguard report
+ * render_html.c - the findings as one self-contained HTML page (`leakguard report
  * --format html`): inline CSS, JavaScript and SVG, no network, so it opens offline and
  * can be attached to a bug (docs/html.md).
  *
@@ -8,18 +8,17 @@
  * holders, the processes and ranks. As data (one JSON script element) for its
  * script: the JSON report; each leak's memory curve per space over time and steps,
  * with its time to OOM; and every stored stack with its live bytes at the process's
- * peak, growth per second, live and allocated bytes (the pprof profile's values,
- * pprof.c), from which the script draws a flame graph of the peak and one of growth,
+ * peak, growth per second, live and allocated bytes (the pprof profile's values: the
+ * recording, lgr_recording_t), from which the script draws a flame graph of the peak and one of growth,
  * and a sortable table of all allocation sites.
  *
- * The stacks are written as they are read (a hundred thousand stacks would be millions
+ * The stacks are written as they are walked (a hundred thousand stacks would be millions
  * of cJSON nodes), so strings are escaped here: JSON's escapes, and "</" written
  * "<\/" so that no text closes the script element.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +26,8 @@
 #include "core/hash.h"
 #include "core/strmap.h"
 #include "core/util.h"
-#include "output/report_html.h"
-#include "output/report_impl.h"
+#include "findings/report.h"
+#include "output/render.h"
 
 extern const char lgr_html_css[], lgr_html_js[];
 
@@ -320,12 +319,9 @@ static void cct_free(cct_t *t) {
  * process ("pid N rank R on HOST\tcommand"), then the Python callers outermost first, then the native frames under the innermost Python
  * line, down to the allocation. The site is the innermost Python line when there is
  * one, else the innermost frame that is not allocator machinery. */
-static int print_stacks(FILE *f, sqlite3 *db, const lgr_report_t *r) {
-  lgr_stackval_t *sv = NULL;
-  size_t ns = 0;
-  int rc = lgr_stack_values(db, r, &sv, &ns);
-  if (rc) return rc;
-  (void)lgr_take_failure(); /* lgr_stack_locs records its failures (an allocation, a query) */
+static int print_stacks(FILE *f, const lgr_report_t *r) {
+  const lgr_recording_t *rec = &r->rec;
+  int rc = 0;
   const lgr_loc_t **lv = malloc(LGR_MAX_FRAMES * sizeof *lv);
   int *ids = malloc(LGR_MAX_FRAMES * sizeof *ids);
   lgu_strmap_t names = {0};
@@ -334,9 +330,12 @@ static int print_stacks(FILE *f, sqlite3 *db, const lgr_report_t *r) {
   if (cct_init(&t) || !lv || !ids) rc = -ENOMEM;
   fputs("\"stacks\":[", f);
   char key[1200];
-  for (size_t i = 0; rc == 0 && i < ns; i++) {
-    const lgr_stackval_t *s = &sv[i];
-    int n = lgr_stack_locs(db, s->proc, s->locs, lv, LGR_MAX_FRAMES);
+  size_t shown = 0;
+  for (size_t i = 0; rc == 0 && i < rec->nstacks; i++) {
+    const lgr_stackval_t *s = &rec->stacks[i];
+    if (!s->stored) continue;
+    int n = s->nframes < LGR_MAX_FRAMES ? s->nframes : LGR_MAX_FRAMES;
+    for (int k = 0; k < n; k++) lv[k] = &rec->locs[s->frames[k]];
     for (int k = 0; k < n && rc == 0; k++) {
       const lgr_loc_t *l = lv[k];
       if (l->file && l->file[0]) snprintf(key, sizeof key, "%s\t%s:%d", l->function, l->file, l->line);
@@ -379,7 +378,7 @@ static int print_stacks(FILE *f, sqlite3 *db, const lgr_report_t *r) {
      * percentile's upper bound (0: no distribution, -1: a kept block) */
     const lgr_life_t *lf = lgr_stack_life(r, s->proc, s->stack);
     double p90 = !lf || isnan(lf->p90_le_s) ? 0 : isinf(lf->p90_le_s) ? -1 : lf->p90_le_s;
-    fprintf(f, "%s[%lld,%lld,%lld,%lld,%d,%u,%d,%.3g,%.3g,%.3g]", i ? "," : "", (long long)s->v[LGR_SV_PEAK],
+    fprintf(f, "%s[%lld,%lld,%lld,%lld,%d,%u,%d,%.3g,%.3g,%.3g]", shown++ ? "," : "", (long long)s->v[LGR_SV_PEAK],
             (long long)s->v[LGR_SV_GROWTH], (long long)s->v[LGR_SV_INUSE], (long long)s->v[LGR_SV_ALLOC], site, node,
             lf ? lf->gen : -1, lf && isfinite(lf->mean_s) ? lf->mean_s : 0, lf ? lf->below_s : 0, p90);
   }
@@ -402,20 +401,16 @@ static int print_stacks(FILE *f, sqlite3 *db, const lgr_report_t *r) {
   lgu_strmap_free(&names);
   free(lv);
   free(ids);
-  lgr_stack_values_free(sv, ns);
-  lgr_cache_clear();
-  int e = lgr_take_failure(); /* a stack whose frames could not be read: no silent gap */
-  return rc ? rc : e;
+  return rc;
 }
 
-int lgr_print_html(FILE *f, lgst_t *store, const lgr_report_t *r, const lgr_options_t *o) {
-  sqlite3 *db = lgst_db(store);
+int lgo_render_html(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) {
   /* the JSON report first (into memory): a failure prints nothing */
   char *js = NULL;
   size_t jn = 0;
   FILE *m = open_memstream(&js, &jn);
   if (!m) return -ENOMEM;
-  int rc = lgr_print_json(m, r, o); /* as `report --format json` prints it */
+  int rc = lgo_render_json(m, r, o); /* as `report --format json` prints it */
   if (fclose(m) != 0 && rc == 0) rc = -ENOMEM;
   if (rc) {
     free(js);
@@ -450,7 +445,7 @@ int lgr_print_html(FILE *f, lgst_t *store, const lgr_report_t *r, const lgr_opti
   fputc(',', f);
   print_series(f, r);
   fputc(',', f);
-  rc = print_stacks(f, db, r);
+  rc = print_stacks(f, r);
   fprintf(f, "}</script>\n<script>%s</script>\n</body></html>\n", lgr_html_js);
   return rc;
 }

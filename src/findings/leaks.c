@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * report_leaks.c - the holders of a site (what keeps its memory alive, from the
+ * leaks.c - the holders of a site (what keeps its memory alive, from the
  * collector's explains) and the grouping of suspects into leaks: one cause each, by
  * holder, function or lockstep, analysed on its summed series and judged significant
- * or minor as a whole. Separate from report.c: it works on the sites once they are
+ * or minor as a whole. Separate from build.c: it works on the sites once they are
  * analysed.
  */
 #include <cjson/cJSON.h>
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "output/report.h"
-#include "output/report_impl.h"
+#include "findings/report.h"
+#include "findings/impl.h"
 
 /* ------------------------------------------------------------------ holders */
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * report_gpu.c - GPU memory in the report (docs/cuda.md): the devices' memory, NVML's
+ * gpu.c - GPU memory in the report (docs/cuda.md): the devices' memory, NVML's
  * view of it, CUPTI Unified Memory counters and the room left on a device. Tables
  * written by the collector only for processes that used CUDA; older databases have
- * none, and every query here tolerates that. Separate from report.c: its own tables,
+ * none, and every query here tolerates that. Separate from build.c: its own tables,
  * asked for by the site analysis and the leaks (a GPU site's device, its headroom).
  */
 #include <cjson/cJSON.h>
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "output/report.h"
-#include "output/report_impl.h"
+#include "findings/report.h"
+#include "findings/impl.h"
 
 static int gpu_space(const char *space) {
   return !strcmp(space, "device") || !strcmp(space, "managed") || !strcmp(space, "pinned");

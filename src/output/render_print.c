@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * report_print.c - the report as text (for people), JSON (for scripts, docs/json.md)
- * and folded stacks (for flame graphs).
+ * render_print.c - the findings as text (for people), JSON (for scripts, docs/json.md),
+ * folded stacks (for flame graphs) and liblgpool's site profile: the renderers that
+ * print characters (render.h). Text and JSON share their helpers.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/util.h"
-#include "output/report.h"
-#include "output/report_impl.h"
+#include "findings/report.h"
+#include "output/render.h"
 
 /* ------------------------------------------------------------------ text */
 
@@ -291,7 +291,7 @@ static void print_gpus(FILE *f, const lgr_report_t *r) {
                "  makes every tensor one cuMemAllocAsync, attributed exactly (docs/cuda.md).\n");
 }
 
-void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
+int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) {
   char b1[32], b2[32], b3[32], lab[512];
   int top = o->top > 0 ? o->top : 10;
   if (r->nleaks) fprintf(f, "leakguard report: LEAK\n");
@@ -398,6 +398,7 @@ void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
   if (r->nstartup)
     fprintf(f, "\nStart-up (not a leak): %d site%s grew by %s only while modules were imported.\n", r->nstartup,
             r->nstartup == 1 ? "" : "s", lgu_fmt_bytes(b1, sizeof b1, r->startup_growth));
+  return 0;
 }
 
 /* ------------------------------------------------------------------ JSON */
@@ -624,7 +625,7 @@ static void gpus_json(cJSON *root, const lgr_report_t *r) {
   jobj(root, "unified_memory", um ? um : cJSON_CreateArray());
 }
 
-int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o) {
+int lgo_render_json(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) {
   json_oom = 0;
   cJSON *root = JPTR(cJSON_CreateObject());
   JCHK(cJSON_AddNumberToObject(root, "schema", 1));
@@ -712,60 +713,37 @@ static void put_folded(FILE *f, const char *fn, int *first) {
   *first = 0;
 }
 
-int lgr_print_folded(FILE *f, lgst_t *store) {
-  sqlite3 *db = lgst_db(store);
-  sqlite3_stmt *st;
-  /* last sample per (proc, stack) with live bytes > 0 */
-  const char *sql = "SELECT s.proc, s.stack, s.live_bytes, k.locs FROM samples s"
-                    " JOIN (SELECT proc, stack, max(seq) m FROM samples GROUP BY proc, stack) l"
-                    " ON s.proc=l.proc AND s.stack=l.stack AND s.seq=l.m"
-                    " LEFT JOIN stacks k ON k.proc=s.proc AND k.stack=s.stack WHERE s.live_bytes > 0"
-                    " ORDER BY s.proc, s.stack";
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
-  const lgr_loc_t **lv = malloc(LGR_MAX_FRAMES * sizeof *lv);
-  if (!lv) {
-    sqlite3_finalize(st);
-    return -ENOMEM;
-  }
-  int step;
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-    if (sqlite3_column_int64(st, 2) > LGR_MAX_COUNTER) { /* what no recorder writes */
-      step = SQLITE_CORRUPT;
-      break;
-    }
-    int n = lgr_stack_locs(db, sqlite3_column_int(st, 0), (const char *)sqlite3_column_text(st, 3), lv, LGR_MAX_FRAMES);
-    int npy = 0;
-    while (npy < n && !strcmp(lv[npy]->module, "python")) npy++;
-    /* root first: the Python callers (outermost first), then the native frames under
-     * the innermost Python line, down to the allocation */
+/* Every stack that holds memory at the end, root first: the Python callers (outermost
+ * first), then the native frames under the innermost Python line, down to the
+ * allocation; weighted by its live bytes. */
+int lgo_render_folded(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) {
+  (void)o;
+  const lgr_recording_t *rec = &r->rec;
+  for (size_t i = 0; i < rec->nstacks; i++) {
+    const lgr_stackval_t *s = &rec->stacks[i];
+    if (s->v[LGR_SV_INUSE] <= 0) continue;
+    const int *fr = s->frames;
+    int n = s->nframes, npy = 0;
+    while (npy < n && !strcmp(rec->locs[fr[npy]].module, "python")) npy++;
     int first = 1;
-    for (int i = npy - 1; i >= 0; i--) put_folded(f, lv[i]->function, &first);
-    for (int i = n - 1; i >= npy; i--) put_folded(f, lv[i]->function, &first);
+    for (int k = npy - 1; k >= 0; k--) put_folded(f, rec->locs[fr[k]].function, &first);
+    for (int k = n - 1; k >= npy; k--) put_folded(f, rec->locs[fr[k]].function, &first);
     if (first) fprintf(f, "[unknown]");
-    fprintf(f, " %lld\n", (long long)sqlite3_column_int64(st, 2));
+    fprintf(f, " %lld\n", (long long)s->v[LGR_SV_INUSE]);
   }
-  free(lv);
-  lgr_cache_clear();
-  sqlite3_finalize(st);
-  return step == SQLITE_DONE ? 0 : step == SQLITE_NOMEM ? -ENOMEM : -EIO;
+  return 0;
 }
 
 /* ------------------------------------------------------------------ pool profile */
 
-static int cmp_genrow(const void *a, const void *b) {
-  const lgr_genrow_t *x = a, *y = b;
-  int c = strcmp(x->key, y->key);
-  if (c) return c;
-  return (x->alloc_blocks < y->alloc_blocks) - (x->alloc_blocks > y->alloc_blocks); /* most blocks first */
-}
-
-void lgr_print_pool_profile(FILE *f, const lgr_report_t *r, const char *source) {
+/* r->gens comes sorted by key, most blocks first (life.c). */
+int lgo_render_pool_profile(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) {
+  const char *source = o->source;
   fprintf(f, "# liblgpool site profile (LEAKGUARD_POOL_PROFILE, docs/pool.md)\n");
   fprintf(f, "# measured by leakguard in %s: the generation of the blocks each function or\n",
           source ? source : "a run");
   fprintf(f, "# Python line allocated (docs/lifetimes.md); a key of several sites takes the one that\n");
   fprintf(f, "# allocated most\n");
-  if (r->ngens > 1) qsort(r->gens, (size_t)r->ngens, sizeof *r->gens, cmp_genrow);
   char d[32];
   for (int i = 0; i < r->ngens; i++) {
     const lgr_genrow_t *g = &r->gens[i];
@@ -778,4 +756,5 @@ void lgr_print_pool_profile(FILE *f, const lgr_report_t *r, const char *source) 
       fprintf(f, " (%s)", fmt_pct_steps(d, sizeof d, g->life.p90_le_steps));
     fprintf(f, ", %.0f %% kept, %llu blocks\n", g->life.kept * 100, (unsigned long long)g->alloc_blocks);
   }
+  return 0;
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * report_sites.c - the per-site analysis of one process: its snapshots, its stacks
+ * sites.c - the per-site analysis of one process: its snapshots, its stacks
  * merged into allocation sites, each site's series run through the detector, and the
- * search for growth spread over many sites. Separate from report.c: it is the bulk of
- * the report's work, and report.c calls only lgr_analyse_proc of it.
+ * search for growth spread over many sites (spread.c). Separate from build.c: it is the
+ * bulk of the report's work, and build.c calls only lgr_analyse_proc of it. One site's
+ * series is judged in series.c, which spread.c shares.
  */
 #include <errno.h>
 #include <math.h>
@@ -14,8 +15,8 @@
 #include "analysis/stats.h"
 #include "core/strmap.h"
 #include "leakguard.h" /* LG_PATTERN_PLATEAU */
-#include "output/report.h"
-#include "output/report_impl.h"
+#include "findings/report.h"
+#include "findings/impl.h"
 
 /* ------------------------------------------------------------------ sites */
 
@@ -42,59 +43,6 @@ int lgr_cmp_stackref(const void *a, const void *b) {
   if (x->peak_live_bytes != y->peak_live_bytes) return x->peak_live_bytes < y->peak_live_bytes ? 1 : -1;
   if (x->live_bytes != y->live_bytes) return x->live_bytes < y->live_bytes ? 1 : -1;
   return (x->stack > y->stack) - (x->stack < y->stack);
-}
-
-/* Builds the detector's series from a dense per-snapshot array: the process's life
- * until it began to exit (its teardown is not what it did while it ran). */
-static void series_of(const pctx_t *c, const double *v, lgd_series_t *ser) {
-  ser->n = 0;
-  for (int64_t i = 0; i < c->nsnap; i++)
-    if (!isnan(c->t[i]) && !(c->t[i] > c->run->exit_begin_s) && lgd_series_add(ser, c->t[i], v[i], c->step[i])) {
-      lgr_fail(-ENOMEM);
-      return;
-    }
-}
-
-/* Analyses the merged series v; fills the site's result, growth and time to OOM. */
-void lgr_analyse_series(const pctx_t *c, const double *v, const double *blk, lgr_site_t *s, lgd_series_t *ser) {
-  double maxval = 0;
-  for (int64_t i = 0; i < c->nsnap; i++)
-    if (v[i] > maxval) maxval = v[i];
-  s->peak_live_bytes = maxval >= 9.2e18 ? INT64_MAX : (int64_t)maxval; /* huge counts (fuzz) */
-  memset(&s->r, 0, sizeof s->r);
-  s->r.growth_bytes_per_step = NAN;
-  s->r.since_s = NAN;
-  s->time_to_oom_s = NAN;
-  if (maxval < c->min_growth) return;
-  series_of(c, v, ser);
-  /* The classifier names the shape of suspects; other sites keep the rule-based shape
-   * (thousands of them in a Python program: it would cost seconds). */
-  lgd_options_t dopt = {c->o->min_growth_bytes, 1};
-  lgd_analyze_recent(ser->pts, ser->n, &dopt, &s->r);
-  if (!s->r.leak) return;
-  s->growth_bytes = fmax(0, s->r.floor_last - s->r.floor_first);
-  if (s->r.growth_bytes_per_s > 0) s->time_to_oom_s = c->headroom / s->r.growth_bytes_per_s;
-  /* blocks gained since the growth began */
-  double b0 = NAN, b1 = 0;
-  for (int64_t i = 0; i < c->nsnap; i++) {
-    if (isnan(c->t[i])) continue;
-    if (isnan(b0) && c->t[i] >= s->r.since_s) b0 = blk ? blk[i] : 0;
-    if (c->t[i] <= s->r.until_s) { /* not after a teardown */
-      b1 = blk ? blk[i] : 0;
-      s->held_bytes = (int64_t)v[i];
-    }
-  }
-  s->blocks_gained = (int64_t)fmax(0, b1 - (isnan(b0) ? 0 : b0));
-}
-
-double lgr_site_flag(const pctx_t *c, const lgr_site_t *s) {
-  double best = NAN;
-  for (int k = 0; k < s->nstacks; k++) {
-    int id = s->stacks[k].stack;
-    if (id >= 0 && id < c->nflag && !isnan(c->flag_t[id]) && (isnan(best) || c->flag_t[id] < best))
-      best = c->flag_t[id];
-  }
-  return best;
 }
 
 static int load_snapshots(pctx_t *c) {
@@ -461,7 +409,7 @@ static int composition_ok(const pctx_t *c, const acc_t *a, const lgr_site_t *s, 
       ok += g;
       continue;
     }
-    series_of(c, v, ser);
+    lgr_series_of(c, v, ser);
     lgd_options_t dopt = {c->o->min_growth_bytes, 1};
     lgd_result_t r;
     if (lgd_analyze_recent(ser->pts, ser->n, &dopt, &r) == 0 && r.leak) ok += g;
@@ -501,13 +449,6 @@ static void site_from_acc(const pctx_t *c, acc_t *a, lgr_site_t *s) {
   s->alloc_blocks = a->alloc_blocks;
   double t_end = c->nsnap ? c->t[c->nsnap - 1] : 0;
   if (a->has_oldest) s->oldest_age_s = fmax(0, t_end - (double)a->oldest * 0.1);
-}
-
-/* A stack under a module import (any of its frames, docs/detection.md "Start-up"). */
-int lgr_in_import(const lgr_site_t *s) {
-  for (int i = 0; i < s->nall; i++)
-    if (lgr_is_import_frame(s->all_frames[i].function, s->all_frames[i].file)) return 1;
-  return 0;
 }
 
 /* A site whose curve looked like a leak but is not one (start-up, a bounded holder):

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * report.h - builds the leak report from a leakguard database (and only from it)
- * and prints it as text, JSON (the scripting interface, docs/json.md) or folded
- * stacks.
+ * report.h - the findings: the leak report's model, built from a leakguard database
+ * (and only from it: findings/reader.h), knowing nothing of formats. The renderers
+ * (output/render.h: text, JSON, HTML, pprof, folded, pool profile) draw it.
  *
  * The units of the report, from the bottom up (docs/detection.md):
  *  - a *stack*: one recorded call stack (what the recorder interns);
@@ -19,14 +19,14 @@
  *    that is tiny against the process, or a handful of first-use blocks, is *minor
  *    growth*, reported apart (its suspects too) and never a leak.
  */
-#ifndef LG_OUTPUT_REPORT_H
-#define LG_OUTPUT_REPORT_H
+#ifndef LG_FINDINGS_REPORT_H
+#define LG_FINDINGS_REPORT_H
 
 #include <stdint.h>
 #include <stdio.h>
 
 #include "analysis/detect.h"
-#include "output/store.h"
+#include "findings/reader.h"
 
 typedef struct lgr_frame {
   char *function, *file, *module;
@@ -87,7 +87,7 @@ typedef struct lgr_site {
   double time_to_oom_s;    /* NaN when not growing */
   double detected_after_s; /* first flag during the run (s after the process started); NaN: none */
   double growth_bytes;     /* growth over the growing part (last floor - first floor) */
-  double strength;         /* the rank key of lgr_rank_sites (report.c), bytes/s */
+  double strength;         /* the rank key of lgr_rank_sites (build.c), bytes/s */
   lgr_life_t life;
   lgd_result_t r;
   lgr_frame_t *frames; /* innermost first: native allocation frames, then the Python line, then its callers */
@@ -178,6 +178,49 @@ typedef struct lgr_stacklife {
   lgr_life_t life;
 } lgr_stacklife_t;
 
+/* ------------------------------------------------------------------ the recording
+ * Every stack that held memory, with the frames and modules it names: what the formats
+ * that show the whole recording draw (pprof, folded stacks, the HTML page's flame graphs
+ * and site table). Read when lgr_options_t.recording is set. */
+
+/* One stored frame location (docs/schema.md, table locations); text columns "" when
+ * NULL. */
+typedef struct lgr_loc {
+  char *function, *file, *module;
+  int line, inlined;
+  uint64_t ip;
+  int proc;    /* the process and location id it is stored under (the recording's */
+  int64_t loc; /* locations; the report's own frame cache leaves them 0) */
+} lgr_loc_t;
+
+/* A stack's values: live bytes and blocks at the end, allocated bytes and blocks, live
+ * bytes at its process's peak snapshot, and its share of its leaking site's growth per
+ * second (its live bytes' share of the site's; 0 when the site does not leak). */
+enum { LGR_SV_INUSE, LGR_SV_OBJECTS, LGR_SV_ALLOC, LGR_SV_ALLOC_OBJECTS, LGR_SV_PEAK, LGR_SV_GROWTH, LGR_SV_N };
+typedef struct lgr_stackval {
+  int proc, stack;
+  int64_t v[LGR_SV_N];
+  char *space; /* "host" when the stack has no row in the stacks table */
+  int stored;  /* 1: the stacks table has it; 0: samples of an unknown stack (a damaged database) */
+  int *frames; /* indexes into lgr_recording_t.locs, innermost first as stored (a Python */
+  int nframes; /* stack: its Python frames, then the native frames under the innermost line) */
+} lgr_stackval_t;
+
+typedef struct lgr_module {
+  int proc;
+  char *path; /* "" for the vdso and other mappings without a file */
+  uint64_t start, end;
+} lgr_module_t;
+
+typedef struct lgr_recording {
+  lgr_stackval_t *stacks; /* every stack that ever held or allocated memory, by (proc, stack) */
+  size_t nstacks;
+  lgr_loc_t *locs; /* every location, by (proc, loc) */
+  size_t nlocs;
+  lgr_module_t *modules; /* by (proc, start) */
+  size_t nmodules;
+} lgr_recording_t;
+
 typedef struct lgr_report {
   lgr_run_t *runs;
   int nruns;
@@ -205,6 +248,7 @@ typedef struct lgr_report {
   int ngens;
   lgr_stacklife_t *slife; /* every analysed stack's site lifetime, sorted by (proc, stack) */
   size_t nslife, cslife;
+  lgr_recording_t rec; /* lgr_options_t.recording */
 } lgr_report_t;
 
 typedef struct lgr_options {
@@ -212,18 +256,21 @@ typedef struct lgr_options {
   int native; /* 1: keep every frame (no trimming of machinery) */
   double min_growth_bytes;
   int generations; /* 1: fill lgr_report_t.gens (every site's frames are read: slower) */
+  int recording;   /* 1: fill lgr_report_t.rec (every stack, location and module) */
 } lgr_options_t;
 
 /* Builds the report. 0 or -errno (why gets a one-line reason). */
-int lgr_build(lgst_t *db, const lgr_options_t *o, lgr_report_t *out, char *why, size_t whylen);
+int lgr_build(lgr_db_t *db, const lgr_options_t *o, lgr_report_t *out, char *why, size_t whylen);
 void lgr_free(lgr_report_t *r);
 
-void lgr_print_text(FILE *f, const lgr_report_t *r, const lgr_options_t *o);
-int lgr_print_json(FILE *f, const lgr_report_t *r, const lgr_options_t *o);
-/* A liblgpool site profile (LEAKGUARD_POOL_PROFILE, docs/pool.md) from r->gens. */
-void lgr_print_pool_profile(FILE *f, const lgr_report_t *r, const char *source);
-/* Folded stacks ("root;...;leaf bytes"), weighted by live bytes at the end. */
-int lgr_print_folded(FILE *f, lgst_t *db);
+/* The lifetime of the site of a stack (lgr_report_t.slife), or NULL. */
+const lgr_life_t *lgr_stack_life(const lgr_report_t *r, int proc, int stack);
+/* 1 for the module name of a Python frame. */
+int lgr_is_python_module(const char *m);
+/* lgr_frame_at_fn over an array of lgr_loc_t pointers. */
+void lgr_loc_at(const void *locs, int i, const char **function, const char **file, const char **module);
+/* The deepest stack the report reads. */
+#define LGR_MAX_FRAMES 2048
 
 /* 1 when a frame is allocator machinery (malloc family, operator new, C++ standard
  * library internals, leakguard itself) and not the allocation site. */
