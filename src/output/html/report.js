@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// leakguard's HTML report (src/output/report_html.c): draws each leak's memory curve,
+// leakguard's HTML report (src/output/render_html.c): draws each leak's memory curve,
 // the flame graphs of the peak and of growth, and the table of allocation sites from
 // the page's own data (#lg-data). No network, no library: plain DOM and SVG.
 "use strict";
@@ -93,7 +93,7 @@
   // stacks: [peak, growth, end, alloc, site, leaf node, generation (-1 none), mean
   // lifetime s, lifetime bound s, p90 lifetime bound s (0 none, -1 kept)
   // (docs/lifetimes.md)]; nodes: (parent, name) pairs of
-  // the calling-context tree, node 0 the root (built by report_html.c). A tree's values
+  // the calling-context tree, node 0 the root (built by render_html.c). A tree's values
   // are the stacks' values summed up from their leaves.
   const NN = D.nodes.length / 2 + 1;
   const par = new Uint32Array(NN), nam = new Int32Array(NN);
