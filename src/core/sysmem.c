@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cgpath.h"
 #include "core/region.h"
 #include "core/util.h"
 
@@ -171,27 +172,35 @@ int64_t lgs_proc_mem(int pid, int kind) {
   return (int64_t)res * page;
 }
 
+/* Where the hierarchy v is mounted here (the collector opens the paths): 0 when found. */
+static int cg_mount(int v, char *mnt, size_t msize, char *root, size_t rsize) {
+  FILE *f = fopen("/proc/self/mountinfo", "re");
+  if (!f) return -1;
+  char line[4096];
+  int ok = -1;
+  while (ok < 0 && fgets(line, sizeof line, f)) ok = lgs_cg_mount(line, v, mnt, msize, root, rsize);
+  fclose(f);
+  return ok;
+}
+
 int lgs_proc_cgroup_dir(int pid, char *out, size_t n) {
-  char path[64], buf[4096];
+  char path[64], buf[4096], cg[4096], mnt[4096], root[4096];
   snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
   if (lgu_read_file(path, buf, sizeof buf) <= 0) return -ENOENT;
-  int found = -ENOENT;
-  for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    char *c1 = strchr(line, ':');
-    char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-    if (!c2) continue;
-    *c2 = 0;
-    if (strstr(c1 + 1, "memory")) { /* v1 memory controller: it is the one that limits */
-      snprintf(out, n, "/sys/fs/cgroup/memory%s", c2 + 1);
-      return 1;
+  /* the v1 memory controller first: where it is mounted, it is the one that limits */
+  for (int v = 1; v <= 2; v++) {
+    if (lgs_cg_path(buf, v, cg, sizeof cg) != 0) continue;
+    if (cg_mount(v, mnt, sizeof mnt, root, sizeof root) == 0 && lgs_cg_join(out, n, mnt, root, cg) == 0) return v;
+    /* no mountinfo to read: the usual mount points (hybrid hierarchies mount cgroup2
+     * under unified/) */
+    if (v == 1) snprintf(out, n, "/sys/fs/cgroup/memory%s", cg);
+    else {
+      snprintf(out, n, "/sys/fs/cgroup%s", cg);
+      if (lgs_cgroup_version(out) != 2) snprintf(out, n, "/sys/fs/cgroup/unified%s", cg);
     }
-    if (c1[1] == 0) { /* v2 (hybrid hierarchies mount it under unified/) */
-      snprintf(out, n, "/sys/fs/cgroup%s", c2 + 1);
-      if (lgs_cgroup_version(out) != 2) snprintf(out, n, "/sys/fs/cgroup/unified%s", c2 + 1);
-      found = 2;
-    }
+    return v;
   }
-  return found;
+  return -ENOENT;
 }
 
 uint64_t lgs_proc_cgroup_limit(int pid) {

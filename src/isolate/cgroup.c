@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/cgpath.h"
 #include "isolate/isolate.h"
 
 /* Where children's cgroups go, found once. */
@@ -71,18 +72,6 @@ static int write_str(const char *dir, const char *file, const char *s) {
   return n < 0 ? -e : 0;
 }
 
-/* Does the comma-separated list (a mount's options, a v1 hierarchy's controllers) name word? */
-static int has_word(const char *list, size_t len, const char *word) {
-  size_t w = strlen(word);
-  for (size_t i = 0; i < len;) {
-    size_t j = i;
-    while (j < len && list[j] != ',' && list[j] != ' ' && list[j] != '\n') j++;
-    if (j - i == w && memcmp(list + i, word, w) == 0) return 1;
-    i = j + 1;
-  }
-  return 0;
-}
-
 /* The mount point and root of the v1 memory hierarchy (v == 1) or of cgroup2 (v == 2),
  * from /proc/self/mountinfo. 0 when found. */
 static int find_mount(int v, char *mnt, size_t msize, char *root, size_t rsize) {
@@ -90,21 +79,7 @@ static int find_mount(int v, char *mnt, size_t msize, char *root, size_t rsize) 
   if (!f) return -1;
   char line[4096];
   int ok = -1;
-  while (ok < 0 && fgets(line, sizeof line, f)) {
-    /* id parent maj:min root mountpoint options [optional...] - fstype source superoptions */
-    char *sep = strstr(line, " - ");
-    if (!sep) continue;
-    char fstype[32], source[256], super[1024] = "";
-    if (sscanf(sep + 3, "%31s %255s %1023s", fstype, source, super) < 2) continue;
-    if (v == 1 ? strcmp(fstype, "cgroup") != 0 || !has_word(super, strlen(super), "memory")
-               : strcmp(fstype, "cgroup2") != 0)
-      continue;
-    char r[PATH_MAX], m[PATH_MAX];
-    if (sscanf(line, "%*s %*s %*s %4095s %4095s", r, m) != 2) continue;
-    snprintf(mnt, msize, "%s", m);
-    snprintf(root, rsize, "%s", r);
-    ok = 0;
-  }
+  while (ok < 0 && fgets(line, sizeof line, f)) ok = lgs_cg_mount(line, v, mnt, msize, root, rsize);
   fclose(f);
   return ok;
 }
@@ -114,36 +89,14 @@ static int find_mount(int v, char *mnt, size_t msize, char *root, size_t rsize) 
 static int find_path(int v, char *out, size_t size) {
   char buf[8192];
   if (read_small("/proc/self/cgroup", buf, sizeof buf) <= 0) return -1;
-  char *save = NULL;
-  for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    char *c1 = strchr(line, ':');
-    char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-    if (!c2) continue;
-    int match =
-        v == 2 ? c2 == c1 + 1 && strncmp(line, "0:", 2) == 0 : has_word(c1 + 1, (size_t)(c2 - c1 - 1), "memory");
-    if (match) {
-      snprintf(out, size, "%s", c2 + 1);
-      return 0;
-    }
-  }
-  return -1;
-}
-
-/* mnt + (path less the mount's root). */
-static int join(char *out, size_t size, const char *mnt, const char *root, const char *path) {
-  size_t rl = strlen(root);
-  if (strcmp(root, "/") == 0) rl = 0;
-  else if (strncmp(path, root, rl) == 0 && (path[rl] == '/' || path[rl] == 0)) path += rl;
-  else rl = 0; /* a path outside the mount's root: use it as it is */
-  if (strcmp(path, "/") == 0) path = "";
-  return snprintf(out, size, "%s%s", mnt, path) >= (int)size ? -1 : 0;
+  return lgs_cg_path(buf, v, out, size);
 }
 
 static int v2_delegates(const char *dir) {
   char path[PATH_MAX + 32], buf[512];
   snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
   int n = read_small(path, buf, sizeof buf);
-  return n > 0 && has_word(buf, (size_t)n, "memory");
+  return n > 0 && lgs_cg_has_word(buf, (size_t)n, "memory");
 }
 
 /* Removes the children's cgroups that processes which died without their exit handler
@@ -202,11 +155,11 @@ static void find_parent(void) {
   }
   /* cgroup2 with the memory controller delegated below this process's cgroup */
   if (find_mount(2, mnt, sizeof mnt, root, sizeof root) == 0 && find_path(2, path, sizeof path) == 0 &&
-      join(dir, sizeof dir, mnt, root, path) == 0) {
+      lgs_cg_join(dir, sizeof dir, mnt, root, path) == 0) {
     char ctl[PATH_MAX + 32], buf[512];
     snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", dir);
     int n = read_small(ctl, buf, sizeof buf);
-    if (n > 0 && has_word(buf, (size_t)n, "memory")) {
+    if (n > 0 && lgs_cg_has_word(buf, (size_t)n, "memory")) {
       if (v2_delegates(dir)) {
         use_dir(2, dir);
         return;
@@ -217,7 +170,7 @@ static void find_parent(void) {
   }
   /* the v1 memory hierarchy */
   if (find_mount(1, mnt, sizeof mnt, root, sizeof root) == 0 && find_path(1, path, sizeof path) == 0 &&
-      join(dir, sizeof dir, mnt, root, path) == 0) {
+      lgs_cg_join(dir, sizeof dir, mnt, root, path) == 0) {
     char probe[PATH_MAX + 32];
     snprintf(probe, sizeof probe, "%s/memory.limit_in_bytes", dir);
     if (access(probe, F_OK) == 0) {
