@@ -61,40 +61,9 @@ static const char *stacks_at(sqlite3 *db, int seq, char *buf, size_t n) {
 
 /* ------------------------------------------------------------------ writing */
 
-static void test_create_and_write(void **state) {
-  fixture_t *f = *state;
-  char path[256], buf[256];
-  path_in(f, path, sizeof path, "write.lgdb");
-  lgst_t *s = NULL;
-  const char *err = "unset";
-  assert_int_equal(lgst_create(path, &s, &err), 0);
-  assert_non_null(s);
-  assert_null(err);
-  sqlite3 *db = lgst_db(s);
-  assert_string_equal(q_text(db, "SELECT value FROM meta WHERE key='schema'", buf, sizeof buf), "2");
-  assert_int_equal(lgst_meta(s, "limit_source", "cgroup"), 0);
-  assert_int_equal(lgst_meta(s, "limit_source", "physical"), 0); /* replaces */
-  assert_string_equal(q_text(db, "SELECT value FROM meta WHERE key='limit_source'", buf, sizeof buf), "physical");
-  assert_int_equal(q_int(db, "SELECT count(*) FROM meta WHERE key='limit_source'"), 1);
-
-  lgm_proc_t *p = fake_proc(5);
-  atomic_store(&p->hdr->steps, 3);
-  atomic_store(&p->hdr->dropped, 2);
-  p->hdr->sample_bytes = 4096;
-  assert_int_equal(lgst_proc(s, p), 0);
-  assert_int_equal(q_int(db, "SELECT count(*) FROM processes"), 1);
-  assert_int_equal(q_int(db, "SELECT pid FROM processes WHERE proc=1"), 4242);
-  assert_int_equal(q_int(db, "SELECT ppid FROM processes WHERE proc=1"), 17);
-  assert_true(q_is_null(db, "SELECT parent_proc FROM processes WHERE proc=1"));
-  assert_string_equal(q_text(db, "SELECT kind FROM processes WHERE proc=1", buf, sizeof buf), "start");
-  assert_string_equal(q_text(db, "SELECT command FROM processes WHERE proc=1", buf, sizeof buf), "./app --serve");
-  assert_string_equal(q_text(db, "SELECT end_reason FROM processes WHERE proc=1", buf, sizeof buf), "running");
-  assert_true(q_is_null(db, "SELECT end_ns FROM processes WHERE proc=1"));
-  assert_true(q_is_null(db, "SELECT exit_status FROM processes WHERE proc=1"));
-  assert_int_equal(q_int(db, "SELECT steps FROM processes WHERE proc=1"), 3);
-  assert_int_equal(q_int(db, "SELECT dropped FROM processes WHERE proc=1"), 2);
-  assert_int_equal(q_int(db, "SELECT sample_bytes FROM processes WHERE proc=1"), 4096);
-
+/* test_create_and_write's stacks: frames, locations stored once, modules. */
+static void write_stacks(lgst_t *s, sqlite3 *db) {
+  char buf[256];
   lgs_frame_t fr[3] = {
       {0x1000, "libc.so.6", "malloc", "", 0, 0},
       {0x2000, "app", "grow_cache", "/src/app/cache.c", 42, 1},
@@ -143,7 +112,11 @@ static void test_create_and_write(void **state) {
   assert_string_equal(q_text(db, "SELECT path FROM modules WHERE proc=1 AND module=0", buf, sizeof buf),
                       "/usr/bin/app");
   assert_int_equal(q_int(db, "SELECT start FROM modules WHERE proc=1 AND module=0"), 0x400000);
+}
 
+/* test_create_and_write's snapshots of p: what each writes, partial or full. */
+static void write_snapshots(lgst_t *s, sqlite3 *db, lgm_proc_t *p) {
+  char buf[256];
   /* ---- seq 0, not full: sites 1..3 have live memory, site 4 is still empty, and
    * site 0 (LG_STACK_NONE, unattributed) is never written. */
   set_site(&p->sites[0], 999, 9, 999, 9, 0);
@@ -197,6 +170,45 @@ static void test_create_and_write(void **state) {
   assert_int_equal(q_int(db, "SELECT alloc_blocks FROM samples WHERE proc=1 AND stack=3 AND seq=3"), 4);
   assert_int_equal(q_int(db, "SELECT count(*) FROM samples WHERE stack=0"), 0);
   assert_true(p->seq == 4);
+}
+
+static void test_create_and_write(void **state) {
+  fixture_t *f = *state;
+  char path[256], buf[256];
+  path_in(f, path, sizeof path, "write.lgdb");
+  lgst_t *s = NULL;
+  const char *err = "unset";
+  assert_int_equal(lgst_create(path, &s, &err), 0);
+  assert_non_null(s);
+  assert_null(err);
+  sqlite3 *db = lgst_db(s);
+  assert_string_equal(q_text(db, "SELECT value FROM meta WHERE key='schema'", buf, sizeof buf), "2");
+  assert_int_equal(lgst_meta(s, "limit_source", "cgroup"), 0);
+  assert_int_equal(lgst_meta(s, "limit_source", "physical"), 0); /* replaces */
+  assert_string_equal(q_text(db, "SELECT value FROM meta WHERE key='limit_source'", buf, sizeof buf), "physical");
+  assert_int_equal(q_int(db, "SELECT count(*) FROM meta WHERE key='limit_source'"), 1);
+
+  lgm_proc_t *p = fake_proc(5);
+  atomic_store(&p->hdr->steps, 3);
+  atomic_store(&p->hdr->dropped, 2);
+  p->hdr->sample_bytes = 4096;
+  assert_int_equal(lgst_proc(s, p), 0);
+  assert_int_equal(q_int(db, "SELECT count(*) FROM processes"), 1);
+  assert_int_equal(q_int(db, "SELECT pid FROM processes WHERE proc=1"), 4242);
+  assert_int_equal(q_int(db, "SELECT ppid FROM processes WHERE proc=1"), 17);
+  assert_true(q_is_null(db, "SELECT parent_proc FROM processes WHERE proc=1"));
+  assert_string_equal(q_text(db, "SELECT kind FROM processes WHERE proc=1", buf, sizeof buf), "start");
+  assert_string_equal(q_text(db, "SELECT command FROM processes WHERE proc=1", buf, sizeof buf), "./app --serve");
+  assert_string_equal(q_text(db, "SELECT end_reason FROM processes WHERE proc=1", buf, sizeof buf), "running");
+  assert_true(q_is_null(db, "SELECT end_ns FROM processes WHERE proc=1"));
+  assert_true(q_is_null(db, "SELECT exit_status FROM processes WHERE proc=1"));
+  assert_int_equal(q_int(db, "SELECT steps FROM processes WHERE proc=1"), 3);
+  assert_int_equal(q_int(db, "SELECT dropped FROM processes WHERE proc=1"), 2);
+  assert_int_equal(q_int(db, "SELECT sample_bytes FROM processes WHERE proc=1"), 4096);
+
+  write_stacks(s, db);
+
+  write_snapshots(s, db, p);
 
   /* The process row is rewritten at the end. */
   p->ended = 1;

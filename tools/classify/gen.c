@@ -266,213 +266,212 @@ static void stable_shape(lgi_gen_rng_t *r, lgi_gen_series_t *s, const double *u,
   }
 }
 
-void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s) {
-  lgi_gen_rng_t rr, *r = &rr;
-  lgi_gen_seed(r, seed);
-  memset(s->desc, 0, sizeof s->desc);
-  size_t n = lgi_gen_unif(r) < 0.1 ? (size_t)I(r, 8, 23) : (size_t)LU(r, 24, 2049);
-  n = n > LGI_GEN_MAXN ? LGI_GEN_MAXN : (n < 8 ? 8 : n);
-  s->n = n;
-  s->label = label;
-  snprintf(s->desc, sizeof s->desc, "%s n=%zu", lg_pattern_name((lg_pattern_t)label), n);
+/* What a label's shape leaves to the steps that follow it. */
+typedef struct shape {
+  double sigma, spike_h; /* the white noise and the spikes' height, in the shape's units */
+  int churn_ok;          /* long enough for churn on top of the shape */
+  int aliased, jitter;   /* an aliased saw-tooth (a visible part of memory); a constant table's jitter */
+} shape_t;
 
-  double *u = s->t, *f = s->v; /* reuse the output arrays as scratch */
-  make_times(r, n, u, s->desc, sizeof s->desc);
+#define SHAPE_ARGS lgi_gen_rng_t *r, lgi_gen_series_t *s, size_t n, const double *u, double *f, shape_t *sh
 
-  double sigma = 0, spike_h = 0;
-  int churn_ok = n >= 60, aliased = 0, jitter = 0;
+static void shape_stable(SHAPE_ARGS, int label) {
   saw_t w;
-  switch (label) {
-  case LG_PATTERN_STABLE:
-  case LG_PATTERN_FRAGMENTATION:
-    if (label == LG_PATTERN_FRAGMENTATION && lgi_gen_unif(r) < 0.5) {
-      double pmax = n / 6.0 < 24 ? n / 6.0 : 24;
-      if (lgi_gen_unif(r) < 0.3) {
-        for (size_t i = 0; i < n; i++) f[i] = 0;
-        add_aliased_saw(r, n, u, f, 1.0, I(r, 0, 3), lgi_gen_unif(r) < 0.4);
-      } else {
-        saw_init(r, &w, U(r, 2, pmax > 2 ? pmax : 2), I(r, 0, 3));
-        for (size_t i = 0; i < n; i++) f[i] = saw_at(&w, u[i]);
-      }
-      sigma = U(r, 0.01, 0.15);
-      add_noise(r, n, u, f, sigma);
-      strcat(s->desc, " live=saw");
-    } else {
-      stable_shape(r, s, u, f, label == LG_PATTERN_STABLE);
-      sigma = 1;
-      if (label == LG_PATTERN_STABLE && lgi_gen_unif(r) < 0.2) {
-        /* the jitter of a constant table: bounded (any distribution, here uniform,
-         * not Gaussian) and tiny relative to the level (see the amplitude below) */
-        for (size_t i = 0; i < n; i++) f[i] = U(r, -1.7, 1.7) + 0.3 * f[i];
-        jitter = 1;
-        strcat(s->desc, " jitter");
-      }
-    }
-    spike_h = 1;
-    break;
-  case LG_PATTERN_LINEAR_LEAK: {
-    /* onset: at once, soon (a plugin loaded after a second of a long run), or late */
-    double uo = lgi_gen_unif(r);
-    double us = uo < 0.55 ? 0 : (uo < 0.65 ? U(r, 0.02, 0.1) : U(r, 0.1, 0.6));
-    for (size_t i = 0; i < n; i++) f[i] = u[i] > us ? (u[i] - us) / (1 - us) : 0;
-    if (n >= 60 && lgi_gen_unif(r) < 0.25) {
-      /* chunked growth: the leak grows by irregular chunks between samples (a fine,
-       * uneven staircase: chunk sizes log-normal, a sample gains a chunk with
-       * probability pc in [1/6, 1], so treads last 1-6 samples and there are always
-       * far more than step-leak's 12 steps) */
-      double pc = U(r, 1.0 / 6.0, 1.0), sl = U(r, 0.2, 1.2), acc = 0;
-      size_t first = 0;
-      while (first + 1 < n && !(u[first] > us)) first++;
-      for (size_t i = 0; i < n; i++) {
-        if (i >= first && i > 0 && lgi_gen_unif(r) < pc) acc += exp(sl * lgi_gen_normal(r));
-        f[i] = acc;
-      }
-      if (acc > 0)
-        for (size_t i = 0; i < n; i++) f[i] /= acc;
-      strcat(s->desc, " chunks");
-    }
-    if (churn_ok && lgi_gen_unif(r) < 0.3) {
-      double pmax = n / 5.0 < 24 ? n / 5.0 : 24;
-      double c = U(r, 0.5, 2);
-      if (lgi_gen_unif(r) < 0.3) {
-        add_aliased_saw(r, n, u, f, c, I(r, 0, 3), lgi_gen_unif(r) < 0.4);
-        strcat(s->desc, " churn-aliased");
-      } else {
-        saw_init(r, &w, U(r, 3, pmax), I(r, 0, 3));
-        for (size_t i = 0; i < n; i++) f[i] += c * saw_at(&w, u[i]);
-        strcat(s->desc, " churn");
-      }
-    }
-    sigma = U(r, 0.01, 0.2);
-    spike_h = 0.3;
-    break;
-  }
-  case LG_PATTERN_ACCELERATING_LEAK: {
-    double us = lgi_gen_unif(r) < 0.7 ? 0 : U(r, 0.05, 0.25);
-    int ex = lgi_gen_unif(r) < 0.5;
-    double p = 2 + 2 * pow(lgi_gen_unif(r), 3), k = U(r, 3, 7); /* p dense near 2 */
-    double a = lgi_gen_unif(r) < 0.5 ? U(r, 0, 0.25) : 0;
-    for (size_t i = 0; i < n; i++) {
-      double x = u[i] > us ? (u[i] - us) / (1 - us) : 0;
-      double g = ex ? (exp(k * x) - 1) / (exp(k) - 1) : pow(x, p);
-      f[i] = a * x + (1 - a) * g;
-    }
-    if (churn_ok && lgi_gen_unif(r) < 0.15) {
-      saw_init(r, &w, U(r, 3, n / 5.0 < 24 ? n / 5.0 : 24), I(r, 0, 2));
-      double c = U(r, 0.2, 0.6);
-      for (size_t i = 0; i < n; i++) f[i] += c * saw_at(&w, u[i]);
-      strcat(s->desc, " churn");
-    }
-    sigma = U(r, 0.01, 0.1);
-    spike_h = 0.3;
-    break;
-  }
-  case LG_PATTERN_STEP_LEAK: {
-    int kmax = (int)(n / 8) < 12 ? (int)(n / 8) : 12;
-    kmax = kmax < 2 ? 2 : kmax;
-    int K = I(r, 2, kmax);
-    double at[12], size[12];
-    if (lgi_gen_unif(r) < 0.6) {
-      double E = 1.0 / (K + U(r, 0.2, 1)), ph = U(r, 0.1, 0.9) * E;
-      for (int k = 0; k < K; k++) at[k] = ph + k * E;
-      strcat(s->desc, " regular");
-    } else {
-      for (int k = 0; k < K; k++) { /* sorted uniform positions, min separation */
-        at[k] = (k + U(r, 0.1, 0.9)) / K * 0.9 + 0.05;
-      }
-    }
-    double width = lgi_gen_unif(r) < 0.8 ? 0 : U(r, 0.5, 2.5) / n;
-    for (int k = 0; k < K; k++) size[k] = U(r, 0.5, 1.5) / K;
-    for (size_t i = 0; i < n; i++) {
-      f[i] = 0;
-      for (int k = 0; k < K; k++) f[i] += size[k] * ramp(u[i], at[k], width);
-    }
-    sigma = U(r, 0.02, 0.15) / K;
-    spike_h = 1.0 / K;
-    char b[16];
-    snprintf(b, sizeof b, " K=%d", K);
-    strcat(s->desc, b);
-    break;
-  }
-  case LG_PATTERN_PLATEAU: {
-    /* growth ends by u in [0.15, 0.6], or early (a cache filled at start-up) over
-     * at least 4 samples */
-    double emin = 4.0 / (double)n > 0.03 ? 4.0 / (double)n : 0.03;
-    int early = emin < 0.15 && lgi_gen_unif(r) < 0.3;
-    double up = early ? U(r, emin, 0.15) : U(r, 0.15, 0.6);
-    double u0 = early || lgi_gen_unif(r) < 0.6 ? 0 : U(r, 0, 0.1);
-    if (early) strcat(s->desc, " early");
-    if (n >= 16 && lgi_gen_unif(r) < 0.15) {
-      /* filled at once at start-up: done by sample k (1-2, up to 2 % of the series),
-       * one jump at the very start and flat after - one level shift, not a step leak */
-      int kmax = (int)(0.02 * (double)n) > 2 ? (int)(0.02 * (double)n) : 2;
-      int k = I(r, 1, kmax);
-      u0 = 0;
-      up = u[k];
-      strcat(s->desc, " instant");
-    }
-    double x = lgi_gen_unif(r);
-    for (size_t i = 0; i < n; i++) {
-      if (x < 0.4) f[i] = ramp(u[i], u0, up - u0);
-      else if (x < 0.8) f[i] = u[i] > u0 ? 1 - exp(-3 * (u[i] - u0) / (up - u0)) : 0;
-      else f[i] = 1 / (1 + exp(-(u[i] - (u0 + up) / 2) / ((up - u0) / 8)));
-    }
-    if (churn_ok && lgi_gen_unif(r) < 0.15) {
-      saw_init(r, &w, U(r, 3, n / 5.0 < 24 ? n / 5.0 : 24), I(r, 0, 2));
-      double c = U(r, 0.1, 0.5);
-      for (size_t i = 0; i < n; i++) f[i] += c * saw_at(&w, u[i]);
-      strcat(s->desc, " churn");
-    }
-    sigma = U(r, 0.01, 0.15);
-    spike_h = 0.3;
-    break;
-  }
-  case LG_PATTERN_SAWTOOTH:
-  default: {
-    /* batches faster than (or near) the sampling; under 32 samples such a curve
-     * cannot be told from noise, so it is not generated there */
-    if (lgi_gen_unif(r) < 0.3 && n >= 32) {
-      int irr = lgi_gen_unif(r) < 0.4, kind = irr ? 0 : I(r, 0, 3);
-      for (size_t i = 0; i < n; i++) f[i] = 0;
-      double P = 0;
-      char b[48];
-      if (lgi_gen_unif(r) < 0.4) {
-        /* step-synchronised sampling: the program marks a step after each flush and
-         * the recorder snapshots at every marker, so most samples sit on the floor
-         * just after a flush (a little of the next batch in), the rest are interval
-         * snapshots at a random phase, up to the batch peak */
-        double pf = U(r, 0.5, 0.88), eps = U(r, 0, 0.15), duty = U(r, 0.3, 0.7);
-        kind = irr ? 0 : (lgi_gen_unif(r) < 0.5 ? 0 : I(r, 1, 3));
-        for (size_t i = 0; i < n; i++) {
-          double ca = irr ? LU(r, 0.35, 2.1) : U(r, 0.85, 1.15);
-          f[i] = lgi_gen_unif(r) < pf ? ca * U(r, 0, eps) : ca * saw_shape(kind, duty, U(r, 0, 1));
-        }
-        snprintf(b, sizeof b, " stepsync pf=%.2f%s", pf, irr ? " irregular" : "");
-      } else {
-        P = add_aliased_saw(r, n, u, f, 1.0, kind, irr);
-        snprintf(b, sizeof b, " aliased P=%.2f%s", P, irr ? " irregular" : "");
-      }
-      aliased = 1;
-      strcat(s->desc, b);
-      sigma = U(r, 0.01, 0.15);
-      spike_h = 0.3;
-      break;
-    }
+  if (label == LG_PATTERN_FRAGMENTATION && lgi_gen_unif(r) < 0.5) {
     double pmax = n / 6.0 < 24 ? n / 6.0 : 24;
-    int kind = lgi_gen_unif(r) < 0.5 ? 0 : I(r, 1, 3);
-    int irr = lgi_gen_unif(r) < 0.3; /* irregular batches, down to ~3 samples each */
-    if (irr) {
-      kind = 0;
-      pmax = n / 4.0 < 24 ? n / 4.0 : 24;
-      strcat(s->desc, " irregular");
+    if (lgi_gen_unif(r) < 0.3) {
+      for (size_t i = 0; i < n; i++) f[i] = 0;
+      add_aliased_saw(r, n, u, f, 1.0, I(r, 0, 3), lgi_gen_unif(r) < 0.4);
+    } else {
+      saw_init(r, &w, U(r, 2, pmax > 2 ? pmax : 2), I(r, 0, 3));
+      for (size_t i = 0; i < n; i++) f[i] = saw_at(&w, u[i]);
     }
-    saw_init_irr(r, &w, U(r, 2, pmax > 2 ? pmax : 2), kind, irr);
-    for (size_t i = 0; i < n; i++) f[i] = saw_at(&w, u[i]);
-    sigma = U(r, 0.01, 0.15);
-    spike_h = 0.3;
-    break;
+    sh->sigma = U(r, 0.01, 0.15);
+    add_noise(r, n, u, f, sh->sigma);
+    strcat(s->desc, " live=saw");
+  } else {
+    stable_shape(r, s, u, f, label == LG_PATTERN_STABLE);
+    sh->sigma = 1;
+    if (label == LG_PATTERN_STABLE && lgi_gen_unif(r) < 0.2) {
+      /* the jitter of a constant table: bounded (any distribution, here uniform,
+       * not Gaussian) and tiny relative to the level (see the amplitude below) */
+      for (size_t i = 0; i < n; i++) f[i] = U(r, -1.7, 1.7) + 0.3 * f[i];
+      sh->jitter = 1;
+      strcat(s->desc, " jitter");
+    }
   }
+  sh->spike_h = 1;
+}
+
+static void shape_linear(SHAPE_ARGS) {
+  saw_t w;
+  /* onset: at once, soon (a plugin loaded after a second of a long run), or late */
+  double uo = lgi_gen_unif(r);
+  double us = uo < 0.55 ? 0 : (uo < 0.65 ? U(r, 0.02, 0.1) : U(r, 0.1, 0.6));
+  for (size_t i = 0; i < n; i++) f[i] = u[i] > us ? (u[i] - us) / (1 - us) : 0;
+  if (n >= 60 && lgi_gen_unif(r) < 0.25) {
+    /* chunked growth: the leak grows by irregular chunks between samples (a fine,
+     * uneven staircase: chunk sizes log-normal, a sample gains a chunk with
+     * probability pc in [1/6, 1], so treads last 1-6 samples and there are always
+     * far more than step-leak's 12 steps) */
+    double pc = U(r, 1.0 / 6.0, 1.0), sl = U(r, 0.2, 1.2), acc = 0;
+    size_t first = 0;
+    while (first + 1 < n && !(u[first] > us)) first++;
+    for (size_t i = 0; i < n; i++) {
+      if (i >= first && i > 0 && lgi_gen_unif(r) < pc) acc += exp(sl * lgi_gen_normal(r));
+      f[i] = acc;
+    }
+    if (acc > 0)
+      for (size_t i = 0; i < n; i++) f[i] /= acc;
+    strcat(s->desc, " chunks");
   }
+  if (sh->churn_ok && lgi_gen_unif(r) < 0.3) {
+    double pmax = n / 5.0 < 24 ? n / 5.0 : 24;
+    double c = U(r, 0.5, 2);
+    if (lgi_gen_unif(r) < 0.3) {
+      add_aliased_saw(r, n, u, f, c, I(r, 0, 3), lgi_gen_unif(r) < 0.4);
+      strcat(s->desc, " churn-aliased");
+    } else {
+      saw_init(r, &w, U(r, 3, pmax), I(r, 0, 3));
+      for (size_t i = 0; i < n; i++) f[i] += c * saw_at(&w, u[i]);
+      strcat(s->desc, " churn");
+    }
+  }
+  sh->sigma = U(r, 0.01, 0.2);
+  sh->spike_h = 0.3;
+}
+
+static void shape_accelerating(SHAPE_ARGS) {
+  saw_t w;
+  double us = lgi_gen_unif(r) < 0.7 ? 0 : U(r, 0.05, 0.25);
+  int ex = lgi_gen_unif(r) < 0.5;
+  double p = 2 + 2 * pow(lgi_gen_unif(r), 3), k = U(r, 3, 7); /* p dense near 2 */
+  double a = lgi_gen_unif(r) < 0.5 ? U(r, 0, 0.25) : 0;
+  for (size_t i = 0; i < n; i++) {
+    double x = u[i] > us ? (u[i] - us) / (1 - us) : 0;
+    double g = ex ? (exp(k * x) - 1) / (exp(k) - 1) : pow(x, p);
+    f[i] = a * x + (1 - a) * g;
+  }
+  if (sh->churn_ok && lgi_gen_unif(r) < 0.15) {
+    saw_init(r, &w, U(r, 3, n / 5.0 < 24 ? n / 5.0 : 24), I(r, 0, 2));
+    double c = U(r, 0.2, 0.6);
+    for (size_t i = 0; i < n; i++) f[i] += c * saw_at(&w, u[i]);
+    strcat(s->desc, " churn");
+  }
+  sh->sigma = U(r, 0.01, 0.1);
+  sh->spike_h = 0.3;
+}
+
+static void shape_step(SHAPE_ARGS) {
+  int kmax = (int)(n / 8) < 12 ? (int)(n / 8) : 12;
+  kmax = kmax < 2 ? 2 : kmax;
+  int K = I(r, 2, kmax);
+  double at[12], size[12];
+  if (lgi_gen_unif(r) < 0.6) {
+    double E = 1.0 / (K + U(r, 0.2, 1)), ph = U(r, 0.1, 0.9) * E;
+    for (int k = 0; k < K; k++) at[k] = ph + k * E;
+    strcat(s->desc, " regular");
+  } else {
+    for (int k = 0; k < K; k++) { /* sorted uniform positions, min separation */
+      at[k] = (k + U(r, 0.1, 0.9)) / K * 0.9 + 0.05;
+    }
+  }
+  double width = lgi_gen_unif(r) < 0.8 ? 0 : U(r, 0.5, 2.5) / n;
+  for (int k = 0; k < K; k++) size[k] = U(r, 0.5, 1.5) / K;
+  for (size_t i = 0; i < n; i++) {
+    f[i] = 0;
+    for (int k = 0; k < K; k++) f[i] += size[k] * ramp(u[i], at[k], width);
+  }
+  sh->sigma = U(r, 0.02, 0.15) / K;
+  sh->spike_h = 1.0 / K;
+  char b[16];
+  snprintf(b, sizeof b, " K=%d", K);
+  strcat(s->desc, b);
+}
+
+static void shape_plateau(SHAPE_ARGS) {
+  saw_t w;
+  /* growth ends by u in [0.15, 0.6], or early (a cache filled at start-up) over
+   * at least 4 samples */
+  double emin = 4.0 / (double)n > 0.03 ? 4.0 / (double)n : 0.03;
+  int early = emin < 0.15 && lgi_gen_unif(r) < 0.3;
+  double up = early ? U(r, emin, 0.15) : U(r, 0.15, 0.6);
+  double u0 = early || lgi_gen_unif(r) < 0.6 ? 0 : U(r, 0, 0.1);
+  if (early) strcat(s->desc, " early");
+  if (n >= 16 && lgi_gen_unif(r) < 0.15) {
+    /* filled at once at start-up: done by sample k (1-2, up to 2 % of the series),
+     * one jump at the very start and flat after - one level shift, not a step leak */
+    int kmax = (int)(0.02 * (double)n) > 2 ? (int)(0.02 * (double)n) : 2;
+    int k = I(r, 1, kmax);
+    u0 = 0;
+    up = u[k];
+    strcat(s->desc, " instant");
+  }
+  double x = lgi_gen_unif(r);
+  for (size_t i = 0; i < n; i++) {
+    if (x < 0.4) f[i] = ramp(u[i], u0, up - u0);
+    else if (x < 0.8) f[i] = u[i] > u0 ? 1 - exp(-3 * (u[i] - u0) / (up - u0)) : 0;
+    else f[i] = 1 / (1 + exp(-(u[i] - (u0 + up) / 2) / ((up - u0) / 8)));
+  }
+  if (sh->churn_ok && lgi_gen_unif(r) < 0.15) {
+    saw_init(r, &w, U(r, 3, n / 5.0 < 24 ? n / 5.0 : 24), I(r, 0, 2));
+    double c = U(r, 0.1, 0.5);
+    for (size_t i = 0; i < n; i++) f[i] += c * saw_at(&w, u[i]);
+    strcat(s->desc, " churn");
+  }
+  sh->sigma = U(r, 0.01, 0.15);
+  sh->spike_h = 0.3;
+}
+
+static void shape_sawtooth(SHAPE_ARGS) {
+  saw_t w;
+  /* batches faster than (or near) the sampling; under 32 samples such a curve
+   * cannot be told from noise, so it is not generated there */
+  if (lgi_gen_unif(r) < 0.3 && n >= 32) {
+    int irr = lgi_gen_unif(r) < 0.4, kind = irr ? 0 : I(r, 0, 3);
+    for (size_t i = 0; i < n; i++) f[i] = 0;
+    double P = 0;
+    char b[48];
+    if (lgi_gen_unif(r) < 0.4) {
+      /* step-synchronised sampling: the program marks a step after each flush and
+       * the recorder snapshots at every marker, so most samples sit on the floor
+       * just after a flush (a little of the next batch in), the rest are interval
+       * snapshots at a random phase, up to the batch peak */
+      double pf = U(r, 0.5, 0.88), eps = U(r, 0, 0.15), duty = U(r, 0.3, 0.7);
+      kind = irr ? 0 : (lgi_gen_unif(r) < 0.5 ? 0 : I(r, 1, 3));
+      for (size_t i = 0; i < n; i++) {
+        double ca = irr ? LU(r, 0.35, 2.1) : U(r, 0.85, 1.15);
+        f[i] = lgi_gen_unif(r) < pf ? ca * U(r, 0, eps) : ca * saw_shape(kind, duty, U(r, 0, 1));
+      }
+      snprintf(b, sizeof b, " stepsync pf=%.2f%s", pf, irr ? " irregular" : "");
+    } else {
+      P = add_aliased_saw(r, n, u, f, 1.0, kind, irr);
+      snprintf(b, sizeof b, " aliased P=%.2f%s", P, irr ? " irregular" : "");
+    }
+    sh->aliased = 1;
+    strcat(s->desc, b);
+    sh->sigma = U(r, 0.01, 0.15);
+    sh->spike_h = 0.3;
+    return;
+  }
+  double pmax = n / 6.0 < 24 ? n / 6.0 : 24;
+  int kind = lgi_gen_unif(r) < 0.5 ? 0 : I(r, 1, 3);
+  int irr = lgi_gen_unif(r) < 0.3; /* irregular batches, down to ~3 samples each */
+  if (irr) {
+    kind = 0;
+    pmax = n / 4.0 < 24 ? n / 4.0 : 24;
+    strcat(s->desc, " irregular");
+  }
+  saw_init_irr(r, &w, U(r, 2, pmax > 2 ? pmax : 2), kind, irr);
+  for (size_t i = 0; i < n; i++) f[i] = saw_at(&w, u[i]);
+  sh->sigma = U(r, 0.01, 0.15);
+  sh->spike_h = 0.3;
+}
+
+/* Start-up before a leak, the per-site form, noise, spikes, teardown: 1 for a per-site
+ * curve. */
+static int add_nuisances(lgi_gen_rng_t *r, lgi_gen_series_t *s, int label, size_t n, const double *u, double *f,
+                         shape_t *sh) {
   /* Start-up before a leak: the program builds its working set in the first moments
    * of the run (a quick rise over 1 sample up to 8 % of the run, by 5 % to 80 % of the
    * leak's growth), then leaks. The rise belongs to the start-up, not to the leak's
@@ -489,12 +488,12 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s) {
    * quantised to about its block size, no rss. */
   int site = label != LG_PATTERN_STABLE && label != LG_PATTERN_FRAGMENTATION && lgi_gen_unif(r) < 0.2;
   if (site) {
-    sigma *= U(r, 0, 0.1);
+    sh->sigma *= U(r, 0, 0.1);
     strcat(s->desc, " site");
   }
-  if (label != LG_PATTERN_STABLE && label != LG_PATTERN_FRAGMENTATION) add_noise(r, n, u, f, sigma);
+  if (label != LG_PATTERN_STABLE && label != LG_PATTERN_FRAGMENTATION) add_noise(r, n, u, f, sh->sigma);
   if (lgi_gen_unif(r) < 0.25) {
-    add_spikes(r, n, f, spike_h);
+    add_spikes(r, n, f, sh->spike_h);
     strcat(s->desc, " spikes");
   }
   /* Teardown: the program frees its data at exit, so the last sample (or two) falls
@@ -511,13 +510,18 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s) {
     strcat(s->desc, " teardown");
   }
 
+  return site;
+}
+
+/* The shape in bytes, in place; *B_out the baseline; returns the live range. */
+static double to_bytes(lgi_gen_rng_t *r, size_t n, double *f, const shape_t *sh, int site, double *B_out) {
   /* Bytes: baseline B, amplitude A (relative to B over several decades). */
   double B = LU(r, 1e4, 1e10);
   /* Amplitude from 0.001 % of the level (a slow leak or the noise of a constant table
    * on a large process) to 20x (a floor near zero). An aliased saw-tooth is a visible
    * part of the memory (>= 5 % of the level): smaller batches, seen between the teeth,
    * are indistinguishable from noise. The jitter of a constant table stays under 1 %. */
-  double A = B * (aliased ? LU(r, 0.05, 20) : (jitter ? LU(r, 1e-5, 0.01) : LU(r, 1e-5, 20)));
+  double A = B * (sh->aliased ? LU(r, 0.05, 20) : (sh->jitter ? LU(r, 1e-5, 0.01) : LU(r, 1e-5, 20)));
   double q = lgi_gen_unif(r) < 0.2 ? (A > 1e6 ? 4096 : 1) : 0;
   if (site) { /* from (near) zero, in blocks of about A / n */
     A = LU(r, 1e4, 1e9);
@@ -531,7 +535,15 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s) {
     f[i] = q > 0 ? q * floor(x / q) : x;
   }
 
-  /* rss: always for fragmentation, half the time otherwise. */
+  *B_out = B;
+  return live_range;
+}
+
+/* rss beside live (s->v): always for fragmentation, half the time otherwise. */
+static void add_rss(lgi_gen_rng_t *r, lgi_gen_series_t *s, int label, const double *u, int site, double B,
+                    double live_range) {
+  size_t n = s->n;
+  const double *f = s->v;
   s->has_rss = label == LG_PATTERN_FRAGMENTATION || (!site && lgi_gen_unif(r) < 0.5);
   if (s->has_rss) {
     double over = B * U(r, 0.05, 1.0) + LU(r, 1e5, 1e7);
@@ -579,7 +591,11 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s) {
              mode < 0.4 ? " rss=track" : (mode < 0.65 ? " rss=hwm" : (mode < 0.85 ? " rss=warm" : " rss=lag")));
     }
   }
+}
 
+/* A start gap, then the times in a random origin and unit, into s->t. */
+static void finish_times(lgi_gen_rng_t *r, lgi_gen_series_t *s, double *u) {
+  size_t n = s->n;
   /* Start gap: the recorder's first snapshot is taken while the program is still
    * starting up, so the first interval is long and nothing happens during it (the
    * values keep their shape; only the times move). */
@@ -595,4 +611,33 @@ void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s) {
   for (size_t i = 0; i < n; i++) s->t[i] = t0 + u[i] * dt * (double)n;
   for (size_t i = 1; i < n; i++) /* guard rounding at large origins */
     if (!(s->t[i] > s->t[i - 1])) s->t[i] = nextafter(s->t[i - 1], INFINITY);
+}
+
+void lgi_gen_generate(uint64_t seed, int label, lgi_gen_series_t *s) {
+  lgi_gen_rng_t rr, *r = &rr;
+  lgi_gen_seed(r, seed);
+  memset(s->desc, 0, sizeof s->desc);
+  size_t n = lgi_gen_unif(r) < 0.1 ? (size_t)I(r, 8, 23) : (size_t)LU(r, 24, 2049);
+  n = n > LGI_GEN_MAXN ? LGI_GEN_MAXN : (n < 8 ? 8 : n);
+  s->n = n;
+  s->label = label;
+  snprintf(s->desc, sizeof s->desc, "%s n=%zu", lg_pattern_name((lg_pattern_t)label), n);
+
+  double *u = s->t, *f = s->v; /* reuse the output arrays as scratch */
+  make_times(r, n, u, s->desc, sizeof s->desc);
+  shape_t sh = {.churn_ok = n >= 60};
+  switch (label) {
+  case LG_PATTERN_STABLE:
+  case LG_PATTERN_FRAGMENTATION: shape_stable(r, s, n, u, f, &sh, label); break;
+  case LG_PATTERN_LINEAR_LEAK: shape_linear(r, s, n, u, f, &sh); break;
+  case LG_PATTERN_ACCELERATING_LEAK: shape_accelerating(r, s, n, u, f, &sh); break;
+  case LG_PATTERN_STEP_LEAK: shape_step(r, s, n, u, f, &sh); break;
+  case LG_PATTERN_PLATEAU: shape_plateau(r, s, n, u, f, &sh); break;
+  case LG_PATTERN_SAWTOOTH:
+  default: shape_sawtooth(r, s, n, u, f, &sh); break;
+  }
+  int site = add_nuisances(r, s, label, n, u, f, &sh);
+  double B, live_range = to_bytes(r, n, f, &sh, site, &B);
+  add_rss(r, s, label, u, site, B, live_range);
+  finish_times(r, s, u);
 }
