@@ -53,7 +53,7 @@ void lgi_atfork_prepare(void) {
   lgi_tls.guard++;
   if (lgi_g.enabled) {
     lgi_unwind_fork_prepare(&lgi_tls); /* first: an unwinding thread holds none of ours */
-    lgi_cuda_atfork(0);                /* order: CUDA table, region, mmap table (never held the other way) */
+    lgi_gpu_atfork(0);                 /* order: CUDA table, region, mmap table (never held the other way) */
     lgi_lock();                        /* no stack insert is half done while we copy */
     lgi_mm_lock_take();                /* nor a change of the mmap table */
     /* the child's copy, made now: after the fork the parent writes on (region_writer.c) */
@@ -64,7 +64,7 @@ void lgi_atfork_prepare(void) {
 void lgi_atfork_parent(void) {
   if (lgi_g.enabled) {
     lgi_region_fork_discard();
-    lgi_cuda_atfork(1);
+    lgi_gpu_atfork(1);
     lgi_mm_lock_drop();
     lgi_unlock();
     lgi_unwind_fork_parent();
@@ -94,7 +94,7 @@ static void region_make_private(void) {
 void lgi_atfork_child(void) {
   if (lgi_g.enabled) {
     int safe = lgi_unwind_fork_child(&lgi_tls);
-    lgi_cuda_atfork(2);
+    lgi_gpu_atfork(2);
     lgi_mm_lock_drop();
     /* The parent's connection is the parent's: closed here (if the descriptor is
      * still it) so that its EOF follows the parent alone. */

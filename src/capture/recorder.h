@@ -190,19 +190,19 @@ LGI_HIDDEN void *lgi_dl_next_alloc(const char *name, const char *version, uintpt
  * we wrap for name. */
 LGI_HIDDEN void *lgi_dl_alloc_result(const char *name, void *r, uintptr_t caller);
 
-/* ---- cuda_mem.c (CUDA driver API: the records; cuda_impl.h for the CUDA files) */
+/* ---- gpu/table.c (GPU memory of any vendor: the records; gpu/gpu.h for the GPU files) */
 
-/* fork: 0 prepare (takes the CUDA table lock), 1 parent, 2 child (release it). */
-LGI_HIDDEN void lgi_cuda_atfork(int phase);
+/* fork: 0 prepare (takes the GPU table lock), 1 parent, 2 child (release it). */
+LGI_HIDDEN void lgi_gpu_atfork(int phase);
 /* The site of the recorded managed block containing addr (LG_CUDA_UM_UNKNOWN: none). */
-LGI_HIDDEN uint32_t lgi_cuda_managed_site(uint64_t addr);
+LGI_HIDDEN uint32_t lgi_gpu_managed_site(uint64_t addr);
 
-/* ---- cuda.c */
+/* ---- gpu/cuda.c */
 
 /* Notes name: what (a line the collector prints once, docs/cuda.md). */
 LGI_HIDDEN void lgi_cuda_note(const char *name, const char *what);
 
-/* ---- cuda_um.c (CUPTI Unified Memory counters, --cuda-um) */
+/* ---- gpu/cuda_um.c (CUPTI Unified Memory counters, --cuda-um) */
 
 /* Starts the counters once a context exists (LEAKGUARD_CUDA_UM=1); says in a note
  * why when CUPTI is missing, unsupported or taken by another profiler. */

@@ -97,7 +97,7 @@ static void buffer_completed(void *ctx, uint32_t stream, uint8_t *buffer, size_t
   void *rec = NULL;
   while (buffer && lgi_g.enabled && cp.next(buffer, valid, &rec) == CUPTI_OK && rec) {
     const um_record_t *r = rec;
-    if (r->kind == UM_KIND) um_add(lgi_cuda_managed_site(r->address), (int)r->counter_kind, r->value);
+    if (r->kind == UM_KIND) um_add(lgi_gpu_managed_site(r->address), (int)r->counter_kind, r->value);
   }
   lgi_pages_free(buffer, size);
   t->guard--;

@@ -57,7 +57,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capture/cuda_impl.h"
+#include "capture/gpu/cuda_impl.h"
 #include "core/platform.h"
 #include "leakguard.h"
 

@@ -5,8 +5,8 @@
  *
  * cuda.c      how a call reaches a wrapper: the exported entry points, dlsym, and
  *             cuGetProcAddress; the slots and binding; notes and flags
- * cuda_mem.c  the wrappers that allocate and free, the address/handle table of their
- *             records (and its lock), the public lg_cuda_* calls
+ * cuda_mem.c  the wrappers that allocate and free, the public lg_cuda_* calls (what
+ *             they record goes to the vendor-neutral table, gpu/table.c)
  * cuda_ctx.c  contexts, devices and stream-ordered pools: their wrappers, the driver
  *             queries the wrappers make, the per-device gauges
  *
@@ -19,7 +19,8 @@
 
 #include <stdint.h>
 
-#include "capture/cuda_abi.h"
+#include "capture/gpu/cuda_abi.h"
+#include "capture/gpu/gpu.h"
 #include "capture/recorder.h"
 
 #define LGC_UNPACK(...) __VA_ARGS__
@@ -128,28 +129,12 @@ LGI_HIDDEN void *lgi_dlsym_resolve(void);
 /* Sets a flag of the region's cuda_flags (LG_CUDA_*) once. */
 LGI_HIDDEN void lgi_cuda_set_flag(uint32_t f);
 
-/* ---- cuda_mem.c */
-
-/* The spin lock of the address/handle table, also held for the context, primary-
- * context and pool lists of cuda_ctx.c: table operations only, never across a driver
- * call or a stack capture. */
-LGI_HIDDEN void lgi_cuda_tab_lock(void);
-LGI_HIDDEN void lgi_cuda_tab_unlock(void);
-/* The region header's gauges of device dev, or NULL (dev outside 0..LG_CUDA_MAX_DEVICES-1). */
-LGI_HIDDEN lg_cuda_dev_t *lgi_cuda_gauge(int dev);
-/* Releases (counts off) every record made in context c. Caller holds the table lock. */
-LGI_HIDDEN void lgi_cuda_release_ctx(lgi_tls_t *t, uint64_t c);
-/* Enters the recorder for a tracked call: 1 (the recursion guard is then held, until
- * lgi_cuda_leave) or 0 (pass the call through). */
-LGI_HIDDEN int lgi_cuda_enter(lgi_tls_t *t);
-LGI_HIDDEN void lgi_cuda_leave(lgi_tls_t *t);
+/* ---- cuda_mem.c: the wrappers; what they record goes to gpu/table.c (gpu.h). */
 
 /* ---- cuda_ctx.c */
 
 /* Resolves the driver queries (once) in the object that defines real. */
 LGI_HIDDEN void lgi_cuda_helpers_from(void *real);
-/* dev clamped to the ordinals the tables keep (0..254). */
-LGI_HIDDEN int lgi_cuda_clamp_dev(int dev);
 /* First sight of a device: the count of devices, its total memory. */
 LGI_HIDDEN void lgi_cuda_dev_seen(int dev);
 /* The current context (in *ctx_out, 0: none) and its device (0 when there is none). */

@@ -8,7 +8,7 @@
  * Apart from cuda_mem.c because none of it is a record of an allocation: it is what
  * the records are attributed to (a device, a context) and counted against. Destroying
  * a context (or resetting / releasing the last reference of a primary context)
- * releases the records made in it (lgi_cuda_release_ctx). The table lock of cuda_mem.c
+ * releases the records made in it (lgi_gpu_release_ctx). The table lock of cuda_mem.c
  * also guards the context, primary-context and pool lists here.
  */
 #include <dlfcn.h>
@@ -17,7 +17,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "capture/cuda_impl.h"
+#include "capture/gpu/cuda_impl.h"
 
 /* ------------------------------------------------------------------ driver helpers
  * Queries the wrappers make (current context, its device, total memory, pool
@@ -56,7 +56,7 @@ void lgi_cuda_helpers_from(void *real) {
 /* ------------------------------------------------------------------ contexts and devices */
 
 #define LGC_MAX_CTX 256
-#define LGC_DEVS 256
+#define LGC_DEVS LGI_GPU_DEVS
 typedef struct ctx_ent {
   uint64_t ctx;
   int dev;
@@ -93,14 +93,12 @@ static ctx_ent_t *ctx_slot(uint64_t c) {
   return nctx < LGC_MAX_CTX ? &ctxs[nctx++] : NULL;
 }
 
-int lgi_cuda_clamp_dev(int dev) { return dev < 0 ? 0 : dev >= LGC_DEVS - 1 ? LGC_DEVS - 2 : dev; }
-
 /* First sight of a device: the count of devices, its total memory. */
 void lgi_cuda_dev_seen(int dev) {
   lg_region_hdr_t *h = lgi_g.hdr;
   uint32_t n = atomic_load(&h->cuda_ndev), want = (uint32_t)dev + 1;
   while (n < want && !atomic_compare_exchange_weak(&h->cuda_ndev, &n, want)) {}
-  lg_cuda_dev_t *g = lgi_cuda_gauge(dev);
+  lg_cuda_dev_t *g = lgi_gpu_gauge(dev);
   if (g && !atomic_load_explicit(&g->total_bytes, memory_order_relaxed) && hp.total_mem) {
     size_t b = 0;
     if (hp.total_mem(&b, dev) == LGCU_SUCCESS && b) atomic_store(&g->total_bytes, (uint64_t)b);
@@ -117,19 +115,19 @@ int lgi_cuda_current_dev(uint64_t *ctx_out) {
   uint32_t g = atomic_load_explicit(&ctx_gen, memory_order_acquire);
   if (tl_ctx == cv && tl_gen == g) return tl_dev;
   int dev = -1;
-  lgi_cuda_tab_lock();
+  lgi_gpu_tab_lock();
   ctx_ent_t *e = ctx_find(cv);
   if (e && e->alive) dev = e->dev;
-  lgi_cuda_tab_unlock();
+  lgi_gpu_tab_unlock();
   if (dev < 0) {
     /* A context made before recording, or through an untracked path: learn its device
      * (not counted as created). */
     lgcu_device_t d = 0;
-    dev = hp.ctx_get_device && hp.ctx_get_device(&d) == LGCU_SUCCESS ? lgi_cuda_clamp_dev(d) : 0;
-    lgi_cuda_tab_lock();
+    dev = hp.ctx_get_device && hp.ctx_get_device(&d) == LGCU_SUCCESS ? lgi_gpu_clamp_dev(d) : 0;
+    lgi_gpu_tab_lock();
     e = ctx_slot(cv);
     if (e) *e = (ctx_ent_t){cv, dev, 1, 0};
-    lgi_cuda_tab_unlock();
+    lgi_gpu_tab_unlock();
     lgi_cuda_dev_seen(dev);
   }
   tl_ctx = cv;
@@ -147,14 +145,14 @@ static int torch_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 }
 
 static void ctx_created(uint64_t c, int dev, int primary) {
-  dev = lgi_cuda_clamp_dev(dev);
-  lgi_cuda_tab_lock();
+  dev = lgi_gpu_clamp_dev(dev);
+  lgi_gpu_tab_lock();
   ctx_ent_t *e = ctx_slot(c);
   if (e) *e = (ctx_ent_t){c, dev, 1, (uint8_t)primary};
   int again = destroyed_once[dev];
-  lgi_cuda_tab_unlock();
+  lgi_gpu_tab_unlock();
   atomic_fetch_add(&ctx_gen, 1);
-  lg_cuda_dev_t *g = lgi_cuda_gauge(dev);
+  lg_cuda_dev_t *g = lgi_gpu_gauge(dev);
   if (g) {
     atomic_fetch_add(&g->contexts, 1);
     atomic_fetch_add(&g->contexts_created, 1);
@@ -169,15 +167,15 @@ static void ctx_created(uint64_t c, int dev, int primary) {
 
 /* The context is gone: every record made in it is released. */
 static void ctx_destroyed(lgi_tls_t *t, uint64_t c) {
-  lgi_cuda_tab_lock();
+  lgi_gpu_tab_lock();
   ctx_ent_t *e = ctx_find(c);
   int dev = e && e->alive ? e->dev : -1;
   if (e) e->alive = 0;
   if (dev >= 0) destroyed_once[dev] = 1;
-  lgi_cuda_release_ctx(t, c);
-  lgi_cuda_tab_unlock();
+  lgi_gpu_release_ctx(t, c);
+  lgi_gpu_tab_unlock();
   atomic_fetch_add(&ctx_gen, 1);
-  lg_cuda_dev_t *g = lgi_cuda_gauge(dev);
+  lg_cuda_dev_t *g = lgi_gpu_gauge(dev);
   if (g) {
     atomic_fetch_sub(&g->contexts, 1);
     atomic_fetch_add(&g->contexts_destroyed, 1);
@@ -201,7 +199,7 @@ static _Atomic uint32_t pool_epoch = UINT32_MAX;
 
 static void pool_add(uint64_t p, int dev) {
   int added = 0;
-  lgi_cuda_tab_lock();
+  lgi_gpu_tab_lock();
   int i = 0;
   while (i < npools && pools[i].pool != p) i++;
   if (i == npools && npools < LGC_MAX_POOLS) {
@@ -209,31 +207,31 @@ static void pool_add(uint64_t p, int dev) {
     pools[npools++].dev = dev;
     added = 1;
   }
-  lgi_cuda_tab_unlock();
-  lg_cuda_dev_t *g = lgi_cuda_gauge(dev);
+  lgi_gpu_tab_unlock();
+  lg_cuda_dev_t *g = lgi_gpu_gauge(dev);
   if (added && g) atomic_fetch_add(&g->pools, 1);
 }
 
 int lgi_cuda_pool_dev(uint64_t p) {
   int dev = -1;
-  lgi_cuda_tab_lock();
+  lgi_gpu_tab_lock();
   for (int i = 0; i < npools; i++)
     if (pools[i].pool == p) dev = pools[i].dev;
-  lgi_cuda_tab_unlock();
+  lgi_gpu_tab_unlock();
   return dev;
 }
 
 static void pool_del(uint64_t p) {
   int dev = -1;
-  lgi_cuda_tab_lock();
+  lgi_gpu_tab_lock();
   for (int i = 0; i < npools; i++)
     if (pools[i].pool == p) {
       dev = pools[i].dev;
       pools[i] = pools[--npools];
       break;
     }
-  lgi_cuda_tab_unlock();
-  lg_cuda_dev_t *g = lgi_cuda_gauge(dev);
+  lgi_gpu_tab_unlock();
+  lg_cuda_dev_t *g = lgi_gpu_gauge(dev);
   if (g) atomic_fetch_sub(&g->pools, 1);
 }
 
@@ -244,9 +242,9 @@ void lgi_cuda_pool_sample(int force) {
   atomic_store_explicit(&pool_epoch, ep, memory_order_relaxed);
   uint64_t list[LGC_MAX_POOLS];
   int devs[LGC_MAX_POOLS], n = 0;
-  lgi_cuda_tab_lock();
+  lgi_gpu_tab_lock();
   for (int i = 0; i < npools; i++) list[n] = pools[i].pool, devs[n++] = pools[i].dev;
-  lgi_cuda_tab_unlock();
+  lgi_gpu_tab_unlock();
   int64_t res[LG_CUDA_MAX_DEVICES] = {0}, used[LG_CUDA_MAX_DEVICES] = {0};
   for (int i = 0; i < n; i++) {
     uint64_t r = 0, u = 0;
@@ -276,18 +274,18 @@ lgcu_result_t lgi_cuda_h_POOLCREATE(void *real, lgcu_pool_t *pool, const void *p
   (void)ra, (void)cfa;
   if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
-  if (!lgi_cuda_enter(t)) return REAL(POOLCREATE)(pool, props);
+  if (!lgi_gpu_enter(t)) return REAL(POOLCREATE)(pool, props);
   lgcu_result_t rc = REAL(POOLCREATE)(pool, props);
   if (rc == LGCU_SUCCESS && pool && *pool) {
     const lgcu_alloc_prop_head_t *ph = props;
     uint64_t ctx;
-    int dev = ph && ph->location_type == LGCU_LOCATION_DEVICE ? lgi_cuda_clamp_dev(ph->location_id)
+    int dev = ph && ph->location_type == LGCU_LOCATION_DEVICE ? lgi_gpu_clamp_dev(ph->location_id)
                                                               : lgi_cuda_current_dev(&ctx);
     lgi_cuda_dev_seen(dev);
     pool_add((uint64_t)(uintptr_t)*pool, dev);
     lgi_cuda_pool_sample(1);
   }
-  lgi_cuda_leave(t);
+  lgi_gpu_leave(t);
   return rc;
 }
 
@@ -295,13 +293,13 @@ lgcu_result_t lgi_cuda_h_POOLDESTROY(void *real, lgcu_pool_t pool, uintptr_t ra,
   (void)ra, (void)cfa;
   if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
-  if (!lgi_cuda_enter(t)) return REAL(POOLDESTROY)(pool);
+  if (!lgi_gpu_enter(t)) return REAL(POOLDESTROY)(pool);
   lgcu_result_t rc = REAL(POOLDESTROY)(pool);
   if (rc == LGCU_SUCCESS) {
     pool_del((uint64_t)(uintptr_t)pool);
     lgi_cuda_pool_sample(1);
   }
-  lgi_cuda_leave(t);
+  lgi_gpu_leave(t);
   return rc;
 }
 
@@ -309,10 +307,10 @@ lgcu_result_t lgi_cuda_h_POOLTRIM(void *real, lgcu_pool_t pool, size_t keep, uin
   (void)ra, (void)cfa;
   if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
-  if (!lgi_cuda_enter(t)) return REAL(POOLTRIM)(pool, keep);
+  if (!lgi_gpu_enter(t)) return REAL(POOLTRIM)(pool, keep);
   lgcu_result_t rc = REAL(POOLTRIM)(pool, keep);
   if (rc == LGCU_SUCCESS) lgi_cuda_pool_sample(1);
-  lgi_cuda_leave(t);
+  lgi_gpu_leave(t);
   return rc;
 }
 
@@ -320,10 +318,10 @@ lgcu_result_t lgi_cuda_h_POOLTRIM(void *real, lgcu_pool_t pool, size_t keep, uin
 #define LGC_CTXCREATE(K, call)                                                                                         \
   if (!real) return LGCU_ERROR_STUB_LIBRARY;                                                                           \
   lgi_tls_t *t = &lgi_tls;                                                                                             \
-  if (!lgi_cuda_enter(t)) return call;                                                                                 \
+  if (!lgi_gpu_enter(t)) return call;                                                                                  \
   lgcu_result_t rc = call;                                                                                             \
   if (rc == LGCU_SUCCESS && c && *c) ctx_created((uint64_t)(uintptr_t)*c, d, 0);                                       \
-  lgi_cuda_leave(t);                                                                                                   \
+  lgi_gpu_leave(t);                                                                                                    \
   return rc
 
 lgcu_result_t lgi_cuda_h_CTXCREATE2(void *real, lgcu_ctx_t *c, unsigned flags, lgcu_device_t d, uintptr_t ra,
@@ -346,10 +344,10 @@ lgcu_result_t lgi_cuda_h_CTXDESTROY(void *real, lgcu_ctx_t c, uintptr_t ra, uint
   (void)ra, (void)cfa;
   if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
-  if (!lgi_cuda_enter(t)) return REAL(CTXDESTROY)(c);
+  if (!lgi_gpu_enter(t)) return REAL(CTXDESTROY)(c);
   lgcu_result_t rc = REAL(CTXDESTROY)(c);
   if (rc == LGCU_SUCCESS && c) ctx_destroyed(t, (uint64_t)(uintptr_t)c);
-  lgi_cuda_leave(t);
+  lgi_gpu_leave(t);
   return rc;
 }
 
@@ -357,17 +355,17 @@ lgcu_result_t lgi_cuda_h_PRIMRETAIN(void *real, lgcu_ctx_t *c, lgcu_device_t d, 
   (void)ra, (void)cfa;
   if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
-  if (!lgi_cuda_enter(t)) return REAL(PRIMRETAIN)(c, d);
+  if (!lgi_gpu_enter(t)) return REAL(PRIMRETAIN)(c, d);
   lgcu_result_t rc = REAL(PRIMRETAIN)(c, d);
   if (rc == LGCU_SUCCESS && c && *c) {
-    int dev = lgi_cuda_clamp_dev(d);
-    lgi_cuda_tab_lock();
+    int dev = lgi_gpu_clamp_dev(d);
+    lgi_gpu_tab_lock();
     int first = prim[dev].refs++ == 0;
     prim[dev].ctx = (uint64_t)(uintptr_t)*c;
-    lgi_cuda_tab_unlock();
+    lgi_gpu_tab_unlock();
     if (first) ctx_created((uint64_t)(uintptr_t)*c, dev, 1);
   }
-  lgi_cuda_leave(t);
+  lgi_gpu_leave(t);
   return rc;
 }
 
@@ -375,18 +373,18 @@ lgcu_result_t lgi_cuda_h_PRIMRELEASE(void *real, lgcu_device_t d, uintptr_t ra, 
   (void)ra, (void)cfa;
   if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
-  if (!lgi_cuda_enter(t)) return REAL(PRIMRELEASE)(d);
+  if (!lgi_gpu_enter(t)) return REAL(PRIMRELEASE)(d);
   lgcu_result_t rc = REAL(PRIMRELEASE)(d);
   if (rc == LGCU_SUCCESS) {
-    int dev = lgi_cuda_clamp_dev(d);
-    lgi_cuda_tab_lock();
+    int dev = lgi_gpu_clamp_dev(d);
+    lgi_gpu_tab_lock();
     int last = prim[dev].refs > 0 && --prim[dev].refs == 0;
     uint64_t c = prim[dev].ctx;
-    lgi_cuda_tab_unlock();
+    lgi_gpu_tab_unlock();
     /* The last reference destroys the primary context. */
     if (last && c) ctx_destroyed(t, c);
   }
-  lgi_cuda_leave(t);
+  lgi_gpu_leave(t);
   return rc;
 }
 
@@ -394,18 +392,18 @@ lgcu_result_t lgi_cuda_h_PRIMRESET(void *real, lgcu_device_t d, uintptr_t ra, ui
   (void)ra, (void)cfa;
   if (!real) return LGCU_ERROR_STUB_LIBRARY;
   lgi_tls_t *t = &lgi_tls;
-  if (!lgi_cuda_enter(t)) return REAL(PRIMRESET)(d);
+  if (!lgi_gpu_enter(t)) return REAL(PRIMRESET)(d);
   lgcu_result_t rc = REAL(PRIMRESET)(d);
   if (rc == LGCU_SUCCESS) {
-    int dev = lgi_cuda_clamp_dev(d);
-    lgi_cuda_tab_lock();
+    int dev = lgi_gpu_clamp_dev(d);
+    lgi_gpu_tab_lock();
     int was = prim[dev].refs > 0;
     uint64_t c = prim[dev].ctx;
     prim[dev].refs = 0;
-    lgi_cuda_tab_unlock();
+    lgi_gpu_tab_unlock();
     /* Every allocation of the primary context is gone; using it again recreates it. */
     if (was && c) ctx_destroyed(t, c);
   }
-  lgi_cuda_leave(t);
+  lgi_gpu_leave(t);
   return rc;
 }
