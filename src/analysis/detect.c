@@ -94,21 +94,30 @@ int lgd_process_pattern(const double *t, const double *live, const double *rss, 
 
 /* Splits pts[0..n) into W windows, of equal time (by_count 0) or of equal point counts,
  * and gives each non-empty one's floor (lowest minimum), ceiling, mean time and last
- * step, in order. Returns the number of non-empty windows. */
-static size_t fill_windows(const lgd_point_t *pts, size_t n, size_t W, int by_count, double *fl, double *ce, double *tm,
-                           double *st) {
+ * step, in order. Returns the number of non-empty windows. By count, a window never
+ * spans a gap longer than gap seconds (a stopped or starved collector): its floor would
+ * come from one side of the gap and its mean time from both, and the late windows'
+ * slope, read between such times, would miss growth seen after the gap (the fault
+ * suite's stalled collector, under load: 16 points before the stop, 2 after). Such a
+ * window is split there, up to MAXW windows in all. */
+static size_t fill_windows(const lgd_point_t *pts, size_t n, size_t W, int by_count, double gap, double *fl, double *ce,
+                           double *tm, double *st) {
   double t0 = pts[0].t, d = pts[n - 1].t - t0;
   int cnt[MAXW] = {0};
-  for (size_t w = 0; w < W; w++) {
+  for (size_t w = 0; w < MAXW; w++) {
     fl[w] = INFINITY;
     ce[w] = -INFINITY;
     tm[w] = 0;
     st[w] = 0;
   }
+  size_t shift = 0, prev = 0;
   for (size_t i = 0; i < n; i++) {
     size_t w;
     if (by_count) {
-      w = i * W / n;
+      w = i * W / n + shift;
+      if (i > 0 && gap > 0 && pts[i].t - pts[i - 1].t > gap && w == prev && w + 1 < MAXW) w++, shift++;
+      if (w >= MAXW) w = MAXW - 1;
+      prev = w;
     } else {
       /* Times out of order or out of range (a damaged database) must not convert a
        * negative, huge or NaN double to size_t (fuzz, issue #17). */
@@ -122,7 +131,7 @@ static size_t fill_windows(const lgd_point_t *pts, size_t n, size_t W, int by_co
     cnt[w]++;
   }
   size_t k = 0;
-  for (size_t w = 0; w < W; w++) {
+  for (size_t w = 0; w < (by_count ? MAXW : W); w++) {
     if (!cnt[w]) continue;
     fl[k] = fl[w];
     ce[k] = ce[w];
@@ -165,12 +174,13 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
   if (W < 5) W = 5;
   if (W > MAXW) W = MAXW;
   double fl[MAXW], ce[MAXW], tm[MAXW], st[MAXW];
-  size_t k = fill_windows(pts, n, W, 0, fl, ce, tm, st);
+  size_t k = fill_windows(pts, n, W, 0, 0, fl, ce, tm, st);
   /* Snapshots missing for a while (a collector stopped or starved by a loaded machine)
    * leave windows empty; with fewer than 5 left the trend test has nothing to say,
    * although the points there are all that is known of the floors (a decimated point
-   * even holds the minimum since the point before). Windows of equal point counts. */
-  if (k < 5) k = fill_windows(pts, n, 5, 1, fl, ce, tm, st);
+   * even holds the minimum since the point before). Windows of equal point counts,
+   * split at a gap longer than one of the time windows. */
+  if (k < 5) k = fill_windows(pts, n, 5, 1, (pts[n - 1].t - pts[0].t) / (double)W, fl, ce, tm, st);
   W = k;
   out->windows = (int)W;
   if (W < 5) return 0;

@@ -720,6 +720,30 @@ static void test_until_before_teardown(void **state) {
   assert_true(r.until_s == 58);
 }
 
+/* A collector stopped for 10 s under load (the fault suite's stalled case, run 1 of a
+ * flake hunt beside two CPU hogs): 16 points of a steady 16 KiB-per-fork leak before the
+ * stop, 2 after it resumed, before the exit. The equal-time windows leave 3 non-empty;
+ * the equal-count windows used then must not put the last point before the gap with
+ * the points after it (its floor and their times made the late slope a tenth of the
+ * real one, and the leak was missed). The series is that run's, as the report reads it. */
+static void test_gap_after_stall(void **state) {
+  (void)state;
+  static const double t[18] = {0.060, 0.158, 0.373, 0.378, 0.468, 0.565, 0.680, 0.798,  0.868,
+                               1.033, 1.097, 1.182, 1.265, 1.427, 1.487, 1.564, 13.426, 14.445};
+  static const double v[18] = {16384,  32768,  81920,  81920,  98304,  131072, 147456, 163840,  180224,
+                               212992, 229376, 245760, 262144, 294912, 311296, 327680, 2736128, 3014656};
+  lgd_point_t p[18];
+  for (int i = 0; i < 18; i++) set_point(&p[i], t[i], v[i], 0);
+  lgd_result_t r = analyze(p, 18);
+  if (!r.leak) dump("gap after stall", 0, &r);
+  assert_int_equal(r.leak, 1);
+  assert_int_equal(r.windows, 6); /* 5 by count, the last split at the gap */
+  expect_rel("gap after stall growth_bytes_per_s", 0, r.growth_bytes_per_s, (3014656.0 - 16384) / (14.445 - 0.060),
+             0.10);
+  r = analyze_recent(p, 18);
+  assert_int_equal(r.leak, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_recent_late_leak),
@@ -741,6 +765,7 @@ int main(void) {
       cmocka_unit_test(test_too_few_points),
       cmocka_unit_test(test_gaps_leak),
       cmocka_unit_test(test_gaps_no_leak),
+      cmocka_unit_test(test_gap_after_stall),
       cmocka_unit_test(test_invalid_arguments),
       cmocka_unit_test(test_growth_per_step),
       cmocka_unit_test(test_min_growth_option),
