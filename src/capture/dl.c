@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * dl.c - libleakguard.so: dlopen() and dlmopen(), so that loading a library cannot
- * take its allocator calls past the hooks.
+ * dl.c - libleakguard.so and the dynamic loader: every interposition of it is here.
+ * dlopen() and dlmopen(), so that loading a library cannot take its allocator calls
+ * past the hooks; dlsym() and dlvsym(), so that looking an allocator function or a GPU
+ * driver's entry point up by name cannot either (the GPU vendors answer for their
+ * names through gpu/gpu.h).
  *
  * RTLD_DEEPBIND makes the loaded library look up symbols in its own dependencies
  * first: its free and realloc bind to glibc's, while the blocks it receives from the
@@ -40,6 +43,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capture/gpu/gpu.h"
 #include "capture/recorder.h"
 #include "leakguard.h"
 
@@ -95,8 +99,7 @@ LG_API void *dlmopen(Lmid_t lmid, const char *file, int mode) {
 
 typedef void *(*dlsym_real_fn)(void *, const char *);
 typedef void *(*dlvsym_real_fn)(void *, const char *, const char *);
-LGI_HIDDEN void *lgi_dlsym_resolve(void); /* cuda.c: glibc's dlsym */
-LGI_HIDDEN void *lgi_real_dlvsym_ptr;     /* read by the assembly entry */
+LGI_HIDDEN void *lgi_real_dlvsym_ptr; /* read by the assembly entry */
 LGI_HIDDEN void *lgi_dlvsym_resolve(void);
 LGI_HIDDEN void *lgi_dlvsym_handle(void *handle, const char *name, const char *version);
 
@@ -164,8 +167,8 @@ void *lgi_dl_alloc_result(const char *name, void *r, uintptr_t caller) {
   return r == wrapped(name, NULL) ? own : r;
 }
 
-/* glibc's dlvsym, found without dlsym or dlvsym (both are ours; cuda.c finds the real
- * dlsym with dlvsym): the dynamic symbol table of libc.so.6, through its GNU hash
+/* glibc's dlvsym, found without dlsym or dlvsym (both are ours; the real dlsym is found
+ * with dlvsym, above): the dynamic symbol table of libc.so.6, through its GNU hash
  * table, for the default version of the name. */
 static void *elf_lookup(const struct link_map *lm, const char *name) {
   const ElfW(Sym) *sym = NULL;
@@ -220,6 +223,103 @@ __attribute__((used)) void *lgi_dlvsym_resolve(void) {
   return p;
 }
 
+/* ------------------------------------------------------------------ dlsym */
+
+/* Read by the assembly entry; hidden, so never preempted. */
+LGI_HIDDEN void *lgi_real_dlsym_ptr;
+LGI_HIDDEN void *lgi_dlsym_handle(void *handle, const char *name);
+
+/* glibc's dlsym, never ours (our dlvsym passes this lookup from us to glibc's). */
+__attribute__((used)) void *lgi_dlsym_resolve(void) {
+  void *p = __atomic_load_n(&lgi_real_dlsym_ptr, __ATOMIC_ACQUIRE);
+  if (LGI_LIKELY(p)) return p;
+  p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+  if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  if (!p) {
+    static const char msg[] = "leakguard: cannot find the real dlsym, aborting\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    abort();
+  }
+  __atomic_store_n(&lgi_real_dlsym_ptr, p, __ATOMIC_RELEASE);
+  return p;
+}
+
+#if defined(__x86_64__)
+/* dlsym(handle, name): RTLD_NEXT (-1) and RTLD_DEFAULT (0) depend on the caller's
+ * object, so they jump to glibc with the caller's return address untouched (a C
+ * wrapper could only call it, and glibc would resolve relative to libleakguard).
+ * RTLD_DEFAULT lookups of a name a GPU vendor's hooks export (gpu/gpu.h), and every
+ * lookup with an explicit handle (caller-independent), go to C. */
+__asm__(".pushsection .text\n"
+        ".globl dlsym\n"
+        ".type dlsym,@function\n"
+        ".p2align 4\n"
+        "dlsym:\n"
+        "  .cfi_startproc\n"
+        "  cmpq $-1, %rdi\n"
+        "  je lgi_dlsym_next\n" /* below: allocator names, else glibc */
+        "  testq %rdi, %rdi\n"
+        "  jne lgi_dlsym_handle\n"
+        "  pushq %rdi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  pushq %rsi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  subq $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  movq %rsi, %rdi\n"
+        "  call lgi_gpu_export_name\n"
+        "  addq $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  popq %rsi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  popq %rdi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  testl %eax, %eax\n"
+        "  jne lgi_gpu_dlsym_default\n"
+        "2:\n"
+        "  movq lgi_real_dlsym_ptr(%rip), %rax\n"
+        "  testq %rax, %rax\n"
+        "  je 3f\n"
+        "  jmp *%rax\n"
+        "3:\n"
+        "  pushq %rdi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  pushq %rsi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  subq $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  call lgi_dlsym_resolve\n"
+        "  addq $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  popq %rsi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  popq %rdi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  jmp *%rax\n"
+        "  .cfi_endproc\n"
+        ".size dlsym, .-dlsym\n"
+        ".popsection\n");
+#else
+/* Elsewhere a sibling call (the compiler's, at -O2) keeps the caller for glibc. */
+LG_API void *dlsym(void *handle, const char *name) {
+  if (handle == RTLD_DEFAULT && lgi_gpu_export_name(name)) return lgi_gpu_dlsym_default(handle, name);
+  if (handle != RTLD_DEFAULT && handle != RTLD_NEXT) return lgi_dlsym_handle(handle, name);
+  void *own = handle == RTLD_NEXT ? lgi_dl_next_alloc(name, NULL, (uintptr_t)__builtin_return_address(0)) : NULL;
+  if (own) return own;
+  return ((dlsym_real_fn)lgi_dlsym_resolve())(handle, name);
+}
+#endif
+
+/* dlsym with an explicit handle (caller-independent): glibc's answer, a GPU vendor's
+ * wrapper for it, or our allocator function. */
+__attribute__((used)) void *lgi_dlsym_handle(void *handle, const char *name) {
+  void *r = ((dlsym_real_fn)lgi_dlsym_resolve())(handle, name);
+  if (!r || !name) return r;
+  void *g;
+  if (lgi_gpu_dlsym_result(name, r, &g)) return g;
+  return lgi_dl_alloc_result(name, r, (uintptr_t)__builtin_return_address(0));
+}
+
 /* dlvsym with an explicit handle (caller-independent): glibc's answer, or ours. */
 __attribute__((used)) void *lgi_dlvsym_handle(void *handle, const char *name, const char *version) {
   void *r = ((dlvsym_real_fn)lgi_dlvsym_resolve())(handle, name, version);
@@ -227,7 +327,7 @@ __attribute__((used)) void *lgi_dlvsym_handle(void *handle, const char *name, co
 }
 
 #if defined(__x86_64__)
-/* The RTLD_NEXT branch of dlsym (cuda.c's entry jumps here, the caller's return
+/* The RTLD_NEXT branch of dlsym (its entry above jumps here, the caller's return
  * address on top) and all of dlvsym. lgi_dl_next_alloc decides; when it returns NULL
  * glibc answers, with the caller's return address untouched. */
 __asm__(".pushsection .text\n"

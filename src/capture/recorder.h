@@ -189,6 +189,9 @@ LGI_HIDDEN void *lgi_dl_next_alloc(const char *name, const char *version, uintpt
 /* For lookups with an explicit handle: r, or our own function when r is the function
  * we wrap for name. */
 LGI_HIDDEN void *lgi_dl_alloc_result(const char *name, void *r, uintptr_t caller);
+/* glibc's dlsym, never ours (found with dlvsym, which is ours too but passes our own
+ * lookups through). */
+LGI_HIDDEN void *lgi_dlsym_resolve(void);
 
 /* ---- gpu/table.c (GPU memory of any vendor: the records; gpu/gpu.h for the GPU files) */
 

@@ -151,8 +151,8 @@ static void write_suspects(lgc_collector_t *c, lgc_proc_t *p, double elapsed, cJ
 /* GPU totals of the live view: recorded bytes, and the memory of the GPUs used. */
 static void live_gpu_totals(lgv_frame_t *fr, const lgm_proc_t *m) {
   fr->gpu_bytes += m->gpu_bytes;
-  lgm_gpu_t g[LG_CUDA_MAX_DEVICES];
-  int nd = lgm_gpus(m->hdr, g, LG_CUDA_MAX_DEVICES);
+  lgm_gpu_t g[LG_GPU_MAX_DEVICES];
+  int nd = lgm_gpus(m->hdr, g, LG_GPU_MAX_DEVICES);
   for (int d = 0; d < nd; d++) {
     fr->gpu_usage += (uint64_t)(m->gpu_space_bytes[d][0] + m->gpu_space_bytes[d][1]);
     if (g[d].total_bytes > fr->gpu_total) fr->gpu_total = g[d].total_bytes; /* one GPU, several processes */

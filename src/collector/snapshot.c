@@ -204,9 +204,13 @@ void lgc_take_symbols(lgc_collector_t *c, uint64_t budget_ns) {
  * points the recorder passed through untracked, each printed once. */
 static void cuda_snapshot(lgc_collector_t *c, lgc_proc_t *p) {
   lgm_proc_t *m = &p->m;
-  uint32_t nn = atomic_load_explicit(&m->hdr->cuda_nnotes, memory_order_acquire);
-  for (; m->cuda_notes_seen < nn && m->cuda_notes_seen < LG_CUDA_NOTES; m->cuda_notes_seen++)
-    lgu_err("cuda: pid %d: %.*s", m->pid, LG_CUDA_NOTE_LEN, m->hdr->cuda_notes[m->cuda_notes_seen]);
+  lgm_gpu_state_t gs;
+  lgm_gpu_state(m->hdr, &gs);
+  for (; m->cuda_notes_seen < gs.nnotes; m->cuda_notes_seen++) {
+    char note[LG_GPU_NOTE_LEN + 1];
+    lgm_gpu_note(m->hdr, m->cuda_notes_seen, note);
+    lgu_err("cuda: pid %d: %s", m->pid, note);
+  }
   if (lgc_db_ok(c)) lgc_db_write(c, lgst_cuda_snapshot(c->db, m));
 }
 
@@ -216,7 +220,9 @@ void lgc_gpu_timeline(lgc_collector_t *c, uint64_t now) {
   int pids[LGN_MAX_PROC], procs[LGN_MAX_PROC], np = 0;
   for (int i = 0; i < c->nprocs && np < LGN_MAX_PROC; i++) {
     lgm_proc_t *m = &c->procs[i]->m;
-    if (m->ended || !atomic_load(&m->hdr->cuda_flags)) continue;
+    lgm_gpu_state_t gs;
+    lgm_gpu_state(m->hdr, &gs);
+    if (m->ended || !gs.flags) continue;
     pids[np] = m->pid;
     procs[np++] = m->proc;
   }

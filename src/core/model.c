@@ -222,7 +222,7 @@ int lgm_collect(lgm_proc_t *p) {
     blocks += t->live_blocks;
     if (t->space == LG_SPACE_MMAP) mm += t->live_bytes;
     else if (t->space >= 2 && t->space <= 4) { /* device, managed, pinned (lg_space_t) */ gpu += t->live_bytes;
-      if (t->device < LG_CUDA_MAX_DEVICES) p->gpu_space_bytes[t->device][t->space - 2] += t->live_bytes;
+      if (t->device < LG_GPU_MAX_DEVICES) p->gpu_space_bytes[t->device][t->space - 2] += t->live_bytes;
     } else host += t->live_bytes;
   }
   p->live_bytes = live;
@@ -237,12 +237,13 @@ int lgm_collect(lgm_proc_t *p) {
 int lgm_gpus(const lg_region_hdr_t *h, lgm_gpu_t *out, int max) {
   if (!h || max <= 0) return 0;
   lg_region_hdr_t *w = (lg_region_hdr_t *)h; /* atomic loads take non-const pointers */
-  uint32_t nd = atomic_load(&w->cuda_ndev);
-  int n = nd < LG_CUDA_MAX_DEVICES ? (int)nd : LG_CUDA_MAX_DEVICES;
+  uint32_t nd = atomic_load(&w->gpu_ndev);
+  int n = nd < LG_GPU_MAX_DEVICES ? (int)nd : LG_GPU_MAX_DEVICES;
   if (n > max) n = max;
   for (int d = 0; d < n; d++) {
-    lg_cuda_dev_t *g = &w->cuda[d];
+    lg_gpu_dev_t *g = &w->gpu[d];
     lgm_gpu_t *o = &out[d];
+    o->vendor = (int)atomic_load(&w->gpu_vendor);
     o->total_bytes = atomic_load(&g->total_bytes);
     o->device_bytes = atomic_load(&g->device_bytes);
     o->managed_bytes = atomic_load(&g->managed_bytes);
@@ -261,4 +262,37 @@ int lgm_gpus(const lg_region_hdr_t *h, lgm_gpu_t *out, int max) {
     o->torch_reserved_bytes = o->torch_seen ? atomic_load(&g->torch_reserved_bytes) : 0;
   }
   return n;
+}
+
+void lgm_gpu_state(const lg_region_hdr_t *h, lgm_gpu_state_t *out) {
+  memset(out, 0, sizeof *out);
+  if (!h) return;
+  lg_region_hdr_t *w = (lg_region_hdr_t *)h;
+  out->flags = atomic_load(&w->gpu_flags);
+  out->vendor = (int)atomic_load(&w->gpu_vendor);
+  uint32_t nn = atomic_load_explicit(&w->gpu_nnotes, memory_order_acquire); /* the notes before it: release */
+  out->nnotes = nn < LG_GPU_NOTES ? nn : LG_GPU_NOTES;
+  out->calls = atomic_load(&w->gpu_calls);
+  out->unknown_frees = atomic_load(&w->gpu_unknown_frees);
+  out->gc_without_cleanup = atomic_load(&w->gc_without_cuda_cleanup);
+}
+
+void lgm_gpu_note(const lg_region_hdr_t *h, uint32_t i, char buf[LG_GPU_NOTE_LEN + 1]) {
+  buf[0] = 0;
+  if (!h || i >= LG_GPU_NOTES) return;
+  memcpy(buf, h->gpu_notes[i], LG_GPU_NOTE_LEN);
+  buf[LG_GPU_NOTE_LEN] = 0;
+}
+
+uint32_t lgm_gpu_um(const lg_region_hdr_t *h, int i, lgm_gpu_um_t *out) {
+  if (!h || i < 0 || i >= LG_CUDA_UM_SITES) return 0;
+  lg_cuda_um_t *u = (lg_cuda_um_t *)&h->cuda_um[i];
+  uint32_t site = atomic_load(&u->site);
+  if (!site) return 0;
+  out->cpu_page_faults = atomic_load(&u->cpu_page_faults);
+  out->gpu_page_faults = atomic_load(&u->gpu_page_faults);
+  out->bytes_htod = atomic_load(&u->bytes_htod);
+  out->bytes_dtoh = atomic_load(&u->bytes_dtoh);
+  out->thrashing = atomic_load(&u->thrashing);
+  return site;
 }

@@ -59,9 +59,9 @@ typedef struct lgm_proc {
   /* GPU memory recorded by the CUDA hooks, per device: [d][0] device, [1] managed,
    * [2] pinned bytes (docs/cuda.md); gpu_bytes: their sum over every device. */
   int64_t gpu_bytes;
-  int64_t gpu_space_bytes[LG_CUDA_MAX_DEVICES][3];
+  int64_t gpu_space_bytes[LG_GPU_MAX_DEVICES][3];
   uint32_t gpu_stacks_stored; /* stacks whose device ordinal is in the store */
-  uint32_t cuda_notes_seen;   /* hdr->cuda_notes already reported */
+  uint32_t cuda_notes_seen;   /* hdr->gpu_notes already reported */
 } lgm_proc_t;
 
 /* Maps the region behind fd and fills hdr/map_size. 0 or -errno. The mapping is
@@ -91,9 +91,10 @@ unsigned lgm_stack(const lgm_proc_t *p, uint32_t id, const uint64_t **ips, unsig
 unsigned lgm_stack_device(const lgm_proc_t *p, uint32_t id);
 
 /* One GPU's gauges as a recorded process's region holds them (the device seam, issue
- * #33: the store, the metrics, the live findings and the guard read GPUs through this,
- * not through the region's vendor record, today CUDA's lg_cuda_dev_t). */
+ * #33: the store, the metrics, the live findings and the guard read GPUs through these
+ * readers, never the region's GPU fields themselves). */
 typedef struct lgm_gpu {
+  int vendor;           /* LG_GPU_VENDOR_* (core/region.h) */
   uint64_t total_bytes; /* the device's memory, 0: unknown */
   int64_t device_bytes, managed_bytes, pinned_bytes, registered_bytes;
   int64_t pool_reserved_bytes, pool_used_bytes; /* stream-ordered pools, as last read */
@@ -104,6 +105,23 @@ typedef struct lgm_gpu {
 } lgm_gpu_t;
 /* The GPUs region h records, at most max of them into out: their number (0: none). */
 int lgm_gpus(const lg_region_hdr_t *h, lgm_gpu_t *out, int max);
+/* The region's GPU state besides the devices' gauges. */
+typedef struct lgm_gpu_state {
+  uint32_t flags;  /* LG_GPU_* and the vendor's (LG_CUDA_*); 0: no GPU API was used */
+  int vendor;      /* LG_GPU_VENDOR_* */
+  uint32_t nnotes; /* published notes, at most LG_GPU_NOTES */
+  uint64_t calls;  /* tracked driver calls that succeeded */
+  uint64_t unknown_frees, gc_without_cleanup;
+} lgm_gpu_state_t;
+void lgm_gpu_state(const lg_region_hdr_t *h, lgm_gpu_state_t *out);
+/* Note i (< nnotes) into buf, NUL-terminated (LG_GPU_NOTE_LEN + 1 bytes). */
+void lgm_gpu_note(const lg_region_hdr_t *h, uint32_t i, char buf[LG_GPU_NOTE_LEN + 1]);
+/* Unified Memory counters of managed-memory slot i (0..LG_CUDA_UM_SITES-1): the site
+ * they belong to, 0 for a free slot. */
+typedef struct lgm_gpu_um {
+  uint64_t cpu_page_faults, gpu_page_faults, bytes_htod, bytes_dtoh, thrashing;
+} lgm_gpu_um_t;
+uint32_t lgm_gpu_um(const lg_region_hdr_t *h, int i, lgm_gpu_um_t *out);
 /* Python frame LG_PYFRAME_BIT|id of the region: 0 and its file, function and line,
  * or -ENOENT. Strings point into the region. */
 int lgm_pyframe(const lgm_proc_t *p, uint64_t ip, const char **file, const char **func, int *line);

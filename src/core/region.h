@@ -32,13 +32,15 @@
 
 #define LG_REGION_MAGIC 0x4e4f494745524c47ULL /* "GLREGION" little endian */
 #define LG_REGION_VERSION                                                                                              \
-  8 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
+  9 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
                              3: reaped-children ring (its own section, reaped_off);
                              4: held (the program held by leakguard's own work);
                              5: torch.cuda's allocated/reserved bytes per device;
                              6: isolated calls (iso_*, lg_region_isolate_note);
                              7: freed blocks by age per site (lg_site_ctr.freed_age);
-                             8: ... and by age in steps (freed_step_age, stepmap_off) */
+                             8: ... and by age in steps (freed_step_age, stepmap_off);
+                             9: the device record and its gauges vendor-neutral (gpu_*,
+                                lg_gpu_dev_t, gpu_vendor), CUDA the first vendor */
 
 #define LG_MAX_DEPTH 256
 #define LG_DEFAULT_DEPTH 64
@@ -127,14 +129,16 @@ typedef struct lg_shard_desc {
   uint64_t chunk_dir; /* offset of uint64_t[nchunks_cap]: chunk offsets (0 = none) */
 } lg_shard_desc_t;
 
-/* CUDA: per-device gauges (bytes are exact: GPU allocations are never sampled). */
-#define LG_CUDA_MAX_DEVICES 16
-#define LG_CUDA_NOTES 12
-#define LG_CUDA_NOTE_LEN 96
-#define LG_CUDA_SEEN 0x1u      /* a driver entry point was bound to a wrapper */
-#define LG_CUDA_ALLOCATED 0x2u /* a GPU allocation was recorded */
-#define LG_CUDA_UM 0x4u        /* CUPTI Unified Memory counters are on (--cuda-um) */
-#define LG_CUDA_TORCH 0x8u     /* PyTorch's CUDA libraries are loaded (libc10_cuda.so) */
+/* GPU memory, any vendor: per-device gauges (bytes are exact: GPU allocations are never
+ * sampled), flags and notes. The device ordinals are those of gpu_vendor's API. */
+#define LG_GPU_MAX_DEVICES 16
+#define LG_GPU_NOTES 12
+#define LG_GPU_NOTE_LEN 96
+enum { LG_GPU_VENDOR_NONE = 0, LG_GPU_VENDOR_CUDA = 1, LG_GPU_VENDOR_HIP = 2 /* reserved: no hooks yet */ };
+#define LG_GPU_SEEN 0x1u      /* a driver entry point was bound to a wrapper */
+#define LG_GPU_ALLOCATED 0x2u /* a GPU allocation was recorded */
+#define LG_CUDA_UM 0x4u       /* CUDA: CUPTI Unified Memory counters are on (--cuda-um) */
+#define LG_CUDA_TORCH 0x8u    /* CUDA: PyTorch's CUDA libraries are loaded (libc10_cuda.so) */
 #define LG_CUDA_UM_SITES 16
 /* Unified Memory counters of one managed allocation site (CUPTI, --cuda-um). site 0:
  * free entry; LG_CUDA_UM_UNKNOWN: addresses no recorded managed block contains. */
@@ -146,8 +150,8 @@ typedef struct lg_cuda_um {
   _Atomic uint64_t bytes_htod, bytes_dtoh;           /* bytes migrated to / from the device */
   _Atomic uint64_t thrashing;                        /* thrashing events */
 } lg_cuda_um_t;
-typedef struct lg_cuda_dev {
-  _Atomic uint64_t total_bytes;        /* cuDeviceTotalMem_v2, 0 = unknown */
+typedef struct lg_gpu_dev {
+  _Atomic uint64_t total_bytes;        /* the device's memory (cuDeviceTotalMem_v2), 0 = unknown */
   _Atomic int64_t device_bytes;        /* live device-space bytes (also per site) */
   _Atomic int64_t managed_bytes;       /* live managed-space bytes (also per site) */
   _Atomic int64_t pinned_bytes;        /* live pinned-space bytes (also per site) */
@@ -166,7 +170,7 @@ typedef struct lg_cuda_dev {
   _Atomic uint32_t torch_seen;
   _Atomic int64_t torch_allocated_bytes;
   _Atomic int64_t torch_reserved_bytes;
-} lg_cuda_dev_t;
+} lg_gpu_dev_t;
 
 /* One child reaped by the recorded process (wait, waitpid, wait3, wait4, waitid).
  * Writer: claims entry n with a fetch-add on reaped_head, stores seq = 0, pid and
@@ -232,18 +236,18 @@ typedef struct lg_region_hdr {
   uint64_t arena_off;
   uint64_t arena_cap;
 
-  /* v2: CUDA (written by src/capture/cuda*.c; docs/cuda.md). GPU allocations are
-   * ordinary sites (space device/managed/pinned, device ordinal in the stack record);
-   * what is not an allocation with a stack lives here. */
-  _Atomic uint32_t cuda_flags;              /* LG_CUDA_* */
-  _Atomic uint32_t cuda_ndev;               /* highest device ordinal seen + 1 (gauges: < LG_CUDA_MAX_DEVICES) */
-  _Atomic uint64_t cuda_calls;              /* tracked driver calls that succeeded */
-  _Atomic uint64_t cuda_unknown_frees;      /* frees of GPU memory that was not recorded */
-  _Atomic uint64_t gc_without_cuda_cleanup; /* Python gc runs that freed no CUDA memory (docs/cuda.md) */
-  _Atomic uint32_t cuda_nnotes;             /* published notes (written under the slow-path lock) */
-  uint32_t cuda_pad;
-  char cuda_notes[LG_CUDA_NOTES][LG_CUDA_NOTE_LEN]; /* "cuMemFoo: passed through untracked"... */
-  lg_cuda_dev_t cuda[LG_CUDA_MAX_DEVICES];
+  /* v2: GPU memory (written by src/capture/gpu/; docs/cuda.md; vendor-neutral names
+   * since v9). GPU allocations are ordinary sites (space device/managed/pinned, device
+   * ordinal in the stack record); what is not an allocation with a stack lives here. */
+  _Atomic uint32_t gpu_flags;                    /* LG_GPU_*, and the vendor's (LG_CUDA_*) */
+  _Atomic uint32_t gpu_ndev;                     /* highest device ordinal seen + 1 (gauges: < LG_GPU_MAX_DEVICES) */
+  _Atomic uint64_t gpu_calls;                    /* tracked driver calls that succeeded */
+  _Atomic uint64_t gpu_unknown_frees;            /* frees of GPU memory that was not recorded */
+  _Atomic uint64_t gc_without_cuda_cleanup;      /* Python gc runs that freed no CUDA memory (docs/cuda.md) */
+  _Atomic uint32_t gpu_nnotes;                   /* published notes (written under the slow-path lock) */
+  _Atomic uint32_t gpu_vendor;                   /* LG_GPU_VENDOR_*: whose API the device ordinals are */
+  char gpu_notes[LG_GPU_NOTES][LG_GPU_NOTE_LEN]; /* "cuMemFoo: passed through untracked"... */
+  lg_gpu_dev_t gpu[LG_GPU_MAX_DEVICES];
   lg_cuda_um_t cuda_um[LG_CUDA_UM_SITES];
   /* version 3: written by the recorder's wait-family hooks: children this process
    * reaped itself, so that the collector learns the exit status of processes it is not
@@ -328,7 +332,7 @@ static inline const lg_site_ctr_t *lg_shard_chunk(const lg_region_hdr_t *h, cons
  * to a collector or guard of another): any change below must bump LG_REGION_VERSION.
  * These asserts make a change visible at build time; update them with the version
  * (the first fails until they are). */
-_Static_assert(LG_REGION_VERSION == 8, "the layout asserts below are version 8's: check them for the new version");
+_Static_assert(LG_REGION_VERSION == 9, "the layout asserts below are version 9's: check them for the new version");
 _Static_assert(sizeof(lg_site_ctr_t) == 256, "lg_site_ctr_t: four cache lines");
 _Static_assert(sizeof(lg_stack_rec_t) == 16, "lg_stack_rec_t layout");
 _Static_assert(sizeof(lg_module_rec_t) == 264, "lg_module_rec_t layout");
@@ -336,17 +340,18 @@ _Static_assert(sizeof(lg_tag_rec_t) == 88, "lg_tag_rec_t layout");
 _Static_assert(sizeof(lg_pyframe_rec_t) == 24, "lg_pyframe_rec_t layout");
 _Static_assert(sizeof(lg_shard_desc_t) == 16, "lg_shard_desc_t layout");
 _Static_assert(sizeof(lg_cuda_um_t) == 48, "lg_cuda_um_t layout");
-_Static_assert(sizeof(lg_cuda_dev_t) == 104, "lg_cuda_dev_t layout");
+_Static_assert(sizeof(lg_gpu_dev_t) == 104, "lg_gpu_dev_t layout");
 _Static_assert(sizeof(lg_reaped_t) == 16, "lg_reaped_t layout");
 _Static_assert(sizeof(lg_index_slot_t) == 16, "lg_index_slot_t layout");
 _Static_assert(sizeof(lg_region_hdr_t) == 4056 && sizeof(lg_region_hdr_t) <= 4096,
-               "lg_region_hdr_t: v8 layout, within the first page");
+               "lg_region_hdr_t: v9 layout (v8's, renamed), within the first page");
 _Static_assert(__builtin_offsetof(lg_region_hdr_t, epoch) == 56 &&
                    __builtin_offsetof(lg_region_hdr_t, index_off) == 136 &&
-                   __builtin_offsetof(lg_region_hdr_t, cuda_flags) == 264 &&
+                   __builtin_offsetof(lg_region_hdr_t, gpu_flags) == 264 &&
+                   __builtin_offsetof(lg_region_hdr_t, gpu_vendor) == 300 &&
                    __builtin_offsetof(lg_region_hdr_t, reaped_head) == 3888 &&
                    __builtin_offsetof(lg_region_hdr_t, iso_requests) == 3912,
-               "lg_region_hdr_t: v6-8 field offsets");
+               "lg_region_hdr_t: v6-9 field offsets");
 
 /* ------------------------------------------------------------------ socket protocol
  * The collector listens on a Unix SOCK_SEQPACKET socket whose path is in the

@@ -164,22 +164,22 @@ void lgg_regions_free(lgg_regions_t *r) {
 
 int lgg_regions_gpu_count(const lgg_regions_t *r) {
   int n = 0;
-  lgm_gpu_t g[LG_CUDA_MAX_DEVICES];
+  lgm_gpu_t g[LG_GPU_MAX_DEVICES];
   for (int i = 0; r && i < r->n; i++) {
-    int k = lgm_gpus(r->r[i].hdr, g, LG_CUDA_MAX_DEVICES);
+    int k = lgm_gpus(r->r[i].hdr, g, LG_GPU_MAX_DEVICES);
     if (k > n) n = k;
   }
   return n;
 }
 
 int lgg_regions_gpu(const lgg_regions_t *r, int dev, uint64_t *used, uint64_t *total) {
-  if (!r || dev < 0 || dev >= LG_CUDA_MAX_DEVICES) return -1;
+  if (!r || dev < 0 || dev >= LG_GPU_MAX_DEVICES) return -1;
   int64_t u = 0;
   uint64_t tot = 0;
   int any = 0;
-  lgm_gpu_t gpu[LG_CUDA_MAX_DEVICES];
+  lgm_gpu_t gpu[LG_GPU_MAX_DEVICES];
   for (int i = 0; i < r->n; i++) {
-    if (lgm_gpus(r->r[i].hdr, gpu, LG_CUDA_MAX_DEVICES) <= dev) continue;
+    if (lgm_gpus(r->r[i].hdr, gpu, LG_GPU_MAX_DEVICES) <= dev) continue;
     const lgm_gpu_t *g = &gpu[dev];
     int64_t cache = g->pool_reserved_bytes - g->pool_used_bytes;
     u += g->device_bytes + g->managed_bytes + (cache > 0 ? cache : 0);

@@ -701,8 +701,8 @@ int lgx_set_histogram_m(lgx_registry_t *r, enum lgx_metric m, const char *const 
  * counters from every recorded process (a counter must not go down when one ends). */
 void lgx_publish_memory(lgx_registry_t *r, const lgm_proc_t *const *procs, int n) {
   lgx_declare_m(r, LGX_LIVE_BYTES);
-  int64_t host = 0, mm = 0, gpu[LG_CUDA_MAX_DEVICES][3];
-  double recreated[LG_CUDA_MAX_DEVICES], gc = 0;
+  int64_t host = 0, mm = 0, gpu[LG_GPU_MAX_DEVICES][3];
+  double recreated[LG_GPU_MAX_DEVICES], gc = 0;
   memset(gpu, 0, sizeof gpu);
   memset(recreated, 0, sizeof recreated);
   int ndev = 0, cuda = 0;
@@ -710,16 +710,18 @@ void lgx_publish_memory(lgx_registry_t *r, const lgm_proc_t *const *procs, int n
     const lgm_proc_t *p = procs[i];
     const lg_region_hdr_t *h = p->hdr;
     if (!h) continue;
-    lgm_gpu_t g[LG_CUDA_MAX_DEVICES];
-    int nd = lgm_gpus(h, g, LG_CUDA_MAX_DEVICES);
+    lgm_gpu_t g[LG_GPU_MAX_DEVICES];
+    int nd = lgm_gpus(h, g, LG_GPU_MAX_DEVICES);
     if (nd > ndev) ndev = nd;
-    cuda |= atomic_load(&((lg_region_hdr_t *)h)->cuda_flags) != 0;
+    lgm_gpu_state_t gs;
+    lgm_gpu_state(h, &gs);
+    cuda |= gs.flags != 0;
     for (int d = 0; d < nd; d++) recreated[d] += (double)g[d].contexts_recreated;
-    gc += (double)atomic_load(&((lg_region_hdr_t *)h)->gc_without_cuda_cleanup);
+    gc += (double)gs.gc_without_cleanup;
     if (p->ended) continue;
     host += p->host_bytes;
     mm += p->mmap_bytes;
-    for (int d = 0; d < LG_CUDA_MAX_DEVICES; d++)
+    for (int d = 0; d < LG_GPU_MAX_DEVICES; d++)
       for (int k = 0; k < 3; k++) gpu[d][k] += p->gpu_space_bytes[d][k];
   }
   /* Spaces without memory are left out (host always), so sum() is the total. */

@@ -528,7 +528,9 @@ static int exec_row(lgst_t *s, const char *sql, const int64_t *v, int n, const c
 
 int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
   const lg_region_hdr_t *h = p->hdr;
-  if (!h || !atomic_load(&((lg_region_hdr_t *)h)->cuda_flags)) return 0;
+  lgm_gpu_state_t gs;
+  lgm_gpu_state(h, &gs);
+  if (!gs.flags) return 0;
   if (lgst_cuda_tables(s) != 0) return -EIO;
   int rc = 0;
   for (uint32_t id = p->gpu_stacks_stored > 2 ? p->gpu_stacks_stored : 2; id < p->nsites; id++) {
@@ -537,8 +539,8 @@ int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
     rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_stacks VALUES(?,?,?)", v, 3, NULL);
   }
   p->gpu_stacks_stored = p->nsites;
-  lgm_gpu_t gpu[LG_CUDA_MAX_DEVICES];
-  int nd = lgm_gpus(h, gpu, LG_CUDA_MAX_DEVICES);
+  lgm_gpu_t gpu[LG_GPU_MAX_DEVICES];
+  int nd = lgm_gpus(h, gpu, LG_GPU_MAX_DEVICES);
   for (int d = 0; d < nd; d++) {
     const lgm_gpu_t *g = &gpu[d];
     int64_t v[15] = {p->proc,
@@ -563,24 +565,22 @@ int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
     }
   }
   for (int i = 0; i < LG_CUDA_UM_SITES; i++) {
-    lg_cuda_um_t *u = (lg_cuda_um_t *)&h->cuda_um[i];
-    uint32_t site = atomic_load(&u->site);
+    lgm_gpu_um_t u;
+    uint32_t site = lgm_gpu_um(h, i, &u);
     if (!site) continue;
     int64_t v[7] = {p->proc,
                     site,
-                    (int64_t)atomic_load(&u->cpu_page_faults),
-                    (int64_t)atomic_load(&u->gpu_page_faults),
-                    (int64_t)atomic_load(&u->bytes_htod),
-                    (int64_t)atomic_load(&u->bytes_dtoh),
-                    (int64_t)atomic_load(&u->thrashing)};
+                    (int64_t)u.cpu_page_faults,
+                    (int64_t)u.gpu_page_faults,
+                    (int64_t)u.bytes_htod,
+                    (int64_t)u.bytes_dtoh,
+                    (int64_t)u.thrashing};
     rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_um VALUES(?,?,?,?,?,?,?)", v, 7, NULL);
   }
-  if (atomic_load(&((lg_region_hdr_t *)h)->cuda_flags) & LG_CUDA_TORCH) rc |= lgst_meta(s, "torch_cuda", "1");
-  uint32_t nn = atomic_load_explicit(&((lg_region_hdr_t *)h)->cuda_nnotes, memory_order_acquire);
-  for (uint32_t i = 0; i < nn && i < LG_CUDA_NOTES; i++) {
-    char note[LG_CUDA_NOTE_LEN + 1];
-    memcpy(note, h->cuda_notes[i], LG_CUDA_NOTE_LEN);
-    note[LG_CUDA_NOTE_LEN] = 0;
+  if (gs.flags & LG_CUDA_TORCH) rc |= lgst_meta(s, "torch_cuda", "1");
+  for (uint32_t i = 0; i < gs.nnotes; i++) {
+    char note[LG_GPU_NOTE_LEN + 1];
+    lgm_gpu_note(h, i, note);
     int64_t v[1] = {p->proc};
     rc |= exec_row(s, "INSERT OR IGNORE INTO cuda_notes VALUES(?,?)", v, 1, note);
   }

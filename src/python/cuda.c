@@ -133,7 +133,7 @@ void lgpy_cuda_torch_sample(void) {
     PyObject *n = PyObject_CallMethod(tc, "device_count", NULL);
     long nd = n ? PyLong_AsLong(n) : 0;
     Py_XDECREF(n);
-    for (long d = 0; d < nd && d < LG_CUDA_MAX_DEVICES; d++) {
+    for (long d = 0; d < nd && d < LG_GPU_MAX_DEVICES; d++) {
       PyObject *a = PyObject_CallMethod(tc, "memory_allocated", "l", d);
       PyObject *r = PyObject_CallMethod(tc, "memory_reserved", "l", d);
       long long av = a ? PyLong_AsLongLong(a) : -1, rv = r ? PyLong_AsLongLong(r) : -1;

@@ -11,13 +11,14 @@
  *     Only the tracked entry points are exported (never cuInit or
  *     cuDriverGetVersion), so a program without libcuda that probes for CUDA that
  *     way still finds none.
- *  2. dlsym on a libcuda handle. dlsym itself is interposed: an assembly entry
- *     tail-jumps to glibc's dlsym for RTLD_NEXT and RTLD_DEFAULT lookups (glibc
- *     resolves those relative to its caller, so the caller must stay the program's);
- *     a lookup with an explicit handle, or an RTLD_DEFAULT lookup of a name that we
- *     export, goes through lgi_dlsym_handle/lgi_dlsym_default. A tracked name found in
- *     the driver comes back as a wrapper bound to exactly that pointer; one that finds
- *     only our own export (no driver loaded) comes back NULL, as without us.
+ *  2. dlsym on a libcuda handle. dlsym itself is interposed (capture/dl.c, with
+ *     dlvsym and dlopen: an assembly entry tail-jumps to glibc's dlsym for RTLD_NEXT
+ *     and RTLD_DEFAULT lookups, which glibc resolves relative to its caller); a lookup
+ *     with an explicit handle, or an RTLD_DEFAULT lookup of a name that we export,
+ *     reaches lgi_cuda_dlsym_result / lgi_cuda_dlsym_default through the GPU seam
+ *     (gpu.h). A tracked name found in the driver comes back as a wrapper bound to
+ *     exactly that pointer; one that finds only our own export (no driver loaded)
+ *     comes back NULL, as without us.
  *  3. cuGetProcAddress / cuGetProcAddress_v2 (cudart >= 11.3, current PyTorch),
  *     themselves reached through 1 or 2. The wrapper lets the driver answer, then
  *     looks the requested name and version up and, for a tracked entry point,
@@ -47,9 +48,9 @@
  * releases the records made in it. GPU allocations are never sampled.
  *
  * This file is how calls reach the wrappers (the three ways, the slots, binding, the
- * notes). What the wrappers record is in cuda_mem.c (allocations and frees, the
- * address/handle table) and cuda_ctx.c (contexts, devices, pools); cuda_impl.h holds
- * what the three share.
+ * notes). The wrappers are cuda_mem.c (allocations and frees) and cuda_ctx.c
+ * (contexts, devices, pools); what they record goes to the vendor-neutral table
+ * (table.c, gpu.h); cuda_impl.h holds what the CUDA files share.
  */
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -228,96 +229,6 @@ static int benign(const char *sym) {
   return 0;
 }
 
-/* ------------------------------------------------------------------ the real dlsym */
-
-/* Read by the assembly entry; hidden, so never preempted. */
-LGI_HIDDEN void *lgi_real_dlsym_ptr;
-LGI_HIDDEN void *lgi_dlsym_resolve(void);
-LGI_HIDDEN int lgi_cuda_export_name(const char *name);
-LGI_HIDDEN void *lgi_dlsym_handle(void *handle, const char *name);
-LGI_HIDDEN void *lgi_dlsym_default(void *handle, const char *name);
-
-/* glibc's dlsym, never ours (dl.c's dlvsym passes this lookup from us to glibc's). */
-__attribute__((used)) void *lgi_dlsym_resolve(void) {
-  void *p = __atomic_load_n(&lgi_real_dlsym_ptr, __ATOMIC_ACQUIRE);
-  if (LGI_LIKELY(p)) return p;
-  p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-  if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-  if (!p) {
-    static const char msg[] = "leakguard: cannot find the real dlsym, aborting\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    abort();
-  }
-  __atomic_store_n(&lgi_real_dlsym_ptr, p, __ATOMIC_RELEASE);
-  return p;
-}
-
-#if defined(__x86_64__)
-/* dlsym(handle, name): RTLD_NEXT (-1) and RTLD_DEFAULT (0) depend on the caller's
- * object, so they jump to glibc with the caller's return address untouched (a C
- * wrapper could only call it, and glibc would resolve relative to libleakguard).
- * RTLD_DEFAULT lookups of a name we export, and every lookup with an explicit handle
- * (caller-independent), go to C. */
-__asm__(".pushsection .text\n"
-        ".globl dlsym\n"
-        ".type dlsym,@function\n"
-        ".p2align 4\n"
-        "dlsym:\n"
-        "  .cfi_startproc\n"
-        "  cmpq $-1, %rdi\n"
-        "  je lgi_dlsym_next\n" /* dl.c: allocator names, else glibc */
-        "  testq %rdi, %rdi\n"
-        "  jne lgi_dlsym_handle\n"
-        "  pushq %rdi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  pushq %rsi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  subq $8, %rsp\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  movq %rsi, %rdi\n"
-        "  call lgi_cuda_export_name\n"
-        "  addq $8, %rsp\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  popq %rsi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  popq %rdi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  testl %eax, %eax\n"
-        "  jne lgi_dlsym_default\n"
-        "2:\n"
-        "  movq lgi_real_dlsym_ptr(%rip), %rax\n"
-        "  testq %rax, %rax\n"
-        "  je 3f\n"
-        "  jmp *%rax\n"
-        "3:\n"
-        "  pushq %rdi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  pushq %rsi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  subq $8, %rsp\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  call lgi_dlsym_resolve\n"
-        "  addq $8, %rsp\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  popq %rsi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  popq %rdi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  jmp *%rax\n"
-        "  .cfi_endproc\n"
-        ".size dlsym, .-dlsym\n"
-        ".popsection\n");
-#else
-/* Elsewhere a sibling call (the compiler's, at -O2) keeps the caller for glibc. */
-LG_API void *dlsym(void *handle, const char *name) {
-  if (handle == RTLD_DEFAULT && lgi_cuda_export_name(name)) return lgi_dlsym_default(handle, name);
-  if (handle != RTLD_DEFAULT && handle != RTLD_NEXT) return lgi_dlsym_handle(handle, name);
-  void *own = handle == RTLD_NEXT ? lgi_dl_next_alloc(name, NULL, (uintptr_t)__builtin_return_address(0)) : NULL;
-  if (own) return own;
-  return ((dlsym_fn)lgi_dlsym_resolve())(handle, name);
-}
-#endif
-
 static int export_index(const char *name) {
   if (!name || name[0] != 'c' || name[1] != 'u') return -1;
   for (int i = 0; i < E_COUNT; i++)
@@ -325,7 +236,7 @@ static int export_index(const char *name) {
   return -1;
 }
 
-__attribute__((used)) int lgi_cuda_export_name(const char *name) { return export_index(name) >= 0; }
+int lgi_cuda_export_name(const char *name) { return export_index(name) >= 0; }
 
 /* ------------------------------------------------------------------ notes, flags */
 
@@ -334,7 +245,7 @@ static void note(const char *name, const char *what) { lgi_cuda_note(name, what)
 void lgi_cuda_note(const char *name, const char *what) {
   lg_region_hdr_t *h = lgi_g.hdr;
   if (!lgi_g.enabled || !h || !name) return;
-  char buf[LG_CUDA_NOTE_LEN];
+  char buf[LG_GPU_NOTE_LEN];
   size_t a = strnlen(name, 40), b = strlen(what);
   memset(buf, 0, sizeof buf);
   memcpy(buf, name, a);
@@ -342,20 +253,20 @@ void lgi_cuda_note(const char *name, const char *what) {
   if (a + 2 + b > sizeof buf - 1) b = sizeof buf - 1 - a - 2;
   memcpy(buf + a + 2, what, b);
   lgi_lock();
-  uint32_t n = atomic_load_explicit(&h->cuda_nnotes, memory_order_relaxed);
+  uint32_t n = atomic_load_explicit(&h->gpu_nnotes, memory_order_relaxed);
   int dup = 0;
-  for (uint32_t i = 0; i < n && i < LG_CUDA_NOTES; i++)
-    if (!strncmp(h->cuda_notes[i], buf, sizeof buf)) dup = 1;
-  if (!dup && n < LG_CUDA_NOTES) {
-    memcpy(h->cuda_notes[n], buf, sizeof buf);
-    atomic_store_explicit(&h->cuda_nnotes, n + 1, memory_order_release);
+  for (uint32_t i = 0; i < n && i < LG_GPU_NOTES; i++)
+    if (!strncmp(h->gpu_notes[i], buf, sizeof buf)) dup = 1;
+  if (!dup && n < LG_GPU_NOTES) {
+    memcpy(h->gpu_notes[n], buf, sizeof buf);
+    atomic_store_explicit(&h->gpu_nnotes, n + 1, memory_order_release);
   }
   lgi_unlock();
 }
 
 void lgi_cuda_set_flag(uint32_t f) {
-  if (lgi_g.enabled && !(atomic_load_explicit(&lgi_g.hdr->cuda_flags, memory_order_relaxed) & f))
-    atomic_fetch_or(&lgi_g.hdr->cuda_flags, f);
+  if (lgi_g.enabled && !(atomic_load_explicit(&lgi_g.hdr->gpu_flags, memory_order_relaxed) & f))
+    atomic_fetch_or(&lgi_g.hdr->gpu_flags, f);
 }
 
 /* ------------------------------------------------------------------ binding */
@@ -374,7 +285,7 @@ static int is_ours(const void *p) {
 static void *bind(int k, void *real) {
   if (!real || is_ours(real)) return real;
   lgi_cuda_helpers_from(real);
-  lgi_cuda_set_flag(LG_CUDA_SEEN);
+  lgi_cuda_set_flag(LG_GPU_SEEN);
   for (int i = 0; i < LGC_NSLOT; i++) {
     void *cur = atomic_load(&slot_real[k][i]);
     if (cur == real) return slot_fn[k][i];
@@ -394,7 +305,7 @@ static void *export_real(int i) {
   p = ((dlsym_fn)lgi_dlsym_resolve())(RTLD_NEXT, export_name[i]);
   if (p) {
     lgi_cuda_helpers_from(p);
-    lgi_cuda_set_flag(LG_CUDA_SEEN);
+    lgi_cuda_set_flag(LG_GPU_SEEN);
     atomic_store_explicit(&export_ptr[i], p, memory_order_release);
   }
   return p;
@@ -409,28 +320,28 @@ static void *wrap_proc(const char *sym, int ver, void *p) {
   return p;
 }
 
-__attribute__((used)) void *lgi_dlsym_handle(void *handle, const char *name) {
-  dlsym_fn d = (dlsym_fn)lgi_dlsym_resolve();
-  void *r = d(handle, name);
-  if (!r || !name) return r;
-  if (name[0] != 'c' || name[1] != 'u') return lgi_dl_alloc_result(name, r, (uintptr_t)__builtin_return_address(0));
+int lgi_cuda_dlsym_result(const char *name, void *r, void **out) {
+  if (name[0] != 'c' || name[1] != 'u') return 0;
+  *out = r;
   int e = export_index(name);
   if (e < 0) {
     if (!strncmp(name, "cuMem", 5) && !benign(name) && strcmp(name, "cuMemAlloc") && strcmp(name, "cuMemFree") &&
         strcmp(name, "cuMemAllocPitch") && strcmp(name, "cuMemAllocHost"))
       note(name, "unknown memory entry point; untracked");
-    return r;
+    return 1;
   }
   if (is_ours(r)) {
     /* The handle's scope reached our own export (dlopen(NULL), a library that depends
      * on us): the answer is the driver's definition, or none. */
-    void *n = d(RTLD_NEXT, name);
-    return n ? bind(export_kind[e], n) : NULL;
+    void *n = ((dlsym_fn)lgi_dlsym_resolve())(RTLD_NEXT, name);
+    *out = n ? bind(export_kind[e], n) : NULL;
+    return 1;
   }
-  return bind(export_kind[e], r);
+  *out = bind(export_kind[e], r);
+  return 1;
 }
 
-__attribute__((used)) void *lgi_dlsym_default(void *handle, const char *name) {
+void *lgi_cuda_dlsym_default(void *handle, const char *name) {
   (void)handle;
   int e = export_index(name);
   /* Our export is first in the global scope; what a program without us would get is

@@ -96,9 +96,11 @@ static ctx_ent_t *ctx_slot(uint64_t c) {
 /* First sight of a device: the count of devices, its total memory. */
 void lgi_cuda_dev_seen(int dev) {
   lg_region_hdr_t *h = lgi_g.hdr;
-  uint32_t n = atomic_load(&h->cuda_ndev), want = (uint32_t)dev + 1;
-  while (n < want && !atomic_compare_exchange_weak(&h->cuda_ndev, &n, want)) {}
-  lg_cuda_dev_t *g = lgi_gpu_gauge(dev);
+  uint32_t none = LG_GPU_VENDOR_NONE; /* the ordinals are CUDA's (unless another vendor's came first) */
+  atomic_compare_exchange_strong(&h->gpu_vendor, &none, LG_GPU_VENDOR_CUDA);
+  uint32_t n = atomic_load(&h->gpu_ndev), want = (uint32_t)dev + 1;
+  while (n < want && !atomic_compare_exchange_weak(&h->gpu_ndev, &n, want)) {}
+  lg_gpu_dev_t *g = lgi_gpu_gauge(dev);
   if (g && !atomic_load_explicit(&g->total_bytes, memory_order_relaxed) && hp.total_mem) {
     size_t b = 0;
     if (hp.total_mem(&b, dev) == LGCU_SUCCESS && b) atomic_store(&g->total_bytes, (uint64_t)b);
@@ -152,15 +154,15 @@ static void ctx_created(uint64_t c, int dev, int primary) {
   int again = destroyed_once[dev];
   lgi_gpu_tab_unlock();
   atomic_fetch_add(&ctx_gen, 1);
-  lg_cuda_dev_t *g = lgi_gpu_gauge(dev);
+  lg_gpu_dev_t *g = lgi_gpu_gauge(dev);
   if (g) {
     atomic_fetch_add(&g->contexts, 1);
     atomic_fetch_add(&g->contexts_created, 1);
     if (again) atomic_fetch_add(&g->contexts_recreated, 1);
   }
-  atomic_fetch_add_explicit(&lgi_g.hdr->cuda_calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&lgi_g.hdr->gpu_calls, 1, memory_order_relaxed);
   lgi_cuda_dev_seen(dev);
-  if (!(atomic_load(&lgi_g.hdr->cuda_flags) & LG_CUDA_TORCH) && dl_iterate_phdr(torch_cb, NULL))
+  if (!(atomic_load(&lgi_g.hdr->gpu_flags) & LG_CUDA_TORCH) && dl_iterate_phdr(torch_cb, NULL))
     lgi_cuda_set_flag(LG_CUDA_TORCH);
   lgi_cuda_um_start(); /* --cuda-um: CUPTI needs a context */
 }
@@ -175,12 +177,12 @@ static void ctx_destroyed(lgi_tls_t *t, uint64_t c) {
   lgi_gpu_release_ctx(t, c);
   lgi_gpu_tab_unlock();
   atomic_fetch_add(&ctx_gen, 1);
-  lg_cuda_dev_t *g = lgi_gpu_gauge(dev);
+  lg_gpu_dev_t *g = lgi_gpu_gauge(dev);
   if (g) {
     atomic_fetch_sub(&g->contexts, 1);
     atomic_fetch_add(&g->contexts_destroyed, 1);
   }
-  atomic_fetch_add_explicit(&lgi_g.hdr->cuda_calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&lgi_g.hdr->gpu_calls, 1, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------ pools
@@ -208,7 +210,7 @@ static void pool_add(uint64_t p, int dev) {
     added = 1;
   }
   lgi_gpu_tab_unlock();
-  lg_cuda_dev_t *g = lgi_gpu_gauge(dev);
+  lg_gpu_dev_t *g = lgi_gpu_gauge(dev);
   if (added && g) atomic_fetch_add(&g->pools, 1);
 }
 
@@ -231,7 +233,7 @@ static void pool_del(uint64_t p) {
       break;
     }
   lgi_gpu_tab_unlock();
-  lg_cuda_dev_t *g = lgi_gpu_gauge(dev);
+  lg_gpu_dev_t *g = lgi_gpu_gauge(dev);
   if (g) atomic_fetch_sub(&g->pools, 1);
 }
 
@@ -245,19 +247,19 @@ void lgi_cuda_pool_sample(int force) {
   lgi_gpu_tab_lock();
   for (int i = 0; i < npools; i++) list[n] = pools[i].pool, devs[n++] = pools[i].dev;
   lgi_gpu_tab_unlock();
-  int64_t res[LG_CUDA_MAX_DEVICES] = {0}, used[LG_CUDA_MAX_DEVICES] = {0};
+  int64_t res[LG_GPU_MAX_DEVICES] = {0}, used[LG_GPU_MAX_DEVICES] = {0};
   for (int i = 0; i < n; i++) {
     uint64_t r = 0, u = 0;
-    if (devs[i] < 0 || devs[i] >= LG_CUDA_MAX_DEVICES) continue;
+    if (devs[i] < 0 || devs[i] >= LG_GPU_MAX_DEVICES) continue;
     if (hp.pool_get_attr((lgcu_pool_t)(uintptr_t)list[i], LGCU_POOL_RESERVED_MEM_CURRENT, &r) == LGCU_SUCCESS)
       res[devs[i]] += (int64_t)r;
     if (hp.pool_get_attr((lgcu_pool_t)(uintptr_t)list[i], LGCU_POOL_USED_MEM_CURRENT, &u) == LGCU_SUCCESS)
       used[devs[i]] += (int64_t)u;
   }
-  uint32_t nd = atomic_load(&lgi_g.hdr->cuda_ndev);
-  for (uint32_t d = 0; d < nd && d < LG_CUDA_MAX_DEVICES; d++) {
-    atomic_store(&lgi_g.hdr->cuda[d].pool_reserved_bytes, res[d]);
-    atomic_store(&lgi_g.hdr->cuda[d].pool_used_bytes, used[d]);
+  uint32_t nd = atomic_load(&lgi_g.hdr->gpu_ndev);
+  for (uint32_t d = 0; d < nd && d < LG_GPU_MAX_DEVICES; d++) {
+    atomic_store(&lgi_g.hdr->gpu[d].pool_reserved_bytes, res[d]);
+    atomic_store(&lgi_g.hdr->gpu[d].pool_used_bytes, used[d]);
   }
 }
 

@@ -124,8 +124,6 @@ LGC_KINDS(LGC_HPROTO)
 
 /* ---- cuda.c */
 
-/* glibc's dlsym, never ours (dlvsym is not interposed). */
-LGI_HIDDEN void *lgi_dlsym_resolve(void);
 /* Sets a flag of the region's cuda_flags (LG_CUDA_*) once. */
 LGI_HIDDEN void lgi_cuda_set_flag(uint32_t f);
 

@@ -192,7 +192,7 @@ lgcu_result_t lgi_cuda_h_MEMUNMAP(void *real, lgcu_dptr_t p, size_t n, uintptr_t
     lgi_gpu_ent_t e;
     while (a < end && lgi_gpu_take(t, a, LGI_GPU_MAP, &e) && e.size) a += e.size;
     if (a < end) lgi_gpu_take_range(t, LGI_GPU_MAP, a, end);
-    atomic_fetch_add_explicit(&lgi_g.hdr->cuda_calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&lgi_g.hdr->gpu_calls, 1, memory_order_relaxed);
   }
   lgi_gpu_leave(t);
   return rc;
@@ -396,8 +396,8 @@ LG_API uint64_t lg_cuda_gc_without_cleanup_count(void) {
 
 LG_API int lg_cuda_torch_memory(int dev, int64_t allocated_bytes, int64_t reserved_bytes) {
   if (!lgi_g.enabled) return -ENOENT;
-  if (dev < 0 || dev >= LG_CUDA_MAX_DEVICES) return -ENODEV;
-  lg_cuda_dev_t *g = &lgi_g.hdr->cuda[dev];
+  if (dev < 0 || dev >= LG_GPU_MAX_DEVICES) return -ENODEV;
+  lg_gpu_dev_t *g = &lgi_g.hdr->gpu[dev];
   atomic_store_explicit(&g->torch_allocated_bytes, allocated_bytes, memory_order_relaxed);
   atomic_store_explicit(&g->torch_reserved_bytes, reserved_bytes, memory_order_relaxed);
   atomic_store_explicit(&g->torch_seen, 1, memory_order_release);
@@ -406,14 +406,14 @@ LG_API int lg_cuda_torch_memory(int dev, int64_t allocated_bytes, int64_t reserv
 
 LG_API int lg_cuda_devices(void) {
   if (!lgi_g.enabled) return 0;
-  uint32_t n = atomic_load(&lgi_g.hdr->cuda_ndev);
-  return n > LG_CUDA_MAX_DEVICES ? LG_CUDA_MAX_DEVICES : (int)n;
+  uint32_t n = atomic_load(&lgi_g.hdr->gpu_ndev);
+  return n > LG_GPU_MAX_DEVICES ? LG_GPU_MAX_DEVICES : (int)n;
 }
 
 LG_API int lg_cuda_stats(int dev, lg_cuda_stats_t *out) {
   if (!out || !lgi_g.enabled) return -ENOENT;
   if (dev < 0 || dev >= lg_cuda_devices()) return -ENODEV;
-  lg_cuda_dev_t *g = &lgi_g.hdr->cuda[dev];
+  lg_gpu_dev_t *g = &lgi_g.hdr->gpu[dev];
   out->device_bytes = atomic_load(&g->device_bytes);
   out->managed_bytes = atomic_load(&g->managed_bytes);
   out->pinned_bytes = atomic_load(&g->pinned_bytes);

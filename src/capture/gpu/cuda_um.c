@@ -107,7 +107,7 @@ static void um_flush(void) {
   if (atomic_load(&um_state) == 2) cp.flush(1 /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */);
 }
 
-/* One note (LG_CUDA_NOTE_LEN: about 85 characters after "CUPTI: "): CUPTI's error
+/* One note (LG_GPU_NOTE_LEN: about 85 characters after "CUPTI: "): CUPTI's error
  * name when there is one, and what it was doing. */
 static void um_off(const char *why, int rc) {
   char buf[88];
@@ -163,5 +163,5 @@ void lgi_cuda_um_start(void) {
   if (cp.period) cp.period(100);
   atomic_store(&um_state, 2);
   atexit(um_flush);
-  atomic_fetch_or(&lgi_g.hdr->cuda_flags, LG_CUDA_UM);
+  atomic_fetch_or(&lgi_g.hdr->gpu_flags, LG_CUDA_UM);
 }

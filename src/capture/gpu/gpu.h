@@ -51,8 +51,8 @@ LGI_HIDDEN int lgi_gpu_enter(lgi_tls_t *t);
 LGI_HIDDEN void lgi_gpu_leave(lgi_tls_t *t);
 /* dev clamped to the ordinals the tables keep. */
 LGI_HIDDEN int lgi_gpu_clamp_dev(int dev);
-/* The region header's gauges of device dev, or NULL (dev outside 0..LG_CUDA_MAX_DEVICES-1). */
-LGI_HIDDEN lg_cuda_dev_t *lgi_gpu_gauge(int dev);
+/* The region header's gauges of device dev, or NULL (dev outside 0..LG_GPU_MAX_DEVICES-1). */
+LGI_HIDDEN lg_gpu_dev_t *lgi_gpu_gauge(int dev);
 
 /* A new allocation the driver made: its stack (space and device make the site), its
  * record, its bytes counted. */
@@ -76,5 +76,24 @@ LGI_HIDDEN void lgi_gpu_take_range(lgi_tls_t *t, unsigned ns, uint64_t lo, uint6
 LGI_HIDDEN void lgi_gpu_release_ctx(lgi_tls_t *t, uint64_t c);
 /* The site and device of the record whose block holds addr: 0, or -ENOENT. */
 LGI_HIDDEN int lgi_gpu_site_of(uint64_t addr, uint32_t *site, int *device);
+
+/* ------------------------------------------------------------------ the vendors
+ * How a program's lookups of a vendor's entry points reach its hooks. The dynamic
+ * loader's interposition is dl.c's (dlsym, dlvsym, dlopen): it asks these, which ask
+ * each vendor in turn (table.c: CUDA today). */
+
+/* 1 when name is an entry point a vendor's hooks export from libleakguard.so (its
+ * lookup in the global scope is the vendor's to answer). */
+LGI_HIDDEN int lgi_gpu_export_name(const char *name);
+/* dlsym(RTLD_DEFAULT, name) of such a name. */
+LGI_HIDDEN void *lgi_gpu_dlsym_default(void *handle, const char *name);
+/* A lookup with an explicit handle gave r for name: 1 when name is a vendor's (its
+ * answer, a wrapper bound to r or r itself, in *out), 0 when it is none of theirs. */
+LGI_HIDDEN int lgi_gpu_dlsym_result(const char *name, void *r, void **out);
+
+/* CUDA's (gpu/cuda.c). A second vendor brings the same three and a row in table.c. */
+LGI_HIDDEN int lgi_cuda_export_name(const char *name);
+LGI_HIDDEN void *lgi_cuda_dlsym_default(void *handle, const char *name);
+LGI_HIDDEN int lgi_cuda_dlsym_result(const char *name, void *r, void **out);
 
 #endif

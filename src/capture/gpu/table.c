@@ -18,8 +18,8 @@
 
 /* Sets a flag of the region's cuda_flags (LG_CUDA_*) once. */
 static void set_flag(uint32_t f) {
-  if (lgi_g.enabled && !(atomic_load_explicit(&lgi_g.hdr->cuda_flags, memory_order_relaxed) & f))
-    atomic_fetch_or(&lgi_g.hdr->cuda_flags, f);
+  if (lgi_g.enabled && !(atomic_load_explicit(&lgi_g.hdr->gpu_flags, memory_order_relaxed) & f))
+    atomic_fetch_or(&lgi_g.hdr->gpu_flags, f);
 }
 
 int lgi_gpu_clamp_dev(int dev) { return dev < 0 ? 0 : dev >= LGI_GPU_DEVS - 1 ? LGI_GPU_DEVS - 2 : dev; }
@@ -124,11 +124,11 @@ static _Atomic uint32_t um_last_site;
 
 /* ------------------------------------------------------------------ accounting */
 
-lg_cuda_dev_t *lgi_gpu_gauge(int dev) { return dev >= 0 && dev < LG_CUDA_MAX_DEVICES ? &lgi_g.hdr->cuda[dev] : NULL; }
+lg_gpu_dev_t *lgi_gpu_gauge(int dev) { return dev >= 0 && dev < LG_GPU_MAX_DEVICES ? &lgi_g.hdr->gpu[dev] : NULL; }
 
 /* Counts e on (sign 1) or off (sign -1) its site or gauge. Lock-free. */
 static void count(lgi_tls_t *t, const lgi_gpu_ent_t *e, int sign, int alloc) {
-  lg_cuda_dev_t *g = lgi_gpu_gauge(e->dev);
+  lg_gpu_dev_t *g = lgi_gpu_gauge(e->dev);
   switch (e->ns) {
   case LGI_GPU_ADDR:
   case LGI_GPU_HANDLE:
@@ -161,8 +161,8 @@ void lgi_gpu_put(lgi_tls_t *t, const lgi_gpu_ent_t *e) {
   }
   if (r == 1) count(t, &old, -1, 0); /* freed behind our back (by an untracked path) */
   count(t, e, 1, 1);
-  atomic_fetch_add_explicit(&lgi_g.hdr->cuda_calls, 1, memory_order_relaxed);
-  if (e->ns != LGI_GPU_REG && e->ns != LGI_GPU_MAP) set_flag(LG_CUDA_ALLOCATED);
+  atomic_fetch_add_explicit(&lgi_g.hdr->gpu_calls, 1, memory_order_relaxed);
+  if (e->ns != LGI_GPU_REG && e->ns != LGI_GPU_MAP) set_flag(LG_GPU_ALLOCATED);
 }
 
 /* Takes the record of key out before the driver frees it (the address could be
@@ -187,8 +187,8 @@ void lgi_gpu_untake(lgi_tls_t *t, const lgi_gpu_ent_t *e) {
 
 void lgi_gpu_after_free(int had, int ok) {
   if (ok) {
-    atomic_fetch_add_explicit(&lgi_g.hdr->cuda_calls, 1, memory_order_relaxed);
-    if (!had) atomic_fetch_add_explicit(&lgi_g.hdr->cuda_unknown_frees, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&lgi_g.hdr->gpu_calls, 1, memory_order_relaxed);
+    if (!had) atomic_fetch_add_explicit(&lgi_g.hdr->gpu_unknown_frees, 1, memory_order_relaxed);
   }
 }
 
@@ -289,4 +289,34 @@ int lgi_gpu_site_of(uint64_t addr, uint32_t *site, int *device) {
     if (device) *device = dev;
   }
   return rc;
+}
+
+/* ------------------------------------------------------------------ the vendors */
+
+static const struct {
+  int (*export_name)(const char *name);
+  void *(*dlsym_default)(void *handle, const char *name);
+  int (*dlsym_result)(const char *name, void *r, void **out);
+} vendors[] = {
+    {lgi_cuda_export_name, lgi_cuda_dlsym_default, lgi_cuda_dlsym_result},
+};
+#define NVENDORS (sizeof vendors / sizeof *vendors)
+
+/* Called by dlsym's assembly entry (dl.c), and then by that entry's jump. */
+__attribute__((used)) int lgi_gpu_export_name(const char *name) {
+  for (size_t v = 0; v < NVENDORS; v++)
+    if (vendors[v].export_name(name)) return 1;
+  return 0;
+}
+
+__attribute__((used)) void *lgi_gpu_dlsym_default(void *handle, const char *name) {
+  for (size_t v = 0; v < NVENDORS; v++)
+    if (vendors[v].export_name(name)) return vendors[v].dlsym_default(handle, name);
+  return NULL; /* not reached: the entry asked lgi_gpu_export_name first */
+}
+
+int lgi_gpu_dlsym_result(const char *name, void *r, void **out) {
+  for (size_t v = 0; v < NVENDORS; v++)
+    if (vendors[v].dlsym_result(name, r, out)) return 1;
+  return 0;
 }
