@@ -12,7 +12,7 @@ set(LGC_DRIVER_DIR ${LGC_OUT}/driver)
 # -Bsymbolic: the stand-in's own calls (cuMemAllocHost_v2 -> cuMemHostAlloc) bind
 # inside it, as in the real driver; an interposer that caught them would double count
 # and a test could pass for the wrong reason.
-add_library(lgc_standin_cuda SHARED ${LGC_SRC}/standin_cuda.c ${LGC_SRC}/standin_procs.c)
+add_library(lgc_standin_cuda SHARED ${LGC_SRC}/standin_cuda.c ${LGC_SRC}/standin_mem.c ${LGC_SRC}/standin_procs.c)
 set_target_properties(lgc_standin_cuda PROPERTIES OUTPUT_NAME cuda SOVERSION 1
   LIBRARY_OUTPUT_DIRECTORY ${LGC_DRIVER_DIR} C_VISIBILITY_PRESET hidden)
 target_link_options(lgc_standin_cuda PRIVATE -Wl,-Bsymbolic)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * standin.h - what the two files of the stand-in CUDA driver share (tests only):
- * standin_cuda.c (the driver's state and entry points) and standin_procs.c
+ * standin.h - what the files of the stand-in CUDA driver share (tests only):
+ * standin_cuda.c (the driver's state, init, devices, contexts), standin_mem.c (the
+ * memory entry points; the state they share: standin_state.h) and standin_procs.c
  * (cuGetProcAddress and the binding proof). The entry points themselves are declared
  * in lgcuda.h, these are the rest.
  */
