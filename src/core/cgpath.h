@@ -66,6 +66,18 @@ static inline int lgs_cg_mount(const char *line, int v, char *mnt, size_t msize,
   return 0;
 }
 
+/* Where the hierarchy v is mounted for this process (the first such line of
+ * /proc/self/mountinfo): 0 when found. */
+static inline int lgs_cg_find_mount(int v, char *mnt, size_t msize, char *root, size_t rsize) {
+  FILE *f = fopen("/proc/self/mountinfo", "re");
+  if (!f) return -1;
+  char line[4096];
+  int ok = -1;
+  while (ok < 0 && fgets(line, sizeof line, f)) ok = lgs_cg_mount(line, v, mnt, msize, root, rsize);
+  fclose(f);
+  return ok;
+}
+
 /* The directory of a cgroup path under a mount: mnt + (path less the mount's root). A
  * path outside the mount's root is used as it is. 0, or -1 when out is too small. */
 static inline int lgs_cg_join(char *out, size_t size, const char *mnt, const char *root, const char *path) {

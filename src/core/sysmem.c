@@ -172,17 +172,6 @@ int64_t lgs_proc_mem(int pid, int kind) {
   return (int64_t)res * page;
 }
 
-/* Where the hierarchy v is mounted here (the collector opens the paths): 0 when found. */
-static int cg_mount(int v, char *mnt, size_t msize, char *root, size_t rsize) {
-  FILE *f = fopen("/proc/self/mountinfo", "re");
-  if (!f) return -1;
-  char line[4096];
-  int ok = -1;
-  while (ok < 0 && fgets(line, sizeof line, f)) ok = lgs_cg_mount(line, v, mnt, msize, root, rsize);
-  fclose(f);
-  return ok;
-}
-
 int lgs_proc_cgroup_dir(int pid, char *out, size_t n) {
   char path[64], buf[4096], cg[4096], mnt[4096], root[4096];
   snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
@@ -190,7 +179,9 @@ int lgs_proc_cgroup_dir(int pid, char *out, size_t n) {
   /* the v1 memory controller first: where it is mounted, it is the one that limits */
   for (int v = 1; v <= 2; v++) {
     if (lgs_cg_path(buf, v, cg, sizeof cg) != 0) continue;
-    if (cg_mount(v, mnt, sizeof mnt, root, sizeof root) == 0 && lgs_cg_join(out, n, mnt, root, cg) == 0) return v;
+    if (lgs_cg_find_mount(v, mnt, sizeof mnt, root, sizeof root) == 0 /* as the collector sees it: it opens the paths */
+        && lgs_cg_join(out, n, mnt, root, cg) == 0)
+      return v;
     /* no mountinfo to read: the usual mount points (hybrid hierarchies mount cgroup2
      * under unified/) */
     if (v == 1) snprintf(out, n, "/sys/fs/cgroup/memory%s", cg);

@@ -72,18 +72,6 @@ static int write_str(const char *dir, const char *file, const char *s) {
   return n < 0 ? -e : 0;
 }
 
-/* The mount point and root of the v1 memory hierarchy (v == 1) or of cgroup2 (v == 2),
- * from /proc/self/mountinfo. 0 when found. */
-static int find_mount(int v, char *mnt, size_t msize, char *root, size_t rsize) {
-  FILE *f = fopen("/proc/self/mountinfo", "re");
-  if (!f) return -1;
-  char line[4096];
-  int ok = -1;
-  while (ok < 0 && fgets(line, sizeof line, f)) ok = lgs_cg_mount(line, v, mnt, msize, root, rsize);
-  fclose(f);
-  return ok;
-}
-
 /* This process's path in the v1 memory hierarchy (v == 1) or in cgroup2, from
  * /proc/self/cgroup. */
 static int find_path(int v, char *out, size_t size) {
@@ -154,7 +142,7 @@ static void find_parent(void) {
     return;
   }
   /* cgroup2 with the memory controller delegated below this process's cgroup */
-  if (find_mount(2, mnt, sizeof mnt, root, sizeof root) == 0 && find_path(2, path, sizeof path) == 0 &&
+  if (lgs_cg_find_mount(2, mnt, sizeof mnt, root, sizeof root) == 0 && find_path(2, path, sizeof path) == 0 &&
       lgs_cg_join(dir, sizeof dir, mnt, root, path) == 0) {
     char ctl[PATH_MAX + 32], buf[512];
     snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", dir);
@@ -169,7 +157,7 @@ static void find_parent(void) {
     }
   }
   /* the v1 memory hierarchy */
-  if (find_mount(1, mnt, sizeof mnt, root, sizeof root) == 0 && find_path(1, path, sizeof path) == 0 &&
+  if (lgs_cg_find_mount(1, mnt, sizeof mnt, root, sizeof root) == 0 && find_path(1, path, sizeof path) == 0 &&
       lgs_cg_join(dir, sizeof dir, mnt, root, path) == 0) {
     char probe[PATH_MAX + 32];
     snprintf(probe, sizeof probe, "%s/memory.limit_in_bytes", dir);
