@@ -206,9 +206,8 @@ def main():
             import os
             d = os.environ.get("LEAKGUARD_DIR")
             print(json.dumps({"snap": snap, "r": r, "small_truncated": small["truncated"],
-                              "wrote": bool(r.get("path")) and os.path.dirname(r["path"]) == d
-                                       and os.path.basename(r["path"]) ==
-                                           "holders-%d-1.json" % os.getpid(),
+                              "wrote": bool(r.get("path")) and os.path.dirname(r["path"]) == d,
+                              "pid": os.getpid(),
                               "small_scanned": small["objects_scanned"],
                               "site_of_list": lg._site_of_object(history),
                               "dict_bounds": [bounds(d1), bounds(d2)],
@@ -263,10 +262,16 @@ def main():
         con = sqlite3.connect(os.path.join(tmp, "syn.db"))
         stored = con.execute("SELECT count(*) FROM holders WHERE chain LIKE ?",
                              ('["__main__.history (list)"%',)).fetchone()[0]
+        # the file's number counts the files the process wrote, so it is not always 1: an
+        # explanation the collector asked for comes first when it flags the site before
+        # the call (a slow run), and the database numbers explanations in its own order
+        calls = con.execute("SELECT outcome FROM explains WHERE why = 'call'").fetchall()
         con.close()
-        check(out["wrote"] and stored > 0,
-              "explain() wrote holders-<pid>-1.json into LEAKGUARD_DIR; the collector stored it",
-              path=res.get("path"), stored_rows=stored)
+        name = os.path.basename(res.get("path") or "")
+        check(out["wrote"] and stored > 0 and calls == [("answered",)]
+              and re.fullmatch(r"holders-%d-[1-9][0-9]*\.json" % out["pid"], name) is not None,
+              "explain() wrote holders-<pid>-<n>.json into LEAKGUARD_DIR; the collector stored it "
+              "as the call's answer", path=res.get("path"), stored_rows=stored, calls=calls)
 
     # 3. sitecustomize: explain at exit for scripts that never import leakguard
     print("== sitecustomize", flush=True)
