@@ -34,6 +34,7 @@
 typedef struct mm_ent {
   uint64_t addr, len;
   uint32_t site, epoch;
+  uint32_t interp; /* mapped by the Python interpreter's own code (pymalloc's arenas) */
 } mm_ent_t;
 #define MM_CAP (1u << 16)
 static mm_ent_t *mm_tab; /* sorted by addr, disjoint */
@@ -137,12 +138,13 @@ static int mm_ready(lgi_tls_t *t) {
 void lgi_mm_mapped(void *addr, size_t len, int anon, uintptr_t ra0, uintptr_t cfa0) {
   lgi_tls_t *t = &lgi_tls;
   if (!mm_ready(t)) return;
-  if (ra0 - lgi_alloc_lo < lgi_alloc_hi - lgi_alloc_lo) anon = 0; /* the allocator's own arena */
+  /* the allocator's own arena; pymalloc's, whose objects are recorded one by one */
+  if (ra0 - lgi_alloc_lo < lgi_alloc_hi - lgi_alloc_lo || t->py_arena) anon = 0;
   t->guard++;
   uint32_t site = anon ? lgi_capture_all(t, ra0, cfa0, LG_SPACE_MMAP) : 0;
   uint32_t ep = lgi_epoch();
   lgi_mm_lock_take();
-  if (anon) mm_add(t, (mm_ent_t){(uint64_t)addr, mm_pages(len), site, ep});
+  if (anon) mm_add(t, (mm_ent_t){(uint64_t)addr, mm_pages(len), site, ep, (uint32_t)lgi_python_interp_frame(ra0)});
   else mm_forget_range(t, (uint64_t)addr, mm_pages(len), NULL);
   lgi_mm_lock_drop();
   t->guard--;
@@ -166,7 +168,7 @@ void lgi_mm_remapped(void *old, size_t old_len, void *p, size_t new_len, int fla
   if (!mm_tab || t->guard || !lgi_g.enabled) return;
   t->guard++;
   lgi_mm_lock_take();
-  mm_ent_t was = {0, 0, 0, 0};
+  mm_ent_t was = {0, 0, 0, 0, 0};
   int keep_old = old_len == 0; /* a shared mapping duplicated: the old one stays */
 #ifdef MREMAP_DONTUNMAP
   if (flags & MREMAP_DONTUNMAP) keep_old = 1; /* the old range stays mapped (empty) */
@@ -178,8 +180,22 @@ void lgi_mm_remapped(void *old, size_t old_len, void *p, size_t new_len, int fla
   } else {
     mm_forget_range(t, (uint64_t)old, mm_pages(old_len), &was);
   }
-  if (was.site) mm_add(t, (mm_ent_t){(uint64_t)p, mm_pages(new_len), was.site, was.epoch});
+  if (was.site) mm_add(t, (mm_ent_t){(uint64_t)p, mm_pages(new_len), was.site, was.epoch, was.interp});
   else mm_forget_range(t, (uint64_t)p, mm_pages(new_len), NULL);
+  lgi_mm_lock_drop();
+  t->guard--;
+}
+
+/* pymalloc wrapped in full mode (pymalloc.c): the ranges the interpreter mapped itself
+ * before (its start-up's arenas, 3.12's frame stack chunks) are forgotten, as the
+ * arenas it maps from then on are never recorded: their objects are, one by one. */
+void lgi_mm_forget_interp(void) {
+  lgi_tls_t *t = &lgi_tls;
+  if (!mm_tab || t->guard || !lgi_g.enabled) return;
+  t->guard++;
+  lgi_mm_lock_take();
+  for (uint32_t i = mm_n; i-- > 0;)
+    if (mm_tab[i].interp) mm_forget_range(t, mm_tab[i].addr, mm_tab[i].len, NULL);
   lgi_mm_lock_drop();
   t->guard--;
 }

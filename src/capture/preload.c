@@ -31,9 +31,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <malloc.h>
-#include <sys/auxv.h>
 
-#include "capture/pymem.h"
 #include "capture/recorder.h"
 #include "core/blockhdr.h"
 #include "core/platform.h"
@@ -56,7 +54,7 @@ static inline unsigned blk_tag(const lg_blk_t *b) { return lg_blk_word_tag(b->wo
 /* 1 when every block gets a header: the allocator underneath is not glibc's, so the
  * word in front of its blocks tells us nothing. Set by lgi_resolve_real() before the first
  * block is handed out, never changed after. */
-static int head_all;
+int lgi_head_all;
 
 /* ------------------------------------------------------------------ real allocator */
 
@@ -137,10 +135,10 @@ void lgi_resolve_real(void) {
     (void)!write(2, msg, sizeof msg - 1);
     abort();
   }
-  head_all = !next_is_glibc();
+  lgi_head_all = !next_is_glibc();
   /* dladdr() above already took the loader's lock here: dl_iterate_phdr adds no new
    * lock, and this runs once, in the first allocation. */
-  if (head_all) {
+  if (lgi_head_all) {
     lg_image_of_t q = {(uintptr_t)real_malloc, 0, 0};
     if (dl_iterate_phdr(lg_image_of_cb, &q)) lgi_alloc_lo = q.lo, lgi_alloc_hi = q.hi;
   }
@@ -168,7 +166,7 @@ static inline uint64_t blk_mean(uint64_t word) {
 }
 
 /* The countdowns after a recorded allocation: the run's sampling, else 0 (every
- * allocation takes the slow path, decide()); and in full mode, while the thread's last
+ * allocation takes the slow path, lgi_decide()); and in full mode, while the thread's last
  * recorded allocation was under an import, the import sampling's. */
 static inline void next_countdown(lgi_tls_t *t) {
   if (lgi_g.sample_bytes) t->countdown = (int64_t)lgi_next_exp(t, (double)lgi_g.sample_bytes);
@@ -180,7 +178,7 @@ static inline void next_countdown(lgi_tls_t *t) {
  * the countdown ran out and lgi_thread_ready() said yes. */
 static __attribute__((noinline)) void record_alloc(lgi_tls_t *t, void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
   t->guard++;
-  /* decided under the import sampling (decide()): counts for its weight */
+  /* decided under the import sampling (lgi_decide()): counts for its weight */
   int sampled = !lgi_g.sample_bytes && t->imp;
   /* The dynamic loader's own blocks (a thread's TLS vector, link maps) are not
    * recorded: ld.so reallocates a thread's DTV from inside __tls_get_addr, and
@@ -254,23 +252,12 @@ static __attribute__((noinline)) void *tag_finish(lgi_tls_t *t, void *p, size_t 
  * allocator as it is, without a header (sampled mode: almost every block; and every
  * block when nothing is recorded). A block gets a header when it is recorded (the
  * countdown ran out: sampling, full mode, or the thread's first allocation), when it
- * is tagged (lg_tag_push), or always when head_all is set. free() tells the two kinds
+ * is tagged (lg_tag_push), or always when lgi_head_all is set. free() tells the two kinds
  * apart by the mark bit in the word in front of the block (src/core/blockhdr.h). */
-
-/* Fast-path test: 1 when a block of size bytes goes without a header (and then
- * counts it down). */
-static inline int unheaded(lgi_tls_t *t, size_t size) {
-  int64_t c = t->countdown - (int64_t)size;
-  if (LGI_LIKELY(c > 0) && LGI_LIKELY(!t->tag) && LGI_LIKELY(!head_all)) {
-    t->countdown = c;
-    return 1;
-  }
-  return 0;
-}
 
 /* Slow path of the countdown: 1 when this block is to be recorded. Inside the
  * recorder (guard) nothing is. */
-static int decide(lgi_tls_t *t, size_t size) {
+int lgi_decide(lgi_tls_t *t, size_t size) {
   if (t->guard) return 0;
   t->countdown -= (int64_t)size;
   if (t->countdown > 0) return 0;
@@ -300,13 +287,29 @@ static int decide(lgi_tls_t *t, size_t size) {
   return size != 0;
 }
 
-static inline int need_head(const lgi_tls_t *t) { return head_all || (t->tag && !t->guard); }
-
 static inline void *finish(lgi_tls_t *t, void *p, size_t size, int rec, uintptr_t ra0, uintptr_t cfa0) {
   if (rec) record_alloc(t, p, size, ra0, cfa0);
   if (LGI_UNLIKELY(t->tag) && !t->guard) return tag_finish(t, p, size);
   return p;
 }
+
+/* ------------------------------------------------------------------ for pymalloc.c
+ * CPython's allocator wrapped (recorder.h): a block of the caller's own allocation
+ * (glibc's or pymalloc's) headed at base + 2^offlog2 with flags in its word, then
+ * recorded and tagged as malloc's; the bookkeeping of a headed block's free (the caller
+ * frees its base itself); glibc's malloc and calloc. */
+void *lgi_head_finish(lgi_tls_t *t, void *base, size_t size, unsigned offlog2, uint64_t flags, int rec, uintptr_t ra0,
+                      uintptr_t cfa0) {
+  void *p = head(base, size, offlog2);
+  blk_of(p)->word |= flags;
+  return finish(t, p, size, rec, ra0, cfa0);
+}
+void lgi_free_count(lg_blk_t *b) {
+  if (b->site) record_free(b);
+  if (LGI_UNLIKELY(b->word & LG_BLK_TAG_MASK)) lgi_tag_free(blk_tag(b), blk_size(b));
+}
+void *lgi_real_malloc(size_t size) { return real_malloc(size); }
+void *lgi_real_calloc(size_t n, size_t size) { return real_calloc(n, size); }
 
 /* ------------------------------------------------------------------ malloc family */
 
@@ -318,8 +321,8 @@ static __attribute__((noinline)) void *malloc_slow(size_t size, uintptr_t ra0, u
     lgi_resolve_real();
   }
   lgi_tls_t *t = &lgi_tls;
-  int rec = decide(t, size);
-  if (!rec && !need_head(t)) return real_malloc(size);
+  int rec = lgi_decide(t, size);
+  if (!rec && !lgi_need_head(t)) return real_malloc(size);
   if (too_big(size, HDR)) {
     errno = ENOMEM;
     return NULL;
@@ -331,7 +334,7 @@ static __attribute__((noinline)) void *malloc_slow(size_t size, uintptr_t ra0, u
 
 /* malloc(size) on behalf of the caller at (ra0, cfa0). */
 static inline void *do_malloc(size_t size, uintptr_t ra0, uintptr_t cfa0) {
-  if (LGI_LIKELY(unheaded(&lgi_tls, size))) return real_malloc(size);
+  if (LGI_LIKELY(lgi_unheaded(&lgi_tls, size))) return real_malloc(size);
   return malloc_slow(size, ra0, cfa0);
 }
 
@@ -339,13 +342,13 @@ static void *do_memalign(size_t align, size_t size, uintptr_t ra0, uintptr_t cfa
   if (align <= HDR) return do_malloc(size, ra0, cfa0);
   lgi_tls_t *t = &lgi_tls;
   if (align & (align - 1)) align = (size_t)1 << (64 - __builtin_clzl(align)); /* as glibc */
-  if (LGI_LIKELY(unheaded(t, size))) return real_memalign(align, size);
+  if (LGI_LIKELY(lgi_unheaded(t, size))) return real_memalign(align, size);
   if (LGI_UNLIKELY(!real_memalign)) {
     if (atomic_load(&resolve_state) == 1) return NULL;
     lgi_resolve_real();
   }
-  int rec = decide(t, size);
-  if (!rec && !need_head(t)) return real_memalign(align, size);
+  int rec = lgi_decide(t, size);
+  if (!rec && !lgi_need_head(t)) return real_memalign(align, size);
   if (too_big(size, align) || align > ((size_t)1 << 40)) {
     errno = ENOMEM;
     return NULL;
@@ -356,7 +359,7 @@ static void *do_memalign(size_t align, size_t size, uintptr_t ra0, uintptr_t cfa
 }
 
 LG_API void *malloc(size_t size) {
-  if (LGI_LIKELY(unheaded(&lgi_tls, size))) return real_malloc(size);
+  if (LGI_LIKELY(lgi_unheaded(&lgi_tls, size))) return real_malloc(size);
   return malloc_slow(size, LG_CALLER_RA, LG_CALLER_CFA); /* RA/CFA only on the slow path */
 }
 
@@ -388,8 +391,8 @@ static __attribute__((noinline)) void *calloc_slow(size_t n, size_t size, uintpt
     lgi_resolve_real();
   }
   lgi_tls_t *t = &lgi_tls;
-  int rec = decide(t, total);
-  if (!rec && !need_head(t)) return real_calloc(n, size);
+  int rec = lgi_decide(t, total);
+  if (!rec && !lgi_need_head(t)) return real_calloc(n, size);
   void *base = real_calloc(1, total + HDR);
   if (!base) return NULL;
   return finish(t, head(base, total, 4), total, rec, ra0, cfa0);
@@ -397,7 +400,7 @@ static __attribute__((noinline)) void *calloc_slow(size_t n, size_t size, uintpt
 
 LG_API void *calloc(size_t n, size_t size) {
   size_t total;
-  if (LGI_LIKELY(!__builtin_mul_overflow(n, size, &total)) && LGI_LIKELY(unheaded(&lgi_tls, total)))
+  if (LGI_LIKELY(!__builtin_mul_overflow(n, size, &total)) && LGI_LIKELY(lgi_unheaded(&lgi_tls, total)))
     return real_calloc(n, size);
   return calloc_slow(n, size, LG_CALLER_RA, LG_CALLER_CFA);
 }
@@ -434,7 +437,7 @@ static __attribute__((noinline)) void *realloc_headed(void *p, size_t size, uint
     t->guard--;
     return NULL;
   }
-  int rec = decide(t, size);
+  int rec = lgi_decide(t, size);
   return finish(t, head(base, size, 4), size, rec, ra0, cfa0);
 }
 
@@ -442,8 +445,8 @@ static __attribute__((noinline)) void *realloc_headed(void *p, size_t size, uint
  * it moves into a fresh headed block. */
 static __attribute__((noinline)) void *realloc_plain_slow(void *p, size_t size, uintptr_t ra0, uintptr_t cfa0) {
   lgi_tls_t *t = &lgi_tls;
-  int rec = decide(t, size);
-  if (!rec && !need_head(t)) return real_realloc(p, size);
+  int rec = lgi_decide(t, size);
+  if (!rec && !lgi_need_head(t)) return real_realloc(p, size);
   if (too_big(size, HDR)) {
     errno = ENOMEM;
     return NULL;
@@ -464,7 +467,7 @@ static inline void *do_realloc(void *p, size_t size, uintptr_t ra0, uintptr_t cf
     return NULL;
   }
   if (LGI_UNLIKELY(lg_blk_marked(word_of(p)))) return realloc_headed(p, size, ra0, cfa0);
-  if (LGI_LIKELY(unheaded(t, size))) return real_realloc(p, size);
+  if (LGI_LIKELY(lgi_unheaded(t, size))) return real_realloc(p, size);
   return realloc_plain_slow(p, size, ra0, cfa0);
 }
 
@@ -536,13 +539,13 @@ void cfree(void *p);
 void free_aligned_sized(void *p, size_t align, size_t size);
 
 LG_API void *__libc_malloc(size_t size) {
-  if (LGI_LIKELY(unheaded(&lgi_tls, size))) return real_malloc(size);
+  if (LGI_LIKELY(lgi_unheaded(&lgi_tls, size))) return real_malloc(size);
   return malloc_slow(size, LG_CALLER_RA, LG_CALLER_CFA);
 }
 LG_API void __libc_free(void *p) { free(p); }
 LG_API void *__libc_calloc(size_t n, size_t size) {
   size_t total;
-  if (LGI_LIKELY(!__builtin_mul_overflow(n, size, &total)) && LGI_LIKELY(unheaded(&lgi_tls, total)))
+  if (LGI_LIKELY(!__builtin_mul_overflow(n, size, &total)) && LGI_LIKELY(lgi_unheaded(&lgi_tls, total)))
     return real_calloc(n, size);
   return calloc_slow(n, size, LG_CALLER_RA, LG_CALLER_CFA);
 }
@@ -613,117 +616,6 @@ LG_API int lg_pause_recording(int pause) {
   if (pause) t->guard++;
   else if (t->guard > 0) t->guard--;
   return t->guard;
-}
-
-/* ------------------------------------------------------------------ pymalloc kept
- * Sampled mode leaves CPython its own small-object allocator (the CLI sets
- * PYTHONMALLOC=malloc in full mode only): with every object a malloc block, the
- * interpreter alone ran 33 % more instructions on an allocation loop before anything was
- * recorded (BENCHMARKS.md, issue #32). The leakguard module, at its import under the
- * recorder (or sitecustomize through ctypes where the module is missing), calls
- * lg_python_wrap(): the MEM and OBJ domains' malloc and calloc go through pm_malloc and
- * pm_calloc, which count the request down on the thread's countdown, the same Poisson
- * process as malloc's. While it stays positive (almost always) the request goes to
- * pymalloc untouched: no header, no stack walk, no frame read, no write to the shared
- * region. When it runs out, the object becomes a headed malloc block recorded at its
- * stack, 32 bytes into its block with a check word (core/blockhdr.h, LG_BLK_PYOBJ), so
- * that the Python module can tell it from a pymalloc object (lg_python_block).
- * realloc and free stay pymalloc's own: pymalloc hands a block outside its arenas to the
- * raw domain, that is to our realloc and free, which read the header as for any block.
- * Requests over 512 bytes (and of 0) are not counted here: pymalloc passes them to the
- * raw domain's malloc, where our hook counts them. pymem_t: capture/pymem.h. */
-#define PY_SMALL_REQUEST 512 /* obmalloc.c's SMALL_REQUEST_THRESHOLD, 3.9 to 3.13 */
-static pymem_t pm_orig[2];   /* [0] PYMEM_DOMAIN_MEM, [1] PYMEM_DOMAIN_OBJ */
-static uint64_t pm_secret;
-static _Atomic int pm_wrapped;
-
-/* The sampled (or tagged) object: a headed block of our own, recorded. */
-static __attribute__((noinline)) void *pm_slow(pymem_t *o, size_t size, int zero, uintptr_t ra0, uintptr_t cfa0) {
-  lgi_tls_t *t = &lgi_tls;
-  int rec = decide(t, size);
-  if (!rec && !need_head(t)) return zero ? o->calloc(o->ctx, 1, size) : o->malloc(o->ctx, size);
-  const size_t off = (size_t)1 << LG_BLK_PYOBJ_OFFLOG2;
-  void *base = zero ? real_calloc(1, size + off) : real_malloc(size + off);
-  if (!base) return NULL;
-  void *p = head(base, size, LG_BLK_PYOBJ_OFFLOG2);
-  blk_of(p)->word |= LG_BLK_PYOBJ;
-  ((uint64_t *)p)[-3] = lg_blk_pyobj_cookie((uintptr_t)p, pm_secret);
-  return finish(t, p, size, rec, ra0, cfa0);
-}
-
-static inline void *pm_alloc(pymem_t *o, size_t size, int zero, uintptr_t ra0, uintptr_t cfa0) {
-  lgi_tls_t *t = &lgi_tls;
-  if (size - 1 >= PY_SMALL_REQUEST || t->guard || LGI_LIKELY(unheaded(t, size)))
-    return zero ? o->calloc(o->ctx, 1, size) : o->malloc(o->ctx, size);
-  return pm_slow(o, size, zero, ra0, cfa0);
-}
-static void *pm_malloc_mem(void *ctx, size_t n) {
-  (void)ctx;
-  return pm_alloc(&pm_orig[0], n, 0, LG_CALLER_RA, LG_CALLER_CFA);
-}
-static void *pm_malloc_obj(void *ctx, size_t n) {
-  (void)ctx;
-  return pm_alloc(&pm_orig[1], n, 0, LG_CALLER_RA, LG_CALLER_CFA);
-}
-static void *pm_calloc_any(pymem_t *o, size_t a, size_t b, uintptr_t ra0, uintptr_t cfa0) {
-  size_t n;
-  if (__builtin_mul_overflow(a, b, &n)) return o->calloc(o->ctx, a, b); /* pymalloc refuses it */
-  return pm_alloc(o, n, 1, ra0, cfa0);
-}
-static void *pm_calloc_mem(void *ctx, size_t a, size_t b) {
-  (void)ctx;
-  return pm_calloc_any(&pm_orig[0], a, b, LG_CALLER_RA, LG_CALLER_CFA);
-}
-static void *pm_calloc_obj(void *ctx, size_t a, size_t b) {
-  (void)ctx;
-  return pm_calloc_any(&pm_orig[1], a, b, LG_CALLER_RA, LG_CALLER_CFA);
-}
-
-/* Called by the leakguard module at its import, GIL held (PyMem_SetAllocator's rule).
- * 1 when CPython's pymalloc is wrapped (now or before), 0 when it stays as it is: full
- * mode (PYTHONMALLOC=malloc, every object a malloc block), not recording, or another
- * allocator than plain pymalloc (PYTHONMALLOC=malloc or pymalloc_debug by the user:
- * wrapping malloc would count its bytes twice, and the debug hooks would check their own
- * header on our blocks). */
-LG_API int lg_python_wrap(void) {
-  if (atomic_load(&pm_wrapped)) return 1;
-  if (!lgi_g.enabled || !lgi_g.sample_bytes) return 0;
-  const char *(*name)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "_PyMem_GetCurrentAllocatorName");
-  void (*get)(int, pymem_t *) = (void (*)(int, pymem_t *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
-  void (*set)(int, pymem_t *) = (void (*)(int, pymem_t *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
-  const char *cur = name ? name() : NULL;
-  if (!get || !set || !cur || strcmp(cur, "pymalloc") != 0) return 0;
-  const uint8_t *rnd = (const uint8_t *)getauxval(AT_RANDOM);
-  if (rnd) memcpy(&pm_secret, rnd + 8, sizeof pm_secret);
-  pm_secret ^= (uint64_t)(uintptr_t)&pm_secret; /* differs per process even without AT_RANDOM */
-  get(LG_PYMEM_DOMAIN_MEM, &pm_orig[0]);
-  get(LG_PYMEM_DOMAIN_OBJ, &pm_orig[1]);
-  pymem_t w[2] = {pm_orig[0], pm_orig[1]};
-  w[0].malloc = pm_malloc_mem, w[0].calloc = pm_calloc_mem;
-  w[1].malloc = pm_malloc_obj, w[1].calloc = pm_calloc_obj;
-  set(LG_PYMEM_DOMAIN_MEM, &w[0]);
-  set(LG_PYMEM_DOMAIN_OBJ, &w[1]);
-  atomic_store(&pm_wrapped, 1);
-  return 1;
-}
-
-/* The Python module's question about an object or a buffer at block: 0 with its site and
- * size when it is a LG_BLK_PYOBJ block recorded by pm_slow. Safe for any object: a
- * pymalloc object has at least its pool's 48-byte header in front of it, so the three
- * words read are its pool's; only a header whose check word matches counts. */
-LG_API int lg_python_block(const void *block, uint32_t *site, uint64_t *size) {
-  uintptr_t a = (uintptr_t)block;
-  if (!a || (a & 15) || !atomic_load(&pm_wrapped) || !lgi_g.enabled) return -ENOENT;
-  const lg_blk_t *b = blk_of((void *)block);
-  uint64_t w = b->word;
-  if (!lg_blk_marked(w) || !(w & LG_BLK_PYOBJ) || lg_blk_word_offlog2(w) != LG_BLK_PYOBJ_OFFLOG2 ||
-      ((const uint64_t *)block)[-3] != lg_blk_pyobj_cookie(a, pm_secret))
-    return -ENOENT;
-  uint32_t s = lg_blk_site(b->site);
-  if (!s) return -ENOENT;
-  if (site) *site = s;
-  if (size) *size = lg_blk_word_size(w);
-  return 0;
 }
 
 /* ------------------------------------------------------------------ names for dlsym

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * pymem.h - CPython's allocator interface as the recorder wraps it (the preload
- * library's "pymalloc kept", preload.c; the attach agent's wrapper, agent/pymod.c).
+ * library's capture/pymalloc.c; the attach agent's wrapper, agent/pymod.c).
  * PyMemAllocatorEx and the domain numbers are the same from CPython 3.5 to 3.13
  * (Include/cpython/pymem.h); the capture layer includes no Python.h (it reads any
  * interpreter's memory without one), so they are declared here, once.

@@ -3,6 +3,7 @@
  * recorder.h - internals of libleakguard.so shared by the capture files.
  *
  * preload.c        the interposed malloc family (block header, sampling, counting)
+ * pymalloc.c       CPython's small-object allocator wrapped (the same accounting)
  * lifecycle.c      lazy init, the hello to the collector, per-thread setup and exit,
  *                  fork and _Fork, LD_PRELOAD for exec'd children, process exit
  * mmap_table.c     mmap, munmap, mremap and the table of recorded anonymous ranges
@@ -94,6 +95,7 @@ typedef struct lgi_tls {
   int under_import;
   int imp;
   int64_t imp_countdown;
+  int py_arena; /* inside pymalloc's arena allocator (pymalloc.c): its mmap is not recorded */
 } lgi_tls_t;
 
 LGI_HIDDEN extern __thread lgi_tls_t lgi_tls;
@@ -179,6 +181,34 @@ LGI_HIDDEN void *lgi_alloc_own(const char *name);
 /* The same for mmap_table.c's names (mmap, mmap64, munmap, mremap). */
 LGI_HIDDEN void *lgi_mmap_own(const char *name);
 
+/* ---- preload.c, for pymalloc.c (CPython's allocator wrapped) */
+
+/* 1 when every block gets a header (the allocator underneath is not glibc's). */
+LGI_HIDDEN extern int lgi_head_all;
+/* Fast-path test: 1 when a block of size bytes goes without a header (and then counts
+ * it down). */
+static inline int lgi_unheaded(lgi_tls_t *t, size_t size) {
+  int64_t c = t->countdown - (int64_t)size;
+  if (LGI_LIKELY(c > 0) && LGI_LIKELY(!t->tag) && LGI_LIKELY(!lgi_head_all)) {
+    t->countdown = c;
+    return 1;
+  }
+  return 0;
+}
+/* Slow path of the countdown: 1 when this block is to be recorded. */
+LGI_HIDDEN int lgi_decide(lgi_tls_t *t, size_t size);
+/* 1 when a block not recorded still needs a header (tagged, or every block headed). */
+static inline int lgi_need_head(const lgi_tls_t *t) { return lgi_head_all || (t->tag && !t->guard); }
+/* Heads the caller's fresh block at base + 2^offlog2 (flags or'ed into its word),
+ * records it when rec, counts its tag: the user pointer, or NULL (a failing quota). */
+LGI_HIDDEN void *lgi_head_finish(lgi_tls_t *t, void *base, size_t size, unsigned offlog2, uint64_t flags, int rec,
+                                 uintptr_t ra0, uintptr_t cfa0);
+/* The bookkeeping of a headed block's free (its site's counters, its tag); the caller
+ * then frees the block's base. */
+LGI_HIDDEN void lgi_free_count(lg_blk_t *b);
+LGI_HIDDEN void *lgi_real_malloc(size_t size);
+LGI_HIDDEN void *lgi_real_calloc(size_t n, size_t size);
+
 /* ---- dl.c: dlsym and dlvsym of the interposed allocator names */
 
 /* For the RTLD_NEXT entry of dlsym/dlvsym (version NULL for dlsym): our own function
@@ -259,6 +289,8 @@ LGI_HIDDEN void lgi_mm_mapped(void *addr, size_t len, int anon, uintptr_t ra0, u
 LGI_HIDDEN void lgi_mm_unmapped(void *addr, size_t len);
 LGI_HIDDEN void lgi_mm_remapped(void *old, size_t old_len, void *p, size_t new_len, int flags);
 LGI_HIDDEN void lgi_mm_reset(void);
+/* Forgets the recorded ranges that the Python interpreter's own code mapped (pymalloc.c). */
+LGI_HIDDEN void lgi_mm_forget_interp(void);
 
 /* ---- procs.c (exec and wait families) */
 

@@ -151,12 +151,10 @@ int lg_target_env(const lg_target_env_t *e) {
     snprintf(num, sizeof num, "%ld", e->explain_at_step);
     setenv(LG_ENV_EXPLAIN_AT_STEP, num, 1);
   }
-  /* Python, full mode: small objects come from malloc, not pymalloc arenas, so they
-   * are attributed one by one (docs/python.md). Sampled mode keeps pymalloc, which the
-   * leakguard module has the recorder wrap at its import (preload.c, "pymalloc kept"):
-   * PYTHONMALLOC=malloc alone cost the interpreter a third more instructions. The
-   * module and its exit hook are found first on the path. */
-  if (!e->sample) setenv("PYTHONMALLOC", "malloc", 0);
+  /* Python: the leakguard module has the recorder wrap CPython's pymalloc at its import
+   * (capture/pymalloc.c), so PYTHONMALLOC is left as it is: PYTHONMALLOC=malloc alone
+   * cost the interpreter a third more instructions. The module and its exit hook are
+   * found first on the path. */
   char pydir[PATH_MAX];
   if (lg_find_python_dir(pydir, sizeof pydir) == 0 && prepend_env("PYTHONPATH", pydir) != 0) return -ENOMEM;
   return 0;

@@ -14,8 +14,8 @@
  *           bits 20..63 requested size (so at most 16 TiB), bit 0 LG_BLK_SAMPLED (a
  *           full recording's block sampled under a Python import: it counts for its
  *           sampling weight, preload.c), bit 1 LG_BLK_PYOBJ, bit 2 zero.
- *   A Python object that sampled mode recorded through CPython's own allocator
- *   (LG_BLK_PYOBJ, preload.c "pymalloc kept") sits 32 bytes into its block, and the
+ *   A Python object recorded through CPython's own allocator
+ *   (LG_BLK_PYOBJ, capture/pymalloc.c) sits 32 bytes into its block, and the
  *   word at p - 24 holds lg_blk_pyobj_cookie(p, secret): such a block is told from a
  *   pymalloc object, whose p - 8 is any word at all (the end of the object before it),
  *   by that 64-bit check, not by the mark bit alone.

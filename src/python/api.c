@@ -35,8 +35,8 @@ void lgpy_resolve_api_in(void *h) {
   lgpy.active = lgpy.step && lgpy.recording && lgpy.recording();
   const char *pm = getenv("PYTHONMALLOC");
   lgpy.pymalloc_is_malloc = pm && strcmp(pm, "malloc") == 0;
-  /* Under a sampled `leakguard run`, pymalloc stays and the recorder wraps it: first
-   * thing at the import, under the GIL (preload.c, "pymalloc kept"). Not the agent's:
+  /* Under `leakguard run`, pymalloc stays and the recorder wraps it: first thing at
+   * the import, under the GIL (capture/pymalloc.c). Not the agent's:
    * it wraps pymalloc itself at attach. */
   int (*wrap)(void) = (int (*)(void))dlsym(h, "lg_python_wrap");
   lgpy.pyobj = (int (*)(const void *, uint32_t *, uint64_t *))dlsym(h, "lg_python_block");

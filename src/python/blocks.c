@@ -101,7 +101,7 @@ uint32_t lgpy_block_site(const void *block, size_t min_size, size_t *block_size)
   return s;
 }
 
-/* pymalloc kept (sampled mode): a Python object or buffer at block recorded by the
+/* pymalloc kept (wrapped): a Python object or buffer at block recorded by the
  * recorder's pymalloc wrapper, told from any other by its check word (lg_python_block),
  * or a block over pymalloc's 512 bytes, which is a malloc block (header as above). */
 uint32_t lgpy_pyobj_site(const void *block, size_t min_size, size_t *block_size) {
@@ -121,7 +121,17 @@ uint32_t lgpy_object_site(PyObject *o, size_t *size) {
    * attached process (exact addresses) can be asked about any object safely. */
   if ((!lgpy.pymalloc_is_malloc && !lgpy.block && !lgpy.pymalloc_wrapped) || !o) return 0;
   size_t pre = lgpy_preheader(o);
-  if (lgpy.pymalloc_wrapped) return lgpy_pyobj_site((const char *)o - pre, pre + sizeof(PyObject), size);
+  if (lgpy.pymalloc_wrapped) {
+    /* an object over pymalloc's 512 bytes is a malloc block: its size says which */
+    size_t need = pre + (size_t)Py_TYPE(o)->tp_basicsize;
+    if (Py_TYPE(o)->tp_itemsize && !PyLong_Check(o)) { /* 3.12's ints keep no size in ob_size */
+      Py_ssize_t n = Py_SIZE(o);
+      need += (size_t)(n < 0 ? -n : n) * (size_t)Py_TYPE(o)->tp_itemsize;
+    }
+    const char *b = (const char *)o - pre;
+    uint32_t s = lgpy_pyobj_site(b, pre + sizeof(PyObject), size);
+    return s || need <= 512 ? s : lgpy_block_site(b, pre + sizeof(PyObject), size);
+  }
   size_t minsz = pre + sizeof(PyObject);
   size_t bs = 0;
   uint32_t s = lgpy_block_site((const char *)o - pre, minsz, &bs);

@@ -8,8 +8,9 @@
  *    Objects gc.get_objects() knows but the BFS did not reach are added as "unrooted"
  *    roots afterwards (reference cycles, objects held only from C).
  * 3. Attribution to allocation sites with lg_site_of(): tensor storages by their data
- *    pointer (CPU storages are posix_memalign blocks), other objects by their malloc
- *    block (PYTHONMALLOC=malloc; the GC pre-header precedes GC objects).
+ *    pointer (CPU storages are posix_memalign blocks), other objects by their recorded
+ *    block (pymalloc wrapped, or PYTHONMALLOC=malloc; the GC pre-header precedes GC
+ *    objects).
  * 4. Owners of the target sites (top suspects, else the largest attributable sites)
  *    are grouped by (site, kind, chain with indices wildcarded); tensors sharing a
  *    storage (views) count their bytes once.

@@ -28,11 +28,11 @@ typedef struct lgpy_api {
   int (*block)(const void *block, uint32_t *site, uint64_t *size);
   /* lg_python_startup_largest: 1 when the k largest Python stacks are all start-up */
   int (*startup_largest)(int k);
-  /* lg_python_block: an object that sampled mode recorded with pymalloc kept */
+  /* lg_python_block: an object recorded with pymalloc kept */
   int (*pyobj)(const void *block, uint32_t *site, uint64_t *size);
   int active;             /* recorder loaded and recording in this process */
   int pymalloc_is_malloc; /* PYTHONMALLOC=malloc: Python objects are malloc blocks */
-  int pymalloc_wrapped;   /* sampled mode: pymalloc kept, sampled objects headed (lg_python_wrap) */
+  int pymalloc_wrapped;   /* pymalloc kept, recorded objects headed (lg_python_wrap) */
 } lgpy_api_t;
 
 extern lgpy_api_t lgpy;

@@ -91,7 +91,7 @@ static inline PyObject *lgpy_frame_locals(PyFrameObject *f) {
 #define LGPY_MANAGED_DICT 0UL
 #endif
 
-/* Bytes in front of a Python object inside its malloc block (PYTHONMALLOC=malloc):
+/* Bytes in front of a Python object inside its recorded block (docs/python.md):
  * _PyType_PreHeaderSize() in Include/internal/pycore_object.h, which is not public.
  *  - PyGC_Head (two words) for GC objects, all versions except the free-threaded
  *    build (3.13t keeps GC state in the object header);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Sampled mode keeps CPython's pymalloc (src/capture/preload.c, "pymalloc kept"), in one
+"""leakguard keeps CPython's pymalloc and wraps it (src/capture/pymalloc.c), in one
 CPython (--python 3.X, found at run time; absent: exit 77, saying which).
 
 The program keeps N empty lists made on one line (KEPT-LINE: a 56-byte request each,
@@ -9,8 +9,9 @@ pymalloc, what PYTHONMALLOC was, and how many of its lists carry a recorded site
   -s 4K: PYTHONMALLOC unset, pymalloc wrapped; about N x 56 / 4096 lists sampled (a
     Poisson count of mean ~1 370 for N = 100 000: the bounds below are > 10 standard
     deviations wide), and the report's site at KEPT-LINE estimates N x 56 bytes;
-  full mode: PYTHONMALLOC=malloc, nothing wrapped, every new list recorded (CPython's
-    list free list hands back at most 80 older ones);
+  full mode: PYTHONMALLOC unset, pymalloc wrapped, every new list recorded inside
+    pymalloc's pools (CPython's list free list hands back at most 80 older ones), and
+    the report's site at KEPT-LINE holds their bytes once (not the arenas as well);
   -s 4K with the user's PYTHONMALLOC=malloc: left as it is (not wrapped: its bytes would
     count twice), still sampled through malloc;
   -s 4K with PYTHONMALLOC=pymalloc_debug: left as it is (the debug hooks would check their
@@ -76,11 +77,21 @@ def main():
           sites=[(s["site"].get("file"), s["site"].get("line"), s["live_bytes"])
                  for s in d.get("largest_non_leaking", [])[:8]])
 
-    out, _ = run("full", [])
-    check(out.get("pythonmalloc") == "malloc" and out.get("wrapped") == 0,
-          "full mode: PYTHONMALLOC=malloc, pymalloc not wrapped", out=out)
+    out, db = run("full", [])
+    check(out.get("pythonmalloc") is None and out.get("wrapped") == 1,
+          "full mode: PYTHONMALLOC left unset, pymalloc wrapped", out=out)
     # all but the few that CPython's list free list hands back (at most 80)
     check(out.get("headed", 0) >= N - 80, "full mode: every new list recorded", out=out)
+    rep = subprocess.run([a.leakguard, "report", "-f", "json", db], stdout=subprocess.PIPE,
+                         universal_newlines=True, timeout=120)
+    d = json.loads(rep.stdout) if rep.returncode == 0 else {}
+    sites = [s for s in d.get("largest_non_leaking", []) + d.get("suspects", [])
+             if s["site"].get("file", "").endswith("main.py") and s["site"].get("line") == KEPT_LINE]
+    got = (sites[0]["live_bytes"], sites[0]["live_blocks"]) if sites else (0, 0)
+    # the lists, 56 bytes each, and the item array of KEPT (8 bytes a slot, overallocated
+    # by at most an eighth); not pymalloc's arenas, which would count them twice
+    check(got[1] >= N - 80 and (N - 80) * 56 <= got[0] <= N * 56 + N * 8 * 9 // 8 + 4096,
+          "full mode: the site at main.py:%d holds the %d lists, 56 bytes each" % (KEPT_LINE, N), got=got)
 
     out, _ = run("user-malloc", ["-s", "4K"], pythonmalloc="malloc")
     check(out.get("pythonmalloc") == "malloc" and out.get("wrapped") == 0,
