@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* cmd_diff.c - `leakguard diff OLD NEW`: the leaks of two recorded runs compared, for CI. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -7,8 +8,9 @@
 
 #include "cli/commands.h"
 #include "core/util.h"
-#include "output/diff.h"
+#include "findings/diff.h"
 #include "findings/report.h"
+#include "output/render.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -26,7 +28,7 @@ static void usage(FILE *f) {
           "  -h, --help           this help\n"
           "\n"
           "Exit status: 0, or 97 with --fail-on-new and a regression; 2 for bad input.\n",
-          LGDF_WORSE_RATIO);
+          LGR_DIFF_WORSE_RATIO);
 }
 
 enum { OPT_FAIL = 256, OPT_RATIO };
@@ -55,7 +57,7 @@ int lg_cmd_diff(int argc, char **argv) {
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   const char *format = "text";
-  double ratio = LGDF_WORSE_RATIO;
+  double ratio = LGR_DIFF_WORSE_RATIO;
   int fail = 0, ch;
   optind = 1;
   opterr = 0;
@@ -75,7 +77,8 @@ int lg_cmd_diff(int argc, char **argv) {
       return LG_EXIT_USAGE;
     }
   }
-  if (strcmp(format, "text") && strcmp(format, "json")) {
+  const lgo_format_t *fmt = lgo_format(format);
+  if (!fmt || !fmt->diff) {
     lgu_err("diff: unknown format '%s' (text or json)", format);
     return LG_EXIT_USAGE;
   }
@@ -93,21 +96,19 @@ int lg_cmd_diff(int argc, char **argv) {
     return LG_EXIT_USAGE;
   }
   int rc = LG_EXIT_OK;
-  lgdf_t d;
-  if (lgdf_compare(&orep, &nrep, ratio, &d) != 0) {
+  lgr_diff_t d;
+  if (lgr_diff_compare(&orep, &nrep, ratio, &d) != 0) {
     lgu_err("diff: out of memory comparing %s and %s", old_path, new_path);
     rc = LG_EXIT_INTERNAL;
   } else {
-    if (!strcmp(format, "json")) {
-      if (lgdf_print_json(stdout, &d, old_path, new_path, ratio) != 0) {
-        lgu_err("diff: out of memory printing the JSON document");
-        rc = LG_EXIT_INTERNAL;
-      }
-    } else {
-      lgdf_print_text(stdout, &d, old_path, new_path);
+    lgo_render_opts_t ro = {.source = new_path, .base = old_path};
+    int w = fmt->diff(stdout, &d, &ro);
+    if (w != 0) {
+      lgu_err("diff: %s printing %s", w == -ENOMEM ? "out of memory" : "a failed write", fmt->what);
+      rc = LG_EXIT_INTERNAL;
     }
-    if (rc == LG_EXIT_OK && fail && (d.count[LGDF_NEW] || d.count[LGDF_WORSE])) rc = LG_EXIT_LEAK;
-    lgdf_free(&d);
+    if (rc == LG_EXIT_OK && fail && (d.count[LGR_DIFF_NEW] || d.count[LGR_DIFF_WORSE])) rc = LG_EXIT_LEAK;
+    lgr_diff_free(&d);
   }
   lgr_free(&orep);
   lgr_free(&nrep);

@@ -6,12 +6,12 @@
 #include <string.h>
 
 static const lgo_format_t FORMATS[] = {
-    {"text", lgo_render_text, 0, 0, 0, "the report"},
-    {"json", lgo_render_json, 0, 0, 0, "the JSON report"},
-    {"folded", lgo_render_folded, 1, 0, 0, "the folded stacks"},
-    {"pprof", lgo_render_pprof, 1, 0, 1, "the pprof profile"},
-    {"html", lgo_render_html, 1, 0, 0, "the HTML page"},
-    {"pool-profile", lgo_render_pool_profile, 0, 1, 0, "the pool profile"},
+    {"text", lgo_render_text, lgo_render_diff_text, 0, 0, 0, "the report"},
+    {"json", lgo_render_json, lgo_render_diff_json, 0, 0, 0, "the JSON report"},
+    {"folded", lgo_render_folded, NULL, 1, 0, 0, "the folded stacks"},
+    {"pprof", lgo_render_pprof, NULL, 1, 0, 1, "the pprof profile"},
+    {"html", lgo_render_html, NULL, 1, 0, 0, "the HTML page"},
+    {"pool-profile", lgo_render_pool_profile, NULL, 0, 1, 0, "the pool profile"},
 };
 
 const lgo_format_t *lgo_format(const char *name) {

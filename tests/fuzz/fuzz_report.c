@@ -23,7 +23,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "output/diff.h"
+#include "findings/diff.h"
 #include "findings/report.h"
 #include "output/render.h"
 #include "output/store.h"
@@ -162,11 +162,12 @@ int lg_fuzz_one(const uint8_t *data, size_t size) {
       lgo_render_html(devnull, &rep, &wo);
       lgo_render_folded(devnull, &rep, &wo);
       lgo_render_pool_profile(devnull, &rep, &wo);
-      lgdf_t d; /* `leakguard diff` of the report against itself */
-      if (lgdf_compare(&rep, &rep, LGDF_WORSE_RATIO, &d) == 0) {
-        lgdf_print_text(devnull, &d, "a", "a");
-        lgdf_print_json(devnull, &d, "a", "a", LGDF_WORSE_RATIO);
-        lgdf_free(&d);
+      lgr_diff_t d; /* `leakguard diff` of the report against itself */
+      if (lgr_diff_compare(&rep, &rep, LGR_DIFF_WORSE_RATIO, &d) == 0) {
+        lgo_render_opts_t dro = {.source = "a", .base = "a"};
+        lgo_render_diff_text(devnull, &d, &dro);
+        lgo_render_diff_json(devnull, &d, &dro);
+        lgr_diff_free(&d);
       }
       lgr_free(&rep);
       rc = 0;

@@ -32,7 +32,8 @@
 #include "core/model.h"
 #include "core/region.h"
 #include "leakguard.h"
-#include "output/diff.h"
+#include "findings/diff.h"
+#include "output/render.h"
 #include "output/merge.h"
 #include "findings/report.h"
 #include "output/render.h"
@@ -130,14 +131,14 @@ static int report(const char *path, out_t *o, char *why, size_t whylen) {
     rc = lgo_render_json(fj, &r, &wo);
     if (rc) snprintf(why, whylen, "lgo_render_json: %d", rc);
     /* and `leakguard diff` of the report against itself */
-    lgdf_t d;
-    if (rc == 0 && (rc = lgdf_compare(&r, &r, LGDF_WORSE_RATIO, &d)) != 0)
-      snprintf(why, whylen, "lgdf_compare: %d", rc);
+    lgr_diff_t d;
+    if (rc == 0 && (rc = lgr_diff_compare(&r, &r, LGR_DIFF_WORSE_RATIO, &d)) != 0)
+      snprintf(why, whylen, "lgr_diff_compare: %d", rc);
     if (rc == 0) {
-      lgdf_print_text(ft, &d, "a.db", "a.db");
-      rc = lgdf_print_json(fj, &d, "a.db", "a.db", LGDF_WORSE_RATIO);
-      if (rc) snprintf(why, whylen, "lgdf_print_json: %d", rc);
-      lgdf_free(&d);
+      lgo_render_diff_text(ft, &d, &(lgo_render_opts_t){.base = "a.db", .source = "a.db"});
+      rc = lgo_render_diff_json(fj, &d, &(lgo_render_opts_t){.base = "a.db", .source = "a.db"});
+      if (rc) snprintf(why, whylen, "lgo_render_diff_json: %d", rc);
+      lgr_diff_free(&d);
     }
     /* and the pprof profile (gzip without a time stamp: the same bytes every time) */
     if (rc == 0 && (rc = lgo_render_pprof(fj, &r, &wo)) != 0) snprintf(why, whylen, "lgo_render_pprof: %d", rc);

@@ -15,7 +15,8 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "output/diff.h"
+#include "findings/diff.h"
+#include "output/render.h"
 
 /* Up to 8 sites per list, each with one frame (the site). */
 typedef struct fake {
@@ -50,7 +51,7 @@ static lgr_site_t *add(fake_t *f, char list, int pid, const char *fn, const char
   return s;
 }
 
-static const lgdf_entry_t *entry_for(const lgdf_t *d, const char *fn) {
+static const lgr_diff_entry_t *entry_for(const lgr_diff_t *d, const char *fn) {
   for (int i = 0; i < d->n; i++) {
     const lgr_site_t *s = d->e[i].new_site ? d->e[i].new_site : d->e[i].old_site;
     if (!strcmp(s->frames[s->site_frame].function, fn)) return &d->e[i];
@@ -75,60 +76,60 @@ static void test_kinds(void **state) {
   add(n, 's', 20, "frame_copy", "/ci/b/src/frame.c", 90, 70, NAN);
   snprintf(add(n, 's', 20, "parse", "/ci/b/src/parse.c", 12, 60, NAN)->space, 16, "managed");
   add(n, 'o', 20, "parse", "/ci/b/src/parse.c", 12, 0, NAN);
-  lgdf_t d;
-  assert_int_equal(lgdf_compare(&o->r, &n->r, LGDF_WORSE_RATIO, &d), 0);
-  assert_int_equal(d.count[LGDF_NEW], 4); /* log_line, load_tables, frame_copy, managed parse */
-  assert_int_equal(d.count[LGDF_WORSE], 1);
-  assert_int_equal(d.count[LGDF_UNCHANGED], 0);
-  assert_int_equal(d.count[LGDF_FIXED], 1);
-  assert_string_equal(lgdf_verdict(&d), "regressed");
-  const lgdf_entry_t *e = entry_for(&d, "cache_put");
+  lgr_diff_t d;
+  assert_int_equal(lgr_diff_compare(&o->r, &n->r, LGR_DIFF_WORSE_RATIO, &d), 0);
+  assert_int_equal(d.count[LGR_DIFF_NEW], 4); /* log_line, load_tables, frame_copy, managed parse */
+  assert_int_equal(d.count[LGR_DIFF_WORSE], 1);
+  assert_int_equal(d.count[LGR_DIFF_UNCHANGED], 0);
+  assert_int_equal(d.count[LGR_DIFF_FIXED], 1);
+  assert_string_equal(lgr_diff_verdict(&d), "regressed");
+  const lgr_diff_entry_t *e = entry_for(&d, "cache_put");
   assert_non_null(e);
-  assert_int_equal(e->kind, LGDF_WORSE);
+  assert_int_equal(e->kind, LGR_DIFF_WORSE);
   assert_int_equal(e->line_moved, 1);
   assert_true(fabs(e->ratio - 3.0) < 1e-9);
   assert_int_equal(e->old_site->frames[0].line, 40);
   e = entry_for(&d, "log_line");
-  assert_int_equal(e->kind, LGDF_NEW);
-  assert_int_equal(e->old_state, LGDF_MINOR);
+  assert_int_equal(e->kind, LGR_DIFF_NEW);
+  assert_int_equal(e->old_state, LGR_DIFF_MINOR);
   e = entry_for(&d, "load_tables");
-  assert_int_equal(e->kind, LGDF_NEW);
-  assert_int_equal(e->old_state, LGDF_STABLE);
-  assert_int_equal(entry_for(&d, "frame_copy")->old_state, LGDF_ABSENT);
+  assert_int_equal(e->kind, LGR_DIFF_NEW);
+  assert_int_equal(e->old_state, LGR_DIFF_STABLE);
+  assert_int_equal(entry_for(&d, "frame_copy")->old_state, LGR_DIFF_ABSENT);
   /* the fixed one is host parse, now listed and stable; the managed one is new */
   int fixed = 0, managed_new = 0;
   for (int i = 0; i < d.n; i++) {
-    if (d.e[i].kind == LGDF_FIXED) {
+    if (d.e[i].kind == LGR_DIFF_FIXED) {
       fixed++;
       assert_string_equal(d.e[i].old_site->frames[0].function, "parse");
-      assert_int_equal(d.e[i].new_state, LGDF_STABLE);
+      assert_int_equal(d.e[i].new_state, LGR_DIFF_STABLE);
       assert_string_equal(d.e[i].new_site->space, "host");
     }
-    if (d.e[i].kind == LGDF_NEW && !strcmp(d.e[i].new_site->space, "managed")) managed_new++;
+    if (d.e[i].kind == LGR_DIFF_NEW && !strcmp(d.e[i].new_site->space, "managed")) managed_new++;
   }
   assert_int_equal(fixed, 1);
   assert_int_equal(managed_new, 1);
   /* groups in order (new, worse, unchanged, fixed), fastest first within one */
-  assert_int_equal(d.e[0].kind, LGDF_NEW);
+  assert_int_equal(d.e[0].kind, LGR_DIFF_NEW);
   assert_string_equal(d.e[0].new_site->frames[0].function, "log_line");
-  assert_int_equal(d.e[d.n - 1].kind, LGDF_FIXED);
+  assert_int_equal(d.e[d.n - 1].kind, LGR_DIFF_FIXED);
   /* a higher worse ratio makes cache_put unchanged */
-  lgdf_free(&d);
-  assert_int_equal(lgdf_compare(&o->r, &n->r, 4.0, &d), 0);
-  assert_int_equal(entry_for(&d, "cache_put")->kind, LGDF_UNCHANGED);
-  lgdf_free(&d);
+  lgr_diff_free(&d);
+  assert_int_equal(lgr_diff_compare(&o->r, &n->r, 4.0, &d), 0);
+  assert_int_equal(entry_for(&d, "cache_put")->kind, LGR_DIFF_UNCHANGED);
+  lgr_diff_free(&d);
   /* reversed: the four new ones are fixed; the worse one is unchanged (1/3) */
-  assert_int_equal(lgdf_compare(&n->r, &o->r, LGDF_WORSE_RATIO, &d), 0);
-  assert_int_equal(d.count[LGDF_FIXED], 4);
-  assert_int_equal(d.count[LGDF_UNCHANGED], 1);
-  assert_int_equal(d.count[LGDF_NEW], 1); /* host parse: stable in the old NEW */
-  lgdf_free(&d);
+  assert_int_equal(lgr_diff_compare(&n->r, &o->r, LGR_DIFF_WORSE_RATIO, &d), 0);
+  assert_int_equal(d.count[LGR_DIFF_FIXED], 4);
+  assert_int_equal(d.count[LGR_DIFF_UNCHANGED], 1);
+  assert_int_equal(d.count[LGR_DIFF_NEW], 1); /* host parse: stable in the old NEW */
+  lgr_diff_free(&d);
   /* a run against itself */
-  assert_int_equal(lgdf_compare(&n->r, &n->r, LGDF_WORSE_RATIO, &d), 0);
-  assert_int_equal(d.count[LGDF_UNCHANGED], 5);
+  assert_int_equal(lgr_diff_compare(&n->r, &n->r, LGR_DIFF_WORSE_RATIO, &d), 0);
+  assert_int_equal(d.count[LGR_DIFF_UNCHANGED], 5);
   assert_int_equal(d.n, 5);
-  assert_string_equal(lgdf_verdict(&d), "same");
-  lgdf_free(&d);
+  assert_string_equal(lgr_diff_verdict(&d), "same");
+  lgr_diff_free(&d);
   free(o);
   free(n);
 }
@@ -144,29 +145,29 @@ static void test_matching(void **state) {
   add(o, 'o', 1, "step", "/w/train.py", 31, 0, NAN);
   for (int p = 0; p < 4; p++) add(n, 's', 100 + p, "step", "/w/train.py", 30, 400 - p, 4096 * 1.2);
   add(n, 's', 100, "step", "/w/train.py", 33, 50, NAN);
-  lgdf_t d;
-  assert_int_equal(lgdf_compare(&o->r, &n->r, LGDF_WORSE_RATIO, &d), 0);
+  lgr_diff_t d;
+  assert_int_equal(lgr_diff_compare(&o->r, &n->r, LGR_DIFF_WORSE_RATIO, &d), 0);
   assert_int_equal(d.n, 2);
-  const lgdf_entry_t *e30 = NULL, *e33 = NULL;
+  const lgr_diff_entry_t *e30 = NULL, *e33 = NULL;
   for (int i = 0; i < d.n; i++) {
     if (d.e[i].new_site->frames[0].line == 30) e30 = &d.e[i];
     if (d.e[i].new_site->frames[0].line == 33) e33 = &d.e[i];
   }
   assert_non_null(e30);
   assert_non_null(e33);
-  assert_int_equal(e30->kind, LGDF_UNCHANGED); /* 1.2x per step, though 4x per second */
+  assert_int_equal(e30->kind, LGR_DIFF_UNCHANGED); /* 1.2x per step, though 4x per second */
   assert_int_equal(e30->per_step, 1);
   assert_true(fabs(e30->ratio - 1.2) < 1e-9);
   assert_int_equal(e30->new_site->pid, 100); /* the fastest process */
-  assert_int_equal(e33->kind, LGDF_NEW);     /* OLD had lines 30 and 31: not a moved line */
+  assert_int_equal(e33->kind, LGR_DIFF_NEW); /* OLD had lines 30 and 31: not a moved line */
   assert_int_equal(e33->line_moved, 0);
-  assert_int_equal(e33->old_state, LGDF_ABSENT);
+  assert_int_equal(e33->old_state, LGR_DIFF_ABSENT);
   /* the JSON document */
   char *buf = NULL;
   size_t len = 0;
   FILE *mf = open_memstream(&buf, &len);
   assert_non_null(mf);
-  assert_int_equal(lgdf_print_json(mf, &d, "old.db", "new.db", 1.5), 0);
+  assert_int_equal(lgo_render_diff_json(mf, &d, &(lgo_render_opts_t){.base = "old.db", .source = "new.db"}), 0);
   fclose(mf);
   cJSON *j = cJSON_Parse(buf);
   assert_non_null(j);
@@ -187,14 +188,14 @@ static void test_matching(void **state) {
   /* the text */
   buf = NULL;
   mf = open_memstream(&buf, &len);
-  lgdf_print_text(mf, &d, "old.db", "new.db");
+  lgo_render_diff_text(mf, &d, &(lgo_render_opts_t){.base = "old.db", .source = "new.db"});
   fclose(mf);
   assert_non_null(strstr(buf, "New leaks (growing in NEW, not in OLD): 1\n  step (w/train.py:33)\n"));
   assert_non_null(strstr(buf, "Unchanged (growing in both): 1\n  step (w/train.py:30)\n"));
   assert_non_null(strstr(buf, "(1.20\u00d7)"));
   assert_non_null(strstr(buf, "Verdict: regressed (1 new, 0 worse, 1 unchanged, 0 fixed)\n"));
   free(buf);
-  lgdf_free(&d);
+  lgr_diff_free(&d);
   free(o);
   free(n);
 }
