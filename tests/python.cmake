@@ -144,25 +144,30 @@ endfunction()
 # lg_pyfx: judged on a recorded run (tests/fixtures); lg_py: live, for what only a live
 # run shows (explains while it runs, a frame's locals, processes, exits, ranks)
 lg_pyfx(list_history   --script leak_list_history.py --expect leak --leaks 1 --detected-within 3
-                     --holder "__main__.history (list)" --kind tensor --native-first)
+                     --holder "__main__.history (list)" --kind tensor --native-first
+                     --fix "store `t.detach\\(\\)`.* in `history`.*deque")
 # explained again while it runs each time its memory doubled, not only when flagged
 lg_py(list_history_explains --script leak_list_history.py --expect leak --leaks 1 --seconds 8
                      --live-explains 2 --holder "__main__.history (list)" --kind tensor)
 lg_py(total_loss     --script leak_total_loss.py --expect leak --leaks 2 --detected-within 3
                      --holder "__main__.total_loss" --kind autograd-graph --holder-any --native-first)
 lg_pyfx(tensor_cache   --script leak_tensor_cache.py --expect leak --leaks 1 --detected-within 3
-                     --holder "__main__._cache (dict)" --kind tensor --native-first)
+                     --holder "__main__._cache (dict)" --kind tensor --native-first
+                     --fix "^bound `_cache`: evict old keys")
 # a list in a function's locals: only an explanation made while the function runs can
 # name it (the collector asks for one when it flags the site)
 lg_py(local_list     --script leak_local_list.py --expect leak --leaks 1 --detected-within 3
                      --seconds 6 --holder "frame train():activations (list)" --kind tensor --native-first)
 lg_pyfx(model_attr     --script leak_model_attr.py --expect leak --leaks 1 --detected-within 3
-                     --holder "__main__.model (Net)" --kind tensor --native-first)
+                     --holder "__main__.model (Net)" --kind tensor --native-first
+                     --fix "in `model.seen`")
 lg_pyfx(lru_unbounded  --script leak_lru_unbounded.py --expect leak --leaks 1 --detected-within 3
-                     --holder "__main__.embed (_lru_cache_wrapper)" --kind tensor)
+                     --holder "__main__.embed (_lru_cache_wrapper)" --kind tensor
+                     --fix "lru_cache\\(maxsize=N\\)")
 # two DDP ranks (torch.multiprocessing + gloo), rank 1 leaks: the report says which rank
 lg_py(ddp            --script leak_ddp.py --expect leak --child --leaks 1 --leak-rank 1
-                     --seconds 6 --holder "frame worker():kept (list)" --kind tensor --detected-within 3 --all-statuses)
+                     --seconds 6 --holder "frame worker():kept (list)" --kind tensor --detected-within 3 --all-statuses
+                     --fix "^only rank 1 grows: in the code that runs on rank 1 alone, .* in `kept`")
 # --- controls
 lg_pyfx(ok_item        --script ok_item.py --expect no-leak)
 # `import torch` and friends only: 60-90 MiB under imports, then the exit. How many of
@@ -209,7 +214,8 @@ lg_py(explain_at_step --script leak_raise.py "--args=--exit _exit" --expect leak
 # loaded machine (one snapshot every 0.4 s there)
 lg_pyfx(total_loss_backward --script leak_total_loss.py "--args=--backward" --expect leak --leaks 2
                      --marker "LEAK-SITE|LEAK-NODES|LEAK-HOLDER" --sample 1024 --seconds 12
-                     --holder "__main__.total_loss" --kind autograd-graph --holder-any --detected-within 3)
+                     --holder "__main__.total_loss" --kind autograd-graph --holder-any --detected-within 3
+                     --fix "^accumulate `loss.item\\(\\)`")
 
 # --- the same verdicts on runs recorded beside two CPU hogs (issue #10: a verdict must
 # not depend on a quiet machine; the fixtures hold what a loaded machine records): leaks

@@ -240,6 +240,7 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
   if (lgr_failed()) return 0;
   lgr_split_minor(r);
   lgr_explain_gaps(db, r);
+  lgr_fix_hints(r);
   /* a process without a leak is not described by a leak's shape */
   for (int i = 0; i < r->nruns; i++)
     if (!r->runs[i].leaking && r->runs[i].pattern >= 0 && lg_pattern_is_leak((lg_pattern_t)r->runs[i].pattern))

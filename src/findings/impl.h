@@ -167,6 +167,8 @@ char *lgr_full_bound(const char *holders_json);
 void lgr_group_leaks(lgr_report_t *r);
 void lgr_free_leaks(lgr_report_t *r);
 void lgr_analyse_leaks(lgr_report_t *r);
+/* Each leak's fix in one line (fix.c, docs/fixes.md), after holders and gaps. */
+void lgr_fix_hints(lgr_report_t *r);
 void lgr_split_minor(lgr_report_t *r);
 
 /* recording.c: lgr_report_t.rec (after the analysis: each stack's share of growth). */

@@ -405,6 +405,7 @@ void lgr_free_leaks(lgr_report_t *r) {
     free(r->leaks[i].by);
     free(r->leaks[i].holder_json);
     free(r->leaks[i].no_holder);
+    free(r->leaks[i].fix);
   }
   free(r->leaks);
   r->leaks = NULL;

@@ -132,6 +132,7 @@ typedef struct lgr_leak {
   char *by;            /* what binds them: "holder", "function", "site" or "spread" */
   char *holder_json;   /* the shared top holder {chain, objects, bytes, kind}, or NULL */
   char *no_holder;     /* Python code without a holder: why none was named (explains), or NULL */
+  char *fix;           /* the fix in one line (fix.c, docs/fixes.md), or NULL */
   int proc, pid, rank; /* rank: the process's RANK label, -1 when none */
   int64_t live_bytes;  /* held by its suspects when they last grew (before an exit's teardown) */
   double growth_bytes_per_s, growth_bytes_per_step; /* sums over the suspects (NaN: no steps) */

@@ -143,6 +143,11 @@ static void print_leaks_html(FILE *f, const lgr_report_t *r) {
       fputs("</p>\n", f);
     }
     cJSON_Delete(h);
+    if (L->fix) {
+      fputs("<p class=\"fix\">fix: ", f);
+      html_text(f, L->fix);
+      fputs("</p>\n", f);
+    }
     fprintf(f, "<div class=\"chart\" data-leak=\"%d\"></div></div>\n", j);
   }
   fputs("</section>\n", f);

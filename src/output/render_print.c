@@ -223,6 +223,7 @@ static void print_leaks(FILE *f, const lgr_report_t *r) {
     } else if (L->no_holder) {
       fprintf(f, "      no holder: %s\n", L->no_holder);
     }
+    if (L->fix) fprintf(f, "      fix: %s\n", L->fix);
     if (!isnan(L->detected_after_s))
       fprintf(f, "      flagged %.1fs after %s\n", L->detected_after_s,
               r->attached ? "recording began" : "the process started");
@@ -560,6 +561,8 @@ static cJSON *leak_json(const lgr_report_t *r, int j) {
   }
   if (L->no_holder) JCHK(cJSON_AddStringToObject(x, "no_holder", L->no_holder));
   else JCHK(cJSON_AddNullToObject(x, "no_holder"));
+  if (L->fix) JCHK(cJSON_AddStringToObject(x, "fix", L->fix));
+  else JCHK(cJSON_AddNullToObject(x, "fix"));
   JCHK(cJSON_AddNumberToObject(x, "pid", L->pid));
   if (L->rank >= 0) JCHK(cJSON_AddNumberToObject(x, "process_rank", L->rank));
   else JCHK(cJSON_AddNullToObject(x, "process_rank"));

@@ -26,6 +26,7 @@ whole run (a verdict must not depend on a quiet machine).
 target's output passing through.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -48,6 +49,7 @@ def extra(ap):
     ap.add_argument("--minor", action="store_true")
     ap.add_argument("--under")
     ap.add_argument("--hog", type=int, default=0)
+    ap.add_argument("--fix", help="the first leak's one-line fix matches this regex")
 
 
 def start_hogs(n):
@@ -125,6 +127,9 @@ def main():
     t.check(len(leaks) == args.leaks and leaks and leaks[0].get("suspects", [None])[0] == 1,
             "exactly %d leak(s), the first with suspect #1 as its main suspect" % args.leaks,
             leaks=[dict(x, holder=None) for x in leaks[:4]])
+    if args.fix and leaks:
+        t.check(re.search(args.fix, leaks[0].get("fix") or "") is not None,
+                "the leak's fix says /%s/" % args.fix, fix=leaks[0].get("fix"))
     if args.detected_within is not None and leaks:
         began = float((prog_out or {}).get("leak_start_s", 0))
         d = leaks[0].get("detected_after_s")

@@ -79,6 +79,7 @@ def main():
                     help="rank 1's frames begin with native allocation frames (torch's "
                          "allocator), then the Python line: stacks read innermost first")
     ap.add_argument("--no-holder", help="the leak names no holder, and its no_holder (why) matches this regex")
+    ap.add_argument("--fix", help="the rank-1 leak's fix hint matches this regex, in the JSON and the text")
     ap.add_argument("--hog", type=int, default=0,
                     help="N busy processes share the CPUs while the script is recorded")
     ap.add_argument("--needs", action="append", default=[],
@@ -174,6 +175,8 @@ def main():
                              stderr=subprocess.PIPE, text=True, timeout=120).stdout
         check(any(ln.strip().startswith("no holder: ") and re.search(a.no_holder, ln) for ln in txt.splitlines()),
               "the text report says 'no holder:' and why", text=txt.splitlines()[:12])
+    if a.expect == "leak" and a.fix and leaks:
+        check_fix(a, leaks[0], db, check)
     if a.expect == "leak" and a.detected_within is not None and leaks:
         import sqlite3
         con = sqlite3.connect(db)
@@ -261,6 +264,16 @@ def main():
               want=src_line, text=lines[:40])
     fx.finish(not fails)
     return finish(fails, tmp, a.keep)
+
+
+def check_fix(a, leak, db, check):
+    """The leak's one-line fix (src/findings/fix.c): `fix` in the JSON, `fix:` in the text."""
+    fix = leak.get("fix") or ""
+    check(re.search(a.fix, fix) is not None, "the leak's fix says /%s/" % a.fix, fix=fix)
+    txt = subprocess.run([a.leakguard, "report", db], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=120).stdout
+    check(any(ln.strip() == "fix: " + fix for ln in txt.splitlines()) and fix != "",
+          "the text report's leak says 'fix:' with the same line", text=txt.splitlines()[:12])
 
 
 def find_python(a, pyinterp):
