@@ -164,6 +164,11 @@ lg_pyfx(model_attr     --script leak_model_attr.py --expect leak --leaks 1 --det
 lg_pyfx(lru_unbounded  --script leak_lru_unbounded.py --expect leak --leaks 1 --detected-within 3
                      --holder "__main__.embed (_lru_cache_wrapper)" --kind tensor
                      --fix "lru_cache\\(maxsize=N\\)")
+# the allocation's innermost Python line is torch's (Linear.forward): the site is the
+# script's own line that called the model, torch's line its library_site (issue #34)
+lg_py(layer_outputs  --script leak_layer_outputs.py --expect leak --leaks 1 --detected-within 3
+                     --holder "__main__.outputs (list)" --kind tensor --library-site linear.py
+                     --fix "in `outputs`")
 # two DDP ranks (torch.multiprocessing + gloo), rank 1 leaks: the report says which rank
 lg_py(ddp            --script leak_ddp.py --expect leak --child --leaks 1 --leak-rank 1
                      --seconds 6 --holder "frame worker():kept (list)" --kind tensor --detected-within 3 --all-statuses

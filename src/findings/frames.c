@@ -5,6 +5,7 @@
  * frames in the order the program ran, the source line of a site; and freeing a site,
  * which owns its frames.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,35 @@
 #include "findings/impl.h"
 
 int lgr_is_python_module(const char *m) { return m && !strcmp(m, "python"); }
+
+/* A Python file that is not the program's own code: the interpreter's library
+ * (lib/python3.X/, 3.13t's lib/python3.Xt/, the frozen modules) or an installed package
+ * (site-packages, Debian's dist-packages). */
+int lgr_is_library_file(const char *file) {
+  if (!file || !*file) return 0;
+  if (!strncmp(file, "<frozen ", 8)) return 1;
+  if (strstr(file, "/site-packages/") || strstr(file, "/dist-packages/")) return 1;
+  for (const char *p = strstr(file, "/lib/python3."); p; p = strstr(p + 1, "/lib/python3.")) {
+    const char *q = p + 13;
+    if (!isdigit((unsigned char)*q)) continue;
+    while (isdigit((unsigned char)*q)) q++;
+    if (*q == 't') q++;
+    if (*q == '/') return 1;
+  }
+  return 0;
+}
+
+int lgr_own_frame(const void *frames, int n, int i, lgr_frame_at_fn at) {
+  const char *fn, *file, *module;
+  for (int k = i; k < n; k++) {
+    at(frames, k, &fn, &file, &module);
+    if (!lgr_is_python_module(module)) break;
+    /* under an import the innermost line stays the site: start-up (docs/detection.md) */
+    if (lgr_is_import_frame(fn, file)) break;
+    if (!lgr_is_library_file(file)) return k;
+  }
+  return i;
+}
 
 /* A thin wrapper of the malloc family that programs and allocators put in front of it:
  * an optional prefix (redis z, GNU x, jemalloc je_, mimalloc mi_, tcmalloc tc_, glib
@@ -294,7 +324,9 @@ int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native) {
     }
     for (int i = 0; i < s->nframes; i++)
       if (lgr_is_python_module(s->frames[i].module)) {
-        s->site_frame = i;
+        /* the program's own line, the library's frames below it (lgr_own_frame) */
+        s->site_frame = lgr_own_frame(s->frames, s->nframes, i, frame_at);
+        s->lib_frame = s->site_frame != i ? i + 1 : 0;
         break;
       }
   }

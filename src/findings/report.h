@@ -93,6 +93,8 @@ typedef struct lgr_site {
   lgr_frame_t *frames; /* innermost first: native allocation frames, then the Python line, then its callers */
   int nframes;
   int site_frame;          /* index in frames of the allocation site */
+  int lib_frame;           /* 1 + index in frames of the innermost Python line when that is library code
+                            * and the site is the program's own line further out (lgr_own_frame); 0: none */
   lgr_frame_t *all_frames; /* as recorded */
   int nall;
   lgr_stackref_t *stacks; /* the merged stacks, highest peak first */
@@ -285,6 +287,12 @@ typedef void (*lgr_frame_at_fn)(const void *frames, int i, const char **function
  * runtime up to the runtime API function the program called (cudaMalloc...): those
  * may carry no recognisable name. n - 1 when every frame is machinery; 0 when n <= 0. */
 int lgr_site_frame(const void *frames, int n, lgr_frame_at_fn at);
+/* 1 for a Python file of the interpreter's library or an installed package. */
+int lgr_is_library_file(const char *file);
+/* From frame i, the innermost Python frame, outwards: the first Python frame in the
+ * program's own code (not lgr_is_library_file), or i when there is none, or when an
+ * import lies between (start-up stays where the import ran). */
+int lgr_own_frame(const void *frames, int n, int i, lgr_frame_at_fn at);
 
 /* 1 for a Python frame of importlib's bootstrap (<frozen importlib._bootstrap> and
  * _bootstrap_external: module imports, and the interpreter's own start-up): what is

@@ -163,7 +163,12 @@ static void print_frames(FILE *f, const lgr_site_t *s) {
   for (int k = 0; k < s->nframes; k++) {
     int before = k < s->site_frame;
     if (before && k >= 3 && k < s->site_frame - 1) {
-      if (k == 3) fprintf(f, "      ... %d more native frames\n", s->site_frame - 4);
+      if (k == 3) {
+        int py = 0; /* library Python frames among the hidden ones (lgr_own_frame) */
+        for (int i = 3; i < s->site_frame - 1; i++) py += lgr_is_python_module(s->frames[i].module);
+        if (py) fprintf(f, "      ... %d more frames (%d of them Python library code)\n", s->site_frame - 4, py);
+        else fprintf(f, "      ... %d more native frames\n", s->site_frame - 4);
+      }
       continue;
     }
     if (k > s->site_frame + 5) {
@@ -523,6 +528,10 @@ static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, in
     cJSON *site = frame_json(&s->frames[s->site_frame]);
     if (s->source) JCHK(cJSON_AddStringToObject(site, "source", s->source));
     jobj(j, "site", site);
+    /* the innermost Python line when it is library code below the program's own */
+    if (s->lib_frame > 0 && s->lib_frame <= s->nframes)
+      jobj(j, "library_site", frame_json(&s->frames[s->lib_frame - 1]));
+    else JCHK(cJSON_AddNullToObject(j, "library_site"));
   } else {
     JCHK(cJSON_AddNullToObject(j, "site"));
   }

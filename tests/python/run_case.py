@@ -79,6 +79,8 @@ def main():
                     help="rank 1's frames begin with native allocation frames (torch's "
                          "allocator), then the Python line: stacks read innermost first")
     ap.add_argument("--no-holder", help="the leak names no holder, and its no_holder (why) matches this regex")
+    ap.add_argument("--library-site", help="rank 1's innermost Python line is library code in this file "
+                    "(library_site), the site the script's own line further out")
     ap.add_argument("--fix", help="the rank-1 leak's fix hint matches this regex, in the JSON and the text")
     ap.add_argument("--hog", type=int, default=0,
                     help="N busy processes share the CPUs while the script is recorded")
@@ -228,11 +230,19 @@ def main():
         check(os.path.basename(f0.get("file") or "") == os.path.basename(script)
               and f0.get("line") in wants, "rank 1 is %s:%s" % (a.script, wants), site=f0,
               others=[x.get("site") for x in doc["suspects"][1:4]])
-        # stacks read innermost first: the native frames under the line come before it
+        # stacks read innermost first: the native frames under the line come before it;
+        # library code (torch, the standard library) between them is passed over
         frames = s.get("frames") or []
         at = [i for i, f in enumerate(frames) if f.get("module") == "python"]
-        check(bool(at) and frames[at[0]] == {k: v for k, v in f0.items() if k != "source"},
-              "frames hold the site as their first Python frame", frames=frames[:4])
+        lib = s.get("library_site")
+        if a.library_site:
+            check(lib is not None and os.path.basename(lib.get("file") or "") == a.library_site,
+                  "rank 1's library_site is the innermost line, in %s" % a.library_site, library_site=lib)
+        first = lib if lib else {k: v for k, v in f0.items() if k != "source"}
+        check(bool(at) and frames[at[0]] == first and
+              {k: v for k, v in f0.items() if k != "source"} in [frames[i] for i in at],
+              "frames hold %s as their first Python frame, and the site" % ("the library line" if lib else "the site"),
+              frames=frames[:8])
         if a.native_first:
             check(bool(at) and at[0] > 0 and all(f.get("module") != "python" for f in frames[:at[0]]),
                   "frames begin with the native allocation frames, then the Python line",

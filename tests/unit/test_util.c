@@ -325,6 +325,39 @@ static void test_cuda_runtime_frames(void **state) {
   assert_int_equal(lgr_site_frame(NULL, 0, tframe_at), 0);
 }
 
+/* A Python site is the program's own line: the library frames inside torch, the
+ * standard library and site-packages are passed over (lgr_own_frame); not under an
+ * import, and not when every line is library code. */
+static void test_own_python_frame(void **state) {
+  (void)state;
+  assert_int_equal(lgr_is_library_file("/usr/lib/python3/dist-packages/torch/nn/modules/linear.py"), 1);
+  assert_int_equal(lgr_is_library_file("/home/u/venv/lib/python3.11/site-packages/numpy/core/numeric.py"), 1);
+  assert_int_equal(lgr_is_library_file("/root/.pyenv/versions/3.13.0t/lib/python3.13t/json/encoder.py"), 1);
+  assert_int_equal(lgr_is_library_file("/usr/lib/python3.11/collections/__init__.py"), 1);
+  assert_int_equal(lgr_is_library_file("<frozen importlib._bootstrap>"), 1);
+  assert_int_equal(lgr_is_library_file("/home/u/proj/train.py"), 0);
+  assert_int_equal(lgr_is_library_file("/home/u/lib/python3.x/train.py"), 0); /* no version number */
+  assert_int_equal(lgr_is_library_file("<string>"), 0);
+  assert_int_equal(lgr_is_library_file(""), 0);
+  /* native frames, then torch's Linear.forward and Module._call_impl, then the user's */
+  const tframe_t mlp[] = {{"c10::alloc_cpu", "", "libc10.so"},
+                          {"forward", "/usr/lib/python3/dist-packages/torch/nn/modules/linear.py", "python"},
+                          {"Module._call_impl", "/usr/lib/python3/dist-packages/torch/nn/modules/module.py", "python"},
+                          {"MLP.forward", "/home/u/proj/train.py", "python"},
+                          {"main", "/home/u/proj/train.py", "python"}};
+  assert_int_equal(lgr_own_frame(mlp, 5, 1, tframe_at), 3);
+  assert_int_equal(lgr_own_frame(mlp, 5, 3, tframe_at), 3); /* already the program's own */
+  /* a module's body under an import: the innermost line stays (start-up) */
+  const tframe_t imp[] = {{"<module>", "/usr/lib/python3/dist-packages/torch/__init__.py", "python"},
+                          {"_call_with_frames_removed", "<frozen importlib._bootstrap>", "python"},
+                          {"<module>", "/home/u/proj/train.py", "python"}};
+  assert_int_equal(lgr_own_frame(imp, 3, 0, tframe_at), 0);
+  /* only library code (a thread of a library): the innermost line */
+  const tframe_t lib[] = {{"run", "/usr/lib/python3.11/threading.py", "python"},
+                          {"_bootstrap_inner", "/usr/lib/python3.11/threading.py", "python"}};
+  assert_int_equal(lgr_own_frame(lib, 2, 0, tframe_at), 0);
+}
+
 /* lgu_fopen_new never writes through what is already at the path: a planted symbolic
  * link is removed (its target untouched), a stale file replaced, and the new file is a
  * regular file with what was written. */
@@ -417,6 +450,7 @@ int main(void) {
       cmocka_unit_test(test_fmt_duration),
       cmocka_unit_test(test_is_machinery),
       cmocka_unit_test(test_cuda_runtime_frames),
+      cmocka_unit_test(test_own_python_frame),
       cmocka_unit_test(test_fopen_new),
       cmocka_unit_test(test_cgroup_paths),
   };
