@@ -34,6 +34,99 @@ def _leakguard_setup():
     except Exception:
         pass
     _leakguard_watch(leakguard, os.environ[leakguard.ENV_DIR])
+    try:
+        _leakguard_auto_steps(leakguard)
+    except Exception:  # never break the program over a convenience
+        pass
+
+
+def _leakguard_auto_steps(lg):
+    """Steps without code changes (docs/python.md): a program that never calls
+    leakguard.step() gets a step each time its first optimizer steps
+    (torch.optim.Optimizer.step), so growth per step and the step of out-of-memory come
+    out of the box. Patched when torch.optim.optimizer is imported (a finder at the
+    front of sys.meta_path that only answers for that name); each optimizer class's step
+    is wrapped at its first instance, as torch wraps it for its profiler. The program's
+    first own leakguard.step() ends the count (its steps are the ones it means);
+    `leakguard run --steps off` leaves all of this out."""
+    if os.environ.get("LEAKGUARD_STEPS", "auto") == "off":
+        return
+    import functools
+
+    state = {"user": False, "first": None, "depth": 0}
+    count = lg.step
+
+    @functools.wraps(count)
+    def step(*a, **k):
+        state["user"] = True
+        return count(*a, **k)
+
+    lg.step = step
+
+    def wrap_class(cls):
+        fn = cls.step
+        if getattr(fn, "_leakguard_step", False):
+            return
+
+        @functools.wraps(fn)
+        def opt_step(self, *a, **k):
+            state["depth"] += 1  # a subclass's step calling its base's counts once
+            try:
+                return fn(self, *a, **k)
+            finally:
+                state["depth"] -= 1
+                if not state["depth"] and not state["user"]:
+                    if state["first"] is None:
+                        state["first"] = id(self)  # not self: that would keep it alive
+                    if state["first"] == id(self):
+                        count()
+
+        opt_step._leakguard_step = True
+        cls.step = opt_step
+
+    def patch(mod):
+        opt = getattr(mod, "Optimizer", None)
+        if opt is None or getattr(opt, "_leakguard_init", False):
+            return
+        init = opt.__init__
+
+        @functools.wraps(init)
+        def __init__(self, *a, **k):
+            init(self, *a, **k)
+            try:
+                wrap_class(type(self))
+            except Exception:
+                pass
+
+        opt.__init__ = __init__
+        opt._leakguard_init = True
+
+    external = sys.modules.get("_frozen_importlib_external")
+    if external is None:
+        return
+
+    class OptimizerFinder:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name != "torch.optim.optimizer":
+                return None
+            spec = external.PathFinder.find_spec(name, path)
+            loader = getattr(spec, "loader", None)
+            if loader is None or not hasattr(loader, "exec_module"):
+                return spec
+            run = loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                try:
+                    patch(module)
+                except Exception:
+                    pass
+
+            loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, OptimizerFinder)
 
 
 def _leakguard_wrap_pymalloc():

@@ -235,3 +235,9 @@ lg_pyfx(total_loss_backward_hog --script leak_total_loss.py "--args=--backward" 
 lg_pyfx(ok_lru_varsize_hog --script ok_lru_varsize.py --expect no-leak --bounded --seconds 6 --hog 2)
 lg_pyfx(ok_deque_varsize_hog --script ok_deque_varsize.py --expect no-leak --bounded --seconds 6 --hog 2)
 lg_pyfx(ok_imports_hog   --script ok_imports.py --expect no-leak --sample 0 --hog 2)
+
+# steps without code changes: a step at each step of the first torch optimizer unless
+# the program calls leakguard.step() itself; --steps off (issue #34, item 8)
+add_test(NAME python_auto_steps
+         COMMAND /usr/bin/python3 ${LG_PY_DIR}/auto_steps_check.py ${LG_PY_COMMON})
+set_tests_properties(python_auto_steps PROPERTIES TIMEOUT 300 LABELS "python;torch" SKIP_RETURN_CODE 77)

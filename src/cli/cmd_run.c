@@ -176,7 +176,8 @@ static int run_target(run_opts_t *o, char **targv) {
                         .explain_at_step = o->explain_at_step,
                         .follow = o->follow,
                         .mmap = o->mmap,
-                        .cuda_um = o->cuda_um};
+                        .cuda_um = o->cuda_um,
+                        .steps_off = o->steps_off};
   if (lg_target_env(&te) != 0) {
     lgu_err("cannot set the target's environment: out of memory");
     run_free(&r);

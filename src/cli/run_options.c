@@ -27,6 +27,7 @@ enum {
   OPT_GUARD_DRY,
   OPT_METRICS,
   OPT_EXPLAIN_AT,
+  OPT_STEPS,
   OPT_CUDA_UM,
   OPT_IMPORT_SAMPLE,
   OPT_FORCE,
@@ -68,6 +69,9 @@ static void usage(FILE *f) {
              "                        allocation site (CUPTI; docs/cuda.md)\n"
              "      --explain-at-step N  Python: find who holds the suspects' memory at step N\n"
              "                        (also done at exit; docs/python.md)\n"
+             "      --steps MODE      auto (default): a PyTorch program that never calls\n"
+             "                        leakguard.step() counts a step at each optimizer.step();\n"
+             "                        off: only leakguard.step() counts\n"
              "  -n, --top N           suspects in the final report (default 10)\n"
              "      --format FMT      the final report's format: text (default), json, folded,\n"
              "                        pprof, html or pool-profile (as leakguard report's)\n"
@@ -129,6 +133,7 @@ int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
                                            {"guard-dry-run", no_argument, NULL, OPT_GUARD_DRY},
                                            {"metrics", required_argument, NULL, OPT_METRICS},
                                            {"explain-at-step", required_argument, NULL, OPT_EXPLAIN_AT},
+                                           {"steps", required_argument, NULL, OPT_STEPS},
                                            {"cuda-um", no_argument, NULL, OPT_CUDA_UM},
                                            {"import-sample", required_argument, NULL, OPT_IMPORT_SAMPLE},
                                            {"force", no_argument, NULL, OPT_FORCE},
@@ -205,6 +210,13 @@ int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
         return LG_EXIT_USAGE;
       }
       o.explain_at_step = lv;
+      break;
+    case OPT_STEPS:
+      if (strcmp(optarg, "auto") && strcmp(optarg, "off")) {
+        lgu_err("run: --steps must be auto or off, not '%s'", optarg);
+        return LG_EXIT_USAGE;
+      }
+      o.steps_off = !strcmp(optarg, "off");
       break;
     default:
       if (optopt) lgu_err("run: unknown or incomplete option '-%c' (see leakguard run --help)", optopt);

@@ -147,6 +147,7 @@ int lg_target_env(const lg_target_env_t *e) {
   setenv(LG_ENV_MMAP, e->mmap ? "1" : "0", 1);
   if (e->cuda_um) setenv(LG_ENV_CUDA_UM, "1", 1);
   setenv(LG_ENV_DIR, e->dir, 1);
+  setenv(LG_ENV_STEPS, e->steps_off ? "off" : "auto", 1);
   if (e->explain_at_step) {
     snprintf(num, sizeof num, "%ld", e->explain_at_step);
     setenv(LG_ENV_EXPLAIN_AT_STEP, num, 1);

@@ -390,8 +390,9 @@ _Static_assert(sizeof(lg_hello_t) == 288, "lg_hello_t layout");
 #define LG_ENV_CUPTI "LEAKGUARD_CUPTI"     /* path of libcupti (default: the toolkit's) */
 /* Settings read by the Python module (src/python) and python/sitecustomize.py (which
  * takes them from the module: leakguard.ENV_DIR, ...). */
-#define LG_ENV_DIR "LEAKGUARD_DIR"                           /* the run's private directory (files below) */
-#define LG_ENV_EXPLAIN_AT_STEP "LEAKGUARD_EXPLAIN_AT_STEP"   /* explain at this step */
+#define LG_ENV_DIR "LEAKGUARD_DIR"                         /* the run's private directory (files below) */
+#define LG_ENV_EXPLAIN_AT_STEP "LEAKGUARD_EXPLAIN_AT_STEP" /* explain at this step */
+#define LG_ENV_STEPS "LEAKGUARD_STEPS" /* "off": no step at torch's optimizer.step() (sitecustomize) */
 #define LG_ENV_EXPLAIN_BUDGET_S "LEAKGUARD_EXPLAIN_BUDGET_S" /* explain()'s time budget, seconds (2) */
 #define LG_ENV_EXPLAIN_DEBUG "LEAKGUARD_EXPLAIN_DEBUG"       /* set: explain() prints its phases */
 /* Settings read by the collector's side. */
