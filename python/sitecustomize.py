@@ -49,7 +49,7 @@ def _leakguard_auto_steps(lg):
     is wrapped at its first instance, as torch wraps it for its profiler. The program's
     first own leakguard.step() ends the count (its steps are the ones it means);
     `leakguard run --steps off` leaves all of this out."""
-    if os.environ.get("LEAKGUARD_STEPS", "auto") == "off":
+    if os.environ.get(lg.ENV_STEPS, "auto") == "off":
         return
     import functools
 
