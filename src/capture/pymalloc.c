@@ -110,6 +110,14 @@ static void *pm_calloc_obj(void *ctx, size_t a, size_t b) {
 static inline void pm_free_any(pymem_t *o, void *p) {
   if (p && pm_ours(p)) {
     lgi_free_count(blk_of(p));
+    /* The check word dies with the block. Left in pymalloc's pool, it would still be
+     * there when the pool serves another size class: an object pymalloc hands out
+     * unheaded (under an import's sampling, inside the recorder) at exactly this user
+     * pointer would pass the check at its free, and its "base", 32 bytes before it,
+     * would be freed instead (a block of another object: pymalloc's free list and the
+     * heap corrupted). */
+    ((uint64_t *)p)[-3] = 0;
+    blk_of(p)->word = 0;
     o->free(o->ctx, (char *)p - PY_OFF);
     return;
   }
