@@ -366,8 +366,7 @@ LG_API void *malloc(size_t size) {
 static __attribute__((noinline)) void free_slow(void *p) {
   if (in_boot(p)) return;
   lg_blk_t *b = blk_of(p);
-  if (b->site) record_free(b);
-  if (LGI_UNLIKELY(b->word & LG_BLK_TAG_MASK)) lgi_tag_free(blk_tag(b), blk_size(b));
+  lgi_free_count(b);
   /* a Python object's check word dies with it (pymalloc.c: lg_python_block must not
    * find it in memory glibc hands out again) */
   if (LGI_UNLIKELY(b->word & LG_BLK_PYOBJ)) ((uint64_t *)p)[-3] = 0;

@@ -107,21 +107,21 @@ static void *pm_calloc_obj(void *ctx, size_t a, size_t b) {
 /* Full mode: a headed block's bookkeeping, then its base to pymalloc (which hands a
  * glibc block, outside its arenas, to the raw domain: our free, which finds no mark at
  * the base and passes it to glibc). */
-static inline void pm_free_any(pymem_t *o, void *p) {
-  if (p && pm_ours(p)) {
-    lgi_free_count(blk_of(p));
-    /* The check word dies with the block. Left in pymalloc's pool, it would still be
+static inline void pm_release(pymem_t *o, void *p) {
+  lgi_free_count(blk_of(p));
+  /* The check word dies with the block. Left in pymalloc's pool, it would still be
      * there when the pool serves another size class: an object pymalloc hands out
      * unheaded (under an import's sampling, inside the recorder) at exactly this user
      * pointer would pass the check at its free, and its "base", 32 bytes before it,
      * would be freed instead (a block of another object: pymalloc's free list and the
      * heap corrupted). */
-    ((uint64_t *)p)[-3] = 0;
-    blk_of(p)->word = 0;
-    o->free(o->ctx, (char *)p - PY_OFF);
-    return;
-  }
-  o->free(o->ctx, p);
+  ((uint64_t *)p)[-3] = 0;
+  blk_of(p)->word = 0;
+  o->free(o->ctx, (char *)p - PY_OFF);
+}
+static inline void pm_free_any(pymem_t *o, void *p) {
+  if (p && pm_ours(p)) pm_release(o, p);
+  else o->free(o->ctx, p);
 }
 static void pm_free_mem(void *ctx, void *p) {
   (void)ctx;
@@ -141,7 +141,7 @@ static void *pm_realloc_any(pymem_t *o, void *p, size_t n, uintptr_t ra0, uintpt
   void *q = pm_alloc(o, n, 0, ra0, cfa0);
   if (!q) return NULL; /* p lives on, unchanged */
   memcpy(q, p, old < n ? old : n);
-  pm_free_any(o, p);
+  pm_release(o, p);
   return q;
 }
 static void *pm_realloc_mem(void *ctx, void *p, size_t n) {
