@@ -10,8 +10,8 @@
 #      python_3.X_module    the extension on its own (tests/python/test_module.py)
 #      python_3.X_import_sample  imports sampled in a full recording, exact again after
 #                           (tests/python/import_sample_check.py)
-#      python_3.X_chain     the Python chain cache: each object at its own file and
-#                           caller (tests/python/chain_check.py)
+#      python_3.X_chain_malloc, _chain_pymalloc  the Python chain cache: each object at
+#                           its own file and caller (tests/python/chain_check.py)
 #      python_3.X_pymalloc  sampled mode keeps pymalloc, wrapped: objects sampled at their
 #                           line; full mode and a user's PYTHONMALLOC left alone
 #                           (tests/python/pymalloc_check.py)
@@ -104,10 +104,13 @@ foreach(m 9 10 11 12 13)
   set_tests_properties(python_3.${m}_import_sample PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                        LABELS "python;pyver")
   # the per-thread chain cache: code objects reusing dead ones' addresses, two callers
-  add_test(NAME python_3.${m}_chain
-           COMMAND ${LG_PY_DRIVER} ${LG_PY_DIR}/chain_check.py ${LG_PY_COMMON} --python 3.${m})
-  set_tests_properties(python_3.${m}_chain PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
-                       LABELS "python;pyver")
+  # under PYTHONMALLOC=malloc (the key's code fingerprints) and pymalloc (code deaths)
+  foreach(alloc malloc pymalloc)
+    add_test(NAME python_3.${m}_chain_${alloc}
+             COMMAND ${LG_PY_DRIVER} ${LG_PY_DIR}/chain_check.py ${LG_PY_COMMON} --python 3.${m} --allocator ${alloc})
+    set_tests_properties(python_3.${m}_chain_${alloc} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                         LABELS "python;pyver")
+  endforeach()
 endforeach()
 
 add_test(NAME python_unsupported_version

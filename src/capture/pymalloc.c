@@ -129,6 +129,7 @@ static void pm_free_mem(void *ctx, void *p) {
 }
 static void pm_free_obj(void *ctx, void *p) {
   (void)ctx;
+  if (p) lgi_python_code_died(p);
   pm_free_any(&pm_orig[1], p);
 }
 
@@ -214,6 +215,7 @@ LG_API int lg_python_wrap(void) {
   }
   set(LG_PYMEM_DOMAIN_MEM, &w[0]);
   set(LG_PYMEM_DOMAIN_OBJ, &w[1]);
+  if (pm_in_pool) lgi_python_count_code_deaths();
   atomic_store(&pm_wrapped, 1);
   return 1;
 }

@@ -78,7 +78,8 @@ static inline int lgi_pyreader_init(lgi_pyreader_t *r, unsigned *major, unsigned
 
 /* A pointer worth following: non-NULL, 8-aligned, in the user half of the x86-64 /
  * AArch64 48-bit address space. Cheap; not a proof that it is mapped. */
-static inline int lgi_py_ptr_ok(uintptr_t p) { return p >= 4096 && p < (1ULL << 47) && (p & 7) == 0; }
+/* p >= 4096 && p < 2^47 && aligned, in one compare (p - 4096 wraps for p < 4096) */
+static inline int lgi_py_ptr_ok(uintptr_t p) { return ((p - 4096) | (p & 7) << 60) < (1ULL << 47) - 4096; }
 static inline uintptr_t lgi_py_rd_ptr(uintptr_t base, unsigned off) { return *(const uintptr_t *)(base + off); }
 static inline int lgi_py_rd_int(uintptr_t base, unsigned off) { return *(const int *)(base + off); }
 static inline intptr_t lgi_py_rd_ssize(uintptr_t base, unsigned off) { return *(const intptr_t *)(base + off); }

@@ -54,6 +54,21 @@ int lgi_py_state;                      /* 0 unknown, 1 active, -1 off (recorder.
 
 int lgi_python_interp_frame(uint64_t ip) { return ip >= interp_lo && ip < interp_hi; }
 
+/* Code objects' deaths, once pymalloc's free is wrapped (full mode, pymalloc.c): every
+ * code object is freed through it (PyObject_Free; code objects are not tracked by the
+ * collector, so the pointer freed is the object), and lgi_python_code_died moves the
+ * generation on. The chain key then mixes the generation in once instead of each
+ * link's code fingerprint (~100 instructions per recorded object; BENCHMARKS.md). */
+int lgi_py_code_gen_on;
+uint64_t lgi_py_code_gen;
+uintptr_t lgi_py_code_type;
+void lgi_python_count_code_deaths(void) {
+  lgi_python_detect();
+  if (!lgi_python_active() || !rd.code_type) return;
+  __atomic_store_n(&lgi_py_code_type, rd.code_type, __ATOMIC_RELAXED);
+  __atomic_store_n(&lgi_py_code_gen_on, 1, __ATOMIC_RELEASE);
+}
+
 /* ---------------------------------------------------------------- detection */
 
 /* One line on stderr, assembled without stdio: "leakguard: <a><3.N><b>\n"; at most
@@ -249,7 +264,12 @@ int lgi_python_chain_key(uint64_t *key) {
   if (!f) return 0;
   const uint64_t ic = __atomic_load_n(&import_code, __ATOMIC_ACQUIRE);
   const int interp = l->model == LGI_PYF_INTERP;
+  /* Code deaths counted (lgi_python_code_died): the generation stands in for every
+   * link's fingerprint, since a dead code object's address can only be taken again
+   * after a death, which moves every key on. */
+  const int by_gen = __atomic_load_n(&lgi_py_code_gen_on, __ATOMIC_ACQUIRE);
   uint64_t h = 0x243F6A8885A308D3ull;
+  if (by_gen) h = (h ^ __atomic_load_n(&lgi_py_code_gen, __ATOMIC_ACQUIRE)) * 0x9FB21C651E98DF25ull;
   for (unsigned hops = 0;; hops++) {
     if (hops == LGI_PY_CHAIN_HOPS) return 0; /* longer than the walk */
     if (!lgi_py_ptr_ok(f)) return 0;
@@ -259,7 +279,7 @@ int lgi_python_chain_key(uint64_t *key) {
     /* each step a bijection of h: chains that differ in one word never collide */
     h = (h ^ c) * LG_HASH_GOLDEN64;
     h = (h ^ ip) * 0xC2B2AE3D27D4EB4Full;
-    h = (h ^ code_fp(l, c)) * 0x165667B19E3779F9ull;
+    if (!by_gen) h = (h ^ code_fp(l, c)) * 0x165667B19E3779F9ull;
     if (c == ic) break;
     f = lgi_py_rd_ptr(f, l->f_back);
     if (!f) break;

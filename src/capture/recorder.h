@@ -327,6 +327,17 @@ LGI_HIDDEN int lgi_python_chain_key(uint64_t *key);
 /* 1 while the calling thread runs under an import (frame pointers only: preload.c's
  * decide() for a thread whose imports are sampled). */
 LGI_HIDDEN int lgi_python_under_import(void);
+/* Full mode with pymalloc wrapped: code objects' deaths are counted from then on
+ * (python.c); pymalloc.c's free calls lgi_python_code_died for every object it frees. */
+LGI_HIDDEN void lgi_python_count_code_deaths(void);
+LGI_HIDDEN extern int lgi_py_code_gen_on;
+LGI_HIDDEN extern uint64_t lgi_py_code_gen;
+LGI_HIDDEN extern uintptr_t lgi_py_code_type;
+static inline void lgi_python_code_died(const void *obj) {
+  /* ob_type, 8 bytes into any object; every block PyObject_Free gets has 16 bytes */
+  if (LGI_UNLIKELY(((const uintptr_t *)obj)[1] == lgi_py_code_type))
+    __atomic_fetch_add(&lgi_py_code_gen, 1, __ATOMIC_RELEASE);
+}
 /* 1 when ip lies in the interpreter's own module (python3.X or libpython3.X). */
 LGI_HIDDEN int lgi_python_interp_frame(uint64_t ip);
 /* Forgets the pyframe ids of the previous region (agent/start.c: a new attach, a new region). */

@@ -98,14 +98,17 @@ if __name__ == "__main__":
         print(m, *find(m))
 
 
-def check_script_args(description=None):
-    """The per-version check scripts' command line (--leakguard, --pydir, --python 3.X):
-    (args, python). python is None when that CPython is absent (SKIP printed: exit 77)."""
+def check_script_args(description=None, extra=None):
+    """The per-version check scripts' command line (--leakguard, --pydir, --python 3.X,
+    and what extra(parser) adds): (args, python). python is None when that CPython is
+    absent (SKIP printed: exit 77)."""
     import argparse
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--leakguard", required=True)
     ap.add_argument("--pydir", required=True)
     ap.add_argument("--python", help="CPython minor version (3.X), found at run time")
+    if extra:
+        extra(ap)
     a = ap.parse_args()
     if not a.python:
         return a, "/usr/bin/python3"
