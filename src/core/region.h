@@ -3,7 +3,9 @@
  * region.h - the shared-memory region between a recorded process and the collector.
  *
  * Data flow: the preload library or the attach agent (capture) writes; the collector
- * reads it through the core model (core/model.c), the guard through guard/regions.c.
+ * reads the site counters and the device gauges through the core model (core/model.c;
+ * the few header words it needs besides, such as steps, dropped and tags, directly),
+ * the guard through guard/regions.c.
  * Each recorded process owns one region: a sparse memfd that it creates at start-up
  * (and again in a forked child) and hands to the collector over a Unix socket with
  * SCM_RIGHTS. Nothing in the allocation hot path talks to the collector: hooks update

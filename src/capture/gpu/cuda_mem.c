@@ -16,6 +16,7 @@
 
 #include "capture/gpu/cuda_impl.h"
 #include "capture/gpu/gpu.h"
+#include "core/model.h"
 #include "leakguard.h"
 
 /* ------------------------------------------------------------------ the wrappers */
@@ -404,25 +405,28 @@ LG_API int lg_cuda_torch_memory(int dev, int64_t allocated_bytes, int64_t reserv
   return 0;
 }
 
+/* The process's own gauges through the core model's one reader (core/gauges.c). */
 LG_API int lg_cuda_devices(void) {
   if (!lgi_g.enabled) return 0;
-  uint32_t n = atomic_load(&lgi_g.hdr->gpu_ndev);
-  return n > LG_GPU_MAX_DEVICES ? LG_GPU_MAX_DEVICES : (int)n;
+  lgm_gpu_t g[LG_GPU_MAX_DEVICES];
+  return lgm_gpus(lgi_g.hdr, g, LG_GPU_MAX_DEVICES);
 }
 
 LG_API int lg_cuda_stats(int dev, lg_cuda_stats_t *out) {
   if (!out || !lgi_g.enabled) return -ENOENT;
-  if (dev < 0 || dev >= lg_cuda_devices()) return -ENODEV;
-  lg_gpu_dev_t *g = &lgi_g.hdr->gpu[dev];
-  out->device_bytes = atomic_load(&g->device_bytes);
-  out->managed_bytes = atomic_load(&g->managed_bytes);
-  out->pinned_bytes = atomic_load(&g->pinned_bytes);
-  out->registered_bytes = atomic_load(&g->registered_bytes);
-  out->pool_reserved_bytes = atomic_load(&g->pool_reserved_bytes);
-  out->pool_used_bytes = atomic_load(&g->pool_used_bytes);
-  out->total_bytes = atomic_load(&g->total_bytes);
-  out->contexts = atomic_load(&g->contexts);
-  out->contexts_recreated = atomic_load(&g->contexts_recreated);
-  out->gc_without_cuda_cleanup = atomic_load(&lgi_g.hdr->gc_without_cuda_cleanup);
+  lgm_gpu_t g[LG_GPU_MAX_DEVICES];
+  if (dev < 0 || dev >= lgm_gpus(lgi_g.hdr, g, LG_GPU_MAX_DEVICES)) return -ENODEV;
+  lgm_gpu_state_t st;
+  lgm_gpu_state(lgi_g.hdr, &st);
+  out->device_bytes = g[dev].device_bytes;
+  out->managed_bytes = g[dev].managed_bytes;
+  out->pinned_bytes = g[dev].pinned_bytes;
+  out->registered_bytes = g[dev].registered_bytes;
+  out->pool_reserved_bytes = g[dev].pool_reserved_bytes;
+  out->pool_used_bytes = g[dev].pool_used_bytes;
+  out->total_bytes = g[dev].total_bytes;
+  out->contexts = g[dev].contexts;
+  out->contexts_recreated = g[dev].contexts_recreated;
+  out->gc_without_cuda_cleanup = st.gc_without_cleanup;
   return 0;
 }
