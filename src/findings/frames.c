@@ -72,9 +72,55 @@ static int is_alloc_wrapper(const char *fn) {
   return 0;
 }
 
-/* A CUDA runtime API function as libcudart defines it (cudaMalloc, cudaStreamCreate,
- * cudaMallocAsync_ptsz): "cuda" and a capital letter. */
-static int is_cuda_runtime_api(const char *fn) { return fn && !strncmp(fn, "cuda", 4) && fn[4] >= 'A' && fn[4] <= 'Z'; }
+/* The GPU vendors' runtimes and drivers, as frames show them: one row per vendor (the
+ * device seam, issue #33; a HIP row would name libamdhip64.so, "hip" API functions,
+ * hipMalloc and hip_runtime.h). CUDA: the runtime linked statically (nvcc's default)
+ * names its internal functions libcudart_static_<sha1> (CUDA 13; __cudart<N> before);
+ * the shared one is its own module. cudaMalloc* and cudaHostAlloc are the allocation
+ * calls (and their templates in cuda_runtime.h), cuMem* the driver's. Internals that
+ * carry no recognisable name are handled per stack (lgr_site_frame). */
+typedef struct {
+  const char *modules[3];   /* shared objects whose every frame is machinery */
+  const char *fn_prefix[7]; /* functions that are machinery */
+  const char *headers[3];   /* header files (allocation templates) */
+  const char *api;          /* the runtime API's prefix, followed by a capital letter */
+} gpu_runtime_t;
+static const gpu_runtime_t gpu_runtimes[] = {
+    {{"libcudart.so", "libcuda.so", NULL},
+     {"libcudart_static_", "__cudart", "cudart::", "cudaMalloc", "cudaHostAlloc", "cuMem", NULL},
+     {"cuda_runtime.h", "cuda_runtime_api.h", NULL},
+     "cuda"},
+};
+#define NGPU_RUNTIMES (sizeof gpu_runtimes / sizeof gpu_runtimes[0])
+
+static int gpu_runtime_machinery(const char *fn, const char *file, const char *module) {
+  const char *b = NULL;
+  if (file) {
+    b = strrchr(file, '/');
+    b = b ? b + 1 : file;
+  }
+  for (size_t v = 0; v < NGPU_RUNTIMES; v++) {
+    const gpu_runtime_t *g = &gpu_runtimes[v];
+    for (int i = 0; module && g->modules[i]; i++)
+      if (strstr(module, g->modules[i])) return 1;
+    for (int i = 0; fn && g->fn_prefix[i]; i++)
+      if (!strncmp(fn, g->fn_prefix[i], strlen(g->fn_prefix[i]))) return 1;
+    for (int i = 0; b && g->headers[i]; i++)
+      if (!strcmp(b, g->headers[i])) return 1;
+  }
+  return 0;
+}
+
+/* A GPU runtime API function as the runtime library defines it (cudaMalloc,
+ * cudaStreamCreate, cudaMallocAsync_ptsz): the vendor's prefix and a capital letter. */
+static int is_gpu_runtime_api(const char *fn) {
+  if (!fn) return 0;
+  for (size_t v = 0; v < NGPU_RUNTIMES; v++) {
+    size_t n = strlen(gpu_runtimes[v].api);
+    if (!strncmp(fn, gpu_runtimes[v].api, n) && fn[n] >= 'A' && fn[n] <= 'Z') return 1;
+  }
+  return 0;
+}
 
 int lgr_is_machinery(const char *fn, const char *file, const char *module) {
   static const char *const alloc_fns[] = {
@@ -84,20 +130,7 @@ int lgr_is_machinery(const char *fn, const char *file, const char *module) {
       "__libc_realloc", "__libc_memalign", "xmalloc",  "xcalloc",   "xrealloc",      "g_malloc",
       "g_malloc0",      "g_realloc",       NULL};
   if (module && strstr(module, "libleakguard")) return 1;
-  /* CUDA runtime and driver. The runtime linked statically (nvcc's default) names its
-   * internal functions libcudart_static_<sha1> (CUDA 13; __cudart<N> before); the
-   * shared one is its own module. cudaMalloc* and cudaHostAlloc are the allocation
-   * calls (and their templates in cuda_runtime.h), cuMem* the driver's. Internals that
-   * carry no recognisable name are handled per stack (lgr_site_frame). */
-  if (module && (strstr(module, "libcudart.so") || strstr(module, "libcuda.so"))) return 1;
-  if (fn && (!strncmp(fn, "libcudart_static_", 17) || !strncmp(fn, "__cudart", 8) || !strncmp(fn, "cudart::", 8) ||
-             !strncmp(fn, "cudaMalloc", 10) || !strncmp(fn, "cudaHostAlloc", 13) || !strncmp(fn, "cuMem", 5)))
-    return 1;
-  if (file) {
-    const char *b = strrchr(file, '/');
-    b = b ? b + 1 : file;
-    if (!strcmp(b, "cuda_runtime.h") || !strcmp(b, "cuda_runtime_api.h")) return 1;
-  }
+  if (gpu_runtime_machinery(fn, file, module)) return 1;
   if (!fn) return 0;
   for (int i = 0; alloc_fns[i]; i++)
     if (!strcmp(fn, alloc_fns[i])) return 1;
@@ -108,9 +141,9 @@ int lgr_is_machinery(const char *fn, const char *file, const char *module) {
   return 0;
 }
 
-/* How far a run of frames without source (the CUDA runtime's internals) is searched
+/* How far a run of frames without source (a GPU runtime's internals) is searched
  * for the runtime API function the program called. */
-#define LGR_CUDART_DEPTH 64
+#define LGR_GPU_RUNTIME_DEPTH 64
 
 int lgr_site_frame(const void *frames, int n, lgr_frame_at_fn at) {
   const char *fn, *file, *module;
@@ -119,21 +152,21 @@ int lgr_site_frame(const void *frames, int n, lgr_frame_at_fn at) {
     at(frames, k, &fn, &file, &module);
     if (!lgr_is_machinery(fn, file, module)) break;
   }
-  /* The CUDA runtime: between the driver entry point (our wrapper, not in the stack)
-   * and the runtime API function the program called (cudaMalloc, cudaStreamCreate...)
-   * lie the runtime's internals, whatever their names (obfuscated, or none at all in
-   * a binary without symbols). libcudart has no debug information: those frames and
-   * the API function have no source file. A run of such frames that reaches a
-   * "cuda[A-Z]..." function without a source file is machinery, and so is that
-   * function (and an API function calling it); the site is what called the API. */
-  for (int j = k; j < n - 1 && j < k + LGR_CUDART_DEPTH; j++) {
+  /* A GPU runtime (CUDA's): between the driver entry point (our wrapper, not in the
+   * stack) and the runtime API function the program called (cudaMalloc,
+   * cudaStreamCreate...) lie the runtime's internals, whatever their names (obfuscated,
+   * or none at all in a binary without symbols). libcudart has no debug information:
+   * those frames and the API function have no source file. A run of such frames that
+   * reaches an API function ("cuda[A-Z]...") without a source file is machinery, and so
+   * is that function (and an API function calling it); the site is what called the API. */
+  for (int j = k; j < n - 1 && j < k + LGR_GPU_RUNTIME_DEPTH; j++) {
     at(frames, j, &fn, &file, &module);
     if (file && *file) break;
-    if (!is_cuda_runtime_api(fn)) continue;
+    if (!is_gpu_runtime_api(fn)) continue;
     int s = j + 1;
     for (; s < n - 1; s++) {
       at(frames, s, &fn, &file, &module);
-      if (!((!file || !*file) && is_cuda_runtime_api(fn)) && !lgr_is_machinery(fn, file, module)) break;
+      if (!((!file || !*file) && is_gpu_runtime_api(fn)) && !lgr_is_machinery(fn, file, module)) break;
     }
     return s;
   }
