@@ -18,9 +18,11 @@
 
 /* One patched slot: restored at detach. Pages from mmap. An object that dlclose
  * unmaps loses its slots (pruned at the next scan); one loaded again at the same
- * address is patched again (its fresh GOT does not hold our hooks). */
+ * address is patched again (its fresh GOT does not hold our hooks). Until that scan,
+ * the slots of the unloaded object stay here under the identity of the new one:
+ * detach puts back only a slot that still holds its hook (hook). */
 typedef struct slot {
-  uintptr_t addr, orig, obj;
+  uintptr_t addr, orig, obj, hook;
   int relro;
 } slot_t;
 #define MAX_SLOTS 65536
@@ -58,7 +60,7 @@ static void patch_rela(uintptr_t obj, uintptr_t base, const ElfW(Rela) * r, size
         if (nslots >= MAX_SLOTS) break;
         nslots++;
       }
-      slots[j] = (slot_t){addr, cur, obj, relro};
+      slots[j] = (slot_t){addr, cur, obj, (uintptr_t)lgag_names[k].hook, relro};
       /* a lazy slot not bound yet (it points into the object's PLT) is bound to the hook */
       write_slot(addr, (uintptr_t)lgag_names[k].hook, relro);
       __atomic_fetch_add(&lgag_stats.slots_patched, 1, __ATOMIC_SEQ_CST);
@@ -163,7 +165,15 @@ static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   return 1;
 }
 
-/* Restores the slots of each object still loaded, inside the iteration (above). */
+/* Restores the slots of each object still loaded, inside the iteration (above). An
+ * object ld.so is still loading (dlopen in another thread; _dl_find_object does not
+ * know it yet) holds none of our hooks, but it may have the identity of one patched
+ * before: dlclose'd since the last scan and loaded again at the same address (a target
+ * whose threads dlopen in a loop). Writing its old slots put its RELRO page back to
+ * read-only while ld.so was relocating the object, which then crashed in
+ * elf_machine_rela (attach_loaders beside CPU hogs, the target killed by SIGSEGV
+ * between two attaches). So such an object is left alone, and any other slot is put
+ * back only while it still holds its hook. */
 static int restore_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   (void)size;
   (void)arg;
@@ -171,8 +181,10 @@ static int restore_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   uintptr_t rlo, rhi;
   uintptr_t obj = obj_of(info, &dyn, &rlo, &rhi);
   if (!obj) return 0;
+  struct dl_find_object fo;
+  if (find_object && find_object((void *)dyn, &fo) != 0) return 0;
   for (size_t i = nslots; i-- > 0;)
-    if (slots[i].obj == obj) {
+    if (slots[i].obj == obj && __atomic_load_n((uintptr_t *)slots[i].addr, __ATOMIC_ACQUIRE) == slots[i].hook) {
       write_slot(slots[i].addr, slots[i].orig, slots[i].relro);
       __atomic_fetch_add(&lgag_stats.slots_restored, 1, __ATOMIC_SEQ_CST);
     }
