@@ -190,6 +190,30 @@ static int cmp_genrow(const void *a, const void *b) {
   return (x->alloc_blocks < y->alloc_blocks) - (x->alloc_blocks > y->alloc_blocks); /* most blocks first */
 }
 
+/* The shape named beside each process's verdict (issue #34 item 6). Over the whole run,
+ * a leaking process whose start-up made most of its memory (a 100-MB import, then a
+ * list growing by 120 KiB a step) read as a plateau beside LEAK. A leaking process is
+ * described over the longest tail of its curve that reads as a leak: the whole curve,
+ * or from an eighth, a quarter, three eighths or half of its points on, where the
+ * start-up is behind; pattern_from_s says where that tail begins. None of them a leak:
+ * the whole curve's shape (the leak may be small beside the rest of the process). A
+ * process without a leak is not described by a leak's shape. */
+static void label_runs(lgr_report_t *r) {
+  for (int i = 0; i < r->nruns; i++) {
+    lgr_run_t *u = &r->runs[i];
+    for (size_t k = 1; u->leaking && u->pattern >= 0 && !lg_pattern_is_leak((lg_pattern_t)u->pattern) && k <= 4; k++) {
+      size_t at = u->curve_n * k / 8, n = u->curve_n - at;
+      int nonleak = -1,
+          p = n >= 8 ? lgd_process_pattern(u->curve_t + at, u->curve_live + at, u->curve_rss + at, n, &nonleak) : -1;
+      if (p >= 0 && lg_pattern_is_leak((lg_pattern_t)p)) {
+        u->pattern = p;
+        u->pattern_from_s = u->curve_t[at];
+      }
+    }
+    if (!u->leaking && u->pattern >= 0 && lg_pattern_is_leak((lg_pattern_t)u->pattern)) u->pattern = u->pattern_nonleak;
+  }
+}
+
 static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why, size_t whylen) {
   memset(r, 0, sizeof *r);
   if (load_runs(db, r) != 0) {
@@ -241,10 +265,7 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
   lgr_split_minor(r);
   lgr_explain_gaps(db, r);
   lgr_fix_hints(r);
-  /* a process without a leak is not described by a leak's shape */
-  for (int i = 0; i < r->nruns; i++)
-    if (!r->runs[i].leaking && r->runs[i].pattern >= 0 && lg_pattern_is_leak((lg_pattern_t)r->runs[i].pattern))
-      r->runs[i].pattern = r->runs[i].pattern_nonleak;
+  label_runs(r);
   sqlite3_stmt *st;
   if (lgr_prepare(db, "SELECT value FROM meta WHERE key='limit_source'", -1, &st, NULL) == SQLITE_OK) {
     if (lgr_row(st)) r->limit_source = lgr_dupstr(sqlite3_column_text(st, 0));
@@ -280,6 +301,9 @@ void lgr_free(lgr_report_t *r) {
     free(r->runs[i].host);
     free(r->runs[i].snap_t);
     free(r->runs[i].snap_step);
+    free(r->runs[i].curve_t);
+    free(r->runs[i].curve_live);
+    free(r->runs[i].curve_rss);
   }
   lgr_free_leaks(r);
   for (int i = 0; i < r->nsuspects; i++) lgr_site_free(&r->suspects[i]);

@@ -153,8 +153,11 @@ typedef struct lgr_run {
   int64_t peak_live_bytes, final_live_bytes;
   uint64_t dropped, steps, snapshots, sample_bytes;
   uint64_t limit_bytes, usage_bytes;
-  int pattern;                      /* lg_pattern_t of live bytes + RSS over time, -1 unknown */
-  int pattern_nonleak;              /* the most probable class that is not a leak, -1 unknown */
+  int pattern;                              /* lg_pattern_t of live bytes + RSS over time, -1 unknown */
+  int pattern_nonleak;                      /* the most probable class that is not a leak, -1 unknown */
+  double pattern_from_s;                    /* pattern is of the curve from then on (its leaks' window), 0: all of it */
+  double *curve_t, *curve_live, *curve_rss; /* the process's curve (before exit), curve_n points */
+  size_t curve_n;
   double median_live_bytes;         /* the process's typical size (median of its snapshots) */
   int rank, local_rank, world_size; /* from RANK / LOCAL_RANK / WORLD_SIZE (or MPI's); -1 none */
   char *host;                       /* NULL when not recorded */

@@ -115,9 +115,11 @@ static int load_snapshots(pctx_t *c) {
       free(tmp);
     }
   }
-  free(pt);
-  free(plive);
-  free(prss);
+  /* kept for the label beside the verdict (lgr_label_runs: over the leaks' window) */
+  c->run->curve_t = pt;
+  c->run->curve_live = plive;
+  c->run->curve_rss = prss;
+  c->run->curve_n = pn;
   return 0;
 }
 

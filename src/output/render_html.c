@@ -171,10 +171,12 @@ static void print_runs_html(FILE *f, const lgr_report_t *r) {
     if (u->has_signal) fprintf(f, "signal %d", u->signal);
     else if (u->has_exit) fprintf(f, "exit %d", u->exit_status);
     else html_text(f, u->end_reason);
-    fprintf(f, "</td><td>%.1f s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n", u->duration_s,
+    fprintf(f, "</td><td>%.1f s</td><td>%s</td><td>%s</td><td>%s", u->duration_s,
             lgu_fmt_bytes(b1, sizeof b1, (double)u->peak_live_bytes),
             lgu_fmt_bytes(b2, sizeof b2, (double)u->final_live_bytes),
             u->pattern >= 0 ? lg_pattern_name((lg_pattern_t)u->pattern) : "");
+    if (u->pattern >= 0 && u->pattern_from_s > 0) fprintf(f, " (from %.1f s on)", u->pattern_from_s);
+    fputs("</td></tr>\n", f);
   }
   fputs("</tbody></table></section>\n", f);
 }

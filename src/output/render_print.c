@@ -319,7 +319,10 @@ int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
     if (u->steps) fprintf(f, ", %llu steps", (unsigned long long)u->steps);
     if (u->sample_bytes) fprintf(f, ", sampled every %s", lgu_fmt_bytes(b3, sizeof b3, (double)u->sample_bytes));
     if (u->dropped) fprintf(f, ", %llu records DROPPED", (unsigned long long)u->dropped);
-    if (u->pattern >= 0) fprintf(f, "; memory curve: %s", lg_pattern_name((lg_pattern_t)u->pattern));
+    if (u->pattern >= 0 && u->pattern_from_s > 0)
+      fprintf(f, "; memory curve from %.1fs on: %s", u->pattern_from_s, lg_pattern_name((lg_pattern_t)u->pattern));
+    else if (u->pattern >= 0)
+      fprintf(f, "; memory curve%s: %s", r->attached ? " since attach" : "", lg_pattern_name((lg_pattern_t)u->pattern));
     fprintf(f, "\n");
     if (!isnan(u->gap_from_s))
       fprintf(f,
@@ -667,6 +670,7 @@ int lgo_render_json(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
     JCHK(cJSON_AddNumberToObject(j, "limit_bytes", (double)u->limit_bytes));
     if (u->pattern >= 0) JCHK(cJSON_AddStringToObject(j, "memory_pattern", lg_pattern_name((lg_pattern_t)u->pattern)));
     else JCHK(cJSON_AddNullToObject(j, "memory_pattern"));
+    JCHK(cJSON_AddNumberToObject(j, "memory_pattern_from_s", u->pattern_from_s));
     if (u->rank >= 0) JCHK(cJSON_AddNumberToObject(j, "rank", u->rank));
     else JCHK(cJSON_AddNullToObject(j, "rank"));
     if (u->local_rank >= 0) JCHK(cJSON_AddNumberToObject(j, "local_rank", u->local_rank));
