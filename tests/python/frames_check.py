@@ -39,51 +39,58 @@ def driver():
 
 
 # ----------------------------------------------------------------- under the target
+# Runs under CPython 3.9-3.13: keep this part to the oldest one's syntax.
 
-def child(lib_path):
-    import ctypes
-    import threading
+class Probe:
+    """The reader (through the probe library) and the interpreter's own view of the
+    calling thread's frames; .fails names the checks that failed."""
 
-    lib = ctypes.CDLL(lib_path)
-    lib.lgt_frames.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-    buf = ctypes.create_string_buffer(1 << 16)
-    if not lib.lgt_init():
-        print("FAIL: the reader does not accept CPython %d.%d" % sys.version_info[:2])
-        return 1
-    qual = sys.version_info >= (3, 11)
-    fails = []
+    def __init__(self, lib):
+        import ctypes
+        self.lib = lib
+        self.buf = ctypes.create_string_buffer(1 << 16)
+        self.qual = sys.version_info >= (3, 11)
+        self.fails = []
 
-    def read():
-        n = lib.lgt_frames(buf, len(buf))
+    def read(self):
+        n = self.lib.lgt_frames(self.buf, len(self.buf))
         assert n >= 0, "buffer too small"
         out = []
-        for ln in buf.value.decode("utf-8").splitlines():
+        for ln in self.buf.value.decode("utf-8").splitlines():
             f, fn, line = ln.split("\t")
             out.append((f, fn, int(line)))
         return out
 
-    def want(depth=1):
+    def want(self, depth=1):
         out = []
         f = sys._getframe(depth + 1)
         while f is not None:
             co = f.f_code
-            out.append((co.co_filename, co.co_qualname if qual else co.co_name, f.f_lineno))
+            out.append((co.co_filename, co.co_qualname if self.qual else co.co_name, f.f_lineno))
             f = f.f_back
         return out
 
-    def check(what):
+    def say(self, ok, text, fail):
+        """Prints TEXT as ok or FAIL; a failure is recorded as FAIL."""
+        print(("  ok   " if ok else "  FAIL ") + text, flush=True)
+        if not ok:
+            self.fails.append(fail)
+
+    def check(self, what):
         # read() and this frame are the reader's first two; the 64 it returns at most
         # then leave 62 of the caller's chain
-        got, exp = read()[2:], want()[:62]
+        got, exp = self.read()[2:], self.want()[:62]
         ok = got == exp
-        print(("  ok   " if ok else "  FAIL ") + "%s (%d frames)" % (what, len(exp)), flush=True)
+        self.say(ok, "%s (%d frames)" % (what, len(exp)), what)
         if not ok:
             for i in range(max(len(got), len(exp))):
                 g = got[i] if i < len(got) else None
                 e = exp[i] if i < len(exp) else None
                 print("      %s %r\n         want %r" % ("  " if g == e else "!=", g, e))
-            fails.append(what)
 
+
+def check_frame_kinds(p):
+    """Nested calls, a method, a generator, a coroutine, a comprehension."""
     # nested calls
     def a():
         return b()
@@ -92,26 +99,26 @@ def child(lib_path):
         return c()
 
     def c():
-        check("nested calls")
+        p.check("nested calls")
 
     a()
 
     class Cache:
         def get(self):
-            check("method (qualified name from 3.11)")
+            p.check("method (qualified name from 3.11)")
 
     Cache().get()
 
     def gen():
         yield 1
-        check("generator frame")
+        p.check("generator frame")
         yield 2
 
     for _ in gen():
         pass
 
     async def coro():
-        check("coroutine frame")
+        p.check("coroutine frame")
 
     co = coro()
     try:
@@ -119,47 +126,53 @@ def child(lib_path):
     except StopIteration:
         pass
 
-    [check("comprehension") for _ in range(1)]
+    [p.check("comprehension") for _ in range(1)]
+
+
+def check_depth_names_thread(p):
+    """Deep recursion (the first 62 frames), non-ASCII names, another thread."""
+    import threading
 
     def deep(n):
         if n == 0:
-            check("recursion 80 deep (first 62)")
+            p.check("recursion 80 deep (first 62)")
         else:
             deep(n - 1)
 
     deep(80)
 
     def größe():
-        check("Latin-1 name")
+        p.check("Latin-1 name")
 
     def 函数():
-        check("non-Latin-1 name")
+        p.check("non-Latin-1 name")
 
     größe()
     函数()
 
-    th = threading.Thread(target=lambda: check("thread"))
+    th = threading.Thread(target=lambda: p.check("thread"))
     th.start()
     th.join()
 
-    # Under an import, the walk ends at importlib's _call_with_frames_removed (the frame
-    # that runs the module's body): the chain of importers above it is left out, as in
-    # CPython's tracebacks, and that frame stays the outermost one.
+
+def check_import_cut(p):
+    """Under an import, the walk ends at importlib's _call_with_frames_removed (the frame
+    that runs the module's body): the chain of importers above it is left out, as in
+    CPython's tracebacks, and that frame stays the outermost one."""
     import builtins
     import importlib
     import tempfile
 
     def check_import():
-        got, full = read()[2:], want()
+        got, full = p.read()[2:], p.want()
         cut = [i for i, fr in enumerate(full) if fr[1] == "_call_with_frames_removed"]
         exp = full[:cut[0] + 1] if cut else None
         ok = (exp is not None and got == exp and len(full) > len(exp) and exp[-1][0] ==
               "<frozen importlib._bootstrap>" and exp[0][0].endswith("lg_imported_mod.py"))
-        print(("  ok   " if ok else "  FAIL ") + "under an import: %d of %d frames, up to "
-              "_call_with_frames_removed" % (len(got), len(full)), flush=True)
+        p.say(ok, "under an import: %d of %d frames, up to _call_with_frames_removed"
+              % (len(got), len(full)), "import cut")
         if not ok:
             print("      got  %r\n      want %r\n      full %r" % (got, exp, full))
-            fails.append("import cut")
 
     tmp = tempfile.mkdtemp()
     with open(os.path.join(tmp, "lg_imported_mod.py"), "w") as f:
@@ -173,30 +186,33 @@ def child(lib_path):
     importer()
     sys.path.remove(tmp)
 
-    # Code objects read by the reader, then freed: their addresses come back for new
-    # ones, which must not be taken for the old (the cache keys on more than the address).
+
+def check_reused_code(p):
+    """Code objects read by the reader, then freed: their addresses come back for new
+    ones, which must not be taken for the old (the cache keys on more than the address)."""
     bad = []
     for rnd in range(40):
         for i in range(20):
             ns = {}
             exec(compile("class K%d:\n    def m(self, rd):\n        return rd()\n" % i,
                          "<old%d>" % i, "exec"), ns)
-            ns["K%d" % i]().m(read)
+            ns["K%d" % i]().m(p.read)
             del ns
         ns = {}
         exec(compile("def fresh(rd):\n    return rd()\n", "fresh%d.py" % rnd, "exec"), ns)
-        got = ns["fresh"](read)[1]
+        got = ns["fresh"](p.read)[1]
         if got != ("fresh%d.py" % rnd, "fresh", 2):
             bad.append(got)
     ok = not bad
-    print(("  ok   " if ok else "  FAIL ") + "40 functions made after 800 read and freed code "
-          "objects%s" % ("" if ok else ": %d read as %r" % (len(bad), bad[:3])), flush=True)
-    if bad:
-        fails.append("reused code addresses")
+    p.say(ok, "40 functions made after 800 read and freed code objects%s"
+          % ("" if ok else ": %d read as %r" % (len(bad), bad[:3])), "reused code addresses")
 
-    # the same frame read again after its file name's hash was computed (it is -1 until
-    # then) must give the same pyframe ids: a changing fingerprint would split one
-    # allocation site into two
+
+def check_hash_later(p):
+    """The same frame read again after its file name's hash was computed (it is -1 until
+    then) must give the same pyframe ids: a changing fingerprint would split one
+    allocation site into two."""
+    import ctypes
     ids = []
     fname = "hash_later_%d.py" % os.getpid()
     ns = {}
@@ -204,20 +220,31 @@ def child(lib_path):
     arr = (ctypes.c_uint64 * 64)()
 
     def rd_ids():
-        return tuple(arr[:lib.lgt_frame_ids(arr, 64)])
+        return tuple(arr[:p.lib.lgt_frame_ids(arr, 64)])
 
     for k in range(2):
         ids.append(ns["f"](rd_ids))
         if k == 0:
             hash(ns["f"].__code__.co_filename)
-    ok = ids[0] == ids[1]
-    print(("  ok   " if ok else "  FAIL ") + "same ids after the file name's hash was computed",
-          flush=True)
-    if not ok:
-        fails.append("ids changed")
+    p.say(ids[0] == ids[1], "same ids after the file name's hash was computed", "ids changed")
 
-    if fails:
-        print("FAILED: " + "; ".join(fails))
+
+def child(lib_path):
+    import ctypes
+
+    lib = ctypes.CDLL(lib_path)
+    lib.lgt_frames.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    p = Probe(lib)
+    if not lib.lgt_init():
+        print("FAIL: the reader does not accept CPython %d.%d" % sys.version_info[:2])
+        return 1
+    check_frame_kinds(p)
+    check_depth_names_thread(p)
+    check_import_cut(p)
+    check_reused_code(p)
+    check_hash_later(p)
+    if p.fails:
+        print("FAILED: " + "; ".join(p.fails))
         return 1
     print("PASSED (CPython %s)" % sys.version.split()[0])
     return 0

@@ -39,7 +39,7 @@ SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--leakguard", required=True)
     ap.add_argument("--pydir", required=True, help="build/python (the leakguard module)")
@@ -91,7 +91,27 @@ def main():
                     "LG_FIXTURE_RECORD=1: run live and record it there; tests/fixtures/fixture.py)")
     a = ap.parse_args()
     a.leakguard, a.pydir = os.path.abspath(a.leakguard), os.path.abspath(a.pydir)
+    return a
 
+
+class Checker:
+    """check(cond, what, **vals): prints ok or FAIL (with VALS), records the failure in
+    .fails, returns COND."""
+
+    def __init__(self):
+        self.fails = []
+
+    def __call__(self, cond, what, **vals):
+        print(("  ok   " if cond else "  FAIL ") + what, flush=True)
+        if not cond:
+            for k, v in vals.items():
+                print("         %s = %s" % (k, json.dumps(v, default=str)[:3000]))
+            self.fails.append(what)
+        return cond
+
+
+def main():
+    a = parse_args()
     python = "/usr/bin/python3"
     sys.path.insert(0, HERE)
     sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
@@ -107,33 +127,44 @@ def main():
             return python
     lgdir = os.path.join(tmp, "lgdir")
     os.mkdir(lgdir)
-    fails = []
-
-    def check(cond, what, **vals):
-        print(("  ok   " if cond else "  FAIL ") + what, flush=True)
-        if not cond:
-            for k, v in vals.items():
-                print("         %s = %s" % (k, json.dumps(v, default=str)[:3000]))
-            fails.append(what)
-        return cond
+    check = Checker()
 
     r = fx.run("run", lambda: run_live(a, python, script, tmp, lgdir))
     db = r.db
     sys.stdout.write(r.stdout[-2000:])
     sys.stderr.write(r.stderr[-3000:])
+    check_run(a, fx, r, check)
+    rep = subprocess.run([a.leakguard, "report", db, "--format", "json"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=120)
+    if not check(rep.returncode == 0, "leakguard report --format json", stderr=rep.stderr):
+        return finish(check.fails, tmp, a.keep)
+    doc = json.loads(rep.stdout)
+    leaks = doc.get("leaks") or []
+    check_verdict(a, doc, leaks, check)
+    if a.expect == "leak" and leaks:
+        check_leak(a, doc, leaks[0], db, check)
+    if not fx.live:  # a recorded run: every format renders it, the planted line's function named
+        fn = ((doc.get("suspects") or [{}])[0].get("site") or {}).get("function") if a.expect == "leak" else None
+        fixture.check_formats(a.leakguard, db, fn, check)
+    if a.expect == "leak" and doc.get("suspects"):
+        check_rank1(a, doc, leaks, script, lgdir, db, check)
+    fx.finish(not check.fails)
+    return finish(check.fails, tmp, a.keep)
+
+
+def check_run(a, fx, r, check):
+    """The program's exit status (live runs), no complaint about its Python or the module."""
     if fx.live:  # the program's own exit status, through `leakguard run`
         check(r.returncode == a.status, "exit status %d" % a.status, got=r.returncode)
     complaints = [ln for ln in r.stderr.splitlines() if ln.startswith("leakguard:") and
                   ("not supported" in ln or "leakguard module" in ln or "not read" in ln)]
     check(not complaints, "no complaint about the Python version or module", stderr=complaints)
-    rep = subprocess.run([a.leakguard, "report", db, "--format", "json"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, timeout=120)
-    if not check(rep.returncode == 0, "leakguard report --format json", stderr=rep.stderr):
-        return finish(fails, tmp, a.keep)
-    doc = json.loads(rep.stdout)
+
+
+def check_verdict(a, doc, leaks, check):
+    """The verdict, the processes' ends, the leak entries (none, or 1..--leaks)."""
     check(doc.get("verdict") == a.expect, "verdict %s" % a.expect, verdict=doc.get("verdict"),
           suspects=[s.get("site") for s in doc.get("suspects", [])][:5])
-    leaks = doc.get("leaks") or []
     if a.all_statuses:
         runs = doc.get("runs") or []
         check(len(runs) >= 2 and all(r.get("end") in ("exit", "signal", "exec") for r in runs),
@@ -150,140 +181,179 @@ def main():
         check(1 <= len(leaks) <= a.leaks and leaks[0].get("suspects", [0])[0] == 1,
               "1..%d leak entries, the first with suspect #1 as its main one" % a.leaks,
               leaks=[dict(x, holder=(x.get("holder") or {}).get("chain")) for x in leaks[:4]])
-    if a.expect == "leak" and a.leak_rank is not None and leaks:
-        check(leaks[0].get("process_rank") == a.leak_rank, "the leak is in rank %d" % a.leak_rank,
-              leak=leaks[0], runs=[(r.get("pid"), r.get("rank"), r.get("leaking")) for r in doc["runs"]])
-        txt = subprocess.run([a.leakguard, "report", db], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, timeout=120).stdout
-        said = [ln for ln in txt.splitlines() if re.search(r"\brank %d( of \d+)? LEAKS\b" % a.leak_rank, ln)]
-        others = [ln for ln in txt.splitlines() if re.search(r"\brank (?!%d\b)\d+( of \d+)? LEAKS" % a.leak_rank, ln)]
-        check(len(said) == 1 and not others, "the text report says rank %d LEAKS (and no other rank)"
-              % a.leak_rank, text=txt.splitlines()[:8])
-    if a.expect == "leak" and a.live_explains and leaks:
-        import sqlite3
-        con = sqlite3.connect(db)
-        rows = con.execute("SELECT h.explain, min(h.step), p.steps FROM holders h JOIN processes p"
-                           " ON p.proc = h.proc WHERE p.pid = ? GROUP BY h.explain ORDER BY h.explain",
-                           (leaks[0].get("pid"),)).fetchall()
-        con.close()
-        live = [r for r in rows if r[2] and r[1] is not None and r[1] < r[2]]
-        check(len(live) >= a.live_explains, "%d+ explanations while the program ran (flag, doubling)"
-              % a.live_explains, explains=rows)
-    if a.expect == "leak" and a.no_holder and leaks:
-        why = leaks[0].get("no_holder") or ""
-        check(leaks[0].get("holder") is None and re.search(a.no_holder, why) is not None,
-              "the leak names no holder, and says why (%s)" % a.no_holder, leak=leaks[0])
-        txt = subprocess.run([a.leakguard, "report", db], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, timeout=120).stdout
-        check(any(ln.strip().startswith("no holder: ") and re.search(a.no_holder, ln) for ln in txt.splitlines()),
-              "the text report says 'no holder:' and why", text=txt.splitlines()[:12])
-    if a.expect == "leak" and a.fix and leaks:
-        check_fix(a, leaks[0], db, check)
-    if a.expect == "leak" and a.detected_within is not None and leaks:
-        import sqlite3
-        con = sqlite3.connect(db)
-        pid = leaks[0].get("pid")
-        row = con.execute("SELECT min(s.t_ns) - p.start_ns FROM snapshots s JOIN processes p"
-                          " ON p.proc = s.proc WHERE p.pid = ? AND s.step > 0", (pid,)).fetchone()
-        con.close()
-        first = row[0] / 1e9 if row and row[0] is not None else None
-        d = leaks[0].get("detected_after_s")
-        check(first is not None and isinstance(d, (int, float)) and d <= first + a.detected_within,
-              "flagged while running, within %gs of the first step" % a.detected_within,
-              detected_after_s=d, first_step_s=first)
-    if not fx.live:  # a recorded run: every format renders it, the planted line's function named
-        fn = ((doc.get("suspects") or [{}])[0].get("site") or {}).get("function") if a.expect == "leak" else None
-        fixture.check_formats(a.leakguard, db, fn, check)
-    if a.expect == "leak" and doc.get("suspects"):
-        s = doc["suspects"][0]
-        if a.child:
-            main_pid = doc["runs"][0]["pid"] if doc.get("runs") else None
-            check(s.get("pid") != main_pid, "rank 1 is in the forked child", pid=s.get("pid"),
-                  main=main_pid)
-        # holders of the rank-1 site
-        holders = s.get("holders")
-        source = "report"
-        if holders is None:
-            source = "holders files"
-            holders = []
-            for f in sorted(glob.glob(os.path.join(lgdir, "holders-*.json"))):
-                with open(f) as fh:
-                    hd = json.load(fh)
-                if hd.get("pid") == s.get("pid"):
-                    holders += [h for h in hd.get("holders", []) if h.get("stack") == s.get("stack")]
-        if a.no_holders:
-            pass
-        elif a.holder:
-            if a.holder_any and source == "report":
-                holders = [h for x in doc["suspects"] for h in (x.get("holders") or [])]
-            hit = [h for h in holders if a.holder in " \u2192 ".join(h.get("chain", []))
-                   and (not a.kind or h.get("kind") == a.kind)]
-            check(bool(hit), "holder of %s names %r%s (from %s)" %
-                  ("a suspect" if a.holder_any else "rank 1", a.holder,
-                   " as %s" % a.kind if a.kind else "", source), holders=holders[:6])
-            for h in hit[:1]:
-                print("         chain: " + " \u2192 ".join(h["chain"]))
-        # file:line
-        # the allocation site (the innermost Python line) of rank 1
-        wants = site_lines(script, a.marker)
-        f0 = s.get("site") or {}
-        check(os.path.basename(f0.get("file") or "") == os.path.basename(script)
-              and f0.get("line") in wants, "rank 1 is %s:%s" % (a.script, wants), site=f0,
-              others=[x.get("site") for x in doc["suspects"][1:4]])
-        # stacks read innermost first: the native frames under the line come before it;
-        # library code (torch, the standard library) between them is passed over
-        frames = s.get("frames") or []
-        at = [i for i, f in enumerate(frames) if f.get("module") == "python"]
-        lib = s.get("library_site")
-        if a.library_site:
-            check(lib is not None and os.path.basename(lib.get("file") or "") == a.library_site,
-                  "rank 1's library_site is the innermost line, in %s" % a.library_site, library_site=lib)
-        first = lib if lib else {k: v for k, v in f0.items() if k != "source"}
-        check(bool(at) and frames[at[0]] == first and
-              {k: v for k, v in f0.items() if k != "source"} in [frames[i] for i in at],
-              "frames hold %s as their first Python frame, and the site" % ("the library line" if lib else "the site"),
-              frames=frames[:8])
-        if a.native_first:
-            check(bool(at) and at[0] > 0 and all(f.get("module") != "python" for f in frames[:at[0]]),
-                  "frames begin with the native allocation frames, then the Python line",
-                  frames=frames[:6])
-        # one suspect per allocation site
-        keys = [json.dumps(x.get("site"), sort_keys=True) + str(x.get("pid")) + str(x.get("space"))
-                for x in doc["suspects"]]
-        check(len(keys) == len(set(keys)), "every suspect is its own allocation site",
-              sites=[x.get("site") for x in doc["suspects"]][:8])
-        # the leak entry itself names the holder (not only one of its suspects)
-        if a.holder and not a.no_holders and leaks:
-            lh = [x.get("holder") for x in (leaks if a.holder_any else leaks[:1]) if x.get("holder")]
-            check(any(a.holder in " \u2192 ".join(h.get("chain", [])) for h in lh),
-                  "the leak entry's holder names %r" % a.holder, holders=lh[:3])
-        # the text report: the leak at the top, the site's line with its source text
-        txt = subprocess.run([a.leakguard, "report", db], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, timeout=120).stdout
-        lines = txt.splitlines()
-        src_line = ""
-        if f0.get("line"):
-            with open(script) as fh:
-                src_line = fh.read().splitlines()[f0["line"] - 1].split("#")[0].strip()
-        check(len(lines) > 3 and lines[0] == "leakguard report: LEAK" and
-              any(re.match(r"^\s+L1\s", ln) for ln in lines[:12]),
-              "text report: LEAK, and leak L1 at the top", text=lines[:12])
-        check(bool(src_line) and any(re.match(r"^\s+%d \| " % f0["line"], ln) and
-                                     ln.split("| ", 1)[1].split("#")[0].strip() == src_line for ln in lines),
-              "text report shows the source of %s:%s" % (a.script, f0.get("line")),
-              want=src_line, text=lines[:40])
-    fx.finish(not fails)
-    return finish(fails, tmp, a.keep)
+
+
+def check_leak(a, doc, leak, db, check):
+    """The first leak entry, as far as the options ask: its rank, the explanations made
+    while the program ran, why it names no holder, its fix, when it was flagged."""
+    if a.leak_rank is not None:
+        check_leak_rank(a, doc, leak, db, check)
+    if a.live_explains:
+        check_live_explains(a, leak, db, check)
+    if a.no_holder:
+        check_no_holder(a, leak, db, check)
+    if a.fix:
+        check_fix(a, leak, db, check)
+    if a.detected_within is not None:
+        check_detected_within(a, leak, db, check)
+
+
+def text_report(a, db):
+    """`leakguard report DB` (the text format)."""
+    return subprocess.run([a.leakguard, "report", db], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=120).stdout
+
+
+def check_leak_rank(a, doc, leak, db, check):
+    """The leak is in the process of rank --leak-rank, and the text report says so."""
+    check(leak.get("process_rank") == a.leak_rank, "the leak is in rank %d" % a.leak_rank,
+          leak=leak, runs=[(r.get("pid"), r.get("rank"), r.get("leaking")) for r in doc["runs"]])
+    txt = text_report(a, db)
+    said = [ln for ln in txt.splitlines() if re.search(r"\brank %d( of \d+)? LEAKS\b" % a.leak_rank, ln)]
+    others = [ln for ln in txt.splitlines() if re.search(r"\brank (?!%d\b)\d+( of \d+)? LEAKS" % a.leak_rank, ln)]
+    check(len(said) == 1 and not others, "the text report says rank %d LEAKS (and no other rank)"
+          % a.leak_rank, text=txt.splitlines()[:8])
+
+
+def check_live_explains(a, leak, db, check):
+    """--live-explains N: N+ explanations of the leaking process stored before its last step."""
+    import sqlite3
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT h.explain, min(h.step), p.steps FROM holders h JOIN processes p"
+                       " ON p.proc = h.proc WHERE p.pid = ? GROUP BY h.explain ORDER BY h.explain",
+                       (leak.get("pid"),)).fetchall()
+    con.close()
+    live = [r for r in rows if r[2] and r[1] is not None and r[1] < r[2]]
+    check(len(live) >= a.live_explains, "%d+ explanations while the program ran (flag, doubling)"
+          % a.live_explains, explains=rows)
+
+
+def check_no_holder(a, leak, db, check):
+    """The leak names no holder, and says why (--no-holder), in the JSON and the text."""
+    why = leak.get("no_holder") or ""
+    check(leak.get("holder") is None and re.search(a.no_holder, why) is not None,
+          "the leak names no holder, and says why (%s)" % a.no_holder, leak=leak)
+    txt = text_report(a, db)
+    check(any(ln.strip().startswith("no holder: ") and re.search(a.no_holder, ln) for ln in txt.splitlines()),
+          "the text report says 'no holder:' and why", text=txt.splitlines()[:12])
 
 
 def check_fix(a, leak, db, check):
     """The leak's one-line fix (src/findings/fix.c): `fix` in the JSON, `fix:` in the text."""
     fix = leak.get("fix") or ""
     check(re.search(a.fix, fix) is not None, "the leak's fix says /%s/" % a.fix, fix=fix)
-    txt = subprocess.run([a.leakguard, "report", db], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, timeout=120).stdout
+    txt = text_report(a, db)
     check(any(ln.strip() == "fix: " + fix for ln in txt.splitlines()) and fix != "",
           "the text report's leak says 'fix:' with the same line", text=txt.splitlines()[:12])
+
+
+
+def check_detected_within(a, leak, db, check):
+    """The leak was flagged while the program ran, within --detected-within seconds of
+    its first step marker."""
+    import sqlite3
+    con = sqlite3.connect(db)
+    pid = leak.get("pid")
+    row = con.execute("SELECT min(s.t_ns) - p.start_ns FROM snapshots s JOIN processes p"
+                      " ON p.proc = s.proc WHERE p.pid = ? AND s.step > 0", (pid,)).fetchone()
+    con.close()
+    first = row[0] / 1e9 if row and row[0] is not None else None
+    d = leak.get("detected_after_s")
+    check(first is not None and isinstance(d, (int, float)) and d <= first + a.detected_within,
+          "flagged while running, within %gs of the first step" % a.detected_within,
+          detected_after_s=d, first_step_s=first)
+
+
+def check_rank1(a, doc, leaks, script, lgdir, db, check):
+    """The rank-1 suspect of a leak: its process, holders, site, frames; one suspect per
+    site; the leak entry's holder; the text report."""
+    s = doc["suspects"][0]
+    if a.child:
+        main_pid = doc["runs"][0]["pid"] if doc.get("runs") else None
+        check(s.get("pid") != main_pid, "rank 1 is in the forked child", pid=s.get("pid"),
+              main=main_pid)
+    check_holders(a, doc, s, lgdir, check)
+    f0 = check_site_frames(a, doc, s, script, check)
+    # one suspect per allocation site
+    keys = [json.dumps(x.get("site"), sort_keys=True) + str(x.get("pid")) + str(x.get("space"))
+            for x in doc["suspects"]]
+    check(len(keys) == len(set(keys)), "every suspect is its own allocation site",
+          sites=[x.get("site") for x in doc["suspects"]][:8])
+    # the leak entry itself names the holder (not only one of its suspects)
+    if a.holder and not a.no_holders and leaks:
+        lh = [x.get("holder") for x in (leaks if a.holder_any else leaks[:1]) if x.get("holder")]
+        check(any(a.holder in " \u2192 ".join(h.get("chain", [])) for h in lh),
+              "the leak entry's holder names %r" % a.holder, holders=lh[:3])
+    check_text_site(a, db, script, f0, check)
+
+
+def check_holders(a, doc, s, lgdir, check):
+    """Holders of the rank-1 site (from the report, else the holders files) name --holder."""
+    holders = s.get("holders")
+    source = "report"
+    if holders is None:
+        source = "holders files"
+        holders = []
+        for f in sorted(glob.glob(os.path.join(lgdir, "holders-*.json"))):
+            with open(f) as fh:
+                hd = json.load(fh)
+            if hd.get("pid") == s.get("pid"):
+                holders += [h for h in hd.get("holders", []) if h.get("stack") == s.get("stack")]
+    if a.no_holders or not a.holder:
+        return
+    if a.holder_any and source == "report":
+        holders = [h for x in doc["suspects"] for h in (x.get("holders") or [])]
+    hit = [h for h in holders if a.holder in " \u2192 ".join(h.get("chain", []))
+           and (not a.kind or h.get("kind") == a.kind)]
+    check(bool(hit), "holder of %s names %r%s (from %s)" %
+          ("a suspect" if a.holder_any else "rank 1", a.holder,
+           " as %s" % a.kind if a.kind else "", source), holders=holders[:6])
+    for h in hit[:1]:
+        print("         chain: " + " \u2192 ".join(h["chain"]))
+
+
+def check_site_frames(a, doc, s, script, check):
+    """Rank 1's site is the marked line (file:line), and its frames hold it; returns the site."""
+    # the allocation site (the innermost Python line) of rank 1
+    wants = site_lines(script, a.marker)
+    f0 = s.get("site") or {}
+    check(os.path.basename(f0.get("file") or "") == os.path.basename(script)
+          and f0.get("line") in wants, "rank 1 is %s:%s" % (a.script, wants), site=f0,
+          others=[x.get("site") for x in doc["suspects"][1:4]])
+    # stacks read innermost first: the native frames under the line come before it;
+    # library code (torch, the standard library) between them is passed over
+    frames = s.get("frames") or []
+    at = [i for i, f in enumerate(frames) if f.get("module") == "python"]
+    lib = s.get("library_site")
+    if a.library_site:
+        check(lib is not None and os.path.basename(lib.get("file") or "") == a.library_site,
+              "rank 1's library_site is the innermost line, in %s" % a.library_site, library_site=lib)
+    first = lib if lib else {k: v for k, v in f0.items() if k != "source"}
+    check(bool(at) and frames[at[0]] == first and
+          {k: v for k, v in f0.items() if k != "source"} in [frames[i] for i in at],
+          "frames hold %s as their first Python frame, and the site" % ("the library line" if lib else "the site"),
+          frames=frames[:8])
+    if a.native_first:
+        check(bool(at) and at[0] > 0 and all(f.get("module") != "python" for f in frames[:at[0]]),
+              "frames begin with the native allocation frames, then the Python line",
+              frames=frames[:6])
+    return f0
+
+
+def check_text_site(a, db, script, f0, check):
+    """The text report: the leak at the top, the site's line with its source text."""
+    lines = text_report(a, db).splitlines()
+    src_line = ""
+    if f0.get("line"):
+        with open(script) as fh:
+            src_line = fh.read().splitlines()[f0["line"] - 1].split("#")[0].strip()
+    check(len(lines) > 3 and lines[0] == "leakguard report: LEAK" and
+          any(re.match(r"^\s+L1\s", ln) for ln in lines[:12]),
+          "text report: LEAK, and leak L1 at the top", text=lines[:12])
+    check(bool(src_line) and any(re.match(r"^\s+%d \| " % f0["line"], ln) and
+                                 ln.split("| ", 1)[1].split("#")[0].strip() == src_line for ln in lines),
+          "text report shows the source of %s:%s" % (a.script, f0.get("line")),
+          want=src_line, text=lines[:40])
 
 
 def find_python(a, pyinterp):
