@@ -59,6 +59,9 @@ def case_cycles():
             fail("long attach: rc %d: %s" % (r.returncode, r.stderr))
         if "Recording began at attach" not in r.stdout:
             fail("the report does not say when recording began:\n" + r.stdout)
+        # the shape beside the verdict: of the recording since attach, or of its leak's tail
+        if not re.search(r"memory curve (since attach|from [0-9.]+s on): ", r.stdout):
+            fail("the process's memory curve does not say it is since attach:\n" + r.stdout)
         funcs = leak_funcs(report(db))
         if not funcs or funcs[0] != "leak_here":
             fail("rank 1 is not leak_here: %s\n%s" % (funcs, r.stdout))
