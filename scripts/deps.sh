@@ -7,6 +7,7 @@ PKGS=(build-essential cmake pkg-config libunwind-dev libdw-dev libelf-dev libsql
       libcjson-dev libcmocka-dev python3 sqlite3 libc6-dev g++ libmicrohttpd-dev prometheus wrk libinih-dev python3-torch python3-dev
       libjemalloc2 clang-format zlib1g-dev golang-go chromium redis-server redis-tools)
 PKGS+=(libseccomp-dev) # isolated calls (issue #15)
+PKGS+=(tmux)           # the live view beside the program's output (tests/integration/term.py)
 PKGS+=("$@")
 missing=()
 for p in "${PKGS[@]}"; do

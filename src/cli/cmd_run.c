@@ -209,7 +209,8 @@ static int run_target(run_opts_t *o, char **targv) {
     r.discard = o->output;
   }
   store_meta(r.db, o, limit, limit_source, targv);
-  if (!o->quiet && isatty(2)) r.view = lgv_new(stderr, o->top < 10 ? o->top : 10);
+  /* on a terminal, a view in the last lines; elsewhere a plain line every 10 s */
+  if (!o->quiet) r.view = lgv_new(stderr, o->top < 10 ? o->top : 10);
   lgc_options_t co = {.interval = o->interval,
                       .limit = limit,
                       .limit_source = limit_source,

@@ -158,7 +158,7 @@ static int any_connected(const lgc_collector_t *c) {
 }
 
 void lgc_signals(sigset_t *mask) {
-  static const int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  static const int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGTSTP};
   sigemptyset(mask);
   for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaddset(mask, sigs[i]);
 }
@@ -261,7 +261,17 @@ static void poll_events(lgc_collector_t *c, loop_t *L, int np) {
   if (!(pf[0].revents & POLLIN)) return;
   struct signalfd_siginfo si;
   while (read(L->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-    if (si.ssi_signo == SIGCHLD) lgc_reap(c);
+    if (si.ssi_signo == SIGWINCH) {
+      if (c->view) lgv_resized(c->view);
+    } else if (si.ssi_signo == SIGTSTP) {
+      /* ^Z: the terminal's whole screen back to the shell, the target stopped with us
+       * (it is on the same terminal: the terminal stopped it too), then on SIGCONT the
+       * view's region again */
+      if (c->view) lgv_suspend(c->view);
+      if (!c->attached && c->child > 0 && !c->child_done) kill(c->child, SIGTSTP);
+      raise(SIGSTOP);
+      if (c->view) lgv_resume(c->view);
+    } else if (si.ssi_signo == SIGCHLD) lgc_reap(c);
     else if (c->attached && si.ssi_signo != SIGUSR1 && si.ssi_signo != SIGUSR2) c->detach_req++; /* detach */
     else if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) {
       /* A guard signalling the processes of a cgroup reaches us too: it meant

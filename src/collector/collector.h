@@ -16,7 +16,9 @@
  * Threads: one, the caller's, plus the symbolization worker it owns. Signals:
  * lgc_signals() must be blocked in the calling thread before lgc_run (the loop reads
  * them from a signalfd): SIGCHLD reaps, SIGINT/SIGTERM/SIGHUP/SIGQUIT go to the child
- * (a second one kills it), SIGUSR1/2 are passed to the child.
+ * (a second one kills it), SIGUSR1/2 are passed to the child, SIGWINCH fits the live
+ * view to the terminal's new size, SIGTSTP gives the terminal back, stops the child and
+ * leakguard, and sets the view up again once continued.
  */
 #ifndef LG_COLLECTOR_COLLECTOR_H
 #define LG_COLLECTOR_COLLECTOR_H

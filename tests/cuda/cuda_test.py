@@ -48,6 +48,7 @@ what the program knows it holds, exactly. Cases:
   kvcache, workspace   leaks: the site at rank 1, space device, GPU 0
   pool, ring           controls: no leak
 """
+import fcntl
 import json
 import os
 import pty
@@ -55,8 +56,10 @@ import shutil
 import re
 import select
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import time
 import urllib.request
 
@@ -347,10 +350,13 @@ def case_live(t, args):
     argv = [args.leakguard, "run", "--interval", "0.2", "--output", t.path("live.db"), "--",
             t.bin("cuda_scen"), "workspace", "3"]
     print("  $ (pty) %s" % " ".join(argv), flush=True)
-    env = env_with(args)
+    env = dict(env_with(args), TERM="xterm")  # a terminal that takes the view's escapes
     pid, fd = pty.fork()
     if pid == 0:
         os.chdir(t.tmp)
+        # a known size: the view keeps the last lines of a 40x200 screen (a terminal of
+        # unknown size gets plain lines)
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
         os.execve(argv[0], argv, env)
     buf = b""
     deadline = time.monotonic() + 60

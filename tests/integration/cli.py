@@ -12,22 +12,28 @@
                     error of one line
   --case collector  the collector is SIGKILLed mid-run: the target runs on unrecorded
                     and exits normally; the database written so far still reports
-  --case live       on a terminal (pty) the live view shows the growing site; with
-                    --quiet or without a terminal there is no view
+  --case live       on a terminal (pty) the live view shows the growing site in a
+                    scroll region at the bottom, its lines cut to the width, the region
+                    reset before the report; on a dumb terminal one plain status line
+                    every 10 s, no escapes; with --quiet there is no view
   --case reader     a reader that opens the database the moment it appears (as a script
                     polling for flags does) does not end the run: 30 short runs, each
                     beside a thread that opens and queries the file in a loop. Before the
                     writer waited for readers, 7 of 30 ended at once, "database is
                     locked" (exit 98): all 30 passing by chance had p ~ 3e-4
 """
+import fcntl
 import json
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
 import sqlite3
+import struct
 import sys
+import termios
 import threading
 import time
 
@@ -144,36 +150,79 @@ def case_collector(t, args):
             "the database written before the collector died still reports (run 'running')", runs=rep["runs"])
 
 
-def case_live(t, args):
-    argv = [args.leakguard, "run", "--interval", "0.2", "--output", t.path("live.db"), "--",
-            t.bin("lru_leak"), "--seconds", "4"]
-    print("  $ (pty) %s" % " ".join(argv), flush=True)
+def pty_start(t, argv, term, rows=24, cols=100):
+    """argv on a new pseudo-terminal of rows x cols with TERM=term: (pid, master fd)."""
+    print("  $ (pty %dx%d, TERM=%s) %s" % (cols, rows, term, " ".join(argv)), flush=True)
     pid, fd = pty.fork()
     if pid == 0:
         os.chdir(t.tmp)
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        os.environ["TERM"] = term
         os.execv(argv[0], argv)
-    buf = b""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        r, _, _ = select.select([fd], [], [], 0.5)
-        if r:
+    return pid, fd
+
+
+def pty_collect(runs, timeout=60):
+    """Reads every run's terminal to its end: {fd: bytes}; then waits for each: {fd: status}."""
+    bufs = {fd: b"" for _, fd in runs}
+    open_fds = set(bufs)
+    deadline = time.monotonic() + timeout
+    while open_fds and time.monotonic() < deadline:
+        r, _, _ = select.select(list(open_fds), [], [], 0.5)
+        for fd in r:
             try:
                 chunk = os.read(fd, 65536)
             except OSError:
-                break
+                chunk = b""
             if not chunk:
-                break
-            buf += chunk
-    _, status = os.waitpid(pid, 0)
-    text = buf.decode(errors="replace")
-    t.check(os.WEXITSTATUS(status) == 0, "run on a terminal exits 0", status=status)
+                open_fds.discard(fd)
+            bufs[fd] += chunk
+    status = {fd: os.waitpid(pid, 0)[1] for pid, fd in runs}
+    return bufs, status
+
+
+def case_live(t, args):
+    def argv(db, seconds):
+        return [args.leakguard, "run", "--interval", "0.2", "--output", t.path(db), "--",
+                t.bin("lru_leak"), "--seconds", str(seconds)]
+    # a terminal: the view in a scroll region at the bottom; a dumb one: a plain line
+    # every 10 s (at 10 s here), no escape sequence at all
+    term = pty_start(t, argv("live.db", 4), "xterm", 24, 100)
+    dumb = pty_start(t, argv("dumb.db", 11), "dumb", 24, 80)
+    bufs, status = pty_collect([term, dumb])
+    text = bufs[term[1]].decode(errors="replace")
+    t.check(os.WEXITSTATUS(status[term[1]]) == 0, "run on a terminal exits 0", status=status[term[1]])
     t.check("leakguard " in text and "GROWTH/s" in text, "the live view's header and table appear",
             out=text[-3000:])
-    t.check("\x1b[1A\x1b[2K" in text, "the view redraws in place", out=repr(text[-500:]))
+    t.check(re.search(r"\x1b\[1;(1[2-9]|2[0-3])r", text),
+            "the view keeps the last lines of the 24-row screen (a scroll region)", out=repr(text[-1500:]))
+    # it erases only its own lines: each erase (ESC [2K) right after a move to a line of
+    # the bottom half, no erase of the display (ESC [J: only after a resize)
+    erases = [m.start() for m in re.finditer(r"\x1b\[2K", text)]
+    stray = [repr(text[max(0, i - 40):i + 10]) for i in erases
+             if not re.search(r"\x1b\[(1[3-9]|2[0-4]);1H$", text[max(0, i - 12):i])]
+    t.check(erases and not stray and "\x1b[J" not in text,
+            "the view erases only its own lines at the bottom, never the program's", stray=stray[:5])
+    last = text.rfind("\x1b[r")
+    t.check(last > text.rfind("GROWTH/s") and "leakguard report: " in text[last:],
+            "the region is reset after the last frame, before the report", out=repr(text[-1500:]))
     t.check("lru_leak.c" in text and "linear-leak" in text, "the live table names the growing site",
             out=text[-3000:])
+    # what the view draws: each line after its erase (ESC [2K), up to the next escape
+    drawn = [seg.split("\x1b")[0] for seg in text.split("\x1b[2K")[1:]]
+    wide = [ln for ln in drawn if len(ln) > 99 or "\n" in ln]
+    t.check(drawn and not wide and any(ln.startswith("leakguard ") and len(ln) == 99 for ln in drawn),
+            "every line of the view is cut to the 100 columns (the status line is)", wide=wide[:3],
+            drawn=drawn[-6:])
+    d = bufs[dumb[1]].decode(errors="replace")
+    t.check(os.WEXITSTATUS(status[dumb[1]]) == 0, "run on a dumb terminal exits 0", status=status[dumb[1]])
+    t.check("\x1b" not in d, "no escape sequence on a dumb terminal", out=repr(d[-1500:]))
+    plain = [ln for ln in d.splitlines() if ln.startswith("leakguard ") and " pid " in ln]
+    t.check(len(plain) == 1 and len(plain[0].rstrip("\r")) <= 79 and "live " in plain[0],
+            "one plain status line at 10 s, cut to the 80 columns", lines=plain, out=d[-2000:])
     q = t.lg_run([t.bin("lru_leak"), "--seconds", "2"], db=t.path("q.db"))
-    t.check("GROWTH/s" not in q.stderr, "no live view with --quiet / no terminal", stderr=q.stderr[-1000:])
+    t.check("GROWTH/s" not in q.stderr and "leakguard " not in q.stderr, "no live view with --quiet",
+            stderr=q.stderr[-1000:])
 
 
 def case_reader(t, args):
