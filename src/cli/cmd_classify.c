@@ -5,7 +5,7 @@
  * header row optional), so that curves from other sources (Prometheus exports,
  * nvidia-smi logs, the recorder's own database) can be classified. Prints the class
  * and the per-class probabilities; bad input is reported as one line
- * "leakguard classify: FILE:LINE: reason" with exit status 2.
+ * "leakguard: FILE:LINE: reason" with exit status 2.
  *
  * The command line only: reading, classifying and printing are
  * src/analysis/classify_file.c (the CSV reader src/analysis/csv.c).
@@ -41,7 +41,7 @@ int lg_cmd_classify(int argc, char **argv) {
       return LG_EXIT_OK;
     } else if (!strcmp(a, "--format")) {
       if (i + 1 >= argc) {
-        fprintf(stderr, "leakguard classify: --format needs an argument (text or json)\n");
+        fprintf(stderr, "leakguard: --format needs an argument (text or json)\n");
         return LG_EXIT_USAGE;
       }
       fmt = argv[++i];
@@ -50,15 +50,15 @@ int lg_cmd_classify(int argc, char **argv) {
     } else if (!strcmp(a, "--max-bytes") || !strncmp(a, "--max-bytes=", 12)) {
       const char *v = a[11] == '=' ? a + 12 : i + 1 < argc ? argv[++i] : NULL;
       if (!v || lgu_parse_size(v, &max_bytes) != 0) {
-        fprintf(stderr, "leakguard classify: --max-bytes needs a size (e.g. 256M, 0 for no limit)\n");
+        fprintf(stderr, "leakguard: --max-bytes needs a size (e.g. 256M, 0 for no limit)\n");
         return LG_EXIT_USAGE;
       }
     } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "leakguard classify: unknown option '%s'\n", a);
+      fprintf(stderr, "leakguard: unknown option '%s'\n", a);
       usage(stderr);
       return LG_EXIT_USAGE;
     } else if (file) {
-      fprintf(stderr, "leakguard classify: only one FILE may be given\n");
+      fprintf(stderr, "leakguard: only one FILE may be given\n");
       return LG_EXIT_USAGE;
     } else {
       file = a;
@@ -67,19 +67,19 @@ int lg_cmd_classify(int argc, char **argv) {
       if (!strcmp(fmt, "json")) json = 1;
       else if (!strcmp(fmt, "text")) json = 0;
       else {
-        fprintf(stderr, "leakguard classify: unknown format '%s' (text or json)\n", fmt);
+        fprintf(stderr, "leakguard: unknown format '%s' (text or json)\n", fmt);
         return LG_EXIT_USAGE;
       }
     }
   }
   if (!file) {
-    fprintf(stderr, "leakguard classify: missing FILE\n");
+    fprintf(stderr, "leakguard: missing FILE\n");
     usage(stderr);
     return LG_EXIT_USAGE;
   }
 
   char why[512];
   int rc = lga_classify_file(file, max_bytes, json, stdout, why, sizeof why);
-  if (rc) fprintf(stderr, "leakguard classify: %s\n", why);
+  if (rc) fprintf(stderr, "leakguard: %s\n", why);
   return rc == 0 ? LG_EXIT_OK : rc == -EINVAL ? LG_EXIT_USAGE : LG_EXIT_INTERNAL;
 }

@@ -34,22 +34,22 @@ expect "a recorded curve: the class first" 0 "" "^linear-leak$" -- "$rec/linear-
 expect "standard input" 0 "" "^linear-leak$" -- -
 expect "--format=json" 0 "" '^{"class":"linear-leak",' -- --format=json "$rec/linear-1.csv"
 expect "--help" 0 "" "^usage: leakguard classify" -- --help
-expect "a missing file" 2 "leakguard classify: /nonexistent/x.csv: No such file or directory" "" -- /nonexistent/x.csv
+expect "a missing file" 2 "leakguard: /nonexistent/x.csv: No such file or directory" "" -- /nonexistent/x.csv
 expect "a CSV file of something else" 2 \
-  "leakguard classify: $rec/labels.csv:1: expected 2 or 3 columns (time,value[,rss]), got 7" "" -- "$rec/labels.csv"
-expect "--format xml" 2 "leakguard classify: unknown format 'xml' (text or json)" "" -- --format xml "$rec/linear-1.csv"
-expect "--format without a value" 2 "leakguard classify: --format needs an argument (text or json)" "" -- --format
-expect "two files" 2 "leakguard classify: only one FILE may be given" "" -- "$rec/linear-1.csv" "$rec/linear-1.csv"
+  "leakguard: $rec/labels.csv:1: expected 2 or 3 columns (time,value[,rss]), got 7" "" -- "$rec/labels.csv"
+expect "--format xml" 2 "leakguard: unknown format 'xml' (text or json)" "" -- --format xml "$rec/linear-1.csv"
+expect "--format without a value" 2 "leakguard: --format needs an argument (text or json)" "" -- --format
+expect "two files" 2 "leakguard: only one FILE may be given" "" -- "$rec/linear-1.csv" "$rec/linear-1.csv"
 # bounded input (issue #31): a device is refused at once, a file over --max-bytes too
-expect "a device (/dev/zero)" 2 "leakguard classify: /dev/zero: not a regular file" "" -- /dev/zero
+expect "a device (/dev/zero)" 2 "leakguard: /dev/zero: not a regular file" "" -- /dev/zero
 expect "a file over --max-bytes" 2 \
-  "leakguard classify: $rec/linear-1.csv: $(stat -c %s "$rec/linear-1.csv") bytes, more than 100 (--max-bytes raises the limit)" \
+  "leakguard: $rec/linear-1.csv: $(stat -c %s "$rec/linear-1.csv") bytes, more than 100 (--max-bytes raises the limit)" \
   "" -- --max-bytes 100 "$rec/linear-1.csv"
 expect "--max-bytes 0: no limit" 0 "" "^linear-leak$" -- --max-bytes 0 "$rec/linear-1.csv"
 # usage errors print the usage after the one line: only the status is checked here
 "$lg" classify >/dev/null 2>"$tmp/err"
 rc=$?
-if [ $rc = 2 ] && [ "$(head -n1 "$tmp/err")" = "leakguard classify: missing FILE" ]; then
+if [ $rc = 2 ] && [ "$(head -n1 "$tmp/err")" = "leakguard: missing FILE" ]; then
   echo "  ok   no file"
 else
   echo "  FAIL no file: exit $rc"
@@ -58,7 +58,7 @@ fi
 if [ -w /dev/full ]; then
   "$lg" classify "$rec/linear-1.csv" >/dev/full 2>"$tmp/err"
   rc=$?
-  if [ $rc = 98 ] && grep -q "^leakguard classify: cannot write the result" "$tmp/err"; then
+  if [ $rc = 98 ] && grep -q "^leakguard: cannot write the result" "$tmp/err"; then
     echo "  ok   a full output: exit 98"
   else
     echo "  FAIL a full output: exit $rc, stderr: $(cat "$tmp/err")"
