@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <strings.h>
+#include <time.h>
 
 #include "analysis/csv.h"
 
@@ -84,12 +85,63 @@ static int parse_number(const char *f, double *out) {
   return 0;
 }
 
+/* A byte unit ("B", "KiB", "MiB", "GiB", "TiB", "kB", "MB", "GB", "TB") as a factor,
+ * 0 when s is none of them. */
+static double unit_factor(const char *s) {
+  static const struct {
+    const char *name;
+    double f;
+  } u[] = {{"B", 1},    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+           {"kB", 1e3}, {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12}};
+  for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+    if (!strcmp(s, u[i].name)) return u[i].f;
+  return 0;
+}
+
+/* A date and time, as nvidia-smi's --query-gpu=timestamp writes it ("2026/12/04
+ * 10:00:00.000") or ISO 8601 ("2026-12-04T10:00:00.5", "2026-12-04 10:00:00"), read as
+ * UTC: seconds since the epoch (only differences between samples matter). 0 or -1.
+ * sscanf and timegm, not strptime: strptime has no fractional seconds. */
+static int parse_datetime(const char *f, double *out) {
+  int y, mo, d, h, mi, n = 0;
+  double sec;
+  char s1, s2, sep;
+  if (sscanf(f, "%4d%c%2d%c%2d%c%2d:%2d:%lf%n", &y, &s1, &mo, &s2, &d, &sep, &h, &mi, &sec, &n) != 9 || f[n] ||
+      s1 != s2 || (s1 != '/' && s1 != '-') || (sep != ' ' && sep != 'T') || mo < 1 || mo > 12 || d < 1 || d > 31 ||
+      h > 23 || mi > 59 || !(sec >= 0 && sec < 61))
+    return -1;
+  struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi};
+  time_t t = timegm(&tm);
+  if (t == (time_t)-1) return -1;
+  *out = (double)t + sec;
+  return 0;
+}
+
+/* A field: a number, a number with a byte unit ("1234 MiB", nvidia-smi's memory.used),
+ * or a date and time (parse_datetime). 0 or -1. */
+static int parse_field(const char *f, double *out) {
+  if (!parse_number(f, out)) return 0;
+  char *end;
+  errno = 0;
+  double x = strtod(f, &end);
+  if (end != f) {
+    while (*end == ' ') end++;
+    double k = unit_factor(end);
+    if (k > 0) {
+      *out = x * k;
+      return 0;
+    }
+  }
+  return parse_datetime(f, out);
+}
+
 enum { COL_TIME, COL_VALUE, COL_RSS, COL_UNKNOWN };
 
 /* Role of a header name. */
 static int column_role(const char *name) {
   static const char *const times[] = {"time", "t", "timestamp", "ts", "seconds", "time_s", "t_s", "elapsed", NULL};
-  static const char *const values[] = {"value", "v", "live", "live_bytes", "bytes", "used", "memory", "mem", NULL};
+  static const char *const values[] = {"value", "v",      "live", "live_bytes",  "bytes",
+                                       "used",  "memory", "mem",  "memory.used", NULL};
   static const char *const rsss[] = {"rss", "rss_bytes", "resident", NULL};
   for (int i = 0; times[i]; i++)
     if (!strcasecmp(name, times[i])) return COL_TIME;
@@ -133,6 +185,7 @@ int lga_series_read_csv_max(FILE *fp, const char *name, uint64_t max_bytes, lga_
   long lineno = 0, blank = 0, merged = 1, got;
   uint64_t total = 0;
   int ncols = 0, role[3] = {COL_TIME, COL_VALUE, COL_RSS}, header_done = 0;
+  double scale[3] = {1, 1, 1}; /* a unit the header names: plain numbers in it */
   memset(s, 0, sizeof *s);
   err[0] = 0;
   if (!line) {
@@ -168,10 +221,21 @@ int lga_series_read_csv_max(FILE *fp, const char *name, uint64_t max_bytes, lga_
       goto fail;
     }
     double x[3];
-    if (!header_done && !s->n && parse_number(fields[0], &x[0])) {
+    if (!header_done && !s->n && parse_field(fields[0], &x[0])) {
       /* Header row: map known names, otherwise keep positional roles. */
       int r[3], seen[3] = {0}, known = 1;
       for (int i = 0; i < nf; i++) {
+        /* nvidia-smi names a column's unit: "memory.used [MiB]" (its values are plain
+         * numbers with --format=csv,nounits) */
+        char *br = strrchr(fields[i], '[');
+        size_t bl = br ? strlen(br) : 0;
+        if (br && bl > 2 && br[bl - 1] == ']') {
+          br[bl - 1] = 0;
+          scale[i] = unit_factor(br + 1);
+          if (!(scale[i] > 0)) scale[i] = 1;
+          *br = 0;
+          fields[i] = trim(fields[i]);
+        }
         r[i] = column_role(fields[i]);
         if (r[i] == COL_UNKNOWN || seen[r[i]]++) known = 0;
       }
@@ -188,8 +252,9 @@ int lga_series_read_csv_max(FILE *fp, const char *name, uint64_t max_bytes, lga_
         snprintf(err, errlen, "%s:%ld: column %d is empty", name, lineno, i + 1);
         goto fail;
       }
-      if (parse_number(fields[i], &x[i])) {
-        snprintf(err, errlen, "%s:%ld: column %d: '%s' is not a number", name, lineno, i + 1,
+      if (!parse_number(fields[i], &x[i])) x[i] *= scale[i];
+      else if (parse_field(fields[i], &x[i])) {
+        snprintf(err, errlen, "%s:%ld: column %d: '%s' is not a number, a size or a date", name, lineno, i + 1,
                  excerpt(fields[i], ex, sizeof ex));
         goto fail;
       }

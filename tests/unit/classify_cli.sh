@@ -31,6 +31,21 @@ expect() {
 }
 
 expect "a recorded curve: the class first" 0 "" "^linear-leak$" -- "$rec/linear-1.csv"
+# nvidia-smi --query-gpu=timestamp,memory.used --format=csv (and csv,nounits): a card
+# whose memory grows by 25 MiB every 2 s, +-3 MiB
+{
+  echo "timestamp, memory.used [MiB]"
+  for i in $(seq 0 59); do
+    s=$((600 + i * 2))
+    printf '2026/12/04 10:%02d:%02d.%03d, %d MiB\n' $((s / 60 % 60)) $((s % 60)) $((i * 37 % 1000)) \
+      $((1000 + 25 * i + (i * 5 % 7) - 3))
+  done
+} >"$tmp/smi.csv"
+sed 's/ MiB$//' "$tmp/smi.csv" >"$tmp/smi-nounits.csv"
+expect "nvidia-smi's CSV (dates, sizes in MiB)" 0 "" "^linear-leak$" -- "$tmp/smi.csv"
+expect "nvidia-smi's CSV, nounits (the header's [MiB])" 0 "" "^linear-leak$" -- "$tmp/smi-nounits.csv"
+printf 'time,value\n2026/13/04 10:00:00,1\n' >"$tmp/baddate.csv"
+expect "a date that is none" 2 "leakguard: $tmp/baddate.csv:2: column 1: '2026/13/04 10:00:00' is not a number, a size or a date" "" -- "$tmp/baddate.csv"
 expect "standard input" 0 "" "^linear-leak$" -- -
 expect "--format=json" 0 "" '^{"class":"linear-leak",' -- --format=json "$rec/linear-1.csv"
 expect "--help" 0 "" "^usage: leakguard classify" -- --help

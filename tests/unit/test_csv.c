@@ -143,7 +143,7 @@ static void test_csv_errors(void **state) {
   expect_error("1,1\n2,2\n3,3\n", "m.csv: need at least 8 samples, got 3");
   snprintf(buf, sizeof buf, "time,value\n1,1\n\n2,2\n%s", rows);
   expect_error(buf, "m.csv:3: empty row");
-  expect_error("time,value\n1,1\n2,abc\n", "m.csv:3: column 2: 'abc' is not a number");
+  expect_error("time,value\n1,1\n2,abc\n", "m.csv:3: column 2: 'abc' is not a number, a size or a date");
   expect_error("1,1\n2,\n", "m.csv:2: column 2 is empty");
   expect_error("1,1\n2,2,2\n", "m.csv:2: expected 2 columns, got 3");
   expect_error("1\n", "m.csv:1: expected 2 or 3 columns (time,value[,rss]), got 1");
@@ -152,7 +152,7 @@ static void test_csv_errors(void **state) {
   expect_error("1,1\ninf,2\n", "m.csv:2: column 1: non-finite value 'inf'");
   /* equal times are merged (tests/unit/test_csv.c); a time going back is an error */
   expect_error("1,1\n3,2\n2,3\n", "m.csv:3: time 2 is before the previous sample's 3");
-  expect_error("1,1\n2,2\n3,12abc\n", "m.csv:3: column 2: '12abc' is not a number");
+  expect_error("1,1\n2,2\n3,12abc\n", "m.csv:3: column 2: '12abc' is not a number, a size or a date");
 }
 
 /* ------------------------------------------------------------------ classify FILE */
@@ -211,7 +211,7 @@ static void test_classify_file(void **state) {
   assert_string_equal(out, "");
   free(out);
   char want[256];
-  snprintf(want, sizeof want, "%s:202: column 2: 'oops' is not a number", path);
+  snprintf(want, sizeof want, "%s:202: column 2: 'oops' is not a number, a size or a date", path);
   assert_string_equal(why, want);
   out = NULL;
   assert_int_equal(classify_file("/nonexistent/x.csv", 0, &out, why), -EINVAL);
