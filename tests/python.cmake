@@ -172,6 +172,14 @@ lg_pyfx(lru_unbounded  --script leak_lru_unbounded.py --expect leak --leaks 1 --
 lg_py(layer_outputs  --script leak_layer_outputs.py --expect leak --leaks 1 --detected-within 3
                      --holder "__main__.outputs (list)" --kind tensor --library-site linear.py
                      --fix "in `outputs`")
+# the line that keeps it (issue #34 item 2): the holder's own growth site, recorded in
+# full mode (sampled mode records a container's buffer only when it is sampled): a
+# list's item array at its append, a tensor bound to a name where it was made
+lg_py(kept_list      --script leak_layer_outputs.py --sample 0 --expect leak --leaks 1
+                     --holder "__main__.outputs (list)" --kind tensor --kept-at LEAK-KEPT appended)
+lg_py(kept_name      --script leak_total_loss.py --sample 0 --expect leak --leaks 2
+                     --holder "__main__.total_loss" --kind autograd-graph --holder-any
+                     --kept-at LEAK-HOLDER bound)
 # two DDP ranks (torch.multiprocessing + gloo), rank 1 leaks: the report says which rank
 lg_py(ddp            --script leak_ddp.py --expect leak --child --leaks 1 --leak-rank 1
                      --seconds 6 --holder "frame worker():kept (list)" --kind tensor --detected-within 3 --all-statuses

@@ -150,6 +150,8 @@ void lgc_label_process(lgc_collector_t *c, const lgm_proc_t *m);
 void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode);
 /* Stores what the symbolization worker finished, for at most budget_ns (0: all). */
 void lgc_take_symbols(lgc_collector_t *c, uint64_t budget_ns);
+/* Symbolizes and stores stack id of p although its site is small (a holder's kept_at). */
+void lgc_want_stack(lgc_collector_t *c, lgc_proc_t *p, uint32_t id);
 void lgc_gpu_timeline(lgc_collector_t *c, uint64_t now);
 
 /* ---- findings.c */

@@ -143,6 +143,9 @@ void lgc_ingest_holders(lgc_collector_t *c) {
       const cJSON *kind = cJSON_GetObjectItem(h, "kind");
       char *cj = chain ? cJSON_PrintUnformatted(chain) : NULL, *dj = detail ? cJSON_PrintUnformatted(detail) : NULL;
       double stack = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "stack"));
+      /* the line that keeps them: its stack is stored even if its site stays small */
+      double kept = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(detail, "kept_at"), "stack"));
+      if (kept >= 2 && kept < 4294967296.0) lgc_want_stack(c, p, (uint32_t)kept);
       if ((chain && !cj) || (detail && !dj)) lgc_db_write(c, -ENOMEM); /* a holder would be left out */
       if (cj && stack >= 1 && lgc_db_ok(c)) {
         lgst_holder_t row = {(uint32_t)stack,

@@ -116,6 +116,35 @@ static void absolute_module_path(int pid, uint64_t start, uint64_t end, char *pa
   if (access(joined, R_OK) == 0 && strlen(joined) < n) snprintf(path, n, "%s", joined);
 }
 
+/* Queues stack id of p for symbolization (stored when the worker is done); a Python
+ * stack is assigned to its site at once (its frames are the region's). */
+static void queue_stack(lgc_collector_t *c, lgc_proc_t *p, uint32_t id) {
+  lgm_proc_t *m = &p->m;
+  lgs_frame_t py[LG_MAX_DEPTH];
+  const uint64_t *ips;
+  unsigned space = 0;
+  unsigned depth = lgm_stack(m, id, &ips, &space);
+  int is_py = depth > 0 && (ips[0] & LG_PYFRAME_BIT);
+  p->symbolized[id] = 1;
+  if (lgc_symq_stack(c->symq, p, p->sym, m, id) != 0) p->symbolized[id] = 0;
+  m->sites[id].known = p->symbolized[id];
+  if (!is_py) return;
+  p->python = 1;
+  int nf = 0, in_import = 0;
+  for (unsigned k = 0; k < depth && nf < LG_MAX_DEPTH; k++) {
+    const char *pf, *pfn;
+    int pl;
+    if (lgm_pyframe(m, ips[k], &pf, &pfn, &pl) != 0) break;
+    py[nf++] = (lgs_frame_t){ips[k], "python", pfn, pf, pl, 0};
+    in_import |= lgr_is_import_frame(pfn, pf);
+  }
+  char label[512], key[1200], *fj = NULL;
+  unsigned dev = lgm_stack_device(m, id);
+  site_of_frames(py, nf, space | dev << 8, id, key, sizeof key, label, sizeof label, &fj);
+  lgc_sites_assign(&p->sites, id, key, label, fj, space, dev, in_import, 1);
+  free(fj);
+}
+
 static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
   lgm_proc_t *m = &p->m;
   uint32_t nm = lgm_nmodules(m);
@@ -142,39 +171,33 @@ static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
     p->nsymbolized = ns;
   }
   m->stacks_stored = ns;
-  lgs_frame_t py[LG_MAX_DEPTH];
   uint32_t heavy[HEAVY_TOP];
   int nheavy = 0;
   if (final) heaviest(m, p->symbolized, heavy, &nheavy);
   for (uint32_t id = 2; id < ns; id++) {
     if (p->symbolized[id]) continue;
     int64_t live = m->sites[id].live_bytes;
-    const uint64_t *ips;
-    unsigned space = 0;
-    unsigned depth = lgm_stack(m, id, &ips, &space);
-    int is_py = depth > 0 && (ips[0] & LG_PYFRAME_BIT);
     int heavy_one = 0;
     for (int k = 0; k < nheavy && !heavy_one; k++) heavy_one = heavy[k] == id;
     if (!(live >= 1024 || (final && live >= 256) || heavy_one)) continue;
-    p->symbolized[id] = 1;
-    if (lgc_symq_stack(c->symq, p, p->sym, m, id) != 0) p->symbolized[id] = 0;
-    m->sites[id].known = p->symbolized[id];
-    if (!is_py) continue;
-    p->python = 1;
-    int nf = 0, in_import = 0;
-    for (unsigned k = 0; k < depth && nf < LG_MAX_DEPTH; k++) {
-      const char *pf, *pfn;
-      int pl;
-      if (lgm_pyframe(m, ips[k], &pf, &pfn, &pl) != 0) break;
-      py[nf++] = (lgs_frame_t){ips[k], "python", pfn, pf, pl, 0};
-      in_import |= lgr_is_import_frame(pfn, pf);
-    }
-    char label[512], key[1200], *fj = NULL;
-    unsigned dev = lgm_stack_device(m, id);
-    site_of_frames(py, nf, space | dev << 8, id, key, sizeof key, label, sizeof label, &fj);
-    lgc_sites_assign(&p->sites, id, key, label, fj, space, dev, in_import, 1);
-    free(fj);
+    queue_stack(c, p, id);
   }
+}
+
+/* A stack the report will need although its site stays small (the holder's kept_at,
+ * issue #34: a list's item array, a tensor bound to a name), symbolized and stored as a
+ * growing one's is. */
+void lgc_want_stack(lgc_collector_t *c, lgc_proc_t *p, uint32_t id) {
+  lgm_proc_t *m = &p->m;
+  if (id < 2 || id >= m->nsites) return;
+  if (id >= p->nsymbolized) {
+    uint8_t *n = realloc(p->symbolized, m->nsites);
+    if (!n) return;
+    memset(n + p->nsymbolized, 0, m->nsites - p->nsymbolized);
+    p->symbolized = n;
+    p->nsymbolized = m->nsites;
+  }
+  if (!p->symbolized[id]) queue_stack(c, p, id);
 }
 
 /* Stores the stacks the worker symbolized, and assigns the native ones to their site:

@@ -18,6 +18,35 @@
 
 /* ------------------------------------------------------------------ holders */
 
+/* The line that keeps a holder's objects (issue #34 item 2): the module's detail
+ * kept_at {stack, container} (the site of the holder's own growth: a list's item array,
+ * a dict's keys table, an object bound to a name) as the program's own line of that
+ * stack, h.kept_at {file, line, function, source, container}. Nothing when the stack has
+ * no line of the program's (its frames unknown, or all in libraries). */
+static void resolve_kept_at(sqlite3 *db, int proc, cJSON *h, const cJSON *detail) {
+  const cJSON *k = cJSON_GetObjectItem(detail, "kept_at");
+  const cJSON *stack = cJSON_GetObjectItem(k, "stack"), *what = cJSON_GetObjectItem(k, "container");
+  if (!cJSON_IsNumber(stack) || !cJSON_IsString(what)) return;
+  lgr_site_t t;
+  memset(&t, 0, sizeof t);
+  t.proc = proc;
+  t.stack = (int)stack->valuedouble;
+  if (lgr_load_frames(db, &t, 0) == 0 && t.nframes > 0) {
+    const lgr_frame_t *f = &t.frames[t.site_frame];
+    if (lgr_is_python_module(f->module) && f->file[0] && f->line > 0) {
+      cJSON *o = cJSON_AddObjectToObject(h, "kept_at");
+      char *src = lgr_source_line(f->file, f->line);
+      if (!o || !cJSON_AddStringToObject(o, "file", f->file) || !cJSON_AddNumberToObject(o, "line", f->line) ||
+          !cJSON_AddStringToObject(o, "function", f->function) ||
+          !cJSON_AddStringToObject(o, "container", what->valuestring) ||
+          (src && !cJSON_AddStringToObject(o, "source", src)))
+        lgr_fail(-ENOMEM);
+      free(src);
+    }
+  }
+  lgr_site_free(&t);
+}
+
 /* Holders of the site: those of its stacks in the latest explain that found holders
  * for any of them (an explain at exit that finds the objects gone leaves the earlier
  * findings standing); identical chains are added up, the five holding the most bytes
@@ -80,6 +109,7 @@ void lgr_load_holders(sqlite3 *db, lgr_site_t *s) {
       const char *detail = (const char *)sqlite3_column_text(st, 4);
       cJSON *d = detail ? cJSON_Parse(detail) : NULL;
       if (d) cJSON_AddItemToObject(h, "detail", d);
+      if (d) resolve_kept_at(db, s->proc, h, d);
       cJSON_AddItemToArray(arr, h);
     }
   }

@@ -197,6 +197,22 @@ static void print_holders(FILE *f, const char *holders_json) {
   cJSON_Delete(hl);
 }
 
+/* Where the reference that keeps a leak's objects is made (the holder's kept_at):
+ * "appended at train (train.py:41): activation_log.append(h)". */
+static void print_kept_at(FILE *f, const cJSON *k) {
+  const char *file = cJSON_GetStringValue(cJSON_GetObjectItem(k, "file"));
+  const char *fn = cJSON_GetStringValue(cJSON_GetObjectItem(k, "function"));
+  const char *what = cJSON_GetStringValue(cJSON_GetObjectItem(k, "container"));
+  const char *src = cJSON_GetStringValue(cJSON_GetObjectItem(k, "source"));
+  if (!file || !what) return;
+  const char *verb = !strcmp(what, "list") ? "appended at" : !strcmp(what, "dict") ? "stored at" : "bound at";
+  const char *b = strrchr(file, '/');
+  fprintf(f, "      %s %s (%s:%.0f)", verb, fn && *fn ? fn : "?", b ? b + 1 : file,
+          cJSON_GetNumberValue(cJSON_GetObjectItem(k, "line")));
+  if (src) fprintf(f, ": %s", src);
+  fprintf(f, "\n");
+}
+
 static void print_leaks(FILE *f, const lgr_report_t *r) {
   char b1[32], b2[32], b3[32], lab[512];
   fprintf(f, "\n%d leak%s (one cause each, strongest first):\n", r->nleaks, r->nleaks > 1 ? "s" : "");
@@ -224,6 +240,7 @@ static void print_leaks(FILE *f, const lgr_report_t *r) {
       fprintf(f, "      held by ");
       print_chain(f, cJSON_GetObjectItem(h, "chain"));
       fprintf(f, "\n");
+      print_kept_at(f, cJSON_GetObjectItem(h, "kept_at"));
       cJSON_Delete(h);
     } else if (L->no_holder) {
       fprintf(f, "      no holder: %s\n", L->no_holder);

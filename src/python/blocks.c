@@ -116,6 +116,16 @@ uint32_t lgpy_pyobj_site(const void *block, size_t min_size, size_t *block_size)
   return min_size > 512 ? lgpy_block_site(block, min_size, block_size) : 0;
 }
 
+uint32_t lgpy_buffer_site(const void *buf, size_t cap) {
+  if (!buf) return 0;
+  if (lgpy.pymalloc_wrapped && cap <= 512) {
+    uint32_t s = lgpy_pyobj_site(buf, 1, NULL);
+    if (s || cap) return s; /* a buffer that fits pymalloc and is not headed: unrecorded */
+  }
+  if (!lgpy.pymalloc_is_malloc && !lgpy.block && !lgpy.pymalloc_wrapped) return 0;
+  return lgpy_block_site(buf, 1, NULL);
+}
+
 uint32_t lgpy_object_site(PyObject *o, size_t *size) {
   /* With pymalloc, objects up to 512 bytes live in its arenas: only the side table of an
    * attached process (exact addresses) can be asked about any object safely. */

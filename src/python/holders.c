@@ -78,6 +78,32 @@ static int is_namespace_root(ex_t *E, int32_t p) {
   return kind == R_MODULE || kind == R_FRAME;
 }
 
+/* Where the reference that keeps node i is made (issue #34 item 2): the allocation site
+ * of its holder's own growth, which the recorder already has. The list holding i: its
+ * item array, last grown at an append; the dict: its keys table, last grown at a
+ * d[k] = v; i held by a name of a module or a frame (total_loss): i itself, made where
+ * the name was last bound to a new object. Detail "kept_at": {stack, container}; the
+ * report resolves the stack to the program's own line. Nothing when the buffer is not
+ * recorded (sampled mode, mostly). */
+static void kept_at(ex_t *E, int32_t i, PyObject *h) {
+  int32_t p = E->parent[i];
+  PyObject *po = p >= 0 ? E->obj[p] : NULL;
+  uint32_t site = 0;
+  const char *what = NULL;
+  if (po && is_namespace_root(E, p)) {
+    site = lgpy_object_site(E->obj[i], NULL);
+    what = "name";
+  } else if (po && PyList_Check(po)) {
+    PyListObject *l = (PyListObject *)po;
+    site = lgpy_buffer_site(l->ob_item, (size_t)l->allocated * sizeof(PyObject *));
+    what = "list";
+  } else if (po && PyDict_Check(po) && !is_collapsed_dict(E, p)) {
+    site = lgpy_buffer_site(((PyDictObject *)po)->ma_keys, 0);
+    what = "dict";
+  }
+  if (site) set_detail(h, "kept_at", Py_BuildValue("{s:I,s:s}", "stack", site, "container", what));
+}
+
 /* Adds one owner to its group (creating it). chain_norm is the grouping key. */
 PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind, int32_t i, PyObject *extra_desc) {
   int32_t p = E->parent[i];
@@ -113,6 +139,7 @@ PyObject *holder_for(ex_t *E, hold_t *H, uint32_t site, const char *kind, int32_
                             "kind", kind, "detail")
             : NULL;
   Py_XDECREF(chain);
+  if (h) kept_at(E, i, h);
   PyObject *bound = h ? bound_of(E, i) : NULL;
   if (bound) {
     PyObject *d = PyDict_GetItemString(h, "detail");

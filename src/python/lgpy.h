@@ -55,6 +55,9 @@ uint32_t lgpy_pyobj_site(const void *block, size_t min_size, size_t *block_size)
 
 /* Site and size of a Python object (GC pre-header accounted for), 0 when unknown. */
 uint32_t lgpy_object_site(PyObject *o, size_t *size);
+/* A container's buffer (a list's item array, a dict's keys table) at buf, cap bytes
+ * (0: unknown): the site of its last growth, 0 when it is not recorded. */
+uint32_t lgpy_buffer_site(const void *buf, size_t cap);
 
 /* explain(): writes holders-<pid>-<n>.json (when write) and returns the dict. */
 /* why: what asked ("request": the collector's, "exit", "step", "call": the program);

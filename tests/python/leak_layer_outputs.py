@@ -14,7 +14,7 @@ def train_step():
     x = torch.randn(64, 128)
     with torch.no_grad():
         y = model(x)  # LEAK-SITE
-    outputs.append(y)
+    outputs.append(y)  # LEAK-KEPT
     return float(y.mean())
 
 

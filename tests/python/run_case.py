@@ -82,6 +82,9 @@ def parse_args():
     ap.add_argument("--library-site", help="rank 1's innermost Python line is library code in this file "
                     "(library_site), the site the script's own line further out")
     ap.add_argument("--fix", help="the rank-1 leak's fix hint matches this regex, in the JSON and the text")
+    ap.add_argument("--kept-at", nargs=2, metavar=("MARKER", "VERB"),
+                    help="the leak's holder is kept at the script's # MARKER line (holder.kept_at), and the "
+                         "text says 'VERB at ... (script:line)'")
     ap.add_argument("--hog", type=int, default=0,
                     help="N busy processes share the CPUs while the script is recorded")
     ap.add_argument("--needs", action="append", default=[],
@@ -194,6 +197,8 @@ def check_leak(a, doc, leak, db, check):
         check_no_holder(a, leak, db, check)
     if a.fix:
         check_fix(a, leak, db, check)
+    if a.kept_at:
+        check_kept_at(a, leak, db, check)
     if a.detected_within is not None:
         check_detected_within(a, leak, db, check)
 
@@ -246,6 +251,21 @@ def check_fix(a, leak, db, check):
     check(any(ln.strip() == "fix: " + fix for ln in txt.splitlines()) and fix != "",
           "the text report's leak says 'fix:' with the same line", text=txt.splitlines()[:12])
 
+
+
+def check_kept_at(a, leak, db, check):
+    """Where the reference that keeps the leak is made (holder.kept_at, issue #34): the
+    script's own line, the one marked # MARKER; the text's line under 'held by'."""
+    marker, verb = a.kept_at
+    lines = site_lines(os.path.join(HERE, a.script), marker)
+    k = (leak.get("holder") or {}).get("kept_at") or {}
+    check(os.path.basename(k.get("file") or "") == a.script and k.get("line") in lines,
+          "the leak is kept at %s:%s (# %s)" % (a.script, lines, marker), kept_at=k)
+    txt = text_report(a, db)
+    want = "%s at " % verb
+    check(any(ln.strip().startswith(want) and "(%s:%s)" % (a.script, k.get("line")) in ln for ln in txt.splitlines()),
+          "the text report's leak says '%s... (%s:%s)'" % (want, a.script, k.get("line")),
+          text=txt.splitlines()[:12])
 
 
 def check_detected_within(a, leak, db, check):
