@@ -225,24 +225,7 @@ __attribute__((used)) void *lgi_dlvsym_resolve(void) {
 
 /* ------------------------------------------------------------------ dlsym */
 
-/* Read by the assembly entry; hidden, so never preempted. */
-LGI_HIDDEN void *lgi_real_dlsym_ptr;
 LGI_HIDDEN void *lgi_dlsym_handle(void *handle, const char *name);
-
-/* glibc's dlsym, never ours (our dlvsym passes this lookup from us to glibc's). */
-__attribute__((used)) void *lgi_dlsym_resolve(void) {
-  void *p = __atomic_load_n(&lgi_real_dlsym_ptr, __ATOMIC_ACQUIRE);
-  if (LGI_LIKELY(p)) return p;
-  p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-  if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-  if (!p) {
-    static const char msg[] = "leakguard: cannot find the real dlsym, aborting\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    abort();
-  }
-  __atomic_store_n(&lgi_real_dlsym_ptr, p, __ATOMIC_RELEASE);
-  return p;
-}
 
 #if defined(__x86_64__)
 /* dlsym(handle, name): RTLD_NEXT (-1) and RTLD_DEFAULT (0) depend on the caller's

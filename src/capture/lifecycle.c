@@ -4,8 +4,10 @@
  * collector, per-thread setup, fork, exec and exit.
  *
  * Apart from the hooks (preload.c, mmap_table.c) because it is about the process and
- * its threads, not about blocks: it runs once per process or per thread, around fork
- * and at exit (lgi_thread_ready, the countdown's slow path, only checks it was done).
+ * its threads, not about blocks: it runs once per process, around fork and at exit.
+ * The hooks reach it only through lgi_thread_ready (thread.c, the countdown's slow
+ * path), which calls the lazy init here through lgi_g.process_init: this file calls
+ * the hooks' files (their fork locks, the real allocator), never the other way round.
  *
  * Lazy init on the first hook (before main, in whatever constructor allocates first);
  * fork (and _Fork): the child copies the region into its own memfd and registers as a
@@ -37,7 +39,11 @@
 /* ------------------------------------------------------------------ init */
 
 static _Atomic int init_state; /* 0 not yet, 1 in progress, 2 done */
-static pthread_key_t thread_key;
+static int try_init(void);
+
+/* The recorder's state. Here, with the lazy init that lgi_thread_ready (thread.c) runs
+ * through it; the attach agent defines its own (agent/start.c). */
+lgi_global_t lgi_g = {.fd = -1, .conn = -1, .fork_fd = -1, .process_init = try_init};
 
 static unsigned long parse_ul(const char *s, unsigned long dflt) {
   if (!s || !*s) return dflt;
@@ -223,7 +229,7 @@ static int do_init(void) {
     lgi_python_detect();
     if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, flags) == 0) {
       if (lgi_send_hello(LG_HELLO_START) >= 0) {
-        pthread_key_create(&thread_key, lgi_thread_exit);
+        lgi_thread_key_create();
         pthread_atfork(lgi_atfork_prepare, lgi_atfork_parent, lgi_atfork_child);
         lgi_g.enabled = 1;
       } else {
@@ -238,7 +244,8 @@ static int do_init(void) {
   return 0;
 }
 
-/* Runs do_init once; 1 when initialised, 0 when not (yet). */
+/* Runs do_init once; 1 when initialised, 0 when not (yet). The process's half of
+ * lgi_thread_ready (lgi_g.process_init). */
 static int try_init(void) {
   int s = atomic_load_explicit(&init_state, memory_order_acquire);
   if (s == 2) return 1;
@@ -247,26 +254,6 @@ static int try_init(void) {
   if (do_init() != 0) {
     atomic_store(&init_state, 0);
     return 0;
-  }
-  return 1;
-}
-
-/* Slow path of the per-thread countdown: initialises the process and the thread.
- * Returns 1 when this allocation is to be recorded. */
-int lgi_thread_ready(lgi_tls_t *t) {
-  if (!try_init()) return 0; /* too early, or another thread is initialising */
-  if (!lgi_g.enabled) {
-    t->countdown = INT64_MAX;
-    return 0;
-  }
-  if (t->state == 0) {
-    t->guard++;
-    t->state = 1;
-    t->rng = (uint64_t)lg_sys_gettid() * LG_HASH_GOLDEN64 + 0x632BE59BD9B4E019ULL;
-    pthread_setspecific(thread_key, t);
-    lgi_shard_acquire(t);
-    lgi_unwind_thread_start(t);
-    t->guard--;
   }
   return 1;
 }

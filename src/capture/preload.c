@@ -38,7 +38,6 @@
 #include "leakguard.h"
 
 __thread lgi_tls_t lgi_tls __attribute__((tls_model("initial-exec")));
-lgi_global_t lgi_g = {.fd = -1, .conn = -1, .fork_fd = -1};
 
 /* ------------------------------------------------------------------ block header
  * Layout and the reason for the mark bit: src/core/blockhdr.h. */
@@ -262,7 +261,7 @@ int lgi_decide(lgi_tls_t *t, size_t size) {
   t->countdown -= (int64_t)size;
   if (t->countdown > 0) return 0;
   int first = t->state == 0;
-  /* A set-up thread of a recording process needs no call (lifecycle.c's checks) */
+  /* A set-up thread of a recording process needs no call (thread.c's checks) */
   if (!(LGI_LIKELY(t->state == 1) && LGI_LIKELY(lgi_g.enabled)) && !lgi_thread_ready(t)) return 0;
   if (!lgi_g.sample_bytes) {
     if (LGI_LIKELY(!t->imp)) return 1;

@@ -4,14 +4,17 @@
  *
  * preload.c        the interposed malloc family (block header, sampling, counting)
  * pymalloc.c       CPython's small-object allocator wrapped (the same accounting)
- * lifecycle.c      lazy init, the hello to the collector, per-thread setup and exit,
- *                  fork and _Fork, LD_PRELOAD for exec'd children, process exit
+ * lifecycle.c      lazy init, the hello to the collector, fork and _Fork,
+ *                  LD_PRELOAD for exec'd children, process exit
+ * thread.c         per-thread setup (lgi_thread_ready, the countdown's slow path)
  * mmap_table.c     mmap, munmap, mremap and the table of recorded anonymous ranges
  * dl.c             dlopen/dlmopen: RTLD_DEEPBIND dropped, new namespaces reported
+ * dlsym_real.c     glibc's own dlsym, for dl.c's entries and the GPU vendors
  * procs.c          exec family (LG_PS_EXECED) and wait family (reaped-children ring)
  * unwind.c         stack capture: a per-thread cache of verified stacks in front of
  *                  libunwind
  * region_writer.c  the shared region: stack interning, module map, counter shards
+ * pages.c          pages from the kernel and the region's spin lock
  *
  * Rules for everything in this directory (they are what makes a malloc hook safe):
  *  - never allocate through the interposed allocator (use lgi_pages_alloc, i.e. mmap),
@@ -115,9 +118,21 @@ typedef struct lgi_global {
   int follow;
   int fork_fd; /* the next child's copy of the region (lgi_region_fork_prepare), or -1 */
   char sock_path[108];
+  /* libleakguard.so's lazy init (lifecycle.c), run by lgi_thread_ready (thread.c): 1
+   * when the process is initialised, 0 when not (yet). Unused by the attach agent. */
+  int (*process_init)(void);
 } lgi_global_t;
 
 LGI_HIDDEN extern lgi_global_t lgi_g;
+
+/* ---- pages.c */
+
+/* Spin lock of the region's slow path. */
+LGI_HIDDEN void lgi_lock(void);
+LGI_HIDDEN void lgi_unlock(void);
+/* Pages from the kernel, never from malloc. */
+LGI_HIDDEN void *lgi_pages_alloc(size_t bytes);
+LGI_HIDDEN void lgi_pages_free(void *p, size_t bytes);
 
 /* ---- region_writer.c */
 
@@ -151,12 +166,6 @@ LGI_HIDDEN lg_site_ctr_t *lgi_site_ctr(lgi_tls_t *t, uint32_t site);
 /* Acquires a shard for the calling thread. */
 LGI_HIDDEN void lgi_shard_acquire(lgi_tls_t *t);
 LGI_HIDDEN void lgi_shard_release(lgi_tls_t *t);
-/* Spin lock of the region's slow path. */
-LGI_HIDDEN void lgi_lock(void);
-LGI_HIDDEN void lgi_unlock(void);
-/* Pages from the kernel, never from malloc. */
-LGI_HIDDEN void *lgi_pages_alloc(size_t bytes);
-LGI_HIDDEN void lgi_pages_free(void *p, size_t bytes);
 
 /* ---- preload.c, for the other hooks (mmap_table.c, the cuda*.c files) and lifecycle.c */
 
@@ -219,9 +228,15 @@ LGI_HIDDEN void *lgi_dl_next_alloc(const char *name, const char *version, uintpt
 /* For lookups with an explicit handle: r, or our own function when r is the function
  * we wrap for name. */
 LGI_HIDDEN void *lgi_dl_alloc_result(const char *name, void *r, uintptr_t caller);
+
+/* ---- dlsym_real.c: glibc's dlsym (for dl.c's entries and the GPU vendors' hooks) */
+
 /* glibc's dlsym, never ours (found with dlvsym, which is ours too but passes our own
  * lookups through). */
 LGI_HIDDEN void *lgi_dlsym_resolve(void);
+/* The same once found (NULL before): read by dl.c's assembly entries; hidden, so never
+ * preempted. */
+LGI_HIDDEN extern void *lgi_real_dlsym_ptr;
 
 /* ---- gpu/table.c (GPU memory of any vendor: the records; gpu/gpu.h for the GPU files) */
 
@@ -241,10 +256,15 @@ LGI_HIDDEN void lgi_cuda_note(const char *name, const char *what);
  * why when CUPTI is missing, unsupported or taken by another profiler. */
 LGI_HIDDEN void lgi_cuda_um_start(void);
 
-/* ---- lifecycle.c: lifecycle helpers used by the other hooks */
+/* ---- thread.c (agent/hooks.c in the attach agent) */
 
 /* 1 when the process records and this thread is set up (initialising both if needed). */
 LGI_HIDDEN int lgi_thread_ready(lgi_tls_t *t);
+/* The pthread key whose destructor is lgi_thread_exit (lifecycle.c's init). */
+LGI_HIDDEN void lgi_thread_key_create(void);
+
+/* ---- lifecycle.c: lifecycle helpers used by the other hooks */
+
 /* The fork handlers (pthread_atfork), also run around _Fork(), which skips them. */
 LGI_HIDDEN void lgi_atfork_prepare(void);
 LGI_HIDDEN void lgi_atfork_parent(void);
@@ -469,7 +489,7 @@ static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, in
 }
 
 /* The destructor of a recorded thread's pthread key: gives back its shard and its
- * unwinder's and Python's per-thread state (lifecycle.c, agent/hooks.c). */
+ * unwinder's and Python's per-thread state (thread.c, agent/hooks.c). */
 static inline void lgi_thread_exit(void *arg) {
   (void)arg;
   lgi_tls_t *t = &lgi_tls;

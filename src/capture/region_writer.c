@@ -24,16 +24,6 @@
 #include "capture/recorder.h"
 #include "core/platform.h"
 
-void *lgi_pages_alloc(size_t bytes) {
-  void *p = (void *)syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                            -1, 0);
-  return (p == MAP_FAILED) ? NULL : p;
-}
-
-void lgi_pages_free(void *p, size_t bytes) {
-  if (p) syscall(SYS_munmap, p, bytes);
-}
-
 void lgi_fd_identity(int fd, uint64_t *dev, uint64_t *ino) {
   struct stat st;
   *dev = *ino = 0;
@@ -49,19 +39,6 @@ int lgi_fd_is(int fd, uint64_t dev, uint64_t ino) {
   lgi_fd_identity(fd, &d, &i);
   return d == dev && i == ino;
 }
-
-void lgi_lock(void) {
-  lg_region_hdr_t *h = lgi_g.hdr;
-  unsigned spins = 0;
-  for (;;) {
-    uint32_t z = 0;
-    if (atomic_compare_exchange_weak_explicit(&h->lock, &z, 1, memory_order_acquire, memory_order_relaxed)) return;
-    if (++spins > 64) sched_yield();
-    else lg_cpu_relax();
-  }
-}
-
-void lgi_unlock(void) { atomic_store_explicit(&lgi_g.hdr->lock, 0, memory_order_release); }
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~63ULL; }
 

@@ -371,7 +371,7 @@ static __attribute__((noinline)) int room_to_unwind(lgi_tls_t *t) {
   return 0;
 }
 
-/* The thread's first allocation (lifecycle.c), usually not deep in its stack: its
+/* The thread's first allocation (thread.c), usually not deep in its stack: its
  * bounds, unless it runs on an alternate stack (then on a later capture). */
 void lgi_unwind_thread_start(lgi_tls_t *t) {
   if (t->stack_known) return;
