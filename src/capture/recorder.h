@@ -245,17 +245,6 @@ LGI_HIDDEN void lgi_gpu_atfork(int phase);
 /* The site of the recorded managed block containing addr (LG_CUDA_UM_UNKNOWN: none). */
 LGI_HIDDEN uint32_t lgi_gpu_managed_site(uint64_t addr);
 
-/* ---- gpu/cuda.c */
-
-/* Notes name: what (a line the collector prints once, docs/cuda.md). */
-LGI_HIDDEN void lgi_cuda_note(const char *name, const char *what);
-
-/* ---- gpu/cuda_um.c (CUPTI Unified Memory counters, --cuda-um) */
-
-/* Starts the counters once a context exists (LEAKGUARD_CUDA_UM=1); says in a note
- * why when CUPTI is missing, unsupported or taken by another profiler. */
-LGI_HIDDEN void lgi_cuda_um_start(void);
-
 /* ---- thread.c (agent/hooks.c in the attach agent) */
 
 /* 1 when the process records and this thread is set up (initialising both if needed). */

@@ -240,7 +240,6 @@ int lgi_cuda_export_name(const char *name) { return export_index(name) >= 0; }
 
 /* ------------------------------------------------------------------ notes, flags */
 
-void lgi_cuda_note(const char *name, const char *what);
 static void note(const char *name, const char *what) { lgi_cuda_note(name, what); }
 void lgi_cuda_note(const char *name, const char *what) {
   lg_region_hdr_t *h = lgi_g.hdr;

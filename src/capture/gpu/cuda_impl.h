@@ -9,6 +9,7 @@
  *             they record goes to the vendor-neutral table, gpu/table.c)
  * cuda_ctx.c  contexts, devices and stream-ordered pools: their wrappers, the driver
  *             queries the wrappers make, the per-device gauges
+ * cuda_um.c   CUPTI's Unified Memory counters (--cuda-um)
  *
  * A wrapper is lgi_cuda_h_<KIND>(real, the entry point's parameters, ra, cfa): real is
  * the driver's function it was bound to (NULL: no driver), ra and cfa the caller's
@@ -124,8 +125,10 @@ LGC_KINDS(LGC_HPROTO)
 
 /* ---- cuda.c */
 
-/* Sets a flag of the region's cuda_flags (LG_CUDA_*) once. */
+/* Sets a flag of the region's gpu_flags (LG_GPU_*, or CUDA's LG_CUDA_*) once. */
 LGI_HIDDEN void lgi_cuda_set_flag(uint32_t f);
+/* Notes name: what (a line the collector prints once, docs/cuda.md). */
+LGI_HIDDEN void lgi_cuda_note(const char *name, const char *what);
 
 /* ---- cuda_mem.c: the wrappers; what they record goes to gpu/table.c (gpu.h). */
 
@@ -144,5 +147,11 @@ LGI_HIDDEN int lgi_cuda_pool_dev(uint64_t p);
 LGI_HIDDEN void lgi_cuda_pool_sample(int force);
 /* Learns the current pool of device dev (once per device). */
 LGI_HIDDEN void lgi_cuda_default_pool(int dev);
+
+/* ---- cuda_um.c (CUPTI Unified Memory counters, --cuda-um) */
+
+/* Starts the counters once a context exists (LEAKGUARD_CUDA_UM=1); says in a note
+ * why when CUPTI is missing, unsupported or taken by another profiler. */
+LGI_HIDDEN void lgi_cuda_um_start(void);
 
 #endif

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/recorder.h"
+#include "capture/gpu/cuda_impl.h"
 
 /* The CUPTI declarations used (cupti_activity.h, CUDA 11-13; the record's leading
  * fields are the same in CUpti_ActivityUnifiedMemoryCounter2 and 3). */

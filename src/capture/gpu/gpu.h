@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * gpu.h - the vendor-neutral part of GPU memory in libleakguard.so (docs/cuda.md,
- * docs/design.md "GPU vendors"): the address/handle table of what a vendor's hooks
+ * docs/design.md "GPU memory" and "A second GPU vendor"): the address/handle table of what a vendor's hooks
  * recorded, its accounting on sites and on the region's per-device gauges, and the
  * recursion guard around a tracked driver call. A vendor's hooks (cuda_mem.c for the
  * CUDA driver API) call these after their driver answered; they never see the table.

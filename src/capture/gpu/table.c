@@ -16,7 +16,7 @@
 #include "core/hash.h"
 #include "leakguard.h"
 
-/* Sets a flag of the region's cuda_flags (LG_CUDA_*) once. */
+/* Sets a flag of the region's gpu_flags (LG_GPU_*) once. */
 static void set_flag(uint32_t f) {
   if (lgi_g.enabled && !(atomic_load_explicit(&lgi_g.hdr->gpu_flags, memory_order_relaxed) & f))
     atomic_fetch_or(&lgi_g.hdr->gpu_flags, f);
