@@ -101,7 +101,7 @@ void lgc_free(lgc_collector_t *c) {
     unlink(c->sock);
   }
   lgc_remove_dir_files(c->dir);
-  lgn_close(c->nvml);
+  lgsm_timeline_close(c->nvml);
   free(c);
 }
 

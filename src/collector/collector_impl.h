@@ -84,8 +84,8 @@ struct lgc_collector {
   lgg_guard_t *guard;
   uint64_t next_guard;
   lgx_registry_t *reg;
-  lgc_symq_t *symq; /* symbolization worker */
-  lgn_t *nvml;      /* GPU timeline (docs/cuda.md), opened when a process uses CUDA */
+  lgc_symq_t *symq;      /* symbolization worker */
+  lgsm_timeline_t *nvml; /* GPU timeline (docs/cuda.md), opened when a process uses CUDA */
   int nvml_tried;
   int explains;
   int unrecorded_orphans; /* processes that could not reach us, parent not recorded */

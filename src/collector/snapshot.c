@@ -240,8 +240,8 @@ static void cuda_snapshot(lgc_collector_t *c, lgc_proc_t *p) {
 /* The NVML timeline, at the snapshot interval, once a recorded process uses CUDA;
  * without NVML, one line and nothing else. */
 void lgc_gpu_timeline(lgc_collector_t *c, uint64_t now) {
-  int pids[LGN_MAX_PROC], procs[LGN_MAX_PROC], np = 0;
-  for (int i = 0; i < c->nprocs && np < LGN_MAX_PROC; i++) {
+  int pids[LGSM_TIMELINE_PROCS], procs[LGSM_TIMELINE_PROCS], np = 0;
+  for (int i = 0; i < c->nprocs && np < LGSM_TIMELINE_PROCS; i++) {
     lgm_proc_t *m = &c->procs[i]->m;
     lgm_gpu_state_t gs;
     lgm_gpu_state(m->hdr, &gs);
@@ -253,12 +253,12 @@ void lgc_gpu_timeline(lgc_collector_t *c, uint64_t now) {
   if (!c->nvml_tried) {
     char why[512];
     c->nvml_tried = 1;
-    c->nvml = lgn_open(why, sizeof why);
+    c->nvml = lgsm_timeline_open(why, sizeof why);
     if (!c->nvml) lgu_err("%s", why);
     if (lgc_db_ok(c)) lgc_db_write(c, lgst_meta(c->db, "nvml", c->nvml ? "on" : why));
   }
-  lgn_sample_t s;
-  if (!c->nvml || lgn_sample(c->nvml, pids, np, &s) != 0 || !lgc_db_ok(c)) return;
+  lgsm_timeline_sample_t s;
+  if (!c->nvml || lgsm_timeline_sample(c->nvml, pids, np, &s) != 0 || !lgc_db_ok(c)) return;
   lgc_db_begin(c);
   for (int d = 0; d < s.ndev; d++)
     if (s.dev[d].ok && lgc_db_ok(c)) lgc_db_write(c, lgst_nvml_device(c->db, now, d, s.dev[d].used, s.dev[d].total));

@@ -15,7 +15,7 @@
 
 /* Does the list (comma- or space-separated: a mount's options, a v1 hierarchy's
  * controllers) name word? */
-static inline int lgs_cg_has_word(const char *list, size_t len, const char *word) {
+static inline int lgsm_cg_has_word(const char *list, size_t len, const char *word) {
   size_t w = strlen(word);
   for (size_t i = 0; i < len;) {
     size_t j = i;
@@ -29,7 +29,7 @@ static inline int lgs_cg_has_word(const char *list, size_t len, const char *word
 /* The path of the process in the v1 memory hierarchy (v 1) or in cgroup2 (v 2), from
  * the text of its /proc/PID/cgroup ("ID:CONTROLLERS:PATH" lines; cgroup2's is
  * "0::PATH"). 0 when found, -1 when not. */
-static inline int lgs_cg_path(const char *text, int v, char *out, size_t size) {
+static inline int lgsm_cg_path(const char *text, int v, char *out, size_t size) {
   for (const char *line = text; line && *line;) {
     const char *end = strchr(line, '\n');
     size_t len = end ? (size_t)(end - line) : strlen(line);
@@ -37,7 +37,7 @@ static inline int lgs_cg_path(const char *text, int v, char *out, size_t size) {
     const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
     if (c2) {
       int match = v == 2 ? c2 == c1 + 1 && len >= 2 && line[0] == '0' && line[1] == ':'
-                         : lgs_cg_has_word(c1 + 1, (size_t)(c2 - c1 - 1), "memory");
+                         : lgsm_cg_has_word(c1 + 1, (size_t)(c2 - c1 - 1), "memory");
       if (match) {
         snprintf(out, size, "%.*s", (int)(len - (size_t)(c2 + 1 - line)), c2 + 1);
         return 0;
@@ -51,12 +51,12 @@ static inline int lgs_cg_path(const char *text, int v, char *out, size_t size) {
 /* From one line of /proc/self/mountinfo ("id parent maj:min root mountpoint options
  * [optional...] - fstype source superoptions"): its mount point and root when it
  * mounts the v1 memory hierarchy (v 1) or cgroup2 (v 2). 0 when it does. */
-static inline int lgs_cg_mount(const char *line, int v, char *mnt, size_t msize, char *root, size_t rsize) {
+static inline int lgsm_cg_mount(const char *line, int v, char *mnt, size_t msize, char *root, size_t rsize) {
   const char *sep = strstr(line, " - ");
   if (!sep) return -1;
   char fstype[32], source[256], super[1024] = "";
   if (sscanf(sep + 3, "%31s %255s %1023s", fstype, source, super) < 2) return -1;
-  if (v == 1 ? strcmp(fstype, "cgroup") != 0 || !lgs_cg_has_word(super, strlen(super), "memory")
+  if (v == 1 ? strcmp(fstype, "cgroup") != 0 || !lgsm_cg_has_word(super, strlen(super), "memory")
              : strcmp(fstype, "cgroup2") != 0)
     return -1;
   char r[4096], m[4096];
@@ -68,19 +68,19 @@ static inline int lgs_cg_mount(const char *line, int v, char *mnt, size_t msize,
 
 /* Where the hierarchy v is mounted for this process (the first such line of
  * /proc/self/mountinfo): 0 when found. */
-static inline int lgs_cg_find_mount(int v, char *mnt, size_t msize, char *root, size_t rsize) {
+static inline int lgsm_cg_find_mount(int v, char *mnt, size_t msize, char *root, size_t rsize) {
   FILE *f = fopen("/proc/self/mountinfo", "re");
   if (!f) return -1;
   char line[4096];
   int ok = -1;
-  while (ok < 0 && fgets(line, sizeof line, f)) ok = lgs_cg_mount(line, v, mnt, msize, root, rsize);
+  while (ok < 0 && fgets(line, sizeof line, f)) ok = lgsm_cg_mount(line, v, mnt, msize, root, rsize);
   fclose(f);
   return ok;
 }
 
 /* The directory of a cgroup path under a mount: mnt + (path less the mount's root). A
  * path outside the mount's root is used as it is. 0, or -1 when out is too small. */
-static inline int lgs_cg_join(char *out, size_t size, const char *mnt, const char *root, const char *path) {
+static inline int lgsm_cg_join(char *out, size_t size, const char *mnt, const char *root, const char *path) {
   size_t rl = strlen(root);
   if (strcmp(root, "/") == 0) rl = 0;
   else if (strncmp(path, root, rl) == 0 && (path[rl] == '/' || path[rl] == 0)) path += rl;

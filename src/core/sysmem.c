@@ -53,7 +53,7 @@ static uint64_t kv(const char *text, const char *key) {
   return 0;
 }
 
-int lgs_cgroup_version(const char *dir) {
+int lgsm_cgroup_version(const char *dir) {
   char p[4200];
   snprintf(p, sizeof p, "%s/memory.current", dir);
   if (access(p, F_OK) == 0) return 2;
@@ -63,7 +63,7 @@ int lgs_cgroup_version(const char *dir) {
   return -ENOTSUP;
 }
 
-int lgs_psi_parse(const char *text, double *some10, double *full10) {
+int lgsm_psi_parse(const char *text, double *some10, double *full10) {
   const char *s = strstr(text, "some avg10=");
   if (!s) return -EINVAL;
   *some10 = strtod(s + 11, NULL);
@@ -72,7 +72,7 @@ int lgs_psi_parse(const char *text, double *some10, double *full10) {
   return 0;
 }
 
-int lgs_cgroup_read(const char *dir, int version, lgs_cg_sample_t *s) {
+int lgsm_cgroup_read(const char *dir, int version, lgsm_cg_sample_t *s) {
   memset(s, 0, sizeof *s);
   s->psi_some10 = s->psi_full10 = -1;
   char buf[8192];
@@ -94,7 +94,7 @@ int lgs_cgroup_read(const char *dir, int version, lgs_cg_sample_t *s) {
       inactive = kv(buf, "inactive_file");
     }
     s->working_set = s->usage > inactive ? s->usage - inactive : 0;
-    if (rd(dir, "memory.pressure", buf, sizeof buf) > 0) lgs_psi_parse(buf, &s->psi_some10, &s->psi_full10);
+    if (rd(dir, "memory.pressure", buf, sizeof buf) > 0) lgsm_psi_parse(buf, &s->psi_some10, &s->psi_full10);
   } else {
     if ((r = rd_u64(dir, "memory.usage_in_bytes", &s->usage))) return r;
     rd_u64(dir, "memory.limit_in_bytes", &s->limit);
@@ -116,7 +116,7 @@ int lgs_cgroup_read(const char *dir, int version, lgs_cg_sample_t *s) {
   return 0;
 }
 
-long lgs_cgroup_pids(const char *dir, int **pids) {
+long lgsm_cgroup_pids(const char *dir, int **pids) {
   char path[4200];
   snprintf(path, sizeof path, "%s/cgroup.procs", dir);
   FILE *f = fopen(path, "re");
@@ -151,9 +151,9 @@ long lgs_cgroup_pids(const char *dir, int **pids) {
   return (long)n;
 }
 
-int64_t lgs_proc_mem(int pid, int kind) {
+int64_t lgsm_proc_mem(int pid, int kind) {
   char path[64], buf[4096];
-  if (kind == LGS_MEM_PSS) {
+  if (kind == LGSM_MEM_PSS) {
     snprintf(path, sizeof path, "/proc/%d/smaps_rollup", pid);
     long r = lgu_read_file(path, buf, sizeof buf);
     if (r < 0) return r;
@@ -172,37 +172,38 @@ int64_t lgs_proc_mem(int pid, int kind) {
   return (int64_t)res * page;
 }
 
-int lgs_proc_cgroup_dir(int pid, char *out, size_t n) {
+int lgsm_proc_cgroup_dir(int pid, char *out, size_t n) {
   char path[64], buf[4096], cg[4096], mnt[4096], root[4096];
   snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
   if (lgu_read_file(path, buf, sizeof buf) <= 0) return -ENOENT;
   /* the v1 memory controller first: where it is mounted, it is the one that limits */
   for (int v = 1; v <= 2; v++) {
-    if (lgs_cg_path(buf, v, cg, sizeof cg) != 0) continue;
-    if (lgs_cg_find_mount(v, mnt, sizeof mnt, root, sizeof root) == 0 /* as the collector sees it: it opens the paths */
-        && lgs_cg_join(out, n, mnt, root, cg) == 0)
+    if (lgsm_cg_path(buf, v, cg, sizeof cg) != 0) continue;
+    if (lgsm_cg_find_mount(v, mnt, sizeof mnt, root, sizeof root) ==
+            0 /* as the collector sees it: it opens the paths */
+        && lgsm_cg_join(out, n, mnt, root, cg) == 0)
       return v;
     /* no mountinfo to read: the usual mount points (hybrid hierarchies mount cgroup2
      * under unified/) */
     if (v == 1) snprintf(out, n, "/sys/fs/cgroup/memory%s", cg);
     else {
       snprintf(out, n, "/sys/fs/cgroup%s", cg);
-      if (lgs_cgroup_version(out) != 2) snprintf(out, n, "/sys/fs/cgroup/unified%s", cg);
+      if (lgsm_cgroup_version(out) != 2) snprintf(out, n, "/sys/fs/cgroup/unified%s", cg);
     }
     return v;
   }
   return -ENOENT;
 }
 
-uint64_t lgs_proc_cgroup_limit(int pid) {
+uint64_t lgsm_proc_cgroup_limit(int pid) {
   char dir[4200];
-  lgs_cg_sample_t s;
-  int v = lgs_proc_cgroup_dir(pid, dir, sizeof dir);
-  if (v < 0 || lgs_cgroup_version(dir) != v || lgs_cgroup_read(dir, v, &s) != 0) return 0;
+  lgsm_cg_sample_t s;
+  int v = lgsm_proc_cgroup_dir(pid, dir, sizeof dir);
+  if (v < 0 || lgsm_cgroup_version(dir) != v || lgsm_cgroup_read(dir, v, &s) != 0) return 0;
   return s.limit;
 }
 
-int lgs_meminfo(uint64_t *total, uint64_t *avail) {
+int lgsm_meminfo(uint64_t *total, uint64_t *avail) {
   char buf[8192];
   long r = lgu_read_file("/proc/meminfo", buf, sizeof buf);
   if (r <= 0) return r < 0 ? (int)r : -EIO;
@@ -226,7 +227,7 @@ typedef struct {
 #define NVML_SUCCESS 0
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 
-struct lgs_nvml {
+struct lgsm_nvml {
   void *lib;
   int (*init)(void);
   int (*shutdown)(void);
@@ -236,10 +237,10 @@ struct lgs_nvml {
   int (*procs)(nvml_dev_t, unsigned *, nvml_proc_v1_t *);
   const char *(*errstr)(int);
   int ndev;
-  nvml_dev_t dev[LGS_GPU_MAX];
+  nvml_dev_t dev[LGSM_GPU_MAX];
 };
 
-lgs_nvml_t *lgs_nvml_open(char *why, size_t whylen) {
+lgsm_nvml_t *lgsm_nvml_open(char *why, size_t whylen) {
   const char *name = getenv(LG_ENV_NVML); /* tests: a stand-in library */
   if (!name || !*name) name = "libnvidia-ml.so.1";
   void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
@@ -248,7 +249,7 @@ lgs_nvml_t *lgs_nvml_open(char *why, size_t whylen) {
     snprintf(why, whylen, "GPU source off: %s not found (no NVIDIA driver)", name);
     return NULL;
   }
-  lgs_nvml_t *n = calloc(1, sizeof *n);
+  lgsm_nvml_t *n = calloc(1, sizeof *n);
   if (!n) {
     dlclose(lib);
     snprintf(why, whylen, "GPU source off: out of memory");
@@ -277,19 +278,19 @@ lgs_nvml_t *lgs_nvml_open(char *why, size_t whylen) {
   }
   unsigned c = 0;
   if (n->count(&c) != NVML_SUCCESS) c = 0;
-  for (unsigned i = 0; i < c && n->ndev < LGS_GPU_MAX; i++)
+  for (unsigned i = 0; i < c && n->ndev < LGSM_GPU_MAX; i++)
     if (n->handle(i, &n->dev[n->ndev]) == NVML_SUCCESS) n->ndev++;
   if (!n->ndev) {
     snprintf(why, whylen, "GPU source off: NVML found no GPU");
-    lgs_nvml_close(n);
+    lgsm_nvml_close(n);
     return NULL;
   }
   return n;
 }
 
-int lgs_nvml_count(const lgs_nvml_t *n) { return n ? n->ndev : 0; }
+int lgsm_nvml_count(const lgsm_nvml_t *n) { return n ? n->ndev : 0; }
 
-int lgs_nvml_mem(lgs_nvml_t *n, int i, uint64_t *used, uint64_t *total) {
+int lgsm_nvml_mem(lgsm_nvml_t *n, int i, uint64_t *used, uint64_t *total) {
   nvml_memory_t m;
   if (!n || i < 0 || i >= n->ndev || n->mem(n->dev[i], &m) != NVML_SUCCESS) return -1;
   *used = m.used;
@@ -297,7 +298,7 @@ int lgs_nvml_mem(lgs_nvml_t *n, int i, uint64_t *used, uint64_t *total) {
   return 0;
 }
 
-int lgs_nvml_procs(lgs_nvml_t *n, int i, void (*cb)(void *arg, int pid, uint64_t bytes), void *arg) {
+int lgsm_nvml_procs(lgsm_nvml_t *n, int i, void (*cb)(void *arg, int pid, uint64_t bytes), void *arg) {
   if (!n || !n->procs || i < 0 || i >= n->ndev) return -1;
   nvml_proc_v1_t p[128];
   unsigned c = 128;
@@ -308,7 +309,7 @@ int lgs_nvml_procs(lgs_nvml_t *n, int i, void (*cb)(void *arg, int pid, uint64_t
   return (int)c;
 }
 
-void lgs_nvml_close(lgs_nvml_t *n) {
+void lgsm_nvml_close(lgsm_nvml_t *n) {
   if (!n) return;
   n->shutdown();
   dlclose(n->lib);

@@ -25,7 +25,7 @@
 void lgg_config_defaults(lgg_config_t *c) {
   memset(c, 0, sizeof *c);
   c->interval_s = 0.1;
-  c->memory = LGS_MEM_RSS;
+  c->memory = LGSM_MEM_RSS;
   c->scan_interval_s = 1.0;
   c->gpu_interval_s = 0.5;
   c->gpu = -1;
@@ -241,8 +241,8 @@ static int handler(void *user, const char *section, const char *name, const char
       if (parse_bool(value, &b)) return fail(x, "dry_run: '%s' is not true or false", value);
       c->dry_run = b;
     } else if (KEY("memory")) {
-      if (!strcmp(value, "rss")) c->memory = LGS_MEM_RSS;
-      else if (!strcmp(value, "pss")) c->memory = LGS_MEM_PSS;
+      if (!strcmp(value, "rss")) c->memory = LGSM_MEM_RSS;
+      else if (!strcmp(value, "pss")) c->memory = LGSM_MEM_PSS;
       else return fail(x, "memory: '%s' is not rss or pss", value);
     } else if (KEY("log")) {
       if (setstr(&c->log_path, value)) return fail(x, "out of memory");

@@ -73,7 +73,7 @@ int lgg_new(const lgg_options_t *o, lgg_guard_t **out, char *why, size_t whylen)
   g->last_gpu = -1e9;
   for (int k = 0; k < LGG_NLEVELS; k++) g->last_act[k] = -1e9;
   uint64_t avail;
-  if (lgs_meminfo(&g->memtotal, &avail) != 0) g->memtotal = 1ULL << 40;
+  if (lgsm_meminfo(&g->memtotal, &avail) != 0) g->memtotal = 1ULL << 40;
   /* our ancestors are never victims */
   for (int pid = getpid(); pid > 1 && g->nancestors < 32;) {
     g->ancestors[g->nancestors++] = pid;
@@ -112,7 +112,7 @@ static void event_watch(lgg_guard_t *g, const source_t *s) {
 }
 
 int lgg_watch_pid(lgg_guard_t *g, int pid) {
-  if (pid <= 0 || lgs_proc_mem(pid, LGS_MEM_RSS) < 0) return -ESRCH;
+  if (pid <= 0 || lgsm_proc_mem(pid, LGSM_MEM_RSS) < 0) return -ESRCH;
   for (int i = 0; i < g->npids; i++)
     if (g->pids[i] == pid) return 0;
   if (g->npids == g->cappids) {
@@ -137,7 +137,7 @@ int lgg_watch_pid(lgg_guard_t *g, int pid) {
 }
 
 int lgg_watch_cgroup(lgg_guard_t *g, const char *path, char *why, size_t whylen) {
-  int v = lgs_cgroup_version(path);
+  int v = lgsm_cgroup_version(path);
   if (v == -ENOENT) {
     snprintf(why, whylen, "cgroup %s: no such directory", path);
     return v;
@@ -146,8 +146,8 @@ int lgg_watch_cgroup(lgg_guard_t *g, const char *path, char *why, size_t whylen)
     snprintf(why, whylen, "cgroup %s: not a memory cgroup (no memory.current or memory.usage_in_bytes)", path);
     return v;
   }
-  lgs_cg_sample_t cs;
-  int rc = lgs_cgroup_read(path, v, &cs);
+  lgsm_cg_sample_t cs;
+  int rc = lgsm_cgroup_read(path, v, &cs);
   if (rc) {
     snprintf(why, whylen, "cgroup %s: cannot read: %s", path, strerror(-rc));
     return rc;
@@ -205,7 +205,7 @@ static void read_error(lgg_guard_t *g, source_t *s, int err) {
 static int sample(lgg_guard_t *g, source_t *s, double t) {
   char buf[512];
   if (s->kind == SRC_CGROUP) {
-    int rc = lgs_cgroup_read(s->path, s->version, &s->cg);
+    int rc = lgsm_cgroup_read(s->path, s->version, &s->cg);
     if (rc == -ENOENT || rc == -ENODEV) {
       lgg_event_source_lost(g, s, "cgroup removed");
       return -1;
@@ -227,7 +227,7 @@ static int sample(lgg_guard_t *g, source_t *s, double t) {
       g->pids_limit_t = t;
       uint64_t lim = 0;
       for (int i = 0; i < g->npids; i++) {
-        uint64_t l = lgs_proc_cgroup_limit(g->pids[i]);
+        uint64_t l = lgsm_proc_cgroup_limit(g->pids[i]);
         if (l && (!lim || l < lim)) lim = l;
       }
       g->pids_limit = lim && lim < g->memtotal ? lim : g->memtotal;
@@ -236,7 +236,7 @@ static int sample(lgg_guard_t *g, source_t *s, double t) {
     s->psi_full = s->psi_some = -1;
   } else if (s->kind == SRC_SYSTEM) {
     uint64_t total, avail;
-    int rc = lgs_meminfo(&total, &avail);
+    int rc = lgsm_meminfo(&total, &avail);
     if (rc) {
       read_error(g, s, -rc);
       return -1;
@@ -244,7 +244,7 @@ static int sample(lgg_guard_t *g, source_t *s, double t) {
     s->usage = (double)(total - (avail < total ? avail : total));
     s->limit = (double)total;
     s->psi_full = s->psi_some = -1;
-    if (lgu_read_file("/proc/pressure/memory", buf, sizeof buf) > 0) lgs_psi_parse(buf, &s->psi_some, &s->psi_full);
+    if (lgu_read_file("/proc/pressure/memory", buf, sizeof buf) > 0) lgsm_psi_parse(buf, &s->psi_some, &s->psi_full);
   } else if (s->kind == SRC_GPU_REC) {
     /* no NVML: the recorded processes' device memory against the device's */
     if (lgg_regions_gpu(g->regions, s->gpu, &s->gpu_used, &s->gpu_total) != 0 || !s->gpu_total) return -1;
@@ -252,7 +252,7 @@ static int sample(lgg_guard_t *g, source_t *s, double t) {
     s->limit = (double)s->gpu_total;
     s->psi_full = s->psi_some = -1;
   } else if (s->kind == SRC_GPU) {
-    if (lgs_nvml_mem(g->nvml, s->gpu, &s->gpu_used, &s->gpu_total) != 0 || !s->gpu_total) {
+    if (lgsm_nvml_mem(g->nvml, s->gpu, &s->gpu_used, &s->gpu_total) != 0 || !s->gpu_total) {
       read_error(g, s, EIO);
       return -1;
     }
@@ -303,7 +303,7 @@ int lgg_tick(lgg_guard_t *g, double t) {
     if (g->cfg.gpu != 0 && !g->gpu_tried) {
       g->gpu_tried = 1;
       char why[320];
-      g->nvml = lgs_nvml_open(why, sizeof why);
+      g->nvml = lgsm_nvml_open(why, sizeof why);
       if (!g->nvml) {
         cJSON *j = lgg_jbegin("source_off");
         cJSON_AddStringToObject(j, "source", "gpu");
@@ -311,7 +311,7 @@ int lgg_tick(lgg_guard_t *g, double t) {
         lgg_jend(g, j);
         lgu_err("guard: %s", why);
       } else {
-        for (int i = 0; i < lgs_nvml_count(g->nvml); i++) {
+        for (int i = 0; i < lgsm_nvml_count(g->nvml); i++) {
           char name[32];
           snprintf(name, sizeof name, "gpu%d", i);
           source_t *s = add_source(g, SRC_GPU, name);
@@ -344,7 +344,7 @@ int lgg_tick(lgg_guard_t *g, double t) {
   if (g->nvml && t - g->last_gpu >= g->cfg.gpu_interval_s) {
     g->last_gpu = t;
     for (int i = 0; i < g->nprocs; i++) g->procs[i].gpu = 0;
-    for (int i = 0; i < lgs_nvml_count(g->nvml); i++) lgs_nvml_procs(g->nvml, i, lgg_gpu_proc_cb, g);
+    for (int i = 0; i < lgsm_nvml_count(g->nvml); i++) lgsm_nvml_procs(g->nvml, i, lgg_gpu_proc_cb, g);
   }
   int lvl = 0, any = 0;
   for (int i = 0; i < g->nsrc; i++) {
@@ -464,7 +464,7 @@ void lgg_export(lgg_guard_t *g, lgx_registry_t *r) {
   int has_sys = 0;
   for (int i = 0; i < g->nsrc; i++) has_sys |= g->src[i].kind == SRC_SYSTEM && g->src[i].alive;
   if (!has_sys && lgu_read_file("/proc/pressure/memory", buf, sizeof buf) > 0 &&
-      lgs_psi_parse(buf, &some, &full) == 0) {
+      lgsm_psi_parse(buf, &some, &full) == 0) {
     const char *ls[] = {"scope", "system", "kind", "some", NULL};
     lgx_set_m(r, LGX_MEMORY_PRESSURE, ls, some);
     if (full >= 0) {
@@ -485,7 +485,7 @@ void lgg_free(lgg_guard_t *g) {
   for (int i = 0; i < g->nchildren; i++) waitpid(g->children[i], NULL, WNOHANG);
   if (g->own_log) fclose(g->log);
   lgg_regions_free(g->regions);
-  lgs_nvml_close(g->nvml);
+  lgsm_nvml_close(g->nvml);
   free(g->pids);
   free(g->procs);
   lgg_config_free(&g->cfg);

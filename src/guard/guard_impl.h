@@ -73,7 +73,7 @@ typedef struct lgg_actions_cfg {
 typedef struct lgg_config {
   double interval_s;
   int dry_run;
-  int memory;             /* LGS_MEM_* (core/sysmem.h) */
+  int memory;             /* LGSM_MEM_* (core/sysmem.h) */
   char *log_path;         /* event log, NULL: none ("-" = stdout) */
   double scan_interval_s; /* rescan for recorder regions */
   double gpu_interval_s;
@@ -155,7 +155,7 @@ typedef struct source {
   char *path;
   char name[256];
   lgg_levels_t lv;
-  lgs_cg_sample_t cg;
+  lgsm_cg_sample_t cg;
   double usage, limit, psi_full, psi_some;
   uint64_t gpu_used, gpu_total;
   int high_set;       /* memory.high lowered by us */
@@ -180,7 +180,7 @@ struct lgg_guard {
   int nprocs, capprocs, seen;
   lgg_regions_t *regions;
   double last_scan;
-  lgs_nvml_t *nvml;
+  lgsm_nvml_t *nvml;
   int gpu_tried;
   double last_gpu;
   int level, published, ticked;

@@ -111,7 +111,7 @@ void lgg_refresh_procs(lgg_guard_t *g, double t) {
     if (!s->alive) continue;
     if (s->kind == SRC_CGROUP) {
       int *pids = NULL;
-      long n = lgs_cgroup_pids(s->path, &pids);
+      long n = lgsm_cgroup_pids(s->path, &pids);
       for (long k = 0; k < n; k++) proc_mark(g, pids[k], si, &added, &nadded, &capadded);
       free(pids);
     } else if (s->kind == SRC_SYSTEM) {
@@ -148,7 +148,7 @@ void lgg_refresh_procs(lgg_guard_t *g, double t) {
   w = 0;
   for (int i = 0; i < g->nprocs; i++) {
     proc_t *p = &g->procs[i];
-    int64_t m = lgs_proc_mem(p->pid, g->cfg.memory);
+    int64_t m = lgsm_proc_mem(p->pid, g->cfg.memory);
     if (m < 0) continue; /* exited: dropped */
     p->mem = m;
     growth_update(g, p, t);

@@ -77,14 +77,14 @@ static int write_str(const char *dir, const char *file, const char *s) {
 static int find_path(int v, char *out, size_t size) {
   char buf[8192];
   if (read_small("/proc/self/cgroup", buf, sizeof buf) <= 0) return -1;
-  return lgs_cg_path(buf, v, out, size);
+  return lgsm_cg_path(buf, v, out, size);
 }
 
 static int v2_delegates(const char *dir) {
   char path[PATH_MAX + 32], buf[512];
   snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
   int n = read_small(path, buf, sizeof buf);
-  return n > 0 && lgs_cg_has_word(buf, (size_t)n, "memory");
+  return n > 0 && lgsm_cg_has_word(buf, (size_t)n, "memory");
 }
 
 /* Removes the children's cgroups that processes which died without their exit handler
@@ -142,12 +142,12 @@ static void find_parent(void) {
     return;
   }
   /* cgroup2 with the memory controller delegated below this process's cgroup */
-  if (lgs_cg_find_mount(2, mnt, sizeof mnt, root, sizeof root) == 0 && find_path(2, path, sizeof path) == 0 &&
-      lgs_cg_join(dir, sizeof dir, mnt, root, path) == 0) {
+  if (lgsm_cg_find_mount(2, mnt, sizeof mnt, root, sizeof root) == 0 && find_path(2, path, sizeof path) == 0 &&
+      lgsm_cg_join(dir, sizeof dir, mnt, root, path) == 0) {
     char ctl[PATH_MAX + 32], buf[512];
     snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", dir);
     int n = read_small(ctl, buf, sizeof buf);
-    if (n > 0 && lgs_cg_has_word(buf, (size_t)n, "memory")) {
+    if (n > 0 && lgsm_cg_has_word(buf, (size_t)n, "memory")) {
       if (v2_delegates(dir)) {
         use_dir(2, dir);
         return;
@@ -157,8 +157,8 @@ static void find_parent(void) {
     }
   }
   /* the v1 memory hierarchy */
-  if (lgs_cg_find_mount(1, mnt, sizeof mnt, root, sizeof root) == 0 && find_path(1, path, sizeof path) == 0 &&
-      lgs_cg_join(dir, sizeof dir, mnt, root, path) == 0) {
+  if (lgsm_cg_find_mount(1, mnt, sizeof mnt, root, sizeof root) == 0 && find_path(1, path, sizeof path) == 0 &&
+      lgsm_cg_join(dir, sizeof dir, mnt, root, path) == 0) {
     char probe[PATH_MAX + 32];
     snprintf(probe, sizeof probe, "%s/memory.limit_in_bytes", dir);
     if (access(probe, F_OK) == 0) {

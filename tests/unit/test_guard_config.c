@@ -49,7 +49,7 @@ static void full_config(void **st) {
                   "[emergency]\nactions = log,exec,kill\ncommand = logger \"oom soon\"\nrepeat = 500ms\n"
                   "[kill]\ngrace = 3\nfallback = none\nmin_growth = 1M\n";
   assert_int_equal(load(t, &c, why, sizeof why), 0);
-  assert_true(c.interval_s == 0.05 && c.dry_run == 1 && c.memory == LGS_MEM_PSS);
+  assert_true(c.interval_s == 0.05 && c.dry_run == 1 && c.memory == LGSM_MEM_PSS);
   assert_true(c.limit == 2ULL << 30);
   assert_true(c.lv.thr[1] == 0.6 && c.lv.thr[2] == 0.8 && c.lv.thr[3] == 0.9);
   assert_true(c.lv.window_s == 60 && c.lv.min_dwell_s == 2 && c.lv.horizon_s[3] == 0 && c.lv.psi[3] == 60);
@@ -165,24 +165,24 @@ static void cgroup_v2_fixture(void **st) {
   put(dir, "memory.pressure",
       "some avg10=1.50 avg60=0.20 avg300=0.00 total=1234\nfull avg10=0.75 avg60=0.10 avg300=0.00 total=99\n");
   put(dir, "cgroup.procs", "12\n34\n");
-  assert_int_equal(lgs_cgroup_version(dir), 2);
-  lgs_cg_sample_t s;
-  assert_int_equal(lgs_cgroup_read(dir, 2, &s), 0);
+  assert_int_equal(lgsm_cgroup_version(dir), 2);
+  lgsm_cg_sample_t s;
+  assert_int_equal(lgsm_cgroup_read(dir, 2, &s), 0);
   assert_true(s.usage == 209715200 && s.limit == 268435456 && s.high == 0);
   assert_true(s.working_set == 209715200 - 40000000);
   assert_true(s.anon == 150000000 && s.file == 50000000);
   assert_true(s.oom_kill == 1 && s.oom == 2 && s.high_events == 3 && s.max_events == 7);
   assert_true(s.psi_some10 == 1.5 && s.psi_full10 == 0.75);
   int *pids = NULL;
-  assert_int_equal(lgs_cgroup_pids(dir, &pids), 2);
+  assert_int_equal(lgsm_cgroup_pids(dir, &pids), 2);
   assert_true(pids[0] == 12 && pids[1] == 34);
   free(pids);
   /* the cgroup disappears */
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   assert_int_equal(system(cmd), 0);
-  assert_int_equal(lgs_cgroup_read(dir, 2, &s), -ENOENT);
-  assert_int_equal(lgs_cgroup_version(dir), -ENOENT);
+  assert_int_equal(lgsm_cgroup_read(dir, 2, &s), -ENOENT);
+  assert_int_equal(lgsm_cgroup_version(dir), -ENOENT);
 }
 
 static void cgroup_v1_fixture(void **st) {
@@ -196,9 +196,9 @@ static void cgroup_v1_fixture(void **st) {
       "total_inactive_file 10485760\nhierarchical_memory_limit 268435456\n");
   put(dir, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 4\n");
   put(dir, "memory.failcnt", "9\n");
-  assert_int_equal(lgs_cgroup_version(dir), 1);
-  lgs_cg_sample_t s;
-  assert_int_equal(lgs_cgroup_read(dir, 1, &s), 0);
+  assert_int_equal(lgsm_cgroup_version(dir), 1);
+  lgsm_cg_sample_t s;
+  assert_int_equal(lgsm_cgroup_read(dir, 1, &s), 0);
   assert_true(s.usage == 104857600);
   assert_true(s.limit == 268435456); /* from the ancestor (hierarchical) */
   assert_true(s.working_set == 104857600 - 10485760);
@@ -206,7 +206,7 @@ static void cgroup_v1_fixture(void **st) {
   assert_true(s.psi_some10 < 0 && s.psi_full10 < 0);
   /* unreadable file (not a number) */
   put(dir, "memory.usage_in_bytes", "garbage\n");
-  assert_int_equal(lgs_cgroup_read(dir, 1, &s), -EINVAL);
+  assert_int_equal(lgsm_cgroup_read(dir, 1, &s), -EINVAL);
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   assert_int_equal(system(cmd), 0);
@@ -215,14 +215,14 @@ static void cgroup_v1_fixture(void **st) {
 static void psi_and_proc(void **st) {
   (void)st;
   double some, full;
-  assert_int_equal(lgs_psi_parse("some avg10=12.34 avg60=1 avg300=0 total=5\n", &some, &full), 0);
+  assert_int_equal(lgsm_psi_parse("some avg10=12.34 avg60=1 avg300=0 total=5\n", &some, &full), 0);
   assert_true(some == 12.34 && full < 0);
-  assert_int_equal(lgs_psi_parse("garbage", &some, &full), -EINVAL);
-  assert_true(lgs_proc_mem(getpid(), LGS_MEM_RSS) > 0);
-  assert_true(lgs_proc_mem(getpid(), LGS_MEM_PSS) > 0);
-  assert_true(lgs_proc_mem(0x7ffffff0, LGS_MEM_RSS) < 0);
+  assert_int_equal(lgsm_psi_parse("garbage", &some, &full), -EINVAL);
+  assert_true(lgsm_proc_mem(getpid(), LGSM_MEM_RSS) > 0);
+  assert_true(lgsm_proc_mem(getpid(), LGSM_MEM_PSS) > 0);
+  assert_true(lgsm_proc_mem(0x7ffffff0, LGSM_MEM_RSS) < 0);
   uint64_t t, a;
-  assert_int_equal(lgs_meminfo(&t, &a), 0);
+  assert_int_equal(lgsm_meminfo(&t, &a), 0);
   assert_true(t > 0 && a <= t);
 }
 

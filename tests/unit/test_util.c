@@ -407,36 +407,36 @@ static void test_cgroup_paths(void **state) {
   char out[256], mnt[256], root[256];
   /* hybrid: v1 memory controller beside cgroup2 */
   const char *hybrid = "12:cpuset:/\n11:memory,hugetlb:/user.slice/job-7\n10:pids:/x\n0::/user.slice/job-7\n";
-  assert_int_equal(lgs_cg_path(hybrid, 1, out, sizeof out), 0);
+  assert_int_equal(lgsm_cg_path(hybrid, 1, out, sizeof out), 0);
   assert_string_equal(out, "/user.slice/job-7");
-  assert_int_equal(lgs_cg_path(hybrid, 2, out, sizeof out), 0);
+  assert_int_equal(lgsm_cg_path(hybrid, 2, out, sizeof out), 0);
   assert_string_equal(out, "/user.slice/job-7");
   /* "memory" must be a whole controller name, not a part of one */
-  assert_int_equal(lgs_cg_path("5:nomemory:/a\n0::/b", 1, out, sizeof out), -1);
-  assert_int_equal(lgs_cg_path("5:memory:/a", 2, out, sizeof out), -1);
-  assert_int_equal(lgs_cg_path("0::/last-line-without-newline", 2, out, sizeof out), 0);
+  assert_int_equal(lgsm_cg_path("5:nomemory:/a\n0::/b", 1, out, sizeof out), -1);
+  assert_int_equal(lgsm_cg_path("5:memory:/a", 2, out, sizeof out), -1);
+  assert_int_equal(lgsm_cg_path("0::/last-line-without-newline", 2, out, sizeof out), 0);
   assert_string_equal(out, "/last-line-without-newline");
-  assert_int_equal(lgs_cg_path("", 2, out, sizeof out), -1);
+  assert_int_equal(lgsm_cg_path("", 2, out, sizeof out), -1);
   /* mountinfo: cgroup2 at /sys/fs/cgroup of a container whose cgroup root is /kubepods/pod1 */
   const char *v2 = "35 24 0:30 /kubepods/pod1 /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
-  assert_int_equal(lgs_cg_mount(v2, 1, mnt, sizeof mnt, root, sizeof root), -1);
-  assert_int_equal(lgs_cg_mount(v2, 2, mnt, sizeof mnt, root, sizeof root), 0);
+  assert_int_equal(lgsm_cg_mount(v2, 1, mnt, sizeof mnt, root, sizeof root), -1);
+  assert_int_equal(lgsm_cg_mount(v2, 2, mnt, sizeof mnt, root, sizeof root), 0);
   assert_string_equal(mnt, "/sys/fs/cgroup");
   assert_string_equal(root, "/kubepods/pod1");
   const char *v1 = "40 30 0:35 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
-  assert_int_equal(lgs_cg_mount(v1, 1, mnt, sizeof mnt, root, sizeof root), 0);
+  assert_int_equal(lgsm_cg_mount(v1, 1, mnt, sizeof mnt, root, sizeof root), 0);
   assert_string_equal(mnt, "/sys/fs/cgroup/memory");
-  assert_int_equal(lgs_cg_mount("41 30 0:36 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n", 1, mnt, sizeof mnt, root,
-                                sizeof root),
+  assert_int_equal(lgsm_cg_mount("41 30 0:36 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n", 1, mnt, sizeof mnt,
+                                 root, sizeof root),
                    -1);
   /* the path less the mount's root; a path outside it as it is; the root itself */
-  assert_int_equal(lgs_cg_join(out, sizeof out, "/sys/fs/cgroup", "/kubepods/pod1", "/kubepods/pod1/c2"), 0);
+  assert_int_equal(lgsm_cg_join(out, sizeof out, "/sys/fs/cgroup", "/kubepods/pod1", "/kubepods/pod1/c2"), 0);
   assert_string_equal(out, "/sys/fs/cgroup/c2");
-  assert_int_equal(lgs_cg_join(out, sizeof out, "/sys/fs/cgroup", "/kubepods/pod1", "/kubepods/pod10"), 0);
+  assert_int_equal(lgsm_cg_join(out, sizeof out, "/sys/fs/cgroup", "/kubepods/pod1", "/kubepods/pod10"), 0);
   assert_string_equal(out, "/sys/fs/cgroup/kubepods/pod10");
-  assert_int_equal(lgs_cg_join(out, sizeof out, "/sys/fs/cgroup", "/", "/"), 0);
+  assert_int_equal(lgsm_cg_join(out, sizeof out, "/sys/fs/cgroup", "/", "/"), 0);
   assert_string_equal(out, "/sys/fs/cgroup");
-  assert_int_equal(lgs_cg_join(out, 8, "/sys/fs/cgroup", "/", "/a"), -1);
+  assert_int_equal(lgsm_cg_join(out, 8, "/sys/fs/cgroup", "/", "/a"), -1);
 }
 
 int main(void) {

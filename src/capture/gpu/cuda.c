@@ -135,12 +135,12 @@ static void *const export_fn[E_COUNT] = {LGC_EXPORTS(LGC_EFN)};
  * cuGetProcAddress takes a base name and a CUDA version; the driver answers the
  * newest ABI variant not newer than the version (cudaTypedefs.h: PFN_x_vNNNNN).
  * kind -1: a legacy ABI that is not wrapped. */
-typedef struct lgc_proc {
+typedef struct lgi_cuda_proc {
   const char *name;
   int ver;
   signed char kind;
-} lgc_proc_t;
-static const lgc_proc_t procs[] = {
+} lgi_cuda_proc_t;
+static const lgi_cuda_proc_t procs[] = {
     {"cuGetProcAddress", 11030, K_GETPROC1},
     {"cuGetProcAddress", 12000, K_GETPROC2},
     {"cuMemAlloc", 2000, -1},
