@@ -28,6 +28,7 @@
 #include "cli/services.h"
 #include "cli/target.h"
 #include "collector/collector.h"
+#include "core/sysmem.h"
 #include "core/util.h"
 #include "cli/final_report.h"
 #include "findings/report.h"
@@ -156,7 +157,7 @@ static int run_target(run_opts_t *o, char **targv) {
     return rc;
   }
   const char *limit_source = "--limit";
-  uint64_t limit = o->limit ? o->limit : lgu_memory_limit(&limit_source);
+  uint64_t limit = o->limit ? o->limit : lgsm_memory_limit(&limit_source);
 
   snprintf(r.dir, sizeof r.dir, "/tmp/leakguard-XXXXXX");
   if (!mkdtemp(r.dir)) {

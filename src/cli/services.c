@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "core/sysmem.h"
 #include "core/util.h"
 
 int lgcli_services_start(const char *cmd, int guard, const char *guard_config, int guard_dry_run, const char *metrics,
@@ -26,7 +27,7 @@ int lgcli_services_start(const char *cmd, int guard, const char *guard_config, i
       }
     } else {
       lgg_watch_system(s->guard);
-      if (lgu_memory_cgroup(cg, sizeof cg) == 0 && lgg_watch_cgroup(s->guard, cg, why, sizeof why) != 0)
+      if (lgsm_memory_cgroup(cg, sizeof cg) == 0 && lgg_watch_cgroup(s->guard, cg, why, sizeof why) != 0)
         lgu_err("%s: --guard: not watching leakguard's cgroup: %s", cmd, why);
     }
   }

@@ -17,6 +17,7 @@
 #include "core/model.h"
 #include "core/nvml.h"
 #include "core/symbolize.h"
+#include "core/sysmem.h"
 #include "core/util.h"
 #include "findings/report.h"
 

@@ -180,7 +180,7 @@ void lgc_live_tick(lgc_collector_t *c, uint64_t now) {
       lgc_sites_tick(&p->sites, t, (double)atomic_load(&p->m.hdr->steps), p->m.sites, p->m.nsites);
       p->last_tick_ns = now;
     }
-    double headroom = c->limit > lgu_memory_usage() ? (double)(c->limit - lgu_memory_usage()) : 0;
+    double headroom = c->limit > lgsm_memory_usage() ? (double)(c->limit - lgsm_memory_usage()) : 0;
     if (lgc_sites_analyse(&p->sites, t, (double)p->m.live_bytes, headroom) > 0)
       for (int gi = 0; gi < p->sites.n; gi++)
         if (p->sites.g[gi].growing && p->sites.g[gi].flag_t == t) store_flags(c, p, &p->sites.g[gi], gi);
@@ -391,7 +391,7 @@ void lgc_live_update(lgc_collector_t *c, double elapsed) {
     write_suspects(c, p, elapsed, sus);
     request_explain(c, p, lgu_now_ns(), 0);
   }
-  uint64_t usage = c->limit_given ? (uint64_t)fr.rss_bytes : lgu_memory_usage();
+  uint64_t usage = c->limit_given ? (uint64_t)fr.rss_bytes : lgsm_memory_usage();
   fr.usage = usage;
   if (c->view) lgv_draw(c->view, &fr);
   if (c->reg) publish_metrics(c, &fr, usage);

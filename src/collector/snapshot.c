@@ -287,7 +287,7 @@ void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
       if (!c->procs[i]->m.ended) usage += c->procs[i]->m.rss_bytes;
     if (usage < m->rss_bytes) usage = m->rss_bytes;
   } else {
-    usage = lgu_memory_usage();
+    usage = lgsm_memory_usage();
   }
   /* The process began to exit (lg_exiting): from here on it frees its teardown. The
    * state is read after the counters, so the previous snapshot (state still running

@@ -315,3 +315,39 @@ void lgsm_nvml_close(lgsm_nvml_t *n) {
   dlclose(n->lib);
   free(n);
 }
+
+/* ------------------------------------------------------------------ the calling process's limit */
+
+/* The calling process's memory cgroup when it sets a limit. */
+static int self_cgroup(char *dir, size_t n, lgsm_cg_sample_t *s) {
+  int v = lgsm_proc_cgroup_dir(getpid(), dir, n);
+  if (v < 0 || lgsm_cgroup_version(dir) != v || lgsm_cgroup_read(dir, v, s) != 0 || !s->limit) return -ENOENT;
+  return 0;
+}
+
+int lgsm_memory_cgroup(char *out, size_t n) {
+  lgsm_cg_sample_t s;
+  return self_cgroup(out, n, &s);
+}
+
+uint64_t lgsm_memory_limit(const char **source) {
+  uint64_t total = 0, avail = 0;
+  char dir[4200];
+  lgsm_cg_sample_t s;
+  lgsm_meminfo(&total, &avail);
+  if (self_cgroup(dir, sizeof dir, &s) == 0 && (s.limit < total || !total)) {
+    if (source) *source = "cgroup";
+    return s.limit;
+  }
+  if (source) *source = "physical";
+  return total;
+}
+
+uint64_t lgsm_memory_usage(void) {
+  uint64_t total = 0, avail = 0;
+  char dir[4200];
+  lgsm_cg_sample_t s;
+  lgsm_meminfo(&total, &avail);
+  if (self_cgroup(dir, sizeof dir, &s) == 0 && s.limit < total && s.usage) return s.usage;
+  return total > avail ? total - avail : 0;
+}

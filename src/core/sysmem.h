@@ -3,7 +3,8 @@
  * sysmem.h - the memory the system reports: memory cgroups (v2 and v1), processes
  * (/proc/PID/statm, smaps_rollup), /proc/meminfo, PSI, and GPU memory through NVML
  * (loaded with dlopen at run time). Read by the guard, the NVML timeline of `leakguard
- * run` (core/nvml.c) and the collector's memory limit (core/util.c).
+ * run` (core/nvml.c), and the memory limit of the calling process (lgsm_memory_*:
+ * the collector's limit, the guard's cgroup of `leakguard run`).
  */
 #ifndef LG_CORE_SYSMEM_H
 #define LG_CORE_SYSMEM_H
@@ -48,6 +49,16 @@ int lgsm_nvml_mem(lgsm_nvml_t *n, int i, uint64_t *used, uint64_t *total);
 /* Calls cb(pid, bytes) for each compute process on device i. */
 int lgsm_nvml_procs(lgsm_nvml_t *n, int i, void (*cb)(void *arg, int pid, uint64_t bytes), void *arg);
 void lgsm_nvml_close(lgsm_nvml_t *n);
+
+/* The memory limit that applies to processes started by us: the cgroup (v2
+ * memory.max, v1 memory.limit_in_bytes) of the calling process if it sets one, else
+ * MemTotal. *source receives "cgroup" or "physical". */
+uint64_t lgsm_memory_limit(const char **source);
+/* Directory of the calling process's memory cgroup when it sets a limit (v2
+ * memory.max or v1 memory.limit_in_bytes); 0, or -ENOENT when there is none. */
+int lgsm_memory_cgroup(char *out, size_t n);
+/* Current usage against that limit: the cgroup's usage, else MemTotal - MemAvailable. */
+uint64_t lgsm_memory_usage(void);
 
 /* Memory cgroup directory of pid (v2 "0::/path", or the v1 memory controller) into
  * out: its version (2 or 1), or -ENOENT. */

@@ -143,40 +143,6 @@ long lgu_read_file(const char *path, char *buf, size_t n) {
   return (long)got;
 }
 
-/* The calling process's memory cgroup when it sets a limit (core/sysmem.c reads it). */
-static int self_cgroup(char *dir, size_t n, lgsm_cg_sample_t *s) {
-  int v = lgsm_proc_cgroup_dir(getpid(), dir, n);
-  if (v < 0 || lgsm_cgroup_version(dir) != v || lgsm_cgroup_read(dir, v, s) != 0 || !s->limit) return -ENOENT;
-  return 0;
-}
-
-int lgu_memory_cgroup(char *out, size_t n) {
-  lgsm_cg_sample_t s;
-  return self_cgroup(out, n, &s);
-}
-
-uint64_t lgu_memory_limit(const char **source) {
-  uint64_t total = 0, avail = 0;
-  char dir[4200];
-  lgsm_cg_sample_t s;
-  lgsm_meminfo(&total, &avail);
-  if (self_cgroup(dir, sizeof dir, &s) == 0 && (s.limit < total || !total)) {
-    if (source) *source = "cgroup";
-    return s.limit;
-  }
-  if (source) *source = "physical";
-  return total;
-}
-
-uint64_t lgu_memory_usage(void) {
-  uint64_t total = 0, avail = 0;
-  char dir[4200];
-  lgsm_cg_sample_t s;
-  lgsm_meminfo(&total, &avail);
-  if (self_cgroup(dir, sizeof dir, &s) == 0 && s.limit < total && s.usage) return s.usage;
-  return total > avail ? total - avail : 0;
-}
-
 uint64_t lgu_rss_bytes(int pid) {
   char path[64], buf[256];
   snprintf(path, sizeof path, "/proc/%d/statm", pid);

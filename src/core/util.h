@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/sysmem.h" /* lgu_memory_limit, below */
+
 /* Prints "leakguard: <message>" as one line on stderr. */
 void lgu_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -26,15 +28,9 @@ int lgu_parse_double(const char *s, double *out);
 /* Parses a decimal integer within [lo, hi]. Returns 0, -EINVAL or -ERANGE. */
 int lgu_parse_long(const char *s, long lo, long hi, long *out);
 
-/* The memory limit that applies to processes started by us: the cgroup (v2
- * memory.max, v1 memory.limit_in_bytes) of the calling process if it sets one, else
- * MemTotal. *source receives "cgroup" or "physical". */
-uint64_t lgu_memory_limit(const char **source);
-/* Directory of the calling process's memory cgroup when it sets a limit (v2
- * memory.max or v1 memory.limit_in_bytes); 0, or -ENOENT when there is none. */
-int lgu_memory_cgroup(char *out, size_t n);
-/* Current usage against that limit: the cgroup's usage, else MemTotal - MemAvailable. */
-uint64_t lgu_memory_usage(void);
+/* The memory limit of the calling process: core/sysmem.h, lgsm_memory_limit. This
+ * name stays for cli/cmd_attach.c until it moves over. */
+static inline uint64_t lgu_memory_limit(const char **source) { return lgsm_memory_limit(source); }
 /* Resident set size of pid in bytes, or 0. */
 uint64_t lgu_rss_bytes(int pid);
 
