@@ -75,6 +75,8 @@ char *lgr_source_line(const char *file, int line);
 /* rank.c */
 void lgr_rank_sites(lgr_site_t *s, int n);
 int lgr_push_site(lgr_site_t **arr, int *n, int *cap, const lgr_site_t *s);
+/* qsort order of a site's lgr_stackref_t: highest peak first (sites.c, spread.c). */
+int lgr_cmp_stackref(const void *a, const void *b);
 
 /* sites.c and spread.c: the per-process analysis state. */
 /* A change of one stack's live bytes and blocks at snapshot seq. */
@@ -128,7 +130,6 @@ typedef struct pctx {
   double headroom;
 } pctx_t;
 
-int lgr_cmp_stackref(const void *a, const void *b); /* highest peak first */
 /* series.c: the detector's series from a dense per-snapshot array v: the process's life
  * until it began to exit. */
 void lgr_series_of(const pctx_t *c, const double *v, lgd_series_t *ser);

@@ -17,6 +17,14 @@ int lgr_is_minor(double growth, double rate, double size, double blocks_gained, 
   return 0;
 }
 
+/* A site's stacks, highest peak first (sites.c, spread.c). */
+int lgr_cmp_stackref(const void *a, const void *b) {
+  const lgr_stackref_t *x = a, *y = b;
+  if (x->peak_live_bytes != y->peak_live_bytes) return x->peak_live_bytes < y->peak_live_bytes ? 1 : -1;
+  if (x->live_bytes != y->live_bytes) return x->live_bytes < y->live_bytes ? 1 : -1;
+  return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
 static int cmp_strength(const void *a, const void *b) {
   const lgr_site_t *x = a, *y = b;
   if (x->strength != y->strength) return x->strength < y->strength ? 1 : -1;

@@ -40,13 +40,6 @@ static int cmp_delta(const void *a, const void *b) {
   return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-int lgr_cmp_stackref(const void *a, const void *b) {
-  const lgr_stackref_t *x = a, *y = b;
-  if (x->peak_live_bytes != y->peak_live_bytes) return x->peak_live_bytes < y->peak_live_bytes ? 1 : -1;
-  if (x->live_bytes != y->live_bytes) return x->live_bytes < y->live_bytes ? 1 : -1;
-  return (x->stack > y->stack) - (x->stack < y->stack);
-}
-
 static int load_snapshots(pctx_t *c) {
   sqlite3_stmt *st;
   if (lgr_prepare(c->db,
