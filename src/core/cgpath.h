@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cgpath.h - where a process's memory cgroup is: the parsing of /proc/PID/cgroup and
- * /proc/self/mountinfo that the collector's limit reader (core/sysmem.c) and the
+ * cgpath.h - where a process's memory cgroup is, and which of its files hold the
+ * values: the parsing of /proc/PID/cgroup and /proc/self/mountinfo, the value files
+ * and the lookup of a keyed file's line, that the collector's reader (core/sysmem.c) and the
  * isolated calls (isolate/cgroup.c, built into libleakguard_isolate.so and every
  * Python module, which link no core library) share. Header-only, on text the caller
  * read: no allocation, no stdio. libcgroup would do this, but it is a daemon's
@@ -87,6 +88,28 @@ static inline int lgsm_cg_join(char *out, size_t size, const char *mnt, const ch
   else rl = 0;
   if (strcmp(path, "/") == 0) path = "";
   return snprintf(out, size, "%s%s", mnt, path) >= (int)size ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ the values */
+
+/* The files of a memory cgroup's usage and limit, by version (v 2 or 1). */
+#define LGSM_CG_USAGE(v) ((v) == 1 ? "memory.usage_in_bytes" : "memory.current")
+#define LGSM_CG_LIMIT(v) ((v) == 1 ? "memory.limit_in_bytes" : "memory.max")
+/* The keyed file whose "oom_kill" line counts the cgroup's OOM kills (v1: kernels
+ * >= 4.13). */
+#define LGSM_CG_OOM_EVENTS(v) ((v) == 1 ? "memory.oom_control" : "memory.events")
+
+/* In the text of a keyed file ("key N" lines: memory.events, memory.stat,
+ * memory.oom_control), where the line of key goes on after the key (at the blank
+ * before its number, which strtoull skips), or NULL when no line has key. */
+static inline const char *lgsm_cg_key(const char *text, const char *key) {
+  size_t kl = strlen(key);
+  for (const char *p = text; p && *p;) {
+    if (!strncmp(p, key, kl) && (p[kl] == ' ' || p[kl] == '\t')) return p + kl;
+    p = strchr(p, '\n');
+    if (p) p++;
+  }
+  return NULL;
 }
 
 #endif

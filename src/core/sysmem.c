@@ -44,20 +44,15 @@ static int rd_u64(const char *dir, const char *file, uint64_t *out) {
 
 /* "key value" lines: value of key, or 0. */
 static uint64_t kv(const char *text, const char *key) {
-  size_t kl = strlen(key);
-  for (const char *p = text; p && *p;) {
-    if (!strncmp(p, key, kl) && (p[kl] == ' ' || p[kl] == '\t')) return strtoull(p + kl + 1, NULL, 10);
-    p = strchr(p, '\n');
-    if (p) p++;
-  }
-  return 0;
+  const char *p = lgsm_cg_key(text, key);
+  return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
 int lgsm_cgroup_version(const char *dir) {
   char p[4200];
-  snprintf(p, sizeof p, "%s/memory.current", dir);
+  snprintf(p, sizeof p, "%s/%s", dir, LGSM_CG_USAGE(2));
   if (access(p, F_OK) == 0) return 2;
-  snprintf(p, sizeof p, "%s/memory.usage_in_bytes", dir);
+  snprintf(p, sizeof p, "%s/%s", dir, LGSM_CG_USAGE(1));
   if (access(p, F_OK) == 0) return 1;
   if (access(dir, F_OK) != 0) return -errno;
   return -ENOTSUP;
@@ -78,10 +73,10 @@ int lgsm_cgroup_read(const char *dir, int version, lgsm_cg_sample_t *s) {
   char buf[8192];
   int r;
   if (version == 2) {
-    if ((r = rd_u64(dir, "memory.current", &s->usage))) return r;
-    rd_u64(dir, "memory.max", &s->limit);
+    if ((r = rd_u64(dir, LGSM_CG_USAGE(2), &s->usage))) return r;
+    rd_u64(dir, LGSM_CG_LIMIT(2), &s->limit);
     rd_u64(dir, "memory.high", &s->high);
-    if (rd(dir, "memory.events", buf, sizeof buf) > 0) {
+    if (rd(dir, LGSM_CG_OOM_EVENTS(2), buf, sizeof buf) > 0) {
       s->oom_kill = kv(buf, "oom_kill");
       s->oom = kv(buf, "oom");
       s->high_events = kv(buf, "high");
@@ -96,8 +91,8 @@ int lgsm_cgroup_read(const char *dir, int version, lgsm_cg_sample_t *s) {
     s->working_set = s->usage > inactive ? s->usage - inactive : 0;
     if (rd(dir, "memory.pressure", buf, sizeof buf) > 0) lgsm_psi_parse(buf, &s->psi_some10, &s->psi_full10);
   } else {
-    if ((r = rd_u64(dir, "memory.usage_in_bytes", &s->usage))) return r;
-    rd_u64(dir, "memory.limit_in_bytes", &s->limit);
+    if ((r = rd_u64(dir, LGSM_CG_USAGE(1), &s->usage))) return r;
+    rd_u64(dir, LGSM_CG_LIMIT(1), &s->limit);
     uint64_t inactive = 0;
     if (rd(dir, "memory.stat", buf, sizeof buf) > 0) {
       s->anon = kv(buf, "total_rss");
@@ -109,7 +104,7 @@ int lgsm_cgroup_read(const char *dir, int version, lgsm_cg_sample_t *s) {
       }
     }
     s->working_set = s->usage > inactive ? s->usage - inactive : 0;
-    if (rd(dir, "memory.oom_control", buf, sizeof buf) > 0) s->oom_kill = kv(buf, "oom_kill");
+    if (rd(dir, LGSM_CG_OOM_EVENTS(1), buf, sizeof buf) > 0) s->oom_kill = kv(buf, "oom_kill");
     uint64_t fc = 0;
     if (rd_u64(dir, "memory.failcnt", &fc) == 0) s->max_events = fc;
   }

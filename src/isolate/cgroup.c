@@ -303,7 +303,7 @@ int lgiso_cg_make(lgiso_cg_t *cg, const char *parent, size_t limit, char *why, s
 int lgiso_cg_limit(lgiso_cg_t *cg, size_t limit) {
   char num[32];
   snprintf(num, sizeof num, "%zu", limit);
-  return write_str(cg->dir, cg->v == 1 ? "memory.limit_in_bytes" : "memory.max", num);
+  return write_str(cg->dir, LGSM_CG_LIMIT(cg->v), num);
 }
 
 /* In the child, before its filter: only write and close (async-signal-safe). */
@@ -327,20 +327,12 @@ static int64_t read_num(const lgiso_cg_t *cg, const char *file, const char *key)
   snprintf(path, sizeof path, "%s/%s", cg->dir, file);
   if (read_small(path, buf, sizeof buf) <= 0) return -1;
   const char *p = buf;
-  if (key) {
-    size_t kl = strlen(key);
-    for (p = buf; (p = strstr(p, key)) != NULL; p += kl)
-      if ((p == buf || p[-1] == '\n') && p[kl] == ' ') break;
-    if (!p) return -1;
-    p += kl;
-  }
+  if (key && !(p = lgsm_cg_key(buf, key))) return -1;
   if (strncmp(p, "max", 3) == 0) return INT64_MAX;
   return strtoll(p, NULL, 10);
 }
 
-int64_t lgiso_cg_current(const lgiso_cg_t *cg) {
-  return read_num(cg, cg->v == 1 ? "memory.usage_in_bytes" : "memory.current", NULL);
-}
+int64_t lgiso_cg_current(const lgiso_cg_t *cg) { return read_num(cg, LGSM_CG_USAGE(cg->v), NULL); }
 
 int64_t lgiso_cg_peak(const lgiso_cg_t *cg) {
   return read_num(cg, cg->v == 1 ? "memory.max_usage_in_bytes" : "memory.peak", NULL);
@@ -351,9 +343,8 @@ int lgiso_cg_reset_peak(lgiso_cg_t *cg) {
 }
 
 int64_t lgiso_cg_oom_kills(const lgiso_cg_t *cg) {
-  if (cg->v == 2) return read_num(cg, "memory.events", "oom_kill");
-  int64_t k = read_num(cg, "memory.oom_control", "oom_kill"); /* kernels >= 4.13 */
-  return k >= 0 ? k : read_num(cg, "memory.failcnt", NULL);
+  int64_t k = read_num(cg, LGSM_CG_OOM_EVENTS(cg->v), "oom_kill");
+  return k >= 0 || cg->v == 2 ? k : read_num(cg, "memory.failcnt", NULL); /* v1 before 4.13: failcnt */
 }
 
 void lgiso_cg_remove(lgiso_cg_t *cg) {
