@@ -29,6 +29,7 @@
 #include "cli/target.h"
 #include "collector/collector.h"
 #include "core/util.h"
+#include "core/sysmem.h"
 #include "cli/final_report.h"
 #include "findings/report.h"
 #include "output/store.h"
@@ -300,7 +301,7 @@ static int attach(attach_opts_t *o) {
   snprintf(v, sizeof v, "attach %d", (int)o->pid);
   lgst_meta(db, "command", v);
   const char *limit_source = "physical";
-  uint64_t limit = lgu_memory_limit(&limit_source);
+  uint64_t limit = lgsm_memory_limit(&limit_source);
   lgc_options_t co = {.interval = o->interval,
                       .limit = limit,
                       .limit_source = limit_source,

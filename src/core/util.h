@@ -7,8 +7,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "core/sysmem.h" /* lgu_memory_limit, below */
-
 /* Prints "leakguard: <message>" as one line on stderr. */
 void lgu_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -28,9 +26,6 @@ int lgu_parse_double(const char *s, double *out);
 /* Parses a decimal integer within [lo, hi]. Returns 0, -EINVAL or -ERANGE. */
 int lgu_parse_long(const char *s, long lo, long hi, long *out);
 
-/* The memory limit of the calling process: core/sysmem.h, lgsm_memory_limit. This
- * name stays for cli/cmd_attach.c until it moves over. */
-static inline uint64_t lgu_memory_limit(const char **source) { return lgsm_memory_limit(source); }
 /* Resident set size of pid in bytes, or 0. */
 uint64_t lgu_rss_bytes(int pid);
 
