@@ -64,6 +64,36 @@ int lg_is_static_elf(const char *path) {
   return r;
 }
 
+/* Where the libraries are, relative to the directory of the running binary: first
+ * LG_INSTALL_REL_LIBDIR, the libdir relative to the bindir as CMake installs them (../lib
+ * for bin/ and lib/; ../lib/x86_64-linux-gnu for prefix /usr), which holds under any
+ * --prefix or DESTDIR; then build/lib beside build/bin in the build tree, and the usual
+ * other libdirs. */
+static const char *const lib_rel[] = {LG_INSTALL_REL_LIBDIR, "../lib", "../lib/x86_64-linux-gnu", "../lib64"};
+
+/* The directory of the running binary, or -ENOENT. */
+static int self_dir(char *out, size_t n) {
+  ssize_t k = readlink("/proc/self/exe", out, n - 1);
+  if (k <= 0) return -ENOENT;
+  out[k] = 0;
+  char *slash = strrchr(out, '/');
+  if (!slash) return -ENOENT;
+  *slash = 0;
+  return 0;
+}
+
+/* out = dir/rel/name if it is readable, canonical when realpath can make it so. */
+static int found(char *out, size_t n, const char *dir, const char *rel, const char *name) {
+  snprintf(out, n, "%s/%s/%s", dir, rel, name);
+  if (access(out, R_OK) != 0) return 0;
+  char *r = realpath(out, NULL);
+  if (r) {
+    snprintf(out, n, "%s", r);
+    free(r);
+  }
+  return 1;
+}
+
 int lg_find_library(char *out, size_t n) {
   const char *env = getenv(LG_ENV_LIBRARY);
   if (env && *env) {
@@ -71,54 +101,32 @@ int lg_find_library(char *out, size_t n) {
     return access(out, R_OK) == 0 ? 0 : -ENOENT;
   }
   char self[PATH_MAX];
-  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (k > 0) {
-    self[k] = 0;
-    char *slash = strrchr(self, '/');
-    if (slash) {
-      *slash = 0;
-      const char *rel[] = {"../lib/libleakguard.so", "../lib/x86_64-linux-gnu/libleakguard.so",
-                           "../lib64/libleakguard.so", "libleakguard.so"};
-      for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
-        snprintf(out, n, "%s/%s", self, rel[i]);
-        if (access(out, R_OK) == 0) {
-          char *r = realpath(out, NULL);
-          if (r) {
-            snprintf(out, n, "%s", r);
-            free(r);
-          }
-          return 0;
-        }
-      }
-    }
+  if (self_dir(self, sizeof self) == 0) {
+    for (size_t i = 0; i < sizeof lib_rel / sizeof *lib_rel; i++)
+      if (found(out, n, self, lib_rel[i], "libleakguard.so")) return 0;
+    if (found(out, n, self, ".", "libleakguard.so")) return 0;
   }
-  snprintf(out, n, "%s/libleakguard.so", LG_INSTALL_LIBDIR);
-  if (access(out, R_OK) == 0) return 0;
-  snprintf(out, n, "%s/libleakguard.so", LG_BUILD_LIBDIR);
-  if (access(out, R_OK) == 0) return 0;
+  if (found(out, n, LG_INSTALL_LIBDIR, ".", "libleakguard.so")) return 0;
+  if (found(out, n, LG_BUILD_LIBDIR, ".", "libleakguard.so")) return 0;
   return -ENOENT;
 }
 
-/* The directory with the `leakguard` Python module and its sitecustomize hook:
- * next to the binary in the build tree, or the installed one. */
+/* The directory with the `leakguard` Python module and its sitecustomize hook: build/python
+ * in the build tree, LIBDIR/leakguard/python installed (found as the library is). */
 int lg_find_python_dir(char *out, size_t n) {
-  char self[PATH_MAX];
-  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (k <= 0) return -ENOENT;
-  self[k] = 0;
-  char *slash = strrchr(self, '/');
-  if (!slash) return -ENOENT;
-  *slash = 0;
-  const char *rel[] = {"../python", "../lib/leakguard/python", "../lib/x86_64-linux-gnu/leakguard/python",
-                       "../lib64/leakguard/python"};
-  for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
-    snprintf(out, n, "%s/%s/sitecustomize.py", self, rel[i]);
-    if (access(out, R_OK) == 0) {
-      snprintf(out, n, "%s/%s", self, rel[i]);
-      return 0;
+  char self[PATH_MAX], rel[PATH_MAX];
+  if (self_dir(self, sizeof self) == 0) {
+    if (found(out, n, self, "../python", "sitecustomize.py")) goto dir;
+    for (size_t i = 0; i < sizeof lib_rel / sizeof *lib_rel; i++) {
+      snprintf(rel, sizeof rel, "%s/leakguard/python", lib_rel[i]);
+      if (found(out, n, self, rel, "sitecustomize.py")) goto dir;
     }
   }
+  if (found(out, n, LG_INSTALL_LIBDIR, "leakguard/python", "sitecustomize.py")) goto dir;
   return -ENOENT;
+dir:
+  *strrchr(out, '/') = 0;
+  return 0;
 }
 
 /* Appends value to the list variable name (separated by sep), value first. */

@@ -13,6 +13,8 @@
 #   LG_PY_MINORS                    e.g. "11;9;10;12;13" (3.X found with headers)
 #   LG_PY_<minor>_EXE / _INCLUDE / _SUFFIX / _VERSION
 #   LG_PY_DEFAULT_SUFFIX            the ABI tag of /usr/bin/python3 (dist-packages install)
+#   LG_PY_<minor>_SITE              where `cmake --install` puts its module for `import
+#                                   leakguard` outside `leakguard run` (below), or empty
 # Runs once per configure.
 get_property(_lg_py_done GLOBAL PROPERTY LG_PY_DISCOVERED)
 if(_lg_py_done)
@@ -95,3 +97,44 @@ foreach(_exe IN LISTS _lg_cands)
   message(STATUS "leakguard: CPython ${_ver} (${_exe}): module leakguard${_suf}")
 endforeach()
 set(LG_PY_MINORS "${_lg_minors}" CACHE INTERNAL "")
+
+# Site directories, asked of each interpreter (src/python/sitedir.py) for
+# CMAKE_INSTALL_PREFIX and kept relative to it (so `cmake --install --prefix P` and
+# DESTDIR move them along): Debian's /usr/bin/python3 with prefix /usr/local ->
+# lib/python3.11/dist-packages, with /usr -> lib/python3/dist-packages, with another
+# prefix -> lib/python3.11/site-packages under it (then on PYTHONPATH by hand). Another
+# interpreter gets its module in its site directory when that lies under the prefix
+# (a pyenv Python installed with the prefix it was built for); with
+# LG_PYTHON_INSTALL_OWN_SITE also when it does not: into its own site directory, absolute
+# (pyenv's ~/.pyenv/versions/3.X.Y/lib/python3.X/site-packages), whatever the prefix.
+# LG_PYTHON_INSTALL_DIR overrides /usr/bin/python3's.
+option(LG_PYTHON_INSTALL_OWN_SITE
+  "Also install each other CPython's module into that interpreter's own site directory (outside the prefix)" OFF)
+foreach(_m IN LISTS LG_PY_MINORS)
+  execute_process(COMMAND ${LG_PY_${_m}_EXE} ${CMAKE_CURRENT_LIST_DIR}/sitedir.py ${CMAKE_INSTALL_PREFIX}
+                  OUTPUT_VARIABLE _out OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _lg_rc)
+  string(REPLACE "\n" ";" _out "${_out}")
+  list(LENGTH _out _n)
+  set(LG_PY_${_m}_SITE "")
+  if(_lg_rc EQUAL 0 AND _n EQUAL 3)
+    list(GET _out 0 _under)
+    list(GET _out 1 _pp)
+    list(GET _out 2 _own)
+    if(NOT _under STREQUAL "-")
+      set(LG_PY_${_m}_SITE ${_under})
+    elseif(LG_PY_${_m}_SUFFIX STREQUAL LG_PY_DEFAULT_SUFFIX)
+      set(LG_PY_${_m}_SITE ${_pp})
+    elseif(LG_PYTHON_INSTALL_OWN_SITE)
+      set(LG_PY_${_m}_SITE ${_own})
+    endif()
+  else()
+    message(WARNING "leakguard: ${LG_PY_${_m}_EXE} could not say where its packages go")
+  endif()
+  if(LG_PY_${_m}_SUFFIX STREQUAL LG_PY_DEFAULT_SUFFIX AND LG_PYTHON_INSTALL_DIR)
+    set(LG_PY_${_m}_SITE ${LG_PYTHON_INSTALL_DIR})
+  endif()
+  set(LG_PY_${_m}_SITE "${LG_PY_${_m}_SITE}" CACHE INTERNAL "")
+  if(LG_PY_${_m}_SITE)
+    message(STATUS "leakguard: CPython 3.${_m}'s module installs into ${LG_PY_${_m}_SITE}")
+  endif()
+endforeach()

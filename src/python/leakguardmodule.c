@@ -365,7 +365,7 @@ PyMODINIT_FUNC PyInit_leakguard(void) {
   if (!m) return NULL;
   Py_INCREF(&TagType);
   if (PyModule_AddObject(m, "tag", (PyObject *)&TagType) < 0 ||
-      PyModule_AddStringConstant(m, "__version__", "0.1.0") < 0 ||
+      PyModule_AddStringConstant(m, "__version__", LG_VERSION) < 0 ||
       PyModule_AddIntConstant(m, "EXPLAIN_AT_STEP", explain_at_step) < 0 ||
       /* the contract with the collector (core/region.h), for python/sitecustomize.py */
       PyModule_AddStringConstant(m, "ENV_DIR", LG_ENV_DIR) < 0 ||

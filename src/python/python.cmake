@@ -5,8 +5,10 @@
 # Built once per CPython 3.9-3.13 found at configure time (src/python/interpreters.cmake),
 # each module under its ABI-tagged name (leakguard.cpython-39-x86_64-linux-gnu.so, ...)
 # in ONE directory, ${CMAKE_BINARY_DIR}/python, so one PYTHONPATH entry serves every
-# version; installed into ${libdir}/leakguard/python (which `leakguard run` puts on
-# PYTHONPATH), and the /usr/bin/python3 one also into its dist-packages directory.
+# version; installed into ${libdir}/leakguard/python (which `leakguard run` puts first on
+# PYTHONPATH: there the copy of the same install wins) and, so that `import leakguard`
+# works outside `leakguard run` (leakguard.isolated in a server), into each interpreter's
+# site directory under the prefix (LG_PY_<minor>_SITE, src/python/interpreters.cmake).
 option(LG_PYTHON "Build the leakguard Python extension" ON)
 if(NOT LG_PYTHON)
   return()
@@ -53,18 +55,6 @@ add_custom_target(leakguard_python_site ALL DEPENDS ${LG_PYTHON_DIR}/sitecustomi
 add_custom_target(leakguard_python ALL)
 add_dependencies(leakguard_python leakguard_python_site)
 
-# Debian: prefix /usr -> lib/python3/dist-packages, other prefixes (/usr/local) ->
-# lib/python3.X/dist-packages; both are on /usr/bin/python3's sys.path.
-if(NOT LG_PYTHON_INSTALL_DIR AND LG_PY_DEFAULT_SUFFIX)
-  if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
-    set(LG_PYTHON_INSTALL_DIR lib/python3/dist-packages)
-  else()
-    execute_process(COMMAND /usr/bin/python3 -c "import sys;print('%d.%d'%sys.version_info[:2])"
-                    OUTPUT_VARIABLE _lg_v OUTPUT_STRIP_TRAILING_WHITESPACE)
-    set(LG_PYTHON_INSTALL_DIR lib/python${_lg_v}/dist-packages)
-  endif()
-endif()
-
 foreach(_m IN LISTS LG_PY_MINORS)
   set(_t leakguard_python_3${_m})
   add_library(${_t} MODULE ${LG_PYTHON_SOURCES})
@@ -83,10 +73,11 @@ foreach(_m IN LISTS LG_PY_MINORS)
   # libseccomp: leakguard.isolated (src/python/isolate.c, src/isolate).
   target_link_libraries(${_t} PRIVATE ${CMAKE_DL_LIBS} PkgConfig::SECCOMP m)
   target_compile_options(${_t} PRIVATE -fno-strict-aliasing)
+  target_compile_definitions(${_t} PRIVATE LG_VERSION="${PROJECT_VERSION}")
   add_dependencies(leakguard_python ${_t})
   install(TARGETS ${_t} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/leakguard/python)
-  if(LG_PY_${_m}_SUFFIX STREQUAL LG_PY_DEFAULT_SUFFIX AND LG_PYTHON_INSTALL_DIR)
-    install(TARGETS ${_t} LIBRARY DESTINATION ${LG_PYTHON_INSTALL_DIR})
+  if(LG_PY_${_m}_SITE)
+    install(TARGETS ${_t} LIBRARY DESTINATION ${LG_PY_${_m}_SITE})
   endif()
 endforeach()
 # The exit hook goes into leakguard's own directory, which `leakguard run` puts first on
