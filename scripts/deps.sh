@@ -1,13 +1,30 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Installs the Debian 12 packages leakguard needs to build and test (idempotent:
-# apt runs only when something is missing). Run as root.
+# Installs the Debian 12 packages leakguard needs (idempotent: apt runs only when
+# something is missing). Run as root.
+#   scripts/deps.sh --build   what building, installing and using leakguard needs: the
+#                             quickstart (scripts/quickstart.sh), `cmake --install`, man
+#                             leakguard, `import leakguard` in Debian's python3
+#   scripts/deps.sh           that and what the tests run or compare against
+#                             (scripts/test.sh, CI)
+# Further arguments are more packages to install.
 set -euo pipefail
+# build: the libraries CMakeLists.txt finds with pkg-config; libcmocka-dev because the
+# tests are configured with the build (LG_BUILD_TESTS); python3-dev for the Python module;
+# man-db for `man leakguard` (not in Debian's container images).
 PKGS=(build-essential cmake pkg-config libunwind-dev libdw-dev libelf-dev libsqlite3-dev
-      libcjson-dev libcmocka-dev python3 sqlite3 libc6-dev g++ libmicrohttpd-dev prometheus wrk libinih-dev python3-torch python3-dev
-      libjemalloc2 clang-format zlib1g-dev golang-go chromium redis-server redis-tools)
+      libcjson-dev libcmocka-dev python3 python3-dev libc6-dev g++ libmicrohttpd-dev libinih-dev
+      zlib1g-dev man-db)
 PKGS+=(libseccomp-dev) # isolated calls (issue #15)
-PKGS+=(tmux)           # the live view beside the program's output (tests/integration/term.py)
+if [ "${1:-}" = "--build" ]; then
+  shift
+else
+  # tests: what they record or compare against (tests/integration, tests/python, the
+  # Prometheus scrape, the HTML page in Chromium, go tool pprof) and the format check
+  PKGS+=(sqlite3 prometheus wrk python3-torch libjemalloc2 clang-format golang-go chromium
+         redis-server redis-tools)
+  PKGS+=(tmux) # the live view beside the program's output (tests/integration/term.py)
+fi
 PKGS+=("$@")
 missing=()
 for p in "${PKGS[@]}"; do
