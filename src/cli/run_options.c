@@ -241,7 +241,7 @@ int lg_claim_output(const char *cmd, const char *output, int force, lgst_t **db)
   char why[1024];
   int rc = lgst_create_ex(output, force ? LGST_FORCE : 0, db, why, sizeof why);
   if (rc == 0) return 0;
-  lgu_err("%s: cannot record into %s", cmd, why);
+  lgu_err("%s: cannot record: %s", cmd, why);
   /* a refusal (exists, in use, a link, a bad directory) or an unwritable path is the
    * user's to fix; a full disk or an I/O error is not */
   return rc == -ENOSPC || rc == -EIO || rc == -ENOMEM ? LG_EXIT_INTERNAL : LG_EXIT_USAGE;
