@@ -4,13 +4,16 @@
  * a gzipped profile.proto message, the format of Go's pprof, Pyroscope, Parca,
  * Grafana's profiles and speedscope (docs/json.md, "pprof").
  *
- * One sample per stored stack, leaf first, with six values: live bytes and blocks at
- * the end (inuse_space, inuse_objects), bytes and blocks allocated over the run
- * (alloc_space, alloc_objects), live bytes at the process's peak snapshot
- * (peak_inuse_space), and growth in bytes per second (growth_space_per_second: the
- * detector's rate of each leaking site, shared among its stacks by their live bytes at
- * the end; 0 for every stack of a site that does not leak). Labels: pid, space, and
- * the rank of a distributed job. Locations, functions (Python frames are functions
+ * One sample per stored stack, leaf first, with six values, in the order a leak hunter
+ * reads them: growth in bytes per second (growth_space_per_second: the detector's rate
+ * of each leaking site, shared among its stacks by their live bytes at the end; 0 for
+ * every stack of a site that does not leak), live bytes at the process's peak snapshot
+ * (peak_inuse_space), live bytes and blocks at the end (inuse_space, inuse_objects:
+ * empty for a program that frees at exit), bytes and blocks allocated over the run
+ * (alloc_space, alloc_objects). The default sample type (what `go tool pprof` shows
+ * without -sample_index) is the growth, or the peak when nothing leaks (a growth of 0
+ * everywhere would show "Total samples = 0"). Labels: pid, space, and the rank of a
+ * distributed job. Locations, functions (Python frames are functions
  * too, with their file and line) and mappings (the modules table) come from the
  * recording the findings read (lgr_recording_t), so the profile has the report's lines.
  *
@@ -116,6 +119,17 @@ static int64_t str_id(strs_t *s, const char *v) {
 /* ------------------------------------------------------------------ the recording */
 
 enum { NV = LGR_SV_N };
+
+/* The sample types, in the profile's order: the growth first, then the peak. */
+static const struct {
+  int sv; /* LGR_SV_* */
+  const char *type, *unit;
+} TYPES[NV] = {{LGR_SV_GROWTH, "growth_space_per_second", "bytes"},
+               {LGR_SV_PEAK, "peak_inuse_space", "bytes"},
+               {LGR_SV_INUSE, "inuse_space", "bytes"},
+               {LGR_SV_OBJECTS, "inuse_objects", "count"},
+               {LGR_SV_ALLOC, "alloc_space", "bytes"},
+               {LGR_SV_ALLOC_OBJECTS, "alloc_objects", "count"}};
 
 /* A location's pprof Function and Mapping (ids; mapping 0: none, Python frames). */
 typedef struct loc {
@@ -232,7 +246,7 @@ static void put_samples(pb_t *prof, strs_t *strs, const lgr_report_t *r) {
     for (int j = npy; j < k; j++) pb_varint(&ids, (uint64_t)s->frames[j] + 1);
     for (int j = 0; j < npy; j++) pb_varint(&ids, (uint64_t)s->frames[j] + 1);
     pb_msg(&smp, 1, &ids);
-    for (int v = 0; v < NV; v++) pb_varint(&vals, (uint64_t)s->v[v]);
+    for (int v = 0; v < NV; v++) pb_varint(&vals, (uint64_t)s->v[TYPES[v].sv]);
     pb_msg(&smp, 2, &vals);
     pb_uint(&lab, 1, (uint64_t)k_pid);
     pb_uint(&lab, 3, (uint64_t)pid_of(r, s->proc));
@@ -271,10 +285,7 @@ int lgo_render_pprof(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o)
   strs_t strs = {0};
   loc_t *lv = NULL;
   str_id(&strs, ""); /* string_table[0] must be "" */
-  static const char *const TYPES[NV][2] = {{"inuse_space", "bytes"},      {"inuse_objects", "count"},
-                                           {"alloc_space", "bytes"},      {"alloc_objects", "count"},
-                                           {"peak_inuse_space", "bytes"}, {"growth_space_per_second", "bytes"}};
-  for (int k = 0; k < NV; k++) value_type(&prof, 1, &strs, TYPES[k][0], TYPES[k][1]);
+  for (int k = 0; k < NV; k++) value_type(&prof, 1, &strs, TYPES[k].type, TYPES[k].unit);
   int rc = put_locations(&r->rec, &prof, &strs, &lv);
   if (rc == 0) {
     put_samples(&prof, &strs, r);
@@ -284,7 +295,10 @@ int lgo_render_pprof(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o)
         dur = (int64_t)(r->runs[i].duration_s * 1e9);
     pb_uint(&prof, 10, (uint64_t)dur);
     value_type(&prof, 11, &strs, "space", "bytes");
-    pb_uint(&prof, 14, (uint64_t)str_id(&strs, "inuse_space"));
+    int grows = 0; /* the default: the growth, or the peak when nothing leaks */
+    for (size_t i = 0; i < r->rec.nstacks; i++)
+      if (r->rec.stacks[i].stored && r->rec.stacks[i].v[LGR_SV_GROWTH] > 0) grows = 1;
+    pb_uint(&prof, 14, (uint64_t)str_id(&strs, TYPES[grows ? 0 : 1].type));
     pb_uint(&prof, 13, (uint64_t)str_id(&strs, "leakguard: live memory per allocation stack; growth per leaking site"));
     /* the string table last: every string is numbered by now */
     pb_put(&prof, strs.out.b, strs.out.n);

@@ -21,6 +21,8 @@ import sys
 
 import lgtest
 
+TYPES = ["growth_space_per_second", "peak_inuse_space", "inuse_space", "inuse_objects", "alloc_space",
+         "alloc_objects"]
 PY_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 
@@ -90,6 +92,14 @@ def decode(path):
             vals = [x for ff, ww, vv in d if ff == 2 for x in (packed(vv) if ww == 2 else [vv])]
             samples.append(([locs[x] for x in ids], vals))
     return stype, samples
+
+
+def default_type(path):
+    """The profile's default_sample_type (field 14), "" when it has none."""
+    with gzip.open(path, "rb") as f:
+        prof = fields(f.read())
+    strings = [v.decode() for f, w, v in prof if f == 6]
+    return next((strings[v] for f, w, v in prof if f == 14), "")
 
 
 def decode_mappings(path):
@@ -163,27 +173,31 @@ def main():
             exit=p.returncode, stderr=p.stderr)
     stype, samples = decode(out)
     names = [n for n, u in stype]
-    t.check(names == ["inuse_space", "inuse_objects", "alloc_space", "alloc_objects", "peak_inuse_space",
-                      "growth_space_per_second"], "the six sample types, in order", got=stype)
+    t.check(names == TYPES, "the six sample types, in order: the growth first, then the peak", got=stype)
+    # issue #35: the default was inuse_space, empty for a program that frees at exit
+    t.check(default_type(out) == "growth_space_per_second", "a leaking program's default sample type is the growth",
+            got=default_type(out))
+    G, P, U, O = (TYPES.index(n) for n in ("growth_space_per_second", "peak_inuse_space", "inuse_space",
+                                           "inuse_objects"))
     con = sqlite3.connect(rec.db)
     live = con.execute("SELECT sum(s.live_bytes), sum(s.live_blocks) FROM samples s JOIN (SELECT proc, stack,"
                        " max(seq) m FROM samples GROUP BY proc, stack) l ON s.proc = l.proc AND"
                        " s.stack = l.stack AND s.seq = l.m").fetchone()
     con.close()
-    t.check(sum(v[0] for _, v in samples) == live[0] and sum(v[1] for _, v in samples) == live[1],
+    t.check(sum(v[U] for _, v in samples) == live[0] and sum(v[O] for _, v in samples) == live[1],
             "inuse_space and inuse_objects sum to the database's live bytes and blocks at the end",
-            profile=(sum(v[0] for _, v in samples), sum(v[1] for _, v in samples)), database=live)
+            profile=(sum(v[U] for _, v in samples), sum(v[O] for _, v in samples)), database=live)
     rep = t.report_json(rec.db)
     want = sum(s["growth_bytes_per_s"] for s in rep["suspects"])
-    got = sum(v[5] for _, v in samples)
+    got = sum(v[G] for _, v in samples)
     t.check(abs(got - want) <= len(samples) + 1, "growth samples sum to the suspects' growth per second",
             profile=got, report=want)
-    top = max(samples, key=lambda s: s[1][5])
+    top = max(samples, key=lambda s: s[1][G])
     leaf = top[0][0] if top[0] else ("?", "", 0)
     t.check(site.func_matches(leaf[0]) and site.file_matches(leaf[1]) and leaf[2] == site.line,
             "the fastest grower's leaf is the LEAK-SITE line %s:%d" % (site.function, site.line), leaf=leaf)
     check_mappings(t, out, rec.db, "C", False)
-    t.check(all(v[4] >= 0 for _, v in samples) and sum(v[4] for _, v in samples) >= sum(v[0] for _, v in samples),
+    t.check(all(v[P] >= 0 for _, v in samples) and sum(v[P] for _, v in samples) >= sum(v[U] for _, v in samples),
             "peak_inuse_space: the process's peak holds at least what the end holds here (a leak)")
     if go:
         env = dict(os.environ, HOME=t.tmp, PPROF_TMPDIR=t.tmp)
@@ -192,6 +206,13 @@ def main():
         t.check(g.returncode == 0 and rows and site.function in rows[0] and
                 ("late_leak.c:%d" % site.line) in rows[0],
                 "go tool pprof -top: the first row is the LEAK-SITE line", stdout=g.stdout[-3000:],
+                stderr=g.stderr[-2000:])
+        # without -sample_index: the default type, the growth ("Total samples = 0" before)
+        g = t.run([go, "tool", "pprof", "-top", "-lines", out], env=env)
+        rows = [ln for ln in g.stdout.splitlines() if "%" in ln and ":" in ln]
+        t.check(g.returncode == 0 and "Type: growth_space_per_second" in g.stdout and rows and
+                ("late_leak.c:%d" % site.line) in rows[0],
+                "go tool pprof -top (no -sample_index): growth, the LEAK-SITE line first", stdout=g.stdout[-3000:],
                 stderr=g.stderr[-2000:])
 
     # Python: Python frames are functions with their file and line; leaf first
@@ -204,7 +225,7 @@ def main():
     t.check(p.returncode == 0, "report --format pprof of a Python run", stderr=p.stderr)
     stype, samples = decode(pout)
     check_mappings(t, pout, py.db, "Python", True)
-    top = max(samples, key=lambda s: s[1][5])
+    top = max(samples, key=lambda s: s[1][TYPES.index("growth_space_per_second")])
     frames = top[0]
     pyi = [i for i, fr in enumerate(frames) if fr[1].endswith("pure_sessions.py")]
     t.check(bool(pyi) and frames[pyi[0]][0] == "Session.__init__" and frames[pyi[0]][2] == 12,
