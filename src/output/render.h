@@ -40,9 +40,9 @@ const char *lgo_format_names(void);
 /* lgr_options_t asks the findings for what f draws. */
 void lgo_format_options(const lgo_format_t *f, lgr_options_t *o);
 
-/* The renderers: text and json in render_print.c, html in render_html.c,
- * diff in render_diff.c, pprof in pprof.c, folded and pool-profile in render_print.c;
- * the table in render.c. */
+/* The renderers: text, folded and pool-profile in render_text.c, json in
+ * render_json.c, html in render_html.c, diff in render_diff.c, pprof in pprof.c; the
+ * table in render.c. */
 int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o);
 int lgo_render_json(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o);
 int lgo_render_folded(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o);
