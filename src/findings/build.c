@@ -9,7 +9,8 @@
  * order of the steps, the runs and frames read from the database and the rules that
  * name allocator machinery and minor growth; the per-site analysis is in
  * sites.c, the grouping into leaks and the holders in leaks.c, GPU
- * memory in gpu.c, every stack for the formats that draw them all in recording.c;
+ * memory in gpu.c, the largest sites at each process's peak in peak.c, every stack
+ * for the formats that draw them all in recording.c;
  * drawing is the renderers' (output/render.h).
  */
 #include "findings/report.h"
@@ -244,6 +245,7 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
   lgr_rank_sites(r->suspects, r->nsuspects);
   lgr_rank_sites(r->minor, r->nminor);
   if (r->nslife > 1) qsort(r->slife, r->nslife, sizeof *r->slife, cmp_slife);
+  lgr_peak_sites(db, o, r, others, nothers); /* before the others are cut */
   if (nothers) qsort(others, (size_t)nothers, sizeof *others, cmp_live);
   /* the five largest, and every site found bounded (it looked like a leak) */
   int keep = 0;
@@ -309,10 +311,12 @@ void lgr_free(lgr_report_t *r) {
   for (int i = 0; i < r->nsuspects; i++) lgr_site_free(&r->suspects[i]);
   for (int i = 0; i < r->nminor; i++) lgr_site_free(&r->minor[i]);
   for (int i = 0; i < r->nothers; i++) lgr_site_free(&r->others[i]);
+  for (int i = 0; i < r->nat_peak; i++) lgr_site_free(&r->at_peak[i]);
   free(r->runs);
   free(r->suspects);
   free(r->minor);
   free(r->others);
+  free(r->at_peak);
   free(r->limit_source);
   free(r->gpus);
   for (int i = 0; i < r->ncuda_notes; i++) free(r->cuda_notes[i]);

@@ -173,6 +173,9 @@ void lgr_fix_hints(lgr_report_t *r);
 void lgr_split_minor(lgr_report_t *r);
 
 /* recording.c: lgr_report_t.rec (after the analysis: each stack's share of growth). */
+/* lgr_report_t.at_peak, from the others before they are cut to the largest (peak.c) */
+int lgr_peak_sites(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, const lgr_site_t *others, int nothers);
+
 int lgr_load_recording(sqlite3 *db, lgr_report_t *r);
 void lgr_free_recording(lgr_recording_t *rec);
 

@@ -108,6 +108,8 @@ typedef struct lgr_site {
   int device;       /* GPU ordinal for the device, managed and pinned spaces, else -1 */
   int has_um;       /* CUPTI Unified Memory counters of a managed site (--cuda-um) */
   int64_t um_cpu_faults, um_gpu_faults, um_bytes_htod, um_bytes_dtoh, um_thrashing;
+  int64_t peak_proc_bytes; /* lgr_report_t.at_peak: live bytes at its process's peak snapshot */
+  int unjudged;            /* lgr_report_t.at_peak: freed by the end and not among the others (no shape) */
 } lgr_site_t;
 
 /* GPU memory of one process on one device at the end of the recording (docs/cuda.md). */
@@ -236,8 +238,10 @@ typedef struct lgr_report {
   int nsuspects;
   lgr_site_t *minor; /* minor growth: growing, but not significantly (never a leak) */
   int nminor;
-  lgr_site_t *others; /* largest non-leaking sites, for context */
+  lgr_site_t *others; /* largest non-leaking sites at the end, for context */
   int nothers;
+  lgr_site_t *at_peak; /* largest non-growing sites at their process's peak snapshot (peak.c) */
+  int nat_peak;
   int nstartup;          /* sites that grew only under module imports (start-up, never a leak) */
   double startup_growth; /* their growth, bytes */
   char *limit_source;

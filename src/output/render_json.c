@@ -193,6 +193,23 @@ static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, in
   return j;
 }
 
+/* A site of the text's "Largest live sites at the peak" (findings/peak.c). */
+static cJSON *peak_json(const lgr_report_t *r, const lgr_site_t *s) {
+  cJSON *j = JPTR(cJSON_CreateObject());
+  JCHK(cJSON_AddNumberToObject(j, "pid", s->pid));
+  const lgr_run_t *u = run_of(r, s->proc);
+  if (u && u->rank >= 0) JCHK(cJSON_AddNumberToObject(j, "process_rank", u->rank));
+  JCHK(cJSON_AddStringToObject(j, "space", s->space));
+  JCHK(cJSON_AddNumberToObject(j, "live_bytes_at_peak", (double)s->peak_proc_bytes));
+  JCHK(cJSON_AddNumberToObject(j, "live_bytes", (double)s->live_bytes));
+  if (s->unjudged) JCHK(cJSON_AddNullToObject(j, "pattern"));
+  else JCHK(cJSON_AddStringToObject(j, "pattern", lg_pattern_name(s->r.pattern)));
+  JCHK(cJSON_AddNumberToObject(j, "stack", s->stack));
+  if (s->nframes) jobj(j, "site", frame_json(&s->frames[s->site_frame]));
+  else JCHK(cJSON_AddNullToObject(j, "site"));
+  return j;
+}
+
 static cJSON *leak_json(const lgr_report_t *r, int j) {
   const lgr_leak_t *L = &r->leaks[j];
   cJSON *x = JPTR(cJSON_CreateObject());
@@ -348,6 +365,8 @@ int lgo_render_json(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
   JCHK(cJSON_AddNumberToObject(su, "growth_bytes", round(r->startup_growth)));
   cJSON *oth = JPTR(cJSON_AddArrayToObject(root, "largest_non_leaking"));
   for (int i = 0; i < r->nothers; i++) jarr(oth, site_json(r, &r->others[i], 0, 0));
+  cJSON *pk = JPTR(cJSON_AddArrayToObject(root, "largest_at_peak"));
+  for (int i = 0; i < r->nat_peak; i++) jarr(pk, peak_json(r, &r->at_peak[i]));
   char *s = json_oom ? NULL : cJSON_Print(root);
   cJSON_Delete(root);
   if (!s) return -ENOMEM;

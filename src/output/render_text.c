@@ -372,12 +372,13 @@ int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
               lg_pattern_name(s->r.pattern), site_label(lab, sizeof lab, s), s->pid);
     }
   }
-  if (r->nothers) {
-    fprintf(f, "\nLargest live sites that are not growing:\n");
-    for (int i = 0; i < r->nothers; i++) {
-      const lgr_site_t *s = &r->others[i];
-      fprintf(f, "  %10s  %-10s %s", lgu_fmt_bytes(b1, sizeof b1, (double)s->live_bytes), lg_pattern_name(s->r.pattern),
-              site_label(lab, sizeof lab, s));
+  if (r->nat_peak) { /* at the peak, as the HTML site table: a table freed at exit holds nothing at the end */
+    fprintf(f, "\nLargest live sites at the peak (the snapshot where their process held the most), not growing:\n");
+    for (int i = 0; i < r->nat_peak; i++) {
+      const lgr_site_t *s = &r->at_peak[i];
+      fprintf(f, "  %10s  %-10s %s", lgu_fmt_bytes(b1, sizeof b1, (double)s->peak_proc_bytes),
+              s->unjudged ? "-" : lg_pattern_name(s->r.pattern), site_label(lab, sizeof lab, s));
+      if (s->unjudged) fprintf(f, "  (freed by the end)");
       cJSON *bd = s->bounded ? cJSON_Parse(s->bounded) : NULL;
       const char *ct = bd ? cJSON_GetStringValue(cJSON_GetObjectItem(bd, "container")) : NULL;
       if (ct && !strcmp(ct, "dict"))
