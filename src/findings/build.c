@@ -281,10 +281,15 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
     if (lgr_row(st)) r->import_sample = (uint64_t)sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
   }
+  /* `leakguard attach` writes meta attached_at; the process it attached to is its first */
   if (lgr_prepare(db, "SELECT 1 FROM meta WHERE key='attached_at'", -1, &st, NULL) == SQLITE_OK) {
-    r->attached = lgr_row(st);
+    int attached = lgr_row(st);
     sqlite3_finalize(st);
+    for (int i = 0; attached && i < r->nruns; i++)
+      if (!strcmp(r->runs[i].kind, "start")) r->runs[i].attached = 1;
   }
+  for (int i = 0; i < r->nruns; i++)
+    if (r->runs[i].attached) r->attached = 1;
   if (r->ngens > 1) qsort(r->gens, (size_t)r->ngens, sizeof *r->gens, cmp_genrow);
   if (o->recording && !lgr_failed()) {
     int rc = lgr_load_recording(db, r);

@@ -169,6 +169,7 @@ typedef struct lgr_run {
   double exit_begin_s; /* when it began to exit (lg_exiting; s since start), NaN: unknown */
   int64_t nsnap;
   char *notes;                 /* the notes table's lines for it ("\n"-separated), or NULL */
+  int attached;                /* recorded by `leakguard attach`: its times count from the attach */
   double gap_from_s, gap_to_s; /* the longest stretch without snapshots, when it is one (NaN: none) */
 } lgr_run_t;
 
@@ -246,7 +247,7 @@ typedef struct lgr_report {
   double startup_growth; /* their growth, bytes */
   char *limit_source;
   uint64_t import_sample; /* Python imports sampled every this many bytes (0: recorded in full, or no Python) */
-  int attached;           /* recorded by `leakguard attach`: times count from the attach */
+  int attached;           /* a process was recorded by `leakguard attach` (lgr_run_t.attached) */
   lgr_gpu_t *gpus;        /* per process and device that used CUDA */
   int ngpus;
   char **cuda_notes; /* driver entry points passed through untracked */

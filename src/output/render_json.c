@@ -307,7 +307,7 @@ int lgo_render_json(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
     JCHK(cJSON_AddNumberToObject(j, "pid", u->pid));
     JCHK(cJSON_AddNumberToObject(j, "ppid", u->ppid));
     JCHK(cJSON_AddStringToObject(j, "command", u->command));
-    JCHK(cJSON_AddStringToObject(j, "started_by", u->kind));
+    JCHK(cJSON_AddStringToObject(j, "started_by", u->attached ? "attach" : u->kind));
     JCHK(cJSON_AddStringToObject(j, "end", u->end_reason));
     if (u->has_exit) JCHK(cJSON_AddNumberToObject(j, "exit_status", u->exit_status));
     else JCHK(cJSON_AddNullToObject(j, "exit_status"));

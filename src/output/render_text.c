@@ -220,7 +220,7 @@ static void print_leaks(FILE *f, const lgr_report_t *r) {
     if (L->fix) fprintf(f, "      fix: %s\n", L->fix);
     if (!isnan(L->detected_after_s))
       fprintf(f, "      flagged %.1fs after %s\n", L->detected_after_s,
-              r->attached ? "recording began" : "the process started");
+              lu && lu->attached ? "recording began" : "the process started");
     else fprintf(f, "      found in the final analysis\n");
   }
 }
@@ -311,7 +311,7 @@ int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
     if (u->pattern >= 0 && u->pattern_from_s > 0)
       fprintf(f, "; memory curve from %.1fs on: %s", u->pattern_from_s, lg_pattern_name((lg_pattern_t)u->pattern));
     else if (u->pattern >= 0)
-      fprintf(f, "; memory curve%s: %s", r->attached ? " since attach" : "", lg_pattern_name((lg_pattern_t)u->pattern));
+      fprintf(f, "; memory curve%s: %s", u->attached ? " since attach" : "", lg_pattern_name((lg_pattern_t)u->pattern));
     fprintf(f, "\n");
     if (!isnan(u->gap_from_s))
       fprintf(f,
