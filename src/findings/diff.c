@@ -89,6 +89,11 @@ static row_t *find(rows_t *rs, const lgr_site_t *s, int *moved) {
   return only;
 }
 
+int lgr_diff_leak(const lgr_diff_entry_t *e) {
+  const lgr_site_t *s = e->kind == LGR_DIFF_FIXED ? e->old_site : e->new_site;
+  return s ? s->leak : -1;
+}
+
 int lgr_diff_has_steps(const lgr_site_t *s) {
   return isfinite(s->r.growth_bytes_per_step) && s->r.growth_bytes_per_step > 0;
 }
@@ -162,7 +167,15 @@ int lgr_diff_compare(const lgr_report_t *old_r, const lgr_report_t *new_r, doubl
     }
   }
   qsort(out->e, (size_t)out->n, sizeof *out->e, cmp_entry);
-  for (int i = 0; i < out->n; i++) out->count[out->e[i].kind]++;
+  for (int i = 0; i < out->n; i++) {
+    const lgr_diff_entry_t *e = &out->e[i];
+    out->count[e->kind]++;
+    /* a leak counts once per kind: at its first site of that kind (same report, same leak) */
+    int first = 1, L = lgr_diff_leak(e);
+    for (int k = 0; first && L >= 0 && k < i; k++)
+      first = !(out->e[k].kind == e->kind && lgr_diff_leak(&out->e[k]) == L);
+    out->leaks[e->kind] += first;
+  }
 done:
   free(ro.r);
   free(rn.r);

@@ -9,7 +9,8 @@
  * file and line; a site whose line moved (code added above it) is matched by space,
  * function and file when exactly one site of the other run has them. A site that
  * leaks in several processes of a run (ranks, workers) is one entry: its fastest
- * process.
+ * process. Entries are sites; each kind also counts its leaks (causes: a list node and
+ * its payload are two sites of one leak), as the report does.
  */
 #ifndef LG_FINDINGS_DIFF_H
 #define LG_FINDINGS_DIFF_H
@@ -43,7 +44,8 @@ typedef struct lgr_diff_entry {
 typedef struct lgr_diff {
   lgr_diff_entry_t *e; /* new, worse, fixed, unchanged; each group fastest first */
   int n;
-  int count[4];       /* by lgr_diff_kind_t */
+  int count[4];       /* sites, by lgr_diff_kind_t */
+  int leaks[4];       /* leaks (causes, as the report counts them) among those sites */
   double worse_ratio; /* the ratio compared with */
 } lgr_diff_t;
 
@@ -60,6 +62,9 @@ const char *lgr_diff_verdict(const lgr_diff_t *d);
  * two components of a path (builds of the same code in two checkouts differ above them),
  * whether a site's growth is counted per step, its growth per step or per second. */
 const lgr_frame_t *lgr_diff_frame(const lgr_site_t *s);
+/* The entry's leak in its run's report (NEW's; OLD's for a fixed one): an index into its
+ * lgr_report_t.leaks, -1 when none. */
+int lgr_diff_leak(const lgr_diff_entry_t *e);
 const char *lgr_diff_path_tail(const char *p);
 int lgr_diff_has_steps(const lgr_site_t *s);
 double lgr_diff_rate(const lgr_site_t *s, int per_step);

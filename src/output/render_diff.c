@@ -34,10 +34,14 @@ static void print_rate(FILE *f, const lgr_site_t *s, int per_step) {
   fprintf(f, "+%s/%s", lgu_fmt_bytes(b, sizeof b, isfinite(v) ? v : 0), per_step ? "step" : "s");
 }
 
-static void print_entry(FILE *f, const lgr_diff_entry_t *e) {
+/* mark: name the entry's leak as its report does ([L1]), where a leak of the group has
+ * several sites */
+static void print_entry(FILE *f, const lgr_diff_entry_t *e, int mark) {
   const lgr_site_t *main = e->kind == LGR_DIFF_FIXED ? e->old_site : e->new_site;
   fprintf(f, "  ");
   print_site(f, main);
+  if (mark && lgr_diff_leak(e) >= 0)
+    fprintf(f, "  [L%d%s]", lgr_diff_leak(e) + 1, e->kind == LGR_DIFF_FIXED ? " in OLD" : "");
   fprintf(f, "\n      ");
   switch (e->kind) {
   case LGR_DIFF_NEW:
@@ -72,12 +76,19 @@ int lgo_render_diff_text(FILE *f, const lgr_diff_t *d, const lgo_render_opts_t *
   fprintf(f, "leakguard diff\n  OLD %s\n  NEW %s\n", old_path, new_path);
   for (int k = 0; k < 4; k++) {
     if (!d->count[k]) continue;
-    fprintf(f, "\n%s: %d\n", TITLE[k], d->count[k]);
+    /* leaks, as the report counts them (causes), and their sites when they differ */
+    fprintf(f, "\n%s: %d", TITLE[k], d->leaks[k]);
+    if (d->leaks[k] != d->count[k]) fprintf(f, " (%d site%s)", d->count[k], d->count[k] == 1 ? "" : "s");
+    fprintf(f, "\n");
     for (int i = 0; i < d->n; i++)
-      if (d->e[i].kind == (lgr_diff_kind_t)k) print_entry(f, &d->e[i]);
+      if (d->e[i].kind == (lgr_diff_kind_t)k) print_entry(f, &d->e[i], d->leaks[k] != d->count[k]);
   }
-  fprintf(f, "\nVerdict: %s (%d new, %d worse, %d unchanged, %d fixed)\n", lgr_diff_verdict(d), d->count[LGR_DIFF_NEW],
-          d->count[LGR_DIFF_WORSE], d->count[LGR_DIFF_UNCHANGED], d->count[LGR_DIFF_FIXED]);
+  fprintf(f, "\nVerdict: %s (", lgr_diff_verdict(d));
+  for (int k = 0; k < 4; k++) {
+    fprintf(f, "%s%d %s", k ? ", " : "", d->leaks[k], KIND_NAME[k]);
+    if (d->leaks[k] != d->count[k]) fprintf(f, " (%d site%s)", d->count[k], d->count[k] == 1 ? "" : "s");
+  }
+  fprintf(f, ")\n");
   return ferror(f) ? -EIO : 0;
 }
 
@@ -115,6 +126,7 @@ static cJSON *side_json(jb_t *b, const lgr_site_t *s, lgr_diff_state_t st) {
   jstr(b, x, "state", STATE_KEY[st]);
   if (!s) return x;
   jnum(b, x, "pid", s->pid);
+  if (st == LGR_DIFF_LEAK && s->leak >= 0) jnum(b, x, "leak", s->leak + 1);
   jnum(b, x, "growth_bytes_per_s", s->r.growth_bytes_per_s);
   jnum(b, x, "growth_bytes_per_step", s->r.growth_bytes_per_step);
   jnum(b, x, "live_bytes", (double)s->live_bytes);
@@ -161,6 +173,9 @@ int lgo_render_diff_json(FILE *f, const lgr_diff_t *d, const lgo_render_opts_t *
   cJSON *counts = jck(&b, cJSON_CreateObject());
   for (int k = 0; counts && k < 4; k++) jnum(&b, counts, KIND_NAME[k], d->count[k]);
   jadd(&b, root, "counts", counts);
+  cJSON *lc = jck(&b, cJSON_CreateObject());
+  for (int k = 0; lc && k < 4; k++) jnum(&b, lc, KIND_NAME[k], d->leaks[k]);
+  jadd(&b, root, "leak_counts", lc);
   cJSON *arr = jck(&b, cJSON_CreateArray());
   for (int i = 0; arr && i < d->n; i++) {
     cJSON *x = entry_json(&b, &d->e[i]);
