@@ -111,6 +111,8 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
         if (r->runs[i].proc != proc) continue;
         if (!strcmp(k, "local_rank")) r->runs[i].local_rank = atoi((const char *)v);
         else if (!strcmp(k, "world_size")) r->runs[i].world_size = atoi((const char *)v);
+        else if (!strcmp(k, "attached_at")) r->runs[i].attached = 1; /* merged from an attach (merge.c) */
+        else if (!strcmp(k, "source") && !r->runs[i].source) r->runs[i].source = lgr_dupstr(v);
         else if (!strcmp(k, "exit_begin_ns"))
           r->runs[i].exit_begin_s = ((double)strtoll((const char *)v, NULL, 10) - (double)r->runs[i].start_ns) / 1e9;
       }
@@ -304,6 +306,7 @@ void lgr_free(lgr_report_t *r) {
     free(r->runs[i].command);
     free(r->runs[i].end_reason);
     free(r->runs[i].notes);
+    free(r->runs[i].source);
     free(r->runs[i].kind);
     free(r->runs[i].host);
     free(r->runs[i].snap_t);

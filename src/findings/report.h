@@ -170,6 +170,7 @@ typedef struct lgr_run {
   int64_t nsnap;
   char *notes;                 /* the notes table's lines for it ("\n"-separated), or NULL */
   int attached;                /* recorded by `leakguard attach`: its times count from the attach */
+  char *source;                /* merged: the database it came from (its source label), else NULL */
   double gap_from_s, gap_to_s; /* the longest stretch without snapshots, when it is one (NaN: none) */
 } lgr_run_t;
 

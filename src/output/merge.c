@@ -8,7 +8,8 @@
  * images (stacks, locations and modules are per image), so merging is copying each
  * input's rows with its images renumbered after those already in OUT. Pids collide
  * across nodes; the host (the `host` label, recorded by the collector) and the rank
- * stay with each image, and a `source` label names the file it came from. NVML's
+ * stay with each image, and a `source` label names the file it came from (an
+ * `attached_at` label the image `leakguard attach` attached to). NVML's
  * machine-wide samples (`nvml`, no image key) are copied as they are; samples of two
  * machines at the same instant and device keep the first.
  */
@@ -197,16 +198,23 @@ int lgst_merge(const char *out, const char *const *in, int n, char *why, size_t 
       }
       rc = copy_table(db, TABLES[k], off, why, whylen);
     }
-    /* where each image came from; the first input's settings (interval, limit) */
+    /* where each image came from; the image `leakguard attach` attached to (meta
+     * attached_at, its first image, of kind start) stays attached, a label of its own:
+     * the merged meta is not one input's; the first input's settings (interval, limit) */
     if (rc == 0)
       rc = exec_fmt(db, why, whylen,
                     "INSERT OR REPLACE INTO main.labels(proc, key, value) SELECT proc + %lld, 'source', %Q"
                     " FROM src.processes",
                     off, in[i]);
+    if (rc == 0)
+      rc = exec_fmt(db, why, whylen,
+                    "INSERT OR REPLACE INTO main.labels(proc, key, value) SELECT p.proc + %lld, 'attached_at', m.value"
+                    " FROM src.processes p JOIN src.meta m ON m.key = 'attached_at' WHERE p.kind = 'start'",
+                    off);
     if (rc == 0 && i == 0)
       rc = exec_fmt(db, why, whylen,
                     "INSERT OR IGNORE INTO main.meta(key, value) SELECT key, value FROM src.meta"
-                    " WHERE key NOT IN ('schema', 'version', 'command')");
+                    " WHERE key NOT IN ('schema', 'version', 'command', 'attached_at')");
     char w2[256];
     if (rc != 0 && strncmp(why, in[i], strlen(in[i]))) { /* the error names the input it came from */
       char w3[1024];

@@ -332,6 +332,8 @@ int lgo_render_json(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
     else JCHK(cJSON_AddNullToObject(j, "world_size"));
     if (u->host) JCHK(cJSON_AddStringToObject(j, "host", u->host));
     else JCHK(cJSON_AddNullToObject(j, "host"));
+    if (u->source) JCHK(cJSON_AddStringToObject(j, "source", u->source));
+    else JCHK(cJSON_AddNullToObject(j, "source"));
     JCHK(cJSON_AddBoolToObject(j, "leaking", u->leaking));
     if (!isnan(u->gap_from_s)) {
       cJSON *g = JPTR(cJSON_AddObjectToObject(j, "snapshot_gap"));

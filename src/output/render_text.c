@@ -296,6 +296,7 @@ int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
     fprintf(f, "  process %d", u->pid);
     if (many_hosts(r) && u->host) fprintf(f, " on %s", u->host);
     fprintf(f, " (%s) ", u->command);
+    if (u->source) fprintf(f, "from %s, ", u->source); /* merged: the input it came from */
     if (u->rank >= 0) {
       fprintf(f, "rank %d", u->rank);
       if (u->world_size > 0) fprintf(f, " of %d", u->world_size);
