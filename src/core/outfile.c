@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 /* The directory part of path ("." when none). */
@@ -134,4 +135,23 @@ int lgu_open_append(const char *path, char *why, size_t whylen) {
     snprintf(why, whylen, "%s: %s", path,
              errno == ELOOP ? "a symbolic link: refused (leakguard never writes through one)" : strerror(errno));
   return fd;
+}
+
+int lgu_output_in_use(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) return 0;
+  FILE *f = fopen("/proc/locks", "re");
+  if (!f) return 0;
+  /* "5: FLOCK  ADVISORY  WRITE 29782 00:1b:8468368 0 EOF": the holder of a lock (a
+   * waiter's line has "->" where FLOCK is); the device in hex, as the kernel prints it */
+  char line[256], type[16], mode[16];
+  unsigned maj, min;
+  unsigned long long ino;
+  int held = 0;
+  while (!held && fgets(line, sizeof line, f))
+    held = sscanf(line, "%*d: %15s %*15s %15s %*d %x:%x:%llu", type, mode, &maj, &min, &ino) == 5 &&
+           !strcmp(type, "FLOCK") && !strcmp(mode, "WRITE") && maj == major(st.st_dev) && min == minor(st.st_dev) &&
+           ino == (unsigned long long)st.st_ino;
+  fclose(f);
+  return held;
 }

@@ -13,6 +13,10 @@
  * symbolic link), -EPERM (a directory others may write, not sticky), -EINVAL (not a
  * regular file), or the open's error. */
 int lgu_claim_output(const char *path, int force, int *fd_out, int *created, char *why, size_t whylen);
+/* 1 when a recording holds path now (the flock of lgu_claim_output, seen in
+ * /proc/locks without taking it: a reader must never make a run's claim fail), 0 when
+ * none does or that cannot be told. */
+int lgu_output_in_use(const char *path);
 /* 1 when path names the regular file open as fd (nothing replaced it in between). */
 int lgu_same_file(int fd, const char *path);
 /* A log opened for appending, never through a symbolic link nor in a directory every

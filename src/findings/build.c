@@ -169,6 +169,7 @@ int lgr_build(lgr_db_t *store, const lgr_options_t *o, lgr_report_t *r, char *wh
   sqlite3 *db = lgr_sqlite(store);
   (void)lgr_take_failure();
   int rc = build(db, o, r, why, whylen);
+  if (rc == 0) r->live = lgr_is_live(store);
   lgr_cache_clear();
   lgr_frames_clear();
   const char *build_why = lgr_failure_why();

@@ -15,12 +15,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/outfile.h"
 #include "findings/impl.h"
 
 struct lgr_db {
   sqlite3 *db;
   int owned; /* opened here (lgr_open), closed by lgr_close */
+  int live;  /* a recording held the file when it was opened (lgu_output_in_use) */
 };
+
+int lgr_is_live(const lgr_db_t *d) { return d->live; }
 
 lgr_db_t *lgr_borrow(void *handle) {
   lgr_db_t *d = calloc(1, sizeof *d);
@@ -117,6 +121,7 @@ int lgr_open(const char *path, lgr_db_t **out, char *why, size_t whylen) {
     lgr_close(d);
     return -EINVAL;
   }
+  d->live = lgu_output_in_use(path);
   *out = d;
   return 0;
 }

@@ -27,6 +27,9 @@ int lgr_open(const char *path, lgr_db_t **out, char *why, size_t whylen);
 lgr_db_t *lgr_borrow(void *sqlite3_handle);
 /* Closes what lgr_open opened; frees a borrowed handle (the connection stays open). */
 void lgr_close(lgr_db_t *db);
+/* 1 when a recording was still writing the file lgr_open opened (its lock held: a
+ * live recording), 0 otherwise and for a borrowed handle. */
+int lgr_is_live(const lgr_db_t *db);
 /* The SQLite connection (for the findings layer's own files, and merge's copy). */
 void *lgr_sqlite(lgr_db_t *db);
 

@@ -249,6 +249,8 @@ typedef struct lgr_report {
   char *limit_source;
   uint64_t import_sample; /* Python imports sampled every this many bytes (0: recorded in full, or no Python) */
   int attached;           /* a process was recorded by `leakguard attach` (lgr_run_t.attached) */
+  int live;               /* a recording was still writing the database (lgr_is_live): running
+                           * processes are still running, not stopped */
   lgr_gpu_t *gpus;        /* per process and device that used CUDA */
   int ngpus;
   char **cuda_notes; /* driver entry points passed through untracked */

@@ -300,6 +300,7 @@ int lgo_render_json(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
   JCHK(cJSON_AddStringToObject(root, "verdict", r->nleaks ? "leak" : "no-leak"));
   if (r->limit_source) JCHK(cJSON_AddStringToObject(root, "limit_source", r->limit_source));
   JCHK(cJSON_AddNumberToObject(root, "import_sample_bytes", (double)r->import_sample));
+  JCHK(cJSON_AddBoolToObject(root, "live", r->live));
   cJSON *runs = JPTR(cJSON_AddArrayToObject(root, "runs"));
   for (int i = 0; i < r->nruns; i++) {
     const lgr_run_t *u = &r->runs[i];

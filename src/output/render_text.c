@@ -302,9 +302,13 @@ int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
       if (u->world_size > 0) fprintf(f, " of %d", u->world_size);
       fprintf(f, "%s, ", u->leaking ? " LEAKS" : "");
     }
-    print_run_end(f, u);
-    fprintf(f, " after %.1fs; live %s at the end, peak %s", u->duration_s,
-            lgu_fmt_bytes(b1, sizeof b1, (double)u->final_live_bytes),
+    if (r->live && !strcmp(u->end_reason, "running")) { /* the recording goes on: not stopped */
+      fprintf(f, "is still running (a live recording, still being written) at %.1fs", u->duration_s);
+    } else {
+      print_run_end(f, u);
+      fprintf(f, " after %.1fs", u->duration_s);
+    }
+    fprintf(f, "; live %s at the end, peak %s", lgu_fmt_bytes(b1, sizeof b1, (double)u->final_live_bytes),
             lgu_fmt_bytes(b2, sizeof b2, (double)u->peak_live_bytes));
     if (u->steps) fprintf(f, ", %llu steps", (unsigned long long)u->steps);
     if (u->sample_bytes) fprintf(f, ", sampled every %s", lgu_fmt_bytes(b3, sizeof b3, (double)u->sample_bytes));
