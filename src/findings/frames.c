@@ -415,3 +415,18 @@ int lgr_in_import(const lgr_site_t *s) {
     if (lgr_is_import_frame(s->all_frames[i].function, s->all_frames[i].file)) return 1;
   return 0;
 }
+
+/* Key of a stack's allocation site, from its frames in order (Python frames first as
+ * recorded): the innermost Python line of the program's own code (lgr_own_frame), else
+ * the native site frame (lgr_site_frame).
+ * The space is part of the key. Writes "" when there are no frames. */
+void lgr_site_key(char *key, size_t len, const lgr_loc_t **lv, int nl, const char *space) {
+  key[0] = 0;
+  if (nl <= 0) return;
+  int k =
+      lgr_is_python_module(lv[0]->module) ? lgr_own_frame(lv, nl, 0, lgr_loc_at) : lgr_site_frame(lv, nl, lgr_loc_at);
+  const lgr_loc_t *l = lv[k];
+  const char *fn = l->function, *file = l->file, *module = l->module;
+  snprintf(key, len, "%s\x1f%s\x1f%d\x1f%s\x1f%s", fn ? fn : "", file ? file : "", l->line,
+           file && *file ? "" : (module ? module : ""), space ? space : "host");
+}

@@ -68,6 +68,10 @@ int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native);
  * frees it). Unknown ids (a damaged database) are left out. Returns the count. */
 int lgr_stack_locs(sqlite3 *db, int proc, const char *locs_text, const lgr_loc_t **out, int max);
 void lgr_frames_clear(void);
+/* The key of a stack's allocation site from its locations lv[0..nl) (Python frames first
+ * as recorded) and its space (NULL: host): the program's own Python line, else the native
+ * site frame; "" without frames. Sites of one key are one site (sites.c, peak.c). */
+void lgr_site_key(char *key, size_t len, const lgr_loc_t **lv, int nl, const char *space);
 int lgr_parse_locs(const char *text, int64_t *ids, int max);
 /* The text of line `line` of file, trimmed, or NULL (the file is not here). */
 char *lgr_source_line(const char *file, int line);

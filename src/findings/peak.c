@@ -75,19 +75,6 @@ static int tag_stacks(const lgr_report_t *r, const lgr_site_t *others, int nothe
   return 0;
 }
 
-/* The key of a stack's site, as sites.c's site_key: the program's own Python line, or
- * the first native frame that is not allocator machinery, and the memory space. */
-static void peak_key(char *key, size_t len, const lgr_loc_t **lv, int nl, const char *space) {
-  key[0] = 0;
-  if (nl <= 0) return;
-  int k =
-      lgr_is_python_module(lv[0]->module) ? lgr_own_frame(lv, nl, 0, lgr_loc_at) : lgr_site_frame(lv, nl, lgr_loc_at);
-  const lgr_loc_t *l = lv[k];
-  const char *fn = l->function, *file = l->file, *module = l->module;
-  snprintf(key, len, "%s\x1f%s\x1f%d\x1f%s\x1f%s", fn ? fn : "", file ? file : "", l->line,
-           file && *file ? "" : (module ? module : ""), space);
-}
-
 typedef struct cands {
   cand_t *c;
   int n, cap;
@@ -106,7 +93,7 @@ static int add_stack(sqlite3 *db, sqlite3_stmt *sk, const lgr_run_t *u, int stac
     const char *locs = (const char *)sqlite3_column_text(sk, 0);
     nl = locs ? lgr_stack_locs(db, u->proc, locs, lv, LGR_MAX_FRAMES) : 0;
   }
-  peak_key(key, sizeof key, lv, nl, space);
+  lgr_site_key(key, sizeof key, lv, nl, space);
   sqlite3_reset(sk);
   if (!key[0]) return 0;
   if (cs->n == cs->cap) {

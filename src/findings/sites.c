@@ -20,21 +20,6 @@
 
 /* ------------------------------------------------------------------ sites */
 
-/* Key of a stack's allocation site, from its frames in order (Python frames first as
- * recorded): the innermost Python line of the program's own code (lgr_own_frame), else
- * the native site frame (lgr_site_frame).
- * The space is part of the key. Writes "" when there are no frames. */
-static void site_key(char *key, size_t len, const lgr_loc_t **lv, int nl, const char *space) {
-  key[0] = 0;
-  if (nl <= 0) return;
-  int k =
-      lgr_is_python_module(lv[0]->module) ? lgr_own_frame(lv, nl, 0, lgr_loc_at) : lgr_site_frame(lv, nl, lgr_loc_at);
-  const lgr_loc_t *l = lv[k];
-  const char *fn = l->function, *file = l->file, *module = l->module;
-  snprintf(key, len, "%s\x1f%s\x1f%d\x1f%s\x1f%s", fn ? fn : "", file ? file : "", l->line,
-           file && *file ? "" : (module ? module : ""), space ? space : "host");
-}
-
 static int cmp_delta(const void *a, const void *b) {
   const delta_t *x = a, *y = b;
   return (x->seq > y->seq) - (x->seq < y->seq);
@@ -184,7 +169,7 @@ static int key_stacks(pctx_t *c, lgu_strmap_t *keys, int **site_of, int *max_sta
     snprintf(cur_space, sizeof cur_space, "%s", sp ? sp : "host");
     snprintf(key_space, sizeof key_space, "%s@%d", cur_space, dev_of[stack]);
     int nl = lgr_stack_locs(c->db, c->run->proc, (const char *)sqlite3_column_text(st, 1), lv, LGR_MAX_FRAMES);
-    site_key(key, sizeof key, lv, nl, key_space);
+    lgr_site_key(key, sizeof key, lv, nl, key_space);
     if (!key[0]) continue;
     int added = 0;
     int idx = lgu_strmap_get_or_add(keys, key, c->nsites, &added);
