@@ -29,6 +29,10 @@ int lgj_check(pid_t pid, char *why, size_t n);
 /* The one-line reason ptrace of PID failed with errno e (EPERM: Yama's
  * kernel.yama.ptrace_scope, or another user's or a non-dumpable process): -e. */
 int lgj_refused(pid_t pid, int e, char *why, size_t n);
+/* The path the target pid loads agent from (placement.c): agent itself when the
+ * target's mount namespace shows the same file and it runs as our user, else a copy in
+ * its /tmp. 0 with out set, or -errno with why. */
+int lgj_agent_in_target(pid_t pid, const char *agent, char *out, size_t n, char *why, size_t wn);
 
 /* Stops PID at a safe point (a malloc or free entry, or in an idle target a thread
  * waiting in a blocking system call, with the loader consistent), loads

@@ -60,82 +60,6 @@ static int find_agent(char *out, size_t n) {
   return access(out, R_OK) == 0 ? 0 : -ENOENT;
 }
 
-/* The agent must be reachable at the same path in the target's mount namespace:
- * else it is copied there (/proc/PID/root/tmp). 0 and the path to load, or -errno. */
-/* Whether the files at a and b hold the same bytes. */
-static int same_bytes(const char *a, const char *b) {
-  FILE *fa = fopen(a, "rbe"), *fb = fa ? fopen(b, "rbe") : NULL;
-  int same = fa && fb;
-  char x[65536], y[65536];
-  while (same) {
-    size_t ka = fread(x, 1, sizeof x, fa), kb = fread(y, 1, sizeof y, fb);
-    if (ka != kb || memcmp(x, y, ka) != 0) same = 0;
-    if (ka == 0) break;
-  }
-  if (fa) fclose(fa);
-  if (fb) fclose(fb);
-  return same;
-}
-
-/* Puts a copy of the agent at there (a path through /proc/PID/root). An existing copy
- * is used only when it is ours, not writable by others and the same bytes; otherwise a
- * new one is written beside it and renamed over it, never rewritten in place: a
- * process that loaded the old copy keeps its mapping (rewriting a mapped library under
- * it would crash it), and in sticky /tmp the rename fails over another user's file
- * instead of following it. 0 or -errno. */
-static int copy_agent(const char *agent, const char *there) {
-  struct stat st;
-  if (lstat(there, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 022) &&
-      same_bytes(agent, there))
-    return 0;
-  char tmp[PATH_MAX + 80];
-  snprintf(tmp, sizeof tmp, "%s.XXXXXX", there);
-  int fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0) return -errno;
-  FILE *in = fopen(agent, "rbe"), *o = fdopen(fd, "wb");
-  int ok = in && o && fchmod(fd, 0644) == 0;
-  char buf[65536];
-  size_t k;
-  while (ok && (k = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, k, o) == k;
-  if (in) fclose(in);
-  if (o ? fclose(o) != 0 : close(fd) != 0) ok = 0;
-  if (!ok || rename(tmp, there) != 0) {
-    int e = errno ? errno : EIO;
-    unlink(tmp);
-    return -e;
-  }
-  return 0;
-}
-
-/* The agent's path as the target sees it: its own when the target's mount namespace
- * shows the same file and the target runs as our user; else a copy in the target's
- * /tmp, which another user can read (the build tree may be closed to it: /root, a
- * mktemp -d checkout). */
-static int agent_in_target(pid_t pid, const char *agent, char *out, size_t n, char *why, size_t wn) {
-  char there[PATH_MAX + 64];
-  struct stat a, b, proc;
-  /* the target's root is as closed to us as ptrace is (a process that is not
-   * dumpable, without CAP_SYS_PTRACE): say that, not that the agent is unreachable */
-  snprintf(there, sizeof there, "/proc/%d/root/", (int)pid);
-  if (access(there, X_OK) != 0 && (errno == EACCES || errno == EPERM)) return lgj_refused(pid, EPERM, why, wn);
-  snprintf(there, sizeof there, "/proc/%d", (int)pid);
-  int same_user = stat(there, &proc) != 0 || proc.st_uid == geteuid();
-  snprintf(there, sizeof there, "/proc/%d/root%s", (int)pid, agent);
-  if (same_user && stat(agent, &a) == 0 && stat(there, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-    snprintf(out, n, "%s", agent);
-    return 0;
-  }
-  snprintf(out, n, "/tmp/libleakguard-agent-%d.so", (int)getuid());
-  snprintf(there, sizeof there, "/proc/%d/root%s", (int)pid, out);
-  int rc = copy_agent(agent, there);
-  if (rc != 0) {
-    snprintf(why, wn, "the agent %s is not reachable from process %d and cannot be copied to %s: %s", agent, (int)pid,
-             there, strerror(-rc));
-    return rc;
-  }
-  return 0;
-}
-
 typedef struct attach_opts {
   const char *output;
   double interval, duration;
@@ -248,6 +172,64 @@ static int say_pyboot(const char *dir, pid_t pid) {
   return 1;
 }
 
+/* The database's facts of an attach: version, when (began, ISO 8601 UTC), sampling,
+ * the command it stands for. */
+static void meta_at_attach(lgst_t *db, const attach_opts_t *o, char *began, size_t n) {
+  char v[64];
+  time_t t0 = time(NULL);
+  struct tm tm;
+  gmtime_r(&t0, &tm);
+  strftime(began, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  lgst_meta(db, "version", LG_VERSION);
+  lgst_meta(db, "attached_at", began);
+  snprintf(v, sizeof v, "%" PRIu64, o->sample);
+  lgst_meta(db, "sample_bytes", v);
+  snprintf(v, sizeof v, "attach %d", (int)o->pid);
+  lgst_meta(db, "command", v);
+}
+
+/* The agent's configuration (cfg, n bytes). The agent connects to the collector's
+ * socket in dir, and a Python target imports the leakguard module from pydir and
+ * exchanges its files (holders, the collector's requests) through dir
+ * (docs/attach.md): both must be the target's own when it runs as another user (root
+ * attaching to a service's process). */
+static void agent_config(lgc_collector_t *col, const attach_opts_t *o, const char *dir, char *cfg, size_t n) {
+  char pydir[PATH_MAX] = "", tproc[32];
+  struct stat tst;
+  snprintf(tproc, sizeof tproc, "/proc/%d", (int)o->pid);
+  if (stat(tproc, &tst) == 0 && tst.st_uid != geteuid() &&
+      (chown(dir, tst.st_uid, tst.st_gid) != 0 || chown(lgc_socket_path(col), tst.st_uid, tst.st_gid) != 0))
+    lgu_err("attach: cannot give the collector's directory to process %d's user (%s): the agent may not reach it",
+            (int)o->pid, strerror(errno));
+  if (lg_find_python_dir(pydir, sizeof pydir) != 0) pydir[0] = 0;
+  int cl = snprintf(cfg, n, "sock=%s\nsample=%" PRIu64 "\ndepth=%ld\ncli=%d\nmmap=%d\ndir=%s\n", lgc_socket_path(col),
+                    o->sample, o->depth, (int)getpid(), !o->no_mmap, dir);
+  if (pydir[0] && cl > 0 && (size_t)cl < n) snprintf(cfg + cl, n - (size_t)cl, "pydir=%s\n", pydir);
+}
+
+/* The final report of an attach, and what only an attach says below it (when it
+ * began, the pre-attach bytes released: st, NULL when the agent's figures could not be
+ * read). The exit status. */
+static int report_attach(attach_opts_t *o, lgst_t *db, const char *began, const lg_agent_stats_t *st) {
+  lgr_db_t *rdb = lgr_borrow(lgst_db(db));
+  int leaks = -1,
+      frc = rdb ? lg_final_report("attach", rdb, o->output, &o->fin, 10, o->quiet, &leaks) : LG_EXIT_INTERNAL;
+  if (!rdb) lgu_err("attach: cannot build the report: out of memory");
+  lgr_close(rdb);
+  if (!o->quiet && frc == 0) {
+    /* below a text report on standard output, else on standard error (final_report.h) */
+    FILE *say = o->fin.format->render == lgo_render_text && !o->fin.path ? stdout : stderr;
+    fprintf(say, "\nRecording began at attach, %s (growth is judged from then on).\n", began);
+    if (st)
+      fprintf(say, "Pre-attach bytes released while attached: %" PRIu64 " in %" PRIu64 " blocks%s.\n",
+              st->preattach_bytes_released, st->preattach_blocks_released,
+              o->sample ? " (not counted in sampled mode)" : "");
+    fprintf(say, "Recorded in %s (leakguard report %s --format json)\n", o->output, o->output);
+    if (o->fin.path) fprintf(say, "Report (%s) in %s\n", o->fin.format->name, o->fin.path);
+  }
+  return o->fail_on_leak && leaks > 0 ? LG_EXIT_LEAK : 0;
+}
+
 static int attach(attach_opts_t *o) {
   char why[2048], agent[PATH_MAX], load[PATH_MAX], outbuf[PATH_MAX], dir[32] = "/tmp/leakguard-XXXXXX";
   if (lgj_check(o->pid, why, sizeof why) != 0) {
@@ -258,7 +240,7 @@ static int attach(attach_opts_t *o) {
     lgu_err("attach: cannot find libleakguard-agent.so next to libleakguard.so; set LEAKGUARD_AGENT");
     return LG_EXIT_INTERNAL;
   }
-  if (agent_in_target(o->pid, agent, load, sizeof load, why, sizeof why) != 0) {
+  if (lgj_agent_in_target(o->pid, agent, load, sizeof load, why, sizeof why) != 0) {
     lgu_err("attach: %s", why);
     return LG_EXIT_CANNOT_EXEC;
   }
@@ -290,16 +272,7 @@ static int attach(attach_opts_t *o) {
   lgc_collector_t *col = NULL;
   int injected = 0;
   char v[64], began[32];
-  time_t t0 = time(NULL);
-  struct tm tm;
-  gmtime_r(&t0, &tm);
-  strftime(began, sizeof began, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  lgst_meta(db, "version", LG_VERSION);
-  lgst_meta(db, "attached_at", began);
-  snprintf(v, sizeof v, "%" PRIu64, o->sample);
-  lgst_meta(db, "sample_bytes", v);
-  snprintf(v, sizeof v, "attach %d", (int)o->pid);
-  lgst_meta(db, "command", v);
+  meta_at_attach(db, o, began, sizeof began);
   const char *limit_source = "physical";
   uint64_t limit = lgsm_memory_limit(&limit_source);
   lgc_options_t co = {.interval = o->interval,
@@ -319,22 +292,8 @@ static int attach(attach_opts_t *o) {
   }
   uint64_t deadline = o->duration > 0 ? lgu_now_ns() + (uint64_t)(o->duration * 1e9) : 0;
   lgc_set_attached(col, o->pid, deadline);
-  /* The agent connects to the collector's socket in dir, and a Python target imports
-   * the leakguard module from pydir and exchanges its files (holders, the collector's
-   * requests) through dir (docs/attach.md): both must be the target's own when it runs
-   * as another user (root attaching to a service's process). */
-  char cfg[4096], pydir[PATH_MAX] = "";
-  struct stat tst;
-  char tproc[32];
-  snprintf(tproc, sizeof tproc, "/proc/%d", (int)o->pid);
-  if (stat(tproc, &tst) == 0 && tst.st_uid != geteuid() &&
-      (chown(dir, tst.st_uid, tst.st_gid) != 0 || chown(lgc_socket_path(col), tst.st_uid, tst.st_gid) != 0))
-    lgu_err("attach: cannot give the collector's directory to process %d's user (%s): the agent may not reach it",
-            (int)o->pid, strerror(errno));
-  if (lg_find_python_dir(pydir, sizeof pydir) != 0) pydir[0] = 0;
-  int cl = snprintf(cfg, sizeof cfg, "sock=%s\nsample=%" PRIu64 "\ndepth=%ld\ncli=%d\nmmap=%d\ndir=%s\n",
-                    lgc_socket_path(col), o->sample, o->depth, (int)getpid(), !o->no_mmap, dir);
-  if (pydir[0] && cl > 0 && (size_t)cl < sizeof cfg) snprintf(cfg + cl, sizeof cfg - (size_t)cl, "pydir=%s\n", pydir);
+  char cfg[4096];
+  agent_config(col, o, dir, cfg, sizeof cfg);
   lgj_result_t res;
   if ((rc = lgj_inject(o->pid, load, cfg, &res, why, sizeof why)) != 0) {
     lgu_err("attach: %s", why);
@@ -367,24 +326,7 @@ static int attach(attach_opts_t *o) {
   }
   lgc_free(col); /* closes the connection: the agent detaches */
   col = NULL;
-  lgr_db_t *rdb = lgr_borrow(lgst_db(db));
-  int leaks = -1,
-      frc = rdb ? lg_final_report("attach", rdb, o->output, &o->fin, 10, o->quiet, &leaks) : LG_EXIT_INTERNAL;
-  if (!rdb) lgu_err("attach: cannot build the report: out of memory");
-  lgr_close(rdb);
-  int leak = leaks > 0;
-  if (!o->quiet && frc == 0) {
-    /* below a text report on standard output, else on standard error (final_report.h) */
-    FILE *say = o->fin.format->render == lgo_render_text && !o->fin.path ? stdout : stderr;
-    fprintf(say, "\nRecording began at attach, %s (growth is judged from then on).\n", began);
-    if (have)
-      fprintf(say, "Pre-attach bytes released while attached: %" PRIu64 " in %" PRIu64 " blocks%s.\n",
-              st.preattach_bytes_released, st.preattach_blocks_released,
-              o->sample ? " (not counted in sampled mode)" : "");
-    fprintf(say, "Recorded in %s (leakguard report %s --format json)\n", o->output, o->output);
-    if (o->fin.path) fprintf(say, "Report (%s) in %s\n", o->fin.format->name, o->fin.path);
-  }
-  rc = o->fail_on_leak && leak ? LG_EXIT_LEAK : 0;
+  rc = report_attach(o, db, began, have ? &st : NULL);
 out:
   lgc_free(col);
   rmdir(dir);
