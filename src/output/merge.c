@@ -24,12 +24,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Tables an input may have (docs/schema.md), in copying order; meta is merged apart. */
-static const char *const TABLES[] = {
-    "processes", "modules",        "stacks",      "locations",      "snapshots",  "samples", "holders",
-    "flags",     "labels",         "cuda_stacks", "cuda_devices",   "cuda_notes", "cuda_um", "cuda_torch",
-    "nvml",      "nvml_processes", "lifetimes",   "step_lifetimes", "explains",   "notes",   NULL};
-
 /* Runs the SQL that sqlite3_vmprintf makes of fmt (%Q quotes a string, %w an
  * identifier: not printf's, so no format attribute). */
 static int exec_fmt(sqlite3 *db, char *why, size_t whylen, const char *fmt, ...) {
@@ -181,6 +175,7 @@ int lgst_merge(const char *out, const char *const *in, int n, char *why, size_t 
       rc = -EIO;
     }
     sqlite3_finalize(st);
+    const char *const *TABLES = lgst_tables(); /* the store's, meta merged apart */
     for (int k = 0; rc == 0 && TABLES[k]; k++) {
       int has = has_table(db, "src", TABLES[k]);
       if (has < 0) {
@@ -189,7 +184,7 @@ int lgst_merge(const char *out, const char *const *in, int n, char *why, size_t 
         break;
       }
       if (!has) continue;
-      if (!strncmp(TABLES[k], "cuda_", 5) || !strncmp(TABLES[k], "nvml", 4)) {
+      if (lgst_table_is_gpu(TABLES[k])) {
         if (!cuda && (rc = lgst_cuda_tables(s)) != 0) {
           snprintf(why, whylen, "cannot create the GPU tables");
           break;

@@ -509,6 +509,13 @@ static const char *CUDA_SCHEMA =
     "CREATE TABLE IF NOT EXISTS nvml_processes(t_ns INTEGER, device INTEGER, pid INTEGER, proc INTEGER,"
     " used_bytes INTEGER, PRIMARY KEY(t_ns, device, pid));";
 
+static const char *const TABLES[] = {
+    "processes", "modules",        "stacks",      "locations",      "snapshots",  "samples", "holders",
+    "flags",     "labels",         "cuda_stacks", "cuda_devices",   "cuda_notes", "cuda_um", "cuda_torch",
+    "nvml",      "nvml_processes", "lifetimes",   "step_lifetimes", "explains",   "notes",   NULL};
+const char *const *lgst_tables(void) { return TABLES; }
+int lgst_table_is_gpu(const char *name) { return !strncmp(name, "cuda_", 5) || !strncmp(name, "nvml", 4); }
+
 int lgst_cuda_tables(lgst_t *s) {
   if (s->cuda_schema) return 0;
   if (sqlite3_exec(s->db, CUDA_SCHEMA, NULL, NULL, NULL) != SQLITE_OK) return -EIO;

@@ -91,6 +91,11 @@ int lgst_label(lgst_t *s, int proc, const char *key, const char *value);
 int lgst_lifetimes(lgst_t *s, int proc, uint32_t stack, int steps, const uint64_t *ages, int nages);
 /* Creates the GPU tables (docs/cuda.md) if they are not there yet; 0 or -EIO. */
 int lgst_cuda_tables(lgst_t *s);
+/* The tables a database may hold besides meta (docs/schema.md), NULL-terminated, in an
+ * order where a process's rows come before those that name it: what a copy of the
+ * database (merge.c) copies. 1 for a GPU table, made by lgst_cuda_tables. */
+const char *const *lgst_tables(void);
+int lgst_table_is_gpu(const char *name);
 
 /* What a snapshot writes (samples rows). */
 enum {

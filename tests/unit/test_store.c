@@ -244,6 +244,28 @@ static void test_create_and_write(void **state) {
 /* store.h: "one samples row per site changed since the last call (all sites when
  * full != 0)"; docs/schema.md: "the final snapshot of each process writes every
  * site" (end_proc takes it with full = 1). */
+/* lgst_tables() (what merge copies) is every table a database can hold but meta: a table
+ * added to the schema and not to that list would be dropped by merge unsaid. */
+static void test_table_list_is_the_schema(void **state) {
+  fixture_t *f = *state;
+  char path[256];
+  path_in(f, path, sizeof path, "tables.lgdb");
+  lgst_t *s = NULL;
+  const char *err = NULL;
+  assert_int_equal(lgst_create(path, &s, &err), 0);
+  assert_int_equal(lgst_cuda_tables(s), 0);
+  sqlite3 *db = lgst_db(s);
+  int listed = 0;
+  for (const char *const *t = lgst_tables(); *t; t++, listed++) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='%s'", *t);
+    assert_int_equal(q_int(db, sql), 1);
+    assert_int_equal(lgst_table_is_gpu(*t), !strncmp(*t, "cuda_", 5) || !strncmp(*t, "nvml", 4));
+  }
+  assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name<>'meta'"), listed);
+  lgst_close(s);
+}
+
 static void test_full_snapshot_writes_every_site(void **state) {
   fixture_t *f = *state;
   char path[256], buf[64];
@@ -466,6 +488,7 @@ static void test_open_future_schema(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_table_list_is_the_schema, setup, teardown),
       cmocka_unit_test_setup_teardown(test_create_and_write, setup, teardown),
       cmocka_unit_test_setup_teardown(test_full_snapshot_writes_every_site, setup, teardown),
       cmocka_unit_test_setup_teardown(test_small_sites_only_in_full, setup, teardown),
