@@ -55,6 +55,8 @@ static unsigned long parse_ul(const char *s, unsigned long dflt) {
   return v;
 }
 
+static void drop_preload_env(void);
+
 void lgi_atfork_prepare(void) {
   lgi_tls.guard++;
   if (lgi_g.enabled) {
@@ -109,7 +111,9 @@ void lgi_atfork_child(void) {
     /* The region lock stays the parent's to release: the child's own region is the
      * copy (its lock free), or a private one unlocked here. */
     if (!safe || !lgi_g.follow || lgi_region_fork_adopt() != 0 || lgi_send_hello(LG_HELLO_FORK) < 0) {
-      /* Unrecorded child: make it stop writing into the parent's region. */
+      /* Unrecorded child: make it stop writing into the parent's region (and, not
+       * following, what it execs does not load the library) */
+      if (!lgi_g.follow) drop_preload_env();
       lgi_g.enabled = 0;
       lgi_region_fork_discard();
       region_make_private();
@@ -222,8 +226,13 @@ static int do_init(void) {
   lgi_g.follow = !(fol && fol[0] == '0');
   const char *mm = secure_getenv(LG_ENV_MMAP);
   uint32_t flags = (lgi_g.follow ? LG_RF_FOLLOW : 0) | ((mm && mm[0] == '0') ? 0 : LG_RF_MMAP);
-  if (!lgi_g.follow) drop_preload_env();
-  if (sock && *sock && strlen(sock) < sizeof lgi_g.sock_path) {
+  /* Not following: the started process is recorded through the images it execs (its
+   * parent stays `leakguard run`), anything it forks or spawns is not, nor what that
+   * execs (the library leaves their environment). A fork's child is also let go at the
+   * fork (lgi_atfork_child). */
+  int record = lgi_g.follow || (unsigned long)getppid() == parse_ul(secure_getenv(LG_ENV_CLI_PID), 0);
+  if (!record) drop_preload_env();
+  if (record && sock && *sock && strlen(sock) < sizeof lgi_g.sock_path) {
     memcpy(lgi_g.sock_path, sock, strlen(sock) + 1);
     lgi_unwind_init();
     lgi_python_detect();

@@ -152,6 +152,8 @@ int lg_target_env(const lg_target_env_t *e) {
   snprintf(num, sizeof num, "%ld", e->depth);
   setenv(LG_ENV_DEPTH, num, 1);
   setenv(LG_ENV_FOLLOW, e->follow ? "1" : "0", 1);
+  snprintf(num, sizeof num, "%d", (int)getpid());
+  setenv(LG_ENV_CLI_PID, num, 1);
   setenv(LG_ENV_MMAP, e->mmap ? "1" : "0", 1);
   if (e->cuda_um) setenv(LG_ENV_CUDA_UM, "1", 1);
   setenv(LG_ENV_DIR, e->dir, 1);

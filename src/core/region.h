@@ -384,9 +384,13 @@ _Static_assert(sizeof(lg_hello_t) == 288, "lg_hello_t layout");
 #define LG_ENV_SOCK "LEAKGUARD_SOCK"
 #define LG_ENV_SAMPLE "LEAKGUARD_SAMPLE"               /* bytes, 0 = record everything */
 #define LG_ENV_IMPORT_SAMPLE "LEAKGUARD_IMPORT_SAMPLE" /* bytes per sample under a Python import, 0 = all */
-#define LG_IMPORT_SAMPLE_DEFAULT 65536     /* `leakguard run`'s default (docs/python.md, "Imports sampled") */
-#define LG_ENV_DEPTH "LEAKGUARD_DEPTH"     /* 1..LG_MAX_DEPTH */
-#define LG_ENV_FOLLOW "LEAKGUARD_FOLLOW"   /* "0": do not record children */
+#define LG_IMPORT_SAMPLE_DEFAULT 65536   /* `leakguard run`'s default (docs/python.md, "Imports sampled") */
+#define LG_ENV_DEPTH "LEAKGUARD_DEPTH"   /* 1..LG_MAX_DEPTH */
+#define LG_ENV_FOLLOW "LEAKGUARD_FOLLOW" /* "0": do not record children */
+/* `leakguard run`'s pid: with LEAKGUARD_FOLLOW=0 only its own child is recorded, through
+ * every image it execs (a wrapper chain: env, a pyenv shim, bash -c), not what that
+ * child forks or spawns */
+#define LG_ENV_CLI_PID "LEAKGUARD_CLI_PID"
 #define LG_ENV_MMAP "LEAKGUARD_MMAP"       /* "0": do not record anonymous mmap */
 #define LG_ENV_CUDA_UM "LEAKGUARD_CUDA_UM" /* "1": CUPTI Unified Memory counters */
 #define LG_ENV_CUPTI "LEAKGUARD_CUPTI"     /* path of libcupti (default: the toolkit's) */

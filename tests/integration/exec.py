@@ -7,6 +7,8 @@
                     churn_leak's planted site is reported with that pid, exactly.
   --mode spawn      fork() + execv(): the child is its own run with its own pid.
   --mode no-follow  spawn under `run --no-follow`: only the launcher is recorded.
+  --mode no-follow-exec  exec under `run --no-follow`: the started process is followed
+                    through its execs (a wrapper chain), as --mode exec says.
 """
 import os
 import sys
@@ -18,7 +20,7 @@ PRE_LEAK = 300 * 2048
 
 
 def extra(ap):
-    ap.add_argument("--mode", choices=("exec", "spawn", "no-follow"), required=True)
+    ap.add_argument("--mode", choices=("exec", "spawn", "no-follow", "no-follow-exec"), required=True)
 
 
 def main():
@@ -28,8 +30,8 @@ def main():
     target = t.bin("churn_leak")
     site = t.site("churn_leak.c")
     pre_site = t.site("exec_chain.c", "/* SITE:pre-exec */")
-    mode = "exec" if args.mode == "exec" else "spawn"
-    lg_extra = ["--no-follow"] if args.mode == "no-follow" else []
+    mode = "exec" if args.mode in ("exec", "no-follow-exec") else "spawn"
+    lg_extra = ["--no-follow"] if args.mode.startswith("no-follow") else []
     p = t.lg_run([launcher, "--mode", mode, "--target", target, "--pre-seconds", "1.5",
                   "--seconds", "3"], extra=lg_extra)
     t.check(p.returncode == 0, "run exits 0 (the target's status)", exit=p.returncode,
@@ -55,7 +57,7 @@ def main():
         bad = [s for s in rep["suspects"] if site.matches((s.get("frames") or [{}])[0])]
         t.check(not bad, "--no-follow: nothing reported from the child", suspects=bad[:3])
         t.finish()
-    if args.mode == "exec":
+    if mode == "exec":
         # one pid, two images: the launcher, then churn_leak
         t.check(len(runs) == 2 and len(L) == 2 and sum(map(is_l, L)) == 1
                 and sum(map(is_t, L)) == 1,
@@ -78,7 +80,7 @@ def main():
     if not truns:
         t.fatal("a run for the exec'd target", runs=runs)
     tpid = truns[0].get("pid")
-    if args.mode == "exec":
+    if mode == "exec":
         t.check(tpid == lpid, "exec'd image keeps the pid", target_pid=tpid, launcher_pid=lpid)
         fl = lruns[0].get("final_live_bytes") if lruns else None
         t.check(isinstance(fl, int) and fl >= PRE_LEAK,
