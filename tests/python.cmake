@@ -172,6 +172,11 @@ lg_pyfx(lru_unbounded  --script leak_lru_unbounded.py --expect leak --leaks 1 --
 lg_py(layer_outputs  --script leak_layer_outputs.py --expect leak --leaks 1 --detected-within 3
                      --holder "__main__.outputs (list)" --kind tensor --library-site linear.py
                      --fix "in `outputs`")
+# a temporary list made and dropped every step beside a dict of lists that grows: one
+# leak at the append, the temporary's line never a growing site (issue #34 item 5),
+# sampled (the default here) and in full
+lg_py(temporaries    --script leak_dict_lists.py --expect leak --leaks 1 --never-growing TEMP)
+lg_py(temporaries_full --script leak_dict_lists.py --sample 0 --expect leak --leaks 1 --never-growing TEMP)
 # the line that keeps it (issue #34 item 2): the holder's own growth site, recorded in
 # full mode (sampled mode records a container's buffer only when it is sampled): a
 # list's item array at its append, a tensor bound to a name where it was made

@@ -82,6 +82,8 @@ def parse_args():
     ap.add_argument("--library-site", help="rank 1's innermost Python line is library code in this file "
                     "(library_site), the site the script's own line further out")
     ap.add_argument("--fix", help="the rank-1 leak's fix hint matches this regex, in the JSON and the text")
+    ap.add_argument("--never-growing", metavar="MARKER",
+                    help="no growing site (suspect or minor growth) at a line marked # MARKER")
     ap.add_argument("--kept-at", nargs=2, metavar=("MARKER", "VERB"),
                     help="the leak's holder is kept at the script's # MARKER line (holder.kept_at), and the "
                          "text says 'VERB at ... (script:line)'")
@@ -199,6 +201,8 @@ def check_leak(a, doc, leak, db, check):
         check_fix(a, leak, db, check)
     if a.kept_at:
         check_kept_at(a, leak, db, check)
+    if a.never_growing:
+        check_never_growing(a, doc, check)
     if a.detected_within is not None:
         check_detected_within(a, leak, db, check)
 
@@ -251,6 +255,15 @@ def check_fix(a, leak, db, check):
     check(any(ln.strip() == "fix: " + fix for ln in txt.splitlines()) and fix != "",
           "the text report's leak says 'fix:' with the same line", text=txt.splitlines()[:12])
 
+
+
+def check_never_growing(a, doc, check):
+    """No site at the script's # MARKER lines grows: neither a suspect nor minor growth
+    (a temporary made and dropped every step, issue #34 item 5)."""
+    lines = site_lines(os.path.join(HERE, a.script), a.never_growing)
+    grown = [(k, s["site"].get("line")) for k in ("suspects", "minor_growth") for s in doc.get(k) or []
+             if os.path.basename(s["site"].get("file") or "") == a.script and s["site"].get("line") in lines]
+    check(not grown, "no growing site at %s:%s (# %s)" % (a.script, lines, a.never_growing), grown=grown)
 
 
 def check_kept_at(a, leak, db, check):
