@@ -343,8 +343,11 @@ LGI_HIDDEN extern int lgi_py_code_gen_on;
 LGI_HIDDEN extern uint64_t lgi_py_code_gen;
 LGI_HIDDEN extern uintptr_t lgi_py_code_type;
 static inline void lgi_python_code_died(const void *obj) {
-  /* ob_type, 8 bytes into any object; every block PyObject_Free gets has 16 bytes */
-  if (LGI_UNLIKELY(((const uintptr_t *)obj)[1] == lgi_py_code_type))
+  /* ob_type, 8 bytes into any object; every block PyObject_Free gets has 16 bytes. Not
+   * counting yet (code_type 0): a block with 0 there is no code object, and a shared
+   * counter bumped by every such free would only bounce its cache line. */
+  uintptr_t ct = lgi_py_code_type;
+  if (LGI_UNLIKELY(ct != 0 && ((const uintptr_t *)obj)[1] == ct))
     __atomic_fetch_add(&lgi_py_code_gen, 1, __ATOMIC_RELEASE);
 }
 /* 1 when ip lies in the interpreter's own module (python3.X or libpython3.X). */

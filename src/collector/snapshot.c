@@ -4,6 +4,7 @@
  * into the store, its stacks queued for symbolization (the worker, symq.c) and stored
  * when symbolized, each assigned to its allocation site (sites.c), and the GPU parts.
  */
+#include <errno.h>
 #include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -116,6 +117,17 @@ static void absolute_module_path(int pid, uint64_t start, uint64_t end, char *pa
   if (access(joined, R_OK) == 0 && strlen(joined) < n) snprintf(path, n, "%s", joined);
 }
 
+/* p->symbolized covering stacks [0, ns) (new ones 0: not queued yet); 0 or -ENOMEM. */
+static int symbolized_cover(lgc_proc_t *p, uint32_t ns) {
+  if (ns <= p->nsymbolized) return 0;
+  uint8_t *n = realloc(p->symbolized, ns);
+  if (!n) return -ENOMEM;
+  memset(n + p->nsymbolized, 0, ns - p->nsymbolized);
+  p->symbolized = n;
+  p->nsymbolized = ns;
+  return 0;
+}
+
 /* Queues stack id of p for symbolization (stored when the worker is done); a Python
  * stack is assigned to its site at once (its frames are the region's). */
 static void queue_stack(lgc_collector_t *c, lgc_proc_t *p, uint32_t id) {
@@ -163,13 +175,7 @@ static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
     m->modules_stored = i + 1;
   }
   uint32_t ns = m->nsites;
-  if (ns > p->nsymbolized) {
-    uint8_t *n = realloc(p->symbolized, ns);
-    if (!n) return;
-    memset(n + p->nsymbolized, 0, ns - p->nsymbolized);
-    p->symbolized = n;
-    p->nsymbolized = ns;
-  }
+  if (symbolized_cover(p, ns) != 0) return;
   m->stacks_stored = ns;
   uint32_t heavy[HEAVY_TOP];
   int nheavy = 0;
@@ -189,14 +195,7 @@ static void sync_symbols(lgc_collector_t *c, lgc_proc_t *p, int final) {
  * growing one's is. */
 void lgc_want_stack(lgc_collector_t *c, lgc_proc_t *p, uint32_t id) {
   lgm_proc_t *m = &p->m;
-  if (id < 2 || id >= m->nsites) return;
-  if (id >= p->nsymbolized) {
-    uint8_t *n = realloc(p->symbolized, m->nsites);
-    if (!n) return;
-    memset(n + p->nsymbolized, 0, m->nsites - p->nsymbolized);
-    p->symbolized = n;
-    p->nsymbolized = m->nsites;
-  }
+  if (id < 2 || id >= m->nsites || symbolized_cover(p, m->nsites) != 0) return;
   if (!p->symbolized[id]) queue_stack(c, p, id);
 }
 
