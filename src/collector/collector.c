@@ -55,7 +55,8 @@ int lgc_new(const lgc_options_t *o, const char *dir, lgc_collector_t **out, char
     return -e;
   }
   c->symq = lgc_symq_new();
-  if (!c->symq) {
+  c->symfiles = c->symq ? lgs_files_new() : NULL;
+  if (!c->symfiles) {
     int e = errno ? errno : ENOMEM;
     snprintf(why, whylen, "cannot start the symbolization thread: %s", strerror(e));
     lgc_free(c);
@@ -85,7 +86,7 @@ void lgc_free(lgc_collector_t *c) {
   lgc_symq_free(c->symq); /* first: the worker reads the regions */
   for (int i = 0; i < c->nprocs; i++) {
     lgc_proc_t *p = c->procs[i];
-    if (!p->sym_shared) lgs_free(p->sym);
+    lgs_free(p->sym);
     lgc_sites_free(&p->sites);
     free(p->symbolized);
     free(p->explained);
@@ -96,6 +97,7 @@ void lgc_free(lgc_collector_t *c) {
     free(p);
   }
   free(c->procs);
+  lgs_files_free(c->symfiles); /* after the symbolizers, whose strings it holds */
   if (c->listen_fd >= 0) {
     close(c->listen_fd);
     unlink(c->sock);

@@ -33,7 +33,6 @@
 typedef struct lgc_proc {
   lgm_proc_t m;
   lgs_symbolizer_t *sym;
-  int sym_shared;      /* sym is its fork parent's (freed with the parent) */
   lgc_sites_t sites;   /* stacks grouped by allocation site, for the live analysis */
   uint8_t *symbolized; /* per stack: 1 once queued for symbolization (stored, assigned to a site) */
   uint32_t nsymbolized;
@@ -86,6 +85,7 @@ struct lgc_collector {
   uint64_t next_guard;
   lgx_registry_t *reg;
   lgc_symq_t *symq;      /* symbolization worker */
+  lgs_files_t *symfiles; /* the files every process's symbolizer shares (the worker's) */
   lgsm_timeline_t *nvml; /* GPU timeline (docs/cuda.md), opened when a process uses CUDA */
   int nvml_tried;
   int explains;

@@ -275,19 +275,14 @@ int lgc_accept_hello(lgc_collector_t *c) {
   lgc_proc_t *p = calloc(1, sizeof *p);
   if (!p) goto fail;
   p->pidfd = -1;
-  /* A fork child shares its parent's symbolizer: the same images at the same addresses
-   * at the fork, whose debug information a symbolizer of its own would read again (a
-   * forking server's children each took seconds of the worker under ASan, and a run
-   * with hundreds of them ended minutes late: fault_stalled). What either loads after
-   * the fork is added to both; one address named by two libraries loaded there at
-   * different times is the limit it already has for a dlclose and a dlopen. */
-  lgc_proc_t *fparent = h.kind == LG_HELLO_FORK && !prev ? lgc_find_proc(c, h.ppid, 0) : NULL;
-  if (fparent && strcmp(fparent->m.exe, h.exe) != 0) fparent = NULL; /* it has exec'd since */
-  p->sym_shared = fparent && fparent->sym;
-  p->sym = p->sym_shared ? fparent->sym : lgs_new();
+  /* Each process has a symbolizer of its own (its map of modules), over the files all
+   * share (c->symfiles): a fork child reports the modules it inherited, which costs a
+   * stat each, and reads no debug information again (a forking server's children each
+   * took seconds of the worker under ASan when each read its own: fault_stalled). */
+  p->sym = lgs_new(c->symfiles);
   e = p->sym ? -lgm_attach(&p->m, fd, h.region_size) : ENOMEM;
   if (e) {
-    if (!p->sym_shared) lgs_free(p->sym);
+    lgs_free(p->sym);
     free(p);
     goto fail;
   }

@@ -2,12 +2,22 @@
 /*
  * symbolize.c - libdwfl-backed symbolizer with a per-address cache.
  *
- * Modules are reported to libdwfl with dwfl_report_elf at the bias the recorder saw
- * (late dlopen()s included, since the recorder appends them to the module map before
- * any stack that uses them is published). Debug info is found next to the file or
- * through /usr/lib/debug (dwfl_standard_find_debuginfo); without it the function comes
- * from the symbol table and file:line stay empty. Inlined frames are expanded with
- * dwarf_getscopes, as eu-addr2line -i does.
+ * The files (lgs_files_t) are shared by every process of a run: each distinct ELF
+ * file (path, device, inode, size, mtime) is reported once to one libdwfl session, at
+ * a synthetic load bias of its own (file k at (k + 1) << 40), and each process
+ * (lgs_symbolizer_t) keeps only its map of address ranges to files with the bias it
+ * loaded each at. An address is looked up at its file-relative place, so the debug
+ * information of libc, of bash or of libtorch is read (and decompressed) once per run,
+ * not once per process, and the cache of symbolized addresses is shared: a shell
+ * script's hundred bash processes, a server's exec'd workers and the ranks of a
+ * training job symbolize the same return addresses once.
+ *
+ * Modules are added at the bias the recorder saw (late dlopen()s included, since the
+ * recorder appends them to the module map before any stack that uses them is
+ * published). Debug info is found next to the file or through /usr/lib/debug
+ * (dwfl_standard_find_debuginfo); without it the function comes from the symbol table
+ * and file:line stay empty. Inlined frames are expanded with dwarf_getscopes, as
+ * eu-addr2line -i does.
  */
 #include "core/hash.h"
 #include "core/symbolize.h"
@@ -16,8 +26,12 @@
 #include <elfutils/libdwfl.h>
 #include <dwarf.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* C++ ABI demangler from libstdc++ (what c++filt uses). */
 extern char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
@@ -59,24 +73,52 @@ typedef struct symidx {
   size_t n;
 } symidx_t;
 
-struct lgs_symbolizer {
+/* One distinct ELF file, reported to the shared libdwfl session at base. */
+typedef struct lgs_file {
+  const char *path; /* interned */
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  int64_t mtime_ns;
+  Dwfl_Module *mod; /* NULL: libdwfl could not read it */
+  Dwfl *own;        /* a non-PIE executable's own session (below), else NULL */
+  uint64_t key;     /* the synthetic load bias: cache keys, and the shared session's */
+} lgs_file_t;
+
+/* File k's synthetic bias, (k + 1) << 40: above any ELF file's own addresses (< 2^40 in
+ * practice). A non-PIE executable (ET_EXEC) cannot be moved (libdwfl reports it at its
+ * link-time addresses whatever bias it is given), and two of them would overlap at
+ * 0x400000: each has a libdwfl session of its own, at its own addresses. */
+#define LGS_FILE_SHIFT 40
+#define LGS_FILES_MAX ((1u << (63 - LGS_FILE_SHIFT)) - 1)
+
+struct lgs_files {
   symidx_t *idx;
   size_t nidx, capidx;
   Dwfl *dwfl;
   Dwfl_Callbacks cb;
   char *debuginfo_path;
-  centry_t *cache;
+  centry_t *cache; /* by synthetic address */
   size_t cache_cap, cache_n;
   strnode_t *strings[4096];
-  struct { /* the modules reported, by interned path and bias */
-    const char *path;
-    uint64_t bias;
-  } * mods;
+  lgs_file_t *files;
+  size_t nfiles, capfiles;
+};
+
+/* One process's modules: address ranges, sorted by start, none overlapping. */
+typedef struct lgs_pmod {
+  uint64_t start, end, bias;
+  uint32_t file;
+} lgs_pmod_t;
+
+struct lgs_symbolizer {
+  lgs_files_t *fs;
+  lgs_pmod_t *mods;
   size_t nmods, capmods;
 };
 
 /* Interned strings live as long as the symbolizer. */
-static const char *intern(lgs_symbolizer_t *s, const char *str) {
+static const char *intern(lgs_files_t *s, const char *str) {
   if (!str) return "";
   uint64_t h = 1469598103934665603ULL;
   for (const char *p = str; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
@@ -92,8 +134,8 @@ static const char *intern(lgs_symbolizer_t *s, const char *str) {
   return n->s;
 }
 
-lgs_symbolizer_t *lgs_new(void) {
-  lgs_symbolizer_t *s = calloc(1, sizeof *s);
+lgs_files_t *lgs_files_new(void) {
+  lgs_files_t *s = calloc(1, sizeof *s);
   if (!s) return NULL;
   s->cb.find_elf = dwfl_build_id_find_elf;
   s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
@@ -106,16 +148,18 @@ lgs_symbolizer_t *lgs_new(void) {
   }
   dwfl_report_begin(s->dwfl);
   dwfl_report_end(s->dwfl, NULL, NULL);
+  elf_version(EV_CURRENT); /* for elf_begin in is_exec */
   return s;
 }
 
-void lgs_free(lgs_symbolizer_t *s) {
+void lgs_files_free(lgs_files_t *s) {
   if (!s) return;
   dwfl_end(s->dwfl);
+  for (size_t i = 0; i < s->nfiles; i++) dwfl_end(s->files[i].own);
   for (size_t i = 0; i < s->nidx; i++) free(s->idx[i].e);
   free(s->idx);
   free(s->cache);
-  free(s->mods);
+  free(s->files);
   for (int i = 0; i < 4096; i++)
     for (strnode_t *n = s->strings[i], *nx; n; n = nx) {
       nx = n->next;
@@ -124,38 +168,101 @@ void lgs_free(lgs_symbolizer_t *s) {
   free(s);
 }
 
-int lgs_add_module(lgs_symbolizer_t *s, const char *path, uint64_t start, uint64_t end, uint64_t bias) {
-  (void)end;
-  (void)start;
-  if (!path || !path[0] || path[0] != '/') return -ENOENT; /* vdso and friends */
-  /* a module reported already (a fork child shares its parent's symbolizer, and
-   * reports the modules it inherited): nothing to add, and no lookup to forget */
-  const char *ip = intern(s, path);
-  for (size_t i = 0; i < s->nmods; i++)
-    if (s->mods[i].path == ip && s->mods[i].bias == bias) return 0;
-  if (ip[0] && s->nmods == s->capmods) { /* out of memory: reported, not remembered */
-    size_t cap = s->capmods ? s->capmods * 2 : 32;
-    void *nm = realloc(s->mods, cap * sizeof *s->mods);
-    if (nm) {
-      s->mods = nm;
-      s->capmods = cap;
-    }
-  }
-  if (ip[0] && s->nmods < s->capmods) {
-    s->mods[s->nmods].path = ip;
-    s->mods[s->nmods++].bias = bias;
-  }
-  dwfl_report_begin_add(s->dwfl);
-  const char *base = strrchr(path, '/');
-  Dwfl_Module *m = dwfl_report_elf(s->dwfl, base ? base + 1 : path, path, -1, bias, false);
-  dwfl_report_end(s->dwfl, NULL, NULL);
-  /* A new module can only change lookups that found no module: forget those. */
-  for (size_t i = 0; i < s->cache_cap; i++)
-    if (s->cache[i].ip && !s->cache[i].f[0].module[0]) s->cache[i].f[0].ip = 0, s->cache[i].n = -1;
-  return m ? 0 : -EINVAL;
+lgs_symbolizer_t *lgs_new(lgs_files_t *fs) {
+  if (!fs) return NULL;
+  lgs_symbolizer_t *s = calloc(1, sizeof *s);
+  if (s) s->fs = fs;
+  return s;
 }
 
-static centry_t *cache_slot(lgs_symbolizer_t *s, uint64_t ip, int *found) {
+void lgs_free(lgs_symbolizer_t *s) {
+  if (!s) return;
+  free(s->mods);
+  free(s);
+}
+
+/* 1 when path is a non-PIE executable (ELF type ET_EXEC). */
+static int is_exec(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+  GElf_Ehdr eh;
+  int exec = e && gelf_getehdr(e, &eh) && eh.e_type == ET_EXEC;
+  elf_end(e);
+  close(fd);
+  return exec;
+}
+
+/* The shared file for path as it is on disk now: found, else reported to libdwfl.
+ * -errno when it cannot be (not a file, not ELF, out of memory). */
+static int file_of(lgs_files_t *fs, const char *path, uint32_t *out) {
+  struct stat st;
+  if (stat(path, &st) != 0) return -errno;
+  int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+  const char *ip = intern(fs, path);
+  if (!ip[0]) return -ENOMEM;
+  for (size_t i = fs->nfiles; i-- > 0;) {
+    const lgs_file_t *f = &fs->files[i];
+    if (f->path == ip && f->dev == st.st_dev && f->ino == st.st_ino && f->size == st.st_size && f->mtime_ns == mt) {
+      if (!f->mod) return -EINVAL;
+      *out = (uint32_t)i;
+      return 0;
+    }
+  }
+  if (fs->nfiles >= LGS_FILES_MAX) return -ENOSPC;
+  if (fs->nfiles == fs->capfiles) {
+    size_t cap = fs->capfiles ? fs->capfiles * 2 : 64;
+    lgs_file_t *nf = realloc(fs->files, cap * sizeof *nf);
+    if (!nf) return -ENOMEM;
+    fs->files = nf;
+    fs->capfiles = cap;
+  }
+  lgs_file_t *f = &fs->files[fs->nfiles];
+  *f = (lgs_file_t){ip, st.st_dev, st.st_ino, st.st_size, mt, NULL, NULL, (uint64_t)(fs->nfiles + 1) << LGS_FILE_SHIFT};
+  Dwfl *d = fs->dwfl;
+  if (is_exec(path) && !(d = f->own = dwfl_begin(&fs->cb))) return -ENOMEM;
+  dwfl_report_begin_add(d);
+  const char *base = strrchr(path, '/');
+  f->mod = dwfl_report_elf(d, base ? base + 1 : path, path, -1, f->own ? 0 : f->key, false);
+  dwfl_report_end(d, NULL, NULL);
+  fs->nfiles++; /* remembered either way: a file libdwfl cannot read is not tried again */
+  if (!f->mod) return -EINVAL;
+  *out = (uint32_t)(fs->nfiles - 1);
+  return 0;
+}
+
+int lgs_add_module(lgs_symbolizer_t *s, const char *path, uint64_t start, uint64_t end, uint64_t bias) {
+  if (!path || !path[0] || path[0] != '/') return -ENOENT; /* vdso and friends */
+  if (end <= start) return -EINVAL;
+  /* a module reported already: nothing to add */
+  for (size_t i = 0; i < s->nmods; i++)
+    if (s->mods[i].start == start && s->mods[i].end == end && s->mods[i].bias == bias &&
+        !strcmp(s->fs->files[s->mods[i].file].path, path))
+      return 0;
+  uint32_t file = 0;
+  int e = file_of(s->fs, path, &file);
+  if (e) return e;
+  /* A module loaded where another was (a dlclose, then a dlopen): the newer one. */
+  size_t w = 0;
+  for (size_t i = 0; i < s->nmods; i++)
+    if (s->mods[i].end <= start || s->mods[i].start >= end) s->mods[w++] = s->mods[i];
+  s->nmods = w;
+  if (s->nmods == s->capmods) {
+    size_t cap = s->capmods ? s->capmods * 2 : 32;
+    lgs_pmod_t *nm = realloc(s->mods, cap * sizeof *nm);
+    if (!nm) return -ENOMEM;
+    s->mods = nm;
+    s->capmods = cap;
+  }
+  size_t at = s->nmods;
+  while (at > 0 && s->mods[at - 1].start > start) at--;
+  memmove(s->mods + at + 1, s->mods + at, (s->nmods - at) * sizeof *s->mods);
+  s->mods[at] = (lgs_pmod_t){start, end, bias, file};
+  s->nmods++;
+  return 0;
+}
+
+static centry_t *cache_slot(lgs_files_t *s, uint64_t ip, int *found) {
   if (s->cache_n * 2 >= s->cache_cap) {
     size_t ncap = s->cache_cap ? s->cache_cap * 2 : 4096;
     centry_t *nc = calloc(ncap, sizeof *nc);
@@ -181,7 +288,7 @@ static int cmp_sym(const void *a, const void *b) {
   return (x->addr > y->addr) - (x->addr < y->addr);
 }
 
-static symidx_t *symidx_of(lgs_symbolizer_t *s, Dwfl_Module *m) {
+static symidx_t *symidx_of(lgs_files_t *s, Dwfl_Module *m) {
   for (size_t i = 0; i < s->nidx; i++)
     if (s->idx[i].mod == m) return &s->idx[i];
   if (s->nidx == s->capidx) {
@@ -211,7 +318,7 @@ static symidx_t *symidx_of(lgs_symbolizer_t *s, Dwfl_Module *m) {
 }
 
 /* The function symbol containing pc, or NULL. */
-static const char *symidx_lookup(lgs_symbolizer_t *s, Dwfl_Module *m, uint64_t pc) {
+static const char *symidx_lookup(lgs_files_t *s, Dwfl_Module *m, uint64_t pc) {
   symidx_t *x = symidx_of(s, m);
   if (!x || !x->n) return NULL;
   size_t lo = 0, hi = x->n;
@@ -237,7 +344,7 @@ static const char *die_name(Dwarf_Die *d) {
   return n;
 }
 
-static const char *nice_name(lgs_symbolizer_t *s, const char *raw) {
+static const char *nice_name(lgs_files_t *s, const char *raw) {
   if (!raw) return "??";
   char *d = lgs_demangle(raw);
   const char *r = intern(s, d ? d : raw);
@@ -245,9 +352,9 @@ static const char *nice_name(lgs_symbolizer_t *s, const char *raw) {
   return r;
 }
 
-static int resolve(lgs_symbolizer_t *s, uint64_t ip, lgs_frame_t *f, int max) {
+static int resolve(lgs_files_t *s, Dwfl *dwfl, uint64_t ip, lgs_frame_t *f, int max) {
   Dwarf_Addr pc = ip - 1;
-  Dwfl_Module *m = dwfl_addrmodule(s->dwfl, pc);
+  Dwfl_Module *m = dwfl_addrmodule(dwfl, pc);
   f[0] = (lgs_frame_t){ip, "", "??", "", 0, 0};
   if (!m) return 1;
   const char *mname = dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
@@ -311,23 +418,51 @@ static int resolve(lgs_symbolizer_t *s, uint64_t ip, lgs_frame_t *f, int max) {
   return n;
 }
 
-int lgs_lookup(lgs_symbolizer_t *s, uint64_t ip, lgs_frame_t *out, int max) {
-  int found = 0;
-  centry_t *c = cache_slot(s, ip, &found);
-  if (c && found && c->n > 0) {
-    int n = c->n < max ? c->n : max;
-    memcpy(out, c->f, (size_t)n * sizeof *out);
-    return n;
+/* The process's module containing pc, or NULL. */
+static const lgs_pmod_t *pmod_of(const lgs_symbolizer_t *s, uint64_t pc) {
+  size_t lo = 0, hi = s->nmods;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (s->mods[mid].start <= pc) lo = mid + 1;
+    else hi = mid;
   }
+  if (lo == 0) return NULL;
+  const lgs_pmod_t *m = &s->mods[lo - 1];
+  return pc < m->end ? m : NULL;
+}
+
+int lgs_lookup(lgs_symbolizer_t *s, uint64_t ip, lgs_frame_t *out, int max) {
+  const lgs_pmod_t *pm = pmod_of(s, ip - 1);
+  if (!pm) { /* in no module the process reported */
+    out[0] = (lgs_frame_t){ip, "", "??", "", 0, 0};
+    return 1;
+  }
+  lgs_files_t *fs = s->fs;
+  const lgs_file_t *file = &fs->files[pm->file];
+  /* the same instruction in every process: its address in the file (vaddr), plus the
+   * file's synthetic bias; the shared session has the file there */
+  uint64_t vaddr = ip - pm->bias, sip = vaddr + file->key;
+  int found = 0, n;
+  centry_t *c = cache_slot(fs, sip, &found);
   lgs_frame_t tmp[CACHE_MAX_FRAMES];
-  int n = resolve(s, ip, tmp, CACHE_MAX_FRAMES);
-  if (c) {
-    if (!found) s->cache_n++;
-    c->ip = ip;
-    c->n = n;
-    memcpy(c->f, tmp, (size_t)n * sizeof *tmp);
+  const lgs_frame_t *f = tmp;
+  if (c && found && c->n > 0) {
+    n = c->n;
+    f = c->f;
+  } else {
+    n = file->own ? resolve(fs, file->own, vaddr, tmp, CACHE_MAX_FRAMES)
+                  : resolve(fs, fs->dwfl, sip, tmp, CACHE_MAX_FRAMES);
+    if (c) {
+      if (!found) fs->cache_n++;
+      c->ip = sip;
+      c->n = n;
+      memcpy(c->f, tmp, (size_t)n * sizeof *tmp);
+    }
   }
   if (n > max) n = max;
-  memcpy(out, tmp, (size_t)n * sizeof *out);
+  for (int i = 0; i < n; i++) {
+    out[i] = f[i];
+    out[i].ip = ip;
+  }
   return n;
 }

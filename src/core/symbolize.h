@@ -19,14 +19,22 @@ typedef struct lgs_frame {
 } lgs_frame_t;
 
 typedef struct lgs_symbolizer lgs_symbolizer_t;
+typedef struct lgs_files lgs_files_t;
 
-lgs_symbolizer_t *lgs_new(void);
+/* The files every process's symbolizer shares (symbolize.c): each ELF file's debug
+ * information, symbol index and symbolized addresses, read once per run. The
+ * symbolizers of one lgs_files_t add modules and look up in one thread at a time;
+ * strings stay valid until lgs_files_free. */
+lgs_files_t *lgs_files_new(void);
+void lgs_files_free(lgs_files_t *fs);
+/* One process's symbolizer: its map of address ranges to files. */
+lgs_symbolizer_t *lgs_new(lgs_files_t *fs);
 void lgs_free(lgs_symbolizer_t *s);
 /* Adds a module: path, lowest mapped address, load bias (dlpi_addr). 0 or -errno. */
 int lgs_add_module(lgs_symbolizer_t *s, const char *path, uint64_t start, uint64_t end, uint64_t bias);
 /* Symbolizes the return address ip (looked up at ip-1). Writes up to max frames
  * (innermost first; inlined functions first, their caller last) and returns the
- * count (>= 1). Strings stay valid until lgs_free. */
+ * count (>= 1). Strings stay valid until lgs_files_free. */
 int lgs_lookup(lgs_symbolizer_t *s, uint64_t ip, lgs_frame_t *out, int max);
 
 /* Demangles a C++ symbol; returns a malloc'd string or NULL. */

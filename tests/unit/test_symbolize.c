@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_symbolize.c - the symbolizer's files shared between processes (core/symbolize.c):
+ * this test's own executable added to two "processes", loaded at its real bias in one
+ * and 256 MiB higher in the other (as two processes of one run load the same file at
+ * different addresses), names the same function and file:line at both places; an
+ * address in no module is "??"; a module loaded over another (a dlclose, a dlopen at
+ * the same place) replaces it; a file that is not ELF is refused.
+ */
+#include <errno.h>
+#include <link.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/symbolize.h"
+
+#define DELTA ((uint64_t)256 << 20)
+
+static char exe[4096];
+static uint64_t lo, hi, bias;
+static int marker_line;
+
+/* The function whose address is looked up; its line is recorded where it returns. */
+__attribute__((noinline)) static uintptr_t marker(void) {
+  marker_line = __LINE__ + 1;
+  return (uintptr_t)__builtin_return_address(0) ^ (uintptr_t)&marker_line;
+}
+
+static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  (void)arg;
+  if (info->dlpi_name && info->dlpi_name[0]) return 0; /* the main program comes first, unnamed */
+  lo = UINT64_MAX;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    uint64_t a = info->dlpi_addr + ph->p_vaddr;
+    if (a < lo) lo = a;
+    if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+  }
+  bias = info->dlpi_addr;
+  return 1;
+}
+
+static int setup(void **state) {
+  (void)state;
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return -1;
+  exe[n] = 0;
+  dl_iterate_phdr(phdr_cb, NULL);
+  marker();
+  return hi > lo ? 0 : -1;
+}
+
+/* An address inside marker(): its first instruction + 1 is looked up as a return
+ * address (lgs_lookup reads ip - 1). */
+static uint64_t marker_ip(void) { return (uint64_t)(uintptr_t)&marker + 1; }
+
+static void check_marker(const lgs_frame_t *f, int n, uint64_t ip) {
+  assert_true(n >= 1);
+  assert_int_equal(f[n - 1].ip, ip);
+  assert_string_equal(f[n - 1].function, "marker");
+  assert_non_null(strstr(f[n - 1].file, "test_symbolize.c"));
+  /* the function's first instruction belongs to its opening line, a few lines above */
+  assert_true(f[n - 1].line > 0 && f[n - 1].line < marker_line && f[n - 1].line >= marker_line - 3);
+  assert_string_equal(f[n - 1].module, strrchr(exe, '/') + 1);
+}
+
+static void test_shared_file(void **state) {
+  (void)state;
+  lgs_files_t *fs = lgs_files_new();
+  assert_non_null(fs);
+  lgs_symbolizer_t *a = lgs_new(fs), *b = lgs_new(fs);
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_int_equal(lgs_add_module(a, exe, lo, hi, bias), 0);
+  assert_int_equal(lgs_add_module(b, exe, lo + DELTA, hi + DELTA, bias + DELTA), 0);
+  lgs_frame_t fa[8], fb[8];
+  uint64_t ip = marker_ip();
+  int na = lgs_lookup(a, ip, fa, 8);
+  check_marker(fa, na, ip);
+  int nb = lgs_lookup(b, ip + DELTA, fb, 8); /* the same instruction, the other process */
+  check_marker(fb, nb, ip + DELTA);
+  assert_int_equal(na, nb);
+  assert_ptr_equal(fa[na - 1].file, fb[nb - 1].file); /* one string: the one cached entry */
+  /* the same address in b is in no module of b */
+  lgs_frame_t fn[8];
+  assert_int_equal(lgs_lookup(b, ip, fn, 8), 1);
+  assert_string_equal(fn[0].function, "??");
+  assert_string_equal(fn[0].module, "");
+  lgs_free(a);
+  /* b's lookups survive a's end */
+  nb = lgs_lookup(b, ip + DELTA, fb, 8);
+  check_marker(fb, nb, ip + DELTA);
+  lgs_free(b);
+  lgs_files_free(fs);
+}
+
+static void test_replaced_and_refused(void **state) {
+  (void)state;
+  lgs_files_t *fs = lgs_files_new();
+  lgs_symbolizer_t *s = lgs_new(fs);
+  /* not ELF: refused, and the address stays unnamed */
+  char tmp[] = "/tmp/lg-test-symbolize-XXXXXX";
+  int fd = mkstemp(tmp);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, "not an ELF file\n", 16), 16);
+  close(fd);
+  assert_true(lgs_add_module(s, tmp, lo, hi, bias) < 0);
+  assert_true(lgs_add_module(s, "[vdso]", lo, hi, bias) < 0);
+  assert_true(lgs_add_module(s, "/nonexistent/lg-test", lo, hi, bias) < 0);
+  lgs_frame_t f[8];
+  assert_int_equal(lgs_lookup(s, marker_ip(), f, 8), 1);
+  assert_string_equal(f[0].function, "??");
+  /* the executable, then the same range taken by "another library" loaded over it
+   * (here the same file 256 MiB lower, so that its addresses name nothing): the newer
+   * module wins, as after a dlclose and a dlopen at the same place */
+  assert_int_equal(lgs_add_module(s, exe, lo, hi, bias), 0);
+  int n = lgs_lookup(s, marker_ip(), f, 8);
+  check_marker(f, n, marker_ip());
+  assert_int_equal(lgs_add_module(s, exe, lo, hi, bias - DELTA), 0);
+  n = lgs_lookup(s, marker_ip(), f, 8);
+  assert_true(n >= 1);
+  assert_string_not_equal(f[n - 1].function, "marker");
+  unlink(tmp);
+  lgs_free(s);
+  lgs_files_free(fs);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_shared_file),
+      cmocka_unit_test(test_replaced_and_refused),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}
