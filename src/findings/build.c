@@ -202,6 +202,48 @@ static int cmp_genrow(const void *a, const void *b) {
  * start-up is behind; pattern_from_s says where that tail begins. None of them a leak:
  * the whole curve's shape (the leak may be small beside the rest of the process). A
  * process without a leak is not described by a leak's shape. */
+/* Short-lived helpers (issue #35): a wrapper's processes (a pyenv shim's bash, readlink
+ * and env; conda's activation; a `bash -c` launcher) are folded into one line, and the
+ * report is named after the process that did the work. A helper lived under
+ * LGR_HELPER_S, has no growing site, no GPU memory, no rank, no note and no gap, was not
+ * killed by a signal and is not the main run (the largest peak; the longest-lived on a
+ * tie). Folded only when there are at least LGR_HELPER_MIN of them. */
+#define LGR_HELPER_S 1.0
+#define LGR_HELPER_MIN 3
+
+static int sites_in(const lgr_site_t *v, int n, int proc) {
+  for (int i = 0; i < n; i++)
+    if (v[i].proc == proc) return 1;
+  return 0;
+}
+
+static int is_helper(const lgr_report_t *r, const lgr_run_t *u) {
+  if (!(u->duration_s < LGR_HELPER_S) || u->leaking || u->has_signal || u->rank >= 0 || u->notes || u->dropped)
+    return 0;
+  if (!strcmp(u->end_reason, "running") || !isnan(u->gap_from_s)) return 0;
+  if (sites_in(r->suspects, r->nsuspects, u->proc) || sites_in(r->minor, r->nminor, u->proc)) return 0;
+  for (int i = 0; i < r->ngpus; i++)
+    if (r->gpus[i].proc == u->proc) return 0;
+  return 1;
+}
+
+static void fold_helpers(lgr_report_t *r) {
+  r->main_run = 0;
+  for (int i = 1; i < r->nruns; i++) {
+    const lgr_run_t *u = &r->runs[i], *m = &r->runs[r->main_run];
+    if (u->peak_live_bytes > m->peak_live_bytes ||
+        (u->peak_live_bytes == m->peak_live_bytes && u->duration_s > m->duration_s))
+      r->main_run = i;
+  }
+  int n = 0;
+  for (int i = 0; i < r->nruns; i++) n += r->runs[i].helper = i != r->main_run && is_helper(r, &r->runs[i]);
+  if (n < LGR_HELPER_MIN) {
+    for (int i = 0; i < r->nruns; i++) r->runs[i].helper = 0;
+    n = 0;
+  }
+  r->nhelpers = n;
+}
+
 static void label_runs(lgr_report_t *r) {
   for (int i = 0; i < r->nruns; i++) {
     lgr_run_t *u = &r->runs[i];
@@ -271,6 +313,7 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
   lgr_explain_gaps(db, r);
   lgr_fix_hints(r);
   label_runs(r);
+  fold_helpers(r);
   sqlite3_stmt *st;
   if (lgr_prepare(db, "SELECT value FROM meta WHERE key='limit_source'", -1, &st, NULL) == SQLITE_OK) {
     if (lgr_row(st)) r->limit_source = lgr_dupstr(sqlite3_column_text(st, 0));

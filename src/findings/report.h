@@ -172,6 +172,7 @@ typedef struct lgr_run {
   int attached;                /* recorded by `leakguard attach`: its times count from the attach */
   char *source;                /* merged: the database it came from (its source label), else NULL */
   double gap_from_s, gap_to_s; /* the longest stretch without snapshots, when it is one (NaN: none) */
+  int helper;                  /* a short-lived helper, folded into one line (build.c, fold_helpers) */
 } lgr_run_t;
 
 /* One line of a liblgpool site profile (docs/pool.md): the generation of the blocks
@@ -234,6 +235,8 @@ typedef struct lgr_recording {
 typedef struct lgr_report {
   lgr_run_t *runs;
   int nruns;
+  int main_run;      /* the index of the run that did the work (the largest peak): the report's name */
+  int nhelpers;      /* runs folded as short-lived helpers (lgr_run_t.helper) */
   lgr_leak_t *leaks; /* ranked as their main suspects */
   int nleaks;
   lgr_site_t *suspects; /* ranked: strongest first (lgr_rank_sites) */

@@ -161,6 +161,7 @@ static void print_runs_html(FILE *f, const lgr_report_t *r) {
         f);
   for (int i = 0; i < r->nruns; i++) {
     const lgr_run_t *u = &r->runs[i];
+    if (u->helper) continue; /* folded: the table below */
     fprintf(f, "<tr%s><td>%d</td><td>", u->leaking ? " class=\"leaking\"" : "", u->pid);
     html_text(f, u->host ? u->host : "");
     fputs("</td><td>", f);
@@ -178,7 +179,26 @@ static void print_runs_html(FILE *f, const lgr_report_t *r) {
     if (u->pattern >= 0 && u->pattern_from_s > 0) fprintf(f, " (from %.1f s on)", u->pattern_from_s);
     fputs("</td></tr>\n", f);
   }
-  fputs("</tbody></table></section>\n", f);
+  fputs("</tbody></table>\n", f);
+  if (r->nhelpers) { /* the short-lived helpers (lgr_run_t.helper), folded */
+    fprintf(f,
+            "<details><summary>%d short-lived helper processes (each under 1 s, nothing growing)</summary><table>"
+            "<thead><tr><th>pid</th><th>command</th><th>end</th><th>duration</th><th>peak</th></tr></thead><tbody>\n",
+            r->nhelpers);
+    for (int i = 0; i < r->nruns; i++) {
+      const lgr_run_t *u = &r->runs[i];
+      if (!u->helper) continue;
+      fprintf(f, "<tr><td>%d</td><td><code>", u->pid);
+      html_text(f, u->command);
+      fputs("</code></td><td>", f);
+      if (u->has_exit) fprintf(f, "exit %d", u->exit_status);
+      else html_text(f, u->end_reason);
+      fprintf(f, "</td><td>%.2f s</td><td>%s</td></tr>\n", u->duration_s,
+              lgu_fmt_bytes(b1, sizeof b1, (double)u->peak_live_bytes));
+    }
+    fputs("</tbody></table></details>\n", f);
+  }
+  fputs("</section>\n", f);
 }
 
 /* ------------------------------------------------------------------ data */
@@ -423,7 +443,7 @@ int lgo_render_html(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
     free(js);
     return rc;
   }
-  const char *cmd = r->nruns ? r->runs[0].command : "";
+  const char *cmd = r->nruns ? r->runs[r->main_run].command : ""; /* the process that did the work */
   fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>leakguard report: ",
         f);

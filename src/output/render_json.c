@@ -301,6 +301,7 @@ int lgo_render_json(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
   if (r->limit_source) JCHK(cJSON_AddStringToObject(root, "limit_source", r->limit_source));
   JCHK(cJSON_AddNumberToObject(root, "import_sample_bytes", (double)r->import_sample));
   JCHK(cJSON_AddBoolToObject(root, "live", r->live));
+  JCHK(cJSON_AddNumberToObject(root, "main_run", r->main_run));
   cJSON *runs = JPTR(cJSON_AddArrayToObject(root, "runs"));
   for (int i = 0; i < r->nruns; i++) {
     const lgr_run_t *u = &r->runs[i];
@@ -310,6 +311,7 @@ int lgo_render_json(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
     JCHK(cJSON_AddStringToObject(j, "command", u->command));
     JCHK(cJSON_AddStringToObject(j, "started_by", u->attached ? "attach" : u->kind));
     JCHK(cJSON_AddStringToObject(j, "end", u->end_reason));
+    JCHK(cJSON_AddBoolToObject(j, "helper", u->helper));
     if (u->has_exit) JCHK(cJSON_AddNumberToObject(j, "exit_status", u->exit_status));
     else JCHK(cJSON_AddNullToObject(j, "exit_status"));
     if (u->has_signal) JCHK(cJSON_AddNumberToObject(j, "signal", u->signal));

@@ -40,6 +40,79 @@ static void print_run_end(FILE *f, const lgr_run_t *u) {
   else fprintf(f, "ended (%s)", u->end_reason);
 }
 
+/* A helper's name in the folded line (lgr_run_t.helper): its program's basename, or
+ * for a launcher (env, a shell) running a script, the script's: "pyenv-exec", not
+ * "bash"; "bash -c" for an inline script. */
+static void helper_name(const char *cmd, char *out, size_t n) {
+  static const char *const launchers[] = {"env", "bash", "sh", "dash", "zsh", "ksh", "nice", "nohup", NULL};
+  snprintf(out, n, "?");
+  const char *p = cmd;
+  while (*p) {
+    while (*p == ' ') p++;
+    const char *e = strchr(p, ' ');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (!len) break;
+    if (p[0] == '-' || memchr(p, '=', len)) { /* an option, an environment assignment */
+      if (len == 2 && !strncmp(p, "-c", 2)) {
+        size_t l = strlen(out);
+        if (l + 4 < n) memcpy(out + l, " -c", 4);
+        return;
+      }
+      p += len;
+      continue;
+    }
+    const char *b = p + len;
+    while (b > p && b[-1] != '/') b--;
+    snprintf(out, n, "%.*s", (int)(p + len - b), b);
+    int launcher = 0;
+    for (int i = 0; launchers[i]; i++) launcher |= !strcmp(out, launchers[i]);
+    if (!launcher) return;
+    p += len;
+  }
+}
+
+/* The folded line of the short-lived helpers: how many, by name (most first). */
+static void print_helpers(FILE *f, const lgr_report_t *r) {
+  enum { NAMES = 64 };
+  struct {
+    char name[48];
+    int n;
+  } v[NAMES];
+  int nv = 0, other = 0, nonzero = 0;
+  for (int i = 0; i < r->nruns; i++) {
+    const lgr_run_t *u = &r->runs[i];
+    if (!u->helper) continue;
+    if (u->has_exit && u->exit_status != 0) nonzero++;
+    char name[48];
+    helper_name(u->command ? u->command : "", name, sizeof name);
+    int k = 0;
+    while (k < nv && strcmp(v[k].name, name)) k++;
+    if (k == nv && nv == NAMES) {
+      other++;
+      continue;
+    }
+    if (k == nv) {
+      memcpy(v[nv].name, name, sizeof name);
+      v[nv++].n = 0;
+    }
+    v[k].n++;
+  }
+  for (int i = 1; i < nv; i++) /* most first, then by first appearance */
+    for (int j = i; j > 0 && v[j].n > v[j - 1].n; j--) {
+      __typeof__(v[0]) t = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = t;
+    }
+  fprintf(f, "  %d short-lived helper processes (each under 1 s, nothing growing):", r->nhelpers);
+  int shown = nv < 6 ? nv : 6;
+  for (int i = 0; i < shown; i++) fprintf(f, "%s %s %d", i ? "," : "", v[i].name, v[i].n);
+  int rest = other;
+  for (int i = shown; i < nv; i++) rest += v[i].n;
+  if (rest) fprintf(f, ", %d more", rest);
+  if (nonzero) fprintf(f, " (%d exited with a non-zero status)", nonzero);
+  fprintf(f, "\n");
+}
+
 /* "site (file:line)" of a site, into buf. */
 /* A lifetime in seconds, us to days. */
 static const char *fmt_life_s(char *buf, size_t n, double v) {
@@ -293,6 +366,7 @@ int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
   else fprintf(f, "leakguard report: no leak found\n");
   for (int i = 0; i < r->nruns; i++) {
     const lgr_run_t *u = &r->runs[i];
+    if (u->helper) continue; /* folded: print_helpers */
     fprintf(f, "  process %d", u->pid);
     if (many_hosts(r) && u->host) fprintf(f, " on %s", u->host);
     fprintf(f, " (%s) ", u->command);
@@ -330,6 +404,7 @@ int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
       n = e ? e + 1 : n + len;
     }
   }
+  if (r->nhelpers) print_helpers(f, r);
   if (r->import_sample)
     fprintf(f, "  Python imports sampled every %s (start-up; `--import-sample 0` records them in full)\n",
             lgu_fmt_bytes(b1, sizeof b1, (double)r->import_sample));

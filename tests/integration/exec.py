@@ -9,6 +9,10 @@
   --mode no-follow  spawn under `run --no-follow`: only the launcher is recorded.
   --mode no-follow-exec  exec under `run --no-follow`: the started process is followed
                     through its execs (a wrapper chain), as --mode exec says.
+  --mode wrapper    a bash launcher runs short-lived helpers (readlink, env, a bash -c, as
+                    a pyenv shim does), then execs churn_leak: the helpers are folded into
+                    one line of the text report (issue #35), the report is named after
+                    churn_leak (JSON main_run, the HTML title), the leak is found exactly.
 """
 import os
 import sys
@@ -20,12 +24,60 @@ PRE_LEAK = 300 * 2048
 
 
 def extra(ap):
-    ap.add_argument("--mode", choices=("exec", "spawn", "no-follow", "no-follow-exec"), required=True)
+    ap.add_argument("--mode", choices=("exec", "spawn", "no-follow", "no-follow-exec", "wrapper"), required=True)
+
+
+HELPERS = ["readlink -f /bin", "env true", "bash -c :", "/bin/true", "readlink -f /usr", "env true"]
+
+
+def wrapper(t):
+    target = t.bin("churn_leak")
+    site = t.site("churn_leak.c")
+    script = "; ".join(["%s >/dev/null" % h for h in HELPERS] + ["exec %s --seconds 2" % target])
+    p = t.lg_run(["bash", "-c", script])
+    t.check(p.returncode == 0, "run exits 0 (the target's status)", exit=p.returncode, stderr=p.stderr[-2000:])
+    ch = lgtest.parse_kv(p.stdout, "churn_leak:")
+    rep = t.report_json(p.db)
+    runs = rep["runs"]
+    main = runs[rep.get("main_run", -1)] if isinstance(rep.get("main_run"), int) else {}
+    t.check("churn_leak" in str(main.get("command")) and main.get("helper") is False,
+            "main_run is churn_leak's run, not a helper", main_run=rep.get("main_run"), runs=runs)
+    helpers = [r for r in runs if r.get("helper")]
+    # every image but churn_leak's: the launcher's bash, and per helper its forked bash
+    # image, then the helper's own (and `env`'s exec of true)
+    t.check(len(helpers) == len(runs) - 1 and len(runs) >= 2 * len(HELPERS) + 2,
+            "every run but churn_leak's is a helper (at least %d)" % (2 * len(HELPERS) + 1),
+            runs=[(r.get("command"), r.get("duration_s"), r.get("helper")) for r in runs])
+    hits = [s for s in rep["suspects"] if site.matches((s.get("frames") or [{}])[0])]
+    t.check(len(hits) == 1 and ch and hits[0].get("live_bytes") == int(ch["leaked_bytes"]),
+            "churn_leak's planted site found once, exact bytes", hits=hits[:1], program=ch)
+    txt = t.run([t.args.leakguard, "report", p.db]).stdout
+    procs = [ln for ln in txt.splitlines() if ln.startswith("  process ")]
+    t.check(len(procs) == 1 and "churn_leak" in procs[0], "the text report has one process line, churn_leak's",
+            lines=procs)
+    want = "  %d short-lived helper processes (each under 1 s, nothing growing): " % len(helpers)
+    fold = [ln for ln in txt.splitlines() if ln.startswith(want)]
+    # named by program, a forked bash image by its script ("bash -c"); the counts add up
+    counts = {}
+    for item in (fold[0][len(want):].split(" (")[0].split(", ") if len(fold) == 1 else []):
+        name, _, n = item.rpartition(" ")
+        counts[name] = int(n) if n.isdigit() else -1
+    t.check(len(fold) == 1 and counts.get("readlink") == 2 and counts.get("bash -c", 0) >= len(HELPERS)
+            and sum(counts.values()) == len(helpers),
+            "one folded line: %s... readlink 2, bash -c >= %d, counts adding up to %d"
+            % (want.strip(), len(HELPERS), len(helpers)), counts=counts, text=txt[:1500])
+    html = t.run([t.args.leakguard, "report", p.db, "--format", "html"]).stdout
+    title = html[html.find("<title>"):html.find("</title>")]
+    t.check("churn_leak" in title and "bash" not in title, "the HTML page is named after churn_leak", title=title)
+    t.check("%d short-lived helper processes" % len(helpers) in html, "the HTML page folds the helpers")
+    t.finish()
 
 
 def main():
     args = lgtest.parse_args(extra)
     t = lgtest.Test("exec-%s" % args.mode, args)
+    if args.mode == "wrapper":
+        wrapper(t)
     launcher = t.bin("exec_chain")
     target = t.bin("churn_leak")
     site = t.site("churn_leak.c")
