@@ -37,7 +37,8 @@
 static void usage(FILE *f) {
   fprintf(f, "usage: leakguard attach [-o FILE [--force]] [-i SEC] [-s BYTES] [-d DEPTH] [--duration SEC] [--quiet]\n"
              "                        [--no-mmap] [--fail-on-leak] [--metrics ADDR:PORT] [--guard]\n"
-             "                        [--guard-config F] [--guard-dry-run] [--format FMT] [--report FILE] PID\n"
+             "                        [--guard-config F] [--guard-dry-run] [--format FMT] [--report FILE]\n"
+             "                        [--own PATH] PID\n"
              "Records the running process PID until --duration SEC, Ctrl-C or its exit, then detaches\n"
              "(the process keeps running) and prints the report. The other options are those of\n"
              "`leakguard run` (see leakguard run --help), but the guard watches PID alone: its memory\n"
@@ -71,6 +72,7 @@ typedef struct attach_opts {
   pid_t pid;
   int force;      /* --force: replace an existing output file */
   lg_final_t fin; /* --format, --report: the final report */
+  lg_own_t own;   /* --own PATH: the program's own code (stored in meta) */
 } attach_opts_t;
 
 static int parse(int argc, char **argv, attach_opts_t *o) {
@@ -89,6 +91,7 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
                                      {"force", no_argument, 0, 'f'},
                                      {"format", required_argument, 0, 'T'},
                                      {"report", required_argument, 0, 'R'},
+                                     {"own", required_argument, 0, 'W'},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
@@ -139,6 +142,11 @@ static int parse(int argc, char **argv, attach_opts_t *o) {
       break;
     case 'T': format = optarg; break;
     case 'R': report = optarg; break;
+    case 'W': {
+      int orc = lg_own_parse("attach", optarg, &o->own);
+      if (orc) return orc;
+      break;
+    }
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return LG_EXIT_USAGE;
     }
@@ -186,6 +194,7 @@ static void meta_at_attach(lgst_t *db, const attach_opts_t *o, char *began, size
   lgst_meta(db, "sample_bytes", v);
   snprintf(v, sizeof v, "attach %d", (int)o->pid);
   lgst_meta(db, "command", v);
+  lg_own_meta(db, &o->own);
 }
 
 /* The agent's configuration (cfg, n bytes). The agent connects to the collector's
@@ -340,5 +349,7 @@ out:
 int lg_cmd_attach(int argc, char **argv) {
   attach_opts_t o;
   int rc = parse(argc, argv, &o);
-  return rc >= 0 ? rc : attach(&o);
+  if (rc < 0) rc = attach(&o);
+  lg_own_free(&o.own);
+  return rc;
 }

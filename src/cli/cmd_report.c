@@ -35,11 +35,15 @@ static void usage(FILE *f) {
              "                     exists; never a symbolic link, nor the database itself)\n"
              "  -n, --top N        suspects to show (default 10)\n"
              "      --native       keep allocator and interpreter frames in the stacks\n"
+             "      --own PATH     files and modules under PATH are the program's own code,\n"
+             "                     even under site-packages or /usr/lib: a site is named by\n"
+             "                     its innermost frame there (repeatable; added to those the\n"
+             "                     recording was made with)\n"
              "      --fail-on-leak exit with status 97 when the report finds a leak\n"
              "  -h, --help         this help\n");
 }
 
-enum { OPT_NATIVE = 256, OPT_FAIL };
+enum { OPT_NATIVE = 256, OPT_FAIL, OPT_OWN };
 
 int lg_cmd_report(int argc, char **argv) {
   static const struct option longopts[] = {{"format", required_argument, NULL, 'f'},
@@ -47,11 +51,13 @@ int lg_cmd_report(int argc, char **argv) {
                                            {"output", required_argument, NULL, 'o'},
                                            {"native", no_argument, NULL, OPT_NATIVE},
                                            {"fail-on-leak", no_argument, NULL, OPT_FAIL},
+                                           {"own", required_argument, NULL, OPT_OWN},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   const char *format = "text", *outp = NULL;
   lgr_options_t ro = {.top = 10};
-  int fail = 0, ch;
+  const char *own_args[LG_OWN_MAX];
+  int nown_args = 0, fail = 0, ch;
   long lv;
   optind = 1;
   opterr = 0;
@@ -68,6 +74,13 @@ int lg_cmd_report(int argc, char **argv) {
       break;
     case OPT_NATIVE: ro.native = 1; break;
     case OPT_FAIL: fail = 1; break;
+    case OPT_OWN:
+      if (nown_args == LG_OWN_MAX) {
+        lgu_err("report: --own is given more than %d times", LG_OWN_MAX);
+        return LG_EXIT_USAGE;
+      }
+      own_args[nown_args++] = optarg;
+      break;
     case 'h': usage(stdout); return LG_EXIT_OK;
     default:
       lgu_err("report: unknown or incomplete option '%s' (see leakguard report --help)", argv[optind - 1]);
@@ -102,8 +115,13 @@ int lg_cmd_report(int argc, char **argv) {
     return orc;
   }
   int rc = LG_EXIT_OK;
+  lg_own_t own = {0};
+  for (int i = 0; i < nown_args && rc == LG_EXIT_OK; i++) rc = lg_own_parse("report", own_args[i], &own);
+  ro.own = (const char *const *)own.path;
+  ro.nown = own.n;
   lgr_report_t rep;
-  if (lgr_build(db, &ro, &rep, why, sizeof why) != 0) {
+  if (rc != LG_EXIT_OK) {
+  } else if (lgr_build(db, &ro, &rep, why, sizeof why) != 0) {
     lgu_err("report: %s: %s", path, why);
     rc = LG_EXIT_USAGE;
   } else {
@@ -114,6 +132,7 @@ int lg_cmd_report(int argc, char **argv) {
     if (rc == LG_EXIT_OK && fail && rep.nsuspects) rc = LG_EXIT_LEAK;
     lgr_free(&rep);
   }
+  lg_own_free(&own);
   lgr_close(db);
   return lg_report_close("report", outp, out, removable, rc);
 }

@@ -53,6 +53,7 @@ static void store_meta(lgst_t *db, const run_opts_t *o, uint64_t limit, const ch
     snprintf(cmd + l, sizeof cmd - l, "%s%s", l ? " " : "", *a);
   }
   lgst_meta(db, "command", cmd);
+  lg_own_meta(db, &o->own);
 }
 
 /* Everything a run holds, released in one place (run_free). */
@@ -271,5 +272,7 @@ int lg_cmd_run(int argc, char **argv) {
   run_opts_t o;
   char **targv;
   int rc = lg_run_options(argc, argv, &o, &targv);
-  return rc >= 0 ? rc : run_target(&o, targv);
+  if (rc < 0) rc = run_target(&o, targv);
+  lg_own_free(&o.own);
+  return rc;
 }

@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include "cli/commands.h"
 #include "core/outfile.h"
 #include "core/util.h"
+#include "output/store.h"
 
 int lg_report_open(const char *cmd, const char *outp, const char *path, FILE **outf, int *removable) {
   char why[1024];
@@ -95,4 +98,49 @@ int lg_final_report(const char *cmd, lgr_db_t *db, const char *db_path, const lg
   }
   lgr_free(&rep);
   return rc < 0 ? 0 : rc;
+}
+
+int lg_own_parse(const char *cmd, const char *arg, lg_own_t *own) {
+  if (!arg || !*arg || strchr(arg, '\n')) {
+    lgu_err("%s: --own needs a path (a directory or file of the program's own code)", cmd);
+    return LG_EXIT_USAGE;
+  }
+  if (own->n == LG_OWN_MAX) {
+    lgu_err("%s: --own is given more than %d times", cmd, LG_OWN_MAX);
+    return LG_EXIT_USAGE;
+  }
+  char abs[PATH_MAX], cwd[PATH_MAX];
+  if (realpath(arg, abs)) { /* resolved where it exists: what the recorder sees */
+  } else if (arg[0] == '/' || !getcwd(cwd, sizeof cwd)) {
+    snprintf(abs, sizeof abs, "%s", arg);
+  } else if ((size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, arg) >= sizeof abs) {
+    lgu_err("%s: --own %s: path too long", cmd, arg);
+    return LG_EXIT_USAGE;
+  }
+  if (!(own->path[own->n] = strdup(abs))) {
+    lgu_err("%s: out of memory", cmd);
+    return LG_EXIT_INTERNAL;
+  }
+  own->n++;
+  return 0;
+}
+
+void lg_own_free(lg_own_t *own) {
+  for (int i = 0; i < own->n; i++) free(own->path[i]);
+  own->n = 0;
+}
+
+void lg_own_meta(lgst_t *db, const lg_own_t *own) {
+  if (!own->n) return;
+  size_t len = 1;
+  for (int i = 0; i < own->n; i++) len += strlen(own->path[i]) + 1;
+  char *v = malloc(len);
+  if (!v) return;
+  v[0] = 0;
+  for (int i = 0; i < own->n; i++) {
+    if (i) strcat(v, "\n");
+    strcat(v, own->path[i]);
+  }
+  lgst_meta(db, "own", v);
+  free(v);
 }

@@ -35,4 +35,18 @@ int lg_final_parse(const char *cmd, const char *format, const char *path, lg_fin
 int lg_final_report(const char *cmd, lgr_db_t *db, const char *db_path, const lg_final_t *f, int top, int quiet,
                     int *leaks);
 
+/* --own PATH (run, attach, report): files and modules under PATH are the program's own
+ * code (docs/detection.md "From stacks to sites"). */
+#define LG_OWN_MAX 32
+typedef struct lg_own {
+  char *path[LG_OWN_MAX]; /* absolute (made so against the current directory) */
+  int n;
+} lg_own_t;
+/* Adds arg: 0, or LG_EXIT_USAGE after a one-line error beginning with cmd. */
+int lg_own_parse(const char *cmd, const char *arg, lg_own_t *own);
+void lg_own_free(lg_own_t *own);
+typedef struct lgst lgst_t;
+/* Stores them in the recording's meta (`own`, one a line), which the report reads. */
+void lg_own_meta(lgst_t *db, const lg_own_t *own);
+
 #endif

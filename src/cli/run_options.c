@@ -33,6 +33,7 @@ enum {
   OPT_FORCE,
   OPT_FORMAT,
   OPT_REPORT,
+  OPT_OWN,
 };
 
 static void usage(FILE *f) {
@@ -76,6 +77,10 @@ static void usage(FILE *f) {
              "      --steps MODE      auto (default): a PyTorch program that never calls\n"
              "                        leakguard.step() counts a step at each optimizer.step();\n"
              "                        off: only leakguard.step() counts\n"
+             "      --own PATH        files and modules under PATH are the program's own code,\n"
+             "                        even under site-packages or /usr/lib: a site is named by\n"
+             "                        its innermost frame there (repeatable; kept in the\n"
+             "                        database for later reports)\n"
              "  -n, --top N           suspects in the final report (default 10)\n"
              "      --format FMT      the final report's format: text (default), json, folded,\n"
              "                        pprof, html or pool-profile (as leakguard report's)\n"
@@ -115,7 +120,16 @@ int lg_check_target(const char *cmd, char *path, size_t n) {
   return 0;
 }
 
+static int parse_run(int argc, char **argv, run_opts_t *out, char ***targv);
+
 int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
+  memset(&out->own, 0, sizeof out->own);
+  int rc = parse_run(argc, argv, out, targv);
+  if (rc >= 0) lg_own_free(&out->own);
+  return rc;
+}
+
+static int parse_run(int argc, char **argv, run_opts_t *out, char ***targv) {
   run_opts_t o = {.interval = 0,
                   .follow = 1,
                   .mmap = 1,
@@ -144,6 +158,7 @@ int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
                                            {"force", no_argument, NULL, OPT_FORCE},
                                            {"format", required_argument, NULL, OPT_FORMAT},
                                            {"report", required_argument, NULL, OPT_REPORT},
+                                           {"own", required_argument, NULL, OPT_OWN},
                                            {NULL, 0, NULL, 0}};
   optind = 1;
   opterr = 0;
@@ -155,6 +170,11 @@ int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
     case OPT_FORCE: o.force = 1; break;
     case OPT_FORMAT: o.format = optarg; break;
     case OPT_REPORT: o.report = optarg; break;
+    case OPT_OWN: {
+      int orc = lg_own_parse("run", optarg, &out->own); /* out->own: freed on every error */
+      if (orc) return orc;
+      break;
+    }
     case 'i':
       if (lgu_parse_double(optarg, &o.interval) != 0 || o.interval < 0.05 || o.interval > 3600) {
         lgu_err("run: --interval must be a number of seconds between 0.05 and 3600, not '%s'", optarg);
@@ -234,6 +254,7 @@ int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
     return LG_EXIT_USAGE;
   }
   *targv = argv + optind;
+  o.own = out->own;
   *out = o;
   return -1;
 }

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli/final_report.h"
+
 typedef struct run_opts {
   const char *output;
   double interval;
@@ -20,6 +22,7 @@ typedef struct run_opts {
   int steps_off;               /* --steps off: no step at optimizer.step() (docs/python.md) */
   int force;                   /* --force: replace an existing output file */
   const char *format, *report; /* --format, --report FILE: the final report (cli/final_report.h) */
+  lg_own_t own;                /* --own PATH: the program's own code (stored in meta) */
 } run_opts_t;
 
 /* Parses `leakguard run`'s options into o and the target command into *targv: -1 to go

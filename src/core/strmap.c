@@ -52,6 +52,13 @@ int lgu_strmap_get_or_add(lgu_strmap_t *m, const char *key, int val, int *added)
   return val;
 }
 
+int lgu_strmap_find(const lgu_strmap_t *m, const char *key) {
+  if (!m->cap) return -1;
+  for (size_t j = hash_str(key) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1))
+    if (!strcmp(m->keys[j], key)) return m->vals[j];
+  return -1;
+}
+
 void lgu_strmap_free(lgu_strmap_t *m) {
   for (size_t i = 0; i < m->cap; i++) free(m->keys[i]);
   free(m->keys);

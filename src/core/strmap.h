@@ -18,6 +18,8 @@ typedef struct lgu_strmap {
 /* The value of key; when absent, adds key (copied) with value val and sets *added.
  * Returns the value, or -1 when out of memory. */
 int lgu_strmap_get_or_add(lgu_strmap_t *m, const char *key, int val, int *added);
+/* The value of key, or -1 when absent. */
+int lgu_strmap_find(const lgu_strmap_t *m, const char *key);
 void lgu_strmap_free(lgu_strmap_t *m);
 
 #endif

@@ -165,13 +165,38 @@ static int cmp_live(const void *a, const void *b) {
 
 static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why, size_t whylen);
 
+/* The program's own code for this build: the report's --own paths and those the
+ * recording was made with (meta `own`, one a line). */
+static int set_own(sqlite3 *db, const lgr_options_t *o) {
+  lgr_own_clear();
+  for (int i = 0; i < o->nown; i++)
+    if (lgr_own_add(o->own[i]) != 0) return -ENOMEM;
+  sqlite3_stmt *st;
+  int rc = 0;
+  if (lgr_prepare(db, "SELECT value FROM meta WHERE key='own'", -1, &st, NULL) == SQLITE_OK) {
+    const char *v = lgr_row(st) ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    for (const char *p = v; p && *p && rc == 0;) {
+      size_t n = strcspn(p, "\n");
+      char *one = strndup(p, n);
+      if (!one || lgr_own_add(one) != 0) rc = -ENOMEM;
+      free(one);
+      p += n + (p[n] == '\n');
+    }
+    sqlite3_finalize(st);
+  }
+  return rc;
+}
+
 int lgr_build(lgr_db_t *store, const lgr_options_t *o, lgr_report_t *r, char *why, size_t whylen) {
   sqlite3 *db = lgr_sqlite(store);
   (void)lgr_take_failure();
-  int rc = build(db, o, r, why, whylen);
+  int rc = set_own(db, o);
+  if (rc == 0) rc = build(db, o, r, why, whylen);
+  else snprintf(why, whylen, "out of memory while building the report");
   if (rc == 0) r->live = lgr_is_live(store);
   lgr_cache_clear();
   lgr_frames_clear();
+  lgr_own_clear();
   const char *build_why = lgr_failure_why();
   if (rc == 0 && lgr_failed()) {
     rc = lgr_failed();

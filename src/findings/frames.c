@@ -19,7 +19,7 @@ int lgr_is_python_module(const char *m) { return m && !strcmp(m, "python"); }
  * (lib/python3.X/, 3.13t's lib/python3.Xt/, the frozen modules) or an installed package
  * (site-packages, Debian's dist-packages). */
 int lgr_is_library_file(const char *file) {
-  if (!file || !*file) return 0;
+  if (!file || !*file || lgr_under_own(file)) return 0;
   if (!strncmp(file, "<frozen ", 8)) return 1;
   if (strstr(file, "/site-packages/") || strstr(file, "/dist-packages/")) return 1;
   for (const char *p = strstr(file, "/lib/python3."); p; p = strstr(p + 1, "/lib/python3.")) {
@@ -202,6 +202,7 @@ void lgr_frames_clear(void) {
   }
   free(locs.v);
   memset(&locs, 0, sizeof locs);
+  lgr_headline_clear();
 }
 
 static int locs_load(sqlite3 *db, int proc) {
@@ -248,6 +249,7 @@ static int locs_load(sqlite3 *db, int proc) {
     if (!l->function || !l->file || !l->module) break;
   }
   sqlite3_finalize(st);
+  lgr_headline_load(db, proc, locs.v, locs.n, locs.lo);
   return 0;
 }
 
@@ -341,6 +343,12 @@ int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native) {
   s->frames = s->all_frames ? s->all_frames + skip : NULL;
   s->nframes = s->nall - skip;
   s->site_frame = 0;
+  if (!npy && !native && s->nframes > 0) {
+    /* the program's own caller of a system library or of its allocation wrapper; the
+     * innermost frame stays below it (lgr_headline) */
+    s->site_frame = lgr_headline(s->frames, s->nframes, 0, frame_at);
+    s->lib_frame = s->site_frame ? 1 : 0;
+  }
   if (npy > 0) {
     if (!native) {
       /* Fold the interpreter's own native frames away (--native keeps them): they are
@@ -418,13 +426,13 @@ int lgr_in_import(const lgr_site_t *s) {
 
 /* Key of a stack's allocation site, from its frames in order (Python frames first as
  * recorded): the innermost Python line of the program's own code (lgr_own_frame), else
- * the native site frame (lgr_site_frame).
+ * the native site frame (lgr_site_frame) or its own caller further out (lgr_headline).
  * The space is part of the key. Writes "" when there are no frames. */
 void lgr_site_key(char *key, size_t len, const lgr_loc_t **lv, int nl, const char *space) {
   key[0] = 0;
   if (nl <= 0) return;
-  int k =
-      lgr_is_python_module(lv[0]->module) ? lgr_own_frame(lv, nl, 0, lgr_loc_at) : lgr_site_frame(lv, nl, lgr_loc_at);
+  int k = lgr_is_python_module(lv[0]->module) ? lgr_own_frame(lv, nl, 0, lgr_loc_at)
+                                              : lgr_headline(lv, nl, lgr_site_frame(lv, nl, lgr_loc_at), lgr_loc_at);
   const lgr_loc_t *l = lv[k];
   const char *fn = l->function, *file = l->file, *module = l->module;
   snprintf(key, len, "%s\x1f%s\x1f%d\x1f%s\x1f%s", fn ? fn : "", file ? file : "", l->line,

@@ -76,6 +76,20 @@ int lgr_parse_locs(const char *text, int64_t *ids, int max);
 /* The text of line `line` of file, trimmed, or NULL (the file is not here). */
 char *lgr_source_line(const char *file, int line);
 
+/* headline.c: the native site's headline, the user's frame first (docs/detection.md). */
+/* Loads what the headline of process proc needs (its modules, its wrappers found by
+ * their shape in its stacks) from its locations v[0..nv), ids from lo; frames.c calls it
+ * when it loads them. */
+void lgr_headline_load(sqlite3 *db, int proc, const lgr_loc_t *v, size_t nv, int64_t lo);
+void lgr_headline_clear(void);
+/* From k, the native site frame (lgr_site_frame), outwards: the first frame in the
+ * program's own objects that is neither machinery nor one of its allocation wrappers;
+ * k when there is none (or at the first Python frame). For the process loaded last. */
+int lgr_headline(const void *frames, int n, int k, lgr_frame_at_fn at);
+/* --own paths for this build (report options and the run's meta), and their test. */
+int lgr_own_add(const char *path);
+void lgr_own_clear(void);
+
 /* rank.c */
 void lgr_rank_sites(lgr_site_t *s, int n);
 int lgr_push_site(lgr_site_t **arr, int *n, int *cap, const lgr_site_t *s);

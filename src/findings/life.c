@@ -193,7 +193,10 @@ void lgr_add_genrow(pctx_t *c, const lgr_site_t *s) {
   if (s->life.gen < 0 || !s->nframes) return;
   const char *key = NULL;
   char name[600];
-  for (int k = s->site_frame; k < s->nframes && !key; k++) {
+  /* a native site's profile key is its innermost function, not its headline
+   * (lgr_headline): liblgpool looks up the allocator's caller */
+  int from = lgr_is_python_module(s->frames[s->site_frame].module) ? s->site_frame : 0;
+  for (int k = from; k < s->nframes && !key; k++) {
     const lgr_frame_t *fr = &s->frames[k];
     if (lgr_is_python_module(fr->module)) {
       if (!fr->file || !*fr->file || fr->line <= 0) return;

@@ -94,7 +94,10 @@ typedef struct lgr_site {
   int nframes;
   int site_frame;          /* index in frames of the allocation site */
   int lib_frame;           /* 1 + index in frames of the innermost Python line when that is library code
-                            * and the site is the program's own line further out (lgr_own_frame); 0: none */
+                            * and the site is the program's own line further out (lgr_own_frame), or of
+                            * the innermost native frame that is not machinery when the site is the
+                            * program's own caller further out (a system library's frame, the
+                            * program's allocation wrapper: lgr_headline); 0: none */
   lgr_frame_t *all_frames; /* as recorded */
   int nall;
   lgr_stackref_t *stacks; /* the merged stacks, highest peak first */
@@ -272,8 +275,10 @@ typedef struct lgr_options {
   int top;    /* suspects to print, default 10 */
   int native; /* 1: keep every frame (no trimming of machinery) */
   double min_growth_bytes;
-  int generations; /* 1: fill lgr_report_t.gens (every site's frames are read: slower) */
-  int recording;   /* 1: fill lgr_report_t.rec (every stack, location and module) */
+  int generations;        /* 1: fill lgr_report_t.gens (every site's frames are read: slower) */
+  int recording;          /* 1: fill lgr_report_t.rec (every stack, location and module) */
+  const char *const *own; /* --own: paths whose files and modules are the program's own code */
+  int nown;               /* (besides those the recording's meta `own` names) */
 } lgr_options_t;
 
 /* Builds the report. 0 or -errno (why gets a one-line reason). */
@@ -301,8 +306,17 @@ typedef void (*lgr_frame_at_fn)(const void *frames, int i, const char **function
  * runtime up to the runtime API function the program called (cudaMalloc...): those
  * may carry no recognisable name. n - 1 when every frame is machinery; 0 when n <= 0. */
 int lgr_site_frame(const void *frames, int n, lgr_frame_at_fn at);
-/* 1 for a Python file of the interpreter's library or an installed package. */
+/* 1 for a Python file of the interpreter's library or an installed package, unless it
+ * is under an --own path of the report being built. */
 int lgr_is_library_file(const char *file);
+/* 1 when path is under one of the --own paths of the report being built. */
+int lgr_under_own(const char *path);
+/* 1 when the module at path is not the program's own object: a system library (in
+ * /lib, /usr/lib, their multiarch directories, /usr/local/lib), an installed Python
+ * package's, the interpreter's (the main executable exe when it is python*), or
+ * leakguard's; never under an --own path, nor the main executable, nor a library named
+ * after it (libmosquitto for mosquitto). */
+int lgr_module_is_system(const char *path, const char *exe);
 /* From frame i, the innermost Python frame, outwards: the first Python frame in the
  * program's own code (not lgr_is_library_file), or i when there is none, or when an
  * import lies between (start-up stays where the import ran). */

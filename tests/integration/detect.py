@@ -19,7 +19,9 @@ main suspect is rank 1; --detected-within S: the leak was flagged during the run
 most S seconds after it began (the program's leak_start_s=, else 0); --minor: a
 no-leak run must list minor growth; --under LIB: another allocator (jemalloc) is
 preloaded after libleakguard.so; --hog N: N busy processes share the CPUs for the
-whole run (a verdict must not depend on a quiet machine).
+whole run (a verdict must not depend on a quiet machine); --library-site FUNC: the
+rank-1 suspect's site is the program's caller of FUNC (an allocation wrapper), which
+stays its innermost frame and its library_site.
 
 --fixture NAME: the run recorded in tests/fixtures/NAME is judged instead of a live one
 (tests/fixtures/fixture.py): the same checks but the exit status of `run` and the
@@ -50,6 +52,8 @@ def extra(ap):
     ap.add_argument("--under")
     ap.add_argument("--hog", type=int, default=0)
     ap.add_argument("--fix", help="the first leak's one-line fix matches this regex")
+    ap.add_argument("--library-site", help="the rank-1 suspect's library_site is this function (the "
+                    "wrapper or system library the report passed over for the program's caller)")
 
 
 def start_hogs(n):
@@ -143,6 +147,11 @@ def main():
     top = sus[0]
     t.check_site(top, site, "rank-1 suspect is the planted site " + site.describe(),
                  allow_std=args.allow_std)
+    if args.library_site:
+        lib = top.get("library_site") or {}
+        t.check(lib.get("function") == args.library_site and (top.get("frames") or [{}])[0] == lib,
+                "rank-1 library_site is %s, the innermost frame (frames[0])" % args.library_site,
+                library_site=lib, frames=(top.get("frames") or [])[:4])
     at = [s.get("rank") for s in sus if site.matches(s.get("site") or {})]
     print("  (info) %d suspects; planted site at rank(s) %s" % (len(sus), at or "none"))
     t.check(top.get("pid") == run.get("pid"), "rank-1 suspect is in the target's pid",

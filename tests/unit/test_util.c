@@ -23,6 +23,7 @@
 #include "core/cgpath.h"
 #include "core/util.h"
 #include "findings/report.h"
+#include "findings/impl.h" /* lgr_own_add */
 
 #define KiB 1024ULL
 #define MiB (1024ULL * KiB)
@@ -358,6 +359,48 @@ static void test_own_python_frame(void **state) {
   assert_int_equal(lgr_own_frame(lib, 2, 0, tframe_at), 0);
 }
 
+/* Which native modules are the program's own objects (lgr_module_is_system,
+ * findings/headline.c): the main executable wherever it lies (a server in /usr/bin),
+ * not the interpreter; the system's libraries, site-packages' and leakguard's are not;
+ * a library named after the program is; --own makes anything own. */
+static void test_own_native_modules(void **state) {
+  (void)state;
+  const char *redis = "/usr/bin/redis-server";
+  assert_int_equal(lgr_module_is_system("/usr/bin/redis-server", redis), 0);
+  assert_int_equal(lgr_module_is_system("/lib/x86_64-linux-gnu/libc.so.6", redis), 1);
+  assert_int_equal(lgr_module_is_system("/usr/lib/x86_64-linux-gnu/libstdc++.so.6", redis), 1);
+  assert_int_equal(lgr_module_is_system("/usr/lib64/libcrypto.so.3", redis), 1);
+  assert_int_equal(lgr_module_is_system("/usr/local/lib/libjemalloc.so.2", redis), 1);
+  assert_int_equal(lgr_module_is_system("/lib64/ld-linux-x86-64.so.2", redis), 1);
+  assert_int_equal(lgr_module_is_system("/home/u/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so", redis),
+                   1);
+  assert_int_equal(lgr_module_is_system("/opt/app/lib/libleakguard.so", redis), 1);
+  /* a program under /usr/lib and its plug-ins: not directly in a library directory */
+  const char *pg = "/usr/lib/postgresql/15/bin/postgres";
+  assert_int_equal(lgr_module_is_system(pg, pg), 0);
+  assert_int_equal(lgr_module_is_system("/usr/lib/postgresql/15/lib/plpgsql.so", pg), 0);
+  /* a library the program ships, named after it */
+  assert_int_equal(lgr_module_is_system("/usr/lib/x86_64-linux-gnu/libmosquitto.so.1", "/usr/sbin/mosquitto"), 0);
+  assert_int_equal(lgr_module_is_system("/usr/lib/x86_64-linux-gnu/libmosq.so.1", "/usr/sbin/mosquitto"), 1);
+  /* the interpreter is not the program's own code: its Python files are */
+  assert_int_equal(lgr_module_is_system("/usr/bin/python3.11", "/usr/bin/python3.11"), 1);
+  assert_int_equal(lgr_module_is_system("/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0", "/usr/bin/python3.11"), 1);
+  assert_int_equal(
+      lgr_module_is_system("/home/u/proj/build/_fast.cpython-311-x86_64-linux-gnu.so", "/usr/bin/python3.11"), 0);
+  assert_int_equal(lgr_module_is_system("/home/u/app/build/libcodec.so", "/home/u/app/build/app"), 0);
+  assert_int_equal(lgr_module_is_system("", redis), 0);
+  /* --own: a monorepo's library installed as a package, a vendored system library */
+  assert_int_equal(lgr_own_add("/home/u/venv/lib/python3.11/site-packages/mylib/"), 0);
+  assert_int_equal(lgr_own_add("/usr/lib/x86_64-linux-gnu/libvendored.so.1"), 0);
+  assert_int_equal(lgr_module_is_system("/home/u/venv/lib/python3.11/site-packages/mylib/_core.so", redis), 0);
+  assert_int_equal(lgr_module_is_system("/home/u/venv/lib/python3.11/site-packages/mylibx/_core.so", redis), 1);
+  assert_int_equal(lgr_module_is_system("/usr/lib/x86_64-linux-gnu/libvendored.so.1", redis), 0);
+  assert_int_equal(lgr_is_library_file("/home/u/venv/lib/python3.11/site-packages/mylib/cache.py"), 0);
+  assert_int_equal(lgr_is_library_file("/home/u/venv/lib/python3.11/site-packages/numpy/core/numeric.py"), 1);
+  lgr_own_clear();
+  assert_int_equal(lgr_is_library_file("/home/u/venv/lib/python3.11/site-packages/mylib/cache.py"), 1);
+}
+
 /* lgu_fopen_new never writes through what is already at the path: a planted symbolic
  * link is removed (its target untouched), a stale file replaced, and the new file is a
  * regular file with what was written. */
@@ -450,6 +493,7 @@ int main(void) {
       cmocka_unit_test(test_fmt_duration),
       cmocka_unit_test(test_is_machinery),
       cmocka_unit_test(test_cuda_runtime_frames),
+      cmocka_unit_test(test_own_native_modules),
       cmocka_unit_test(test_own_python_frame),
       cmocka_unit_test(test_fopen_new),
       cmocka_unit_test(test_cgroup_paths),
