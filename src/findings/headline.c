@@ -157,15 +157,23 @@ static int frame_wrapper(const char *fn, const char *module) {
 
 int lgr_headline(const void *frames, int n, int k, lgr_frame_at_fn at) {
   if (!hl.ready) return k;
+  int unnamed = -1;
   for (int j = k; j < n; j++) {
     const char *fn, *file, *module;
     at(frames, j, &fn, &file, &module);
     if (lgr_is_python_module(module)) break; /* the Python lines decide (lgr_own_frame) */
     if (lgr_is_machinery(fn, file, module) || !module_own(module) || frame_wrapper(fn, module)) continue;
     if (fn && !strcmp(fn, "_start")) continue; /* the C runtime's entry: what libc's start-up called */
+    /* past a wrapper, a function without a name (a stripped binary's static function:
+     * mosquitto's retained-message helper) names nothing, and every such frame of the
+     * module would be one site: its nearest named caller names it */
+    if (j > k && (!fn || !*fn || !strcmp(fn, "??")) && (!file || !*file)) {
+      if (unnamed < 0) unnamed = j;
+      continue;
+    }
     return j;
   }
-  return k;
+  return unnamed >= 0 ? unnamed : k;
 }
 
 /* The search for wrappers: per location, what the rounds need. */
