@@ -191,7 +191,7 @@ typedef struct {
 
 typedef struct {
   uint64_t caller[LGR_WRAPPER_CALLERS];
-  int ncaller, line, lines, deep, cand;
+  int ncaller, line, seen, lines2, deep, cand; /* lines2: allocates at two lines or more */
 } wstat_t;
 
 static uint64_t fnv(uint64_t h, const char *s) {
@@ -244,7 +244,10 @@ static int find_wrappers(sqlite3 *db, int proc, const lgr_loc_t *v, size_t nv, i
     if (module_own(l->module)) inf[i].flags |= LF_OWN;
     inf[i].site = fnv(fnv(fnv(fnv(1469598103934665603ULL, l->function), l->file), l->module), "") ^ (uint64_t)l->line;
   }
-  if (lgr_prepare(db, "SELECT stack, locs FROM stacks WHERE proc=?", -1, &st, NULL) != SQLITE_OK) goto out;
+  if (lgr_prepare(db, "SELECT stack, locs FROM stacks WHERE proc=?", -1, &st, NULL) != SQLITE_OK) {
+    rc = 0; /* a damaged database without the table: no wrappers (lgr_prepare records NOMEM) */
+    goto out;
+  }
   sqlite3_bind_int(st, 1, proc);
   int64_t ids[LGR_MAX_FRAMES];
   while (lgr_row(st)) {
@@ -291,8 +294,12 @@ static int find_wrappers(sqlite3 *db, int proc, const lgr_loc_t *v, size_t nv, i
       hl.nfid += added;
       x->fid = id;
     }
-  hl.isw = calloc((size_t)(hl.nfid ? hl.nfid : 1), 1);
-  stat = malloc((size_t)(hl.nfid ? hl.nfid : 1) * sizeof *stat);
+  if (!hl.nfid) { /* no function of the program's own is a candidate */
+    rc = 0;
+    goto out;
+  }
+  hl.isw = calloc((size_t)hl.nfid, 1);
+  stat = malloc((size_t)hl.nfid * sizeof *stat);
   if (!hl.isw || !stat) goto out;
   if (lgr_prepare(db,
                   "SELECT alloc_bytes, alloc_blocks FROM samples WHERE proc=? AND stack=? ORDER BY seq DESC LIMIT 1",
@@ -306,8 +313,8 @@ static int find_wrappers(sqlite3 *db, int proc, const lgr_loc_t *v, size_t nv, i
       const locinfo_t *f = &inf[li[ws[s].off + j]], *c = &inf[li[ws[s].off + j + 1]];
       wstat_t *t = &stat[f->fid];
       int line = v[li[ws[s].off + j]].line;
-      if (!t->lines++) t->line = line;
-      else if (t->line != line) t->lines = -1000000; /* two lines: never one allocation */
+      if (!t->seen) t->seen = 1, t->line = line;
+      else if (t->line != line) t->lines2 = 1;
       int seen = 0;
       for (int q = 0; q < t->ncaller; q++) seen |= t->caller[q] == c->site;
       if (!seen && t->ncaller < LGR_WRAPPER_CALLERS) t->caller[t->ncaller++] = c->site;
@@ -320,7 +327,7 @@ static int find_wrappers(sqlite3 *db, int proc, const lgr_loc_t *v, size_t nv, i
     int added = 0;
     for (int fid = 0; fid < hl.nfid; fid++) {
       wstat_t *t = &stat[fid];
-      t->cand = !hl.isw[fid] && !t->deep && t->lines > 0 && t->ncaller >= LGR_WRAPPER_CALLERS;
+      t->cand = !hl.isw[fid] && !t->deep && t->seen && !t->lines2 && t->ncaller >= LGR_WRAPPER_CALLERS;
     }
     /* the sizes, for the candidates only: different sizes for different callers */
     double *first = calloc((size_t)hl.nfid, sizeof *first);
