@@ -294,6 +294,7 @@ static int attach(attach_opts_t *o) {
   sigset_t mask, old;
   lgc_signals(&mask);
   sigprocmask(SIG_BLOCK, &mask, &old);
+  lgcli_collector_env();
   if (lgc_new(&co, dir, &col, why, sizeof why) != 0) {
     lgu_err("attach: %s", why);
     rc = LG_EXIT_INTERNAL;

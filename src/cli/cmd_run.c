@@ -199,6 +199,7 @@ static int run_target(run_opts_t *o, char **targv) {
     return LG_EXIT_INTERNAL;
   }
   unsetenv("LD_PRELOAD");
+  lgcli_collector_env();
 
   if (!o->output) {
     const char *b = strrchr(targv[0], '/');

@@ -2,6 +2,7 @@
 /* services.c - the guard and the metrics endpoint of `run` and `attach` (services.h). */
 #include "cli/services.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
@@ -46,4 +47,9 @@ void lgcli_services_stop(lgcli_services_t *s) {
   lgx_free(s->reg);
   lgg_free(s->guard);
   memset(s, 0, sizeof *s);
+}
+
+void lgcli_collector_env(void) {
+  const char *v = getenv("LEAKGUARD_DEBUGINFOD");
+  if (!v || strcmp(v, "1") != 0) unsetenv("DEBUGINFOD_URLS");
 }

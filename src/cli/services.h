@@ -24,4 +24,13 @@ int lgcli_services_start(const char *cmd, int guard, const char *guard_config, i
                          int pid, lgcli_services_t *s);
 void lgcli_services_stop(lgcli_services_t *s);
 
+/* The collector's own environment, set in leakguard's process once the target has its
+ * own (run: after it started; attach: it runs apart): without LEAKGUARD_DEBUGINFOD=1,
+ * DEBUGINFOD_URLS is removed, so that libdwfl never asks debuginfod servers for the
+ * debug information it does not find on the machine. Set by some distributions in every
+ * shell, it had the symbolization worker download the debug information of every
+ * library the program maps (libtorch's is gigabytes) before the report, over a network
+ * nobody told leakguard to use. */
+void lgcli_collector_env(void);
+
 #endif

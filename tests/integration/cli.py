@@ -21,6 +21,9 @@
                     beside a thread that opens and queries the file in a loop. Before the
                     writer waited for readers, 7 of 30 ended at once, "database is
                     locked" (exit 98): all 30 passing by chance had p ~ 3e-4
+  --case debuginfod DEBUGINFOD_URLS names a server on loopback: the program sees the
+                    variable, the collector never connects to it (the fake server counts
+                    its connections); with LEAKGUARD_DEBUGINFOD=1 it does
 """
 import fcntl
 import json
@@ -42,7 +45,7 @@ import lgtest  # noqa: E402
 
 
 def extra(ap):
-    ap.add_argument("--case", required=True, choices=("sample", "outputs", "collector", "live", "reader"))
+    ap.add_argument("--case", required=True, choices=("sample", "outputs", "collector", "live", "reader", "debuginfod"))
 
 
 def case_sample(t, args):
@@ -253,11 +256,60 @@ def case_reader(t, args):
     t.check(not failed, "30 runs beside a reader polling their database all exit 0", failed=failed)
 
 
+def case_debuginfod(t, args):
+    import socket
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    srv.settimeout(0.2)
+    url = "http://127.0.0.1:%d/" % srv.getsockname()[1]
+    conns = []
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            conns.append(1)
+            c.close()  # no answer: libdebuginfod gives up on this server
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    import ctypes
+    try:
+        ctypes.CDLL("libdebuginfod.so.1")
+        have_client = True
+    except OSError:
+        have_client = False
+    # churn_leak: its stacks are symbolized, libc's and its own modules looked up
+    for opt_in in (False, True):
+        env = dict(os.environ, DEBUGINFOD_URLS=url, DEBUGINFOD_TIMEOUT="2")
+        env.pop("LEAKGUARD_DEBUGINFOD", None)
+        if opt_in:
+            env["LEAKGUARD_DEBUGINFOD"] = "1"
+        db = t.path("dbg%d.db" % opt_in)
+        before = len(conns)
+        p = t.lg_run(["/bin/sh", "-c", 'echo "urls=$DEBUGINFOD_URLS"; exec %s --seconds 1' % t.bin("churn_leak")],
+                     db=db, env=env)
+        t.check(p.returncode == 0 and ("urls=" + url) in p.stdout, "the program keeps DEBUGINFOD_URLS",
+                exit=p.returncode, stdout=p.stdout[-500:], stderr=p.stderr[-500:])
+        n = len(conns) - before
+        if opt_in and have_client:
+            t.check(n > 0, "LEAKGUARD_DEBUGINFOD=1: the collector asks the debuginfod server", connections=n)
+        elif opt_in:  # libdw asks through libdebuginfod.so.1 (package libdebuginfod1), optional
+            print("  note: no libdebuginfod.so.1 on this machine: the opt-in cannot ask (connections %d)" % n)
+        else:
+            t.check(n == 0, "the collector never connects to the debuginfod server", connections=n)
+    stop.set()
+    th.join()
+
+
 def main():
     args = lgtest.parse_args(extra)
     t = lgtest.Test("cli-%s" % args.case, args)
     cases = {"sample": case_sample, "outputs": case_outputs, "collector": case_collector, "live": case_live,
-             "reader": case_reader}
+             "reader": case_reader, "debuginfod": case_debuginfod}
     cases[args.case](t, args)
     t.finish()
 
