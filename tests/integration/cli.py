@@ -284,7 +284,9 @@ def case_debuginfod(t, args):
         have_client = False
     # churn_leak: its stacks are symbolized, libc's and its own modules looked up
     for opt_in in (False, True):
-        env = dict(os.environ, DEBUGINFOD_URLS=url, DEBUGINFOD_TIMEOUT="2")
+        # a cache of its own: libdebuginfod remembers a failed query for 10 minutes
+        env = dict(os.environ, DEBUGINFOD_URLS=url, DEBUGINFOD_TIMEOUT="2",
+                   DEBUGINFOD_CACHE_PATH=t.path("dcache%d" % opt_in))
         env.pop("LEAKGUARD_DEBUGINFOD", None)
         if opt_in:
             env["LEAKGUARD_DEBUGINFOD"] = "1"
