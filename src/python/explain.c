@@ -434,7 +434,7 @@ static int run_autograd(run_t *R) {
       PyObject *chain = PyDict_GetItemString(h, "chain");
       set_detail(h, "root", chain ? chain_root_text(chain) : NULL);
       set_detail(h, "grad_fn", PyUnicode_FromString(short_tname(gf)));
-      set_detail(h, "grad_fn_chain_length", PyLong_FromLong(G.depth));
+      set_detail(h, "grad_fn_chain_length", PyLong_FromLong(graph_chain_length(&G)));
       set_detail(h, "graph_nodes", PyLong_FromLong(G.nodes));
       add_detail(h, "saved_tensors", c);
       add_detail(h, "saved_bytes", b);
@@ -531,7 +531,7 @@ static int run_retained_graph(run_t *R) {
     set_detail(h, "grad_fn", PyUnicode_FromString(gf ? short_tname(gf) : "?"));
     Py_XDECREF(gf);
     PyErr_Clear();
-    set_detail(h, "grad_fn_chain_length", PyLong_FromLong(R->bestg.depth));
+    set_detail(h, "grad_fn_chain_length", PyLong_FromLong(graph_chain_length(&R->bestg)));
     set_detail(h, "graph_nodes", PyLong_FromLong(R->bestg.nodes));
     set_detail(h, "saved_tensors", PyLong_FromLong(0));
     set_detail(h, "saved_bytes", PyLong_FromLong(0));

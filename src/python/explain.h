@@ -145,8 +145,15 @@ PyObject *chain_root_text(PyObject *chain);
 
 typedef struct {
   long nodes, depth, saved, saved_bytes;
+  /* the accumulation chain: from the root, the nodes of the root's own type, each the
+   * first input of the one before (`total_loss += loss`: one AddBackward0 per step) */
+  long chain;
   PyObject *per_site; /* site -> [count, bytes] */
 } graph_t;
+
+/* The length to report as the graph's "grad_fn chain": the accumulation chain when the
+ * root accumulates (one node per step, whatever each step's own graph), else the depth. */
+static inline long graph_chain_length(const graph_t *G) { return G->chain > 1 ? G->chain : G->depth; }
 
 /* "Tensor(64×512, float32[, grad_fn=X])" (new reference, never NULL unless out of memory). */
 PyObject *tensor_desc(PyObject *t);

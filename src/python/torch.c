@@ -180,8 +180,35 @@ static void graph_saved_tensor(ex_t *E, hold_t *H, graph_t *G, PyObject *v) {
   Py_XDECREF(nv);
 }
 
+/* The accumulation chain of a graph (graph_t.chain): nodes of gf's type, each the first
+ * input of the one before. `total_loss += loss` makes one AddBackward0 a step whose first
+ * input is the previous step's: the chain counts the steps, where the graph's depth adds
+ * the depth of the first step's own graph. At most cap nodes. */
+static long accumulation_chain(PyObject *gf, long cap) {
+  long n = 0;
+  PyTypeObject *type = Py_TYPE(gf);
+  PyObject *node = Py_NewRef(gf);
+  while (node && Py_TYPE(node) == type && n < cap) {
+    n++;
+    PyObject *nf = PyObject_GetAttrString(node, "next_functions");
+    Py_DECREF(node);
+    node = NULL;
+    if (nf && PyTuple_Check(nf) && PyTuple_GET_SIZE(nf) > 0) {
+      PyObject *pair = PyTuple_GET_ITEM(nf, 0);
+      if (PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) > 0 && PyTuple_GET_ITEM(pair, 0) != Py_None)
+        node = Py_NewRef(PyTuple_GET_ITEM(pair, 0));
+    }
+    Py_XDECREF(nf);
+  }
+  Py_XDECREF(node);
+  PyErr_Clear();
+  return n;
+}
+
 void graph_walk(ex_t *E, hold_t *H, PyObject *seen, PyObject *keep, PyObject *cache, PyObject *gf, graph_t *G,
                 long cap) {
+  long ch = accumulation_chain(gf, cap);
+  if (ch > G->chain) G->chain = ch;
   PyObject *q = PyList_New(0);
   PyObject *t0 = Py_BuildValue("(Oi)", gf, 1);
   if (!q || !t0) goto out;

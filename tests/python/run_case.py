@@ -84,6 +84,8 @@ def parse_args():
     ap.add_argument("--fix", help="the rank-1 leak's fix hint matches this regex, in the JSON and the text")
     ap.add_argument("--never-growing", metavar="MARKER",
                     help="no growing site (suspect or minor growth) at a line marked # MARKER")
+    ap.add_argument("--chain-within", type=float, metavar="PCT",
+                    help="the leak's holder says 'grad_fn chain N' with N within PCT %% of the run's steps")
     ap.add_argument("--kept-at", nargs=2, metavar=("MARKER", "VERB"),
                     help="the leak's holder is kept at the script's # MARKER line (holder.kept_at), and the "
                          "text says 'VERB at ... (script:line)'")
@@ -201,6 +203,8 @@ def check_leak(a, doc, leak, db, check):
         check_fix(a, leak, db, check)
     if a.kept_at:
         check_kept_at(a, leak, db, check)
+    if a.chain_within is not None:
+        check_chain(a, doc, leak, check)
     if a.never_growing:
         check_never_growing(a, doc, check)
     if a.detected_within is not None:
@@ -279,6 +283,17 @@ def check_kept_at(a, leak, db, check):
     check(any(ln.strip().startswith(want) and "(%s:%s)" % (a.script, k.get("line")) in ln for ln in txt.splitlines()),
           "the text report's leak says '%s... (%s:%s)'" % (want, a.script, k.get("line")),
           text=txt.splitlines()[:12])
+
+
+def check_chain(a, doc, leak, check):
+    """`total_loss += loss` adds one node a step to the graph total_loss keeps: the
+    holder's 'grad_fn chain N' counts the steps (issue #34 item 3), within --chain-within %."""
+    chain = (leak.get("holder") or {}).get("chain") or []
+    m = re.search(r"grad_fn chain (\d+)", chain[-1] if chain else "")
+    steps = [r.get("steps") for r in doc.get("runs", []) if r.get("pid") == leak.get("pid")]
+    n, st = (int(m.group(1)) if m else None), (steps[0] if steps else None)
+    check(n is not None and st and abs(n - st) <= st * a.chain_within / 100.0,
+          "the holder's grad_fn chain is the step count within %g %%" % a.chain_within, chain=chain, steps=st)
 
 
 def check_detected_within(a, leak, db, check):
