@@ -245,7 +245,7 @@ LGI_HIDDEN void lgi_gpu_atfork(int phase);
 /* The site of the recorded managed block containing addr (LG_CUDA_UM_UNKNOWN: none). */
 LGI_HIDDEN uint32_t lgi_gpu_managed_site(uint64_t addr);
 
-/* ---- thread.c (agent/hooks.c in the attach agent) */
+/* ---- thread.c (agent/thread.c in the attach agent) */
 
 /* 1 when the process records and this thread is set up (initialising both if needed). */
 LGI_HIDDEN int lgi_thread_ready(lgi_tls_t *t);
@@ -481,7 +481,7 @@ static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, in
 }
 
 /* The destructor of a recorded thread's pthread key: gives back its shard and its
- * unwinder's and Python's per-thread state (thread.c, agent/hooks.c). */
+ * unwinder's and Python's per-thread state (thread.c, agent/thread.c). */
 static inline void lgi_thread_exit(void *arg) {
   (void)arg;
   lgi_tls_t *t = &lgi_tls;

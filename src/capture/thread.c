@@ -8,7 +8,7 @@
  * lifecycle.c calls into the hooks' files (their fork locks, the real allocator), and
  * the hooks reach it only through here, so no file of the hooks and the lifecycle
  * calls the other back. The attach agent has its own lgi_thread_ready
- * (agent/hooks.c).
+ * (agent/thread.c).
  */
 #include <pthread.h>
 #include <stdint.h>

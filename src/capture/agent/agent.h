@@ -3,7 +3,8 @@
  * agent.h - what the files of libleakguard-agent.so share (docs/attach.md). The agent
  * is the recorder `leakguard attach` loads into a running process:
  *   start.c   lg_agent_start, the watcher thread, detach, fork
- *   hooks.c   the hooks its GOT slots point to, and each thread's set-up
+ *   hooks.c   the hooks its GOT slots point to
+ *   thread.c  counting, each thread's set-up per attach (recorder.h's thread.c part)
  *   table.c   the side table (block -> site, epoch, size): blocks carry no header
  *   got.c     rewriting and restoring the GOT slots of every loaded object
  *   pymod.c   CPython's allocators wrapped, the leakguard module's import, its API
@@ -61,6 +62,7 @@ extern const size_t lgag_nnames;
 
 extern _Atomic int lgag_recording;  /* hooks record */
 extern _Atomic int lgag_py_wrapped; /* CPython's allocators are wrapped (pymod.c) */
+/* thread.c */
 extern pthread_key_t lgag_thread_key;
 extern _Atomic uint32_t lgag_session; /* one per attach: lgi_thread_ready starts a thread over */
 
