@@ -238,35 +238,9 @@ static int export_index(const char *name) {
 
 int lgi_cuda_export_name(const char *name) { return export_index(name) >= 0; }
 
-/* ------------------------------------------------------------------ notes, flags */
+/* ------------------------------------------------------------------ notes */
 
-static void note(const char *name, const char *what) { lgi_cuda_note(name, what); }
-void lgi_cuda_note(const char *name, const char *what) {
-  lg_region_hdr_t *h = lgi_g.hdr;
-  if (!lgi_g.enabled || !h || !name) return;
-  char buf[LG_GPU_NOTE_LEN];
-  size_t a = strnlen(name, 40), b = strlen(what);
-  memset(buf, 0, sizeof buf);
-  memcpy(buf, name, a);
-  memcpy(buf + a, ": ", 2);
-  if (a + 2 + b > sizeof buf - 1) b = sizeof buf - 1 - a - 2;
-  memcpy(buf + a + 2, what, b);
-  lgi_lock();
-  uint32_t n = atomic_load_explicit(&h->gpu_nnotes, memory_order_relaxed);
-  int dup = 0;
-  for (uint32_t i = 0; i < n && i < LG_GPU_NOTES; i++)
-    if (!strncmp(h->gpu_notes[i], buf, sizeof buf)) dup = 1;
-  if (!dup && n < LG_GPU_NOTES) {
-    memcpy(h->gpu_notes[n], buf, sizeof buf);
-    atomic_store_explicit(&h->gpu_nnotes, n + 1, memory_order_release);
-  }
-  lgi_unlock();
-}
-
-void lgi_cuda_set_flag(uint32_t f) {
-  if (lgi_g.enabled && !(atomic_load_explicit(&lgi_g.hdr->gpu_flags, memory_order_relaxed) & f))
-    atomic_fetch_or(&lgi_g.hdr->gpu_flags, f);
-}
+static void note(const char *name, const char *what) { lgi_gpu_note(name, what); }
 
 /* ------------------------------------------------------------------ binding */
 
@@ -284,7 +258,7 @@ static int is_ours(const void *p) {
 static void *bind(int k, void *real) {
   if (!real || is_ours(real)) return real;
   lgi_cuda_helpers_from(real);
-  lgi_cuda_set_flag(LG_GPU_SEEN);
+  lgi_gpu_set_flag(LG_GPU_SEEN);
   for (int i = 0; i < LGC_NSLOT; i++) {
     void *cur = atomic_load(&slot_real[k][i]);
     if (cur == real) return slot_fn[k][i];
@@ -304,7 +278,7 @@ static void *export_real(int i) {
   p = ((dlsym_fn)lgi_dlsym_resolve())(RTLD_NEXT, export_name[i]);
   if (p) {
     lgi_cuda_helpers_from(p);
-    lgi_cuda_set_flag(LG_GPU_SEEN);
+    lgi_gpu_set_flag(LG_GPU_SEEN);
     atomic_store_explicit(&export_ptr[i], p, memory_order_release);
   }
   return p;

@@ -163,7 +163,7 @@ static void ctx_created(uint64_t c, int dev, int primary) {
   atomic_fetch_add_explicit(&lgi_g.hdr->gpu_calls, 1, memory_order_relaxed);
   lgi_cuda_dev_seen(dev);
   if (!(atomic_load(&lgi_g.hdr->gpu_flags) & LG_CUDA_TORCH) && dl_iterate_phdr(torch_cb, NULL))
-    lgi_cuda_set_flag(LG_CUDA_TORCH);
+    lgi_gpu_set_flag(LG_CUDA_TORCH);
   lgi_cuda_um_start(); /* --cuda-um: CUPTI needs a context */
 }
 

@@ -123,13 +123,6 @@ LGC_KINDS(LGC_PFN)
 LGC_KINDS(LGC_HPROTO)
 #define REAL(K) ((pfn_##K)real)
 
-/* ---- cuda.c */
-
-/* Sets a flag of the region's gpu_flags (LG_GPU_*, or CUDA's LG_CUDA_*) once. */
-LGI_HIDDEN void lgi_cuda_set_flag(uint32_t f);
-/* Notes name: what (a line the collector prints once, docs/cuda.md). */
-LGI_HIDDEN void lgi_cuda_note(const char *name, const char *what);
-
 /* ---- cuda_mem.c: the wrappers; what they record goes to gpu/table.c (gpu.h). */
 
 /* ---- cuda_ctx.c */

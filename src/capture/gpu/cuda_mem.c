@@ -341,7 +341,7 @@ static _Atomic uint32_t imports_noted;
 static void import_noted(unsigned bit, const char *name) {
   if (atomic_load_explicit(&imports_noted, memory_order_relaxed) & (1u << bit)) return;
   atomic_fetch_or(&imports_noted, 1u << bit);
-  lgi_cuda_note(name, "IPC import called; not recorded (another process's memory)");
+  lgi_gpu_note(name, "IPC import called; not recorded (another process's memory)");
 }
 
 lgcu_result_t lgi_cuda_h_IPCOPEN(void *real, lgcu_dptr_t *dptr, lgcu_ipc_handle_t handle, unsigned flags, uintptr_t ra,

@@ -116,7 +116,7 @@ static void um_off(const char *why, int rc) {
   if (rc && s) snprintf(buf, sizeof buf, "%s (%s); --cuda-um off", s, why);
   else if (rc) snprintf(buf, sizeof buf, "error %d (%s); --cuda-um off", rc, why);
   else snprintf(buf, sizeof buf, "%s; --cuda-um off", why);
-  lgi_cuda_note("CUPTI", buf);
+  lgi_gpu_note("CUPTI", buf);
   atomic_store(&um_state, 3);
 }
 

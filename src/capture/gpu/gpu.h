@@ -51,6 +51,10 @@ LGI_HIDDEN int lgi_gpu_enter(lgi_tls_t *t);
 LGI_HIDDEN void lgi_gpu_leave(lgi_tls_t *t);
 /* dev clamped to the ordinals the tables keep. */
 LGI_HIDDEN int lgi_gpu_clamp_dev(int dev);
+/* Sets a flag of the region's gpu_flags (LG_GPU_*, or a vendor's: LG_CUDA_*) once. */
+LGI_HIDDEN void lgi_gpu_set_flag(uint32_t f);
+/* Notes name: what (a line the collector prints once, docs/cuda.md), in the region. */
+LGI_HIDDEN void lgi_gpu_note(const char *name, const char *what);
 /* The region header's gauges of device dev, or NULL (dev outside 0..LG_GPU_MAX_DEVICES-1). */
 LGI_HIDDEN lg_gpu_dev_t *lgi_gpu_gauge(int dev);
 
@@ -80,7 +84,7 @@ LGI_HIDDEN int lgi_gpu_site_of(uint64_t addr, uint32_t *site, int *device);
 /* ------------------------------------------------------------------ the vendors
  * How a program's lookups of a vendor's entry points reach its hooks. The dynamic
  * loader's interposition is dl.c's (dlsym, dlvsym, dlopen): it asks these, which ask
- * each vendor in turn (table.c: CUDA today). */
+ * each vendor in turn (vendors.c: CUDA today). */
 
 /* 1 when name is an entry point a vendor's hooks export from libleakguard.so (its
  * lookup in the global scope is the vendor's to answer). */
@@ -91,7 +95,7 @@ LGI_HIDDEN void *lgi_gpu_dlsym_default(void *handle, const char *name);
  * answer, a wrapper bound to r or r itself, in *out), 0 when it is none of theirs. */
 LGI_HIDDEN int lgi_gpu_dlsym_result(const char *name, void *r, void **out);
 
-/* CUDA's (gpu/cuda.c). A second vendor brings the same three and a row in table.c. */
+/* CUDA's (gpu/cuda.c). A second vendor brings the same three and a row in vendors.c. */
 LGI_HIDDEN int lgi_cuda_export_name(const char *name);
 LGI_HIDDEN void *lgi_cuda_dlsym_default(void *handle, const char *name);
 LGI_HIDDEN int lgi_cuda_dlsym_result(const char *name, void *r, void **out);

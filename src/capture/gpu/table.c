@@ -5,7 +5,8 @@
  * header), in pages from mmap, doubled when 70 % full, under its own spin lock that is
  * held for table operations only, never across a driver call or a stack capture; and
  * the accounting of each record on its site (the thread's shard) and on its device's
- * gauges in the region.
+ * gauges in the region; the region's GPU flags and notes. It calls no vendor's file
+ * (vendors.c asks them about names).
  */
 #include <errno.h>
 #include <sched.h>
@@ -16,10 +17,33 @@
 #include "core/hash.h"
 #include "leakguard.h"
 
-/* Sets a flag of the region's gpu_flags (LG_GPU_*) once. */
-static void set_flag(uint32_t f) {
+/* ------------------------------------------------------------------ flags, notes */
+
+void lgi_gpu_set_flag(uint32_t f) {
   if (lgi_g.enabled && !(atomic_load_explicit(&lgi_g.hdr->gpu_flags, memory_order_relaxed) & f))
     atomic_fetch_or(&lgi_g.hdr->gpu_flags, f);
+}
+
+void lgi_gpu_note(const char *name, const char *what) {
+  lg_region_hdr_t *h = lgi_g.hdr;
+  if (!lgi_g.enabled || !h || !name) return;
+  char buf[LG_GPU_NOTE_LEN];
+  size_t a = strnlen(name, 40), b = strlen(what);
+  memset(buf, 0, sizeof buf);
+  memcpy(buf, name, a);
+  memcpy(buf + a, ": ", 2);
+  if (a + 2 + b > sizeof buf - 1) b = sizeof buf - 1 - a - 2;
+  memcpy(buf + a + 2, what, b);
+  lgi_lock();
+  uint32_t n = atomic_load_explicit(&h->gpu_nnotes, memory_order_relaxed);
+  int dup = 0;
+  for (uint32_t i = 0; i < n && i < LG_GPU_NOTES; i++)
+    if (!strncmp(h->gpu_notes[i], buf, sizeof buf)) dup = 1;
+  if (!dup && n < LG_GPU_NOTES) {
+    memcpy(h->gpu_notes[n], buf, sizeof buf);
+    atomic_store_explicit(&h->gpu_nnotes, n + 1, memory_order_release);
+  }
+  lgi_unlock();
 }
 
 int lgi_gpu_clamp_dev(int dev) { return dev < 0 ? 0 : dev >= LGI_GPU_DEVS - 1 ? LGI_GPU_DEVS - 2 : dev; }
@@ -162,7 +186,7 @@ void lgi_gpu_put(lgi_tls_t *t, const lgi_gpu_ent_t *e) {
   if (r == 1) count(t, &old, -1, 0); /* freed behind our back (by an untracked path) */
   count(t, e, 1, 1);
   atomic_fetch_add_explicit(&lgi_g.hdr->gpu_calls, 1, memory_order_relaxed);
-  if (e->ns != LGI_GPU_REG && e->ns != LGI_GPU_MAP) set_flag(LG_GPU_ALLOCATED);
+  if (e->ns != LGI_GPU_REG && e->ns != LGI_GPU_MAP) lgi_gpu_set_flag(LG_GPU_ALLOCATED);
 }
 
 /* Takes the record of key out before the driver frees it (the address could be
@@ -289,34 +313,4 @@ int lgi_gpu_site_of(uint64_t addr, uint32_t *site, int *device) {
     if (device) *device = dev;
   }
   return rc;
-}
-
-/* ------------------------------------------------------------------ the vendors */
-
-static const struct {
-  int (*export_name)(const char *name);
-  void *(*dlsym_default)(void *handle, const char *name);
-  int (*dlsym_result)(const char *name, void *r, void **out);
-} vendors[] = {
-    {lgi_cuda_export_name, lgi_cuda_dlsym_default, lgi_cuda_dlsym_result},
-};
-#define NVENDORS (sizeof vendors / sizeof *vendors)
-
-/* Called by dlsym's assembly entry (dl.c), and then by that entry's jump. */
-__attribute__((used)) int lgi_gpu_export_name(const char *name) {
-  for (size_t v = 0; v < NVENDORS; v++)
-    if (vendors[v].export_name(name)) return 1;
-  return 0;
-}
-
-__attribute__((used)) void *lgi_gpu_dlsym_default(void *handle, const char *name) {
-  for (size_t v = 0; v < NVENDORS; v++)
-    if (vendors[v].export_name(name)) return vendors[v].dlsym_default(handle, name);
-  return NULL; /* not reached: the entry asked lgi_gpu_export_name first */
-}
-
-int lgi_gpu_dlsym_result(const char *name, void *r, void **out) {
-  for (size_t v = 0; v < NVENDORS; v++)
-    if (vendors[v].dlsym_result(name, r, out)) return 1;
-  return 0;
 }
