@@ -105,7 +105,7 @@ struct lgc_collector {
   uint64_t final_until, final_look;
 };
 
-/* ---- collector.c */
+/* ---- db.c */
 /* One transaction per loop iteration that writes anything (begin on the first write). */
 void lgc_db_begin(lgc_collector_t *c);
 void lgc_db_commit(lgc_collector_t *c);
@@ -115,6 +115,8 @@ void lgc_db_commit(lgc_collector_t *c);
 int lgc_db_write(lgc_collector_t *c, int rc);
 /* 1 when the store takes writes (there is one, and no write failed). */
 static inline int lgc_db_ok(const lgc_collector_t *c) { return c->db && !c->db_failed; }
+
+/* ---- collector.c */
 uint64_t lgc_snapshot_interval_ns(const lgc_collector_t *c, uint64_t now);
 
 /* cJSON's AddItem calls do not take the item when they fail (out of memory): these
