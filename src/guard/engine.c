@@ -25,7 +25,6 @@
 static const char *const cname[C_NCOUNT] = {"log", "publish", "signal", "memory_high", "exec", "kill", "sigkill"};
 
 /* ------------------------------------------------------------------ create / watch */
-double lgg_now_mono(void) { return (double)lgu_now_ns() / 1e9; }
 
 int lgg_new(const lgg_options_t *o, lgg_guard_t **out, char *why, size_t whylen) {
   lgg_guard_t *g = calloc(1, sizeof *g);
@@ -181,7 +180,8 @@ int lgg_nsources(const lgg_guard_t *g) {
   return n;
 }
 
-void lgg_event_source_lost(lgg_guard_t *g, source_t *s, const char *reason) {
+/* Marks s lost (alive = 0) with a source_lost event and a line on stderr. */
+static void source_lost(lgg_guard_t *g, source_t *s, const char *reason) {
   s->alive = 0;
   cJSON *j = lgg_jbegin("source_lost");
   cJSON_AddStringToObject(j, "source", s->name);
@@ -207,7 +207,7 @@ static int sample(lgg_guard_t *g, source_t *s, double t) {
   if (s->kind == SRC_CGROUP) {
     int rc = lgsm_cgroup_read(s->path, s->version, &s->cg);
     if (rc == -ENOENT || rc == -ENODEV) {
-      lgg_event_source_lost(g, s, "cgroup removed");
+      source_lost(g, s, "cgroup removed");
       return -1;
     }
     if (rc) {
@@ -323,6 +323,8 @@ int lgg_tick(lgg_guard_t *g, double t) {
     }
   }
   lgg_refresh_procs(g, t);
+  if (g->pids_src >= 0 && g->src[g->pids_src].alive && !g->npids)
+    source_lost(g, &g->src[g->pids_src], "every watched pid exited");
   /* recorder regions of the watched set (system mode: of every process; they join
    * the watched set at the next refresh) */
   int has_system = 0;

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "core/sysmem.h"
+#include "core/util.h"
 #include "guard/guard.h"
 
 #define LGG_NLEVELS 4 /* normal, warn, breaker, emergency (lg_level_t) */
@@ -196,10 +197,8 @@ struct lgg_guard {
   uint64_t memtotal;
 };
 
-/* engine.c */
-double lgg_now_mono(void);
-/* Marks s lost (alive = 0) with a source_lost event and a line on stderr. */
-void lgg_event_source_lost(lgg_guard_t *g, source_t *s, const char *reason);
+/* The guard's clock: seconds on the monotonic clock. */
+static inline double lgg_now_mono(void) { return (double)lgu_now_ns() / 1e9; }
 
 /* events.c: one JSON object per event, one line on the event log. lgg_jbegin makes
  * {"ts":..,"event":event}; lgg_jend prints it (when there is a log) and frees it. */

@@ -167,8 +167,6 @@ void lgg_refresh_procs(lgg_guard_t *g, double t) {
     lgu_err("guard: pid %d exited; no longer watched", g->pids[i]);
     g->pids[i] = g->pids[--g->npids];
   }
-  if (g->pids_src >= 0 && g->src[g->pids_src].alive && !g->npids)
-    lgg_event_source_lost(g, &g->src[g->pids_src], "every watched pid exited");
 }
 
 void lgg_gpu_proc_cb(void *arg, int pid, uint64_t bytes) {
