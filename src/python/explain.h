@@ -17,6 +17,7 @@
 
 #include "python/lgpy.h"
 
+#include <string.h>
 #include <time.h>
 
 static inline double now_s(void) {
@@ -94,7 +95,12 @@ extern PyTypeObject *g_tensor;
 /* Reverse maps of big dicts (id(dict) -> {id(value): key}), built once per explain. */
 extern PyObject *rev_cache;
 
-const char *short_tname(PyObject *o);
+/* The type name of o without its module ("Tensor", "OrderedDict"). */
+static inline const char *short_tname(PyObject *o) {
+  const char *n = Py_TYPE(o)->tp_name;
+  const char *dot = strrchr(n, '.');
+  return dot ? dot + 1 : n;
+}
 int is_collapsed_dict(ex_t *E, int32_t i);
 /* Full chain naming owner i: prefix(parent) + [edge label, description]. real=0 gives
  * the grouping key (indices and keys wildcarded). New list, NULL with an exception. */

@@ -9,12 +9,6 @@
 #include <string.h>
 #include <structmember.h>
 
-const char *short_tname(PyObject *o) {
-  const char *n = Py_TYPE(o)->tp_name;
-  const char *dot = strrchr(n, '.');
-  return dot ? dot + 1 : n;
-}
-
 PyTypeObject *g_tensor;
 PyObject *rev_cache;
 
