@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,15 +249,21 @@ void lgst_close(lgst_t *s) {
   free(s);
 }
 
-int lgst_note(lgst_t *s, int proc, const char *kind, const char *note) {
+/* One row: the n integers v, then the ntext strings text (NULL binds NULL). */
+static int exec_row(lgst_t *s, const char *sql, const int64_t *v, int n, const char *const *text, int ntext) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO notes VALUES(?,?,?)", -1, &st, NULL) != SQLITE_OK) return -EIO;
-  sqlite3_bind_int(st, 1, proc);
-  sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 3, note, -1, SQLITE_STATIC);
+  if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) return -EIO;
+  for (int i = 0; i < n; i++) sqlite3_bind_int64(st, i + 1, v[i]);
+  for (int i = 0; i < ntext; i++) sqlite3_bind_text(st, n + i + 1, text[i], -1, SQLITE_STATIC);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int lgst_note(lgst_t *s, int proc, const char *kind, const char *note) {
+  int64_t v[1] = {proc};
+  const char *t[2] = {kind, note};
+  return exec_row(s, "INSERT OR REPLACE INTO notes VALUES(?,?,?)", v, 1, t, 2);
 }
 
 void lgst_discard(lgst_t *s, const char *path) {
@@ -273,13 +280,8 @@ int lgst_begin(lgst_t *s) { return sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL
 int lgst_commit(lgst_t *s) { return sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO; }
 
 int lgst_meta(lgst_t *s, const char *key, const char *value) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta VALUES(?,?)", -1, &st, NULL) != SQLITE_OK) return -EIO;
-  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  const char *t[2] = {key, value};
+  return exec_row(s, "INSERT OR REPLACE INTO meta VALUES(?,?)", NULL, 0, t, 2);
 }
 
 int lgst_proc(lgst_t *s, const lgm_proc_t *p) {
@@ -523,14 +525,154 @@ int lgst_cuda_tables(lgst_t *s) {
   return 0;
 }
 
-static int exec_row(lgst_t *s, const char *sql, const int64_t *v, int n, const char *text) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) return -EIO;
-  for (int i = 0; i < n; i++) sqlite3_bind_int64(st, i + 1, v[i]);
-  if (text) sqlite3_bind_text(st, n + 1, text, -1, SQLITE_STATIC);
-  int rc = sqlite3_step(st);
+/* ------------------------------------------------------------------ copies
+ * (`leakguard merge`: another database's rows copied in, merge.c) */
+
+/* Runs the SQL that sqlite3_vmprintf makes of fmt (%Q quotes a string, %w an
+ * identifier: not printf's, so no format attribute). */
+static int exec_fmt(sqlite3 *db, char *why, size_t whylen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *sql = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  if (!sql) {
+    snprintf(why, whylen, "out of memory");
+    return -ENOMEM;
+  }
+  char *err = NULL;
+  int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) {
+    snprintf(why, whylen, "%s", err ? err : sqlite3_errstr(rc));
+    sqlite3_free(err);
+    return -EIO;
+  }
+  return 0;
+}
+
+/* 1 when schema has table name, 0 when it has not, -1 when that cannot be read (a
+ * failed query is not an absent table: its rows would be left out unsaid). */
+static int has_table(sqlite3 *db, const char *schema, const char *name) {
+  char *sql = sqlite3_mprintf("SELECT 1 FROM %w.sqlite_master WHERE type='table' AND name=%Q", schema, name);
+  sqlite3_stmt *st = NULL;
+  int rc = sql ? sqlite3_prepare_v2(db, sql, -1, &st, NULL) : SQLITE_NOMEM;
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
   sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  sqlite3_free(sql);
+  return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Copies src.T into main.T with proc and parent_proc shifted by off. */
+static int copy_table(sqlite3 *db, const char *t, long long off, char *why, size_t whylen) {
+  char *sql = sqlite3_mprintf("PRAGMA src.table_info(%Q)", t);
+  sqlite3_stmt *st = NULL;
+  if (!sql || sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    sqlite3_free(sql);
+    snprintf(why, whylen, "cannot read the columns of %s", t);
+    return -EIO;
+  }
+  sqlite3_free(sql);
+  char cols[2048] = "", exprs[2048] = "";
+  size_t nc = 0, ne = 0;
+  int ok = 1, step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *c = (const char *)sqlite3_column_text(st, 1);
+    if (!c) { /* out of memory: every column or none */
+      ok = 0;
+      break;
+    }
+    int shift = !strcmp(c, "proc") || !strcmp(c, "parent_proc");
+    int a = snprintf(cols + nc, sizeof cols - nc, "%s\"%s\"", nc ? "," : "", c);
+    /* proc 0 is no image (notes of the recording itself): it stays 0 */
+    int b = shift ? snprintf(exprs + ne, sizeof exprs - ne, "%sCASE WHEN \"%s\" = 0 THEN 0 ELSE \"%s\" + %lld END",
+                             ne ? "," : "", c, c, off)
+                  : snprintf(exprs + ne, sizeof exprs - ne, "%s\"%s\"", ne ? "," : "", c);
+    if (a < 0 || b < 0 || (size_t)a >= sizeof cols - nc || (size_t)b >= sizeof exprs - ne) {
+      ok = 0;
+      break;
+    }
+    nc += (size_t)a;
+    ne += (size_t)b;
+  }
+  sqlite3_finalize(st);
+  if (ok && step != SQLITE_DONE) {
+    snprintf(why, whylen, "cannot read the columns of %s: %s", t, sqlite3_errstr(step));
+    return -EIO;
+  }
+  if (!ok || !nc) {
+    snprintf(why, whylen, "table %s: unexpected columns", t);
+    return -EIO;
+  }
+  /* nvml has no image key: two machines' samples at one instant keep the first; two
+   * inputs' notes on the recording itself (proc 0) keep the first of each kind */
+  return exec_fmt(db, why, whylen, "INSERT %s INTO main.\"%w\"(%s) SELECT %s FROM src.\"%w\"",
+                  strcmp(t, "nvml") && strcmp(t, "notes") ? "" : "OR IGNORE", t, cols, exprs, t);
+}
+
+int lgst_copy_in(lgst_t *s, const char *path, int first, char *why, size_t whylen) {
+  sqlite3 *db = s->db;
+  /* one transaction per input (SQLite attaches outside transactions) */
+  int rc = exec_fmt(db, why, whylen, "ATTACH %Q AS src", path);
+  if (rc) return rc;
+  rc = exec_fmt(db, why, whylen, "BEGIN");
+  long long off = 0;
+  sqlite3_stmt *st = NULL;
+  /* the inputs' process keys are shifted past those merged so far: a failed query
+   * here must fail the merge, or this input's processes would replace earlier ones */
+  if (rc == 0 &&
+      sqlite3_prepare_v2(db, "SELECT coalesce(max(proc), 0) FROM main.processes", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    off = sqlite3_column_int64(st, 0);
+  else if (rc == 0) {
+    snprintf(why, whylen, "cannot read the merged processes: %s", sqlite3_errmsg(db));
+    rc = -EIO;
+  }
+  sqlite3_finalize(st);
+  for (int k = 0; rc == 0 && TABLES[k]; k++) {
+    int has = has_table(db, "src", TABLES[k]);
+    if (has < 0) {
+      snprintf(why, whylen, "cannot read the tables of %s: %s", path, sqlite3_errmsg(db));
+      rc = -EIO;
+      break;
+    }
+    if (!has) continue;
+    if (lgst_table_is_gpu(TABLES[k]) && (rc = lgst_cuda_tables(s)) != 0) {
+      snprintf(why, whylen, "cannot create the GPU tables");
+      break;
+    }
+    rc = copy_table(db, TABLES[k], off, why, whylen);
+  }
+  /* where each image came from; the image `leakguard attach` attached to (meta
+   * attached_at, its first image, of kind start) stays attached, a label of its own:
+   * the merged meta is not one input's; the first input's settings (interval, limit) */
+  if (rc == 0)
+    rc = exec_fmt(db, why, whylen,
+                  "INSERT OR REPLACE INTO main.labels(proc, key, value) SELECT proc + %lld, 'source', %Q"
+                  " FROM src.processes",
+                  off, path);
+  if (rc == 0)
+    rc = exec_fmt(db, why, whylen,
+                  "INSERT OR REPLACE INTO main.labels(proc, key, value) SELECT p.proc + %lld, 'attached_at', m.value"
+                  " FROM src.processes p JOIN src.meta m ON m.key = 'attached_at' WHERE p.kind = 'start'",
+                  off);
+  if (rc == 0 && first)
+    rc = exec_fmt(db, why, whylen,
+                  "INSERT OR IGNORE INTO main.meta(key, value) SELECT key, value FROM src.meta"
+                  " WHERE key NOT IN ('schema', 'version', 'command', 'attached_at')");
+  char w2[256];
+  if (rc != 0 && strncmp(why, path, strlen(path))) { /* the error names the input it came from */
+    char w3[1024];
+    snprintf(w3, sizeof w3, "%s: %s", path, why);
+    snprintf(why, whylen, "%s", w3);
+  }
+  if (rc == 0) rc = exec_fmt(db, why, whylen, "COMMIT");
+  else exec_fmt(db, w2, sizeof w2, "ROLLBACK"); /* the first error is the reason */
+  int drc = exec_fmt(db, w2, sizeof w2, "DETACH src");
+  if (rc == 0 && drc != 0) {
+    snprintf(why, whylen, "%s", w2);
+    rc = drc;
+  }
+  return rc;
 }
 
 int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
@@ -543,7 +685,7 @@ int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
   for (uint32_t id = p->gpu_stacks_stored > 2 ? p->gpu_stacks_stored : 2; id < p->nsites; id++) {
     if (p->sites[id].space < LG_SPACE_DEVICE || p->sites[id].space > LG_SPACE_PINNED) continue;
     int64_t v[3] = {p->proc, id, p->sites[id].device};
-    rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_stacks VALUES(?,?,?)", v, 3, NULL);
+    rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_stacks VALUES(?,?,?)", v, 3, NULL, 0);
   }
   p->gpu_stacks_stored = p->nsites;
   lgm_gpu_t gpu[LG_GPU_MAX_DEVICES];
@@ -565,10 +707,10 @@ int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
                      g->contexts_destroyed,
                      g->contexts_recreated,
                      (int64_t)g->total_bytes};
-    rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_devices VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", v, 15, NULL);
+    rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_devices VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", v, 15, NULL, 0);
     if (g->torch_seen) {
       int64_t tv[5] = {p->proc, (int64_t)p->seq, d, g->torch_allocated_bytes, g->torch_reserved_bytes};
-      rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_torch VALUES(?,?,?,?,?)", tv, 5, NULL);
+      rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_torch VALUES(?,?,?,?,?)", tv, 5, NULL, 0);
     }
   }
   for (int i = 0; i < LG_CUDA_UM_SITES; i++) {
@@ -582,14 +724,15 @@ int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
                     (int64_t)u.bytes_htod,
                     (int64_t)u.bytes_dtoh,
                     (int64_t)u.thrashing};
-    rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_um VALUES(?,?,?,?,?,?,?)", v, 7, NULL);
+    rc |= exec_row(s, "INSERT OR REPLACE INTO cuda_um VALUES(?,?,?,?,?,?,?)", v, 7, NULL, 0);
   }
   if (gs.flags & LG_CUDA_TORCH) rc |= lgst_meta(s, "torch_cuda", "1");
   for (uint32_t i = 0; i < gs.nnotes; i++) {
     char note[LG_GPU_NOTE_LEN + 1];
     lgm_gpu_note(h, i, note);
     int64_t v[1] = {p->proc};
-    rc |= exec_row(s, "INSERT OR IGNORE INTO cuda_notes VALUES(?,?)", v, 1, note);
+    const char *t[1] = {note};
+    rc |= exec_row(s, "INSERT OR IGNORE INTO cuda_notes VALUES(?,?)", v, 1, t, 1);
   }
   return rc ? -EIO : 0;
 }
@@ -597,13 +740,13 @@ int lgst_cuda_snapshot(lgst_t *s, lgm_proc_t *p) {
 int lgst_nvml_device(lgst_t *s, uint64_t t_ns, int device, uint64_t used, uint64_t total) {
   if (lgst_cuda_tables(s) != 0) return -EIO;
   int64_t v[4] = {(int64_t)t_ns, device, (int64_t)used, (int64_t)total};
-  return exec_row(s, "INSERT OR REPLACE INTO nvml VALUES(?,?,?,?)", v, 4, NULL);
+  return exec_row(s, "INSERT OR REPLACE INTO nvml VALUES(?,?,?,?)", v, 4, NULL, 0);
 }
 
 int lgst_nvml_process(lgst_t *s, uint64_t t_ns, int device, int pid, int proc, uint64_t used) {
   if (lgst_cuda_tables(s) != 0) return -EIO;
   int64_t v[5] = {(int64_t)t_ns, device, pid, proc, (int64_t)used};
-  return exec_row(s, "INSERT OR REPLACE INTO nvml_processes VALUES(?,?,?,?,?)", v, 5, NULL);
+  return exec_row(s, "INSERT OR REPLACE INTO nvml_processes VALUES(?,?,?,?,?)", v, 5, NULL, 0);
 }
 
 int lgst_flag(lgst_t *s, int proc, uint32_t stack, uint64_t t_ns, double growth_bytes_per_s) {
@@ -639,12 +782,7 @@ int lgst_lifetimes(lgst_t *s, int proc, uint32_t stack, int steps, const uint64_
 }
 
 int lgst_label(lgst_t *s, int proc, const char *key, const char *value) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO labels VALUES(?,?,?)", -1, &st, NULL) != SQLITE_OK) return -EIO;
-  sqlite3_bind_int(st, 1, proc);
-  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 3, value, -1, SQLITE_STATIC);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  int64_t v[1] = {proc};
+  const char *t[2] = {key, value};
+  return exec_row(s, "INSERT OR REPLACE INTO labels VALUES(?,?,?)", v, 1, t, 2);
 }

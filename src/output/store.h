@@ -92,10 +92,19 @@ int lgst_lifetimes(lgst_t *s, int proc, uint32_t stack, int steps, const uint64_
 /* Creates the GPU tables (docs/cuda.md) if they are not there yet; 0 or -EIO. */
 int lgst_cuda_tables(lgst_t *s);
 /* The tables a database may hold besides meta (docs/schema.md), NULL-terminated, in an
- * order where a process's rows come before those that name it: what a copy of the
- * database (merge.c) copies. 1 for a GPU table, made by lgst_cuda_tables. */
+ * order where a process's rows come before those that name it: what lgst_copy_in
+ * copies. 1 for a GPU table, made by lgst_cuda_tables. */
 const char *const *lgst_tables(void);
 int lgst_table_is_gpu(const char *name);
+/* Copies the leakguard database at path into s, in one transaction of its own
+ * (`leakguard merge`, merge.c; docs/schema.md, "Merged databases"): every table of
+ * lgst_tables() that path has, its process images renumbered after those s holds
+ * (proc 0, the recording's own notes, stays 0), each image labelled `source` (path)
+ * and `attached_at` when `leakguard attach` recorded it; with first, also path's
+ * settings in meta (not its schema, version, command or attached_at). s must not be
+ * inside a transaction. 0, or -errno with why in one line naming path (nothing of
+ * path stays in s). */
+int lgst_copy_in(lgst_t *s, const char *path, int first, char *why, size_t whylen);
 
 /* What a snapshot writes (samples rows). */
 enum {
