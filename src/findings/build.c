@@ -399,7 +399,8 @@ void lgr_free(lgr_report_t *r) {
   for (int i = 0; i < r->ncuda_notes; i++) free(r->cuda_notes[i]);
   free(r->cuda_notes);
   free(r->nvml_status);
-  free(r->um_json);
+  for (int i = 0; i < r->num; i++) free(r->um[i].site);
+  free(r->um);
   for (int i = 0; i < r->ngens; i++) free(r->gens[i].key);
   free(r->gens);
   free(r->slife);

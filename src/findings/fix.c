@@ -12,7 +12,6 @@
  *   no holder: GPU memory, native code    free on every path, or bound the owner
  * A leak in one rank of several that run the same code (RANK set) says so first.
  */
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,14 +22,13 @@
  * ("__main__.model (Net)", ".seen (list)" -> "model.seen"), up to the first element
  * that is a container. 1 with out set for a sequence, 2 for a mapping, 0 when the
  * chain names none. */
-static int container_name(const cJSON *chain, char *out, size_t n) {
+static int container_name(const lgr_holder_t *h, char *out, size_t n) {
   static const char *const KINDS[] = {"(list)", "(deque)", "(set)", "(dict)", "(OrderedDict)", "(defaultdict)"};
   size_t w = 0;
   out[0] = 0;
-  const cJSON *c;
   int first = 1;
-  cJSON_ArrayForEach(c, chain) {
-    const char *s = cJSON_IsString(c) ? c->valuestring : "";
+  for (int i = 0; i < h->nchain; i++) {
+    const char *s = h->chain[i] ? h->chain[i] : "";
     if (!first && s[0] != '.') return 0; /* an index or a reference: no name reaches it */
     if (first && !strncmp(s, "frame ", 6) && strchr(s, ':')) s = strchr(s, ':') + 1; /* a function's local */
     const char *name = s, *sp = strchr(s, ' ');
@@ -48,22 +46,19 @@ static int container_name(const cJSON *chain, char *out, size_t n) {
   return 0;
 }
 
-static int chain_has(const cJSON *chain, const char *what) {
-  const cJSON *c;
-  cJSON_ArrayForEach(c, chain) if (cJSON_IsString(c) && strstr(c->valuestring, what)) return 1;
+static int chain_has(const lgr_holder_t *h, const char *what) {
+  for (int i = 0; i < h->nchain; i++)
+    if (h->chain[i] && strstr(h->chain[i], what)) return 1;
   return 0;
 }
 
 /* The hint of a leak whose holder is known, in buf; 0 when no rule fits. */
-static int holder_hint(const char *holder_json, char *buf, size_t n) {
-  cJSON *h = cJSON_Parse(holder_json);
-  if (!h) return 0;
-  const cJSON *kind = cJSON_GetObjectItem(h, "kind"), *chain = cJSON_GetObjectItem(h, "chain");
-  const char *k = cJSON_IsString(kind) ? kind->valuestring : "";
+static int holder_hint(const lgr_holder_t *h, char *buf, size_t n) {
+  const char *k = h->kind ? h->kind : "";
   char name[96];
-  int named = chain ? container_name(chain, name, sizeof name) : 0;
+  int named = container_name(h, name, sizeof name);
   int done = 1;
-  if (!strcmp(k, "autograd-graph") && chain && chain_has(chain, "Tensor(scalar"))
+  if (!strcmp(k, "autograd-graph") && chain_has(h, "Tensor(scalar"))
     snprintf(buf, n,
              "accumulate `loss.item()` (a Python number) or `loss.detach()`, not the tensor: a sum of losses "
              "keeps every step's autograd graph");
@@ -71,7 +66,7 @@ static int holder_hint(const char *holder_json, char *buf, size_t n) {
     snprintf(buf, n,
              "keep `t.detach()` of the tensors you keep after their step: a tensor with a grad_fn keeps its "
              "step's autograd graph");
-  else if (chain && chain_has(chain, "_lru_cache_wrapper"))
+  else if (chain_has(h, "_lru_cache_wrapper"))
     snprintf(buf, n,
              "give the cache a bound: `functools.lru_cache(maxsize=N)` (maxsize=None never evicts), or key it "
              "by something that repeats");
@@ -93,7 +88,6 @@ static int holder_hint(const char *holder_json, char *buf, size_t n) {
              "or a cache with eviction)",
              name);
   else done = 0;
-  cJSON_Delete(h);
   return done;
 }
 
@@ -132,8 +126,8 @@ void lgr_fix_hints(lgr_report_t *r) {
     lgr_leak_t *L = &r->leaks[j];
     if (!L->nsuspects) continue;
     char hint[400];
-    int have = L->holder_json ? holder_hint(L->holder_json, hint, sizeof hint) : 0;
-    if (!have && !L->holder_json) have = site_hint(&r->suspects[L->suspects[0]], hint, sizeof hint);
+    int have = L->holder ? holder_hint(L->holder, hint, sizeof hint) : 0;
+    if (!have && !L->holder) have = site_hint(&r->suspects[L->suspects[0]], hint, sizeof hint);
     if (!have) continue;
     int rk = lone_rank(r, L);
     if (rk >= 0) {

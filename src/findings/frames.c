@@ -374,25 +374,6 @@ int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native) {
   return 0;
 }
 
-static void free_frames(lgr_frame_t *f, int n) {
-  for (int i = 0; i < n; i++) {
-    free(f[i].function);
-    free(f[i].file);
-    free(f[i].module);
-  }
-  free(f);
-}
-
-void lgr_site_free(lgr_site_t *s) {
-  free(s->holders_json);
-  free(s->bounded);
-  free(s->series);
-  free_frames(s->all_frames, s->nall);
-  free(s->stacks);
-  free(s->source);
-  memset(s, 0, sizeof *s);
-}
-
 /* The text of line `line` of file, trimmed, or NULL (the file is not here). */
 char *lgr_source_line(const char *file, int line) {
   if (!file || !*file || line <= 0 || file[0] == '<') return NULL;

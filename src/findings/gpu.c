@@ -6,7 +6,6 @@
  * none, and every query here tolerates that. Separate from build.c: its own tables,
  * asked for by the site analysis and the leaks (a GPU site's device, its headroom).
  */
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -93,16 +92,17 @@ static void load_um(sqlite3 *db, lgr_report_t *r) {
                   " FROM cuda_um ORDER BY gpu_page_faults + cpu_page_faults DESC",
                   -1, &st, NULL) != SQLITE_OK)
     return;
-  cJSON *arr = cJSON_CreateArray();
+  int cap = 0;
   while (lgr_row(st)) {
-    cJSON *u = cJSON_CreateObject();
+    lgr_um_t u;
+    memset(&u, 0, sizeof u);
     lgr_site_t o;
     memset(&o, 0, sizeof o);
     o.proc = sqlite3_column_int(st, 0);
     o.stack = sqlite3_column_int(st, 1);
     for (int i = 0; i < r->nruns; i++)
-      if (r->runs[i].proc == o.proc) cJSON_AddNumberToObject(u, "pid", r->runs[i].pid);
-    cJSON_AddNumberToObject(u, "stack", o.stack);
+      if (r->runs[i].proc == o.proc && !u.has_pid) u.has_pid = 1, u.pid = r->runs[i].pid;
+    u.stack = o.stack;
     char where[600] = "(not in a recorded managed block)";
     if (o.stack >= 2 && lgr_load_frames(db, &o, 0) == 0 && o.nframes > 0) {
       const lgr_frame_t *f = &o.frames[0];
@@ -110,29 +110,32 @@ static void load_um(sqlite3 *db, lgr_report_t *r) {
       else snprintf(where, sizeof where, "%s [%s]", f->function, f->module);
     }
     lgr_site_free(&o);
-    cJSON_AddStringToObject(u, "site", where);
-    static const char *const keys[] = {"cpu_page_faults", "gpu_page_faults", "bytes_to_device", "bytes_to_host",
-                                       "thrashing"};
+    double v[5];
+    for (int k = 0; k < 5; k++) v[k] = (double)sqlite3_column_int64(st, 2 + k);
     /* Stacks of one line (a loop unrolled, several return addresses) are one site here. */
-    cJSON *same = NULL, *x;
-    cJSON_ArrayForEach(x, arr) {
-      if (cJSON_GetNumberValue(cJSON_GetObjectItem(x, "pid")) == cJSON_GetNumberValue(cJSON_GetObjectItem(u, "pid")) &&
-          !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(x, "site")), where))
-        same = x;
+    lgr_um_t *same = NULL;
+    for (int i = 0; i < r->num; i++)
+      if (u.has_pid && r->um[i].has_pid && r->um[i].pid == u.pid && !strcmp(r->um[i].site, where)) same = &r->um[i];
+    if (!same) {
+      if (r->num == cap) {
+        lgr_um_t *g = realloc(r->um, (size_t)(cap = cap ? 2 * cap : 8) * sizeof *g);
+        if (!g) {
+          lgr_fail(-ENOMEM);
+          break;
+        }
+        r->um = g;
+      }
+      same = &r->um[r->num++];
+      *same = u;
+      if (!(same->site = lgr_strdup(where))) lgr_fail(-ENOMEM);
     }
-    for (int k = 0; k < 5; k++) {
-      double v = (double)sqlite3_column_int64(st, 2 + k);
-      if (same)
-        cJSON_SetNumberValue(cJSON_GetObjectItem(same, keys[k]),
-                             cJSON_GetNumberValue(cJSON_GetObjectItem(same, keys[k])) + v);
-      else cJSON_AddNumberToObject(u, keys[k], v);
-    }
-    if (same) cJSON_Delete(u);
-    else cJSON_AddItemToArray(arr, u);
+    same->cpu_page_faults += v[0];
+    same->gpu_page_faults += v[1];
+    same->bytes_to_device += v[2];
+    same->bytes_to_host += v[3];
+    same->thrashing += v[4];
   }
   sqlite3_finalize(st);
-  if (cJSON_GetArraySize(arr) > 0) r->um_json = cJSON_PrintUnformatted(arr);
-  cJSON_Delete(arr);
 }
 
 void lgr_load_gpus(sqlite3 *db, lgr_report_t *r) {

@@ -2,9 +2,10 @@
 /*
  * impl.h - what the pieces of the findings share: build.c (building, runs and
  * frames), sites.c (per-site analysis), spread.c (growth spread over sites), life.c
- * (lifetimes), leaks.c (holders, leaks), gpu.c (GPU memory) and recording.c (every
- * stack, for the formats that draw them all), and the numbers of the
- * significance rule (docs/detection.md, "Minor growth").
+ * (lifetimes), holders.c (what keeps a site's memory), leaks.c (leaks), gpu.c (GPU
+ * memory), recording.c (every stack, for the formats that draw them all) and site.c
+ * (sites' memory), and the numbers of the significance rule (docs/detection.md,
+ * "Minor growth").
  */
 #ifndef LG_FINDINGS_IMPL_H
 #define LG_FINDINGS_IMPL_H
@@ -59,9 +60,16 @@ void lgr_explain_gaps(sqlite3 *db, lgr_report_t *r);
 char *lgr_dupstr(const unsigned char *s); /* a column's text ("" for NULL); lgr_fail on ENOMEM */
 char *lgr_strdup(const char *s);          /* NULL for NULL; lgr_fail on ENOMEM */
 
-/* frames.c */
+/* site.c: the memory of sites and what they own */
 /* Frees what a site owns and zeroes it. */
 void lgr_site_free(lgr_site_t *s);
+void lgr_holder_free(lgr_holder_t *h); /* what h owns, h zeroed */
+/* A copy of h without its details (a leak's holder); NULL and lgr_fail on ENOMEM. */
+lgr_holder_t *lgr_holder_dup(const lgr_holder_t *h);
+lgr_bound_t *lgr_bound_dup(const lgr_bound_t *b); /* NULL for NULL; lgr_fail on ENOMEM */
+void lgr_bound_free(lgr_bound_t *b);
+
+/* frames.c */
 int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native);
 /* The locations of a stack of process proc, from its stacks.locs text (a JSON array of
  * ids), innermost first: up to max pointers into a per-build cache (lgr_frames_clear
@@ -180,9 +188,12 @@ void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used);
 int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_report_t *r, lgr_site_t **others,
                      int *nothers, int *ocap);
 
-/* leaks.c */
+/* holders.c: s->holders from the latest explain of its stacks; the bound of a site
+ * mostly held through full bounded containers (a plateau), or NULL. */
 void lgr_load_holders(sqlite3 *db, lgr_site_t *s);
-char *lgr_full_bound(const char *holders_json);
+lgr_bound_t *lgr_full_bound(const lgr_site_t *s);
+
+/* leaks.c */
 void lgr_group_leaks(lgr_report_t *r);
 void lgr_free_leaks(lgr_report_t *r);
 void lgr_analyse_leaks(lgr_report_t *r);

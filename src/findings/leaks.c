@@ -1,12 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * leaks.c - the holders of a site (what keeps its memory alive, from the
- * collector's explains) and the grouping of suspects into leaks: one cause each, by
- * holder, function or lockstep, analysed on its summed series and judged significant
- * or minor as a whole. Separate from build.c: it works on the sites once they are
- * analysed.
+ * leaks.c - the grouping of suspects into leaks: one cause each, by holder (what
+ * keeps a site's memory alive: holders.c), function or lockstep, analysed on its
+ * summed series and judged significant or minor as a whole; why a leak of Python code
+ * has no holder. Separate from build.c: it works on the sites once they are analysed.
  */
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -16,164 +14,17 @@
 #include "findings/report.h"
 #include "findings/impl.h"
 
-/* ------------------------------------------------------------------ holders */
-
-/* The line that keeps a holder's objects (issue #34 item 2): the module's detail
- * kept_at {stack, container} (the site of the holder's own growth: a list's item array,
- * a dict's keys table, an object bound to a name) as the program's own line of that
- * stack, h.kept_at {file, line, function, source, container}. Nothing when the stack has
- * no line of the program's (its frames unknown, or all in libraries). */
-static void resolve_kept_at(sqlite3 *db, int proc, cJSON *h, const cJSON *detail) {
-  const cJSON *k = cJSON_GetObjectItem(detail, "kept_at");
-  const cJSON *stack = cJSON_GetObjectItem(k, "stack"), *what = cJSON_GetObjectItem(k, "container");
-  if (!cJSON_IsNumber(stack) || !cJSON_IsString(what)) return;
-  lgr_site_t t;
-  memset(&t, 0, sizeof t);
-  t.proc = proc;
-  t.stack = (int)stack->valuedouble;
-  if (lgr_load_frames(db, &t, 0) == 0 && t.nframes > 0) {
-    const lgr_frame_t *f = &t.frames[t.site_frame];
-    if (lgr_is_python_module(f->module) && f->file[0] && f->line > 0) {
-      cJSON *o = cJSON_AddObjectToObject(h, "kept_at");
-      char *src = lgr_source_line(f->file, f->line);
-      if (!o || !cJSON_AddStringToObject(o, "file", f->file) || !cJSON_AddNumberToObject(o, "line", f->line) ||
-          !cJSON_AddStringToObject(o, "function", f->function) ||
-          !cJSON_AddStringToObject(o, "container", what->valuestring) ||
-          (src && !cJSON_AddStringToObject(o, "source", src)))
-        lgr_fail(-ENOMEM);
-      free(src);
-    }
-  }
-  lgr_site_free(&t);
-}
-
-/* Holders of the site: those of its stacks in the latest explain that found holders
- * for any of them (an explain at exit that finds the objects gone leaves the earlier
- * findings standing); identical chains are added up, the five holding the most bytes
- * kept. */
-void lgr_load_holders(sqlite3 *db, lgr_site_t *s) {
-  sqlite3_stmt *st =
-      lgr_cached(db, LGR_STMT_HOLDERS_LATEST, "SELECT max(explain) FROM holders WHERE proc=?1 AND stack=?2");
-  if (!st) return; /* older database */
-  int nst = s->nstacks < 256 ? s->nstacks : 256, latest = -1;
-  for (int k = 0; k < nst; k++) {
-    sqlite3_reset(st);
-    sqlite3_bind_int(st, 1, s->proc);
-    sqlite3_bind_int(st, 2, s->stacks[k].stack);
-    if (lgr_row(st) && sqlite3_column_type(st, 0) != SQLITE_NULL && sqlite3_column_int(st, 0) > latest)
-      latest = sqlite3_column_int(st, 0);
-  }
-  sqlite3_reset(st);
-  if (latest < 0) return;
-  st = lgr_cached(db, LGR_STMT_HOLDERS,
-                  "SELECT kind, chain, objects, bytes, detail FROM holders"
-                  " WHERE proc=?1 AND stack=?2 AND explain=?3");
-  if (!st) return;
-  cJSON *arr = cJSON_CreateArray();
-  for (int k = 0; k < nst; k++) {
-    sqlite3_reset(st);
-    sqlite3_bind_int(st, 1, s->proc);
-    sqlite3_bind_int(st, 2, s->stacks[k].stack);
-    sqlite3_bind_int(st, 3, latest);
-    while (lgr_row(st)) {
-      const char *chain = (const char *)sqlite3_column_text(st, 1);
-      cJSON *c = chain ? cJSON_Parse(chain) : NULL;
-      if (!c) continue;
-      char *ctext = cJSON_PrintUnformatted(c);
-      const char *kind = (const char *)sqlite3_column_text(st, 0);
-      double objects = (double)sqlite3_column_int64(st, 2), bytes = (double)sqlite3_column_int64(st, 3);
-      cJSON *h = NULL, *e;
-      cJSON_ArrayForEach(e, arr) {
-        char *t = cJSON_PrintUnformatted(cJSON_GetObjectItem(e, "chain"));
-        int same = t && ctext && !strcmp(t, ctext);
-        free(t);
-        if (same) {
-          h = e;
-          break;
-        }
-      }
-      free(ctext);
-      if (h) {
-        cJSON_SetNumberValue(cJSON_GetObjectItem(h, "objects"),
-                             cJSON_GetNumberValue(cJSON_GetObjectItem(h, "objects")) + objects);
-        cJSON_SetNumberValue(cJSON_GetObjectItem(h, "bytes"),
-                             cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes")) + bytes);
-        cJSON_Delete(c);
-        continue;
-      }
-      h = cJSON_CreateObject();
-      cJSON_AddItemToObject(h, "chain", c);
-      cJSON_AddNumberToObject(h, "objects", objects);
-      cJSON_AddNumberToObject(h, "bytes", bytes);
-      cJSON_AddStringToObject(h, "kind", kind ? kind : "object");
-      const char *detail = (const char *)sqlite3_column_text(st, 4);
-      cJSON *d = detail ? cJSON_Parse(detail) : NULL;
-      if (d) cJSON_AddItemToObject(h, "detail", d);
-      if (d) resolve_kept_at(db, s->proc, h, d);
-      cJSON_AddItemToArray(arr, h);
-    }
-  }
-  sqlite3_reset(st);
-  /* largest first, five kept */
-  cJSON *sorted = cJSON_CreateArray();
-  while (cJSON_GetArraySize(arr) > 0 && cJSON_GetArraySize(sorted) < 5) {
-    int best = 0;
-    double bb = -1;
-    for (int i = 0; i < cJSON_GetArraySize(arr); i++) {
-      double b = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(arr, i), "bytes"));
-      if (b > bb) bb = b, best = i;
-    }
-    cJSON_AddItemToArray(sorted, cJSON_DetachItemFromArray(arr, best));
-  }
-  cJSON_Delete(arr);
-  if (cJSON_GetArraySize(sorted) > 0) s->holders_json = cJSON_PrintUnformatted(sorted);
-  cJSON_Delete(sorted);
-}
-
-/* Holder-aware verdict (issue #10): when holders that own at least half of the explained
- * bytes of a site hold it through a bounded container at its bound (an lru_cache at its
- * maxsize, a deque at its maxlen: the Python module's detail "bound"), the site is a
- * plateau whatever its curve looks like: returns that bound as JSON, else NULL. */
-char *lgr_full_bound(const char *holders_json) {
-  cJSON *hl = holders_json ? cJSON_Parse(holders_json) : NULL, *h, *bound = NULL;
-  double all = 0, held = 0;
-  cJSON_ArrayForEach(h, hl) {
-    double b = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes"));
-    if (!(b > 0)) continue;
-    all += b;
-    cJSON *bd = cJSON_GetObjectItem(cJSON_GetObjectItem(h, "detail"), "bound");
-    if (cJSON_IsTrue(cJSON_GetObjectItem(bd, "full"))) {
-      held += b;
-      if (!bound) bound = bd;
-    }
-  }
-  char *out = NULL;
-  if (bound && held >= 0.5 * all) {
-    cJSON *c = cJSON_Duplicate(bound, 1);
-    cJSON_DeleteItemFromObject(c, "full");
-    out = cJSON_PrintUnformatted(c);
-    cJSON_Delete(c);
-  }
-  cJSON_Delete(hl);
-  return out;
-}
-
 /* ------------------------------------------------------------------ leaks */
 
-/* The root of a suspect's top holder ("module.name (type)"), or NULL. */
-static char *holder_root(const lgr_site_t *s, char **holder_out) {
-  if (!s->holders_json) return NULL;
-  cJSON *hl = cJSON_Parse(s->holders_json);
-  cJSON *h0 = cJSON_GetArrayItem(hl, 0);
-  cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(h0, "chain"), 0);
-  char *root = NULL;
-  if (s->holders_json && !hl) lgr_fail(-ENOMEM); /* the store wrote valid JSON */
-  if (cJSON_IsString(c0) && c0->valuestring[0] && c0->valuestring[0] != '<') {
-    root = lgr_strdup(c0->valuestring);
-    if (holder_out && !(*holder_out = cJSON_PrintUnformatted(h0))) lgr_fail(-ENOMEM);
-  }
-  cJSON_Delete(hl);
-  return root;
+/* The root of a suspect's top holder ("module.name (type)"), or NULL; *holder_out: a
+ * copy of that holder. */
+static char *holder_root(const lgr_site_t *s, lgr_holder_t **holder_out) {
+  if (!s->nholders) return NULL;
+  const lgr_holder_t *h0 = &s->holders[0];
+  const char *c0 = h0->nchain > 0 ? h0->chain[0] : NULL;
+  if (!c0 || !c0[0] || c0[0] == '<') return NULL;
+  if (holder_out) *holder_out = lgr_holder_dup(h0);
+  return lgr_strdup(c0);
 }
 
 /* The innermost non-allocator function of a suspect: "function\x1ffile". */
@@ -232,7 +83,7 @@ static void merge_lockstep(lgr_report_t *r) {
     for (int j = i + 1; j < r->nleaks; j++) {
       lgr_leak_t *B = &r->leaks[j];
       const lgr_site_t *b = &r->suspects[B->suspects[0]];
-      if (B->proc != A->proc || b->spread_sites || (A->holder_json && B->holder_json)) continue;
+      if (B->proc != A->proc || b->spread_sites || (A->holder && B->holder)) continue;
       if (!in_lockstep(r, a, b)) continue;
       for (int k = 0; k < B->nsuspects; k++) {
         A->suspects[A->nsuspects++] = B->suspects[k];
@@ -245,15 +96,16 @@ static void merge_lockstep(lgr_report_t *r) {
             (isnan(A->growth_bytes_per_step) ? 0 : A->growth_bytes_per_step) + B->growth_bytes_per_step;
       if (!isnan(B->detected_after_s) && (isnan(A->detected_after_s) || B->detected_after_s < A->detected_after_s))
         A->detected_after_s = B->detected_after_s;
-      if (!A->holder_json) {
-        A->holder_json = B->holder_json;
-        B->holder_json = NULL;
+      if (!A->holder) {
+        A->holder = B->holder;
+        B->holder = NULL;
       }
       free(A->by);
       A->by = lgr_strdup("lockstep");
       free(B->suspects);
       free(B->by);
-      free(B->holder_json);
+      lgr_holder_free(B->holder);
+      free(B->holder);
       memmove(B, B + 1, (size_t)(r->nleaks - j - 1) * sizeof *B);
       r->nleaks--;
       for (int x = 0; x < r->nsuspects; x++)
@@ -267,7 +119,8 @@ void lgr_group_leaks(lgr_report_t *r) {
   int n = r->nsuspects;
   if (!n) return;
   r->leaks = calloc((size_t)n, sizeof *r->leaks);
-  char **key = calloc((size_t)n, sizeof *key), **holder = calloc((size_t)n, sizeof *holder);
+  char **key = calloc((size_t)n, sizeof *key);
+  lgr_holder_t **holder = calloc((size_t)n, sizeof *holder);
   const char **by = calloc((size_t)n, sizeof *by);
   if (!r->leaks || !key || !holder || !by) {
     lgr_fail(-ENOMEM);
@@ -313,7 +166,7 @@ void lgr_group_leaks(lgr_report_t *r) {
         lgr_fail(-ENOMEM);
         goto out;
       }
-      L->holder_json = holder[i];
+      L->holder = holder[i];
       holder[i] = NULL;
       L->proc = s->proc;
       L->pid = s->pid;
@@ -354,6 +207,7 @@ void lgr_group_leaks(lgr_report_t *r) {
 out:
   for (int i = 0; i < n; i++) {
     if (key) free(key[i]);
+    if (holder) lgr_holder_free(holder[i]);
     if (holder) free(holder[i]);
   }
   free(key);
@@ -417,7 +271,7 @@ static char *explain_gap(sqlite3 *db, const lgr_leak_t *L, const lgr_run_t *u) {
 void lgr_explain_gaps(sqlite3 *db, lgr_report_t *r) {
   for (int j = 0; j < r->nleaks; j++) {
     lgr_leak_t *L = &r->leaks[j];
-    if (L->holder_json || L->no_holder || !L->nsuspects) continue;
+    if (L->holder || L->no_holder || !L->nsuspects) continue;
     const lgr_site_t *m = &r->suspects[L->suspects[0]];
     int python = 0;
     for (int k = 0; k < m->nframes && !python; k++) python = lgr_is_python_module(m->frames[k].module);
@@ -433,7 +287,8 @@ void lgr_free_leaks(lgr_report_t *r) {
   for (int i = 0; i < r->nleaks; i++) {
     free(r->leaks[i].suspects);
     free(r->leaks[i].by);
-    free(r->leaks[i].holder_json);
+    lgr_holder_free(r->leaks[i].holder);
+    free(r->leaks[i].holder);
     free(r->leaks[i].no_holder);
     free(r->leaks[i].fix);
   }

@@ -194,7 +194,7 @@ static void make_site(sqlite3 *db, const lgr_options_t *o, const cand_t *c, cons
     s->life = x->life;
     s->startup = x->startup;
     s->device = x->device;
-    s->bounded = lgr_strdup(x->bounded);
+    s->bounded = lgr_bound_dup(x->bounded);
   } else {
     s->unjudged = 1;
   }

@@ -73,6 +73,61 @@ typedef struct lgr_life {
 } lgr_life_t;
 const char *lgr_gen_name(int gen); /* "young", "middle", "old", "unknown" */
 
+/* ------------------------------------------------------------------ holders
+ * What keeps a site's memory alive: the live Python objects the module's explanation
+ * found owning it (docs/python.md, "Holders"; holders.c reads them). */
+
+/* One detail of a holder as the Python module described it: a named value (a number,
+ * a text, a truth value, nothing) or a group or list of details, in the module's order.
+ * Free-form: the report interprets only `bound` and `kept_at` (below); the formats that
+ * list every detail show them all. */
+enum {
+  LGR_DETAIL_NULL,
+  LGR_DETAIL_FALSE,
+  LGR_DETAIL_TRUE,
+  LGR_DETAIL_NUMBER,
+  LGR_DETAIL_TEXT,
+  LGR_DETAIL_LIST,  /* items, unnamed */
+  LGR_DETAIL_GROUP, /* items, each named */
+};
+typedef struct lgr_detail {
+  char *name; /* in a group; NULL in a list (and at the top) */
+  int type;   /* LGR_DETAIL_* */
+  double number;
+  char *text;
+  struct lgr_detail *items;
+  int nitems;
+} lgr_detail_t;
+
+/* Where the reference that keeps a holder's objects is made: the module's kept_at
+ * (the stack of the holder's own growth) resolved to the program's own line. */
+typedef struct lgr_kept_at {
+  char *file; /* NULL: not known (no such detail, or no line of the program's) */
+  char *function;
+  char *container; /* "list", "dict", "name" */
+  char *source;    /* the line's text, or NULL */
+  int line;
+} lgr_kept_at_t;
+
+typedef struct lgr_holder {
+  char **chain; /* the reference chain, root first ("__main__.history (list)", "[*]"...);
+                 * an element that is not text is NULL */
+  int nchain;
+  char *kind;           /* "tensor", "autograd-graph", "object"... */
+  double objects;       /* summed over the stacks of the site */
+  double bytes;         /* idem */
+  lgr_detail_t *detail; /* the module's details (an LGR_DETAIL_GROUP), or NULL */
+  lgr_kept_at_t kept_at;
+} lgr_holder_t;
+
+/* A bounded container at its bound (an lru_cache at its maxsize, a deque at its
+ * maxlen, a dict whose length stopped growing: the holders' detail "bound", issue #10). */
+typedef struct lgr_bound {
+  char *container; /* "lru_cache", "deque", "dict"; NULL when the module named none */
+  double maxsize;  /* NaN when not given */
+  double size;     /* NaN when not given */
+} lgr_bound_t;
+
 typedef struct lgr_site {
   int proc, pid;
   int stack; /* the merged stack that held the most live bytes (its frames are shown) */
@@ -82,8 +137,9 @@ typedef struct lgr_site {
   int64_t blocks_gained;   /* live blocks at the end minus at the start of the growth */
   int64_t held_bytes;      /* live bytes at the end of the analysed part (before an exit's teardown) */
   uint64_t alloc_bytes, alloc_blocks;
-  double oldest_age_s;     /* NaN when unknown */
-  char *holders_json;      /* JSON array of holders from the database, or NULL */
+  double oldest_age_s;   /* NaN when unknown */
+  lgr_holder_t *holders; /* the five holding the most bytes, most first (holders.c) */
+  int nholders;
   double time_to_oom_s;    /* NaN when not growing */
   double detected_after_s; /* first flag during the run (s after the process started); NaN: none */
   double growth_bytes;     /* growth over the growing part (last floor - first floor) */
@@ -102,14 +158,14 @@ typedef struct lgr_site {
   int nall;
   lgr_stackref_t *stacks; /* the merged stacks, highest peak first */
   int nstacks;
-  int spread_sites; /* > 0: a group of that many sites under a common caller (frames: the caller's path) */
-  char *source;     /* text of the site's source line, or NULL */
-  int leak;         /* index into lgr_report_t.leaks, -1 when none */
-  double *series;   /* suspects: live bytes at each snapshot of its run (lgr_run_t.snap_t) */
-  char *bounded;    /* JSON {container, maxsize, size}: held through a full bounded container, so a plateau */
-  int startup;      /* 1: grew under a module import (lgr_is_import_frame): start-up, not a leak */
-  int device;       /* GPU ordinal for the device, managed and pinned spaces, else -1 */
-  int has_um;       /* CUPTI Unified Memory counters of a managed site (--cuda-um) */
+  int spread_sites;     /* > 0: a group of that many sites under a common caller (frames: the caller's path) */
+  char *source;         /* text of the site's source line, or NULL */
+  int leak;             /* index into lgr_report_t.leaks, -1 when none */
+  double *series;       /* suspects: live bytes at each snapshot of its run (lgr_run_t.snap_t) */
+  lgr_bound_t *bounded; /* held through a full bounded container, so a plateau; NULL: not */
+  int startup;          /* 1: grew under a module import (lgr_is_import_frame): start-up, not a leak */
+  int device;           /* GPU ordinal for the device, managed and pinned spaces, else -1 */
+  int has_um;           /* CUPTI Unified Memory counters of a managed site (--cuda-um) */
   int64_t um_cpu_faults, um_gpu_faults, um_bytes_htod, um_bytes_dtoh, um_thrashing;
   int64_t peak_proc_bytes; /* lgr_report_t.at_peak: live bytes at its process's peak snapshot */
   int unjudged;            /* lgr_report_t.at_peak: freed by the end and not among the others (no shape) */
@@ -136,12 +192,12 @@ typedef struct lgr_gpu {
 typedef struct lgr_leak {
   int *suspects; /* indexes into lgr_report_t.suspects, the largest grower first */
   int nsuspects;
-  char *by;            /* what binds them: "holder", "function", "site" or "spread" */
-  char *holder_json;   /* the shared top holder {chain, objects, bytes, kind}, or NULL */
-  char *no_holder;     /* Python code without a holder: why none was named (explains), or NULL */
-  char *fix;           /* the fix in one line (fix.c, docs/fixes.md), or NULL */
-  int proc, pid, rank; /* rank: the process's RANK label, -1 when none */
-  int64_t live_bytes;  /* held by its suspects when they last grew (before an exit's teardown) */
+  char *by;             /* what binds them: "holder", "function", "site" or "spread" */
+  lgr_holder_t *holder; /* the shared top holder (its main suspect's first, without details), or NULL */
+  char *no_holder;      /* Python code without a holder: why none was named (explains), or NULL */
+  char *fix;            /* the fix in one line (fix.c, docs/fixes.md), or NULL */
+  int proc, pid, rank;  /* rank: the process's RANK label, -1 when none */
+  int64_t live_bytes;   /* held by its suspects when they last grew (before an exit's teardown) */
   double growth_bytes_per_s, growth_bytes_per_step; /* sums over the suspects (NaN: no steps) */
   lg_pattern_t pattern;                             /* of the suspects' summed series */
   double confidence;
@@ -177,6 +233,14 @@ typedef struct lgr_run {
   double gap_from_s, gap_to_s; /* the longest stretch without snapshots, when it is one (NaN: none) */
   int helper;                  /* a short-lived helper, folded into one line (build.c, fold_helpers) */
 } lgr_run_t;
+
+/* CUPTI's Unified Memory counters of one managed allocation site (--cuda-um). */
+typedef struct lgr_um {
+  int has_pid, pid; /* has_pid 0: its process is not among the runs */
+  int stack;
+  char *site; /* "function (file:line)", or "(not in a recorded managed block)" */
+  double cpu_page_faults, gpu_page_faults, bytes_to_device, bytes_to_host, thrashing;
+} lgr_um_t;
 
 /* One line of a liblgpool site profile (docs/pool.md): the generation of the blocks
  * that a native function allocated, measured in this run. */
@@ -261,9 +325,10 @@ typedef struct lgr_report {
   int ngpus;
   char **cuda_notes; /* driver entry points passed through untracked */
   int ncuda_notes;
-  int torch_cuda;     /* a process loaded PyTorch's CUDA libraries */
-  char *nvml_status;  /* "NVML: ..." when the GPU timeline could not be recorded, or NULL */
-  char *um_json;      /* JSON array: CUPTI Unified Memory counters per managed site, or NULL */
+  int torch_cuda;    /* a process loaded PyTorch's CUDA libraries */
+  char *nvml_status; /* "NVML: ..." when the GPU timeline could not be recorded, or NULL */
+  lgr_um_t *um;      /* CUPTI Unified Memory counters per managed site, most page faults first */
+  int num;
   lgr_genrow_t *gens; /* lgr_options_t.generations: one row per native site function */
   int ngens;
   lgr_stacklife_t *slife; /* every analysed stack's site lifetime, sorted by (proc, stack) */

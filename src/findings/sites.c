@@ -558,7 +558,7 @@ int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_re
         continue;
       }
       lgr_load_holders(db, &site);
-      if ((site.bounded = lgr_full_bound(site.holders_json))) { /* a full bounded cache: a plateau */
+      if ((site.bounded = lgr_full_bound(&site))) { /* a full bounded cache: a plateau */
         not_a_leak(&site, others, nothers, ocap);
         continue;
       }

@@ -126,15 +126,11 @@ static void print_leaks_html(FILE *f, const lgr_report_t *r) {
       html_text(f, m->source);
       fputs("</pre>\n", f);
     }
-    cJSON *h = L->holder_json ? cJSON_Parse(L->holder_json) : NULL;
-    const cJSON *chain = h ? cJSON_GetObjectItem(h, "chain") : NULL, *c;
-    if (chain) {
+    if (L->holder) {
       fputs("<p class=\"holder\">held by ", f);
-      int first = 1;
-      cJSON_ArrayForEach(c, chain) {
-        if (!first) fputs(" \u2192 ", f);
-        html_text(f, cJSON_IsString(c) ? c->valuestring : "?");
-        first = 0;
+      for (int k = 0; k < L->holder->nchain; k++) {
+        if (k) fputs(" \u2192 ", f);
+        html_text(f, L->holder->chain[k] ? L->holder->chain[k] : "?");
       }
       fputs("</p>\n", f);
     } else if (L->no_holder) {
@@ -142,7 +138,6 @@ static void print_leaks_html(FILE *f, const lgr_report_t *r) {
       html_text(f, L->no_holder);
       fputs("</p>\n", f);
     }
-    cJSON_Delete(h);
     if (L->fix) {
       fputs("<p class=\"fix\">fix: ", f);
       html_text(f, L->fix);

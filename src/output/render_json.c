@@ -125,6 +125,48 @@ static cJSON *frame_json(const lgr_frame_t *fr) {
   return x;
 }
 
+/* A holder's detail (findings/report.h: the Python module's, in its order). */
+static cJSON *detail_json(const lgr_detail_t *d) {
+  cJSON *j;
+  switch (d->type) {
+  case LGR_DETAIL_FALSE: return JPTR(cJSON_CreateFalse());
+  case LGR_DETAIL_TRUE: return JPTR(cJSON_CreateTrue());
+  case LGR_DETAIL_NUMBER: return JPTR(cJSON_CreateNumber(d->number));
+  case LGR_DETAIL_TEXT: return JPTR(cJSON_CreateString(d->text));
+  case LGR_DETAIL_LIST:
+  case LGR_DETAIL_GROUP:
+    j = JPTR(d->type == LGR_DETAIL_LIST ? cJSON_CreateArray() : cJSON_CreateObject());
+    for (int i = 0; i < d->nitems; i++) {
+      if (d->type == LGR_DETAIL_LIST) jarr(j, detail_json(&d->items[i]));
+      else jobj(j, d->items[i].name, detail_json(&d->items[i]));
+    }
+    return j;
+  default: return JPTR(cJSON_CreateNull());
+  }
+}
+
+/* A holder {chain, objects, bytes, kind, detail, kept_at} (docs/json.md); a leak's
+ * without its detail. */
+static cJSON *holder_json(const lgr_holder_t *h, int with_detail) {
+  cJSON *j = JPTR(cJSON_CreateObject());
+  cJSON *c = JPTR(cJSON_AddArrayToObject(j, "chain"));
+  for (int i = 0; i < h->nchain; i++) jarr(c, h->chain[i] ? cJSON_CreateString(h->chain[i]) : cJSON_CreateNull());
+  JCHK(cJSON_AddNumberToObject(j, "objects", h->objects));
+  JCHK(cJSON_AddNumberToObject(j, "bytes", h->bytes));
+  JCHK(cJSON_AddStringToObject(j, "kind", h->kind));
+  if (with_detail && h->detail) jobj(j, "detail", detail_json(h->detail));
+  const lgr_kept_at_t *k = &h->kept_at;
+  if (k->file) {
+    cJSON *o = JPTR(cJSON_AddObjectToObject(j, "kept_at"));
+    JCHK(cJSON_AddStringToObject(o, "file", k->file));
+    JCHK(cJSON_AddNumberToObject(o, "line", k->line));
+    JCHK(cJSON_AddStringToObject(o, "function", k->function));
+    JCHK(cJSON_AddStringToObject(o, "container", k->container));
+    if (k->source) JCHK(cJSON_AddStringToObject(o, "source", k->source));
+  }
+  return j;
+}
+
 static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, int with_rank) {
   cJSON *j = JPTR(cJSON_CreateObject());
   if (with_rank) JCHK(cJSON_AddNumberToObject(j, "rank", rank));
@@ -174,10 +216,15 @@ static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, in
   } else {
     JCHK(cJSON_AddNullToObject(j, "site"));
   }
-  cJSON *hl = s->holders_json ? cJSON_Parse(s->holders_json) : NULL;
-  jobj(j, "holders", hl ? hl : cJSON_CreateArray());
-  cJSON *bd = s->bounded ? cJSON_Parse(s->bounded) : NULL;
-  if (bd) jobj(j, "bounded", bd);
+  cJSON *hl = JPTR(cJSON_AddArrayToObject(j, "holders"));
+  for (int k = 0; k < s->nholders; k++) jarr(hl, holder_json(&s->holders[k], 1));
+  if (s->bounded) {
+    cJSON *bd = JPTR(cJSON_CreateObject());
+    if (s->bounded->container) JCHK(cJSON_AddStringToObject(bd, "container", s->bounded->container));
+    if (!isnan(s->bounded->maxsize)) JCHK(cJSON_AddNumberToObject(bd, "maxsize", s->bounded->maxsize));
+    if (!isnan(s->bounded->size)) JCHK(cJSON_AddNumberToObject(bd, "size", s->bounded->size));
+    jobj(j, "bounded", bd);
+  }
   if (s->startup) JCHK(cJSON_AddStringToObject(j, "startup", "import"));
   cJSON *fr = JPTR(cJSON_AddArrayToObject(j, "frames"));
   for (int k = 0; k < s->nframes; k++) jarr(fr, frame_json(&s->frames[k]));
@@ -217,10 +264,8 @@ static cJSON *leak_json(const lgr_report_t *r, int j) {
   cJSON *sus = JPTR(cJSON_AddArrayToObject(x, "suspects"));
   for (int k = 0; k < L->nsuspects; k++) jarr(sus, cJSON_CreateNumber(L->suspects[k] + 1));
   JCHK(cJSON_AddStringToObject(x, "by", L->by));
-  cJSON *h = L->holder_json ? cJSON_Parse(L->holder_json) : NULL;
-  if (h) {
-    cJSON_DeleteItemFromObject(h, "detail");
-    jobj(x, "holder", h);
+  if (L->holder) {
+    jobj(x, "holder", holder_json(L->holder, 0));
   } else {
     JCHK(cJSON_AddNullToObject(x, "holder"));
   }
@@ -289,8 +334,20 @@ static void gpus_json(cJSON *root, const lgr_report_t *r) {
   for (int i = 0; i < r->ncuda_notes; i++) jarr(notes, cJSON_CreateString(r->cuda_notes[i]));
   if (r->torch_cuda) JCHK(cJSON_AddTrueToObject(root, "torch_cuda"));
   if (r->nvml_status) JCHK(cJSON_AddStringToObject(root, "nvml", r->nvml_status));
-  cJSON *um = r->um_json ? cJSON_Parse(r->um_json) : NULL;
-  jobj(root, "unified_memory", um ? um : cJSON_CreateArray());
+  cJSON *um = JPTR(cJSON_AddArrayToObject(root, "unified_memory"));
+  for (int i = 0; i < r->num; i++) {
+    const lgr_um_t *u = &r->um[i];
+    cJSON *j = JPTR(cJSON_CreateObject());
+    if (u->has_pid) JCHK(cJSON_AddNumberToObject(j, "pid", u->pid));
+    JCHK(cJSON_AddNumberToObject(j, "stack", u->stack));
+    JCHK(cJSON_AddStringToObject(j, "site", u->site));
+    JCHK(cJSON_AddNumberToObject(j, "cpu_page_faults", u->cpu_page_faults));
+    JCHK(cJSON_AddNumberToObject(j, "gpu_page_faults", u->gpu_page_faults));
+    JCHK(cJSON_AddNumberToObject(j, "bytes_to_device", u->bytes_to_device));
+    JCHK(cJSON_AddNumberToObject(j, "bytes_to_host", u->bytes_to_host));
+    JCHK(cJSON_AddNumberToObject(j, "thrashing", u->thrashing));
+    jarr(um, j);
+  }
 }
 
 int lgo_render_json(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) {

@@ -4,7 +4,6 @@
  * and liblgpool's site profile: the renderers that print lines (render.h). The JSON
  * report is render_json.c's.
  */
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -172,13 +171,8 @@ static const char *site_label(char *buf, size_t n, const lgr_site_t *s) {
   return buf;
 }
 
-static void print_chain(FILE *f, const cJSON *chain) {
-  const cJSON *c;
-  int first = 1;
-  cJSON_ArrayForEach(c, chain) {
-    fprintf(f, "%s%s", first ? "" : " \u2192 ", cJSON_IsString(c) ? c->valuestring : "?");
-    first = 0;
-  }
+static void print_chain(FILE *f, const lgr_holder_t *h) {
+  for (int i = 0; i < h->nchain; i++) fprintf(f, "%s%s", i ? " \u2192 " : "", h->chain[i] ? h->chain[i] : "?");
 }
 
 static const lgr_run_t *run_of(const lgr_report_t *r, int proc) {
@@ -227,33 +221,25 @@ static void print_frames(FILE *f, const lgr_site_t *s) {
   }
 }
 
-static void print_holders(FILE *f, const char *holders_json) {
+static void print_holders(FILE *f, const lgr_site_t *s) {
   char b1[32];
-  cJSON *hl = holders_json ? cJSON_Parse(holders_json) : NULL;
-  cJSON *h;
-  cJSON_ArrayForEach(h, hl) {
+  for (int i = 0; i < s->nholders; i++) {
+    const lgr_holder_t *h = &s->holders[i];
     fprintf(f, "   held by ");
-    print_chain(f, cJSON_GetObjectItem(h, "chain"));
-    const cJSON *kind = cJSON_GetObjectItem(h, "kind");
-    fprintf(f, "  (%s, %.0f objects, %s)\n", cJSON_IsString(kind) ? kind->valuestring : "object",
-            cJSON_GetNumberValue(cJSON_GetObjectItem(h, "objects")),
-            lgu_fmt_bytes(b1, sizeof b1, cJSON_GetNumberValue(cJSON_GetObjectItem(h, "bytes"))));
+    print_chain(f, h);
+    fprintf(f, "  (%s, %.0f objects, %s)\n", h->kind ? h->kind : "object", h->objects,
+            lgu_fmt_bytes(b1, sizeof b1, h->bytes));
   }
-  cJSON_Delete(hl);
 }
 
 /* Where the reference that keeps a leak's objects is made (the holder's kept_at):
  * "appended at train (train.py:41): activation_log.append(h)". */
-static void print_kept_at(FILE *f, const cJSON *k) {
-  const char *file = cJSON_GetStringValue(cJSON_GetObjectItem(k, "file"));
-  const char *fn = cJSON_GetStringValue(cJSON_GetObjectItem(k, "function"));
-  const char *what = cJSON_GetStringValue(cJSON_GetObjectItem(k, "container"));
-  const char *src = cJSON_GetStringValue(cJSON_GetObjectItem(k, "source"));
+static void print_kept_at(FILE *f, const lgr_kept_at_t *k) {
+  const char *file = k->file, *fn = k->function, *what = k->container, *src = k->source;
   if (!file || !what) return;
   const char *verb = !strcmp(what, "list") ? "appended at" : !strcmp(what, "dict") ? "stored at" : "bound at";
   const char *b = strrchr(file, '/');
-  fprintf(f, "      %s %s (%s:%.0f)", verb, fn && *fn ? fn : "?", b ? b + 1 : file,
-          cJSON_GetNumberValue(cJSON_GetObjectItem(k, "line")));
+  fprintf(f, "      %s %s (%s:%d)", verb, fn && *fn ? fn : "?", b ? b + 1 : file, k->line);
   if (src) fprintf(f, ": %s", src);
   fprintf(f, "\n");
 }
@@ -280,13 +266,11 @@ static void print_leaks(FILE *f, const lgr_report_t *r) {
     fprintf(f, ": suspect%s", L->nsuspects > 1 ? "s" : "");
     for (int k = 0; k < L->nsuspects; k++) fprintf(f, "%s#%d", k ? ", " : " ", L->suspects[k] + 1);
     fprintf(f, "\n");
-    cJSON *h = L->holder_json ? cJSON_Parse(L->holder_json) : NULL;
-    if (h) {
+    if (L->holder) {
       fprintf(f, "      held by ");
-      print_chain(f, cJSON_GetObjectItem(h, "chain"));
+      print_chain(f, L->holder);
       fprintf(f, "\n");
-      print_kept_at(f, cJSON_GetObjectItem(h, "kept_at"));
-      cJSON_Delete(h);
+      print_kept_at(f, &L->holder->kept_at);
     } else if (L->no_holder) {
       fprintf(f, "      no holder: %s\n", L->no_holder);
     }
@@ -337,20 +321,16 @@ static void print_gpus(FILE *f, const lgr_report_t *r) {
               lgu_fmt_bytes(b4, sizeof b4, (double)g->torch_peak_reserved_bytes));
   }
   if (r->nvml_status) fprintf(f, "  %s\n", r->nvml_status);
-  cJSON *um = r->um_json ? cJSON_Parse(r->um_json) : NULL, *u;
-  if (um) fprintf(f, "  Unified Memory (CUPTI, --cuda-um), per managed allocation site:\n");
-  cJSON_ArrayForEach(u, um) {
+  if (r->num) fprintf(f, "  Unified Memory (CUPTI, --cuda-um), per managed allocation site:\n");
+  for (int i = 0; i < r->num; i++) {
+    const lgr_um_t *u = &r->um[i];
     fprintf(f, "    pid %.0f %s: %.0f GPU page faults, %.0f CPU page faults, %s to the GPU, %s to the host",
-            cJSON_GetNumberValue(cJSON_GetObjectItem(u, "pid")), cJSON_GetStringValue(cJSON_GetObjectItem(u, "site")),
-            cJSON_GetNumberValue(cJSON_GetObjectItem(u, "gpu_page_faults")),
-            cJSON_GetNumberValue(cJSON_GetObjectItem(u, "cpu_page_faults")),
-            lgu_fmt_bytes(b1, sizeof b1, cJSON_GetNumberValue(cJSON_GetObjectItem(u, "bytes_to_device"))),
-            lgu_fmt_bytes(b2, sizeof b2, cJSON_GetNumberValue(cJSON_GetObjectItem(u, "bytes_to_host"))));
-    double th = cJSON_GetNumberValue(cJSON_GetObjectItem(u, "thrashing"));
-    if (th > 0) fprintf(f, ", %.0f thrashing", th);
+            u->has_pid ? (double)u->pid : -NAN /* printed "-nan", as ever */, u->site, u->gpu_page_faults,
+            u->cpu_page_faults, lgu_fmt_bytes(b1, sizeof b1, u->bytes_to_device),
+            lgu_fmt_bytes(b2, sizeof b2, u->bytes_to_host));
+    if (u->thrashing > 0) fprintf(f, ", %.0f thrashing", u->thrashing);
     fprintf(f, "\n");
   }
-  cJSON_Delete(um);
   for (int i = 0; i < r->ncuda_notes; i++) fprintf(f, "  note: %s\n", r->cuda_notes[i]);
   if (r->torch_cuda)
     fprintf(f, "  PyTorch CUDA: its caching allocator keeps freed blocks, so the driver sees reserved segments; a\n"
@@ -441,7 +421,7 @@ int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
     if (s->leak >= 0) fprintf(f, "  [L%d]", s->leak + 1);
     fprintf(f, "\n");
     print_frames(f, s);
-    print_holders(f, s->holders_json);
+    print_holders(f, s);
   }
   if (r->nminor) {
     fprintf(f, "\nMinor growth (not a leak: small against the process, or a handful of first uses):\n");
@@ -459,16 +439,11 @@ int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
       fprintf(f, "  %10s  %-10s %s", lgu_fmt_bytes(b1, sizeof b1, (double)s->peak_proc_bytes),
               s->unjudged ? "-" : lg_pattern_name(s->r.pattern), site_label(lab, sizeof lab, s));
       if (s->unjudged) fprintf(f, "  (freed by the end)");
-      cJSON *bd = s->bounded ? cJSON_Parse(s->bounded) : NULL;
-      const char *ct = bd ? cJSON_GetStringValue(cJSON_GetObjectItem(bd, "container")) : NULL;
+      const lgr_bound_t *bd = s->bounded;
+      const char *ct = bd ? bd->container : NULL;
       if (ct && !strcmp(ct, "dict"))
-        fprintf(f, "  (held as the values of a dict whose length stopped growing, %.0f keys: not a leak)",
-                cJSON_GetNumberValue(cJSON_GetObjectItem(bd, "size")));
-      else if (ct)
-        fprintf(f, "  (held by a %s at its bound, %.0f of %.0f: not a leak)", ct,
-                cJSON_GetNumberValue(cJSON_GetObjectItem(bd, "size")),
-                cJSON_GetNumberValue(cJSON_GetObjectItem(bd, "maxsize")));
-      cJSON_Delete(bd);
+        fprintf(f, "  (held as the values of a dict whose length stopped growing, %.0f keys: not a leak)", bd->size);
+      else if (ct) fprintf(f, "  (held by a %s at its bound, %.0f of %.0f: not a leak)", ct, bd->size, bd->maxsize);
       if (s->startup) fprintf(f, "  (grew while modules were imported: start-up)");
       if (s->life.gen >= 0) fprintf(f, "  [%s]", life_text(lab, sizeof lab, &s->life));
       fprintf(f, "\n");

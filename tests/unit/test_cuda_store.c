@@ -324,7 +324,7 @@ static void test_no_cuda(void **state) {
   assert_int_equal(lgr_build(r, &o, &rep, why, sizeof why), 0);
   assert_int_equal(rep.ngpus, 0);
   assert_int_equal(rep.ncuda_notes, 0);
-  assert_null(rep.um_json);
+  assert_int_equal(rep.num, 0);
   assert_int_equal(rep.others[0].device, -1);
   lgr_free(&rep);
   lgr_close(r);

@@ -564,24 +564,60 @@ static void test_report_same_function_is_one_leak(void **state) {
   cJSON_Delete(j);
 }
 
+/* A holder of bytes whose detail is {bound: {container, maxsize, size, full}}, or
+ * without details (container NULL). */
+static lgr_holder_t bound_holder(double bytes, const char *container, double maxsize, double size, int full) {
+  lgr_holder_t h;
+  memset(&h, 0, sizeof h);
+  h.bytes = bytes;
+  if (!container) return h;
+  lgr_detail_t *b = calloc(4, sizeof *b), *bound = calloc(1, sizeof *bound), *d = calloc(1, sizeof *d);
+  assert_non_null(b);
+  assert_non_null(bound);
+  assert_non_null(d);
+  b[0] = (lgr_detail_t){.name = strdup("container"), .type = LGR_DETAIL_TEXT, .text = strdup(container)};
+  b[1] = (lgr_detail_t){.name = strdup("maxsize"), .type = LGR_DETAIL_NUMBER, .number = maxsize};
+  b[2] = (lgr_detail_t){.name = strdup("size"), .type = LGR_DETAIL_NUMBER, .number = size};
+  b[3] = (lgr_detail_t){.name = strdup("full"), .type = full ? LGR_DETAIL_TRUE : LGR_DETAIL_FALSE};
+  *bound = (lgr_detail_t){.name = strdup("bound"), .type = LGR_DETAIL_GROUP, .items = b, .nitems = 4};
+  *d = (lgr_detail_t){.type = LGR_DETAIL_GROUP, .items = bound, .nitems = 1};
+  h.detail = d;
+  return h;
+}
+
+/* lgr_full_bound of a site held by the n holders h (given to it). */
+static lgr_bound_t *full_bound(const lgr_holder_t *h, int n) {
+  lgr_site_t s;
+  memset(&s, 0, sizeof s);
+  if (n) {
+    s.holders = calloc((size_t)n, sizeof *s.holders);
+    assert_non_null(s.holders);
+    memcpy(s.holders, h, (size_t)n * sizeof *h);
+    s.nholders = n;
+  }
+  lgr_bound_t *b = lgr_full_bound(&s);
+  lgr_site_free(&s);
+  return b;
+}
+
 /* The holder-aware verdict's rule: a bound reached by containers holding at least half
  * of the explained bytes. */
 static void test_full_bound(void **state) {
   (void)state;
-  const char *full = "[{\"bytes\": 1000, \"detail\": {\"bound\": {\"container\": \"lru_cache\", "
-                     "\"maxsize\": 64, \"size\": 64, \"full\": true}}}, {\"bytes\": 900, \"detail\": {}}]";
-  char *b = lgr_full_bound(full);
+  lgr_holder_t full[2] = {bound_holder(1000, "lru_cache", 64, 64, 1), bound_holder(900, NULL, 0, 0, 0)};
+  lgr_bound_t *b = full_bound(full, 2);
   assert_non_null(b);
-  assert_string_equal(b, "{\"container\":\"lru_cache\",\"maxsize\":64,\"size\":64}");
-  free(b);
-  const char *minority = "[{\"bytes\": 400, \"detail\": {\"bound\": {\"container\": \"deque\", "
-                         "\"maxsize\": 8, \"size\": 8, \"full\": true}}}, {\"bytes\": 600}]";
-  assert_null(lgr_full_bound(minority));
-  const char *not_full = "[{\"bytes\": 1000, \"detail\": {\"bound\": {\"container\": \"deque\", "
-                         "\"maxsize\": 8, \"size\": 3, \"full\": false}}}]";
-  assert_null(lgr_full_bound(not_full));
-  assert_null(lgr_full_bound(NULL));
-  assert_null(lgr_full_bound("[{\"bytes\": 1000, \"detail\""));
+  assert_string_equal(b->container, "lru_cache");
+  assert_true(b->maxsize == 64 && b->size == 64);
+  lgr_bound_free(b);
+  lgr_holder_t minority[2] = {bound_holder(400, "deque", 8, 8, 1), bound_holder(600, NULL, 0, 0, 0)};
+  assert_null(full_bound(minority, 2));
+  lgr_holder_t not_full[1] = {bound_holder(1000, "deque", 8, 3, 0)};
+  assert_null(full_bound(not_full, 1));
+  assert_null(full_bound(NULL, 0));
+  /* a holder of no bytes counts neither way */
+  lgr_holder_t empty[2] = {bound_holder(0, "deque", 8, 8, 1), bound_holder(600, NULL, 0, 0, 0)};
+  assert_null(full_bound(empty, 2));
 }
 
 /* Growth spread over 12 sites under one caller (say, every op of a graph kept alive),
