@@ -44,39 +44,6 @@
 /* Rounds of the search: a wrapper of a wrapper of ... this deep. */
 #define LGR_WRAPPER_DEPTH 6
 
-/* --own paths, for the build (lgr_own_add) */
-static _Thread_local struct {
-  char **v;
-  int n;
-} own;
-
-void lgr_own_clear(void) {
-  for (int i = 0; i < own.n; i++) free(own.v[i]);
-  free(own.v);
-  memset(&own, 0, sizeof own);
-}
-
-int lgr_own_add(const char *path) {
-  if (!path || !*path) return 0;
-  size_t n = strlen(path);
-  while (n > 1 && path[n - 1] == '/') n--;
-  char **nv = realloc(own.v, (size_t)(own.n + 1) * sizeof *nv);
-  if (!nv) return -1;
-  own.v = nv;
-  if (!(own.v[own.n] = strndup(path, n))) return -1;
-  own.n++;
-  return 0;
-}
-
-int lgr_under_own(const char *path) {
-  if (!path) return 0;
-  for (int i = 0; i < own.n; i++) {
-    size_t n = strlen(own.v[i]);
-    if (!strncmp(path, own.v[i], n) && (path[n] == '/' || path[n] == 0 || own.v[i][n - 1] == '/')) return 1;
-  }
-  return 0;
-}
-
 static const char *base_name(const char *p) {
   const char *b = strrchr(p, '/');
   return b ? b + 1 : p;
