@@ -184,7 +184,7 @@ lg_py(kept_list      --script leak_layer_outputs.py --sample 0 --expect leak --l
                      --holder "__main__.outputs (list)" --kind tensor --kept-at LEAK-KEPT appended)
 lg_py(kept_name      --script leak_total_loss.py --sample 0 --expect leak --leaks 2
                      --holder "__main__.total_loss" --kind autograd-graph --holder-any
-                     --kept-at LEAK-HOLDER bound --chain-within 2)
+                     --kept-at LEAK-HOLDER bound --chain-within 2 --holder-bytes-within 10)
 # two DDP ranks (torch.multiprocessing + gloo), rank 1 leaks: the report says which rank
 lg_py(ddp            --script leak_ddp.py --expect leak --child --leaks 1 --leak-rank 1
                      --seconds 6 --holder "frame worker():kept (list)" --kind tensor --detected-within 3 --all-statuses

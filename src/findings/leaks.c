@@ -182,6 +182,14 @@ void lgr_group_leaks(lgr_report_t *r) {
       L->growth_bytes_per_step = NAN;
     }
     lgr_leak_t *L = &r->leaks[l];
+    /* The leak's holder keeps what it keeps of every suspect it holds: a suspect joined
+     * by the same root adds its own top holder's measured objects and bytes (of the
+     * same kind; an inferred one, with no bytes measured, adds nothing) */
+    if (L->nsuspects && L->holder && !strcmp(by[i], "holder") && s->nholders && s->holders[0].bytes > 0 &&
+        s->holders[0].kind && L->holder->kind && !strcmp(s->holders[0].kind, L->holder->kind)) {
+      L->holder->objects += s->holders[0].objects;
+      L->holder->bytes += s->holders[0].bytes;
+    }
     if (L->suspects) L->suspects[L->nsuspects++] = i;
     s->leak = l;
     L->live_bytes += s->held_bytes;

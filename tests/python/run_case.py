@@ -86,6 +86,8 @@ def parse_args():
                     help="no growing site (suspect or minor growth) at a line marked # MARKER")
     ap.add_argument("--chain-within", type=float, metavar="PCT",
                     help="the leak's holder says 'grad_fn chain N' with N within PCT %% of the run's steps")
+    ap.add_argument("--holder-bytes-within", type=float, metavar="PCT",
+                    help="the leak's holder keeps its live bytes within PCT %%")
     ap.add_argument("--kept-at", nargs=2, metavar=("MARKER", "VERB"),
                     help="the leak's holder is kept at the script's # MARKER line (holder.kept_at), and the "
                          "text says 'VERB at ... (script:line)'")
@@ -205,6 +207,13 @@ def check_leak(a, doc, leak, db, check):
         check_kept_at(a, leak, db, check)
     if a.chain_within is not None:
         check_chain(a, doc, leak, check)
+    if a.holder_bytes_within is not None:
+        h = leak.get("holder") or {}
+        want = leak.get("live_bytes") or 0
+        got = h.get("bytes")
+        check(isinstance(got, (int, float)) and want > 0 and abs(got - want) <= want * a.holder_bytes_within / 100.0,
+              "the holder keeps the leak's bytes within %g %% (issue #34 item 3)" % a.holder_bytes_within,
+              holder_bytes=got, leak_live_bytes=want)
     if a.never_growing:
         check_never_growing(a, doc, check)
     if a.detected_within is not None:
