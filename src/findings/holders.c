@@ -184,7 +184,14 @@ void lgr_load_holders(sqlite3 *db, lgr_site_t *s) {
     double bb = -1;
     for (int i = 0; i < n; i++)
       if (all[i].bytes > bb) bb = all[i].bytes, best = i;
-    s->holders[s->nholders++] = all[best];
+    /* an inferred holder (no bytes measured: the graph's own nodes) of a root already
+     * shown with what it measurably keeps says nothing more */
+    int dup = 0;
+    for (int k = 0; k < s->nholders && !(all[best].bytes > 0); k++)
+      dup |= s->holders[k].bytes > 0 && s->holders[k].nchain && all[best].nchain && s->holders[k].chain[0] &&
+             all[best].chain[0] && !strcmp(s->holders[k].chain[0], all[best].chain[0]);
+    if (dup) lgr_holder_free(&all[best]);
+    else s->holders[s->nholders++] = all[best];
     memmove(&all[best], &all[best + 1], (size_t)(n - best - 1) * sizeof *all);
     n--;
   }

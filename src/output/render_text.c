@@ -227,8 +227,12 @@ static void print_holders(FILE *f, const lgr_site_t *s) {
     const lgr_holder_t *h = &s->holders[i];
     fprintf(f, "   held by ");
     print_chain(f, h);
-    fprintf(f, "  (%s, %.0f objects, %s)\n", h->kind ? h->kind : "object", h->objects,
-            lgu_fmt_bytes(b1, sizeof b1, h->bytes));
+    if (h->bytes > 0 || h->objects == 0)
+      fprintf(f, "  (%s, %.0f objects, %s)\n", h->kind ? h->kind : "object", h->objects,
+              lgu_fmt_bytes(b1, sizeof b1, h->bytes));
+    else /* inferred, not measured (the graph's own nodes, counted in its chain): no
+          * "0 B" beside the site's bytes */
+      fprintf(f, "  (%s, bytes not measured)\n", h->kind ? h->kind : "object");
   }
 }
 

@@ -567,8 +567,15 @@ static PyObject *run_output(run_t *R) {
       PyObject *len = det ? PyDict_GetItemString(det, "grad_fn_chain_length") : NULL;
       PyObject *sv = det ? PyDict_GetItemString(det, "saved_tensors") : NULL;
       PyObject *ch = PyDict_GetItemString(h, "chain");
-      PyObject *it =
-          (len && sv) ? PyUnicode_FromFormat("autograd graph (grad_fn chain %S, %S saved tensors)", len, sv) : NULL;
+      PyObject *inf = det ? PyDict_GetItemString(det, "inferred") : NULL;
+      PyObject *nodes = det ? PyDict_GetItemString(det, "graph_nodes") : NULL;
+      /* an inferred holder (the site's blocks are the graph's own nodes, not saved
+       * tensors) says how many nodes, not "0 saved tensors" */
+      PyObject *it = inf == Py_True && len && nodes
+                         ? PyUnicode_FromFormat("autograd graph (grad_fn chain %S, %S nodes)", len, nodes)
+                     : (len && sv)
+                         ? PyUnicode_FromFormat("autograd graph (grad_fn chain %S, %S saved tensors)", len, sv)
+                         : NULL;
       if (ch && it) PyList_Append(ch, it);
       Py_XDECREF(it);
     }
