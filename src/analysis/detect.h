@@ -9,7 +9,10 @@
  *  2. a Mann-Kendall test on the floors (rank based, no tuned threshold on bytes)
  *     says whether they trend upward, Theil-Sen gives the growth rate;
  *  3. the late half must still grow (a cache that fills then plateaus stops);
- *  4. the growth must stand above the floors' own noise (MAD of residuals).
+ *  4. the growth must stand above the floors' own noise (MAD of residuals);
+ *  5.-7. the memory must be kept: not fallen back to the first floor, not level for
+ *     longer than it took to rise (a fill that stopped), not given back by more than
+ *     half at the end.
  * The shape (linear, accelerating, step, plateau, sawtooth, stable) is named from the
  * same windows. See docs/detection.md.
  */
@@ -82,6 +85,9 @@ int lgd_analyze(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_
  * gives where the growing part begins. Same returns as lgd_analyze. */
 int lgd_analyze_recent(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_result_t *out);
 
+/* A site level since `reached` for longer than it rose stopped there when more than this
+ * many points follow `reached` (docs/detection.md, rule 6). */
+#define LGD_STOP_POINTS 2
 /* The fewest points a tail is analysed on. */
 #define LGD_TAIL_MIN_POINTS 12
 /* lgd_analyze of pts[from..n) alone, whose leak verdict then also needs the new-high

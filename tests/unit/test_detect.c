@@ -709,6 +709,124 @@ static void test_given_back_is_not_a_leak(void **state) {
   }
 }
 
+/* A keyspace of random keys filled late in the run (redis-benchmark's HSET over 20 000
+ * fields, issue #34): flat for 28 s, then 4 MiB that come ever slower (63 % of the
+ * keys in 0.8 s), level for the last 4 s of a 34-s run, snapshots 0.5 s apart: not a
+ * leak. What rule 6 (stopped) must leave alone: the same run with the memory still
+ * rising to the end is a leak; so is a two-step staircase whose second step came 5 s
+ * before the end, 10 s after the first (the time since is shorter than the rise). */
+static void test_stopped_fill_is_not_a_leak(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    rng_t g = {seed * 104729u};
+    lgd_point_t f[69], l[69], s[69];
+    for (int i = 0; i < 69; i++) {
+      double t = 0.5 * i, fill = t < 28 ? 0 : 4 * MiB * (1 - exp(-(t - 28) / 0.8));
+      double lin = t < 28 ? 0 : 4 * MiB * (t - 28) / 6, steps = t < 19 ? 0 : t < 29 ? 2 * MiB : 4 * MiB;
+      double noise = rng_range(&g, 0, 16 * KiB);
+      set_point(&f[i], t, 1 * MiB + fill + noise, 0);
+      set_point(&l[i], t, 1 * MiB + lin + noise, 0);
+      set_point(&s[i], t, 1 * MiB + steps + noise, 0);
+    }
+    lgd_result_t r = analyze_recent(f, 69);
+    if (r.leak) {
+      dump("late fill that stopped", seed, &r);
+      fail();
+    }
+    r = analyze_recent(l, 69);
+    if (!r.leak) {
+      dump("late leak still rising", seed, &r);
+      fail();
+    }
+    r = analyze_recent(s, 69);
+    if (!r.leak) {
+      dump("two steps, the last 5 s ago", seed, &r);
+      fail();
+    }
+  }
+}
+
+/* redis-server's HSET keyspace (issue #34), one stack of _sdsnewlen as the report read
+ * it: nothing until 26 s, a first 0.9 MiB, the fill from 28.9 s on, 4.08 MB from
+ * 31.8 s, and level to the end, here 6 s after it got there (the recording's last 2 s,
+ * and 4 more). It rose from 25.3 s to 30.8 s and has stood at its level for 7 s: a
+ * fill that stopped. Before rule 6 a step leak, on the whole run. {t ms, live bytes} */
+static const int64_t hset_fill[][2] = {
+    {97, 0},          {189, 0},         {289, 0},         {392, 0},         {497, 0},         {590, 0},
+    {696, 0},         {791, 0},         {894, 0},         {990, 0},         {1097, 0},        {1191, 0},
+    {1294, 0},        {1390, 0},        {1501, 0},        {1594, 0},        {1696, 0},        {1793, 0},
+    {1890, 0},        {1992, 0},        {2097, 0},        {2197, 0},        {2298, 0},        {2398, 0},
+    {2496, 0},        {2595, 0},        {2698, 0},        {2794, 0},        {2893, 0},        {2991, 0},
+    {3098, 0},        {3195, 0},        {3313, 0},        {3412, 0},        {3531, 0},        {3647, 0},
+    {3765, 0},        {3895, 0},        {4026, 0},        {4159, 0},        {4296, 0},        {4439, 0},
+    {4589, 0},        {4744, 0},        {4898, 0},        {5061, 0},        {5238, 0},        {5406, 0},
+    {5596, 0},        {5780, 0},        {5970, 0},        {6170, 0},        {6375, 0},        {6589, 0},
+    {6807, 0},        {7037, 0},        {7273, 0},        {7520, 0},        {7770, 0},        {8028, 0},
+    {8295, 0},        {8575, 0},        {8852, 0},        {9156, 0},        {9455, 0},        {9777, 0},
+    {10096, 0},       {10441, 0},       {10785, 0},       {11144, 0},       {11515, 0},       {11910, 0},
+    {12295, 0},       {12712, 0},       {13135, 0},       {13575, 0},       {14027, 0},       {14492, 0},
+    {14971, 0},       {15471, 0},       {15989, 0},       {16529, 0},       {17078, 0},       {17644, 0},
+    {18230, 0},       {18837, 0},       {19472, 0},       {20120, 0},       {20788, 0},       {21486, 0},
+    {22202, 0},       {22942, 0},       {23702, 0},       {24502, 0},       {25314, 0},       {26159, 965328},
+    {27027, 965328},  {27932, 965328},  {28860, 965328},  {29822, 3135072}, {30822, 3852948}, {31821, 4067148},
+    {32817, 4079184}, {33826, 4080000}, {34826, 4080000}, {35826, 4080000}, {36826, 4080000}, {37826, 4080000},
+};
+
+static void test_redis_hset_fill_is_not_a_leak(void **state) {
+  (void)state;
+  size_t n = sizeof hset_fill / sizeof *hset_fill;
+  lgd_point_t p[sizeof hset_fill / sizeof *hset_fill];
+  for (size_t i = 0; i < n; i++) set_point(&p[i], hset_fill[i][0] / 1000.0, (double)hset_fill[i][1], 0);
+  lgd_result_t r = analyze_recent(p, n);
+  if (r.leak) {
+    dump("redis HSET keyspace", 0, &r);
+    fail_msg("a fill level for longer than it rose: want no leak");
+  }
+}
+
+/* attach_python_small beside the other attach tests: a linked list growing 2.5 MB/s
+ * until its main thread starves at 3 s (0.4 MB/s), then no snapshot while the holder
+ * walk holds the process, and a last one at 6.3 s. Level for 2.6 s after a rise of
+ * 3 s, but over one snapshot against 30: the hole is no evidence that it stopped. */
+static void test_hole_before_the_end_is_still_a_leak(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    rng_t g = {seed * 389u};
+    lgd_point_t p[39];
+    double v = 0;
+    for (int i = 0; i < 38; i++) {
+      double t = 0.1 * i;
+      v = t <= 3.0 ? 2.5 * MiB * t : 7.5 * MiB + 0.4 * MiB * (t - 3.0);
+      set_point(&p[i], t, 240 * KiB + v + rng_range(&g, 0, 8 * KiB), 0);
+    }
+    set_point(&p[38], 6.3, 240 * KiB + v + 100 * KiB, 0);
+    lgd_result_t r = analyze_recent(p, 39);
+    if (!r.leak) {
+      dump("leak, then a hole in the snapshots", seed, &r);
+      fail();
+    }
+  }
+}
+
+/* A list pushed onto for 18 s and popped to a third of its peak in the last 2 s (the
+ * LPUSH-then-LPOP shape, issue #34): it gave most of its growth back. */
+static void test_released_at_end_is_not_a_leak(void **state) {
+  (void)state;
+  for (unsigned seed = 1; seed <= NSEEDS; seed++) {
+    rng_t g = {seed * 977u};
+    lgd_point_t p[200];
+    for (int i = 0; i < 200; i++) {
+      double t = 0.1 * i, list = t < 18 ? 2.5 * MiB * t : 45 * MiB - 15 * MiB * (t - 18);
+      set_point(&p[i], t, 1 * MiB + list + rng_range(&g, 0, 64 * KiB), 0);
+    }
+    lgd_result_t r = analyze_recent(p, 200);
+    if (r.leak) {
+      dump("grew then released", seed, &r);
+      fail();
+    }
+  }
+}
+
 static void test_until_before_teardown(void **state) {
   (void)state;
   lgd_point_t p[60];
@@ -752,6 +870,10 @@ int main(void) {
       cmocka_unit_test(test_recent_sawtooth_edge_is_not_a_leak),
       cmocka_unit_test(test_until_before_teardown),
       cmocka_unit_test(test_given_back_is_not_a_leak),
+      cmocka_unit_test(test_stopped_fill_is_not_a_leak),
+      cmocka_unit_test(test_redis_hset_fill_is_not_a_leak),
+      cmocka_unit_test(test_released_at_end_is_not_a_leak),
+      cmocka_unit_test(test_hole_before_the_end_is_still_a_leak),
       cmocka_unit_test(test_linear_leak_under_churn),
       cmocka_unit_test(test_plateau_cache),
       cmocka_unit_test(test_sawtooth),
