@@ -161,6 +161,11 @@ typedef struct pctx {
 void lgr_series_of(const pctx_t *c, const double *v, lgd_series_t *ser);
 /* Analyses the merged series v (blk: its blocks, or NULL) of site s. */
 void lgr_analyse_series(const pctx_t *c, const double *v, const double *blk, lgr_site_t *s, lgd_series_t *ser);
+/* sites.c: whether at least half of the growth of the sites accs[0..nacc) over
+ * [from_t, until_t] comes from stacks that are a leak on their own series or too small
+ * to judge alone (not a staircase of fills, docs/detection.md). */
+int lgr_composition_ok(const pctx_t *c, const acc_t *const *accs, int nacc, double from_t, double until_t,
+                       lgd_series_t *ser);
 /* The lifetime of a site's blocks (docs/lifetimes.md) from its blocks per snapshot and
  * the blocks it had allocated by the end of the analysed part (acc_t.alloc_blocks_an). */
 void lgr_site_life(const pctx_t *c, const double *blk, double alloc_blocks_an, int64_t end_blocks, lgr_life_t *l);

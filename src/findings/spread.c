@@ -15,6 +15,17 @@
 #include "findings/report.h"
 #include "findings/impl.h"
 
+/* The group's stacks, like a site's (lgr_composition_ok): not a staircase of fills. */
+static int members_compose(const pctx_t *c, const int *cand, const int *member, int nmem, const lgr_site_t *g,
+                           lgd_series_t *ser) {
+  const acc_t **accs = malloc((size_t)nmem * sizeof *accs);
+  if (!accs) return 1;
+  for (int m = 0; m < nmem; m++) accs[m] = &c->sites[cand[member[m]]];
+  int ok = lgr_composition_ok(c, accs, nmem, g->r.since_s, g->r.until_s, ser);
+  free(accs);
+  return ok;
+}
+
 /* Growth spread over many sites is many sites growing together, all along: at least
  * half of the group's growth must come from members that grew in both halves of the
  * growing part. Sites that each filled once, one after the other (a server's
@@ -272,6 +283,7 @@ void lgr_find_spread(pctx_t *c, lgd_series_t *ser, int *used) {
       lgr_analyse_series(c, sum, sumb, &g, ser);
       if (!g.r.leak || g.r.growth_bytes_per_s < 0.5 * unexplained) continue;
       if (!spread_persists(c, cand, member, nmem, g.r.since_s, g.r.until_s)) continue;
+      if (!members_compose(c, cand, member, nmem, &g, ser)) continue;
       if (push_group(c, cand, member, nmem, a, j, d, sum, sumb, &g, used) < 0) break;
       found = 1;
     }
