@@ -328,24 +328,28 @@ int lgd_analyze_tail(const lgd_point_t *pts, size_t n, size_t from, const lgd_op
 
 int lgd_analyze_recent(const lgd_point_t *pts, size_t n, const lgd_options_t *opt, lgd_result_t *out) {
   int rc = lgd_analyze(pts, n, opt, out);
-  if (rc != 0 || out->leak || n < 2 * LGD_TAIL_MIN_POINTS) return rc;
-  /* Every suffix that passes is a candidate; the fastest one says how fast the leak
-   * grows now, and the longest one growing at least 70 % as fast says since when. */
+  if (rc != 0 || n < 2 * LGD_TAIL_MIN_POINTS) return rc;
+  /* Every suffix that passes is a candidate, and so is the whole run when it is a leak;
+   * the fastest one says how fast the leak grows now, and the longest one growing at
+   * least 70 % as fast says since when. A leak that began at 10 s of a 13-s run is a
+   * leak on the whole run too, but the whole run's Theil-Sen slope, the median over
+   * pairs of windows that are mostly flat, is a thousandth of its rate. */
   double t0 = pts[0].t, t1 = pts[n - 1].t;
-  lgd_result_t cand[4];
-  int ok[4] = {0, 0, 0, 0}, best = -1;
+  lgd_result_t cand[5];
+  int ok[5] = {out->leak, 0, 0, 0, 0}, best = out->leak ? 0 : -1;
+  cand[0] = *out;
   for (int k = 1; k <= 4; k++) {
     double from = t1 - (t1 - t0) / (double)(1 << k);
     size_t i0 = 0;
     while (i0 < n && pts[i0].t < from) i0++;
     if (n - i0 < LGD_TAIL_MIN_POINTS) break;
     if (i0 == 0) continue;
-    if (lgd_analyze_tail(pts, n, i0, opt, &cand[k - 1]) != 0 || !cand[k - 1].leak) continue;
-    ok[k - 1] = 1;
-    if (best < 0 || cand[k - 1].growth_bytes_per_s > cand[best].growth_bytes_per_s) best = k - 1;
+    if (lgd_analyze_tail(pts, n, i0, opt, &cand[k]) != 0 || !cand[k].leak) continue;
+    ok[k] = 1;
+    if (best < 0 || cand[k].growth_bytes_per_s > cand[best].growth_bytes_per_s) best = k;
   }
   if (best < 0) return 0;
-  for (int k = 0; k < 4; k++)
+  for (int k = 0; k < 5; k++)
     if (ok[k] && cand[k].growth_bytes_per_s >= 0.7 * cand[best].growth_bytes_per_s) {
       *out = cand[k];
       break;

@@ -66,13 +66,38 @@ static double blocks_since(const lgr_report_t *r, const lgr_site_t *s, double t)
  * late, and a small site's first stored row is dated back to its oldest block's birth
  * (flake hunt beside two hogs: late_leak's thumbnails, judged from 0.07 s, and their
  * list nodes, from 9.8 s, came out as two leaks). */
+static int lockstep_from(const lgr_report_t *r, const lgr_site_t *early, double t0, const lgr_site_t *late, double t1) {
+  double ge = blocks_since(r, early, t0), gl = blocks_since(r, late, t0);
+  if (ge < 16 || gl < 16 || fabs(ge - gl) > 0.05 * fmax(ge, gl)) return 0;
+  return ge - blocks_since(r, early, t1) <= 0.25 * ge;
+}
+
+/* The time of the last snapshot before s held anything (NaN: none, or unknown). */
+static double onset(const lgr_report_t *r, const lgr_site_t *s) {
+  for (int k = 0; k < r->nruns; k++) {
+    const lgr_run_t *u = &r->runs[k];
+    if (u->proc != s->proc || !s->series || !u->snap_t) continue;
+    double before = NAN;
+    for (int64_t i = 0; i < u->nsnap; i++) {
+      if (isnan(u->snap_t[i])) continue;
+      if (s->series[i] > 0) return before;
+      before = u->snap_t[i];
+    }
+  }
+  return NAN;
+}
+
+/* Tried from the earlier start, and from the earlier of the two sites' first bytes:
+ * two sites judged on the same recent part (late_leak's thumbnails and list nodes,
+ * growing since 9.8 s) differ by the first row of the smaller one, dated back to its
+ * era (96 nodes at 6.4 s). */
 static int in_lockstep(const lgr_report_t *r, const lgr_site_t *a, const lgr_site_t *b) {
   const lgr_site_t *early = a->r.since_s <= b->r.since_s ? a : b, *late = early == a ? b : a;
   double t0 = early->r.since_s, t1 = late->r.since_s;
   if (isnan(t0) || isnan(t1)) return 0;
-  double ge = blocks_since(r, early, t0), gl = blocks_since(r, late, t0);
-  if (ge < 16 || gl < 16 || fabs(ge - gl) > 0.05 * fmax(ge, gl)) return 0;
-  return ge - blocks_since(r, early, t1) <= 0.25 * ge;
+  if (lockstep_from(r, early, t0, late, t1)) return 1;
+  double oa = onset(r, a), ob = onset(r, b), o = isnan(oa) ? ob : isnan(ob) ? oa : fmin(oa, ob);
+  return o < t0 && lockstep_from(r, early, o, late, t1);
 }
 
 static void merge_lockstep(lgr_report_t *r) {
