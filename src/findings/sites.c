@@ -367,51 +367,6 @@ static int densify(const pctx_t *c, acc_t *a) {
   return 0;
 }
 
-/* A site whose stacks each filled once and stopped, at different times (a server's
- * keyspaces, one per command, filled one after the other), sums to a staircase that
- * looks like a step leak. The site stays a suspect only when at least half of its
- * growth comes from stacks that grow by themselves (a leak on their own series) or
- * that are too small to judge alone. The same holds for a group of sites (spread.c):
- * str_new and entry_new, each a staircase of the same two fills, sum to one. */
-int lgr_composition_ok(const pctx_t *c, const acc_t *const *accs, int nacc, double from_t, double until_t,
-                       lgd_series_t *ser) {
-  double *v = malloc((size_t)c->nsnap * sizeof *v);
-  if (!v) return 1;
-  double total = 0, ok = 0; /* analysed part: [from_t, until_t] */
-  for (int m = 0; m < nacc; m++) {
-    const acc_t *a = accs[m];
-    for (int k = 0; k < a->nrng; k++) {
-      double x = 0, peak = 0;
-      size_t q = a->rng[k].from, end = q + a->rng[k].len;
-      for (int64_t i = 0; i < c->nsnap; i++) {
-        while (q < end && a->d[q].seq <= i) x += a->d[q].bytes, q++;
-        v[i] = x;
-        if (x > peak) peak = x;
-      }
-      double at_from = NAN, at_end = 0;
-      for (int64_t i = 0; i < c->nsnap; i++) {
-        if (isnan(c->t[i])) continue;
-        if (isnan(at_from) && c->t[i] >= from_t) at_from = v[i];
-        if (c->t[i] <= until_t) at_end = v[i];
-      }
-      if (isnan(at_from)) at_from = 0;
-      double g = at_end - at_from;
-      if (g <= 0) continue;
-      total += g;
-      if (peak < c->min_growth) {
-        ok += g;
-        continue;
-      }
-      lgr_series_of(c, v, ser);
-      lgd_options_t dopt = {c->o->min_growth_bytes, 1};
-      lgd_result_t r;
-      if (lgd_analyze_recent(ser->pts, ser->n, &dopt, &r) == 0 && r.leak) ok += g;
-    }
-  }
-  free(v);
-  return total <= 0 || ok >= 0.5 * total;
-}
-
 static int composition_ok(const pctx_t *c, const acc_t *a, const lgr_site_t *s, lgd_series_t *ser) {
   if (a->nrng < 2) return 1;
   return lgr_composition_ok(c, &a, 1, s->r.since_s, s->r.until_s, ser);
