@@ -76,10 +76,45 @@ static __attribute__((noinline)) void *pm_slow(pymem_t *o, size_t size, int zero
   return lgi_head_finish(t, base, size, LG_BLK_PYOBJ_OFFLOG2, LG_BLK_PYOBJ, rec, ra0, cfa0);
 }
 
+/* Full mode's common case, fused (BENCHMARKS.md, issue #32): a set-up thread, not
+ * tagged, not under an import's sampling, an object that stays in pymalloc's pools and
+ * a Python chain the thread's cache knows. It does what pm_slow, lgi_decide,
+ * lgi_head_finish, record_alloc and lgi_capture_all do on that path, without their
+ * calls and re-checks: the block headed, its site's counters in the thread's shard. A
+ * chain not cached goes the long way with the block already made. */
+static inline int pm_fast_ok(const lgi_tls_t *t, size_t size) {
+  return pm_in_pool && size <= PY_SMALL_REQUEST - PY_OFF && LGI_LIKELY(t->state == 1) && LGI_LIKELY(lgi_g.enabled) &&
+         !t->tag && !t->imp;
+}
+static __attribute__((noinline)) void *pm_fast(pymem_t *o, size_t size, int zero, uintptr_t ra0, uintptr_t cfa0) {
+  lgi_tls_t *t = &lgi_tls;
+  void *base = zero ? o->calloc(o->ctx, 1, size + PY_OFF) : o->malloc(o->ctx, size + PY_OFF);
+  if (!base) return NULL;
+  char *p = (char *)base + PY_OFF;
+  ((uint64_t *)p)[-3] = lg_blk_pyobj_cookie((uintptr_t)p, pm_secret);
+  t->guard++;
+  uint32_t site = lgi_python_site_cached(t, ra0);
+  if (LGI_UNLIKELY(!site)) {
+    t->guard--;
+    return lgi_head_finish(t, base, size, LG_BLK_PYOBJ_OFFLOG2, LG_BLK_PYOBJ, 1, ra0, cfa0);
+  }
+  lg_region_hdr_t *h = lgi_g.hdr;
+  uint32_t ep = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED);
+  lg_blk_t *b = blk_of(p);
+  b->word = lg_blk_word(size, LG_BLK_PYOBJ_OFFLOG2, 0) | LG_BLK_PYOBJ;
+  b->epoch = ep;
+  b->site = lg_blk_site_word(site, __atomic_load_n(&h->steps, __ATOMIC_RELAXED));
+  t->under_import = 0;
+  lgi_ctr_update(t, site, (int64_t)size, 1, ep, 1);
+  t->guard--;
+  return p;
+}
+
 static inline void *pm_alloc(pymem_t *o, size_t size, int zero, uintptr_t ra0, uintptr_t cfa0) {
   lgi_tls_t *t = &lgi_tls;
   if (size - 1 >= PY_SMALL_REQUEST || t->guard || LGI_LIKELY(lgi_unheaded(t, size)))
     return zero ? o->calloc(o->ctx, 1, size) : o->malloc(o->ctx, size);
+  if (pm_fast_ok(t, size)) return pm_fast(o, size, zero, ra0, cfa0);
   return pm_slow(o, size, zero, ra0, cfa0);
 }
 static void *pm_malloc_mem(void *ctx, size_t n) {
@@ -108,7 +143,19 @@ static void *pm_calloc_obj(void *ctx, size_t a, size_t b) {
  * glibc block, outside its arenas, to the raw domain: our free, which finds no mark at
  * the base and passes it to glibc). */
 static inline void pm_release(pymem_t *o, void *p) {
-  lgi_free_count(blk_of(p));
+  lg_blk_t *b = blk_of(p);
+  lgi_tls_t *t = &lgi_tls;
+  /* the common case (preload.c's record_free, fused): recorded in full, untagged, by a
+   * set-up thread outside the recorder */
+  if (b->site && !(b->word & (LG_BLK_TAG_MASK | LG_BLK_SAMPLED)) && LGI_LIKELY(t->state == 1) &&
+      LGI_LIKELY(lgi_g.enabled) && !t->guard) {
+    t->guard++;
+    lgi_ctr_update_at(t, lg_blk_site(b->site), -(int64_t)lg_blk_word_size(b->word), -1, b->epoch,
+                      lg_blk_birth_step(b->site), 0);
+    t->guard--;
+  } else {
+    lgi_free_count(b);
+  }
   /* The check word dies with the block. Left in pymalloc's pool, it would still be
      * there when the pool serves another size class: an object pymalloc hands out
      * unheaded (under an import's sampling, inside the recorder) at exactly this user

@@ -48,11 +48,9 @@
 
 #define LGI_PY_HOPS 256 /* links followed at most (incomplete and shim frames included) */
 
-static lgi_pyreader_t rd;              /* the running interpreter's layout and symbols */
-static uintptr_t interp_lo, interp_hi; /* the module holding the interpreter loop */
-int lgi_py_state;                      /* 0 unknown, 1 active, -1 off (recorder.h) */
-
-int lgi_python_interp_frame(uint64_t ip) { return ip >= interp_lo && ip < interp_hi; }
+static lgi_pyreader_t rd;                     /* the running interpreter's layout and symbols */
+uintptr_t lgi_py_interp_lo, lgi_py_interp_hi; /* the module holding the interpreter loop */
+int lgi_py_state;                             /* 0 unknown, 1 active, -1 off (recorder.h) */
 
 /* Code objects' deaths, once pymalloc's free is wrapped (full mode, pymalloc.c): every
  * code object is freed through it (PyObject_Free; code objects are not tracked by the
@@ -118,7 +116,7 @@ void lgi_python_detect(void) {
   }
   rd = r;
   lg_image_of_t q = {(uintptr_t)r.tstate_sym, 0, 0};
-  if (dl_iterate_phdr(lg_image_of_cb, &q)) interp_lo = q.lo, interp_hi = q.hi;
+  if (dl_iterate_phdr(lg_image_of_cb, &q)) lgi_py_interp_lo = q.lo, lgi_py_interp_hi = q.hi;
   __atomic_store_n(&lgi_py_state, 1, __ATOMIC_RELEASE);
 }
 
@@ -274,7 +272,8 @@ int lgi_python_chain_key(uint64_t *key) {
     if (hops == LGI_PY_CHAIN_HOPS) return 0; /* longer than the walk */
     if (!lgi_py_ptr_ok(f)) return 0;
     uintptr_t c = lgi_py_rd_ptr(f, l->f_code);
-    if (!lgi_py_ptr_ok(c)) return 0;
+    /* by generation, the code object is only hashed, never followed */
+    if (!by_gen && !lgi_py_ptr_ok(c)) return 0;
     uint64_t ip = interp ? lgi_py_rd_ptr(f, l->f_instr) : (uint64_t)(uint32_t)lgi_py_rd_int(f, l->f_instr);
     /* each step a bijection of h: chains that differ in one word never collide */
     h = (h ^ c) * LG_HASH_GOLDEN64;

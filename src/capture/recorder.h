@@ -351,7 +351,10 @@ static inline void lgi_python_code_died(const void *obj) {
     __atomic_fetch_add(&lgi_py_code_gen, 1, __ATOMIC_RELEASE);
 }
 /* 1 when ip lies in the interpreter's own module (python3.X or libpython3.X). */
-LGI_HIDDEN int lgi_python_interp_frame(uint64_t ip);
+LGI_HIDDEN extern uintptr_t lgi_py_interp_lo, lgi_py_interp_hi;
+static inline int lgi_python_interp_frame(uint64_t ip) {
+  return ip - lgi_py_interp_lo < lgi_py_interp_hi - lgi_py_interp_lo;
+}
 /* Forgets the pyframe ids of the previous region (agent/start.c: a new attach, a new region). */
 LGI_HIDDEN void lgi_python_reset(void);
 LGI_HIDDEN void lgi_python_cache_clear(lgi_tls_t *t); /* the per-thread frame cache (benchmarks) */
@@ -365,6 +368,9 @@ LGI_HIDDEN void lgi_python_thread_exit(lgi_tls_t *t);
 LGI_HIDDEN uint32_t lgi_capture(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space);
 /* lgi_capture plus, in a Python thread, the Python frames in front. */
 LGI_HIDDEN uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space);
+/* The stack id of an allocation by the interpreter (ra0 in its code) from the thread's
+ * Python chain cache, not under an import; 0 when not cached (pymalloc.c). */
+LGI_HIDDEN uint32_t lgi_python_site_cached(lgi_tls_t *t, uintptr_t ra0);
 LGI_HIDDEN void lgi_unwind_init(void);
 /* Finds the thread's stack bounds (its first allocation: lgi_thread_ready). */
 LGI_HIDDEN void lgi_unwind_thread_start(lgi_tls_t *t);

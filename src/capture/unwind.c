@@ -735,6 +735,20 @@ static inline void pychain_put(lgi_pychain_ent_t *e, uint64_t key, uint32_t id, 
   if (__atomic_load_n(&e->key, __ATOMIC_RELAXED) != key) __atomic_store_n(&e->id, 0, __ATOMIC_RELAXED);
 }
 
+/* pymalloc.c's full-mode fast path: the stack id of an object the interpreter
+ * allocates (ra0 in its own code), when this thread's chain cache knows the Python
+ * chain and it is not under an import; 0: take the long way (lgi_capture_all, which
+ * fills the cache). The caller holds the recursion guard. */
+uint32_t lgi_python_site_cached(lgi_tls_t *t, uintptr_t ra0) {
+  lgi_unw_mem_t *m = t->umem;
+  uint64_t ckey;
+  if (LGI_UNLIKELY(!m) || !lgi_python_interp_frame(ra0) || !lgi_python_chain_key(&ckey)) return 0;
+  ckey = (ckey ^ LG_SPACE_HOST) * LG_HASH_GOLDEN64;
+  unsigned ui = 0;
+  uint32_t id = pychain_get(&m->pychain[(ckey >> 40) & (LGI_PYCHAIN_ENTRIES - 1)], ckey, &ui);
+  return ui ? 0 : id;
+}
+
 uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned space) {
   t->under_import = 0;
   if (!lgi_python_active()) return capture_fast(t, ra0, cfa0, space);
