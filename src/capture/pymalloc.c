@@ -112,9 +112,10 @@ static __attribute__((noinline)) void *pm_fast(pymem_t *o, size_t size, int zero
 
 static inline void *pm_alloc(pymem_t *o, size_t size, int zero, uintptr_t ra0, uintptr_t cfa0) {
   lgi_tls_t *t = &lgi_tls;
-  if (size - 1 >= PY_SMALL_REQUEST || t->guard || LGI_LIKELY(lgi_unheaded(t, size)))
-    return zero ? o->calloc(o->ctx, 1, size) : o->malloc(o->ctx, size);
+  if (size - 1 >= PY_SMALL_REQUEST || t->guard) return zero ? o->calloc(o->ctx, 1, size) : o->malloc(o->ctx, size);
+  /* full mode's countdown never runs positive (every request is decided) */
   if (pm_fast_ok(t, size)) return pm_fast(o, size, zero, ra0, cfa0);
+  if (LGI_LIKELY(lgi_unheaded(t, size))) return zero ? o->calloc(o->ctx, 1, size) : o->malloc(o->ctx, size);
   return pm_slow(o, size, zero, ra0, cfa0);
 }
 static void *pm_malloc_mem(void *ctx, size_t n) {
