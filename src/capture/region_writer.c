@@ -133,11 +133,13 @@ int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags) {
  * page is chosen by the hash, so the first stacks of a process touch a new page each:
  * a page fault, 11-15 us in a virtual machine, and a 2-million-slot index (32 MiB) was
  * 6 000 faults of `python3 -c pass`'s start-up alone (BENCHMARKS.md). The index starts
- * at 2^14 slots and, under the lock, is rebuilt twice as large from the stack records
- * when half full; the generation (hdr.index_gen) is published after the rebuild. A
- * lookup that read an older generation finds what was there, or misses and goes to
- * the locked path, which probes the current one. Old generations stay where they are
- * (readers may still be in them): the section is twice the largest. */
+ * at 2^10 slots (4 pages: a short-lived helper makes a few hundred stacks, and 2^14
+ * slots were 64 pages, nearly all faulted in by them) and, under the lock, is rebuilt
+ * twice as large from the stack records when half full; the generation (hdr.index_gen)
+ * is published after the rebuild. A lookup that read an older generation finds what
+ * was there, or misses and goes to the locked path, which probes the current one. Old
+ * generations stay where they are (readers may still be in them): the section is twice
+ * the largest. */
 typedef struct {
   lg_index_slot_t *ix;
   uint32_t mask;
@@ -387,13 +389,19 @@ static uint32_t probe(lg_region_hdr_t *h, uint64_t hash, const uint64_t *ips, un
  * (BENCHMARKS.md, "Python start-up": `import torch` makes 4 600 chunks, 18 000 pages).
  * An allocation that enters a new 256-KiB window of its section populates the next one
  * in one system call (MADV_POPULATE_WRITE, Linux 5.14; older kernels refuse it and the
- * pages fault in one by one as before). At most one window ahead is touched unused. */
+ * pages fault in one by one as before). At most one window ahead is touched unused.
+ * The first window ahead is populated once the section has used half of its first one,
+ * not at its first use: a short-lived helper (a `bash -c :`, a pyenv shim's `readlink`)
+ * uses a few pages of each section, and populating 2 x 256 KiB it never touches was
+ * 128 of its 430 extra page faults (BENCHMARKS.md, issue #35). */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
 #define LGI_POPULATE_WINDOW ((uint64_t)256 << 10)
 static void populate_ahead(lg_region_hdr_t *h, uint64_t section, uint64_t before, uint64_t after, uint64_t cap) {
-  if (before / LGI_POPULATE_WINDOW == after / LGI_POPULATE_WINDOW && before != 0) return;
+  int cross = before / LGI_POPULATE_WINDOW != after / LGI_POPULATE_WINDOW;
+  int half = before < LGI_POPULATE_WINDOW / 2 && after >= LGI_POPULATE_WINDOW / 2;
+  if (!cross && !half) return;
   uint64_t from = (after / LGI_POPULATE_WINDOW + 1) * LGI_POPULATE_WINDOW, len = LGI_POPULATE_WINDOW;
   if (from >= cap) return;
   if (from + len > cap) len = cap - from;

@@ -293,7 +293,7 @@ typedef void (*lg_region_isolate_note_fn)(int code, int bucket, uint64_t peak);
 void lg_region_isolate_note(int code, int bucket, uint64_t peak); /* in libleakguard.so only */
 
 /* Stack index slot: hash (0 = empty) and the stack id once published (0 = pending). */
-#define LG_INDEX_MIN_LOG2 14 /* the first generation of the stack index: 16 384 slots */
+#define LG_INDEX_MIN_LOG2 10 /* the first generation of the stack index: 1 024 slots (4 pages) */
 typedef struct lg_index_slot {
   _Atomic uint64_t hash;
   _Atomic uint32_t id;
