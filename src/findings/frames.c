@@ -214,15 +214,38 @@ int lgr_in_import(const lgr_site_t *s) {
   return 0;
 }
 
+/* The frame that names a stack's site among its locations lv[0..nl) (Python frames
+ * first as recorded): the innermost Python line of the program's own code
+ * (lgr_own_frame), else the native site frame (lgr_site_frame) or its own caller further
+ * out (lgr_headline); *lib: the innermost frame passed over to get there (the library's
+ * line, the system library's or the wrapper's frame), -1 when none. For the process whose
+ * locations were loaded last. -1 without frames. */
+static int site_index(const lgr_loc_t **lv, int nl, int *lib) {
+  *lib = -1;
+  if (nl <= 0) return -1;
+  if (lgr_is_python_module(lv[0]->module)) {
+    int k = lgr_own_frame(lv, nl, 0, lgr_loc_at);
+    if (k != 0) *lib = 0;
+    return k;
+  }
+  int k0 = lgr_site_frame(lv, nl, lgr_loc_at), k = lgr_headline(lv, nl, k0, lgr_loc_at);
+  if (k != k0) *lib = k0;
+  return k;
+}
+
+int lgr_stack_site(sqlite3 *db, int proc, const lgr_loc_t **lv, int nl, int *lib) {
+  *lib = -1;
+  if (locs_load(db, proc) != 0) return nl > 0 ? 0 : -1;
+  return site_index(lv, nl, lib);
+}
+
 /* Key of a stack's allocation site, from its frames in order (Python frames first as
- * recorded): the innermost Python line of the program's own code (lgr_own_frame), else
- * the native site frame (lgr_site_frame) or its own caller further out (lgr_headline).
- * The space is part of the key. Writes "" when there are no frames. */
+ * recorded): the frame site_index names. The space is part of the key. Writes "" when
+ * there are no frames. */
 void lgr_site_key(char *key, size_t len, const lgr_loc_t **lv, int nl, const char *space) {
   key[0] = 0;
-  if (nl <= 0) return;
-  int k = lgr_is_python_module(lv[0]->module) ? lgr_own_frame(lv, nl, 0, lgr_loc_at)
-                                              : lgr_headline(lv, nl, lgr_site_frame(lv, nl, lgr_loc_at), lgr_loc_at);
+  int lib, k = site_index(lv, nl, &lib);
+  if (k < 0) return;
   const lgr_loc_t *l = lv[k];
   const char *fn = l->function, *file = l->file, *module = l->module;
   snprintf(key, len, "%s\x1f%s\x1f%d\x1f%s\x1f%s", fn ? fn : "", file ? file : "", l->line,

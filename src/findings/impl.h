@@ -80,6 +80,11 @@ void lgr_frames_clear(void);
  * as recorded) and its space (NULL: host): the program's own Python line, else the native
  * site frame; "" without frames. Sites of one key are one site (sites.c, peak.c). */
 void lgr_site_key(char *key, size_t len, const lgr_loc_t **lv, int nl, const char *space);
+/* The index in lv[0..nl) (a stack of process proc, Python frames first as recorded) of
+ * the frame its site is named by, as lgr_site_key keys it; *lib: the innermost frame
+ * passed over to reach it (library code, a system library, a wrapper), -1 when none.
+ * -1 without frames. Loads the process's locations and headline (lgr_stack_locs). */
+int lgr_stack_site(sqlite3 *db, int proc, const lgr_loc_t **lv, int nl, int *lib);
 int lgr_parse_locs(const char *text, int64_t *ids, int max);
 /* The text of line `line` of file, trimmed, or NULL (the file is not here). */
 char *lgr_source_line(const char *file, int line);

@@ -118,7 +118,8 @@ static int resolve_frames(lgr_recording_t *rec, lgr_stackval_t *s, const char *t
 }
 
 /* The stacks that ever held or allocated memory, with their values at the end (their
- * last sample). A sample of a stack the stacks table lacks is kept, unstored. */
+ * last sample) and the frame their site is named by. A sample of a stack the stacks
+ * table lacks is kept, unstored. */
 static int load_stacks(sqlite3 *db, lgr_recording_t *rec) {
   const char *sql =
       "SELECT s.proc, s.stack, s.live_bytes, s.live_blocks, s.alloc_bytes, s.alloc_blocks, k.locs, k.space,"
@@ -130,12 +131,14 @@ static int load_stacks(sqlite3 *db, lgr_recording_t *rec) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
   int64_t *ids = malloc(LGR_MAX_FRAMES * sizeof *ids);
+  const lgr_loc_t **lv = malloc(LGR_MAX_FRAMES * sizeof *lv);
   size_t cap = 0;
-  int rc = ids ? 0 : -ENOMEM, step = SQLITE_DONE;
+  int rc = ids && lv ? 0 : -ENOMEM, step = SQLITE_DONE;
   while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
     if ((rc = grow((void **)&rec->stacks, rec->nstacks, &cap, sizeof *rec->stacks, 1024))) break;
     lgr_stackval_t *s = &rec->stacks[rec->nstacks++];
     memset(s, 0, sizeof *s);
+    s->site = s->lib = -1;
     s->proc = sqlite3_column_int(st, 0);
     s->stack = sqlite3_column_int(st, 1);
     for (int k = 0; k < 4; k++) {
@@ -146,8 +149,14 @@ static int load_stacks(sqlite3 *db, lgr_recording_t *rec) {
     const unsigned char *sp = sqlite3_column_text(st, 7);
     if (!(s->space = strdup(sp ? (const char *)sp : "host"))) rc = -ENOMEM;
     if (rc == 0) rc = resolve_frames(rec, s, (const char *)sqlite3_column_text(st, 6), ids);
+    if (rc == 0) { /* the site it belongs to, named as the report names sites */
+      int n = s->nframes < LGR_MAX_FRAMES ? s->nframes : LGR_MAX_FRAMES;
+      for (int k = 0; k < n; k++) lv[k] = &rec->locs[s->frames[k]];
+      s->site = lgr_stack_site(db, s->proc, lv, n, &s->lib);
+    }
   }
   free(ids);
+  free(lv);
   return done(st, rc, step);
 }
 

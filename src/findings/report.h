@@ -282,6 +282,10 @@ typedef struct lgr_stackval {
   int stored;  /* 1: the stacks table has it; 0: samples of an unknown stack (a damaged database) */
   int *frames; /* indexes into lgr_recording_t.locs, innermost first as stored (a Python */
   int nframes; /* stack: its Python frames, then the native frames under the innermost line) */
+  int site;    /* index into frames of the frame its site is named by (as the report's sites:
+                * the program's own line or caller, docs/detection.md), -1: no frames */
+  int lib;     /* index into frames of the innermost frame passed over to reach it (the
+                * site's library_site), -1: none */
 } lgr_stackval_t;
 
 typedef struct lgr_module {

@@ -76,12 +76,7 @@ static const lgr_run_t *run_of(const lgr_report_t *r, int proc) {
   return NULL;
 }
 
-static void site_html(FILE *f, const lgr_site_t *s) {
-  if (!s->nframes) {
-    fputs("??", f);
-    return;
-  }
-  const lgr_frame_t *fr = &s->frames[s->site_frame];
+static void frame_html(FILE *f, const lgr_frame_t *fr) {
   fputs("<code class=\"fn\">", f);
   html_text(f, fr->function);
   fputs("</code>", f);
@@ -94,6 +89,21 @@ static void site_html(FILE *f, const lgr_site_t *s) {
     fputs(" <span class=\"loc\">[", f);
     html_text(f, fr->module);
     fputs("]</span>", f);
+  }
+}
+
+/* A site as the text names it (render_text.c, site_label): its frame, and "via" the
+ * frame it allocated through when that is library code, a system library's or the
+ * program's allocation wrapper (the site's library_site). */
+static void site_html(FILE *f, const lgr_site_t *s) {
+  if (!s->nframes) {
+    fputs("??", f);
+    return;
+  }
+  frame_html(f, &s->frames[s->site_frame]);
+  if (s->lib_frame > 0 && s->lib_frame <= s->nframes) {
+    fputs(" <span class=\"via\">via</span> ", f);
+    frame_html(f, &s->frames[s->lib_frame - 1]);
   }
 }
 
@@ -336,11 +346,13 @@ static void cct_free(cct_t *t) {
   free(t->val);
 }
 
-/* Every stored stack: [peak, growth/s, live at the end, allocated, site, leaf node] of
- * the tree ("nodes": parent, name pairs; names: "function\tfile:line"), root first: its
- * process ("pid N rank R on HOST\tcommand"), then the Python callers outermost first, then the native frames under the innermost Python
- * line, down to the allocation. The site is the innermost Python line when there is
- * one, else the innermost frame that is not allocator machinery. */
+/* Every stored stack: [peak, growth/s, live at the end, allocated, site, leaf node,
+ * lifetime..., library site] of the tree ("nodes": parent, name pairs; names:
+ * "function\tfile:line"), root first: its process ("pid N rank R on HOST\tcommand"),
+ * then the Python callers outermost first, then the native frames under the innermost
+ * Python line, down to the allocation. The site is the frame the report names a site
+ * by (lgr_stackval_t.site: the program's own line or caller), the library site the
+ * innermost frame passed over to reach it (-1: none). */
 static int print_stacks(FILE *f, const lgr_report_t *r) {
   const lgr_recording_t *rec = &r->rec;
   int rc = 0;
@@ -370,9 +382,7 @@ static int print_stacks(FILE *f, const lgr_report_t *r) {
     if (rc) break;
     int npy = 0;
     while (npy < n && lgr_is_python_module(lv[npy]->module)) npy++;
-    int site = -1;
-    if (npy) site = ids[0];
-    else if (n) site = ids[lgr_site_frame(lv, n, lgr_loc_at)];
+    int site = s->site >= 0 && s->site < n ? ids[s->site] : -1, lib = s->lib >= 0 && s->lib < n ? ids[s->lib] : -1;
     /* the first level: the process (a run has several: forks, workers, ranks) */
     const lgr_run_t *u = run_of(r, s->proc);
     int pl = snprintf(key, sizeof key, "pid %d", u ? u->pid : 0);
@@ -400,9 +410,9 @@ static int print_stacks(FILE *f, const lgr_report_t *r) {
      * percentile's upper bound (0: no distribution, -1: a kept block) */
     const lgr_life_t *lf = lgr_stack_life(r, s->proc, s->stack);
     double p90 = !lf || isnan(lf->p90_le_s) ? 0 : isinf(lf->p90_le_s) ? -1 : lf->p90_le_s;
-    fprintf(f, "%s[%lld,%lld,%lld,%lld,%d,%u,%d,%.3g,%.3g,%.3g]", shown++ ? "," : "", (long long)s->v[LGR_SV_PEAK],
+    fprintf(f, "%s[%lld,%lld,%lld,%lld,%d,%u,%d,%.3g,%.3g,%.3g,%d]", shown++ ? "," : "", (long long)s->v[LGR_SV_PEAK],
             (long long)s->v[LGR_SV_GROWTH], (long long)s->v[LGR_SV_INUSE], (long long)s->v[LGR_SV_ALLOC], site, node,
-            lf ? lf->gen : -1, lf && isfinite(lf->mean_s) ? lf->mean_s : 0, lf ? lf->below_s : 0, p90);
+            lf ? lf->gen : -1, lf && isfinite(lf->mean_s) ? lf->mean_s : 0, lf ? lf->below_s : 0, p90, lib);
   }
   fputs("],\"nodes\":[", f);
   for (uint32_t i = 1; rc == 0 && i < t.n; i++) fprintf(f, "%s%u,%u", i > 1 ? "," : "", t.par[i], t.nam[i]);

@@ -254,6 +254,9 @@ static cJSON *peak_json(const lgr_report_t *r, const lgr_site_t *s) {
   JCHK(cJSON_AddNumberToObject(j, "stack", s->stack));
   if (s->nframes) jobj(j, "site", frame_json(&s->frames[s->site_frame]));
   else JCHK(cJSON_AddNullToObject(j, "site"));
+  if (s->lib_frame > 0 && s->lib_frame <= s->nframes) /* as a suspect's (site_json) */
+    jobj(j, "library_site", frame_json(&s->frames[s->lib_frame - 1]));
+  else JCHK(cJSON_AddNullToObject(j, "library_site"));
   return j;
 }
 

@@ -160,14 +160,25 @@ static const char *life_text(char *buf, size_t n, const lgr_life_t *l) {
   return buf;
 }
 
+static int frame_label(char *buf, size_t n, const lgr_frame_t *f) {
+  if (f->file[0]) return snprintf(buf, n, "%s (%s:%d)", f->function, basename_of(f->file), f->line);
+  return snprintf(buf, n, "%s [%s]", f->function, f->module);
+}
+
+/* A site in one line: its frame (the program's own line or caller), and "via" the
+ * frame it allocated through when that is library code, a system library's or the
+ * program's allocation wrapper (the site's library_site, docs/detection.md):
+ * "retain_store (wrapped_server.c:106) via srv__alloc_mem (srv_mem.c:18)". */
 static const char *site_label(char *buf, size_t n, const lgr_site_t *s) {
   if (!s->nframes) {
     snprintf(buf, n, "??");
     return buf;
   }
-  const lgr_frame_t *f = &s->frames[s->site_frame];
-  if (f->file[0]) snprintf(buf, n, "%s (%s:%d)", f->function, basename_of(f->file), f->line);
-  else snprintf(buf, n, "%s [%s]", f->function, f->module);
+  int k = frame_label(buf, n, &s->frames[s->site_frame]);
+  if (s->lib_frame > 0 && s->lib_frame <= s->nframes && k > 0 && (size_t)k + 5 < n) {
+    memcpy(buf + k, " via ", 6);
+    frame_label(buf + k + 5, n - (size_t)k - 5, &s->frames[s->lib_frame - 1]);
+  }
   return buf;
 }
 

@@ -92,7 +92,8 @@
   // ---------------------------------------------------------------- flame graphs
   // stacks: [peak, growth, end, alloc, site, leaf node, generation (-1 none), mean
   // lifetime s, lifetime bound s, p90 lifetime bound s (0 none, -1 kept)
-  // (docs/lifetimes.md)]; nodes: (parent, name) pairs of
+  // (docs/lifetimes.md), library site (-1 none)]: site and library site are names, the
+  // frame the report names the site by and the one it allocated through; nodes: (parent, name) pairs of
   // the calling-context tree, node 0 the root (built by render_html.c). A tree's values
   // are the stacks' values summed up from their leaves.
   const NN = D.nodes.length / 2 + 1;
@@ -172,10 +173,12 @@
     let x = sites.get(s[4]);
     if (!x) {
       x = { site: s[4], peak: 0, growth: 0, end: 0, alloc: 0, stacks: 0, gen: -1, life: -1, below: 0, p90: 0,
-        lifeAlloc: -1 };
+        lifeAlloc: -1, lib: -1, libPeak: -1 };
       sites.set(s[4], x);
     }
     x.peak += s[0]; x.growth += s[1]; x.end += s[2]; x.alloc += s[3]; x.stacks++;
+    // "via" the library frame of the stack that held the most at the peak
+    if (s[10] >= 0 && s[0] > x.libPeak) { x.lib = s[10]; x.libPeak = s[0]; }
     // the lifetime of the stack that allocated the most stands for the row
     if (s[6] >= 0 && s[3] > x.lifeAlloc) {
       x.gen = s[6]; x.life = s[7]; x.below = s[8]; x.p90 = s[9]; x.lifeAlloc = s[3];
@@ -209,6 +212,11 @@
       const [fn, loc] = name.split("\t");
       const td = el("td");
       td.append(el("code", { class: "fn" }, fn), document.createTextNode(" "), el("span", { class: "loc" }, loc || ""));
+      if (r.lib >= 0) {
+        const [lfn, lloc] = D.names[r.lib].split("\t");
+        td.append(document.createTextNode(" "), el("span", { class: "via" }, "via"), document.createTextNode(" "),
+          el("code", { class: "fn" }, lfn), document.createTextNode(" "), el("span", { class: "loc" }, lloc || ""));
+      }
       tr.append(td, el("td", {}, r.growth > 0 ? "+" + fmtBytes(r.growth) + "/s" : ""), el("td", {}, fmtBytes(r.end)),
         el("td", {}, fmtBytes(r.peak)), el("td", {}, fmtBytes(r.alloc)), el("td", {}, String(r.stacks)),
         el("td", {}, lifeText(r)));
