@@ -317,10 +317,12 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
   if (r->nslife > 1) qsort(r->slife, r->nslife, sizeof *r->slife, cmp_slife);
   lgr_peak_sites(db, o, r, others, nothers); /* before the others are cut */
   if (nothers) qsort(others, (size_t)nothers, sizeof *others, cmp_live);
-  /* the five largest, and every site found bounded (it looked like a leak) */
+  /* the five largest, and every site found bounded (it looked like a leak); not one that
+   * grew then released to nothing (among the others for the peak's list alone) */
   int keep = 0;
   for (int i = 0; i < nothers; i++) {
-    if (keep < 5 || others[i].bounded) others[keep++] = others[i];
+    if ((keep < 5 && !(others[i].released && others[i].live_bytes <= 0)) || others[i].bounded)
+      others[keep++] = others[i];
     else lgr_site_free(&others[i]);
   }
   r->others = others;

@@ -166,6 +166,9 @@ typedef struct pctx {
 void lgr_series_of(const pctx_t *c, const double *v, lgd_series_t *ser);
 /* Analyses the merged series v (blk: its blocks, or NULL) of site s. */
 void lgr_analyse_series(const pctx_t *c, const double *v, const double *blk, lgr_site_t *s, lgd_series_t *ser);
+/* After lgr_analyse_series, for a site that does not grow: whether its merged series v
+ * grew then released (lgr_site_t.released; docs/detection.md, rule 7). */
+void lgr_released(const pctx_t *c, const double *v, lgr_site_t *s);
 /* sites.c: whether at least half of the growth of the sites accs[0..nacc) over
  * [from_t, until_t] comes from stacks that are a leak on their own series or too small
  * to judge alone (not a staircase of fills, docs/detection.md). */

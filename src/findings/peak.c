@@ -11,7 +11,9 @@
  * HTML page and pprof's peak_inuse_space) are summed by site, keyed as sites.c keys
  * them; a site with a stack among the growing ones (suspects, minor growth) is left
  * out. A site that is also among the others takes its shape, lifetime and holders'
- * bound from there; one freed by the end was not judged (lgr_site_t.unjudged).
+ * bound from there, and whether it grew then released (lgr_released: a site that held
+ * nothing at the end is among the others for that alone); one freed by the end and not
+ * among them was not judged (lgr_site_t.unjudged).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -195,6 +197,11 @@ static void make_site(sqlite3 *db, const lgr_options_t *o, const cand_t *c, cons
     s->startup = x->startup;
     s->device = x->device;
     s->bounded = lgr_bound_dup(x->bounded);
+    s->released = x->released;
+    s->released_first_bytes = x->released_first_bytes;
+    s->released_peak_bytes = x->released_peak_bytes;
+    s->released_end_bytes = x->released_end_bytes;
+    s->released_peak_s = x->released_peak_s;
   } else {
     s->unjudged = 1;
   }

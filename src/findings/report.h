@@ -169,6 +169,14 @@ typedef struct lgr_site {
   int64_t um_cpu_faults, um_gpu_faults, um_bytes_htod, um_bytes_dtoh, um_thrashing;
   int64_t peak_proc_bytes; /* lgr_report_t.at_peak: live bytes at its process's peak snapshot */
   int unjudged;            /* lgr_report_t.at_peak: freed by the end and not among the others (no shape) */
+  /* Grew then released (docs/detection.md, rule 7): a site that does not grow whose
+   * live bytes rose from released_first_bytes to released_peak_bytes (first reached
+   * released_peak_s after its process started) and fell back by more than half of that
+   * rise, to released_end_bytes at the end of the analysed part (before an exit's
+   * teardown); never a leak. 0: not one (lgr_released). */
+  int released;
+  int64_t released_first_bytes, released_peak_bytes, released_end_bytes;
+  double released_peak_s;
 } lgr_site_t;
 
 /* GPU memory of one process on one device at the end of the recording (docs/cuda.md). */

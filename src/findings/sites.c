@@ -535,11 +535,16 @@ int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_re
         continue;
       }
       if (lgr_push_site(&r->suspects, &r->nsuspects, &scap, &site)) lgr_site_free(&site);
-    } else if (site.peak_live_bytes > 0 && site.live_bytes > 0) {
-      if (!site.nall) lgr_load_frames(db, &site, o->native);
-      if (lgr_push_site(others, nothers, ocap, &site)) lgr_site_free(&site);
     } else {
-      lgr_site_free(&site);
+      /* a site that held nothing at the end is not among the others, unless it grew then
+       * released (the largest at the peak say so: peak.c) */
+      if (site.peak_live_bytes > 0) lgr_released(&c, a->val, &site);
+      if (site.peak_live_bytes > 0 && (site.live_bytes > 0 || site.released)) {
+        if (!site.nall) lgr_load_frames(db, &site, o->native);
+        if (lgr_push_site(others, nothers, ocap, &site)) lgr_site_free(&site);
+      } else {
+        lgr_site_free(&site);
+      }
     }
   }
   lgr_find_spread(&c, &ser, used);

@@ -158,6 +158,27 @@ static void print_leaks_html(FILE *f, const lgr_report_t *r) {
   fputs("</section>\n", f);
 }
 
+/* The largest sites at the peak that grew then released (lgr_site_t.released): not
+ * leaks, said with their figures as the text says them. */
+static void print_released_html(FILE *f, const lgr_report_t *r) {
+  char b1[32], b2[32];
+  int n = 0;
+  for (int i = 0; i < r->nat_peak; i++) {
+    const lgr_site_t *s = &r->at_peak[i];
+    if (!s->released) continue;
+    if (!n++)
+      fputs("<section id=\"released\"><h2>Grew then released</h2>\n<p class=\"note\">Not leaks: memory "
+            "held for a while and given back by the end.</p><ul>\n",
+            f);
+    fputs("<li class=\"released\">", f);
+    site_html(f, s);
+    fprintf(f, ": grew then released: grew to %s by %.1f s, released to %s by the end; pid %d</li>\n",
+            lgu_fmt_bytes(b1, sizeof b1, (double)s->released_peak_bytes), s->released_peak_s,
+            lgu_fmt_bytes(b2, sizeof b2, (double)s->released_end_bytes), s->pid);
+  }
+  if (n) fputs("</ul></section>\n", f);
+}
+
 static void print_runs_html(FILE *f, const lgr_report_t *r) {
   char b1[32], b2[32];
   fputs("<section id=\"processes\"><h2>Processes</h2><table><thead><tr><th>pid</th><th>host</th><th>rank</th>"
@@ -462,6 +483,7 @@ int lgo_render_html(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
   html_text(f, cmd);
   fputs("</p></header>\n<main>\n", f);
   print_leaks_html(f, r);
+  print_released_html(f, r);
   print_runs_html(f, r);
   fputs("<section id=\"flames\"><h2>Live memory at the peak</h2><div class=\"flame\" id=\"flame-peak\"></div>\n"
         "<h2>Growth per second (leaking sites)</h2><div class=\"flame\" id=\"flame-growth\"></div></section>\n"

@@ -167,6 +167,16 @@ static cJSON *holder_json(const lgr_holder_t *h, int with_detail) {
   return j;
 }
 
+/* A site that grew then released (lgr_site_t.released), or NULL. */
+static cJSON *released_json(const lgr_site_t *s) {
+  cJSON *j = JPTR(cJSON_CreateObject());
+  JCHK(cJSON_AddNumberToObject(j, "first_bytes", (double)s->released_first_bytes));
+  JCHK(cJSON_AddNumberToObject(j, "peak_bytes", (double)s->released_peak_bytes));
+  jobj(j, "peak_at_s", num_or_null(round2(s->released_peak_s)));
+  JCHK(cJSON_AddNumberToObject(j, "end_bytes", (double)s->released_end_bytes));
+  return j;
+}
+
 static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, int with_rank) {
   cJSON *j = JPTR(cJSON_CreateObject());
   if (with_rank) JCHK(cJSON_AddNumberToObject(j, "rank", rank));
@@ -226,6 +236,7 @@ static cJSON *site_json(const lgr_report_t *r, const lgr_site_t *s, int rank, in
     jobj(j, "bounded", bd);
   }
   if (s->startup) JCHK(cJSON_AddStringToObject(j, "startup", "import"));
+  if (s->released) jobj(j, "released", released_json(s)); /* grew then released: not a leak */
   cJSON *fr = JPTR(cJSON_AddArrayToObject(j, "frames"));
   for (int k = 0; k < s->nframes; k++) jarr(fr, frame_json(&s->frames[k]));
   cJSON *st = JPTR(cJSON_AddArrayToObject(j, "stacks"));
@@ -257,6 +268,7 @@ static cJSON *peak_json(const lgr_report_t *r, const lgr_site_t *s) {
   if (s->lib_frame > 0 && s->lib_frame <= s->nframes) /* as a suspect's (site_json) */
     jobj(j, "library_site", frame_json(&s->frames[s->lib_frame - 1]));
   else JCHK(cJSON_AddNullToObject(j, "library_site"));
+  if (s->released) jobj(j, "released", released_json(s));
   return j;
 }
 

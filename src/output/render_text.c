@@ -452,8 +452,15 @@ int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
     for (int i = 0; i < r->nat_peak; i++) {
       const lgr_site_t *s = &r->at_peak[i];
       fprintf(f, "  %10s  %-10s %s", lgu_fmt_bytes(b1, sizeof b1, (double)s->peak_proc_bytes),
-              s->unjudged ? "-" : lg_pattern_name(s->r.pattern), site_label(lab, sizeof lab, s));
+              s->unjudged   ? "-"
+              : s->released ? "released"
+                            : lg_pattern_name(s->r.pattern),
+              site_label(lab, sizeof lab, s));
       if (s->unjudged) fprintf(f, "  (freed by the end)");
+      if (s->released) /* rule 7 (docs/detection.md): never a leak */
+        fprintf(f, "  (grew then released: grew to %s by %.1f s, released to %s by the end)",
+                lgu_fmt_bytes(b2, sizeof b2, (double)s->released_peak_bytes), s->released_peak_s,
+                lgu_fmt_bytes(b3, sizeof b3, (double)s->released_end_bytes));
       const lgr_bound_t *bd = s->bounded;
       const char *ct = bd ? bd->container : NULL;
       if (ct && !strcmp(ct, "dict"))
