@@ -23,12 +23,17 @@ static void symframe_at(const void *frames, int i, const char **fn, const char *
 }
 
 /* The site of a symbolized stack (the report's rule, findings/build.c: the innermost
- * Python line, else the first frame that is not allocator machinery): its key, a label
- * for people and its first frames as JSON (for the suspects files). */
+ * Python line in the program's own code, or the innermost Python line when there is
+ * none (lgr_own_frame: not the standard library, site-/dist-packages); else the first
+ * frame that is not allocator machinery): its key, a label for people and its first
+ * frames as JSON (for the suspects files). A native site is not moved past the
+ * program's own allocation wrappers here: the report finds those from the shape of all
+ * of a process's stacks (findings/headline.c), which the live view does not have. */
 static void site_of_frames(const lgs_frame_t *fr, int nf, unsigned space, uint32_t id, char *key, size_t keylen,
                            char *label, size_t labellen, char **frames_json) {
   int k = 0;
-  if (!(nf > 0 && !strcmp(fr[0].module, "python"))) k = lgr_site_frame(fr, nf, symframe_at);
+  if (nf > 0 && !strcmp(fr[0].module, "python")) k = lgr_own_frame(fr, nf, 0, symframe_at);
+  else k = lgr_site_frame(fr, nf, symframe_at);
   if (nf == 0) snprintf(label, labellen, "??");
   else if (fr[k].file[0]) {
     const char *b = strrchr(fr[k].file, '/');

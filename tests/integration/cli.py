@@ -45,7 +45,7 @@ import lgtest  # noqa: E402
 
 
 def extra(ap):
-    ap.add_argument("--case", required=True, choices=("sample", "outputs", "collector", "live", "reader", "debuginfod"))
+    ap.add_argument("--case", required=True, choices=("sample", "outputs", "collector", "live", "live_python", "reader", "debuginfod"))
 
 
 def case_sample(t, args):
@@ -228,6 +228,50 @@ def case_live(t, args):
             stderr=q.stderr[-1000:])
 
 
+LIVE_OWN = """import copy, os, sys, time
+keep = []
+i = 0
+while not os.path.exists(sys.argv[1]):
+    for _ in range(200):
+        keep.append(copy.deepcopy([i, [i] * 16, {"k": [i, i]}]))  # OWN
+        i += 1
+    time.sleep(0.02)
+"""
+ROW = re.compile(r"^ +[\d.]+ [KMGT]?i?B +[\d.]+ [KMGT]?i?B +[a-z-]+ +(.*\S)")
+
+
+def case_live_python(t, args):
+    """The live view names a Python site by the program's own line (issue #34): the kept
+    lists and dicts are made inside copy.deepcopy (the standard library's copy.py), the
+    row names the script's line that called it. The script runs until the test has seen
+    the view draw a site, then stops."""
+    script, stop = t.path("live_own.py"), t.path("stop")
+    with open(script, "w") as f:
+        f.write(LIVE_OWN)
+    own = "live_own.py:%d" % (LIVE_OWN.splitlines().index(
+        next(ln for ln in LIVE_OWN.splitlines() if "# OWN" in ln)) + 1)
+    argv = [args.leakguard, "run", "--interval", "0.2", "--output", t.path("py.db"), "--",
+            "/usr/bin/python3", script, stop]
+    pid, fd = pty_start(t, argv, "xterm", 24, 160)
+    buf, deadline = b"", time.monotonic() + 90
+    while time.monotonic() < deadline and not os.path.exists(stop):
+        r, _, _ = select.select([fd], [], [], 0.5)
+        chunk = os.read(fd, 65536) if r else b""
+        buf += chunk
+        drawn = [seg.split("\x1b")[0] for seg in buf.decode(errors="replace").split("\x1b[2K")[1:]]
+        if r and not chunk or any(own in m.group(1) for m in map(ROW.match, drawn) if m):
+            open(stop, "w").close()
+    if not os.path.exists(stop):
+        open(stop, "w").close()
+    bufs, status = pty_collect([(pid, fd)])
+    text = (buf + bufs[fd]).decode(errors="replace")
+    t.check(os.WEXITSTATUS(status[fd]) == 0, "run exits 0", status=status[fd])
+    rows = [m.group(1) for m in (ROW.match(seg.split("\x1b")[0]) for seg in text.split("\x1b[2K")[1:]) if m]
+    t.check(any(own in r for r in rows), "a row of the live view names the script's own line " + own,
+            rows=rows[-6:], out=text[-2000:])
+    t.check(not any("copy.py" in r for r in rows), "no row names the library's line (copy.py)", rows=rows[-6:])
+
+
 def case_reader(t, args):
     failed = []
     for i in range(30):
@@ -310,7 +354,7 @@ def case_debuginfod(t, args):
 def main():
     args = lgtest.parse_args(extra)
     t = lgtest.Test("cli-%s" % args.case, args)
-    cases = {"sample": case_sample, "outputs": case_outputs, "collector": case_collector, "live": case_live,
+    cases = {"sample": case_sample, "outputs": case_outputs, "collector": case_collector, "live": case_live, "live_python": case_live_python,
              "reader": case_reader, "debuginfod": case_debuginfod}
     cases[args.case](t, args)
     t.finish()
