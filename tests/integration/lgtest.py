@@ -158,6 +158,14 @@ class Test:
         p.db = db
         return p
 
+    def report_text(self, db, fmt="text"):
+        """`leakguard report DB --format FMT`'s output, checked to exit 0 with nothing on
+        standard error."""
+        p = self.run([self.args.leakguard, "report", db, "--format", fmt])
+        self.check(p.returncode == 0 and not p.stderr, "report --format %s exits 0" % fmt, exit=p.returncode,
+                   stderr=p.stderr[-2000:])
+        return p.stdout
+
     def report_json(self, db, extra=()):
         p = self.run([self.args.leakguard, "report", db, "--format", "json"] + list(extra))
         if p.returncode != 0:

@@ -23,20 +23,13 @@ import lgtest  # noqa: E402
 import fixture  # noqa: E402
 
 
-def report(t, db, fmt):
-    p = t.run([t.args.leakguard, "report", db, "--format", fmt])
-    t.check(p.returncode == 0 and not p.stderr, "report --format %s exits 0" % fmt, exit=p.returncode,
-            stderr=p.stderr[-2000:])
-    return p.stdout
-
-
 def main():
     args = lgtest.parse_args()
     t = lgtest.Test("released", args)
     for name, peak, peak_b, small, small_b in (("keyspaces", "4.53 MiB", 4748800, "371 KiB", 379904),
                                                ("keyspaces_hog", "4.58 MiB", 4800000, "375 KiB", 384000)):
         db = fixture.replay_db(name, t.tmp)
-        text = report(t, db, "text").splitlines()
+        text = t.report_text(db, "text").splitlines()
         t.check(text[:1] == ["leakguard report: no leak found"], "%s: the verdict stays no leak" % name,
                 head=text[:2])
         want = [r"^ +%s  released   list_push \(keyspaces\.c:105\)  \(grew then released: grew to %s by 4\.0 s, "
@@ -47,7 +40,7 @@ def main():
         t.check(len(rows) == 2 and all(re.match(w, ln) for w, ln in zip(want, rows)),
                 "%s text: list_push:105 and :104 grew then released (to %s and %s by 4.0 s, to 0 B)"
                 % (name, peak, small), rows=rows)
-        rep = json.loads(report(t, db, "json"))
+        rep = json.loads(t.report_text(db, "json"))
         pk = {(x["site"]["function"], x["site"]["line"]): x for x in rep.get("largest_at_peak") or []}
         got = [pk.get(("list_push", 105), {}).get("released"), pk.get(("list_push", 104), {}).get("released")]
         t.check(rep.get("verdict") == "no-leak" and not rep.get("suspects")
@@ -58,14 +51,14 @@ def main():
                 verdict=rep.get("verdict"), released=got)
         t.check(not [x for x in rep.get("largest_non_leaking") or [] if x.get("released")],
                 "%s JSON: largest_non_leaking does not list what was released to nothing" % name)
-        page = report(t, db, "html")
+        page = t.report_text(db, "html")
         t.check('<li class="released"><code class="fn">list_push</code> <span class="loc">keyspaces.c:105</span>: '
                 'grew then released: grew to %s by 4.0 s, released to 0 B by the end; pid %d</li>'
                 % (peak, rep["runs"][0]["pid"]) in page and '<h2>Grew then released</h2>' in page,
                 "%s HTML: a section lists list_push:105, grew to %s by 4.0 s, released to 0 B" % (name, peak))
     for name in ("cxx_queue", "sawtooth", "churn_leak_hog"):
         db = fixture.replay_db(name, t.tmp)
-        text = report(t, db, "text")
+        text = t.report_text(db, "text")
         t.check("grew then released" not in text and " released " not in text,
                 "%s: no site grew then released (a cycle, a saw-tooth, a burst)" % name,
                 rows=[ln for ln in text.splitlines() if "released" in ln])

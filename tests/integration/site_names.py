@@ -22,13 +22,6 @@ import lgtest  # noqa: E402
 import fixture  # noqa: E402
 
 
-def report(t, db, fmt):
-    p = t.run([t.args.leakguard, "report", db, "--format", fmt])
-    t.check(p.returncode == 0 and not p.stderr, "report --format %s exits 0" % fmt, exit=p.returncode,
-            stderr=p.stderr[-2000:])
-    return p.stdout
-
-
 def at(fr):
     """"function file:line" of a JSON frame (basename), or None."""
     if not fr:
@@ -64,7 +57,7 @@ def main():
 
     # --- a C server with its own allocation wrappers
     db = fixture.replay_db("wrapped_server_hog", t.tmp)
-    text = report(t, db, "text").splitlines()
+    text = t.report_text(db, "text").splitlines()
     t.check("      allocated at retain_store (wrapped_server.c:106) via srv__alloc_mem (srv_mem.c:18): suspect #1"
             in text, "text: the leak names retain_store's line, via the wrapper",
             lines=[ln for ln in text if "allocated at" in ln])
@@ -74,7 +67,7 @@ def main():
             "text: a site at the peak is named as the leak is (packet_alloc's line via srv__alloc_mem)", lines=peak)
     t.check(not [ln for ln in text if ln.startswith("    ") and " srv__alloc_mem (srv_mem.c:18)  " in ln
                  and " via " not in ln], "text: no site at the peak is named by the wrapper alone", text=text[-12:])
-    rep = json.loads(report(t, db, "json"))
+    rep = json.loads(t.report_text(db, "json"))
     sus = rep.get("suspects") or [{}]
     t.check(at(sus[0].get("site")) == "retain_store wrapped_server.c:106"
             and at(sus[0].get("library_site")) == "srv__alloc_mem srv_mem.c:18",
@@ -86,7 +79,7 @@ def main():
             and all(lib == "srv__alloc_mem srv_mem.c:18" for _, lib in pk),
             "JSON: largest_at_peak entries carry the caller as site and the wrapper as library_site",
             largest_at_peak=pk)
-    page = report(t, db, "html")
+    page = t.report_text(db, "html")
     t.check('allocated at <code class="fn">retain_store</code> <span class="loc">wrapped_server.c:106</span> '
             '<span class="via">via</span> <code class="fn">srv__alloc_mem</code> <span class="loc">srv_mem.c:18</span>'
             in page, "HTML: the leak names retain_store's line via srv__alloc_mem")
@@ -100,7 +93,7 @@ def main():
 
     # --- Python: a tensor kept from torch's Linear.forward
     db = fixture.replay_db("python_model_attr", t.tmp)
-    rows = table_rows(html_data(report(t, db, "html")))
+    rows = table_rows(html_data(t.report_text(db, "html")))
     t.check(rows.get("Net.forward leak_model_attr.py:17", (0, None))[1] == "Linear.forward linear.py:114"
             and rows.get("Net.__init__ leak_model_attr.py:13") == (267035, "Linear.__init__ linear.py:96"),
             "HTML site table: the script's own lines (17, 13), torch's lines beside them",
