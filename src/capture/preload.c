@@ -286,6 +286,13 @@ int lgi_decide(lgi_tls_t *t, size_t size) {
   return size != 0;
 }
 
+/* 1 when lgi_decide would record this block without anything to update but the
+ * countdown, which full mode keeps at 0: full mode, a set-up thread of a recording
+ * process, outside the recorder, not under an import's sampling (malloc_slow). */
+static inline int full_fast(const lgi_tls_t *t) {
+  return !lgi_g.sample_bytes && LGI_LIKELY(t->state == 1) && LGI_LIKELY(lgi_g.enabled) && !t->guard && !t->imp;
+}
+
 static inline void *finish(lgi_tls_t *t, void *p, size_t size, int rec, uintptr_t ra0, uintptr_t cfa0) {
   if (rec) record_alloc(t, p, size, ra0, cfa0);
   if (LGI_UNLIKELY(t->tag) && !t->guard) return tag_finish(t, p, size);
@@ -320,7 +327,8 @@ static __attribute__((noinline)) void *malloc_slow(size_t size, uintptr_t ra0, u
     lgi_resolve_real();
   }
   lgi_tls_t *t = &lgi_tls;
-  int rec = lgi_decide(t, size);
+  /* full mode's common case: what lgi_decide would say (record), without asking */
+  int rec = full_fast(t) ? 1 : lgi_decide(t, size);
   if (!rec && !lgi_need_head(t)) return real_malloc(size);
   if (too_big(size, HDR)) {
     errno = ENOMEM;
@@ -365,7 +373,7 @@ LG_API void *malloc(size_t size) {
 static __attribute__((noinline)) void free_slow(void *p) {
   if (in_boot(p)) return;
   lg_blk_t *b = blk_of(p);
-  lgi_free_count(b);
+  if (!lgi_free_fast(&lgi_tls, b)) lgi_free_count(b);
   /* a Python object's check word dies with it (pymalloc.c: lg_python_block must not
    * find it in memory glibc hands out again) */
   if (LGI_UNLIKELY(b->word & LG_BLK_PYOBJ)) ((uint64_t *)p)[-3] = 0;

@@ -145,18 +145,7 @@ static void *pm_calloc_obj(void *ctx, size_t a, size_t b) {
  * the base and passes it to glibc). */
 static inline void pm_release(pymem_t *o, void *p) {
   lg_blk_t *b = blk_of(p);
-  lgi_tls_t *t = &lgi_tls;
-  /* the common case (preload.c's record_free, fused): recorded in full, untagged, by a
-   * set-up thread outside the recorder */
-  if (b->site && !(b->word & (LG_BLK_TAG_MASK | LG_BLK_SAMPLED)) && LGI_LIKELY(t->state == 1) &&
-      LGI_LIKELY(lgi_g.enabled) && !t->guard) {
-    t->guard++;
-    lgi_ctr_update_at(t, lg_blk_site(b->site), -(int64_t)lg_blk_word_size(b->word), -1, b->epoch,
-                      lg_blk_birth_step(b->site), 0);
-    t->guard--;
-  } else {
-    lgi_free_count(b);
-  }
+  if (!lgi_free_fast(&lgi_tls, b)) lgi_free_count(b);
   /* The check word dies with the block. Left in pymalloc's pool, it would still be
      * there when the pool serves another size class: an object pymalloc hands out
      * unheaded (under an import's sampling, inside the recorder) at exactly this user

@@ -486,6 +486,22 @@ static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, in
   lgi_ctr_update_at(t, site, bytes, blocks, epoch, LGI_NO_STEP, alloc);
 }
 
+/* The bookkeeping of a headed block's free in the common case, inline (preload.c's
+ * free, pymalloc.c's): recorded in full (no sampling weight), untagged, freed by a
+ * set-up thread of a recording process outside the recorder. 0: not that case, the
+ * caller calls lgi_free_count. */
+static inline int lgi_free_fast(lgi_tls_t *t, const lg_blk_t *b) {
+  uint32_t sw = b->site;
+  uint64_t w = b->word;
+  if (!sw || (w & (LG_BLK_TAG_MASK | LG_BLK_SAMPLED)) || lgi_g.sample_bytes || !LGI_LIKELY(t->state == 1) ||
+      !LGI_LIKELY(lgi_g.enabled) || t->guard)
+    return 0;
+  t->guard++;
+  lgi_ctr_update_at(t, lg_blk_site(sw), -(int64_t)lg_blk_word_size(w), -1, b->epoch, lg_blk_birth_step(sw), 0);
+  t->guard--;
+  return 1;
+}
+
 /* The destructor of a recorded thread's pthread key: gives back its shard and its
  * unwinder's and Python's per-thread state (thread.c, agent/thread.c). */
 static inline void lgi_thread_exit(void *arg) {
