@@ -422,22 +422,63 @@ static void not_a_leak(lgr_site_t *site, lgr_site_t **others, int *nothers, int 
  * 10 times the median interval (the adaptive interval grows with the run's age: a
  * 60-s interval at an hour is no gap). The collector was stopped (SIGSTOP, a paused
  * container, swapped out) or starved: the report says so, and judges on the points it
- * has. */
+ * has. The time the process was held by leakguard's own holder walk (the `explains`
+ * rows: no snapshot is taken of a held process, docs/detection.md) is no such stretch:
+ * a torch `total_loss += loss` run's walk at exit holds it 2 s, at its budget, and the
+ * report said that the collector had not run. */
 static int cmp_dbl(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
-static void find_gap(lgr_run_t *u) {
+#define LGR_MAX_WALKS 256
+/* The walks of the process's answered explains, [from, to) seconds after its start;
+ * none in a database older than the table. */
+static int load_walks(sqlite3 *db, const lgr_run_t *u, double (*w)[2]) {
+  sqlite3_stmt *st;
+  int n = 0;
+  if (!db || lgr_prepare(db,
+                         "SELECT t_ns - (SELECT start_ns FROM processes WHERE proc=?1), elapsed_s FROM explains"
+                         " WHERE proc=?1 AND outcome='answered' AND elapsed_s > 0 ORDER BY t_ns",
+                         -1, &st, NULL) != SQLITE_OK)
+    return 0;
+  sqlite3_bind_int(st, 1, u->proc);
+  while (n < LGR_MAX_WALKS && lgr_row(st)) {
+    double to = (double)sqlite3_column_int64(st, 0) / 1e9, el = sqlite3_column_double(st, 1);
+    if (!isfinite(to) || !(el > 0)) continue;
+    w[n][0] = to - el;
+    w[n][1] = to;
+    n++;
+  }
+  sqlite3_finalize(st);
+  return n;
+}
+/* Of the stretch [a, b), the part no walk held (walks do not overlap: one at a time). */
+static double unheld(double a, double b, double (*w)[2], int nw) {
+  double g = b - a;
+  for (int i = 0; i < nw; i++) {
+    double lo = fmax(a, w[i][0]), hi = fmin(b, w[i][1]);
+    if (hi > lo) g -= hi - lo;
+  }
+  return g;
+}
+static void find_gap(sqlite3 *db, lgr_run_t *u) {
   if (!u->snap_t || u->nsnap < 4) return;
-  double *d = malloc((size_t)u->nsnap * sizeof *d), prev = NAN, best = 0, from = NAN;
-  if (!d) return;
+  double(*w)[2] = malloc(LGR_MAX_WALKS * sizeof *w);
+  double *d = malloc((size_t)u->nsnap * sizeof *d), prev = NAN, best = 0, from = NAN, to = NAN;
+  if (!d || !w) {
+    free(d);
+    free(w);
+    return;
+  }
+  int nw = load_walks(db, u, w);
   int64_t n = 0;
   for (int64_t i = 0; i < u->nsnap; i++) {
     if (!isfinite(u->snap_t[i])) continue;
     if (isfinite(prev)) {
       double g = u->snap_t[i] - prev;
       d[n++] = g;
-      if (g > best) best = g, from = prev;
+      double h = nw ? unheld(prev, u->snap_t[i], w, nw) : g;
+      if (h > best) best = h, from = prev, to = u->snap_t[i];
     }
     prev = u->snap_t[i];
   }
@@ -446,10 +487,11 @@ static void find_gap(lgr_run_t *u) {
     double med = d[n / 2];
     if (best > 2.0 && best > 10 * med) {
       u->gap_from_s = from;
-      u->gap_to_s = from + best;
+      u->gap_to_s = to;
     }
   }
   free(d);
+  free(w);
 }
 
 int lgr_analyse_proc(sqlite3 *db, lgr_run_t *run, const lgr_options_t *o, lgr_report_t *r, lgr_site_t **others,
@@ -556,7 +598,7 @@ out:
   run->snap_t = c.t; /* the leaks' series are read against them (lgr_free frees them) */
   run->snap_step = c.step;
   run->nsnap = c.nsnap;
-  find_gap(run);
+  find_gap(db, run);
   free(c.flag_t);
   for (int u = 0; u < 2; u++) {
     free(c.ages[u].stack);

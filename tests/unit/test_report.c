@@ -442,6 +442,73 @@ static void test_report_minor_first_uses(void **state) {
   assert_false(lgr_is_minor(2 * MiB, 2 * KiB, 10 * MiB, 8, 30 * 86400.0));       /* 8 blocks, 20 % */
 }
 
+/* A 3-s stretch without snapshots (24 s of 0.2-s snapshots, none from 20 s to 23 s):
+ * reported as the collector not running (runs[0].snapshot_gap) unless the process was
+ * held by its own holder walk then: no snapshot is taken of a held process (the walk
+ * at exit of a torch `total_loss += loss` run held it 2 s and the report blamed the
+ * collector). A walk that covers only part of the hole leaves the rest a gap when that
+ * is still one (over 2 s). */
+static void make_gap_db(const char *path, double walk_from, double walk_to) {
+  lgst_t *s = NULL;
+  const char *err = NULL;
+  assert_int_equal(lgst_create(path, &s, &err), 0);
+  lgm_proc_t *p = fake_proc(3);
+  lgs_frame_t fr[2] = {
+      {0x7f0000001000, "libc.so.6", "malloc", "", 0, 0},
+      {0x401000, "app", "load_table", "/src/app/table.c", 7, 0},
+  };
+  assert_int_equal(lgst_proc(s, p), 0);
+  assert_int_equal(lgst_stack(s, 1, 2, LG_SPACE_HOST, fr, 2), 0);
+  for (int i = 1; i <= 120; i++) {
+    double t = i * 0.2;
+    if (i > 100 && i < 115) continue;
+    set_site(&p->sites[2], 1 * MiB, 1, 1 * MiB, 1, 0);
+    p->live_bytes = p->peak_live_bytes = 1 * MiB;
+    p->live_blocks = 1;
+    atomic_store(&p->hdr->steps, 0);
+    assert_int_equal(lgst_begin(s), 0);
+    assert_int_equal(lgst_snapshot(s, p, p->start_ns + (uint64_t)(t * 1e9), 1 * GiB, 2 * GiB, i == 120), 0);
+    assert_int_equal(lgst_commit(s), 0);
+  }
+  p->ended = 1;
+  p->end_ns = p->start_ns + 24000000000ULL;
+  snprintf(p->end_reason, sizeof p->end_reason, "exit");
+  assert_int_equal(lgst_proc(s, p), 0);
+  if (walk_to > walk_from) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO explains VALUES(1, 1, 0, %lld, 0, 'answered', 'exit', %.3f, 200000, 1, 3, NULL)",
+             (long long)(p->start_ns + (uint64_t)(walk_to * 1e9)), walk_to - walk_from);
+    assert_int_equal(sqlite3_exec(lgst_db(s), sql, NULL, NULL, NULL), SQLITE_OK);
+  }
+  lgst_close(s);
+  free_proc(p);
+}
+
+static void test_report_gap_held_by_walk(void **state) {
+  fixture_t *f = *state;
+  char path[256];
+  lgr_options_t o = {0};
+  /* no walk; a walk of 2.7 s in it (0.3 s left); a walk of 0.4 s (2.6 s left) */
+  const double walks[3][2] = {{0, 0}, {20.2, 22.9}, {22.5, 22.9}};
+  const int gap[3] = {1, 0, 1};
+  for (int i = 0; i < 3; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "gap%d.lgdb", i);
+    path_in(f, path, sizeof path, name);
+    make_gap_db(path, walks[i][0], walks[i][1]);
+    cJSON *j = report_json(path, &o);
+    const cJSON *g = field(cJSON_GetArrayItem(field(j, "runs"), 0), "snapshot_gap");
+    if (gap[i]) {
+      assert_true(cJSON_IsObject(g));
+      assert_true(fabs(num(g, "from_s") - 20.0) < 0.01 && fabs(num(g, "to_s") - 23.0) < 0.01);
+    } else {
+      assert_true(cJSON_IsNull(g));
+    }
+    cJSON_Delete(j);
+  }
+}
+
 /* Two stacks of one site (route_for reached from serve and from warm_up), each filling
  * once at a different time: a staircase that is two bounded fills, not a step leak.
  * (A fill that ends in the last seconds of a run cannot be told from a leak that began
@@ -719,6 +786,7 @@ static void test_report_startup_import(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_report_json, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_report_gap_held_by_walk, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_json_no_leak, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_holders_merged_site, setup, teardown),
       cmocka_unit_test_setup_teardown(test_report_minor_first_uses, setup, teardown),
