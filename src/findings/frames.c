@@ -18,6 +18,18 @@
 /* The locations of one process (docs/schema.md: a stack is a list of location ids),
  * read once per process and kept for the build: every frame of every site is one of
  * them. Indexed by loc - lo. */
+
+/* The library site of a site named at frame k past frames [k0, k): the innermost of
+ * them that has a name (a stripped program's static allocator says "??", as postgres'
+ * AllocSetAlloc does, where its caller palloc says more), else k0. */
+static int lib_frame_of(const void *frames, int k0, int k, lgr_frame_at_fn at) {
+  for (int j = k0; j < k; j++) {
+    const char *fn, *file, *module;
+    at(frames, j, &fn, &file, &module);
+    if ((fn && *fn && strcmp(fn, "??") != 0) || (file && *file)) return j;
+  }
+  return k0;
+}
 static _Thread_local struct {
   sqlite3 *db;
   int proc, loaded;
@@ -156,7 +168,7 @@ int lgr_load_frames(sqlite3 *db, lgr_site_t *s, int native) {
     /* the program's own caller of a system library or of its allocation wrapper; the
      * innermost frame stays below it (lgr_headline) */
     s->site_frame = lgr_headline(s->frames, s->nframes, 0, frame_at);
-    s->lib_frame = s->site_frame ? 1 : 0;
+    s->lib_frame = s->site_frame ? 1 + lib_frame_of(s->frames, 0, s->site_frame, frame_at) : 0;
   }
   if (npy > 0) {
     if (!native) {
@@ -229,7 +241,9 @@ static int site_index(const lgr_loc_t **lv, int nl, int *lib) {
     return k;
   }
   int k0 = lgr_site_frame(lv, nl, lgr_loc_at), k = lgr_headline(lv, nl, k0, lgr_loc_at);
-  if (k != k0) *lib = k0;
+  if (k != k0) {
+    *lib = lib_frame_of(lv, k0, k, lgr_loc_at);
+  }
   return k;
 }
 

@@ -134,7 +134,7 @@ int lgr_headline(const void *frames, int n, int k, lgr_frame_at_fn at) {
     /* past a wrapper, a function without a name (a stripped binary's static function:
      * mosquitto's retained-message helper) names nothing, and every such frame of the
      * module would be one site: its nearest named caller names it */
-    if (j > k && (!fn || !*fn || !strcmp(fn, "??")) && (!file || !*file)) {
+    if ((!fn || !*fn || !strcmp(fn, "??")) && (!file || !*file)) {
       if (unnamed < 0) unnamed = j;
       continue;
     }
@@ -149,7 +149,7 @@ typedef struct {
   int flags;     /* LF_* */
   uint64_t site; /* hash of function, file, line, module: a call site */
 } locinfo_t;
-enum { LF_MACH = 1, LF_OWN = 2, LF_PY = 4 };
+enum { LF_MACH = 1, LF_OWN = 2, LF_PY = 4, LF_ANON = 8 };
 
 typedef struct {
   int off, n, k, stack; /* frames li[off..off+n): indexes into the locations */
@@ -187,6 +187,8 @@ static int candidate(const wstack_t *w, const int *li, const locinfo_t *inf) {
     const locinfo_t *x = &inf[li[w->off + j]];
     if (x->flags & LF_PY) return -1;
     if ((x->flags & LF_MACH) || !(x->flags & LF_OWN) || (x->fid >= 0 && hl.isw[x->fid])) continue;
+    if (x->fid < 0 && (x->flags & LF_ANON))
+      continue; /* an unnamed static frame (stripped): its named caller may be the wrapper */
     return x->fid >= 0 ? j : -1;
   }
   return -1;
@@ -209,6 +211,7 @@ static int find_wrappers(sqlite3 *db, int proc, const lgr_loc_t *v, size_t nv, i
     if (lgr_is_python_module(l->module)) inf[i].flags |= LF_PY;
     if (lgr_is_machinery(l->function, l->file, l->module)) inf[i].flags |= LF_MACH;
     if (module_own(l->module)) inf[i].flags |= LF_OWN;
+    if ((!*l->function || !strcmp(l->function, "??")) && (!l->file || !*l->file)) inf[i].flags |= LF_ANON;
     inf[i].site = fnv(fnv(fnv(fnv(1469598103934665603ULL, l->function), l->file), l->module), "") ^ (uint64_t)l->line;
   }
   if (lgr_prepare(db, "SELECT stack, locs FROM stacks WHERE proc=?", -1, &st, NULL) != SQLITE_OK) {

@@ -15,7 +15,7 @@
 static size_t in_use;
 
 void *srv__alloc_mem(size_t len) {
-  void *p = malloc(len);
+  void *p = SRV_MALLOC(len);
   if (p) in_use += malloc_usable_size(p);
   return p;
 }
