@@ -283,6 +283,7 @@ void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
   if (!m->ended) {
     uint64_t rss = lgu_rss_bytes(m->pid);
     if (rss) m->rss_bytes = rss;
+    lgc_retitle(c, p, now);
   }
   uint64_t usage;
   if (c->limit_given) {

@@ -3,7 +3,7 @@
 """fork: parent and forked child each leak a known amount from their own site.
 
 Checks: both processes are recorded (runs[] has the parent's and the child's pid,
-processes.ppid links them), each planted site is reported in the right process
+processes.ppid links them; the child, which renames itself, under its new title), each planted site is reported in the right process
 with exactly the bytes and blocks the program says it leaked there, and neither
 site is attributed to the other process.
 """
@@ -25,7 +25,8 @@ def main():
     exe = t.bin("fork_leak")
     psite = t.site("fork_leak.c", "/* SITE:parent-leak */")
     csite = t.site("fork_leak.c", "/* SITE:child-leak */")
-    p = t.lg_run([exe, "--seconds", args.seconds, "--child-exit", args.child_exit])
+    title = "fork_leak: worker (retitled)"
+    p = t.lg_run([exe, "--seconds", args.seconds, "--child-exit", args.child_exit, "--retitle", title])
     t.check(p.returncode == 0, "run exits 0", exit=p.returncode, stderr=p.stderr[-2000:])
     parent = lgtest.parse_kv(p.stdout, "parent ")
     child = lgtest.parse_kv(p.stdout, "child ")
@@ -38,8 +39,11 @@ def main():
     t.check(set(runs) == {ppid, cpid}, "runs[] holds exactly the parent and the child",
             runs_pids=sorted(runs), parent=ppid, child=cpid)
     if cpid in runs:
-        t.check("fork_leak" in str(runs[cpid].get("command")), "child's command is recorded",
+        # the child renamed itself (postgres' backends do): the report names it so
+        t.check(runs[cpid].get("command") == title, "child's command is its new title",
                 command=runs[cpid].get("command"))
+        t.check("--retitle" in str(runs[ppid].get("command") if ppid in runs else ""),
+                "the parent's command stays its own", command=(runs.get(ppid) or {}).get("command"))
         # leakguard is not the child's parent: its exit status may be unknown (null).
         t.check(runs[cpid].get("exit_status") in (0, None) and not runs[cpid].get("signal"),
                 "child's run: exit status 0 or unknown, no signal", run=runs[cpid])

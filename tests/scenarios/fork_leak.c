@@ -8,7 +8,8 @@
  * leaked_blocks=N" (the child before exit(0); the parent after waiting for it).
  *
  * Options: --seconds S (default 4), --child-exit exit|_exit (default exit),
- *          --seed N, --pidfile PATH
+ *          --retitle TITLE (the worker renames itself, as postgres' backends do: its
+ *          command line in /proc becomes TITLE), --seed N, --pidfile PATH
  */
 #include "scen_common.h"
 
@@ -90,6 +91,14 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (pid == 0) {
+    const char *title = scen_opt(argc, argv, "--retitle", NULL);
+    if (title) { /* setproctitle's way: the title over the argument strings */
+      char *lo = argv[0], *hi = argv[argc - 1] + strlen(argv[argc - 1]);
+      char buf[256];
+      snprintf(buf, sizeof buf, "%s", title);
+      memset(lo, 0, (size_t)(hi - lo));
+      memcpy(lo, buf, strlen(buf) < (size_t)(hi - lo) ? strlen(buf) : (size_t)(hi - lo));
+    }
     uint64_t crng = rng ^ 0xC0FFEE;
     run_role(seconds - 0.5, CHILD_BLOCKS, cache_template, &crng);
     printf("child pid=%ld leaked_bytes=%lu leaked_blocks=%u\n", (long)getpid(),
