@@ -59,7 +59,7 @@ typedef struct lgc_proc {
   int detached;         /* connection closed while the process lives on */
   int status_known;     /* exit status or signal set (by our waitpid or a reaper's ring) */
   uint64_t reaped_next; /* next entry of the region's reaped ring to read */
-  uint64_t title_ns;    /* when its command line was last read again (lgc_retitle) */
+  uint64_t title_ns;    /* when its command line was last read again (snapshot.c) */
 } lgc_proc_t;
 
 struct lgc_collector {
@@ -138,8 +138,6 @@ lgc_proc_t *lgc_find_proc(lgc_collector_t *c, int pid, int alive_only);
 /* Accepts one pending hello: 1 when one was accepted. */
 int lgc_accept_hello(lgc_collector_t *c);
 void lgc_store_proc(lgc_collector_t *c, lgc_proc_t *p);
-/* A forked process's command line read again, for a process that renames itself. */
-void lgc_retitle(lgc_collector_t *c, lgc_proc_t *p, uint64_t now);
 /* Ends an image (final snapshot, process row); reason: "ended", "exec", NULL. */
 void lgc_end_proc(lgc_collector_t *c, lgc_proc_t *p, const char *reason);
 /* Its connection reached EOF or failed. */

@@ -21,41 +21,6 @@
 
 #include "collector/collector_impl.h"
 
-static void read_cmdline(int pid, char *out, size_t n) {
-  char path[64], buf[4096];
-  snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
-  long k = lgu_read_file(path, buf, sizeof buf);
-  if (k <= 0) {
-    out[0] = 0;
-    return;
-  }
-  /* a title written over the arguments (setproctitle) leaves NULs after it */
-  while (k > 1 && buf[k - 1] == 0 && buf[k - 2] == 0) k--;
-  for (long i = 0; i < k - 1; i++)
-    if (buf[i] == 0) buf[i] = ' ';
-  snprintf(out, n, "%s", buf);
-}
-
-/* A forked process that renames itself shows its new title in /proc/PID/cmdline
- * (postgres' backends "postgres: user db [local] idle", nginx's "nginx: worker
- * process", gunicorn's workers): the report names it by that. Read again at most once a
- * second while it runs, and only while its executable is still the one it was forked
- * with: after an exec /proc shows the new program before its image says hello. */
-void lgc_retitle(lgc_collector_t *c, lgc_proc_t *p, uint64_t now) {
-  if (p->m.kind != LGM_FORK || p->m.ended || now - p->title_ns < 1000000000ull) return;
-  p->title_ns = now;
-  char path[64], exe[sizeof p->m.exe], cmd[sizeof p->m.command];
-  snprintf(path, sizeof path, "/proc/%d/exe", p->m.pid);
-  ssize_t n = readlink(path, exe, sizeof exe - 1);
-  if (n <= 0) return;
-  exe[n] = 0;
-  if (strcmp(exe, p->m.exe) != 0) return;
-  read_cmdline(p->m.pid, cmd, sizeof cmd);
-  if (!cmd[0] || !strcmp(cmd, p->m.command)) return;
-  snprintf(p->m.command, sizeof p->m.command, "%s", cmd);
-  lgc_store_proc(c, p);
-}
-
 lgc_proc_t *lgc_find_proc(lgc_collector_t *c, int pid, int alive_only) {
   for (int i = c->nprocs - 1; i >= 0; i--)
     if (c->procs[i]->m.pid == pid && (!alive_only || !c->procs[i]->m.ended)) return c->procs[i];
@@ -321,7 +286,7 @@ int lgc_accept_hello(lgc_collector_t *c) {
   lgc_proc_t *parent = prev ? prev : lgc_find_proc(c, h.ppid, 0);
   /* A forked image runs its parent's program; /proc may already show a later exec. */
   if (h.kind == LG_HELLO_FORK && parent) snprintf(p->m.command, sizeof p->m.command, "%s", parent->m.command);
-  else read_cmdline(h.pid, p->m.command, sizeof p->m.command);
+  else lgu_read_cmdline(h.pid, p->m.command, sizeof p->m.command);
   if (!p->m.command[0]) snprintf(p->m.command, sizeof p->m.command, "%s", h.exe);
   p->m.parent_proc = parent ? parent->m.proc : 0;
   if (prev) p->m.ppid = prev->m.ppid;

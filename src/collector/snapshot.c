@@ -273,6 +273,27 @@ void lgc_gpu_timeline(lgc_collector_t *c, uint64_t now) {
 }
 
 /* Takes one snapshot of p and stores it (mode: LGST_*). */
+/* A forked process that renames itself shows its new title in /proc/PID/cmdline
+ * (postgres' backends "postgres: user db [local] idle", nginx's "nginx: worker
+ * process", gunicorn's workers): the report names it by that. Read again at most once a
+ * second while it runs, and only while its executable is still the one it was forked
+ * with: after an exec /proc shows the new program before its image says hello. */
+static void retitle(lgc_collector_t *c, lgc_proc_t *p, uint64_t now) {
+  if (p->m.kind != LGM_FORK || p->m.ended || now - p->title_ns < 1000000000ull) return;
+  p->title_ns = now;
+  char path[64], exe[sizeof p->m.exe], cmd[sizeof p->m.command];
+  snprintf(path, sizeof path, "/proc/%d/exe", p->m.pid);
+  ssize_t n = readlink(path, exe, sizeof exe - 1);
+  if (n <= 0) return;
+  exe[n] = 0;
+  if (strcmp(exe, p->m.exe) != 0) return;
+  lgu_read_cmdline(p->m.pid, cmd, sizeof cmd);
+  if (!cmd[0] || !strcmp(cmd, p->m.command)) return;
+  snprintf(p->m.command, sizeof p->m.command, "%s", cmd);
+  lgc_db_begin(c);
+  if (lgc_db_ok(c)) lgc_db_write(c, lgst_proc(c->db, &p->m));
+}
+
 void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
   int full = mode == LGST_ALL;
   lgm_proc_t *m = &p->m;
@@ -283,7 +304,7 @@ void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
   if (!m->ended) {
     uint64_t rss = lgu_rss_bytes(m->pid);
     if (rss) m->rss_bytes = rss;
-    lgc_retitle(c, p, now);
+    retitle(c, p, now);
   }
   uint64_t usage;
   if (c->limit_given) {

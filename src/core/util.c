@@ -143,6 +143,20 @@ long lgu_read_file(const char *path, char *buf, size_t n) {
   return (long)got;
 }
 
+void lgu_read_cmdline(int pid, char *out, size_t n) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+  long k = lgu_read_file(path, buf, sizeof buf);
+  if (k <= 0) {
+    out[0] = 0;
+    return;
+  }
+  while (k > 1 && buf[k - 1] == 0 && buf[k - 2] == 0) k--;
+  for (long i = 0; i < k - 1; i++)
+    if (buf[i] == 0) buf[i] = ' ';
+  snprintf(out, n, "%s", buf);
+}
+
 uint64_t lgu_rss_bytes(int pid) {
   char path[64], buf[256];
   snprintf(path, sizeof path, "/proc/%d/statm", pid);

@@ -28,6 +28,9 @@ int lgu_parse_long(const char *s, long lo, long hi, long *out);
 
 /* Resident set size of pid in bytes, or 0. */
 uint64_t lgu_rss_bytes(int pid);
+/* pid's command line from /proc (arguments joined by spaces; the NULs a title written
+ * over the arguments leaves behind, as setproctitle does, dropped), "" when unreadable. */
+void lgu_read_cmdline(int pid, char *out, size_t n);
 
 /* Reads a whole small file into buf (NUL-terminated); returns bytes or -errno. */
 long lgu_read_file(const char *path, char *buf, size_t n);
