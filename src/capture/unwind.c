@@ -91,13 +91,14 @@ typedef struct {
  * which on the stack took ~8 KiB of whatever stack the program was on. */
 /* A frame size learned from an unwind: the return address ip (into some function F)
  * lies `delta` bytes below the slot of the return address into F's caller. */
-#define LGI_FDELTA_ENTRIES 512
+#define LGI_FDELTA_BITS 9 /* 512 sets of two ways: 16 KiB */
+#define LGI_FDELTA_ENTRIES (2u << LGI_FDELTA_BITS)
 typedef struct {
   uint64_t ip;
   uint64_t delta;
 } lgi_fdelta_t;
 /* Return addresses above ra0 that pick the stack cache's set (scache_set). */
-#define LGI_SCACHE_KEYDEPTH 2
+#define LGI_SCACHE_KEYDEPTH 4
 
 struct lgi_unw_mem {
   lgi_scache_ent_t cache[LGI_SCACHE_SETS][LGI_SCACHE_WAYS];
@@ -539,8 +540,32 @@ static unsigned native_head(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintp
   return n;
 }
 
-static inline unsigned fdelta_index(uint64_t ip) {
-  return (unsigned)((ip * LG_HASH_GOLDEN64) >> 55) & (LGI_FDELTA_ENTRIES - 1);
+/* The learned frame sizes: a table of two-way sets. Direct-mapped (512 entries, as it
+ * was), two hot return addresses of one set evicted each other at every unwind; the
+ * lookup then stopped early and picked another cache set than the entry was written
+ * to, so both stacks missed on every call: two misses a request in the C++ router in
+ * one address layout of the libraries, none in another (BENCHMARKS.md, "A
+ * layout-dependent cost"). The first way of ip's set, or NULL. */
+static inline const lgi_fdelta_t *fdelta_find(const lgi_unw_mem_t *m, uint64_t ip) {
+  const lgi_fdelta_t *f = &m->fdelta[((ip * LG_HASH_GOLDEN64) >> (64 - LGI_FDELTA_BITS)) * 2];
+  return f[0].ip == ip ? &f[0] : f[1].ip == ip ? &f[1] : NULL;
+}
+static inline void fdelta_put1(lgi_fdelta_t *f, uint64_t ip, uint64_t delta) {
+  f->ip = 0; /* a signal handler's lookup in between sees no entry */
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  f->delta = delta;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  f->ip = ip;
+}
+/* ip's frame size: its own way, else the first way, whose entry moves to the second. */
+static void fdelta_put(lgi_unw_mem_t *m, uint64_t ip, uint64_t delta) {
+  lgi_fdelta_t *f = &m->fdelta[((ip * LG_HASH_GOLDEN64) >> (64 - LGI_FDELTA_BITS)) * 2];
+  if (f[1].ip == ip) {
+    fdelta_put1(&f[1], ip, delta);
+    return;
+  }
+  if (f[0].ip != ip && f[0].ip) fdelta_put1(&f[1], f[0].ip, f[0].delta);
+  fdelta_put1(&f[0], ip, delta);
 }
 
 /* The stack cache's set for a call at (ra0, cfa0): a hash of ra0, cfa0 and the next
@@ -558,9 +583,10 @@ static inline unsigned scache_set(const lgi_tls_t *t, const lgi_unw_mem_t *m, ui
   if (LGI_LIKELY(t->stack_known > 0) && cfa0 - lo < hi - lo) {
     uintptr_t ip = ra0, pos = cfa0 - 8;
     for (int i = 0; i < LGI_SCACHE_KEYDEPTH; i++) {
-      const lgi_fdelta_t *f = &m->fdelta[fdelta_index(ip)];
+      const lgi_fdelta_t *f = fdelta_find(m, ip);
+      if (!f) break;
       uintptr_t next = pos + f->delta; /* learned deltas are >= 8: next > pos unless wrapped */
-      if (f->ip != ip || next <= pos || next > hi - 8) break;
+      if (next <= pos || next > hi - 8) break;
       pos = next;
       ip = *(const uint64_t *)pos;
       h = (h ^ ip) * LG_HASH_GOLDEN64;
@@ -575,12 +601,7 @@ static void fdelta_learn(lgi_unw_mem_t *m, uintptr_t cfa0, const uint64_t *ips, 
   uintptr_t prev = cfa0 - 8;
   for (unsigned i = 1; i < n && i <= LGI_SCACHE_KEYDEPTH; i++) {
     uintptr_t pos = sps[i] - 8;
-    lgi_fdelta_t *f = &m->fdelta[fdelta_index(ips[i - 1])];
-    f->ip = 0; /* a signal handler's lookup in between sees no entry */
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    f->delta = pos - prev;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    f->ip = ips[i - 1];
+    fdelta_put(m, ips[i - 1], pos - prev);
     prev = pos;
   }
 }
