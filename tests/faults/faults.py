@@ -170,18 +170,24 @@ def case_links(t, a):
     with open(victim, "w") as f:
         f.write("root's file\n")
     before = hashlib.sha256(open(victim, "rb").read()).hexdigest()
+    # The names of the pids the target may get, as another user would plant them: every
+    # pid when there are at most 65 536 (Debian's default is 32 768), else the next
+    # 30 000. A window of 4 000 after the last pid was not enough beside tests that fork
+    # thousands of processes: the target's pid fell outside it, its database was written
+    # and the test failed (a CI run of 2026-12-07).
+    pid_max = int(open("/proc/sys/kernel/pid_max").read())
     last = int(open("/proc/sys/kernel/ns_last_pid").read()) if os.path.exists("/proc/sys/kernel/ns_last_pid") else 0
+    pids = range(1, pid_max + 1) if pid_max <= 65536 else [1 + (last + k) % pid_max for k in range(30000)]
     for mode, mention in ((0o1777, "symbolic link"), (0o777, "not sticky")):
         d = t.path("dir-%o" % mode)
         os.mkdir(d)
         os.chmod(d, mode)
-        for pid in range(last + 1, last + 4000):  # the names of the next pids, as another user would
+        for pid in pids:
             os.symlink(victim, os.path.join(d, "leakguard-churn_leak-%d.db" % pid))
         p = t.run([a.leakguard, "run", "-q", "--", churn, "--seconds", "1"], cwd=d)
         lgtest.one_line_error(t, p, "the default name in a %s world-writable directory" %
                               ("sticky" if mode & 0o1000 else "non-sticky"), expect_rc=2, mention=[mention])
         t.check(p.stdout == "", "the target never ran", stdout=p.stdout[-300:])
-        last = int(open("/proc/sys/kernel/ns_last_pid").read()) if last else 0
     after = hashlib.sha256(open(victim, "rb").read()).hexdigest()
     t.check(after == before, "the links' target is unchanged")
     for sub in ("report", "merge"):
