@@ -196,12 +196,9 @@ static __attribute__((noinline)) void record_alloc(lgi_tls_t *t, void *p, size_t
   if (lgi_g.import_sample && !lgi_g.sample_bytes) t->imp = t->under_import;
   next_countdown(t);
   uint64_t B = sampled ? lgi_g.import_sample : lgi_g.sample_bytes;
-  uint32_t ep = era_now();
-  lgi_ctr_update(t, site, lgi_weight_bytes_at(size, B), lgi_weight_blocks_at(size, B), ep, 1);
   lg_blk_t *b = blk_of(p);
   if (sampled) b->word |= LG_BLK_SAMPLED;
-  b->epoch = ep;
-  b->site = site ? lg_blk_site_word(site, atomic_load_explicit(&lgi_g.hdr->steps, memory_order_relaxed)) : 0;
+  lgi_blk_record(t, b, site, lgi_weight_bytes_at(size, B), lgi_weight_blocks_at(size, B));
   t->guard--;
 }
 

@@ -98,14 +98,10 @@ static __attribute__((noinline)) void *pm_fast(pymem_t *o, size_t size, int zero
     t->guard--;
     return lgi_head_finish(t, base, size, LG_BLK_PYOBJ_OFFLOG2, LG_BLK_PYOBJ, 1, ra0, cfa0);
   }
-  lg_region_hdr_t *h = lgi_g.hdr;
-  uint32_t ep = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED);
   lg_blk_t *b = blk_of(p);
   b->word = lg_blk_word(size, LG_BLK_PYOBJ_OFFLOG2, 0) | LG_BLK_PYOBJ;
-  b->epoch = ep;
-  b->site = lg_blk_site_word(site, __atomic_load_n(&h->steps, __ATOMIC_RELAXED));
   t->under_import = 0;
-  lgi_ctr_update(t, site, (int64_t)size, 1, ep, 1);
+  lgi_blk_record(t, b, site, (int64_t)size, 1);
   t->guard--;
   return p;
 }

@@ -486,6 +486,17 @@ static inline void lgi_ctr_update(lgi_tls_t *t, uint32_t site, int64_t bytes, in
   lgi_ctr_update_at(t, site, bytes, blocks, epoch, LGI_NO_STEP, alloc);
 }
 
+/* A headed block recorded at site (0: a stack that could not be interned) for bytes
+ * and blocks (its sampling weight): its site's counters, its birth tick and step
+ * (record_alloc in preload.c, pymalloc.c's fused path). The caller holds the guard. */
+static inline void lgi_blk_record(lgi_tls_t *t, lg_blk_t *b, uint32_t site, int64_t bytes, int64_t blocks) {
+  lg_region_hdr_t *h = lgi_g.hdr;
+  uint32_t ep = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED);
+  lgi_ctr_update(t, site, bytes, blocks, ep, 1);
+  b->epoch = ep;
+  b->site = site ? lg_blk_site_word(site, __atomic_load_n(&h->steps, __ATOMIC_RELAXED)) : 0;
+}
+
 /* The bookkeeping of a headed block's free in the common case, inline (preload.c's
  * free, pymalloc.c's): recorded in full (no sampling weight), untagged, freed by a
  * set-up thread of a recording process outside the recorder. 0: not that case, the

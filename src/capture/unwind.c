@@ -546,8 +546,11 @@ static unsigned native_head(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintp
  * to, so both stacks missed on every call: two misses a request in the C++ router in
  * one address layout of the libraries, none in another (BENCHMARKS.md, "A
  * layout-dependent cost"). The first way of ip's set, or NULL. */
-static inline const lgi_fdelta_t *fdelta_find(const lgi_unw_mem_t *m, uint64_t ip) {
-  const lgi_fdelta_t *f = &m->fdelta[((ip * LG_HASH_GOLDEN64) >> (64 - LGI_FDELTA_BITS)) * 2];
+static inline lgi_fdelta_t *fdelta_set(lgi_unw_mem_t *m, uint64_t ip) {
+  return &m->fdelta[((ip * LG_HASH_GOLDEN64) >> (64 - LGI_FDELTA_BITS)) * 2];
+}
+static inline const lgi_fdelta_t *fdelta_find(lgi_unw_mem_t *m, uint64_t ip) {
+  const lgi_fdelta_t *f = fdelta_set(m, ip);
   return f[0].ip == ip ? &f[0] : f[1].ip == ip ? &f[1] : NULL;
 }
 static inline void fdelta_put1(lgi_fdelta_t *f, uint64_t ip, uint64_t delta) {
@@ -559,7 +562,7 @@ static inline void fdelta_put1(lgi_fdelta_t *f, uint64_t ip, uint64_t delta) {
 }
 /* ip's frame size: its own way, else the first way, whose entry moves to the second. */
 static void fdelta_put(lgi_unw_mem_t *m, uint64_t ip, uint64_t delta) {
-  lgi_fdelta_t *f = &m->fdelta[((ip * LG_HASH_GOLDEN64) >> (64 - LGI_FDELTA_BITS)) * 2];
+  lgi_fdelta_t *f = fdelta_set(m, ip);
   if (f[1].ip == ip) {
     fdelta_put1(&f[1], ip, delta);
     return;
@@ -577,7 +580,7 @@ static void fdelta_put(lgi_unw_mem_t *m, uint64_t ip, uint64_t delta) {
  * time goes"). A frame size that is unknown, or wrong (a frame that alloca grew), only
  * picks another set: a hit still needs every cached slot to hold its address. Reads
  * stay between cfa0 and the top of this thread's stack. */
-static inline unsigned scache_set(const lgi_tls_t *t, const lgi_unw_mem_t *m, uintptr_t ra0, uintptr_t cfa0) {
+static inline unsigned scache_set(const lgi_tls_t *t, lgi_unw_mem_t *m, uintptr_t ra0, uintptr_t cfa0) {
   uint64_t h = (ra0 ^ (cfa0 << 17)) * LG_HASH_GOLDEN64;
   uintptr_t lo = t->stack_lo, hi = t->stack_hi;
   if (LGI_LIKELY(t->stack_known > 0) && cfa0 - lo < hi - lo) {
@@ -756,6 +759,13 @@ static inline void pychain_put(lgi_pychain_ent_t *e, uint64_t key, uint32_t id, 
   if (__atomic_load_n(&e->key, __ATOMIC_RELAXED) != key) __atomic_store_n(&e->id, 0, __ATOMIC_RELAXED);
 }
 
+/* The thread's chain-cache entry of a Python chain key in `space`; *key becomes the
+ * entry's key. */
+static inline lgi_pychain_ent_t *pychain_slot(lgi_unw_mem_t *m, uint64_t ckey, unsigned space, uint64_t *key) {
+  *key = (ckey ^ space) * LG_HASH_GOLDEN64;
+  return &m->pychain[(*key >> 40) & (LGI_PYCHAIN_ENTRIES - 1)];
+}
+
 /* pymalloc.c's full-mode fast path: the stack id of an object the interpreter
  * allocates (ra0 in its own code), when this thread's chain cache knows the Python
  * chain and it is not under an import; 0: take the long way (lgi_capture_all, which
@@ -764,9 +774,9 @@ uint32_t lgi_python_site_cached(lgi_tls_t *t, uintptr_t ra0) {
   lgi_unw_mem_t *m = t->umem;
   uint64_t ckey;
   if (LGI_UNLIKELY(!m) || !lgi_python_interp_frame(ra0) || !lgi_python_chain_key(&ckey)) return 0;
-  ckey = (ckey ^ LG_SPACE_HOST) * LG_HASH_GOLDEN64;
   unsigned ui = 0;
-  uint32_t id = pychain_get(&m->pychain[(ckey >> 40) & (LGI_PYCHAIN_ENTRIES - 1)], ckey, &ui);
+  lgi_pychain_ent_t *ce = pychain_slot(m, ckey, LG_SPACE_HOST, &ckey);
+  uint32_t id = pychain_get(ce, ckey, &ui);
   return ui ? 0 : id;
 }
 
@@ -783,8 +793,7 @@ uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0, unsigned s
   lgi_pychain_ent_t *ce = NULL;
   uint64_t ckey = 0;
   if (lgi_python_interp_frame(ra0) && lgi_python_chain_key(&ckey)) {
-    ckey = (ckey ^ space) * LG_HASH_GOLDEN64;
-    ce = &m->pychain[(ckey >> 40) & (LGI_PYCHAIN_ENTRIES - 1)];
+    ce = pychain_slot(m, ckey, space, &ckey);
     unsigned ui = 0;
     if ((id = pychain_get(ce, ckey, &ui)) != 0) {
       t->under_import = ui;
