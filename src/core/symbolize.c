@@ -352,15 +352,32 @@ static const char *nice_name(lgs_files_t *s, const char *raw) {
   return r;
 }
 
+/* A shared library of the system's (libc, libstdc++, libpython, libz...): its frames
+ * are named from the symbol table alone, without lines or inlined frames. Their lines
+ * are never the user's (a site is named by the program's own frame, findings/frames.c),
+ * and Debian's separate debug files are compressed: the first line looked up in libc
+ * inflated all of libc6-dbg's DWARF, ~30 ms of the collector's CPU in every run that
+ * recorded a libc frame, most of a short run's end (BENCHMARKS.md, wrappers). A
+ * program's own executable, wherever installed, and libraries elsewhere keep theirs. */
+static int system_library(const char *path) {
+  static const char *const dirs[] = {"/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"};
+  if (!path || !strstr(path, ".so")) return 0;
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+    if (!strncmp(path, dirs[i], strlen(dirs[i]))) return 1;
+  return 0;
+}
+
 static int resolve(lgs_files_t *s, Dwfl *dwfl, uint64_t ip, lgs_frame_t *f, int max) {
   Dwarf_Addr pc = ip - 1;
   Dwfl_Module *m = dwfl_addrmodule(dwfl, pc);
   f[0] = (lgs_frame_t){ip, "", "??", "", 0, 0};
   if (!m) return 1;
-  const char *mname = dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+  const char *mpath = NULL;
+  const char *mname = dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, &mpath, NULL);
   f[0].module = intern(s, mname);
   const char *symname = symidx_lookup(s, m, pc);
   f[0].function = nice_name(s, symname);
+  if (system_library(mpath)) return 1;
   /* Only trust the line table when a compile unit covers pc: code without debug info
    * (crt1.o's _start) would otherwise borrow the nearest line of another unit. */
   Dwarf_Addr cubias = 0;
