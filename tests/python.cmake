@@ -257,3 +257,10 @@ lg_pyfx(ok_imports_hog   --script ok_imports.py --expect no-leak --sample 0 --ho
 add_test(NAME python_auto_steps
          COMMAND /usr/bin/python3 ${LG_PY_DIR}/auto_steps_check.py ${LG_PY_COMMON})
 set_tests_properties(python_auto_steps PROPERTIES TIMEOUT 300 LABELS "python;torch" SKIP_RETURN_CODE 77)
+
+# issue #35: a leaking script through a pyenv shim (~80 process images): the helpers
+# start lazily and store nothing, the script's leak is found at its line, the report is
+# named after it. Skipped where pyenv has no python3 shim.
+add_test(NAME python_pyenv_shim COMMAND ${LG_PY_DRIVER} ${LG_PY_DIR}/shim_check.py
+                                        --leakguard $<TARGET_FILE:leakguard-cli>)
+set_tests_properties(python_pyenv_shim PROPERTIES TIMEOUT 120 LABELS "python" SKIP_RETURN_CODE 77)

@@ -43,7 +43,9 @@ static int try_init(void);
 
 /* The recorder's state. Here, with the lazy init that lgi_thread_ready (thread.c) runs
  * through it; the attach agent defines its own (agent/start.c). */
-lgi_global_t lgi_g = {.fd = -1, .conn = -1, .fork_fd = -1, .process_init = try_init};
+static int lazy_begin(void);
+static void lazy_fork_child(void);
+lgi_global_t lgi_g = {.fd = -1, .conn = -1, .fork_fd = -1, .process_init = try_init, .process_begin = lazy_begin};
 
 static unsigned long parse_ul(const char *s, unsigned long dflt) {
   if (!s || !*s) return dflt;
@@ -100,6 +102,12 @@ static void region_make_private(void) {
 }
 
 void lgi_atfork_child(void) {
+  if (lgi_g.lazy) {
+    lazy_fork_child();
+    lgi_breaker_atfork_child();
+    lgi_tls.guard--;
+    return;
+  }
   if (lgi_g.enabled) {
     int safe = lgi_unwind_fork_child(&lgi_tls);
     lgi_gpu_atfork(2);
@@ -114,7 +122,7 @@ void lgi_atfork_child(void) {
       /* Unrecorded child: make it stop writing into the parent's region (and, not
        * following, what it execs does not load the library) */
       if (!lgi_g.follow) drop_preload_env();
-      lgi_g.enabled = 0;
+      lgi_g.enabled = lgi_g.live = 0;
       lgi_region_fork_discard();
       region_make_private();
       lgi_unlock();
@@ -206,6 +214,108 @@ static void check_first_malloc(void) {
   }
 }
 
+/* ------------------------------------------------------------------ lazy start
+ * (core/region.h LG_LAZY_*, docs/design.md "Lazy start"). A wrapper's images (env, a pyenv shim's
+ * bash and the readlink, sed and env it runs, a `bash -c` launcher) each cost a
+ * recorded process's start-up: stack captures of the loader's and bash's first
+ * allocations, the region's pages, the collector's rows. Every image but the started
+ * process's first one says hello with an empty region and records nothing until it has
+ * lived LEAKGUARD_LAZY's milliseconds or allocated its bytes (thread.c lazy_due); what
+ * it allocated before is not attributed (the report says how much). */
+
+/* 1 for the started process's first image (LEAKGUARD_FIRST=1 from `leakguard run`),
+ * which turns the value to "0" in place in its environment: the images it execs and
+ * its children inherit "0". In a constructor or the first hook, before main, so
+ * before the program copies its environment (bash's variables, os.environ). */
+static int first_image(void) {
+  extern char **environ;
+  static const char key[] = LG_ENV_FIRST "=";
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, key, sizeof key - 1) != 0) continue;
+    char *v = *e + sizeof key - 1;
+    if (v[0] != '1') return 0;
+    v[0] = '0';
+    return 1;
+  }
+  return 0;
+}
+
+/* LEAKGUARD_LAZY: "BYTES,MS" (either 0, or "0": no lazy start); absent: none. 1 when
+ * images start lazily. */
+static int lazy_settings(void) {
+  const char *s = secure_getenv(LG_ENV_LAZY);
+  if (!s || !*s) return 0;
+  unsigned long b = 0, ms = 0;
+  for (; *s >= '0' && *s <= '9'; s++) b = b * 10 + (unsigned long)(*s - '0');
+  if (*s++ != ',') return 0;
+  for (; *s >= '0' && *s <= '9'; s++) ms = ms * 10 + (unsigned long)(*s - '0');
+  if (*s || !b || !ms) return 0;
+  lgi_g.lazy_bytes = b;
+  lgi_g.lazy_ns = (uint64_t)ms * 1000000u;
+  return 1;
+}
+
+static void setup_capture(void) {
+  lgi_unwind_init();
+  lgi_python_detect();
+}
+
+/* This image (or fork child) waits from now on; every thread's next allocation looks. */
+static void lazy_wait(void) {
+  atomic_store(&lgi_g.lazy_count, 0);
+  lgi_g.lazy_t0 = lgi_now_ns();
+  lgi_g.lazy = 1;
+  lgi_tls.lazy_chunk = lgi_tls.countdown = 0;
+}
+
+/* The lazy start's end (lgi_g.process_begin, from a hook's slow path through thread.c):
+ * stack capture set up, the region told when and after how many bytes, then the
+ * recording on. One thread does it; another that asks meanwhile goes on unrecorded
+ * until its next look. */
+static _Atomic int begin_state; /* 0 waiting, 1 beginning, 2 begun */
+static int lazy_begin(void) {
+  int z = 0;
+  if (!atomic_compare_exchange_strong(&begin_state, &z, 1)) return atomic_load(&begin_state) == 2;
+  lgi_tls.guard++;
+  setup_capture();
+  lg_region_hdr_t *h = lgi_g.hdr;
+  h->lazy_began_ns = lgi_now_ns();
+  h->lazy_before_bytes = atomic_load_explicit(&lgi_g.lazy_count, memory_order_relaxed);
+  atomic_store_explicit(&h->lazy, LG_LAZY_BEGAN, memory_order_release);
+  lgi_g.lazy = 0;
+  __atomic_store_n(&lgi_g.enabled, 1, __ATOMIC_RELEASE);
+  atomic_store(&begin_state, 2);
+  lgi_tls.guard--;
+  return 1;
+}
+
+/* The child of a waiting image: a region of its own, empty, and its own hello; it
+ * waits again from the fork. The parent's region, descriptor and connection are let
+ * go (each only while still ours: the program may have reused the number). Not
+ * following children: it runs on unrecorded. */
+static void lazy_fork_child(void) {
+  lg_region_hdr_t *old = lgi_g.hdr;
+  if (lgi_fd_is(lgi_g.conn, lgi_g.conn_dev, lgi_g.conn_ino)) syscall(SYS_close, lgi_g.conn);
+  if (lgi_fd_is(lgi_g.fd, lgi_g.fd_dev, lgi_g.fd_ino)) syscall(SYS_close, lgi_g.fd);
+  lgi_g.conn = lgi_g.fd = -1;
+  lgi_g.hdr = NULL;
+  syscall(SYS_munmap, old, old->size);
+  atomic_store(&begin_state, 0);
+  lgi_g.live = lgi_g.lazy = 0;
+  if (!lgi_g.follow) {
+    drop_preload_env();
+    return;
+  }
+  if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, lgi_g.rflags) != 0) return;
+  atomic_store(&lgi_g.hdr->lazy, LG_LAZY_WAITING);
+  if (lgi_send_hello(LG_HELLO_FORK) < 0) {
+    lgi_g.hdr = NULL; /* unrecorded: the mapping stays, unused */
+    return;
+  }
+  lgi_g.live = 1;
+  lazy_wait();
+}
+
 /* Returns 0 when done, -EAGAIN when it is too early (before libc has set up the
  * environment, e.g. in a .preinit_array function): allocations pass through until a
  * later hook or our constructor retries. */
@@ -226,6 +336,8 @@ static int do_init(void) {
   lgi_g.follow = !(fol && fol[0] == '0');
   const char *mm = secure_getenv(LG_ENV_MMAP);
   uint32_t flags = (lgi_g.follow ? LG_RF_FOLLOW : 0) | ((mm && mm[0] == '0') ? 0 : LG_RF_MMAP);
+  lgi_g.rflags = flags;
+  int lazy = !first_image() && lazy_settings();
   /* Not following: the started process is recorded through the images it execs (its
    * parent stays `leakguard run`), anything it forks or spawns is not, nor what that
    * execs (the library leaves their environment). A fork's child is also let go at the
@@ -234,13 +346,16 @@ static int do_init(void) {
   if (!record) drop_preload_env();
   if (record && sock && *sock && strlen(sock) < sizeof lgi_g.sock_path) {
     memcpy(lgi_g.sock_path, sock, strlen(sock) + 1);
-    lgi_unwind_init();
-    lgi_python_detect();
+    /* A lazy image sets up stack capture when its recording begins (lazy_begin) */
+    if (!lazy) setup_capture();
     if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, flags) == 0) {
+      if (lazy) atomic_store(&lgi_g.hdr->lazy, LG_LAZY_WAITING);
       if (lgi_send_hello(LG_HELLO_START) >= 0) {
         lgi_thread_key_create();
         pthread_atfork(lgi_atfork_prepare, lgi_atfork_parent, lgi_atfork_child);
-        lgi_g.enabled = 1;
+        lgi_g.live = 1;
+        if (lazy) lazy_wait();
+        else lgi_g.enabled = 1;
       } else {
         static const char msg[] = "leakguard: collector not reachable, running unrecorded\n";
         (void)!write(2, msg, sizeof msg - 1);
@@ -276,7 +391,7 @@ __attribute__((constructor)) static void lg_ctor(void) { try_init(); }
  * leaves it out, however long it takes). */
 LG_API void lg_exiting(void) {
   /* a vfork child shares its parent's memory: only the region's own process marks */
-  if (!lgi_g.enabled || (int32_t)lg_sys_getpid() != lgi_g.hdr->pid) return;
+  if (!lgi_g.live || (int32_t)lg_sys_getpid() != lgi_g.hdr->pid) return;
   uint32_t running = LG_PS_RUNNING;
   atomic_compare_exchange_strong(&lgi_g.hdr->state, &running, LG_PS_EXITING);
 }

@@ -606,7 +606,9 @@ LG_API int lg_site_of(const void *block, uint32_t *site) {
   return 0;
 }
 
-LG_API int lg_recording(void) { return lgi_g.enabled; }
+/* Recording, or waiting for its lazy start (lifecycle.c): the Python module sets up in
+ * either (its hooks then count from the start on). */
+LG_API int lg_recording(void) { return lgi_g.enabled || lgi_g.lazy; }
 
 /* The recursion guard is what makes the hooks pass a call through: a paused thread
  * is, for the recorder, a thread inside it. */

@@ -78,7 +78,7 @@ void lgi_procs_init(void) {
 /* Marks the region LG_PS_EXECED; returns the state to restore if exec fails (0:
  * nothing marked). */
 static uint32_t exec_mark(void) {
-  if (!lgi_g.enabled || lgi_g.hdr->pid != (int32_t)lg_sys_getpid()) return 0;
+  if (!lgi_g.live || lgi_g.hdr->pid != (int32_t)lg_sys_getpid()) return 0;
   return atomic_exchange(&lgi_g.hdr->state, LG_PS_EXECED);
 }
 
@@ -177,7 +177,7 @@ LG_API int execle(const char *path, const char *arg0, ...) {
 
 /* Posts one reaped child (status: a wait(2) status word) into the region's ring. */
 static void post_reaped(pid_t pid, int status) {
-  if (!lgi_g.enabled || pid <= 0) return;
+  if (!lgi_g.live || pid <= 0) return;
   if (WIFSTOPPED(status) || WIFCONTINUED(status)) return; /* not reaped */
   lg_region_hdr_t *h = lgi_g.hdr;
   uint64_t n = atomic_fetch_add_explicit(&h->reaped_head, 1, memory_order_relaxed);

@@ -225,7 +225,7 @@ static void pm_arena_wrap(void) {
  * debug hooks would check their own header on our blocks). */
 LG_API int lg_python_wrap(void) {
   if (atomic_load(&pm_wrapped)) return 1;
-  if (!lgi_g.enabled) return 0;
+  if (!lgi_g.enabled && !lgi_g.lazy) return 0; /* waiting for its lazy start: wrapped now, counted from then */
   const char *(*name)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "_PyMem_GetCurrentAllocatorName");
   void (*get)(int, pymem_t *) = (void (*)(int, pymem_t *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
   void (*set)(int, pymem_t *) = (void (*)(int, pymem_t *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");

@@ -99,6 +99,9 @@ typedef struct lgi_tls {
   int imp;
   int64_t imp_countdown;
   int py_arena; /* inside pymalloc's arena allocator (pymalloc.c): its mmap is not recorded */
+  /* Lazy start (thread.c): the chunk of bytes this thread's countdown was last given
+   * while the process waits (0: none yet); what it used of it is chunk - countdown. */
+  int64_t lazy_chunk;
 } lgi_tls_t;
 
 LGI_HIDDEN extern __thread lgi_tls_t lgi_tls;
@@ -112,6 +115,17 @@ typedef struct lgi_global {
   int conn;                /* the connection to the collector, -1 if none; same caveat */
   uint64_t conn_dev, conn_ino;
   int enabled; /* recording into hdr */
+  /* The region is this image's and the collector has it: recording (enabled) or
+   * waiting for its lazy start (lazy). Process-level marks (exec, exit, reaped
+   * children) are written whenever it is set. */
+  int live;
+  /* Lazy start (core/region.h LG_LAZY_*, thread.c lgi_lazy_due): set while this image
+   * waits; it begins when lazy_count reaches lazy_bytes or lazy_ns have passed since
+   * lazy_t0 (checked once per LGI_LAZY_CHUNK bytes a thread allocates). */
+  int lazy;
+  uint64_t lazy_bytes, lazy_ns, lazy_t0;
+  _Atomic uint64_t lazy_count;
+  uint32_t rflags; /* the region's flags (LG_RF_*), for a lazy fork child's own region */
   uint32_t depth;
   uint64_t sample_bytes;
   uint64_t import_sample; /* full mode: bytes per sample under a Python import (0: none) */
@@ -121,7 +135,13 @@ typedef struct lgi_global {
   /* libleakguard.so's lazy init (lifecycle.c), run by lgi_thread_ready (thread.c): 1
    * when the process is initialised, 0 when not (yet). Unused by the attach agent. */
   int (*process_init)(void);
+  /* The lazy start's end (lifecycle.c): recording begins now; 1 when it has. */
+  int (*process_begin)(void);
 } lgi_global_t;
+
+/* The bytes a waiting thread allocates between two looks at the lazy start's
+ * thresholds (a clock read each): a slow grower begins within this much of them. */
+#define LGI_LAZY_CHUNK ((int64_t)32 << 10)
 
 LGI_HIDDEN extern lgi_global_t lgi_g;
 

@@ -23,10 +23,20 @@ void lgi_thread_key_create(void) { pthread_key_create(&thread_key, lgi_thread_ex
 
 /* Slow path of the per-thread countdown: initialises the process and the thread.
  * Returns 1 when this allocation is to be recorded. */
+/* A waiting image (lazy start): adds what this thread allocated since its last chunk
+ * to the process's count; 1 when a threshold is reached (then recording begins). The
+ * first look of a thread counts what it asked for, not a chunk it never had. */
+static int lazy_due(lgi_tls_t *t) {
+  uint64_t used = (uint64_t)(t->lazy_chunk - t->countdown);
+  uint64_t total = atomic_fetch_add_explicit(&lgi_g.lazy_count, used, memory_order_relaxed) + used;
+  return total >= lgi_g.lazy_bytes || lgi_now_ns() - lgi_g.lazy_t0 >= lgi_g.lazy_ns;
+}
+
 int lgi_thread_ready(lgi_tls_t *t) {
   if (!lgi_g.process_init()) return 0; /* too early, or another thread is initialising */
-  if (!lgi_g.enabled) {
-    t->countdown = INT64_MAX;
+  if (!lgi_g.enabled && (!lgi_g.lazy || t->guard || !lazy_due(t) || !lgi_g.process_begin())) {
+    if (lgi_g.lazy) t->lazy_chunk = t->countdown = LGI_LAZY_CHUNK; /* the next look */
+    else t->countdown = INT64_MAX;
     return 0;
   }
   if (t->state == 0) {

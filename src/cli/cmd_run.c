@@ -179,7 +179,9 @@ static int run_target(run_opts_t *o, char **targv) {
                         .follow = o->follow,
                         .mmap = o->mmap,
                         .cuda_um = o->cuda_um,
-                        .steps_off = o->steps_off};
+                        .steps_off = o->steps_off,
+                        .lazy_bytes = o->lazy_bytes,
+                        .lazy_ms = o->lazy_ms};
   if (lg_target_env(&te) != 0) {
     lgu_err("cannot set the target's environment: out of memory");
     run_free(&r);

@@ -34,6 +34,7 @@ enum {
   OPT_FORMAT,
   OPT_REPORT,
   OPT_OWN,
+  OPT_LAZY,
 };
 
 static void usage(FILE *f) {
@@ -61,6 +62,13 @@ static void usage(FILE *f) {
              "  -l, --limit BYTES     memory limit for time-to-OOM (default: cgroup, else RAM)\n"
              "      --no-follow       record only the started process (through what it execs,\n"
              "                        a wrapper chain), not its forked or spawned children\n"
+             "      --lazy SIZE,SEC   an image other than the started command's first (what a\n"
+             "                        wrapper execs, a helper it runs) records nothing until it\n"
+             "                        has allocated SIZE or lived SEC (default 32M,0.1): a\n"
+             "                        pyenv shim's or a launcher's helpers cost next to nothing.\n"
+             "                        What an image allocated before is not attributed (the\n"
+             "                        report says how much); --lazy off records every image\n"
+             "                        from its start\n"
              "      --no-mmap         do not record anonymous mmap regions\n"
              "      --fail-on-leak    exit with status 97 when a leak is found\n"
              "      --guard           act before the OOM killer: graded levels on the target's\n"
@@ -122,6 +130,25 @@ int lg_check_target(const char *cmd, char *path, size_t n) {
 
 static int parse_run(int argc, char **argv, run_opts_t *out, char ***targv);
 
+/* --lazy: "off", or SIZE,SECONDS with SIZE 1 byte..1T and SECONDS 0.001..3600. */
+static int parse_lazy(const char *s, uint64_t *bytes, long *ms) {
+  if (!strcmp(s, "off")) {
+    *bytes = 0;
+    *ms = 0;
+    return 0;
+  }
+  const char *comma = strchr(s, ',');
+  char size[64];
+  double sec;
+  if (!comma || (size_t)(comma - s) >= sizeof size) return -1;
+  memcpy(size, s, (size_t)(comma - s));
+  size[comma - s] = 0;
+  if (lgu_parse_size(size, bytes) != 0 || *bytes < 1 || *bytes > (1ULL << 40)) return -1;
+  if (lgu_parse_double(comma + 1, &sec) != 0 || !(sec >= 0.001 && sec <= 3600)) return -1;
+  *ms = (long)(sec * 1000 + 0.5);
+  return 0;
+}
+
 int lg_run_options(int argc, char **argv, run_opts_t *out, char ***targv) {
   memset(&out->own, 0, sizeof out->own);
   int rc = parse_run(argc, argv, out, targv);
@@ -135,7 +162,9 @@ static int parse_run(int argc, char **argv, run_opts_t *out, char ***targv) {
                   .mmap = 1,
                   .depth = LG_DEFAULT_DEPTH,
                   .top = 10,
-                  .import_sample = LG_IMPORT_SAMPLE_DEFAULT};
+                  .import_sample = LG_IMPORT_SAMPLE_DEFAULT,
+                  .lazy_bytes = LG_LAZY_DEFAULT_BYTES,
+                  .lazy_ms = LG_LAZY_DEFAULT_MS};
   static const struct option longopts[] = {{"output", required_argument, NULL, 'o'},
                                            {"interval", required_argument, NULL, 'i'},
                                            {"sample", required_argument, NULL, 's'},
@@ -159,6 +188,7 @@ static int parse_run(int argc, char **argv, run_opts_t *out, char ***targv) {
                                            {"format", required_argument, NULL, OPT_FORMAT},
                                            {"report", required_argument, NULL, OPT_REPORT},
                                            {"own", required_argument, NULL, OPT_OWN},
+                                           {"lazy", required_argument, NULL, OPT_LAZY},
                                            {NULL, 0, NULL, 0}};
   optind = 1;
   opterr = 0;
@@ -212,6 +242,12 @@ static int parse_run(int argc, char **argv, run_opts_t *out, char ***targv) {
     case OPT_NO_FOLLOW: o.follow = 0; break;
     case OPT_FAIL_ON_LEAK: o.fail_on_leak = 1; break;
     case OPT_NO_MMAP: o.mmap = 0; break;
+    case OPT_LAZY:
+      if (parse_lazy(optarg, &o.lazy_bytes, &o.lazy_ms) != 0) {
+        lgu_err("run: --lazy must be SIZE,SECONDS (e.g. 32M,0.1) or off, not '%s'", optarg);
+        return LG_EXIT_USAGE;
+      }
+      break;
     case OPT_GUARD: o.guard = 1; break;
     case OPT_GUARD_CONFIG:
       o.guard = 1;

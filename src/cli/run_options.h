@@ -19,6 +19,8 @@ typedef struct run_opts {
   int cuda_um; /* --cuda-um: CUPTI Unified Memory counters (docs/cuda.md) */
   const char *guard_config, *metrics;
   long explain_at_step;
+  uint64_t lazy_bytes;         /* --lazy: images but the first begin after these bytes */
+  long lazy_ms;                /* or these milliseconds; 0: every image recorded from its start */
   int steps_off;               /* --steps off: no step at optimizer.step() (docs/python.md) */
   int force;                   /* --force: replace an existing output file */
   const char *format, *report; /* --format, --report FILE: the final report (cli/final_report.h) */

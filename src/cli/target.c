@@ -155,6 +155,10 @@ int lg_target_env(const lg_target_env_t *e) {
   snprintf(num, sizeof num, "%d", (int)getpid());
   setenv(LG_ENV_CLI_PID, num, 1);
   setenv(LG_ENV_MMAP, e->mmap ? "1" : "0", 1);
+  char lazy[64] = "0";
+  if (e->lazy_bytes && e->lazy_ms > 0) snprintf(lazy, sizeof lazy, "%" PRIu64 ",%ld", e->lazy_bytes, e->lazy_ms);
+  setenv(LG_ENV_LAZY, lazy, 1);
+  setenv(LG_ENV_FIRST, "1", 1); /* the started image's alone: it turns it to 0 */
   if (e->cuda_um) setenv(LG_ENV_CUDA_UM, "1", 1);
   setenv(LG_ENV_DIR, e->dir, 1);
   setenv(LG_ENV_STEPS, e->steps_off ? "off" : "auto", 1);

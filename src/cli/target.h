@@ -21,7 +21,9 @@ typedef struct lg_target_env {
   uint64_t sample, import_sample;
   long depth, explain_at_step;
   int follow, mmap, cuda_um;
-  int steps_off; /* LG_ENV_STEPS=off */
+  int steps_off;       /* LG_ENV_STEPS=off */
+  uint64_t lazy_bytes; /* LG_ENV_LAZY (0 or lazy_ms 0: "0", none) */
+  long lazy_ms;
 } lg_target_env_t;
 /* Sets the environment the recorder reads in the program (core/region.h's LG_ENV_*),
  * LD_PRELOAD, and the Python variables. 0 or -ENOMEM. */

@@ -40,6 +40,7 @@ typedef struct lgc_proc {
   uint64_t last_changed_ns; /* last LGST_CHANGED snapshot */
   uint64_t last_tick_ns;    /* last point of the live site series */
   uint64_t exit_begin_ns;   /* when the process began to exit (lg_exiting), 0: not yet */
+  uint32_t lazy_said;       /* the lazy start's state last stored as a label (core/region.h LG_LAZY_*) */
   int python;               /* runs Python code (Python frames seen): live explains */
   double *explained;        /* per site group: its live bytes when last explained (0: never) */
   uint32_t nexplained;

@@ -294,6 +294,28 @@ static void retitle(lgc_collector_t *c, lgc_proc_t *p, uint64_t now) {
   if (lgc_db_ok(c)) lgc_db_write(c, lgst_proc(c->db, &p->m));
 }
 
+/* The lazy start (core/region.h LG_LAZY_*) as labels, each once: lazy=waiting for an
+ * image that records nothing yet (replaced when it begins), lazy=began with
+ * lazy_began_ns (the recorder's CLOCK_MONOTONIC, as the collector's) and
+ * lazy_before_bytes. The report folds an image that never began with the helpers and
+ * says when the others began. */
+static void store_lazy(lgc_collector_t *c, lgc_proc_t *p) {
+  const lg_region_hdr_t *h = p->m.hdr;
+  uint32_t st = atomic_load_explicit(&((lg_region_hdr_t *)h)->lazy, memory_order_acquire);
+  if (st == p->lazy_said || st > LG_LAZY_BEGAN || !lgc_db_ok(c)) return;
+  p->lazy_said = st;
+  if (st == LG_LAZY_WAITING) {
+    lgc_db_write(c, lgst_label(c->db, p->m.proc, "lazy", "waiting"));
+    return;
+  }
+  char v[32];
+  lgc_db_write(c, lgst_label(c->db, p->m.proc, "lazy", "began"));
+  snprintf(v, sizeof v, "%" PRIu64, h->lazy_began_ns);
+  lgc_db_write(c, lgst_label(c->db, p->m.proc, "lazy_began_ns", v));
+  snprintf(v, sizeof v, "%" PRIu64, h->lazy_before_bytes);
+  lgc_db_write(c, lgst_label(c->db, p->m.proc, "lazy_before_bytes", v));
+}
+
 void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
   int full = mode == LGST_ALL;
   lgm_proc_t *m = &p->m;
@@ -327,6 +349,7 @@ void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode) {
       lgc_db_write(c, lgst_label(c->db, m->proc, "exit_begin_ns", v));
     }
   }
+  store_lazy(c, p);
   /* every snapshot (step markers too) is a point of the live site series */
   lgc_sites_tick(&p->sites, (double)(now - m->start_ns) / 1e9, (double)atomic_load(&m->hdr->steps), m->sites,
                  m->nsites);

@@ -34,7 +34,7 @@
 
 #define LG_REGION_MAGIC 0x4e4f494745524c47ULL /* "GLREGION" little endian */
 #define LG_REGION_VERSION                                                                                              \
-  9 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
+  10 /* 2: CUDA (device byte of stack records, cuda_* at the end of the header);
                              3: reaped-children ring (its own section, reaped_off);
                              4: held (the program held by leakguard's own work);
                              5: torch.cuda's allocated/reserved bytes per device;
@@ -42,7 +42,8 @@
                              7: freed blocks by age per site (lg_site_ctr.freed_age);
                              8: ... and by age in steps (freed_step_age, stepmap_off);
                              9: the device record and its gauges vendor-neutral (gpu_*,
-                                lg_gpu_dev_t, gpu_vendor), CUDA the first vendor */
+                                lg_gpu_dev_t, gpu_vendor), CUDA the first vendor;
+                            10: lazy start (lazy, lazy_began_ns, lazy_before_bytes) */
 
 #define LG_MAX_DEPTH 256
 #define LG_DEFAULT_DEPTH 64
@@ -66,6 +67,15 @@
 /* Process state (hdr.state), written by the recorder. LG_PS_EXECED is set by the exec
  * hooks just before the real exec (and undone if it fails). */
 enum { LG_PS_RUNNING = 1, LG_PS_EXITING = 2, LG_PS_EXECED = 3 };
+
+/* Lazy start (hdr.lazy, docs/design.md "Lazy start"): a process image other than the started
+ * process's first one says hello with an empty region and records nothing, no stack,
+ * no counter, until it has lived LEAKGUARD_LAZY's time or allocated its bytes; a
+ * wrapper's helpers (a pyenv shim's bash and readlink, a `bash -c` launcher) mostly end
+ * before. LG_LAZY_OFF: recorded from its start; LG_LAZY_WAITING: nothing recorded yet;
+ * LG_LAZY_BEGAN: recording began at lazy_began_ns, after about lazy_before_bytes were
+ * allocated unrecorded. */
+enum { LG_LAZY_OFF = 0, LG_LAZY_WAITING = 1, LG_LAZY_BEGAN = 2 };
 
 /* Per-site counters of one shard; 256 bytes, four cache lines. Signed: a block freed
  * by another thread than the one that allocated it makes a shard go negative. */
@@ -281,6 +291,12 @@ typedef struct lg_region_hdr {
    * block header's birth step modulo 4096 makes it exact (recorder.h lgi_step_age,
    * docs/lifetimes.md). Its own section. */
   uint64_t stepmap_off;
+  /* version 10: lazy start (LG_LAZY_*, above), written by the recorder: lazy_began_ns
+   * and lazy_before_bytes before lazy turns LG_LAZY_BEGAN (release). */
+  _Atomic uint32_t lazy;
+  uint32_t lazy_pad;
+  uint64_t lazy_began_ns;     /* CLOCK_MONOTONIC when recording began */
+  uint64_t lazy_before_bytes; /* bytes requested before it (counted in chunks of LGI_LAZY_CHUNK) */
 } lg_region_hdr_t;
 
 /* The one symbol libleakguard.so exports for leakguard's other libraries (the isolate
@@ -334,7 +350,7 @@ static inline const lg_site_ctr_t *lg_shard_chunk(const lg_region_hdr_t *h, cons
  * to a collector or guard of another): any change below must bump LG_REGION_VERSION.
  * These asserts make a change visible at build time; update them with the version
  * (the first fails until they are). */
-_Static_assert(LG_REGION_VERSION == 9, "the layout asserts below are version 9's: check them for the new version");
+_Static_assert(LG_REGION_VERSION == 10, "the layout asserts below are version 10's: check them for the new version");
 _Static_assert(sizeof(lg_site_ctr_t) == 256, "lg_site_ctr_t: four cache lines");
 _Static_assert(sizeof(lg_stack_rec_t) == 16, "lg_stack_rec_t layout");
 _Static_assert(sizeof(lg_module_rec_t) == 264, "lg_module_rec_t layout");
@@ -345,8 +361,8 @@ _Static_assert(sizeof(lg_cuda_um_t) == 48, "lg_cuda_um_t layout");
 _Static_assert(sizeof(lg_gpu_dev_t) == 104, "lg_gpu_dev_t layout");
 _Static_assert(sizeof(lg_reaped_t) == 16, "lg_reaped_t layout");
 _Static_assert(sizeof(lg_index_slot_t) == 16, "lg_index_slot_t layout");
-_Static_assert(sizeof(lg_region_hdr_t) == 4056 && sizeof(lg_region_hdr_t) <= 4096,
-               "lg_region_hdr_t: v9 layout (v8's, renamed), within the first page");
+_Static_assert(sizeof(lg_region_hdr_t) == 4080 && sizeof(lg_region_hdr_t) <= 4096,
+               "lg_region_hdr_t: v10 layout (v9's and the lazy start), within the first page");
 _Static_assert(__builtin_offsetof(lg_region_hdr_t, epoch) == 56 &&
                    __builtin_offsetof(lg_region_hdr_t, index_off) == 136 &&
                    __builtin_offsetof(lg_region_hdr_t, gpu_flags) == 264 &&
@@ -391,7 +407,15 @@ _Static_assert(sizeof(lg_hello_t) == 288, "lg_hello_t layout");
  * every image it execs (a wrapper chain: env, a pyenv shim, bash -c), not what that
  * child forks or spawns */
 #define LG_ENV_CLI_PID "LEAKGUARD_CLI_PID"
-#define LG_ENV_MMAP "LEAKGUARD_MMAP"       /* "0": do not record anonymous mmap */
+#define LG_ENV_MMAP "LEAKGUARD_MMAP" /* "0": do not record anonymous mmap */
+/* Lazy start (LG_LAZY_*): "BYTES,MS", or "0" to record every image from its start */
+#define LG_ENV_LAZY "LEAKGUARD_LAZY"
+#define LG_LAZY_DEFAULT_BYTES (32ull << 20)
+#define LG_LAZY_DEFAULT_MS 100
+/* "1" for the started process's first image, recorded from its start whatever
+ * LEAKGUARD_LAZY says: that image turns it to "0" in its environment, so the images it
+ * execs and the children it makes start lazily */
+#define LG_ENV_FIRST "LEAKGUARD_FIRST"
 #define LG_ENV_CUDA_UM "LEAKGUARD_CUDA_UM" /* "1": CUPTI Unified Memory counters */
 #define LG_ENV_CUPTI "LEAKGUARD_CUPTI"     /* path of libcupti (default: the toolkit's) */
 /* Settings read by the Python module (src/python) and python/sitecustomize.py (which

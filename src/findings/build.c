@@ -113,6 +113,11 @@ static int load_runs(sqlite3 *db, lgr_report_t *r) {
         else if (!strcmp(k, "world_size")) r->runs[i].world_size = atoi((const char *)v);
         else if (!strcmp(k, "attached_at")) r->runs[i].attached = 1; /* merged from an attach (merge.c) */
         else if (!strcmp(k, "source") && !r->runs[i].source) r->runs[i].source = lgr_dupstr(v);
+        else if (!strcmp(k, "lazy"))
+          r->runs[i].lazy = !strcmp((const char *)v, "began") ? LGR_LAZY_BEGAN : LGR_LAZY_WAITING;
+        else if (!strcmp(k, "lazy_began_ns"))
+          r->runs[i].lazy_began_s = ((double)strtoll((const char *)v, NULL, 10) - (double)r->runs[i].start_ns) / 1e9;
+        else if (!strcmp(k, "lazy_before_bytes")) r->runs[i].lazy_before_bytes = strtoull((const char *)v, NULL, 10);
         else if (!strcmp(k, "exit_begin_ns"))
           r->runs[i].exit_begin_s = ((double)strtoll((const char *)v, NULL, 10) - (double)r->runs[i].start_ns) / 1e9;
       }
@@ -230,7 +235,7 @@ static int cmp_genrow(const void *a, const void *b) {
 /* Short-lived helpers (issue #35): a wrapper's processes (a pyenv shim's bash, readlink
  * and env; conda's activation; a `bash -c` launcher) are folded into one line, and the
  * report is named after the process that did the work. A helper lived under
- * LGR_HELPER_S, has no growing site, no GPU memory, no rank, no note and no gap, was not
+ * LGR_HELPER_S (or never began to record: its lazy start), has no growing site, no GPU memory, no rank, no note and no gap, was not
  * killed by a signal and is not the main run (the largest peak; the longest-lived on a
  * tie). Folded only when there are at least LGR_HELPER_MIN of them. */
 #define LGR_HELPER_S 1.0
@@ -243,9 +248,12 @@ static int sites_in(const lgr_site_t *v, int n, int proc) {
 }
 
 static int is_helper(const lgr_report_t *r, const lgr_run_t *u) {
-  if (!(u->duration_s < LGR_HELPER_S) || u->leaking || u->has_signal || u->rank >= 0 || u->notes || u->dropped)
+  /* never began to record (lazy start): under 32 KiB allocated after its first 0.1 s
+   * (the defaults), however long it waited (a launcher's bash waiting for the work) */
+  int idle = u->lazy == LGR_LAZY_WAITING;
+  if (!(u->duration_s < LGR_HELPER_S || idle) || u->leaking || u->has_signal || u->rank >= 0 || u->notes || u->dropped)
     return 0;
-  if (!strcmp(u->end_reason, "running") || !isnan(u->gap_from_s)) return 0;
+  if ((!idle && !strcmp(u->end_reason, "running")) || !isnan(u->gap_from_s)) return 0;
   if (sites_in(r->suspects, r->nsuspects, u->proc) || sites_in(r->minor, r->nminor, u->proc)) return 0;
   for (int i = 0; i < r->ngpus; i++)
     if (r->gpus[i].proc == u->proc) return 0;
@@ -298,6 +306,9 @@ static int build(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, char *why
   lgr_site_t *others = NULL;
   int nothers = 0;
   for (int i = 0; i < r->nruns; i++) {
+    /* an image that never began to record (its lazy start) has no sample to read: a
+     * wrapper's 80 helpers were most of a short run's report */
+    if (r->runs[i].lazy == LGR_LAZY_WAITING) continue;
     if (lgr_analyse_proc(db, &r->runs[i], o, r, &others, &nothers, &ocap) != 0) {
       snprintf(why, whylen, "cannot read snapshots: %s", lgr_failure_why()[0] ? lgr_failure_why() : sqlite3_errmsg(db));
       for (int k = 0; k < nothers; k++) lgr_site_free(&others[k]);

@@ -240,7 +240,15 @@ typedef struct lgr_run {
   char *source;                /* merged: the database it came from (its source label), else NULL */
   double gap_from_s, gap_to_s; /* the longest stretch without snapshots, when it is one (NaN: none) */
   int helper;                  /* a short-lived helper, folded into one line (build.c, fold_helpers) */
+  /* Lazy start (the recorder's, from the labels lazy, lazy_began_ns, lazy_before_bytes):
+   * LGR_LAZY_WAITING, the image never began to record (nothing of it is recorded);
+   * LGR_LAZY_BEGAN, it began at lazy_began_s (since start) after lazy_before_bytes
+   * allocated unrecorded; 0, recorded from its start. */
+  int lazy;
+  double lazy_began_s;
+  uint64_t lazy_before_bytes;
 } lgr_run_t;
+enum { LGR_LAZY_WAITING = 1, LGR_LAZY_BEGAN = 2 };
 
 /* CUPTI's Unified Memory counters of one managed allocation site (--cuda-um). */
 typedef struct lgr_um {

@@ -208,7 +208,7 @@ static void print_runs_html(FILE *f, const lgr_report_t *r) {
   fputs("</tbody></table>\n", f);
   if (r->nhelpers) { /* the short-lived helpers (lgr_run_t.helper), folded */
     fprintf(f,
-            "<details><summary>%d short-lived helper processes (each under 1 s, nothing growing)</summary><table>"
+            "<details><summary>%d short-lived or idle helper processes (nothing growing)</summary><table>"
             "<thead><tr><th>pid</th><th>command</th><th>end</th><th>duration</th><th>peak</th></tr></thead><tbody>\n",
             r->nhelpers);
     for (int i = 0; i < r->nruns; i++) {

@@ -384,6 +384,12 @@ int lgo_render_json(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
     JCHK(cJSON_AddStringToObject(j, "started_by", u->attached ? "attach" : u->kind));
     JCHK(cJSON_AddStringToObject(j, "end", u->end_reason));
     JCHK(cJSON_AddBoolToObject(j, "helper", u->helper));
+    if (u->lazy == LGR_LAZY_WAITING) JCHK(cJSON_AddStringToObject(j, "lazy", "waiting"));
+    if (u->lazy == LGR_LAZY_BEGAN) {
+      JCHK(cJSON_AddStringToObject(j, "lazy", "began"));
+      JCHK(cJSON_AddNumberToObject(j, "lazy_began_s", u->lazy_began_s));
+      JCHK(cJSON_AddNumberToObject(j, "lazy_before_bytes", (double)u->lazy_before_bytes));
+    }
     if (u->has_exit) JCHK(cJSON_AddNumberToObject(j, "exit_status", u->exit_status));
     else JCHK(cJSON_AddNullToObject(j, "exit_status"));
     if (u->has_signal) JCHK(cJSON_AddNumberToObject(j, "signal", u->signal));

@@ -102,7 +102,7 @@ static void print_helpers(FILE *f, const lgr_report_t *r) {
       v[j] = v[j - 1];
       v[j - 1] = t;
     }
-  fprintf(f, "  %d short-lived helper processes (each under 1 s, nothing growing):", r->nhelpers);
+  fprintf(f, "  %d short-lived or idle helper processes (nothing growing):", r->nhelpers);
   int shown = nv < 6 ? nv : 6;
   for (int i = 0; i < shown; i++) fprintf(f, "%s %s %d", i ? "," : "", v[i].name, v[i].n);
   int rest = other;
@@ -382,6 +382,10 @@ int lgo_render_text(FILE *f, const lgr_report_t *r, const lgo_render_opts_t *o) 
     if (u->steps) fprintf(f, ", %llu steps", (unsigned long long)u->steps);
     if (u->sample_bytes) fprintf(f, ", sampled every %s", lgu_fmt_bytes(b3, sizeof b3, (double)u->sample_bytes));
     if (u->dropped) fprintf(f, ", %llu records DROPPED", (unsigned long long)u->dropped);
+    if (u->lazy == LGR_LAZY_WAITING) fprintf(f, "; nothing recorded (it never passed its lazy start: --lazy)");
+    else if (u->lazy == LGR_LAZY_BEGAN)
+      fprintf(f, "; recorded from %.2fs on (lazy start; %s allocated before it, not attributed)", u->lazy_began_s,
+              lgu_fmt_bytes(b3, sizeof b3, (double)u->lazy_before_bytes));
     if (u->pattern >= 0 && u->pattern_from_s > 0)
       fprintf(f, "; memory curve from %.1fs on: %s", u->pattern_from_s, lg_pattern_name((lg_pattern_t)u->pattern));
     else if (u->pattern >= 0)
