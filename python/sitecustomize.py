@@ -127,6 +127,9 @@ def _leakguard_auto_steps(lg):
             return spec
 
     sys.meta_path.insert(0, OptimizerFinder)
+    loaded = sys.modules.get("torch.optim.optimizer")  # a lazy start's set-up comes late
+    if loaded is not None:
+        patch(loaded)
 
 
 def _leakguard_wrap_pymalloc():
@@ -220,6 +223,40 @@ def _leakguard_watch(lg, d):
         os.register_at_fork(after_in_child=after_fork)
 
 
+def _leakguard_lazy_s():
+    """The lazy start's seconds when this image starts lazily, else 0 (docs/design.md
+    "Lazy start"): every image but the started command's first one, whose exec turned
+    LEAKGUARD_FIRST to 0, unless `--lazy off`."""
+    if not os.environ.get("LEAKGUARD_DIR") or os.environ.get("LEAKGUARD_FIRST") != "0":
+        return 0
+    ms = os.environ.get("LEAKGUARD_LAZY", "0").partition(",")[2]
+    return int(ms) / 1000.0 if ms.isdigit() else 0
+
+
+def _leakguard_defer(after, setup):
+    """A lazily started interpreter (an exec'd `python3`, a wrapper's helper): the
+    module waits as the recorder does, until the program has run `after` seconds, looked
+    at each time the garbage collector finishes (an allocating program runs it every few
+    hundred new container objects). One that ends before never imports the module (~6 ms
+    and a native thread of every short `python3 -c` a wrapper runs); one that lives on
+    gets it all: pymalloc wrapped, holders at exit, the watcher, the steps."""
+    import gc
+    import time
+
+    t0 = time.monotonic()
+
+    def ready(phase, info):
+        if phase != "stop" or time.monotonic() - t0 < after:
+            return
+        try:
+            gc.callbacks.remove(ready)
+        except ValueError:
+            return
+        setup()
+
+    gc.callbacks.append(ready)
+
+
 def _chain_next_sitecustomize():
     here = os.path.dirname(os.path.realpath(__file__))
     rest = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
@@ -243,6 +280,9 @@ def _chain_next_sitecustomize():
 
 
 if __name__ == "sitecustomize":  # not when `leakguard attach` loads it as _leakguard_site
-    _leakguard_setup()
+    if _leakguard_lazy_s():
+        _leakguard_defer(_leakguard_lazy_s(), _leakguard_setup)
+    else:
+        _leakguard_setup()
     _chain_next_sitecustomize()
-    del _leakguard_setup, _chain_next_sitecustomize
+    del _leakguard_setup, _chain_next_sitecustomize, _leakguard_defer, _leakguard_lazy_s

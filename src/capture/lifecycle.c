@@ -223,21 +223,13 @@ static void check_first_malloc(void) {
  * lived LEAKGUARD_LAZY's milliseconds or allocated its bytes (thread.c lazy_due); what
  * it allocated before is not attributed (the report says how much). */
 
-/* 1 for the started process's first image (LEAKGUARD_FIRST=1 from `leakguard run`),
- * which turns the value to "0" in place in its environment: the images it execs and
- * its children inherit "0". In a constructor or the first hook, before main, so
- * before the program copies its environment (bash's variables, os.environ). */
+/* 1 for the started process's first image (LEAKGUARD_FIRST=1 from `leakguard run`):
+ * every exec passes the image it starts the mark turned to 0 (procs.c), so the images
+ * it execs, and those its children exec, start lazily. Its forked children share its
+ * recording (a copy of its region) and keep the mark for their own execs to turn. */
 static int first_image(void) {
-  extern char **environ;
-  static const char key[] = LG_ENV_FIRST "=";
-  for (char **e = environ; e && *e; e++) {
-    if (strncmp(*e, key, sizeof key - 1) != 0) continue;
-    char *v = *e + sizeof key - 1;
-    if (v[0] != '1') return 0;
-    v[0] = '0';
-    return 1;
-  }
-  return 0;
+  const char *v = secure_getenv(LG_ENV_FIRST);
+  return v && v[0] == '1' && !v[1];
 }
 
 /* LEAKGUARD_LAZY: "BYTES,MS" (either 0, or "0": no lazy start); absent: none. 1 when

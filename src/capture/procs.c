@@ -86,6 +86,28 @@ static void exec_failed(uint32_t old) {
   if (old) atomic_store(&lgi_g.hdr->state, old);
 }
 
+/* The lazy start (docs/design.md "Lazy start"): LEAKGUARD_FIRST=1 marks the started
+ * command's first image, the only one recorded from its start. An exec passes the new
+ * image an environment with it turned to 0 (the program's own strings, in a copy of the
+ * pointer array on this stack: no allocation, and a vfork child's exec leaves nothing
+ * in its parent). Its Python layer (python/sitecustomize.py) reads the same mark. The
+ * number of entries whose copy goes on the stack; a larger environment passes as it
+ * is. */
+#define LGI_ENV_ON_STACK 1024
+static char first_off[] = LG_ENV_FIRST "=0";
+
+/* The index of LEAKGUARD_FIRST=1 in envp and its entries (without the NULL) in *n; -1
+ * when it has none (or too many entries to copy). */
+static long first_at(char *const *envp, size_t *n) {
+  static const char key[] = LG_ENV_FIRST "=1";
+  long at = -1;
+  size_t i = 0;
+  for (; envp && envp[i]; i++)
+    if (at < 0 && !strcmp(envp[i], key)) at = (long)i;
+  *n = i;
+  return i < LGI_ENV_ON_STACK ? at : -1;
+}
+
 #define EXEC_CALL(name, ...)                                                                                           \
   do {                                                                                                                 \
     if (!RESOLVE(name)) {                                                                                              \
@@ -100,13 +122,47 @@ static void exec_failed(uint32_t old) {
     return rc_;                                                                                                        \
   } while (0)
 
-LG_API int execve(const char *path, char *const argv[], char *const envp[]) { EXEC_CALL(execve, path, argv, envp); }
-LG_API int execv(const char *path, char *const argv[]) { EXEC_CALL(execv, path, argv); }
-LG_API int execvp(const char *file, char *const argv[]) { EXEC_CALL(execvp, file, argv); }
-LG_API int execvpe(const char *file, char *const argv[], char *const envp[]) { EXEC_CALL(execvpe, file, argv, envp); }
-LG_API int fexecve(int fd, char *const argv[], char *const envp[]) { EXEC_CALL(fexecve, fd, argv, envp); }
+/* envp with the mark turned off, as env_ (a VLA of the caller's): the exec's
+ * environment. */
+#define EXEC_ENV(envp)                                                                                                 \
+  size_t n_;                                                                                                           \
+  long at_ = first_at(envp, &n_);                                                                                      \
+  char *env_[at_ >= 0 ? n_ + 1 : 1];                                                                                   \
+  char *const *envx_ = envp;                                                                                           \
+  if (at_ >= 0) {                                                                                                      \
+    memcpy(env_, envp, (n_ + 1) * sizeof *env_);                                                                       \
+    env_[at_] = first_off;                                                                                             \
+    envx_ = env_;                                                                                                      \
+  }
+
+LG_API int execve(const char *path, char *const argv[], char *const envp[]) {
+  EXEC_ENV(envp);
+  EXEC_CALL(execve, path, argv, envx_);
+}
+LG_API int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  EXEC_ENV(envp);
+  EXEC_CALL(execvpe, file, argv, envx_);
+}
+LG_API int fexecve(int fd, char *const argv[], char *const envp[]) {
+  EXEC_ENV(envp);
+  EXEC_CALL(fexecve, fd, argv, envx_);
+}
 LG_API int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
-  EXEC_CALL(execveat, dirfd, path, argv, envp, flags);
+  EXEC_ENV(envp);
+  EXEC_CALL(execveat, dirfd, path, argv, envx_, flags);
+}
+/* execv and execvp pass environ: with the mark in it, as execve and execvpe. */
+LG_API int execv(const char *path, char *const argv[]) {
+  extern char **environ;
+  EXEC_ENV(environ);
+  if (at_ >= 0) EXEC_CALL(execve, path, argv, envx_);
+  EXEC_CALL(execv, path, argv);
+}
+LG_API int execvp(const char *file, char *const argv[]) {
+  extern char **environ;
+  EXEC_ENV(environ);
+  if (at_ >= 0) EXEC_CALL(execvpe, file, argv, envx_);
+  EXEC_CALL(execvp, file, argv);
 }
 
 /* The execl family passes its arguments as varargs, which cannot be forwarded:
