@@ -261,9 +261,8 @@ static void lazy_wait(void) {
 }
 
 /* The lazy start's end (lgi_g.process_begin, from a hook's slow path through thread.c):
- * stack capture set up, the region told when and after how many bytes, then the
- * recording on. One thread does it; another that asks meanwhile goes on unrecorded
- * until its next look. */
+ * stack capture set up, the region opened and told when and after how many bytes, then the recording on. One thread
+ * does it; another that asks meanwhile goes on unrecorded until its next look. */
 static _Atomic int begin_state; /* 0 waiting, 1 beginning, 2 begun */
 static int lazy_begin(void) {
   int z = 0;
@@ -271,6 +270,7 @@ static int lazy_begin(void) {
   lgi_tls.guard++;
   setup_capture();
   lg_region_hdr_t *h = lgi_g.hdr;
+  lgi_region_open(h);
   h->lazy_began_ns = lgi_now_ns();
   h->lazy_before_bytes = atomic_load_explicit(&lgi_g.lazy_count, memory_order_relaxed);
   atomic_store_explicit(&h->lazy, LG_LAZY_BEGAN, memory_order_release);
@@ -281,10 +281,11 @@ static int lazy_begin(void) {
   return 1;
 }
 
-/* The child of a waiting image: a region of its own, empty, and its own hello; it
- * waits again from the fork. The parent's region, descriptor and connection are let
- * go (each only while still ours: the program may have reused the number). Not
- * following children: it runs on unrecorded. */
+/* The child of a waiting image: a region of its own, empty, and its own hello (a
+ * forked worker that dies at once is still seen, with its exit status); it waits again
+ * from the fork. The parent's region, descriptor and connection are let go (each only
+ * while still ours: the program may have reused the number). Not following children:
+ * it runs on unrecorded. */
 static void lazy_fork_child(void) {
   lg_region_hdr_t *old = lgi_g.hdr;
   if (lgi_fd_is(lgi_g.conn, lgi_g.conn_dev, lgi_g.conn_ino)) syscall(SYS_close, lgi_g.conn);
@@ -298,8 +299,7 @@ static void lazy_fork_child(void) {
     drop_preload_env();
     return;
   }
-  if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, lgi_g.rflags) != 0) return;
-  atomic_store(&lgi_g.hdr->lazy, LG_LAZY_WAITING);
+  if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, lgi_g.rflags, 1) != 0) return;
   if (lgi_send_hello(LG_HELLO_FORK) < 0) {
     lgi_g.hdr = NULL; /* unrecorded: the mapping stays, unused */
     return;
@@ -340,8 +340,7 @@ static int do_init(void) {
     memcpy(lgi_g.sock_path, sock, strlen(sock) + 1);
     /* A lazy image sets up stack capture when its recording begins (lazy_begin) */
     if (!lazy) setup_capture();
-    if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, flags) == 0) {
-      if (lazy) atomic_store(&lgi_g.hdr->lazy, LG_LAZY_WAITING);
+    if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, flags, lazy) == 0) {
       if (lgi_send_hello(LG_HELLO_START) >= 0) {
         lgi_thread_key_create();
         pthread_atfork(lgi_atfork_prepare, lgi_atfork_parent, lgi_atfork_child);

@@ -125,7 +125,8 @@ typedef struct lgi_global {
   int lazy;
   uint64_t lazy_bytes, lazy_ns, lazy_t0;
   _Atomic uint64_t lazy_count;
-  uint32_t rflags; /* the region's flags (LG_RF_*), for a lazy fork child's own region */
+  uint32_t rflags;      /* the region's flags (LG_RF_*), for a lazy fork child's own region */
+  uint64_t region_dirs; /* the offset of the shards' chunk directories (lgi_region_open) */
   uint32_t depth;
   uint64_t sample_bytes;
   uint64_t import_sample; /* full mode: bytes per sample under a Python import (0: none) */
@@ -166,7 +167,10 @@ LGI_HIDDEN void lgi_fd_identity(int fd, uint64_t *dev, uint64_t *ino);
 LGI_HIDDEN int lgi_send_hello(unsigned kind);
 
 /* Creates and maps a region sized for `depth`-frame stacks; returns 0 or -errno. */
-LGI_HIDDEN int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags);
+LGI_HIDDEN int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags, int lazy);
+/* Opens a region made lazily (lgi_region_create's lazy) for recording: stack records
+ * and counter shards. */
+LGI_HIDDEN void lgi_region_open(lg_region_hdr_t *h);
 /* fork. Before it, in the parent with the region lock held: copies the region into a
  * new memfd (lgi_g.fork_fd), the child's. After it, in the parent: closes that memfd.
  * In the child: maps it at the region's address in place of the inherited shared

@@ -83,7 +83,21 @@ static uint64_t layout(lg_region_hdr_t *h, uint32_t stacks_cap, uint32_t depth, 
   return dirs;
 }
 
-int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags) {
+/* The stack records and the counter shards opened: the overflow site, each shard's
+ * chunk directory, shard 0. Two pages of the region written: a lazy image does it when
+ * its recording begins (a helper that never does touches only the header's page). */
+void lgi_region_open(lg_region_hdr_t *h) {
+  lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, lg_shard_desc_t *);
+  uint32_t nchunks = h->stacks_cap / LG_SITES_PER_CHUNK;
+  for (uint32_t i = 0; i < h->shards_cap; i++) {
+    sd[i].nchunks_cap = nchunks;
+    sd[i].chunk_dir = lgi_g.region_dirs + (uint64_t)i * nchunks * sizeof(uint64_t);
+  }
+  atomic_store(&h->nstacks, 2); /* 0: none, 1: overflow site (its record: zeros, depth 0) */
+  atomic_store(&h->nshards, 1); /* shard 0: shared, atomic */
+}
+
+int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags, int lazy) {
   int fd = (int)syscall(SYS_memfd_create, LG_REGION_MEMFD, MFD_CLOEXEC);
   if (fd < 0) return -errno;
   /* Sparse: only touched pages use memory. Shrink if the address space is limited. */
@@ -107,16 +121,9 @@ int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags) {
     h->sample_bytes = sample_bytes;
     h->start_ns = lgi_now_ns();
     atomic_store(&h->state, LG_PS_RUNNING);
-    atomic_store(&h->nstacks, 2); /* 0: none, 1: overflow site */
-    lg_stack_rec_t *recs = LG_PTR(h, h->stacks_off, lg_stack_rec_t *);
-    recs[1].depth = 0;
-    lg_shard_desc_t *sd = LG_PTR(h, h->shards_off, lg_shard_desc_t *);
-    uint32_t nchunks = h->stacks_cap / LG_SITES_PER_CHUNK;
-    for (uint32_t i = 0; i < h->shards_cap; i++) {
-      sd[i].nchunks_cap = nchunks;
-      sd[i].chunk_dir = dirs + (uint64_t)i * nchunks * sizeof(uint64_t);
-    }
-    atomic_store(&h->nshards, 1); /* shard 0: shared, atomic */
+    lgi_g.region_dirs = dirs;
+    if (!lazy) lgi_region_open(h);
+    else atomic_store(&h->lazy, LG_LAZY_WAITING);
     lgi_g.hdr = h;
     lgi_g.fd = fd;
     lgi_fd_identity(fd, &lgi_g.fd_dev, &lgi_g.fd_ino);

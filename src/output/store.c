@@ -39,6 +39,9 @@ struct lgst {
 static const char *SCHEMA =
     "PRAGMA journal_mode=WAL;"
     "PRAGMA synchronous=NORMAL;"
+    /* one transaction: each statement on its own was one (a header and a page written,
+     * the WAL's locks taken) at every start of `leakguard run` */
+    "BEGIN;"
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
     "CREATE TABLE processes(proc INTEGER PRIMARY KEY, pid INTEGER, ppid INTEGER,"
     " parent_proc INTEGER, host TEXT, rank INTEGER, kind TEXT, command TEXT, exe TEXT,"
@@ -82,7 +85,8 @@ static const char *SCHEMA =
     /* the same by age in steps (bucket 0: freed in the step it was born in), for a
      * process that marked steps; the frees before its first step are not in it */
     "CREATE TABLE step_lifetimes(proc INTEGER, stack INTEGER, bucket INTEGER, blocks INTEGER,"
-    " PRIMARY KEY(proc, stack, bucket)) WITHOUT ROWID;";
+    " PRIMARY KEY(proc, stack, bucket)) WITHOUT ROWID;"
+    "COMMIT;";
 
 void *lgst_db(lgst_t *s) { return s->db; }
 

@@ -370,6 +370,8 @@ PyMODINIT_FUNC PyInit_leakguard(void) {
       /* the contract with the collector (core/region.h), for python/sitecustomize.py */
       PyModule_AddStringConstant(m, "ENV_DIR", LG_ENV_DIR) < 0 ||
       PyModule_AddStringConstant(m, "ENV_STEPS", LG_ENV_STEPS) < 0 ||
+      PyModule_AddStringConstant(m, "ENV_FIRST", LG_ENV_FIRST) < 0 ||
+      PyModule_AddStringConstant(m, "ENV_LAZY", LG_ENV_LAZY) < 0 ||
       PyModule_AddStringConstant(m, "FILE_EXPLAIN", LG_FILE_EXPLAIN) < 0 ||
       PyModule_AddStringConstant(m, "FILE_LABELS", LG_FILE_LABELS) < 0 ||
       PyModule_AddStringConstant(m, "FILE_LABELS_TMP", LG_FILE_LABELS_TMP) < 0) {

@@ -301,15 +301,18 @@ def check_python_suspect(c):
 
 def check_contract_names(c):
     """The names of the contract with the collector (core/region.h) come from the module;
-    sitecustomize.py has one literal, the variable it reads before importing it."""
+    sitecustomize.py has literals only for the variables it reads before importing it
+    (or instead: an image that starts lazily, docs/design.md "Lazy start"), each the
+    module's own."""
     r = run([c.py, "-c", "import leakguard as lg; print(lg.ENV_DIR, lg.FILE_EXPLAIN, lg.FILE_LABELS, "
-                         "lg.FILE_LABELS_TMP)"], c.base, c.tmp)
+                         "lg.FILE_LABELS_TMP, lg.ENV_FIRST, lg.ENV_LAZY)"], c.base, c.tmp)
     names = r.stdout.split()
     with open(os.path.join(c.pydir, "sitecustomize.py")) as f:
         site = f.read()
     literals = re.findall(r"[\"'](LEAKGUARD_\w*|[.\w-]*%d[.\w%-]*)[\"']", site)
-    check(names == ["LEAKGUARD_DIR", "explain-%d.json", "labels-%d.json", ".labels-%d.tmp"] and
-          literals == [names[0]], "the module exports region.h's names; sitecustomize.py uses them",
+    check(names == ["LEAKGUARD_DIR", "explain-%d.json", "labels-%d.json", ".labels-%d.tmp", "LEAKGUARD_FIRST",
+                    "LEAKGUARD_LAZY"] and set(literals) == {names[0], names[4], names[5]},
+          "the module exports region.h's names; sitecustomize.py uses them",
           module=names, literals_in_sitecustomize=literals, stderr=r.stderr)
 
 

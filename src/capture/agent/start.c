@@ -250,7 +250,7 @@ LG_API uintptr_t lg_agent_start(const char *cfg) {
   }
   lgi_unwind_init();
   lgi_python_detect();
-  if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, cfg_num(cfg, "mmap=", 1) ? LG_RF_MMAP : 0) != 0) {
+  if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, cfg_num(cfg, "mmap=", 1) ? LG_RF_MMAP : 0, 0) != 0) {
     rc = 3;
     goto out;
   }
