@@ -6,10 +6,13 @@ to bare measured in the same run. Not a test.
   python3 bench/wrappers.py [--reps 5] [--modes bare,full,sampled] [--lg NAME=BUILD ...]
 
 Commands: `python3 -c pass` through a pyenv shim (skipped without pyenv), the same
-through /usr/bin/python3 directly, a bash loop starting 30 `bash -c :`, and 30
-subshells `( : )`. Modes: bare, full, sampled (`-s 512K`); `full@NAME` uses the
-leakguard of another build (--lg NAME=path/to/build). Each recorded run writes a fresh
-database in a temporary directory.
+through /usr/bin/python3 directly and through `bash -c`, a bash loop starting 30 `bash
+-c :`, and 30 subshells `( : )`. Modes: bare, full, sampled (`-s 512K`), lazyoff (full
+with `--lazy off`: every image recorded from its start), preload (no recording at all:
+libleakguard.so preloaded with no collector to reach, the floor of any recording that
+preloads it); `MODE@NAME` uses the leakguard of another build (--lg
+NAME=path/to/build). Each recorded run writes a fresh database in a temporary
+directory.
 """
 import argparse
 import os
@@ -29,6 +32,7 @@ def commands():
     if os.path.exists(shim):
         cmds.append(("pyenv shim: python3 -c pass", [shim, "-c", "pass"]))
     cmds.append(("/usr/bin/python3 -c pass", ["/usr/bin/python3", "-c", "pass"]))
+    cmds.append(("bash -c '/usr/bin/python3 -c pass'", ["bash", "-c", "/usr/bin/python3 -c pass"]))
     cmds.append(("bash: 30 x bash -c :", ["bash", "-c", "for i in $(seq 30); do bash -c :; done"]))
     cmds.append(("bash: 30 subshells ( : )", ["bash", "-c", "for i in $(seq 30); do ( : ); done"]))
     return cmds
@@ -36,15 +40,20 @@ def commands():
 
 def run_once(mode, builds, tmp, argv, n):
     pre = []
-    if mode != "bare":
-        kind, _, name = mode.partition("@")
+    env = None
+    kind, _, name = mode.partition("@")
+    if kind == "preload":
+        env = dict(os.environ, LD_PRELOAD=os.path.join(builds[name or "this"], "lib", "libleakguard.so"))
+    elif mode != "bare":
         lg = os.path.join(builds[name or "this"], "bin", "leakguard")
         pre = [lg, "run", "-q", "-o", os.path.join(tmp, "r%d.db" % n)]
         if kind == "sampled":
             pre += ["-s", "512K"]
+        if kind == "lazyoff":
+            pre += ["--lazy", "off"]
         pre += ["--"]
     t0 = time.monotonic()
-    r = subprocess.run(pre + argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    r = subprocess.run(pre + argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     dt = time.monotonic() - t0
     if r.returncode != 0:
         sys.exit("wrappers.py: %s failed (%d): %s" % (" ".join(pre + argv), r.returncode, r.stderr.strip()[-300:]))
