@@ -57,6 +57,10 @@ def case_cli(t):
         ("--sample junk", ["run", "--sample", "junk", "--output", db, "--"] + ok_target),
         ("--limit junk", ["run", "--limit", "junk", "--output", db, "--"] + ok_target),
         ("--limit -1", ["run", "--limit", "-1", "--output", db, "--"] + ok_target),
+        ("--lazy junk", ["run", "--lazy", "junk", "--output", db, "--"] + ok_target),
+        ("--lazy 1M (no time)", ["run", "--lazy", "1M", "--output", db, "--"] + ok_target),
+        ("--lazy 0,0.1", ["run", "--lazy", "0,0.1", "--output", db, "--"] + ok_target),
+        ("--lazy 1M,0", ["run", "--lazy", "1M,0", "--output", db, "--"] + ok_target),
         ("report without a file", ["report"]),
     ]
     for what, argv in usage:
