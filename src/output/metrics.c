@@ -23,6 +23,7 @@
 #include "output/metrics.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <microhttpd.h>
@@ -431,7 +432,49 @@ int lgx_render(lgx_registry_t *r, char **out, size_t *len) {
   return 0;
 }
 
-/* ------------------------------------------------------------------ HTTP */
+/* ------------------------------------------------------------------ HTTP
+ * libmicrohttpd is opened when a server starts, not linked: linked, it and the ten
+ * libraries it needs (GnuTLS, nettle, gmp, p11-kit...) were loaded by every leakguard
+ * command, ~1.5 ms and ~165 page faults at each start (BENCHMARKS.md, "Lazy start"),
+ * for the one run in many that serves metrics. Its functions through this table; its
+ * header gives their types. */
+static struct {
+  pthread_once_t once;
+  char why[256];
+  __typeof__(MHD_start_daemon) *start_daemon;
+  __typeof__(MHD_stop_daemon) *stop_daemon;
+  __typeof__(MHD_create_response_from_buffer) *create_response_from_buffer;
+  __typeof__(MHD_add_response_header) *add_response_header;
+  __typeof__(MHD_queue_response) *queue_response;
+  __typeof__(MHD_destroy_response) *destroy_response;
+} mhd = {.once = PTHREAD_ONCE_INIT};
+
+static void mhd_load(void) {
+  void *h = dlopen(LG_MHD_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(mhd.why, sizeof mhd.why, "%s", dlerror());
+    return;
+  }
+#define MHD_SYM(name)                                                                                                  \
+  if (!(*(void **)&mhd.name = dlsym(h, "MHD_" #name))) {                                                               \
+    snprintf(mhd.why, sizeof mhd.why, "%s: no MHD_%s", LG_MHD_SONAME, #name);                                          \
+    mhd.start_daemon = NULL;                                                                                           \
+    return;                                                                                                            \
+  }
+  MHD_SYM(stop_daemon)
+  MHD_SYM(create_response_from_buffer)
+  MHD_SYM(add_response_header)
+  MHD_SYM(queue_response)
+  MHD_SYM(destroy_response)
+  MHD_SYM(start_daemon)
+#undef MHD_SYM
+}
+#define MHD_start_daemon mhd.start_daemon
+#define MHD_stop_daemon mhd.stop_daemon
+#define MHD_create_response_from_buffer mhd.create_response_from_buffer
+#define MHD_add_response_header mhd.add_response_header
+#define MHD_queue_response mhd.queue_response
+#define MHD_destroy_response mhd.destroy_response
 
 static enum MHD_Result queue_text(struct MHD_Connection *c, unsigned status, const char *text) {
   struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
@@ -564,6 +607,11 @@ int lgx_serve(lgx_registry_t *r, const char *addr, lgx_server_t **out, char *why
   socklen_t sl = 0;
   int rc = parse_addr(addr, &ss, &sl, why, whylen);
   if (rc) return rc;
+  pthread_once(&mhd.once, mhd_load);
+  if (!mhd.start_daemon) {
+    set_why(why, whylen, "cannot serve metrics: libmicrohttpd cannot be loaded (%s)", mhd.why);
+    return -ENOENT;
+  }
   /* descriptors for the connections: the soft limit (1024 by default) raised toward the
    * hard one, for this process (`leakguard run` gives its target the limit it had) */
   struct rlimit nl;
