@@ -16,7 +16,10 @@ add_test(NAME deploy_prometheus_scrape
          COMMAND ${Python3_EXECUTABLE} ${LGD_ROOT}/tests/deploy/prometheus_scrape.py
                  --fixture $<TARGET_FILE:metrics_fixture>
                  --leakguard $<TARGET_FILE:leakguard-cli> --scenario $<TARGET_FILE:churn_leak>)
-set_tests_properties(deploy_prometheus_scrape PROPERTIES TIMEOUT 150 LABELS "deploy;metrics")
+# Its `leakguard guard --system` publishes a level to every recorded process on the
+# machine: guard_publish, which checks the level its own guard published, locks it out.
+set_tests_properties(deploy_prometheus_scrape PROPERTIES TIMEOUT 150 LABELS "deploy;metrics"
+                     RESOURCE_LOCK system_guard)
 
 
 # A clean install (issue #35): `cmake --install` into a temporary DESTDIR, then the

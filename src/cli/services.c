@@ -14,7 +14,9 @@ int lgcli_services_start(const char *cmd, int guard, const char *guard_config, i
   char why[512];
   memset(s, 0, sizeof *s);
   if (guard) {
-    lgg_options_t go = {.config_path = guard_config, .dry_run = guard_dry_run, .log = NULL};
+    /* own_only: system memory and the cgroup grade the levels; only this run's processes
+     * (watched by pid as they come) are told and can be acted on */
+    lgg_options_t go = {.config_path = guard_config, .dry_run = guard_dry_run, .log = NULL, .own_only = 1};
     if (lgg_new(&go, &s->guard, why, sizeof why) != 0) {
       lgu_err("%s: --guard: %s", cmd, why);
       return LG_EXIT_USAGE;

@@ -42,6 +42,7 @@ int lgg_new(const lgg_options_t *o, lgg_guard_t **out, char *why, size_t whylen)
     }
   }
   if (o && o->dry_run) g->cfg.dry_run = 1;
+  g->own_only = o && o->own_only;
   if (o && o->log) g->log = o->log;
   else if (g->cfg.log_path) {
     if (!strcmp(g->cfg.log_path, "-")) g->log = stdout;
@@ -329,15 +330,17 @@ int lgg_tick(lgg_guard_t *g, double t) {
    * the watched set at the next refresh) */
   int has_system = 0;
   for (int i = 0; i < g->nsrc; i++) has_system |= g->src[i].kind == SRC_SYSTEM && g->src[i].alive;
+  /* a region found is given the level published (a dry run publishes nothing) */
+  int level = g->cfg.dry_run ? -1 : g->published;
   if (t - g->last_scan >= g->cfg.scan_interval_s) {
     g->last_scan = t;
-    if (has_system) {
-      lgg_regions_scan(g->regions, NULL, -1, g->published);
+    if (has_system && !g->own_only) {
+      lgg_regions_scan(g->regions, NULL, -1, level);
     } else {
       int *pids = malloc(((size_t)g->nprocs + 1) * sizeof *pids);
       if (pids) {
         for (int i = 0; i < g->nprocs; i++) pids[i] = g->procs[i].pid;
-        lgg_regions_scan(g->regions, pids, g->nprocs, g->published);
+        lgg_regions_scan(g->regions, pids, g->nprocs, level);
         free(pids);
       }
     }

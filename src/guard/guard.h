@@ -24,6 +24,10 @@ typedef struct lgg_options {
   const char *config_path; /* INI file (docs/guard.md), NULL: defaults */
   int dry_run;             /* only log what would be done (also [guard] dry_run) */
   FILE *log;               /* JSON-lines event log; NULL: [guard] log, else none */
+  /* `leakguard run --guard`: system memory and the cgroup grade the levels, but only the
+   * processes watched by pid (the run's own) are told and are candidates; another run's
+   * processes on the machine, or the user's others in the cgroup, are never touched */
+  int own_only;
 } lgg_options_t;
 
 /* Creates a guard. On failure returns -errno (-EINVAL for a bad config file) and

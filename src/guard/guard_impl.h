@@ -104,7 +104,7 @@ typedef struct lgg_regions lgg_regions_t;
 lgg_regions_t *lgg_regions_new(void);
 /* Rescans pids[0..n) (all processes when n < 0) for leakguard region memfds and maps
  * new ones; unmaps regions whose process is gone. Newly found regions get level. */
-void lgg_regions_scan(lgg_regions_t *r, const int *pids, long n, int level);
+void lgg_regions_scan(lgg_regions_t *r, const int *pids, long n, int level); /* level < 0: none written */
 /* Publishes level (and evict bytes at emergency) to every mapped region (the scan
  * chose them: the watched pids, or all). Returns the number of regions written. */
 int lgg_regions_publish(lgg_regions_t *r, int level, uint64_t evict_bytes);
@@ -168,6 +168,7 @@ typedef struct source {
 
 struct lgg_guard {
   lgg_config_t cfg;
+  int own_only; /* lgg_options_t.own_only: only pid sources enroll processes */
   FILE *log;
   int own_log;
   source_t src[MAX_SOURCES];

@@ -108,7 +108,7 @@ void lgg_refresh_procs(lgg_guard_t *g, double t) {
   for (int i = 0; i < g->npids; i++) proc_mark(g, g->pids[i], g->pids_src, &added, &nadded, &capadded);
   for (int si = 0; si < g->nsrc; si++) {
     source_t *s = &g->src[si];
-    if (!s->alive) continue;
+    if (!s->alive || g->own_only) continue; /* `run --guard`: its own processes, by pid */
     if (s->kind == SRC_CGROUP) {
       int *pids = NULL;
       long n = lgsm_cgroup_pids(s->path, &pids);

@@ -98,7 +98,7 @@ static void try_fd(lgg_regions_t *r, int pid, const char *fdname, int level) {
   e->map = map;
   e->pid = e->hdr->pid;
   e->seen = r->scan;
-  if ((int)atomic_load(&e->hdr->guard_level) != level) {
+  if (level >= 0 && (int)atomic_load(&e->hdr->guard_level) != level) {
     atomic_store(&e->hdr->guard_level, (uint32_t)level);
     atomic_fetch_add(&e->hdr->guard_seq, 1);
   }
