@@ -215,9 +215,9 @@ static void check_first_malloc(void) {
 }
 
 /* ------------------------------------------------------------------ lazy start
- * (core/region.h LG_LAZY_*, docs/design.md "Lazy start"). A wrapper's images (env, a pyenv shim's
- * bash and the readlink, sed and env it runs, a `bash -c` launcher) each cost a
- * recorded process's start-up: stack captures of the loader's and bash's first
+ * (core/region.h LG_LAZY_*, docs/design.md "Lazy start"). A wrapper's images (env, a
+ * pyenv shim's bash and the readlink, sed and env it runs, a `bash -c` launcher) each
+ * cost a recorded process's start-up: stack captures of the loader's and bash's first
  * allocations, the region's pages, the collector's rows. Every image but the started
  * process's first one says hello with an empty region and records nothing until it has
  * lived LEAKGUARD_LAZY's milliseconds or allocated its bytes (thread.c lazy_due); what
@@ -261,8 +261,9 @@ static void lazy_wait(void) {
 }
 
 /* The lazy start's end (lgi_g.process_begin, from a hook's slow path through thread.c):
- * stack capture set up, the region opened and told when and after how many bytes, then the recording on. One thread
- * does it; another that asks meanwhile goes on unrecorded until its next look. */
+ * stack capture set up, the region opened and told when and after how many bytes,
+ * then the recording on. One thread does it; another that asks meanwhile goes on
+ * unrecorded until its next look. */
 static _Atomic int begin_state; /* 0 waiting, 1 beginning, 2 begun */
 static int lazy_begin(void) {
   int z = 0;

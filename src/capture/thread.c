@@ -21,8 +21,6 @@ static pthread_key_t thread_key;
 
 void lgi_thread_key_create(void) { pthread_key_create(&thread_key, lgi_thread_exit); }
 
-/* Slow path of the per-thread countdown: initialises the process and the thread.
- * Returns 1 when this allocation is to be recorded. */
 /* A waiting image (lazy start): adds what this thread allocated since its last chunk
  * to the process's count; 1 when a threshold is reached (then recording begins). The
  * first look of a thread counts what it asked for, not a chunk it never had. */
@@ -32,6 +30,9 @@ static int lazy_due(lgi_tls_t *t) {
   return total >= lgi_g.lazy_bytes || lgi_now_ns() - lgi_g.lazy_t0 >= lgi_g.lazy_ns;
 }
 
+/* Slow path of the per-thread countdown: initialises the process and the thread (and
+ * looks at a waiting image's lazy start). Returns 1 when this allocation is to be
+ * recorded. */
 int lgi_thread_ready(lgi_tls_t *t) {
   if (!lgi_g.process_init()) return 0; /* too early, or another thread is initialising */
   if (!lgi_g.enabled && (!lgi_g.lazy || t->guard || !lazy_due(t) || !lgi_g.process_begin())) {
