@@ -13,7 +13,6 @@ as guard_publish failing beside cuda_metrics' `run --guard-dry-run`).
 import argparse
 import mmap
 import os
-import signal
 import struct
 import subprocess
 import sys
@@ -82,13 +81,7 @@ def main():
                                  % (extra[0], lvl, seq))
             m.close()
     finally:
-        if run.poll() is None:
-            run.send_signal(signal.SIGINT)
-            try:
-                run.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                run.kill()
-                run.wait()
+        gt.stop(run)
     for f in fails:
         print("FAIL: " + f)
     return 1 if fails else 0
