@@ -22,19 +22,29 @@ MAGIC = 0x4e4f494745524c47
 OFF_LEVEL = 60  # lg_region_hdr_t: guard_level u32 @60, guard_seq u64 @64, evict_request u64 @72
 
 
-def region(pid):
+def region_path(pid):
+    """The path under /proc of pid's recorder region (the way the guard finds it), or None."""
     for fd in os.listdir("/proc/%d/fd" % pid):
         p = "/proc/%d/fd/%s" % (pid, fd)
         try:
             if "/memfd:leakguard-region" not in os.readlink(p):
                 continue
             with open(p, "rb") as f:
-                h = f.read(80)
+                if struct.unpack_from("<Q", f.read(8), 0)[0] == MAGIC:
+                    return p
         except OSError:
             continue
-        if struct.unpack_from("<Q", h, 0)[0] == MAGIC:
-            return struct.unpack_from("<IQQ", h, OFF_LEVEL)
     return None
+
+
+def region(pid):
+    """(guard_level, guard_seq, evict_request) of pid's region, or None."""
+    p = region_path(pid)
+    try:
+        with open(p, "rb") as f:
+            return struct.unpack_from("<IQQ", f.read(80), OFF_LEVEL)
+    except (OSError, TypeError):
+        return None
 
 
 def main():

@@ -20,21 +20,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import guardtest as gt  # noqa: E402
-from publish import MAGIC, OFF_LEVEL  # noqa: E402
-
-
-def region_fd(pid):
-    """The path under /proc of pid's region descriptor."""
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        p = "/proc/%d/fd/%s" % (pid, fd)
-        try:
-            if "/memfd:leakguard-region" in os.readlink(p):
-                with open(p, "rb") as f:
-                    if struct.unpack_from("<Q", f.read(8), 0)[0] == MAGIC:
-                        return p
-        except OSError:
-            continue
-    return None
+from publish import OFF_LEVEL, region_path  # noqa: E402
 
 
 def main():
@@ -58,7 +44,7 @@ def main():
                 except OSError:
                     continue
                 if int(st[st.rindex(")") + 2:].split()[1]) == run.pid:
-                    target, path = int(d), region_fd(int(d))
+                    target, path = int(d), region_path(int(d))
         if not path:
             print("SKIP: no recorded process with a region found")
             return gt.SKIP
