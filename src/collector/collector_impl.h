@@ -74,6 +74,7 @@ struct lgc_collector {
   uint64_t limit;
   const char *limit_source;
   int limit_given;
+  uint64_t usage, usage_ns; /* the memory in use (lgsm_memory_usage) and when read */
   lgc_proc_t **procs;
   int nprocs, cap;
   int listen_fd;

@@ -22,6 +22,9 @@
  * (statements are finalized, or rebound, before their strings go). SQLITE_TRANSIENT
  * would copy it, and a failed copy leaves the parameter NULL while sqlite3_step still
  * succeeds: a row silently without its value (tests/unit/test_alloc_fail.c). */
+/* The rows written once per process, module, label or flag (cached() below). */
+#define LGST_CACHED 32
+
 struct lgst {
   sqlite3 *db;
   sqlite3_stmt *ins_sample, *ins_snap, *ins_loc, *ins_stack;
@@ -34,11 +37,20 @@ struct lgst {
    * 15 000 stacks of an `import torch` share 13 000 locations among 385 000 frames. */
   lgu_strmap_t locs;
   int nlocs;
+  /* The writers' statements, prepared once (cached() below) */
+  const char *cached_sql[LGST_CACHED];
+  sqlite3_stmt *cached_st[LGST_CACHED];
+  int ncached;
 };
 
+/* Made with synchronous=OFF: the switch to WAL goes through a rollback journal, and
+ * with syncs it was six fdatasyncs (a directory's among them) at every start of
+ * `leakguard run` (~0.2 ms each here, milliseconds on a real disk) for a file that
+ * holds nothing yet: a crash then loses an empty database. NORMAL from the first row
+ * on (lgst_create_ex). */
 static const char *SCHEMA =
+    "PRAGMA synchronous=OFF;"
     "PRAGMA journal_mode=WAL;"
-    "PRAGMA synchronous=NORMAL;"
     /* one transaction: each statement on its own was one (a header and a page written,
      * the WAL's locks taken) at every start of `leakguard run` */
     "BEGIN;"
@@ -92,6 +104,34 @@ void *lgst_db(lgst_t *s) { return s->db; }
 
 static int prep(lgst_t *s, sqlite3_stmt **st, const char *sql) {
   return sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) == SQLITE_OK ? 0 : -EIO;
+}
+
+/* The prepared statement of sql, a string literal of this file (found by its address),
+ * kept for the connection's life: a run of many short-lived processes writes a
+ * process row, its modules and labels for each, and parsing their SQL anew each time
+ * was a quarter of the collector's time (bench/wrappers.py). NULL on error. Each use
+ * ends with done(), which resets it (or finalizes one the full cache did not keep). */
+static sqlite3_stmt *cached(lgst_t *s, const char *sql) {
+  for (int i = 0; i < s->ncached; i++)
+    if (s->cached_sql[i] == sql) return s->cached_st[i];
+  sqlite3_stmt *st;
+  if (prep(s, &st, sql) != 0) return NULL;
+  if (s->ncached < LGST_CACHED) {
+    s->cached_sql[s->ncached] = sql;
+    s->cached_st[s->ncached++] = st;
+  }
+  return st;
+}
+
+/* The end of a use of cached(): rc, the step's result, as 0 or -EIO. */
+static int done(lgst_t *s, sqlite3_stmt *st, int rc) {
+  int kept = 0;
+  for (int i = 0; i < s->ncached && !kept; i++) kept = s->cached_st[i] == st;
+  if (kept) {
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+  } else sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
 void lgst_remove_journal(const char *path) {
@@ -215,6 +255,8 @@ int lgst_create_ex(const char *path, int flags, lgst_t **out, char *why, size_t 
     sqlite3_free(err);
     return create_failed(s, path, text, why, whylen);
   }
+  if (sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) != SQLITE_OK)
+    return create_failed(s, path, NULL, why, whylen);
   if (prep(s, &s->ins_sample, "INSERT OR REPLACE INTO samples VALUES(?,?,?,?,?,?,?,?)") ||
       prep(s, &s->ins_snap, "INSERT OR REPLACE INTO snapshots VALUES(?,?,?,?,?,?,?,?,?,?,?,?)") ||
       prep(s, &s->ins_loc, "INSERT OR REPLACE INTO locations VALUES(?,?,?,?,?,?,?,?)") ||
@@ -242,6 +284,7 @@ void lgst_close(lgst_t *s) {
   sqlite3_finalize(s->ins_snap);
   sqlite3_finalize(s->ins_loc);
   sqlite3_finalize(s->ins_stack);
+  for (int i = 0; i < s->ncached; i++) sqlite3_finalize(s->cached_st[i]);
   /* a database written here ends whole in its own file: the WAL checkpointed into it
    * (a copy of the .db alone loses nothing), then the lock that said "in use" goes */
   if (s->lock_fd >= 0 && s->db) sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
@@ -255,13 +298,11 @@ void lgst_close(lgst_t *s) {
 
 /* One row: the n integers v, then the ntext strings text (NULL binds NULL). */
 static int exec_row(lgst_t *s, const char *sql, const int64_t *v, int n, const char *const *text, int ntext) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) return -EIO;
+  sqlite3_stmt *st = cached(s, sql);
+  if (!st) return -EIO;
   for (int i = 0; i < n; i++) sqlite3_bind_int64(st, i + 1, v[i]);
   for (int i = 0; i < ntext; i++) sqlite3_bind_text(st, n + i + 1, text[i], -1, SQLITE_STATIC);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  return done(s, st, sqlite3_step(st));
 }
 
 int lgst_note(lgst_t *s, int proc, const char *kind, const char *note) {
@@ -294,7 +335,7 @@ int lgst_proc(lgst_t *s, const lgm_proc_t *p) {
                     " (SELECT value FROM labels WHERE proc=?1 AND key='host'),"
                     " (SELECT CAST(value AS INTEGER) FROM labels WHERE proc=?1 AND key='rank'),"
                     " ?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)";
-  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
+  if (!(st = cached(s, sql))) return -EIO;
   int i = 1;
   sqlite3_bind_int(st, i++, p->proc);
   sqlite3_bind_int(st, i++, p->pid);
@@ -318,15 +359,12 @@ int lgst_proc(lgst_t *s, const lgm_proc_t *p) {
   sqlite3_bind_int64(st, i++, p->peak_live_bytes);
   sqlite3_bind_int64(st, i++, p->live_bytes);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)p->seq);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  return done(s, st, sqlite3_step(st));
 }
 
 int lgst_module(lgst_t *s, int proc, uint32_t idx, const lg_module_rec_t *m) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO modules VALUES(?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-    return -EIO;
+  if (!(st = cached(s, "INSERT OR REPLACE INTO modules VALUES(?,?,?,?,?,?)"))) return -EIO;
   char path[LG_MODULE_PATH + 1];
   memcpy(path, m->path, LG_MODULE_PATH);
   path[LG_MODULE_PATH] = 0;
@@ -336,9 +374,7 @@ int lgst_module(lgst_t *s, int proc, uint32_t idx, const lg_module_rec_t *m) {
   sqlite3_bind_int64(st, 4, (sqlite3_int64)m->start);
   sqlite3_bind_int64(st, 5, (sqlite3_int64)m->end);
   sqlite3_bind_int64(st, 6, (sqlite3_int64)m->bias);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  return done(s, st, sqlite3_step(st));
 }
 
 /* The location id of frame f of process proc, inserting it the first time. */
@@ -398,8 +434,7 @@ int lgst_stack(lgst_t *s, int proc, uint32_t id, unsigned space, const lgs_frame
 
 int lgst_holder(lgst_t *s, int proc, const lgst_holder_t *h) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "INSERT INTO holders VALUES(?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-    return -EIO;
+  if (!(st = cached(s, "INSERT INTO holders VALUES(?,?,?,?,?,?,?,?,?)"))) return -EIO;
   sqlite3_bind_int(st, 1, proc);
   sqlite3_bind_int(st, 2, (int)h->stack);
   sqlite3_bind_int(st, 3, h->explain);
@@ -410,15 +445,12 @@ int lgst_holder(lgst_t *s, int proc, const lgst_holder_t *h) {
   sqlite3_bind_int64(st, 8, h->bytes);
   if (h->detail_json) sqlite3_bind_text(st, 9, h->detail_json, -1, SQLITE_STATIC);
   else sqlite3_bind_null(st, 9);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  return done(s, st, sqlite3_step(st));
 }
 
 int lgst_explain(lgst_t *s, int proc, const lgst_explain_t *e) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "INSERT INTO explains VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-    return -EIO;
+  if (!(st = cached(s, "INSERT INTO explains VALUES(?,?,?,?,?,?,?,?,?,?,?,?)"))) return -EIO;
   sqlite3_bind_int(st, 1, proc);
   if (e->explain > 0) sqlite3_bind_int(st, 2, e->explain);
   else sqlite3_bind_null(st, 2);
@@ -434,9 +466,7 @@ int lgst_explain(lgst_t *s, int proc, const lgst_explain_t *e) {
   sqlite3_bind_int(st, 11, e->holders);
   if (e->note) sqlite3_bind_text(st, 12, e->note, -1, SQLITE_STATIC);
   else sqlite3_bind_null(st, 12);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  return done(s, st, sqlite3_step(st));
 }
 
 int lgst_snapshot(lgst_t *s, lgm_proc_t *p, uint64_t t_ns, uint64_t usage, uint64_t limit, int mode) {
@@ -755,22 +785,19 @@ int lgst_nvml_process(lgst_t *s, uint64_t t_ns, int device, int pid, int proc, u
 
 int lgst_flag(lgst_t *s, int proc, uint32_t stack, uint64_t t_ns, double growth_bytes_per_s) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO flags VALUES(?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-    return -EIO;
+  if (!(st = cached(s, "INSERT OR REPLACE INTO flags VALUES(?,?,?,?)"))) return -EIO;
   sqlite3_bind_int(st, 1, proc);
   sqlite3_bind_int(st, 2, (int)stack);
   sqlite3_bind_int64(st, 3, (sqlite3_int64)t_ns);
   sqlite3_bind_double(st, 4, growth_bytes_per_s);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  return done(s, st, sqlite3_step(st));
 }
 
 int lgst_lifetimes(lgst_t *s, int proc, uint32_t stack, int steps, const uint64_t *ages, int nages) {
   sqlite3_stmt *st;
   const char *sql = steps ? "INSERT OR REPLACE INTO step_lifetimes VALUES(?,?,?,?)"
                           : "INSERT OR REPLACE INTO lifetimes VALUES(?,?,?,?)";
-  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return -EIO;
+  if (!(st = cached(s, sql))) return -EIO;
   int rc = SQLITE_DONE;
   for (int b = 0; b < nages && rc == SQLITE_DONE; b++) {
     if (!ages[b]) continue;
@@ -781,8 +808,7 @@ int lgst_lifetimes(lgst_t *s, int proc, uint32_t stack, int steps, const uint64_
     rc = sqlite3_step(st);
     sqlite3_reset(st);
   }
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? 0 : -EIO;
+  return done(s, st, rc);
 }
 
 int lgst_label(lgst_t *s, int proc, const char *key, const char *value) {
