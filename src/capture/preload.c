@@ -22,7 +22,6 @@
  * glibc with our header (docs/design.md, "Mismatched allocator paths").
  */
 #include <errno.h>
-#include <math.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -26,12 +26,12 @@
 #ifndef LG_CAPTURE_RECORDER_H
 #define LG_CAPTURE_RECORDER_H
 
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
 
+#include "capture/nolibm.h"
 #include "core/blockhdr.h"
 #include "core/region.h"
 
@@ -417,19 +417,19 @@ static inline double lgi_next_exp(lgi_tls_t *t, double mean) {
   t->rng ^= t->rng >> 7;
   t->rng ^= t->rng << 17;
   double u = ((double)(t->rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-  return -log(u) * mean;
+  return -lgi_ln(u) * mean;
 }
 
 /* Estimated bytes represented by one sampled block of `size` bytes: each byte is
  * sampled with probability 1/B, so the block is with p = 1 - exp(-size/B). */
 static inline int64_t lgi_weight_bytes_at(size_t size, uint64_t B) {
   if (!B || !size) return (int64_t)size; /* size 0: p = 0, size / p would be NaN */
-  double p = -expm1(-(double)size / (double)B);
+  double p = lgi_one_minus_exp_neg((double)size / (double)B);
   return (int64_t)((double)size / p + 0.5);
 }
 static inline int64_t lgi_weight_blocks_at(size_t size, uint64_t B) {
   if (!B || !size) return 1;
-  double p = -expm1(-(double)size / (double)B);
+  double p = lgi_one_minus_exp_neg((double)size / (double)B);
   int64_t w = (int64_t)(1.0 / p + 0.5);
   return w < 1 ? 1 : w;
 }

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "capture/nolibm.h"
 #include "core/cgpath.h"
 #include "core/util.h"
 #include "findings/report.h"
@@ -445,6 +446,34 @@ static void test_fopen_new(void **state) {
 
 /* core/cgpath.h: the process's memory cgroup from /proc/PID/cgroup and mountinfo, as
  * the collector's limit reader and the isolated calls both find it. */
+/* ------------------------------------------------------------------ nolibm */
+
+/* The preload library's log and 1 - e^-x (capture/nolibm.h, written out so that it
+ * links no libm) against libm's, over the ranges the sampling gives them: the uniform
+ * draw's (0, 1) and size/B from one byte in a 16-MiB mean to many means. */
+static void test_nolibm(void **state) {
+  (void)state;
+  double worst_ln = 0, worst_p = 0;
+  for (double u = 0x1p-53; u < 1.0; u *= 1.0137) {
+    double want = log(u), got = lgi_ln(u), err = fabs(got - want) / fabs(want ? want : 1);
+    if (err > worst_ln) worst_ln = err;
+  }
+  for (double u = 0.5; u < 1.0; u += 0.000731) { /* near 1, where ln u is small */
+    double want = log(u), got = lgi_ln(u);
+    if (want != 0 && fabs(got - want) / fabs(want) > worst_ln) worst_ln = fabs(got - want) / fabs(want);
+  }
+  for (double x = 1.0 / (16 << 20); x < 800; x *= 1.0113) {
+    double want = -expm1(-x), got = lgi_one_minus_exp_neg(x), err = fabs(got - want) / want;
+    if (err > worst_p) worst_p = err;
+  }
+  if (worst_ln > 1e-13 || worst_p > 1e-13) print_error("ln %.3g, 1-e^-x %.3g\n", worst_ln, worst_p);
+  assert_true(worst_ln <= 1e-13);
+  assert_true(worst_p <= 1e-13);
+  assert_true(lgi_ln(1.0) == 0.0);
+  assert_true(lgi_one_minus_exp_neg(0.0) == 0.0);
+  assert_true(lgi_one_minus_exp_neg(1e6) == 1.0);
+}
+
 static void test_cgroup_paths(void **state) {
   (void)state;
   char out[256], mnt[256], root[256];
@@ -497,6 +526,7 @@ int main(void) {
       cmocka_unit_test(test_own_python_frame),
       cmocka_unit_test(test_fopen_new),
       cmocka_unit_test(test_cgroup_paths),
+      cmocka_unit_test(test_nolibm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
