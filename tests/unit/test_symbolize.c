@@ -74,6 +74,17 @@ static void check_marker(const lgs_frame_t *f, int n, uint64_t ip) {
   assert_string_equal(f[n - 1].module, strrchr(exe, '/') + 1);
 }
 
+/* C++ names demangled by libstdc++'s demangler, opened at the first one (symbolize.c). */
+static void test_demangle(void **state) {
+  (void)state;
+  char *d = lgs_demangle("_ZN7session5storeERKSt6vectorIiSaIiEE");
+  assert_non_null(d);
+  assert_string_equal(d, "session::store(std::vector<int, std::allocator<int> > const&)");
+  free(d);
+  assert_null(lgs_demangle("malloc"));
+  assert_null(lgs_demangle("_Znot a mangled name"));
+}
+
 static void test_shared_file(void **state) {
   (void)state;
   lgs_files_t *fs = lgs_files_new();
@@ -137,6 +148,7 @@ static void test_replaced_and_refused(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_demangle),
       cmocka_unit_test(test_shared_file),
       cmocka_unit_test(test_replaced_and_refused),
   };
