@@ -31,7 +31,7 @@ static fn_t resolve(_Atomic(fn_t) *slot, const char *name) {
 #undef log2
 #undef sqrt
 #undef exp
-#define LAZY(name)                                                                                                    \
+#define LAZY(name)                                                                                                     \
   double lgi_m_##name(double x) {                                                                                      \
     static _Atomic(fn_t) slot;                                                                                         \
     fn_t f = resolve(&slot, #name);                                                                                    \
