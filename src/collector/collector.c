@@ -286,6 +286,7 @@ static void periodic(lgc_collector_t *c, loop_t *L, uint64_t now) {
   for (int i = 0; i < c->nprocs; i++) {
     lgc_proc_t *p = c->procs[i];
     if (p->m.ended) continue;
+    lgc_warm_symbols(c, p, now);
     if (atomic_load(&p->m.hdr->held)) continue; /* leakguard's explanation holds it (region.h) */
     uint64_t steps = atomic_load(&p->m.hdr->steps);
     if (full || (steps != p->m.steps_seen && now - p->last_snap_ns >= 10000000ULL)) {

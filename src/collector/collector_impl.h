@@ -37,6 +37,8 @@ typedef struct lgc_proc {
   uint8_t *symbolized; /* per stack: 1 once queued for symbolization (stored, assigned to a site) */
   uint32_t nsymbolized;
   uint64_t last_snap_ns;
+  uint32_t warmed; /* stacks [2, warmed) handed to the worker ahead (lgc_warm_symbols) */
+  uint64_t warmed_ns;
   uint64_t last_changed_ns; /* last LGST_CHANGED snapshot */
   uint64_t last_tick_ns;    /* last point of the live site series */
   uint64_t exit_begin_ns;   /* when the process began to exit (lg_exiting), 0: not yet */
@@ -158,6 +160,11 @@ void lgc_snapshot(lgc_collector_t *c, lgc_proc_t *p, int mode);
 void lgc_take_symbols(lgc_collector_t *c, uint64_t budget_ns);
 /* Symbolizes and stores stack id of p although its site is small (a holder's kept_at). */
 void lgc_want_stack(lgc_collector_t *c, lgc_proc_t *p, uint32_t id);
+/* Queues p's modules not queued yet to the worker and stores them. 0 or -ENOMEM. */
+int lgc_sync_modules(lgc_collector_t *c, lgc_proc_t *p);
+/* A young process's new modules and stacks handed to the worker ahead of its
+ * snapshots (snapshot.c: why). */
+void lgc_warm_symbols(lgc_collector_t *c, lgc_proc_t *p, uint64_t now);
 void lgc_gpu_timeline(lgc_collector_t *c, uint64_t now);
 
 /* ---- findings.c */

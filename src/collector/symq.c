@@ -5,12 +5,13 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct job {
   struct job *next;
-  int kind; /* 0 module, 1 stack */
+  int kind; /* 0 module, 1 stack, 2 stacks [id, to) warmed */
   lgs_symbolizer_t *sym;
   /* module */
   char *path;
@@ -18,7 +19,7 @@ typedef struct job {
   /* stack */
   void *owner;
   const lgm_proc_t *m;
-  uint32_t id;
+  uint32_t id, to;
 } job_t;
 
 typedef struct res {
@@ -34,6 +35,7 @@ struct lgc_symq {
   res_t *rhead, *rtail;
   unsigned pending; /* queued + running */
   int stop;
+  atomic_int draining; /* lgc_symq_drain: what only warms a cache is skipped */
 };
 
 /* Symbolizes one stack as the collector stores it: Python frames from the region,
@@ -61,6 +63,21 @@ static void symbolize(job_t *j, lgc_symres_t *out) {
   out->nframes = nf;
 }
 
+/* Looks up the native frames of stacks [j->id, j->to) for the cache alone; given up
+ * when the queue is drained (the recording ends: nothing is waiting for a cache). */
+static void warm(lgc_symq_t *q, job_t *j) {
+  lgs_frame_t f[8];
+  for (uint32_t id = j->id; id < j->to && !atomic_load_explicit(&q->draining, memory_order_relaxed); id++) {
+    const uint64_t *ips;
+    unsigned space = 0, depth = lgm_stack(j->m, id, &ips, &space);
+    for (unsigned k = 0; k < depth; k++) {
+      const char *pf, *pfn;
+      int pl;
+      if (lgm_pyframe(j->m, ips[k], &pf, &pfn, &pl) != 0) (void)lgs_lookup(j->sym, ips[k], f, 8);
+    }
+  }
+}
+
 static void *worker(void *arg) {
   lgc_symq_t *q = arg;
   pthread_mutex_lock(&q->mu);
@@ -74,6 +91,8 @@ static void *worker(void *arg) {
     res_t *r = NULL;
     if (j->kind == 0) {
       if (j->sym) lgs_add_module(j->sym, j->path, j->start, j->end, j->bias);
+    } else if (j->kind == 2) {
+      if (j->sym) warm(q, j);
     } else if ((r = calloc(1, sizeof *r))) {
       symbolize(j, &r->r);
     }
@@ -169,6 +188,17 @@ int lgc_symq_stack(lgc_symq_t *q, void *owner, lgs_symbolizer_t *sym, const lgm_
   return push(q, j);
 }
 
+int lgc_symq_warm(lgc_symq_t *q, lgs_symbolizer_t *sym, const lgm_proc_t *m, uint32_t from, uint32_t to) {
+  job_t *j = calloc(1, sizeof *j);
+  if (!j) return -ENOMEM;
+  j->kind = 2;
+  j->sym = sym;
+  j->m = m;
+  j->id = from;
+  j->to = to;
+  return push(q, j);
+}
+
 int lgc_symq_take(lgc_symq_t *q, lgc_symres_t *out) {
   pthread_mutex_lock(&q->mu);
   res_t *r = q->rhead;
@@ -190,6 +220,7 @@ void lgc_symq_release(lgc_symres_t *r) {
 }
 
 void lgc_symq_drain(lgc_symq_t *q) {
+  atomic_store(&q->draining, 1);
   pthread_mutex_lock(&q->mu);
   while (q->pending) pthread_cond_wait(&q->idle, &q->mu);
   pthread_mutex_unlock(&q->mu);

@@ -41,10 +41,13 @@ int lgc_symq_module(lgc_symq_t *q, lgs_symbolizer_t *sym, const char *path, uint
                     uint64_t bias);
 /* Queues stack id of m for sym; the result carries owner. 0 or -ENOMEM. */
 int lgc_symq_stack(lgc_symq_t *q, void *owner, lgs_symbolizer_t *sym, const lgm_proc_t *m, uint32_t id);
+/* Queues stacks [from, to) of m to be looked up in sym without a result: its cache
+ * warmed for the lgc_symq_stack of the same stacks later. 0 or -ENOMEM. */
+int lgc_symq_warm(lgc_symq_t *q, lgs_symbolizer_t *sym, const lgm_proc_t *m, uint32_t from, uint32_t to);
 /* Takes one finished stack: 1 (then release it), 0 when none is ready. */
 int lgc_symq_take(lgc_symq_t *q, lgc_symres_t *out);
 void lgc_symq_release(lgc_symres_t *r);
-/* Waits until every queued job is done. */
+/* Waits until every queued job is done; from then on the warming jobs are skipped. */
 void lgc_symq_drain(lgc_symq_t *q);
 /* Jobs queued and not yet done. */
 unsigned lgc_symq_pending(lgc_symq_t *q);
