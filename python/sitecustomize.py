@@ -239,22 +239,43 @@ def _leakguard_defer(after, setup):
     at each time the garbage collector finishes (an allocating program runs it every few
     hundred new container objects). One that ends before never imports the module (~6 ms
     and a native thread of every short `python3 -c` a wrapper runs); one that lives on
-    gets it all: pymalloc wrapped, holders at exit, the watcher, the steps."""
+    gets it all: pymalloc wrapped, holders at exit, the watcher, the steps. gc.disable()
+    and gc.set_threshold(0) set it up at once."""
     import gc
     import time
 
     t0 = time.monotonic()
+    disable, set_threshold = gc.disable, gc.set_threshold
 
-    def ready(phase, info):
-        if phase != "stop" or time.monotonic() - t0 < after:
-            return
+    def go():
         try:
             gc.callbacks.remove(ready)
         except ValueError:
-            return
+            return  # already set up
+        if gc.disable is off:
+            gc.disable = disable
+        if gc.set_threshold is threshold:
+            gc.set_threshold = set_threshold
         setup()
 
+    def ready(phase, info):
+        if phase == "stop" and time.monotonic() - t0 >= after:
+            go()
+
+    # A program that turns automatic collection off (a training loop's habit) would
+    # never reach the callback: it is set up when it does, however early (such a
+    # program means to run long).
+    def off():
+        disable()
+        go()
+
+    def threshold(*args):
+        set_threshold(*args)
+        if args and args[0] == 0:
+            go()
+
     gc.callbacks.append(ready)
+    gc.disable, gc.set_threshold = off, threshold
 
 
 def _chain_next_sitecustomize():
