@@ -177,26 +177,21 @@ int lgc_symq_module(lgc_symq_t *q, lgs_symbolizer_t *sym, const char *path, uint
   return push(q, j);
 }
 
-int lgc_symq_stack(lgc_symq_t *q, void *owner, lgs_symbolizer_t *sym, const lgm_proc_t *m, uint32_t id) {
+/* A job on stacks of m: kind 1 stack id (the result carries owner), 2 [id, to) warmed. */
+static int push_stacks(lgc_symq_t *q, int kind, void *owner, lgs_symbolizer_t *sym, const lgm_proc_t *m, uint32_t id,
+                       uint32_t to) {
   job_t *j = calloc(1, sizeof *j);
   if (!j) return -ENOMEM;
-  j->kind = 1;
-  j->sym = sym;
-  j->owner = owner;
-  j->m = m;
-  j->id = id;
+  *j = (job_t){.kind = kind, .sym = sym, .owner = owner, .m = m, .id = id, .to = to};
   return push(q, j);
 }
 
+int lgc_symq_stack(lgc_symq_t *q, void *owner, lgs_symbolizer_t *sym, const lgm_proc_t *m, uint32_t id) {
+  return push_stacks(q, 1, owner, sym, m, id, 0);
+}
+
 int lgc_symq_warm(lgc_symq_t *q, lgs_symbolizer_t *sym, const lgm_proc_t *m, uint32_t from, uint32_t to) {
-  job_t *j = calloc(1, sizeof *j);
-  if (!j) return -ENOMEM;
-  j->kind = 2;
-  j->sym = sym;
-  j->m = m;
-  j->id = from;
-  j->to = to;
-  return push(q, j);
+  return push_stacks(q, 2, NULL, sym, m, from, to);
 }
 
 int lgc_symq_take(lgc_symq_t *q, lgc_symres_t *out) {
