@@ -16,10 +16,11 @@ began to record lazily, its leak is found at the script's line, and it is held b
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
+
+from lazy_checks import Checks, held_by, leaks_at, suspects_brief
 
 SCRIPT = """\
 import gc
@@ -40,14 +41,7 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="lgtest-gcoff-")
-    fails = []
-
-    def check(cond, what, **kv):
-        print("%s: %s" % ("ok" if cond else "FAIL", what))
-        if not cond:
-            for k, v in kv.items():
-                print("    %s = %s" % (k, str(v)[:3000]))
-            fails.append(what)
+    check = Checks()
 
     script = os.path.join(tmp, "gc_off.py")
     with open(script, "w") as f:
@@ -68,20 +62,13 @@ def main():
     main_run = runs[mi] if isinstance(mi, int) else {}
     check("gc_off.py" in str(main_run.get("command")) and main_run.get("lazy") == "began",
           "the interpreter's run began to record lazily", main=main_run)
-    hits = [s for s in rep.get("suspects", []) if s.get("leak") and
-            any(fr.get("file", "").endswith("gc_off.py") and fr.get("line") == line
-                for fr in (s.get("frames") or [])[:1])]
+    hits = leaks_at(rep, "gc_off.py", line)
     check(len(hits) >= 1, "the leak is found at gc_off.py:%d" % line,
-          suspects=[(s.get("leak"), (s.get("frames") or [{}])[:1]) for s in rep.get("suspects", [])][:5])
-    held = [h for s in hits for h in (s.get("holders") or []) if (h.get("chain") or [""])[0] == "__main__.keep (list)"]
+          suspects=suspects_brief(rep))
+    held = held_by(hits, "__main__.keep (list)")
     check(len(held) >= 1, "the leak is held by __main__.keep (the module was set up with the gc off)",
           holders=[s.get("holders") for s in hits])
-    if fails:
-        print("FAILED: %d checks (kept %s)" % (len(fails), tmp))
-        return 1
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("PASS")
-    return 0
+    return check.finish(tmp)
 
 
 if __name__ == "__main__":

@@ -20,11 +20,12 @@ Skips (77) where pyenv has no python3 shim.
 import argparse
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
+
+from lazy_checks import Checks, held_by, leaks_at, suspects_brief
 
 SCRIPT = """\
 import time
@@ -55,14 +56,7 @@ def main():
         print("SKIP: no pyenv python3 shim here (PYENV_ROOT or ~/.pyenv)")
         return 77
     tmp = tempfile.mkdtemp(prefix="lgtest-shim-")
-    fails = []
-
-    def check(cond, what, **kv):
-        print("%s: %s" % ("ok" if cond else "FAIL", what))
-        if not cond:
-            for k, v in kv.items():
-                print("    %s = %s" % (k, str(v)[:3000]))
-            fails.append(what)
+    check = Checks()
 
     script = os.path.join(tmp, "shim_leak.py")
     with open(script, "w") as f:
@@ -98,14 +92,12 @@ def main():
     main = runs[mi] if isinstance(mi, int) else {}
     check("shim_leak.py" in str(main.get("command")) and main.get("lazy") == "began" and not main.get("helper"),
           "main_run is the interpreter's run, which began to record lazily", main=main)
-    hits = [s for s in rep.get("suspects", []) if s.get("leak") and
-            any(fr.get("file", "").endswith("shim_leak.py") and fr.get("line") == line
-                for fr in (s.get("frames") or [])[:1])]
+    hits = leaks_at(rep, "shim_leak.py", line)
     check(len(hits) >= 1, "the leak is found at shim_leak.py:%d" % line,
-          suspects=[(s.get("leak"), (s.get("frames") or [{}])[:1]) for s in rep.get("suspects", [])][:5])
+          suspects=suspects_brief(rep))
     # the interpreter's leakguard module was set up late, as the recorder began (its
     # sitecustomize waits in a lazy image): the holders it names at exit prove it ran
-    held = [h for s in hits for h in (s.get("holders") or []) if (h.get("chain") or [""])[0] == "__main__.keep (list)"]
+    held = held_by(hits, "__main__.keep (list)")
     check(len(held) >= 1, "the leak is held by __main__.keep (the module, set up late, explained it)",
           holders=[s.get("holders") for s in hits])
     txt = subprocess.run([a.leakguard, "report", db], stdout=subprocess.PIPE, universal_newlines=True).stdout
@@ -117,12 +109,7 @@ def main():
                           universal_newlines=True).stdout
     title = html[html.find("<title>"):html.find("</title>")]
     check("shim_leak.py" in title, "the HTML page is named after the script", title=title)
-    if fails:
-        print("FAILED: %d checks (kept %s)" % (len(fails), tmp))
-        return 1
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("PASS")
-    return 0
+    return check.finish(tmp)
 
 
 if __name__ == "__main__":
