@@ -217,6 +217,7 @@ void lgc_warm_symbols(lgc_collector_t *c, lgc_proc_t *p, uint64_t now) {
       atomic_load(&m->hdr->lazy) == LG_LAZY_WAITING)
     return;
   p->warmed_ns = now;
+  lgc_db_begin(c); /* the module rows in the pass's transaction, as a snapshot's */
   if (lgc_sync_modules(c, p) != 0) return;
   uint32_t n = lgm_nstacks(m), from = p->warmed < 2 ? 2 : p->warmed;
   if (n > WARM_MAX_STACKS) n = WARM_MAX_STACKS;
