@@ -147,6 +147,21 @@ class Cgroup:
             print("warning: could not remove cgroup " + self.path, file=sys.stderr)
 
 
+def children(ppid):
+    """The pids whose parent is ppid (/proc/PID/stat), in /proc's order."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            if int(st[st.rindex(")") + 2:].split()[1]) == ppid:
+                out.append(int(d))
+    return out
+
+
 def wait_line(p, want, timeout=10):
     """Reads p's stdout until a line starting with want."""
     end = time.time() + timeout

@@ -61,15 +61,9 @@ def main():
         gt.wait_line(run, "ready")
         target = None
         for _ in range(50):  # the child of `leakguard run` holding a region
-            for d in os.listdir("/proc"):
-                if d.isdigit():
-                    try:
-                        with open("/proc/%s/stat" % d) as f:
-                            st = f.read()
-                    except OSError:
-                        continue
-                    if int(st[st.rindex(")") + 2:].split()[1]) == run.pid and region(int(d)):
-                        target = int(d)
+            for d in gt.children(run.pid):
+                if region(d):
+                    target = d
             if target:
                 break
             time.sleep(0.1)

@@ -36,15 +36,8 @@ def main():
     try:
         gt.wait_line(run, "ready")
         target = path = None
-        for d in os.listdir("/proc"):
-            if d.isdigit():
-                try:
-                    with open("/proc/%s/stat" % d) as f:
-                        st = f.read()
-                except OSError:
-                    continue
-                if int(st[st.rindex(")") + 2:].split()[1]) == run.pid:
-                    target, path = int(d), region_path(int(d))
+        for d in gt.children(run.pid):
+            target, path = d, region_path(d)
         if not path:
             print("SKIP: no recorded process with a region found")
             return gt.SKIP
