@@ -23,17 +23,20 @@
 #include "core/symbolize.h"
 
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <dwarf.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <limits.h>
 #include <pthread.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 /* The C++ ABI demangler of libstdc++ (what c++filt uses), opened at the first mangled
  * name. Linked, libstdc++ was ~0.7 ms and 56 page faults at the start of every
@@ -148,11 +151,95 @@ static const char *intern(lgs_files_t *s, const char *str) {
   return n->s;
 }
 
+/* ---- separate debug information, found on this machine
+ *
+ * libdw 0.188's dwfl_standard_find_debuginfo looks by build ID, then along the
+ * debuglink path, and last asks debuginfod: for that it dlopens libdebuginfod, which
+ * loads libcurl, gnutls, nettle, krb5 and a score of other libraries and runs their
+ * constructors, at the first file without debug information of every run (bash, env,
+ * libc: nearly always), whether or not a server is configured. That was ~7 ms of the
+ * end of every `leakguard run` (BENCHMARKS.md, "Less per process"). Unless debuginfod
+ * is wanted (DEBUGINFOD_URLS kept: LEAKGUARD_DEBUGINFOD=1, cli/services.h), the lookup
+ * is the local part of libdw's, by its exported build-ID search and then the same three
+ * places for the .gnu_debuglink name (the file's directory, its .debug subdirectory,
+ * /usr/lib/debug + the directory), checked by build ID or the link's CRC-32 (zlib's
+ * crc32 is the polynomial the link uses). */
+static int same_file(int fd, const char *path) {
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+static int crc_matches(int fd, uint32_t want) {
+  unsigned char buf[65536];
+  uLong crc = crc32(0L, Z_NULL, 0);
+  ssize_t n;
+  off_t at = 0;
+  while ((n = pread(fd, buf, sizeof buf, at)) > 0) {
+    crc = crc32(crc, buf, (uInt)n);
+    at += n;
+  }
+  return n == 0 && (uint32_t)crc == want;
+}
+
+/* The candidate is the module's debug file: the same build ID when both have one,
+ * else the debuglink's CRC when it gives one. */
+static int debug_file_fits(Dwfl_Module *mod, int fd, GElf_Word crc) {
+  const unsigned char *want = NULL;
+  GElf_Addr vaddr;
+  int wlen = dwfl_module_build_id(mod, &want, &vaddr);
+  Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+  if (!e) return 0;
+  int ok = elf_kind(e) == ELF_K_ELF;
+  if (ok && wlen > 0) {
+    const void *got = NULL;
+    ssize_t glen = dwelf_elf_gnu_build_id(e, &got);
+    if (glen > 0) ok = glen == wlen && memcmp(got, want, (size_t)wlen) == 0;
+    else ok = crc ? crc_matches(fd, crc) : 0;
+  } else if (ok) ok = crc ? crc_matches(fd, crc) : 1;
+  elf_end(e);
+  return ok;
+}
+
+static int find_debuginfo_local(Dwfl_Module *mod, void **userdata, const char *modname, GElf_Addr base,
+                                const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+                                char **debuginfo_file_name) {
+  int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
+                                        debuginfo_file_name);
+  if (fd >= 0) return fd;
+  const char *slash = file_name ? strrchr(file_name, '/') : NULL;
+  if (!debuglink_file || !*debuglink_file || !slash || file_name[0] != '/') {
+    errno = 0;
+    return -1;
+  }
+  int dlen = (int)(slash - file_name);
+  char path[PATH_MAX];
+  for (int i = 0; i < 3; i++) {
+    int n = i == 0   ? snprintf(path, sizeof path, "%.*s/%s", dlen, file_name, debuglink_file)
+            : i == 1 ? snprintf(path, sizeof path, "%.*s/.debug/%s", dlen, file_name, debuglink_file)
+                     : snprintf(path, sizeof path, "/usr/lib/debug%.*s/%s", dlen, file_name, debuglink_file);
+    if (n < 0 || (size_t)n >= sizeof path) continue;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (!same_file(fd, file_name) && debug_file_fits(mod, fd, debuglink_crc)) {
+      *debuginfo_file_name = strdup(path);
+      return fd;
+    }
+    close(fd);
+  }
+  errno = 0;
+  return -1;
+}
+
+static int want_debuginfod(void) {
+  const char *v = getenv("DEBUGINFOD_URLS");
+  return v && *v;
+}
+
 lgs_files_t *lgs_files_new(void) {
   lgs_files_t *s = calloc(1, sizeof *s);
   if (!s) return NULL;
   s->cb.find_elf = dwfl_build_id_find_elf;
-  s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+  s->cb.find_debuginfo = want_debuginfod() ? dwfl_standard_find_debuginfo : find_debuginfo_local;
   s->cb.section_address = dwfl_offline_section_address;
   s->cb.debuginfo_path = &s->debuginfo_path;
   s->dwfl = dwfl_begin(&s->cb);

@@ -5,8 +5,12 @@
  * and 256 MiB higher in the other (as two processes of one run load the same file at
  * different addresses), names the same function and file:line at both places; an
  * address in no module is "??"; a module loaded over another (a dlclose, a dlopen at
- * the same place) replaces it; a file that is not ELF is refused.
+ * the same place) replaces it; a file that is not ELF is refused. A stripped copy finds
+ * its debug file by its .gnu_debuglink (beside it, in .debug/) and refuses one that is
+ * not its own; a library without debug information is looked up without loading
+ * libdebuginfod (symbolize.c, "separate debug information").
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <setjmp.h>
@@ -16,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -146,11 +151,109 @@ static void test_replaced_and_refused(void **state) {
   lgs_files_free(fs);
 }
 
+static int sh(const char *fmt, ...) {
+  char cmd[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  return system(cmd);
+}
+
+/* marker() looked up in `file` (the test's executable or a copy) at its real place. */
+static int lookup_in(const char *file, lgs_frame_t *f, int max) {
+  lgs_files_t *fs = lgs_files_new();
+  lgs_symbolizer_t *s = lgs_new(fs);
+  assert_int_equal(lgs_add_module(s, file, lo, hi, bias), 0);
+  int n = lgs_lookup(s, marker_ip(), f, max);
+  static char keep[8][2][256]; /* the strings outlive the symbolizer */
+  for (int i = 0; i < n && i < 8; i++) {
+    snprintf(keep[i][0], sizeof keep[i][0], "%s", f[i].function ? f[i].function : "");
+    snprintf(keep[i][1], sizeof keep[i][1], "%s", f[i].file ? f[i].file : "");
+    f[i].function = keep[i][0];
+    f[i].file = keep[i][1];
+  }
+  lgs_free(s);
+  lgs_files_free(fs);
+  return n;
+}
+
+static void test_debuglink(void **state) {
+  (void)state;
+  char dir[] = "/tmp/lg-test-debuglink-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  /* a stripped copy, its debug information in prog.debug beside it */
+  assert_int_equal(sh("cp '%s' %s/prog && objcopy --only-keep-debug %s/prog %s/prog.debug && "
+                      "objcopy --strip-debug --add-gnu-debuglink=%s/prog.debug %s/prog",
+                      exe, dir, dir, dir, dir, dir),
+                   0);
+  char prog[4096];
+  snprintf(prog, sizeof prog, "%s/prog", dir);
+  lgs_frame_t f[8];
+  int n = lookup_in(prog, f, 8);
+  assert_true(n >= 1);
+  assert_string_equal(f[n - 1].function, "marker");
+  assert_non_null(strstr(f[n - 1].file, "test_symbolize.c"));
+  /* the same from its .debug directory */
+  assert_int_equal(sh("mkdir %s/.debug && mv %s/prog.debug %s/.debug/", dir, dir, dir), 0);
+  n = lookup_in(prog, f, 8);
+  assert_true(n >= 1);
+  assert_non_null(strstr(f[n - 1].file, "test_symbolize.c"));
+  /* another file's debug information under that name: refused (no line), the function
+   * still named from the copy's own symbol table */
+  assert_int_equal(sh("objcopy --only-keep-debug /bin/true %s/.debug/prog.debug", dir), 0);
+  n = lookup_in(prog, f, 8);
+  assert_true(n >= 1);
+  assert_string_equal(f[n - 1].function, "marker");
+  assert_string_equal(f[n - 1].file, "");
+  assert_int_equal(sh("rm -rf %s", dir), 0);
+}
+
+static int libc_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  uint64_t *r = arg;
+  if (!info->dlpi_name || !strstr(info->dlpi_name, "/libc.so")) return 0;
+  r[0] = UINT64_MAX;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    uint64_t a = info->dlpi_addr + ph->p_vaddr;
+    if (a < r[0]) r[0] = a;
+    if (a + ph->p_memsz > r[1]) r[1] = a + ph->p_memsz;
+  }
+  r[2] = info->dlpi_addr;
+  snprintf((char *)(uintptr_t)r[3], 4096, "%s", info->dlpi_name);
+  return 1;
+}
+
+/* libc has no debug information here (or has it installed by build ID): either way its
+ * lookup must not load libdebuginfod and its network stack with no server configured. */
+static void test_no_debuginfod(void **state) {
+  (void)state;
+  unsetenv("DEBUGINFOD_URLS");
+  char libc[4096] = "";
+  uint64_t r[4] = {0, 0, 0, (uint64_t)(uintptr_t)libc};
+  assert_int_equal(dl_iterate_phdr(libc_cb, r), 1);
+  lgs_files_t *fs = lgs_files_new();
+  lgs_symbolizer_t *s = lgs_new(fs);
+  assert_int_equal(lgs_add_module(s, libc, r[0], r[1], r[2]), 0);
+  lgs_frame_t f[8];
+  uint64_t ip = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "getpid") + 1;
+  int n = lgs_lookup(s, ip, f, 8);
+  assert_true(n >= 1);
+  assert_non_null(strstr(f[n - 1].function, "getpid"));
+  assert_null(dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_NOLOAD));
+  lgs_free(s);
+  lgs_files_free(fs);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_demangle),
       cmocka_unit_test(test_shared_file),
       cmocka_unit_test(test_replaced_and_refused),
+      cmocka_unit_test(test_debuglink),
+      cmocka_unit_test(test_no_debuginfod),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
