@@ -144,6 +144,7 @@ void lgi_resolve_real(void) {
   void *in_rtld = dlsym(RTLD_DEFAULT, "__tls_get_addr");
   lg_image_of_t q = {(uintptr_t)in_rtld, 0, 0};
   if (in_rtld && dl_iterate_phdr(lg_image_of_cb, &q)) rtld_lo = q.lo, rtld_hi = q.hi;
+  lgi_unwind_loader_is(rtld_lo, rtld_hi);
   atomic_store(&resolve_state, 2);
 }
 

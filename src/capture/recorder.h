@@ -396,6 +396,8 @@ LGI_HIDDEN uint32_t lgi_capture_all(lgi_tls_t *t, uintptr_t ra0, uintptr_t cfa0,
  * Python chain cache, not under an import; 0 when not cached (pymalloc.c). */
 LGI_HIDDEN uint32_t lgi_python_site_cached(lgi_tls_t *t, uintptr_t ra0);
 LGI_HIDDEN void lgi_unwind_init(void);
+/* The dynamic loader's code [lo, hi) (preload.c): no dlopen for its own allocations */
+LGI_HIDDEN void lgi_unwind_loader_is(uintptr_t lo, uintptr_t hi);
 /* Finds the thread's stack bounds (its first allocation: lgi_thread_ready). */
 LGI_HIDDEN void lgi_unwind_thread_start(lgi_tls_t *t);
 LGI_HIDDEN void lgi_unwind_thread_exit(lgi_tls_t *t);

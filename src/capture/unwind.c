@@ -36,6 +36,7 @@
 #include <unistd.h>
 #include <dlfcn.h>
 #include <link.h>
+#include <sys/single_threaded.h>
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -190,11 +191,99 @@ static void *learn_stackblock(void *arg) {
 }
 #endif
 
+#ifndef LGI_AGENT
+/* ---- libunwind, opened when the image first records
+ *
+ * Linked, libunwind came into every preloaded image with liblzma, whose CRC resolvers
+ * run CPUID (a VM exit in a virtual machine) at load: 0.2 ms of every exec'd helper of
+ * a wrapper, which a lazy image (docs/design.md, "Lazy start") otherwise spends on
+ * nothing (BENCHMARKS.md, "Less per process"). It is opened instead when the image
+ * starts recording: in the constructor of the started process's image, at lazy_begin,
+ * or before a waiting image starts its first thread (pthread_create below).
+ * dlopen takes the loader's lock and runs the loader: only while no other thread can
+ * hold that lock (__libc_single_threaded), with the link maps consistent (r_state),
+ * and never for an allocation of the loader itself (the caller's return address in
+ * ld.so). Until then a stack is its caller alone, not cached, and the next capture
+ * tries again. Opened so, libunwind's 16 bytes of TLS are dynamic: a thread's first
+ * unwind allocates them in __tls_get_addr, passed through (the guard is held) and
+ * freed with the thread. */
+#define LGI_STR_(x) #x
+#define LGI_STR(x) LGI_STR_(x)
+typedef int (*backtrace_fn)(void **, int);
+static backtrace_fn unw_backtrace_p;
+static _Atomic int unwinder_state; /* 0 not open, 1 opening, 2 open, 3 cannot */
+
+static uintptr_t rtld_lo, rtld_hi;
+void lgi_unwind_loader_is(uintptr_t lo, uintptr_t hi) {
+  rtld_lo = lo;
+  rtld_hi = hi;
+}
+
+static int loader_quiet(uintptr_t caller) {
+  return __libc_single_threaded && _r_debug.r_state == RT_CONSISTENT && caller - rtld_lo >= rtld_hi - rtld_lo;
+}
+
+static backtrace_fn unwinder_open(uintptr_t caller) {
+  backtrace_fn bt = __atomic_load_n(&unw_backtrace_p, __ATOMIC_ACQUIRE);
+  if (LGI_LIKELY(bt != NULL) || atomic_load(&unwinder_state) == 3 || !loader_quiet(caller)) return bt;
+  int z = 0;
+  if (!atomic_compare_exchange_strong(&unwinder_state, &z, 1)) return NULL;
+  lgi_tls.guard++;
+  int e = errno;
+  void *h = dlopen(LGI_LIBUNWIND, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  int (*policy)(unw_addr_space_t, unw_caching_policy_t) = NULL;
+  int (*cache_size)(unw_addr_space_t, size_t, int) = NULL;
+  unw_addr_space_t *local = NULL;
+  if (h) {
+    *(void **)&bt = dlsym(h, LGI_STR(unw_backtrace));
+    *(void **)&policy = dlsym(h, LGI_STR(unw_set_caching_policy));
+    *(void **)&cache_size = dlsym(h, LGI_STR(unw_set_cache_size));
+    local = dlsym(h, LGI_STR(unw_local_addr_space));
+  }
+  if (bt && policy && cache_size && local) {
+    policy(*local, UNW_CACHE_PER_THREAD);
+    /* A bigger register-state cache: a miss costs a dl_iterate_phdr and two
+     * sigprocmask system calls inside libunwind. */
+    cache_size(*local, 4096, 0);
+    __atomic_store_n(&unw_backtrace_p, bt, __ATOMIC_RELEASE);
+    atomic_store(&unwinder_state, 2);
+  } else {
+    bt = NULL;
+    atomic_store(&unwinder_state, 3);
+    static const char msg[] = "leakguard: cannot open " LGI_LIBUNWIND ": stacks are their caller alone\n";
+    (void)!write(2, msg, sizeof msg - 1);
+  }
+  errno = e;
+  lgi_tls.guard--;
+  return bt;
+}
+
+/* A waiting image about to have a second thread opens libunwind now, while it still
+ * can (above): its recording may begin later, with threads. */
+typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+static pthread_create_fn real_pthread_create;
+LG_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+  pthread_create_fn f = __atomic_load_n(&real_pthread_create, __ATOMIC_ACQUIRE);
+  if (!f) {
+    f = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    if (!f) return ENOSYS;
+    __atomic_store_n(&real_pthread_create, f, __ATOMIC_RELEASE);
+  }
+  if (lgi_g.live && !__atomic_load_n(&unw_backtrace_p, __ATOMIC_ACQUIRE) && !lgi_tls.guard)
+    (void)unwinder_open((uintptr_t)__builtin_return_address(0));
+  return f(th, attr, fn, arg);
+}
+#endif
+
 void lgi_unwind_init(void) {
+#ifdef LGI_AGENT
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   /* A bigger register-state cache: a miss costs a dl_iterate_phdr and two sigprocmask
    * system calls inside libunwind. */
   unw_set_cache_size(unw_local_addr_space, 4096, 0);
+#else
+  (void)unwinder_open(0);
+#endif
   if (!real_getattr)
     __atomic_store_n(&real_getattr, (getattr_fn)dlsym(RTLD_NEXT, "pthread_getattr_np"), __ATOMIC_RELEASE);
 #ifdef LGI_AGENT
@@ -465,10 +554,12 @@ static void slots_write(uintptr_t cfa0, const uint64_t *ips, const uint64_t *sps
  * or two of its threads went on trimming and regrowing their heap (5 000 madvise calls a
  * second, 10-30 % slower) after the agent had gone (BENCHMARKS.md, "Attach"). unw_step
  * touches no TLS; it costs two sigprocmask calls a frame, paid on a miss of the stack
- * cache above only. libleakguard.so, loaded at start-up, has libunwind's TLS in the
- * static block allocated with each thread, and keeps the fast trace. */
-static int backtrace_ips(void **bt, int want) {
+ * cache above only. libleakguard.so keeps the fast trace: it stays loaded, and its
+ * threads' TLS blocks (16 bytes, above) go with the threads. -1: libunwind is not open
+ * (yet), the caller alone stands for the stack and is not cached. */
+static int backtrace_ips(void **bt, int want, uintptr_t caller) {
 #ifdef LGI_AGENT
+  (void)caller;
   unw_context_t uc;
   unw_cursor_t c;
   if (unw_getcontext(&uc) != 0 || unw_init_local(&c, &uc) != 0) return 0;
@@ -480,7 +571,9 @@ static int backtrace_ips(void **bt, int want) {
   } while (k < want && unw_step(&c) > 0);
   return k;
 #else
-  return unw_backtrace(bt, want);
+  backtrace_fn f = __atomic_load_n(&unw_backtrace_p, __ATOMIC_ACQUIRE);
+  if (LGI_UNLIKELY(!f) && !(f = unwinder_open(caller))) return -1; /* not open (yet) */
+  return f(bt, want);
 #endif
 }
 
@@ -511,11 +604,15 @@ static unsigned native_head(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uintp
    * above ra0 number the same for a given hook; head_skip is the most seen so far,
    * and a trace that stopped short of ra0 is asked again in full. */
   int want = m->head_skip ? (int)(m->head_skip + max - 1) : LGI_PY_NATIVE + 8;
-  int k = backtrace_ips(bt, want), i = 0;
+  int k = backtrace_ips(bt, want, ra0), i = 0;
+  if (k < 0) {
+    unwind_leave(t);
+    return n;
+  }
   while (i < k && (uintptr_t)bt[i] != ra0) i++;
   if (i == k && k == want && want < LGI_HEAD_TRACE) {
     want = LGI_HEAD_TRACE;
-    k = backtrace_ips(bt, want);
+    k = backtrace_ips(bt, want, ra0);
     i = 0;
     while (i < k && (uintptr_t)bt[i] != ra0) i++;
   }
@@ -658,8 +755,12 @@ static uint32_t capture_miss(lgi_tls_t *t, lgi_unw_mem_t *m, int use_cache, uint
    * found by scanning upward from the previous one (a return address sits at the top
    * of its caller's frame, above the callee's). unw_step would give the stack pointers
    * directly but costs two sigprocmask calls per frame. */
-  int k = backtrace_ips(bt, LG_MAX_DEPTH + 8), i = 0;
+  int k = backtrace_ips(bt, LG_MAX_DEPTH + 8, ra0), i = 0;
   unwind_leave(t);
+  if (k < 0) { /* libunwind not open yet: the caller, not cached */
+    uint64_t ip = ra0;
+    return lgi_stack_intern(&ip, 1, space);
+  }
   while (i < k && (uintptr_t)bt[i] != ra0) i++;
   for (; i < k && n < max; i++) {
     uint64_t ip = (uint64_t)(uintptr_t)bt[i];
