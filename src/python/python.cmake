@@ -50,7 +50,25 @@ add_custom_command(
           ${LG_PYTHON_DIR}/sitecustomize.py
   DEPENDS ${CMAKE_SOURCE_DIR}/python/sitecustomize.py
   COMMENT "leakguard: python/sitecustomize.py")
-add_custom_target(leakguard_python_site ALL DEPENDS ${LG_PYTHON_DIR}/sitecustomize.py)
+# Its bytecode, for each interpreter: `leakguard run` sets PYTHONDONTWRITEBYTECODE, so
+# without a .pyc beside it every recorded Python program compiled the hook again at
+# start-up (~3 ms of `python3 -c pass`, BENCHMARKS.md "Less per process"). Checked by
+# the source's hash, not its time stamp: a copy or an install leaves it valid, an edit
+# of the source makes Python compile it again.
+set(_lg_pycs "")
+foreach(_m IN LISTS LG_PY_MINORS)
+  set(_pyc ${LG_PYTHON_DIR}/__pycache__/sitecustomize.cpython-3${_m}.pyc)
+  add_custom_command(
+    OUTPUT ${_pyc}
+    COMMAND ${LG_PY_${_m}_EXE} -c "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)"
+            ${LG_PYTHON_DIR}/sitecustomize.py ${_pyc}
+    DEPENDS ${LG_PYTHON_DIR}/sitecustomize.py
+    COMMENT "leakguard: sitecustomize.py compiled for Python 3.${_m}"
+    VERBATIM)
+  list(APPEND _lg_pycs ${_pyc})
+  install(FILES ${_pyc} DESTINATION ${CMAKE_INSTALL_LIBDIR}/leakguard/python/__pycache__)
+endforeach()
+add_custom_target(leakguard_python_site ALL DEPENDS ${LG_PYTHON_DIR}/sitecustomize.py ${_lg_pycs})
 # `leakguard_python`: every module of the build plus the hook.
 add_custom_target(leakguard_python ALL)
 add_dependencies(leakguard_python leakguard_python_site)

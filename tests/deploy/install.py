@@ -120,6 +120,9 @@ def check_layout(a, root, suffixes):
     if suffixes:
         files.append(os.path.join(pydir, "sitecustomize.py"))
         files += [os.path.join(pydir, "leakguard" + s) for s in suffixes]
+        # the hook's bytecode per interpreter (`run` sets PYTHONDONTWRITEBYTECODE)
+        files += [os.path.join(pydir, "__pycache__", "sitecustomize.%s.pyc" % "-".join(s.lstrip(".").split("-")[:2]))
+                  for s in suffixes]
         if a.pysite:
             files.append(os.path.join(root, a.pysite, "leakguard" + a.pysuffix))
     missing = [f[len(root):] for f in files if not os.path.isfile(f)]
@@ -186,6 +189,12 @@ def check_python_run(env, tmp, root, a):
     ok = p.returncode == 0 and mod and os.path.dirname(mod[0]) == pydir
     check(ok, "under the installed leakguard run, python3 imports leakguard from %s (%s)%s"
           % (pydir[len(root) + 1:], mod[0] if mod else "no module line", "" if ok else ":\n" + p.stdout[-3000:]))
+    p = run(["leakguard", "run", "--force", "-o", os.path.join(tmp, "pyc.db"), "--", PYTHON, "-v", "-c", "pass"],
+            penv, tmp)
+    want = "# code object from '%s/__pycache__/sitecustomize." % pydir
+    ok = p.returncode == 0 and any(ln.startswith(want) for ln in p.stdout.splitlines())
+    check(ok, "its sitecustomize is loaded from the installed bytecode, not compiled again%s"
+          % ("" if ok else ":\n" + "\n".join(ln for ln in p.stdout.splitlines() if "sitecustomize" in ln)[-2000:]))
     script = os.path.join(a.source, "examples", "leaky.py")
     with open(script) as f:
         line = [i for i, ln in enumerate(f, 1) if "cache[key] = bytearray(size)" in ln][0]
