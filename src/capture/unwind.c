@@ -191,6 +191,14 @@ static void *learn_stackblock(void *arg) {
 }
 #endif
 
+/* libunwind's caches: per thread (no lock), and a bigger register-state cache (a miss
+ * costs a dl_iterate_phdr and two sigprocmask system calls inside libunwind). */
+static void unwinder_tune(int (*policy)(unw_addr_space_t, unw_caching_policy_t),
+                          int (*cache_size)(unw_addr_space_t, size_t, int), unw_addr_space_t as) {
+  policy(as, UNW_CACHE_PER_THREAD);
+  cache_size(as, 4096, 0);
+}
+
 #ifndef LGI_AGENT
 /* ---- libunwind, opened when the image first records
  *
@@ -241,10 +249,7 @@ static backtrace_fn unwinder_open(uintptr_t caller) {
     local = dlsym(h, LGI_STR(unw_local_addr_space));
   }
   if (bt && policy && cache_size && local) {
-    policy(*local, UNW_CACHE_PER_THREAD);
-    /* A bigger register-state cache: a miss costs a dl_iterate_phdr and two
-     * sigprocmask system calls inside libunwind. */
-    cache_size(*local, 4096, 0);
+    unwinder_tune(policy, cache_size, *local);
     __atomic_store_n(&unw_backtrace_p, bt, __ATOMIC_RELEASE);
     atomic_store(&unwinder_state, 2);
   } else {
@@ -277,10 +282,7 @@ LG_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 
 void lgi_unwind_init(void) {
 #ifdef LGI_AGENT
-  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-  /* A bigger register-state cache: a miss costs a dl_iterate_phdr and two sigprocmask
-   * system calls inside libunwind. */
-  unw_set_cache_size(unw_local_addr_space, 4096, 0);
+  unwinder_tune(unw_set_caching_policy, unw_set_cache_size, unw_local_addr_space);
 #else
   (void)unwinder_open(0);
 #endif
