@@ -28,6 +28,12 @@ class Checks:
         return 0
 
 
+def main_run(rep):
+    """The JSON report's run named main_run (the process that did the work), or {}."""
+    mi = rep.get("main_run")
+    return rep["runs"][mi] if isinstance(mi, int) else {}
+
+
 def leaks_at(rep, fname, line):
     """The JSON report's leaking suspects whose first frame is fname:line."""
     return [s for s in rep.get("suspects", []) if s.get("leak") and

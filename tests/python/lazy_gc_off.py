@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from lazy_checks import Checks, held_by, leaks_at, suspects_brief
+from lazy_checks import Checks, held_by, leaks_at, main_run, suspects_brief
 
 SCRIPT = """\
 import gc
@@ -57,11 +57,9 @@ def main():
         return 1
     rep = json.loads(subprocess.run([a.leakguard, "report", "--format", "json", db], stdout=subprocess.PIPE,
                                     universal_newlines=True, check=True).stdout)
-    runs = rep["runs"]
-    mi = rep.get("main_run")
-    main_run = runs[mi] if isinstance(mi, int) else {}
-    check("gc_off.py" in str(main_run.get("command")) and main_run.get("lazy") == "began",
-          "the interpreter's run began to record lazily", main=main_run)
+    main = main_run(rep)
+    check("gc_off.py" in str(main.get("command")) and main.get("lazy") == "began",
+          "the interpreter's run began to record lazily", main=main)
     hits = leaks_at(rep, "gc_off.py", line)
     check(len(hits) >= 1, "the leak is found at gc_off.py:%d" % line,
           suspects=suspects_brief(rep))

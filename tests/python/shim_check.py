@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-from lazy_checks import Checks, held_by, leaks_at, suspects_brief
+from lazy_checks import Checks, held_by, leaks_at, main_run, suspects_brief
 
 SCRIPT = """\
 import time
@@ -88,8 +88,7 @@ def main():
           waiting=len(waiting), runs=[(r.get("command"), r.get("lazy"), r.get("helper")) for r in runs])
     stored = [(r.get("command"), r["stacks_stored"]) for r in waiting if r["stacks_stored"]]
     check(not stored, "no image that never began stored a stack", stored=stored)
-    mi = rep.get("main_run")
-    main = runs[mi] if isinstance(mi, int) else {}
+    main = main_run(rep)
     check("shim_leak.py" in str(main.get("command")) and main.get("lazy") == "began" and not main.get("helper"),
           "main_run is the interpreter's run, which began to record lazily", main=main)
     hits = leaks_at(rep, "shim_leak.py", line)
