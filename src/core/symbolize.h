@@ -7,6 +7,7 @@
 #ifndef LG_CORE_SYMBOLIZE_H
 #define LG_CORE_SYMBOLIZE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct lgs_frame {
@@ -36,6 +37,11 @@ int lgs_add_module(lgs_symbolizer_t *s, const char *path, uint64_t start, uint64
  * (innermost first; inlined functions first, their caller last) and returns the
  * count (>= 1). Strings stay valid until lgs_files_free. */
 int lgs_lookup(lgs_symbolizer_t *s, uint64_t ip, lgs_frame_t *out, int max);
+
+/* Tests (test_symbolize.c): slow 1 makes the symbol indexes built from now on take
+ * each symbol through libdwfl, the path symbolize.c's direct read of the table must
+ * agree with. Returns how many indexes were read directly so far. */
+size_t lgs_files_symtab_test(lgs_files_t *fs, int slow);
 
 /* Demangles a C++ symbol; returns a malloc'd string or NULL. */
 char *lgs_demangle(const char *sym);

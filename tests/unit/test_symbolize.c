@@ -8,7 +8,9 @@
  * the same place) replaces it; a file that is not ELF is refused. A stripped copy finds
  * its debug file by its .gnu_debuglink (beside it, in .debug/) and refuses one that is
  * not its own; a library without debug information is looked up without loading
- * libdebuginfod (symbolize.c, "separate debug information").
+ * libdebuginfod (symbolize.c, "separate debug information"). libc's and this test's
+ * symbol tables, read directly, name every address as libdwfl's symbol-by-symbol
+ * reading does.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -88,6 +90,69 @@ static void test_demangle(void **state) {
   free(d);
   assert_null(lgs_demangle("malloc"));
   assert_null(lgs_demangle("_Znot a mangled name"));
+}
+
+static int libc_cb(struct dl_phdr_info *info, size_t size, void *arg);
+
+/* The function names of every 16th byte of [from, to) in path, loaded at [lo, hi) with
+ * bias, by a file set that reads symbol tables directly (slow 0) or through libdwfl
+ * symbol by symbol (slow 1); *direct: how many tables it read directly. */
+static const char **names_of(const char *path, uint64_t lo_, uint64_t hi_, uint64_t bias_, uint64_t from, uint64_t to,
+                             int slow, size_t *direct, lgs_files_t **keep) {
+  lgs_files_t *fs = lgs_files_new();
+  assert_non_null(fs);
+  lgs_files_symtab_test(fs, slow);
+  lgs_symbolizer_t *s = lgs_new(fs);
+  assert_non_null(s);
+  assert_int_equal(lgs_add_module(s, path, lo_, hi_, bias_), 0);
+  size_t n = (size_t)(to - from) / 16;
+  const char **names = calloc(n + 1, sizeof *names);
+  assert_non_null(names);
+  for (size_t i = 0; i < n; i++) {
+    lgs_frame_t f[8];
+    int k = lgs_lookup(s, from + 16 * i + 1, f, 8);
+    names[i] = f[k - 1].function; /* the outermost: the symbol table's name */
+  }
+  *direct = lgs_files_symtab_test(fs, slow);
+  lgs_free(s);
+  *keep = fs; /* the strings live as long as it */
+  return names;
+}
+
+static void same_names(const char *path, uint64_t lo_, uint64_t hi_, uint64_t bias_, uint64_t from, uint64_t to) {
+  size_t direct_fast = 0, direct_slow = 0;
+  lgs_files_t *ffast, *fslow;
+  const char **fast = names_of(path, lo_, hi_, bias_, from, to, 0, &direct_fast, &ffast);
+  const char **slow = names_of(path, lo_, hi_, bias_, from, to, 1, &direct_slow, &fslow);
+  assert_int_equal(direct_fast, 1); /* the table was read directly, not through libdwfl */
+  assert_int_equal(direct_slow, 0);
+  size_t named = 0;
+  for (size_t i = 0; fast[i]; i++) {
+    if (strcmp(fast[i], slow[i]) != 0)
+      fail_msg("%s+%#llx: %s read directly, %s through libdwfl", path, (unsigned long long)(from + 16 * i - bias_),
+               fast[i], slow[i]);
+    named += strcmp(fast[i], "??") != 0;
+  }
+  assert_true(named > 100); /* the range is code with symbols, not a gap */
+  free(fast);
+  free(slow);
+  lgs_files_free(ffast);
+  lgs_files_free(fslow);
+}
+
+/* Symbol indexes (symbolize.c symidx_of): each table read in one pass and sorted by
+ * address gives every address the name libdwfl's symbol-by-symbol reading gives, for
+ * libc (a system library: libc6-dbg's table where installed) and this PIE executable. */
+static void test_symbol_table_read(void **state) {
+  (void)state;
+  char libc[4096] = "";
+  uint64_t r[4] = {0, 0, 0, (uint64_t)(uintptr_t)libc}; /* lo, hi, bias, path */
+  assert_int_equal(dl_iterate_phdr(libc_cb, r), 1);
+  uint64_t m = (uint64_t)(uintptr_t)&malloc; /* 64 KiB of libc's code around malloc */
+  same_names(libc, r[0], r[1], r[2], m - 0x8000, m + 0x8000);
+  uint64_t t = marker_ip() - 1;
+  uint64_t from = t > lo + 0x4000 ? t - 0x4000 : lo;
+  same_names(exe, lo, hi, bias, from, t + 0x4000 < hi ? t + 0x4000 : hi);
 }
 
 static void test_shared_file(void **state) {
@@ -249,11 +314,9 @@ static void test_no_debuginfod(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_demangle),
-      cmocka_unit_test(test_shared_file),
-      cmocka_unit_test(test_replaced_and_refused),
-      cmocka_unit_test(test_debuglink),
-      cmocka_unit_test(test_no_debuginfod),
+      cmocka_unit_test(test_demangle),          cmocka_unit_test(test_shared_file),
+      cmocka_unit_test(test_symbol_table_read), cmocka_unit_test(test_replaced_and_refused),
+      cmocka_unit_test(test_debuglink),         cmocka_unit_test(test_no_debuginfod),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
