@@ -284,6 +284,9 @@ int lgi_region_fork_adopt(void) {
   h->ppid = h->pid;
   h->pid = (int32_t)lg_sys_getpid();
   h->start_ns = lgi_now_ns();
+  /* recorded from its fork on: a parent's lazy start is the parent's (said of the
+   * child, it began "before its start") */
+  if (atomic_load(&h->lazy) == LG_LAZY_BEGAN) atomic_store(&h->lazy, LG_LAZY_OFF);
   atomic_store(&h->epoch, 0);
   atomic_store(&h->lock, 0); /* the copy was made under the parent's lock */
   atomic_store(&h->reaped_head, 0);
