@@ -221,7 +221,8 @@ static void check_first_malloc(void) {
  * allocations, the region's pages, the collector's rows. Every image but the started
  * process's first one says hello with an empty region and records nothing until it has
  * lived LEAKGUARD_LAZY's milliseconds or allocated its bytes (thread.c lazy_due); what
- * it allocated before is not attributed (the report says how much). */
+ * it allocated before is not attributed (the report says how much). A waiting image's
+ * fork child says nothing until it begins, execs or exits (lazy_fork_child). */
 
 /* 1 for the started process's first image (LEAKGUARD_FIRST=1 from `leakguard run`):
  * every exec passes the image it starts the mark turned to 0 (procs.c), so the images
@@ -265,10 +266,34 @@ static void lazy_wait(void) {
  * then the recording on. One thread does it; another that asks meanwhile goes on
  * unrecorded until its next look. */
 static _Atomic int begin_state; /* 0 waiting, 1 beginning, 2 begun */
+
+/* A silent fork child (lazy_fork_child) says hello now, as a fork, with an empty
+ * region of its own that says when it was forked: when it begins, or when it exits
+ * without having begun or exec'd (a forkserver's short-lived worker is still seen, and
+ * its parent's reaped ring gives its status). 0 when it is now live. The private
+ * stand-in stays mapped (address space only): another thread may still be reading the
+ * pointer it loaded. No collector to reach: it runs on unrecorded (lazy turned off). */
+static int silent_hello(void) {
+  if (!lgi_g.silent || lgi_g.silent_pid != (int32_t)lg_sys_getpid()) return -1;
+  lgi_tls.guard++;
+  lgi_g.silent = 0;
+  int made = lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, lgi_g.rflags, 1) == 0;
+  if (made) lgi_g.hdr->start_ns = lgi_g.lazy_t0; /* its fork (lazy_wait): the process's start */
+  int ok = made && lgi_send_hello(LG_HELLO_FORK) >= 0;
+  if (ok) lgi_g.live = 1;
+  else lgi_g.lazy = 0;
+  lgi_tls.guard--;
+  return ok ? 0 : -1;
+}
+
 static int lazy_begin(void) {
   int z = 0;
   if (!atomic_compare_exchange_strong(&begin_state, &z, 1)) return atomic_load(&begin_state) == 2;
   lgi_tls.guard++;
+  if (lgi_g.silent && silent_hello() != 0) {
+    lgi_tls.guard--;
+    return 0;
+  }
   setup_capture();
   lg_region_hdr_t *h = lgi_g.hdr;
   lgi_region_open(h);
@@ -282,30 +307,29 @@ static int lazy_begin(void) {
   return 1;
 }
 
-/* The child of a waiting image: a region of its own, empty, and its own hello (a
- * forked worker that dies at once is still seen, with its exit status); it waits again
- * from the fork. The parent's region, descriptor and connection are let go (each only
- * while still ours: the program may have reused the number). Not following children:
- * it runs on unrecorded. */
+/* The child of a waiting image waits again from the fork, silent: no region of its
+ * own and no hello until it begins or exits (silent_hello), and an image it execs says
+ * its own. The children that exec a wrapper's helpers cost no memfd, socket or
+ * collector row each (half of a pyenv shim's images; BENCHMARKS.md). One killed by a
+ * signal before it begins or execs is not seen. The parent's region becomes a private
+ * stand-in (the same shape: what the hooks read and write there stays in this
+ * process), its descriptor and connection are let go (each only while still ours: the
+ * program may have reused the number). Not following children: it runs on unrecorded. */
 static void lazy_fork_child(void) {
-  lg_region_hdr_t *old = lgi_g.hdr;
+  int silent = lgi_g.live || lgi_g.silent;
+  region_make_private();
   if (lgi_fd_is(lgi_g.conn, lgi_g.conn_dev, lgi_g.conn_ino)) syscall(SYS_close, lgi_g.conn);
   if (lgi_fd_is(lgi_g.fd, lgi_g.fd_dev, lgi_g.fd_ino)) syscall(SYS_close, lgi_g.fd);
   lgi_g.conn = lgi_g.fd = -1;
-  lgi_g.hdr = NULL;
-  syscall(SYS_munmap, old, old->size);
   atomic_store(&begin_state, 0);
-  lgi_g.live = lgi_g.lazy = 0;
+  lgi_g.live = lgi_g.lazy = lgi_g.silent = 0;
   if (!lgi_g.follow) {
     drop_preload_env();
     return;
   }
-  if (lgi_region_create(lgi_g.depth, lgi_g.sample_bytes, lgi_g.rflags, 1) != 0) return;
-  if (lgi_send_hello(LG_HELLO_FORK) < 0) {
-    lgi_g.hdr = NULL; /* unrecorded: the mapping stays, unused */
-    return;
-  }
-  lgi_g.live = 1;
+  if (!silent) return; /* the parent was not recorded (its hello failed): nor is this one */
+  lgi_g.silent = 1;
+  lgi_g.silent_pid = (int32_t)lg_sys_getpid();
   lazy_wait();
 }
 
@@ -382,6 +406,7 @@ __attribute__((constructor)) static void lg_ctor(void) { try_init(); }
 /* The process has begun to exit: what it frees from now on is teardown (the report
  * leaves it out, however long it takes). */
 LG_API void lg_exiting(void) {
+  (void)silent_hello(); /* a silent fork child is seen as it exits */
   /* a vfork child shares its parent's memory: only the region's own process marks */
   if (!lgi_g.live || (int32_t)lg_sys_getpid() != lgi_g.hdr->pid) return;
   uint32_t running = LG_PS_RUNNING;
@@ -414,3 +439,12 @@ LG_API __attribute__((noreturn)) void exit(int status) {
 }
 
 __attribute__((destructor)) static void lg_dtor(void) { lg_exiting(); }
+
+/* _exit (Python's os._exit, a multiprocessing worker's end) runs neither: a silent fork
+ * child says hello here, nothing else (no teardown follows). exit_group is what glibc's
+ * _exit does. */
+LG_API __attribute__((noreturn)) void _exit(int status) {
+  (void)silent_hello();
+  for (;;) syscall(SYS_exit_group, status);
+}
+LG_API __attribute__((noreturn)) void _Exit(int status) { _exit(status); }

@@ -123,6 +123,11 @@ typedef struct lgi_global {
    * waits; it begins when lazy_count reaches lazy_bytes or lazy_ns have passed since
    * lazy_t0 (checked once per LGI_LAZY_CHUNK bytes a thread allocates). */
   int lazy;
+  /* A waiting image's fork child that has not said hello (lifecycle.c lazy_fork_child):
+   * hdr is a private stand-in; its own region and hello come when it begins, and an
+   * image it execs says its own. */
+  int silent;
+  int32_t silent_pid; /* its pid: a vfork child of it shares lgi_g and is not it */
   uint64_t lazy_bytes, lazy_ns, lazy_t0;
   _Atomic uint64_t lazy_count;
   uint32_t rflags;      /* the region's flags (LG_RF_*), for a lazy fork child's own region */

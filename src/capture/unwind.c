@@ -274,7 +274,7 @@ LG_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
     if (!f) return ENOSYS;
     __atomic_store_n(&real_pthread_create, f, __ATOMIC_RELEASE);
   }
-  if (lgi_g.live && !__atomic_load_n(&unw_backtrace_p, __ATOMIC_ACQUIRE) && !lgi_tls.guard)
+  if ((lgi_g.live || lgi_g.silent) && !__atomic_load_n(&unw_backtrace_p, __ATOMIC_ACQUIRE) && !lgi_tls.guard)
     (void)unwinder_open((uintptr_t)__builtin_return_address(0));
   return f(th, attr, fn, arg);
 }

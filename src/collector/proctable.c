@@ -282,6 +282,10 @@ int lgc_accept_hello(lgc_collector_t *c) {
   p->m.conn = s;
   p->pidfd = open_pidfd(s, h.pid);
   p->m.start_ns = lgu_now_ns();
+  /* A waiting image's fork child says hello when it begins (capture/lifecycle.c
+   * lazy_fork_child); its region says when it was forked. */
+  uint64_t hs = p->m.hdr->start_ns;
+  if (h.kind == LG_HELLO_FORK && hs && hs >= c->t0 && hs < p->m.start_ns) p->m.start_ns = hs;
   snprintf(p->m.exe, sizeof p->m.exe, "%s", h.exe);
   lgc_proc_t *parent = prev ? prev : lgc_find_proc(c, h.ppid, 0);
   /* A forked image runs its parent's program; /proc may already show a later exec. */

@@ -6,6 +6,15 @@ Checks: both processes are recorded (runs[] has the parent's and the child's pid
 processes.ppid links them; the child, which renames itself, under its new title), each planted site is reported in the right process
 with exactly the bytes and blocks the program says it leaked there, and neither
 site is attributed to the other process.
+
+--waiting: the program is exec'd by `bash -c` under `--lazy 1T,1`, so it forks while
+it waits for its lazy start (docs/design.md "Lazy start"): the child says nothing until
+it has lived 1 s itself, then says hello as a fork, with its fork as its start. Its run
+is a fork of the program's image, it began 1 s or more after its start, and its site
+holds whole blocks of the child's size (what it leaked before it began is not
+attributed: at most all of it). A waiting image's fork that exits before it begins or
+execs says hello as it exits: a bash subshell's `exit 7` (exit) and a Python child's
+`os._exit(9)` (_exit) are fork runs with those statuses.
 """
 import os
 import sys
@@ -17,16 +26,38 @@ import lgtest  # noqa: E402
 def extra(ap):
     ap.add_argument("--seconds", default="4")
     ap.add_argument("--child-exit", default="exit", choices=("exit", "_exit"))
+    ap.add_argument("--waiting", action="store_true", help="forked while waiting for its lazy start")
+
+
+def exits_seen(t):
+    """Forks of waiting images that exit at once are seen, with their status."""
+    for name, script, status in (
+            ("bash subshell's exit", "exec bash -c '(exit 7); true'", 7),
+            ("python child's os._exit", "exec " + sys.executable + " -c 'import os\npid = os.fork()\n"
+             "os._exit(9) if pid == 0 else os.waitpid(pid, 0)'", 9)):
+        p = t.lg_run(["bash", "-c", script], db=t.path("exit%d.db" % status))
+        t.check(p.returncode == 0, "%s: run exits 0" % name, exit=p.returncode, stderr=p.stderr[-1000:])
+        runs = t.report_json(p.db)["runs"]
+        forks = [r for r in runs if r.get("started_by") == "fork"]
+        t.check(len(forks) == 1 and forks[0].get("exit_status") == status and forks[0].get("lazy") == "waiting"
+                and forks[0].get("end") == "exit",
+                "%s: one fork run, never began, exit status %d" % (name, status),
+                runs=[(r.get("command"), r.get("started_by"), r.get("lazy"), r.get("end"), r.get("exit_status"))
+                      for r in runs])
 
 
 def main():
     args = lgtest.parse_args(extra)
-    t = lgtest.Test("fork-%s" % args.child_exit, args)
+    t = lgtest.Test("fork-%s" % ("waiting" if args.waiting else args.child_exit), args)
     exe = t.bin("fork_leak")
     psite = t.site("fork_leak.c", "/* SITE:parent-leak */")
     csite = t.site("fork_leak.c", "/* SITE:child-leak */")
     title = "fork_leak: worker (retitled)"
-    p = t.lg_run([exe, "--seconds", args.seconds, "--child-exit", args.child_exit, "--retitle", title])
+    argv = [exe, "--seconds", args.seconds, "--child-exit", args.child_exit, "--retitle", title]
+    if args.waiting:
+        p = t.lg_run(["bash", "-c", "exec \"$@\"", "bash"] + argv, extra=["--lazy", "1T,1"])
+    else:
+        p = t.lg_run(argv)
     t.check(p.returncode == 0, "run exits 0", exit=p.returncode, stderr=p.stderr[-2000:])
     parent = lgtest.parse_kv(p.stdout, "parent ")
     child = lgtest.parse_kv(p.stdout, "child ")
@@ -68,7 +99,14 @@ def main():
         t.check(not [s for s in hits if s.get("pid") == other],
                 "%s site is not attributed to the other process" % who,
                 suspects=[(s.get("rank"), s.get("pid")) for s in hits])
-        if mine:
+        if mine and args.waiting:
+            s, size = mine[0], int(kv["leaked_bytes"]) // int(kv["leaked_blocks"])
+            t.check(0 < s.get("live_blocks", 0) <= int(kv["leaked_blocks"])
+                    and s.get("live_bytes") == s.get("live_blocks") * size,
+                    "%s site: whole blocks of %d bytes, at most the %s blocks leaked"
+                    % (who, size, kv["leaked_blocks"]),
+                    suspect=[s.get("live_bytes"), s.get("live_blocks")])
+        elif mine:
             s = mine[0]
             t.check(s.get("live_bytes") == int(kv["leaked_bytes"])
                     and s.get("live_blocks") == int(kv["leaked_blocks"]),
@@ -76,9 +114,24 @@ def main():
                     suspect=[s.get("live_bytes"), s.get("live_blocks")],
                     program_says=[int(kv["leaked_bytes"]), int(kv["leaked_blocks"])])
         if pid in runs:
-            t.check((runs[pid].get("final_live_bytes") or 0) >= int(kv["leaked_bytes"]),
+            # waiting: what it leaked since its recording began (its site's bytes)
+            held = mine[0].get("live_bytes", 0) if args.waiting and mine else int(kv["leaked_bytes"])
+            t.check((runs[pid].get("final_live_bytes") or 0) >= held,
                     "%s's final live bytes include its leak" % who,
                     final=runs[pid].get("final_live_bytes"), leaked=kv["leaked_bytes"])
+    if args.waiting:
+        exits_seen(t)
+    if args.waiting and cpid in runs and ppid in runs:
+        c = runs[cpid]
+        t.check(c.get("started_by") == "fork" and c.get("lazy") == "began" and c.get("lazy_began_s", 0) >= 1.0
+                and c.get("duration_s", 0) > c.get("lazy_began_s", 0),
+                "the child, forked while waiting, is a fork that began 1 s or more after its fork (its start)",
+                child=c)
+        rows = lgtest.db_query(p.db, "SELECT proc, pid, parent_proc, kind FROM processes ORDER BY proc")
+        pimg = [r[0] for r in rows if r[1] == ppid and r[3] == "exec"]
+        t.check([r[2:] for r in rows if r[1] == cpid] == [(pimg[0] if pimg else -1, "fork")],
+                "one image of the child, a fork whose parent is the program's image (not bash's)",
+                processes=rows)
     t.finish()
 
 

@@ -7,10 +7,12 @@ interpreter: ~80 process images).
 Checks, on the recording: the started command's first image (`env`) is recorded from its
 start; every other image starts lazily, and each one that never began (the helpers)
 stored no stack at all (the recorder captured nothing there: what makes a wrapper cost
-next to nothing); the interpreter began to record, its leak is found at the script's
-line and held by `__main__.keep` (the module, whose set-up waits in a lazy image too,
-explained it at exit); the helpers are folded into one line of the text report; the report (JSON
-main_run, the HTML title) is named after the script. The time a shim costs is a
+next to nothing); no fork of a waiting image said hello before its exec (it says nothing
+until it begins or exits: what it execs is the helper); the interpreter began to record,
+its leak is found at the script's line and held by `__main__.keep` (the module, whose
+set-up waits in a lazy image too, explained it at exit); the helpers are folded into one
+line of the text report; the report (JSON main_run, the HTML title) is named after the
+script. The time a shim costs is a
 benchmark's (bench/wrappers.py, BENCHMARKS.md), not a test's.
 
   shim_check.py --leakguard PATH [--shim PATH]
@@ -88,6 +90,11 @@ def main():
           waiting=len(waiting), runs=[(r.get("command"), r.get("lazy"), r.get("helper")) for r in runs])
     stored = [(r.get("command"), r["stacks_stored"]) for r in waiting if r["stacks_stored"]]
     check(not stored, "no image that never began stored a stack", stored=stored)
+    # a waiting bash's fork says nothing until it begins or exits: its exec'd helper is
+    # the one image of that process
+    forks = [(r.get("command"), r.get("pid")) for r in waiting
+             if r.get("started_by") == "fork" and r.get("end") == "exec"]
+    check(not forks, "no fork of a waiting image said hello before its exec", forks=forks[:10])
     main = main_run(rep)
     check("shim_leak.py" in str(main.get("command")) and main.get("lazy") == "began" and not main.get("helper"),
           "main_run is the interpreter's run, which began to record lazily", main=main)
