@@ -241,6 +241,10 @@ static int cmp_genrow(const void *a, const void *b) {
 #define LGR_HELPER_S 1.0
 #define LGR_HELPER_MIN 3
 
+int lgr_wrapper_image(const lgr_run_t *u) {
+  return u->end_reason && !strcmp(u->end_reason, "exec") && u->duration_s < LGR_HELPER_S;
+}
+
 static int sites_in(const lgr_site_t *v, int n, int proc) {
   for (int i = 0; i < n; i++)
     if (v[i].proc == proc) return 1;

@@ -211,8 +211,12 @@ static void make_site(sqlite3 *db, const lgr_options_t *o, const cand_t *c, cons
 int lgr_peak_sites(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, const lgr_site_t *others, int nothers) {
   cands_t cs = {0};
   int rc = 0;
-  for (int i = 0; rc == 0 && i < r->nruns; i++) /* an image that never began recording has no sites */
-    if (r->runs[i].lazy != LGR_LAZY_WAITING) rc = proc_cands(db, r, &r->runs[i], others, nothers, &cs);
+  /* an image that never began recording has no sites; a wrapper's image that exec'd at
+   * once held its start-up for a moment (bash's hash_create, env's locale data: issue
+   * #35), not the program's memory */
+  for (int i = 0; rc == 0 && i < r->nruns; i++)
+    if (r->runs[i].lazy != LGR_LAZY_WAITING && !lgr_wrapper_image(&r->runs[i]))
+      rc = proc_cands(db, r, &r->runs[i], others, nothers, &cs);
   int keep = 0;
   for (int i = 0; rc == 0 && i < cs.n; i++)
     if (!cs.c[i].growing) cs.c[keep++] = cs.c[i];
