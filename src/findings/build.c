@@ -238,12 +238,7 @@ static int cmp_genrow(const void *a, const void *b) {
  * LGR_HELPER_S (or never began to record: its lazy start), has no growing site, no GPU memory, no rank, no note and no gap, was not
  * killed by a signal and is not the main run (the largest peak; the longest-lived on a
  * tie). Folded only when there are at least LGR_HELPER_MIN of them. */
-#define LGR_HELPER_S 1.0
 #define LGR_HELPER_MIN 3
-
-int lgr_wrapper_image(const lgr_run_t *u) {
-  return u->end_reason && !strcmp(u->end_reason, "exec") && u->duration_s < LGR_HELPER_S;
-}
 
 static int sites_in(const lgr_site_t *v, int n, int proc) {
   for (int i = 0; i < n; i++)

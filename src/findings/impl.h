@@ -217,7 +217,9 @@ void lgr_split_minor(lgr_report_t *r);
 /* recording.c: lgr_report_t.rec (after the analysis: each stack's share of growth). */
 /* lgr_report_t.at_peak, from the others before they are cut to the largest (peak.c) */
 int lgr_peak_sites(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, const lgr_site_t *others, int nothers);
-/* 1 for a wrapper's image (build.c): it replaced itself (exec) within LGR_HELPER_S, and
+/* A helper (build.c) lived under LGR_HELPER_S or never began to record. */
+#define LGR_HELPER_S 1.0
+/* 1 for a wrapper's image (peak.c): it replaced itself (exec) within LGR_HELPER_S, and
  * what it held went with it (a `bash -c` launcher's, a shebang's `env`). */
 int lgr_wrapper_image(const lgr_run_t *u);
 

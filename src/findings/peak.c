@@ -208,6 +208,10 @@ static void make_site(sqlite3 *db, const lgr_options_t *o, const cand_t *c, cons
   lgr_load_frames(db, s, o->native);
 }
 
+int lgr_wrapper_image(const lgr_run_t *u) {
+  return u->end_reason && !strcmp(u->end_reason, "exec") && u->duration_s < LGR_HELPER_S;
+}
+
 int lgr_peak_sites(sqlite3 *db, const lgr_options_t *o, lgr_report_t *r, const lgr_site_t *others, int nothers) {
   cands_t cs = {0};
   int rc = 0;
