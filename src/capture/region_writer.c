@@ -583,6 +583,33 @@ static void note_unrecorded(void) {
   if (fd >= 0) syscall(SYS_close, fd);
 }
 
+/* A silent fork child that exits (LG_FILE_SILENT): an empty file beside the socket,
+ * two system calls where a region and a hello were eight and the collector's mapping,
+ * rows and final snapshot. Raw system calls, no allocation, async-signal-safe (_exit);
+ * O_EXCL|O_NOFOLLOW in the collector's private directory. */
+void lgi_note_silent_exit(uint64_t fork_ns, int code) {
+  char path[sizeof lgi_g.sock_path + 96];
+  size_t n = strlen(lgi_g.sock_path);
+  while (n && lgi_g.sock_path[n - 1] != '/') n--;
+  if (!n) return;
+  memcpy(path, lgi_g.sock_path, n);
+  char *p = path + n;
+  static const char pre[] = "silent-";
+  memcpy(p, pre, sizeof pre - 1);
+  p = put_dec(p + sizeof pre - 1, (long)lg_sys_getpid());
+  *p++ = '-';
+  p = put_dec(p, (long)syscall(SYS_getppid));
+  *p++ = '-';
+  p = put_dec(p, (long)fork_ns);
+  *p++ = '-';
+  p = put_dec(p, (long)lgi_now_ns());
+  *p++ = '-';
+  p = put_dec(p, (long)code);
+  *p = 0;
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) syscall(SYS_close, fd);
+}
+
 /* Sleeps 1 ms (raw nanosleep: no allocation, async-signal-safe). */
 static void nap_1ms(void) {
   struct timespec ts = {0, 1000000};
