@@ -267,11 +267,12 @@ static void lazy_wait(void) {
  * unrecorded until its next look. */
 static _Atomic int begin_state; /* 0 waiting, 1 beginning, 2 begun */
 
-/* A silent fork child (lazy_fork_child) says hello now, as it begins: as a fork, with
- * an empty region of its own that says when it was forked. 0 when it is now live. The
- * private stand-in stays mapped (address space only): another thread may still be
- * reading the pointer it loaded. No collector to reach: it runs on unrecorded (lazy
- * turned off). */
+/* A silent fork child (lazy_fork_child) says hello now, as a fork, with an empty
+ * region of its own that says when it was forked: when it begins, or when it exits
+ * without having begun or exec'd (a forkserver's short-lived worker is still seen, and
+ * its parent's reaped ring gives its status). 0 when it is now live. The private
+ * stand-in stays mapped (address space only): another thread may still be reading the
+ * pointer it loaded. No collector to reach: it runs on unrecorded (lazy turned off). */
 static int silent_hello(void) {
   if (!lgi_g.silent || lgi_g.silent_pid != (int32_t)lg_sys_getpid()) return -1;
   lgi_tls.guard++;
@@ -307,11 +308,10 @@ static int lazy_begin(void) {
 }
 
 /* The child of a waiting image waits again from the fork, silent: no region of its
- * own and no hello until it begins (silent_hello), an image it execs says its own, and
- * one that exits first leaves a note (silent_exit). The children that exec a wrapper's
- * helpers and its subshells cost no memfd, socket or collector mapping each (most of a
- * pyenv shim's images; BENCHMARKS.md). One killed by a signal before it begins or
- * execs is not seen. The parent's region becomes a private
+ * own and no hello until it begins or exits (silent_hello), and an image it execs says
+ * its own. The children that exec a wrapper's helpers cost no memfd, socket or
+ * collector row each (half of a pyenv shim's images; BENCHMARKS.md). One killed by a
+ * signal before it begins or execs is not seen. The parent's region becomes a private
  * stand-in (the same shape: what the hooks read and write there stays in this
  * process), its descriptor and connection are let go (each only while still ours: the
  * program may have reused the number). Not following children: it runs on unrecorded. */
@@ -406,6 +406,7 @@ __attribute__((constructor)) static void lg_ctor(void) { try_init(); }
 /* The process has begun to exit: what it frees from now on is teardown (the report
  * leaves it out, however long it takes). */
 LG_API void lg_exiting(void) {
+  (void)silent_hello(); /* a silent fork child is seen as it exits */
   /* a vfork child shares its parent's memory: only the region's own process marks */
   if (!lgi_g.live || (int32_t)lg_sys_getpid() != lgi_g.hdr->pid) return;
   uint32_t running = LG_PS_RUNNING;
@@ -426,22 +427,10 @@ LG_API void lg_region_isolate_note(int code, int bucket, uint64_t peak) {
 _Static_assert(__builtin_types_compatible_p(__typeof__(&lg_region_isolate_note), lg_region_isolate_note_fn),
                "lg_region_isolate_note: the type of core/region.h");
 
-/* A silent fork child that exits without having begun or exec'd (a wrapper's
- * subshell, a forkserver's short-lived worker) is seen by the note it leaves
- * (LG_FILE_SILENT): when it was forked, when it exited, its exit code (-1: returned from
- * main, not known here; its parent's reaped ring may give it). It waits no more: its
- * teardown does not begin a recording. */
-static void silent_exit(int code) {
-  if (!lgi_g.silent || lgi_g.silent_pid != (int32_t)lg_sys_getpid()) return;
-  lgi_g.silent = lgi_g.lazy = 0;
-  lgi_note_silent_exit(lgi_g.lazy_t0, code);
-}
-
 /* exit() runs atexit handlers and destructors (C++ statics, libraries) before the
  * process ends: the start of the teardown. */
 LG_API __attribute__((noreturn)) void exit(int status) {
   static void (*real_exit)(int);
-  silent_exit(status & 0xff);
   lg_exiting();
   if (!real_exit) real_exit = (void (*)(int))dlsym(RTLD_NEXT, "exit");
   if (real_exit) real_exit(status);
@@ -449,16 +438,13 @@ LG_API __attribute__((noreturn)) void exit(int status) {
   __builtin_unreachable();
 }
 
-__attribute__((destructor)) static void lg_dtor(void) {
-  silent_exit(-1);
-  lg_exiting();
-}
+__attribute__((destructor)) static void lg_dtor(void) { lg_exiting(); }
 
 /* _exit (Python's os._exit, a multiprocessing worker's end) runs neither: a silent fork
- * child leaves its note here, nothing else (no teardown follows). exit_group is what
- * glibc's _exit does. */
+ * child says hello here, nothing else (no teardown follows). exit_group is what glibc's
+ * _exit does. */
 LG_API __attribute__((noreturn)) void _exit(int status) {
-  silent_exit(status & 0xff);
+  (void)silent_hello();
   for (;;) syscall(SYS_exit_group, status);
 }
 LG_API __attribute__((noreturn)) void _Exit(int status) { _exit(status); }

@@ -170,8 +170,6 @@ LGI_HIDDEN void lgi_fd_identity(int fd, uint64_t *dev, uint64_t *ino);
 /* Connects to the collector and sends a hello (LG_HELLO_START, LG_HELLO_FORK) with the
  * region's memfd; keeps the connection in lgi_g.conn. The socket, or -1. */
 LGI_HIDDEN int lgi_send_hello(unsigned kind);
-/* A silent fork child's exit (LG_FILE_SILENT): forked at fork_ns, exit code or -1. */
-LGI_HIDDEN void lgi_note_silent_exit(uint64_t fork_ns, int code);
 
 /* Creates and maps a region sized for `depth`-frame stacks; returns 0 or -errno. */
 LGI_HIDDEN int lgi_region_create(uint32_t depth, uint64_t sample_bytes, uint32_t flags, int lazy);

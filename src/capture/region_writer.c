@@ -562,38 +562,25 @@ static char *put_dec(char *p, long v) {
   return p;
 }
 
-/* An empty file beside the collector's socket, PREFIX-PID-PPID then the numbers v, each
- * after a '-' (the collector parses it: region.h LG_FILE_*). Raw system calls, no
- * allocation, async-signal-safe; O_EXCL|O_NOFOLLOW in the collector's private
+/* The collector did not take this process's hello in time: it says so with an empty
+ * file beside its socket (LG_FILE_UNRECORDED), which the collector counts when it runs
+ * again. Raw system calls, no allocation; O_EXCL|O_NOFOLLOW, in the collector's private
  * directory. */
-static void note_file(const char *prefix, const long *v, int nv) {
-  char path[sizeof lgi_g.sock_path + 160];
-  size_t n = strlen(lgi_g.sock_path), k = strlen(prefix);
+static void note_unrecorded(void) {
+  char path[sizeof lgi_g.sock_path + 48];
+  size_t n = strlen(lgi_g.sock_path);
   while (n && lgi_g.sock_path[n - 1] != '/') n--;
   if (!n) return;
   memcpy(path, lgi_g.sock_path, n);
-  memcpy(path + n, prefix, k);
-  char *p = put_dec(path + n + k, (long)lg_sys_getpid());
+  char *p = path + n;
+  static const char pre[] = "unrecorded-";
+  memcpy(p, pre, sizeof pre - 1);
+  p = put_dec(p + sizeof pre - 1, (long)lg_sys_getpid());
   *p++ = '-';
   p = put_dec(p, (long)syscall(SYS_getppid));
-  for (int i = 0; i < nv; i++) {
-    *p++ = '-';
-    p = put_dec(p, v[i]);
-  }
   *p = 0;
   int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd >= 0) syscall(SYS_close, fd);
-}
-
-/* The collector did not take this process's hello in time: it says so
- * (LG_FILE_UNRECORDED), and the collector counts it when it runs again. */
-static void note_unrecorded(void) { note_file("unrecorded-", NULL, 0); }
-
-/* A silent fork child that exits (LG_FILE_SILENT): two system calls where a region and a
- * hello were eight and the collector's mapping, rows and final snapshot. */
-void lgi_note_silent_exit(uint64_t fork_ns, int code) {
-  long v[3] = {(long)fork_ns, (long)lgi_now_ns(), (long)code};
-  note_file("silent-", v, 3);
 }
 
 /* Sleeps 1 ms (raw nanosleep: no allocation, async-signal-safe). */

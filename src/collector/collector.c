@@ -97,10 +97,6 @@ void lgc_free(lgc_collector_t *c) {
     free(p);
   }
   free(c->procs);
-  for (size_t i = 0; i < sizeof c->silent / sizeof c->silent[0]; i++) {
-    free(c->silent[i].command);
-    free(c->silent[i].exe);
-  }
   lgs_files_free(c->symfiles); /* after the symbolizers, whose strings it holds */
   if (c->listen_fd >= 0) {
     close(c->listen_fd);

@@ -79,13 +79,6 @@ struct lgc_collector {
   uint64_t usage, usage_ns; /* the memory in use (lgsm_memory_usage) and when read */
   lgc_proc_t **procs;
   int nprocs, cap;
-  int last_proc; /* the last process row's key (proctable.c, files.c ingest_silent) */
-  /* The last silent forks stored (files.c): the parent of a subshell's subshell */
-  struct lgc_silent {
-    int pid, proc;
-    char *command, *exe;
-  } silent[64];
-  int nsilent;
   int listen_fd;
   char dir[64]; /* private directory: socket, suspects/holders files */
   char sock[96];

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "collector/collector_impl.h"
@@ -71,85 +70,6 @@ static int ingest_unrecorded(lgc_collector_t *c, const char *name) {
   return 1;
 }
 
-/* A silent-... file (region.h LG_FILE_SILENT): a waiting image's fork child that exited
- * without a hello (it neither began nor exec'd: a wrapper's subshell, a forkserver's
- * short-lived worker). Stored as a fork of its parent's image that never began, with
- * the exit code it gave (else the status its parent reaped, if already read): the
- * report folds it with the helpers, or shows a worker's status. 1 when name was one. */
-typedef struct silent_note {
-  int pid, ppid, code;
-  unsigned long long fork_ns, end_ns;
-} silent_note_t;
-
-static int parse_silent(const char *name, silent_note_t *n) {
-  int end = 0;
-  return sscanf(name, LG_FILE_SILENT "%n", &n->pid, &n->ppid, &n->fork_ns, &n->end_ns, &n->code, &end) == 5 && end &&
-         !name[end] && n->pid > 0;
-}
-
-static int cmp_silent(const void *a, const void *b) {
-  const silent_note_t *x = a, *y = b;
-  return (x->fork_ns > y->fork_ns) - (x->fork_ns < y->fork_ns);
-}
-
-static void ingest_silent(lgc_collector_t *c, const silent_note_t *n) {
-  if (!c->db || c->db_failed) return;
-  lgc_proc_t *parent = lgc_find_proc(c, n->ppid, 0);
-  const struct lgc_silent *sp = NULL; /* a silent parent, stored just before (forked before) */
-  for (int i = 0; !parent && i < c->nsilent && i < (int)(sizeof c->silent / sizeof c->silent[0]); i++)
-    if (c->silent[i].pid == n->ppid) sp = &c->silent[i];
-  lgm_proc_t m;
-  memset(&m, 0, sizeof m);
-  m.proc = ++c->last_proc;
-  m.pid = n->pid;
-  m.ppid = n->ppid;
-  m.parent_proc = parent ? parent->m.proc : sp ? sp->proc : 0;
-  m.kind = LGM_FORK;
-  /* a fork runs its parent's program */
-  snprintf(m.command, sizeof m.command, "%s", parent ? parent->m.command : sp && sp->command ? sp->command : "");
-  snprintf(m.exe, sizeof m.exe, "%s", parent ? parent->m.exe : sp && sp->exe ? sp->exe : "");
-  int pid = n->pid, code = n->code;
-  unsigned long long fork_ns = n->fork_ns, end_ns = n->end_ns;
-  m.start_ns = fork_ns;
-  m.end_ns = end_ns > fork_ns ? end_ns : fork_ns;
-  m.ended = 1;
-  snprintf(m.end_reason, sizeof m.end_reason, "ended");
-  int st = -1;
-  for (int i = 0; code < 0 && i < c->npending; i++)
-    if (c->pending[i].pid == pid) st = c->pending[i].status;
-  if (code >= 0) {
-    m.exit_status = code;
-    snprintf(m.end_reason, sizeof m.end_reason, "exit");
-  } else if (st >= 0 && WIFEXITED(st)) {
-    m.exit_status = WEXITSTATUS(st);
-    snprintf(m.end_reason, sizeof m.end_reason, "exit");
-  } else if (st >= 0 && WIFSIGNALED(st)) {
-    m.signal = WTERMSIG(st);
-    snprintf(m.end_reason, sizeof m.end_reason, "signal");
-  }
-  lgc_db_begin(c);
-  lgc_label_process(c, &m);
-  if (lgc_db_ok(c)) lgc_db_write(c, lgst_label(c->db, m.proc, "lazy", "waiting"));
-  if (lgc_db_ok(c)) lgc_db_write(c, lgst_proc(c->db, &m));
-  /* what it ran said hello before its note came: its parent is this row */
-  for (int i = 0; i < c->nprocs; i++) {
-    lgc_proc_t *q = c->procs[i];
-    if (q->m.ppid != m.pid || q->m.parent_proc || q->m.start_ns < m.start_ns) continue;
-    q->m.parent_proc = m.proc;
-    if (lgc_db_ok(c)) lgc_db_write(c, lgst_proc(c->db, &q->m));
-  }
-  struct lgc_silent *s = &c->silent[c->nsilent++ % (int)(sizeof c->silent / sizeof c->silent[0])];
-  free(s->command);
-  free(s->exe);
-  *s = (struct lgc_silent){m.pid, m.proc, strdup(m.command), strdup(m.exe)};
-}
-
-/* The silent notes of one look at the directory, parents (forked first) first. */
-static void ingest_silent_notes(lgc_collector_t *c, silent_note_t *v, size_t n) {
-  if (n > 1) qsort(v, n, sizeof *v, cmp_silent);
-  for (size_t i = 0; i < n; i++) ingest_silent(c, &v[i]);
-}
-
 /* A number of doc, or def when it has none (or an absurd one). */
 static double num_or(const cJSON *doc, const char *key, double def) {
   const cJSON *v = cJSON_GetObjectItem(doc, key);
@@ -186,26 +106,9 @@ void lgc_ingest_holders(lgc_collector_t *c) {
   DIR *d = opendir(c->dir);
   if (!d) return;
   struct dirent *de;
-  silent_note_t *sn_v = NULL;
-  size_t nsn = 0, capsn = 0;
   while ((de = readdir(d))) {
     int pid = 0, n = 0, end = 0;
     if (ingest_unrecorded(c, de->d_name)) continue;
-    silent_note_t sn;
-    if (parse_silent(de->d_name, &sn)) {
-      char path[512];
-      snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name);
-      unlink(path);
-      if (nsn == capsn) {
-        size_t nc = capsn ? capsn * 2 : 64;
-        silent_note_t *nv = realloc(sn_v, nc * sizeof *nv);
-        if (!nv) continue; /* out of memory: this one is not stored */
-        sn_v = nv;
-        capsn = nc;
-      }
-      sn_v[nsn++] = sn;
-      continue;
-    }
     ingest_labels(c, de->d_name);
     if (sscanf(de->d_name, LG_FILE_HOLDERS "%n", &pid, &n, &end) != 2 || !end || de->d_name[end]) continue;
     char path[512];
@@ -261,8 +164,6 @@ void lgc_ingest_holders(lgc_collector_t *c) {
     cJSON_Delete(root);
   }
   closedir(d);
-  ingest_silent_notes(c, sn_v, nsn);
-  free(sn_v);
 }
 
 void lgc_remove_dir_files(const char *dir) {

@@ -274,8 +274,8 @@ int lgc_accept_hello(lgc_collector_t *c) {
     goto fail;
   }
   close(fd);
-  p->m.known_only = 1;        /* samples of the stacks it stores only (core/model.h) */
-  p->m.proc = ++c->last_proc; /* a key: silent forks' rows take theirs too (files.c) */
+  p->m.known_only = 1; /* samples of the stacks it stores only (core/model.h) */
+  p->m.proc = c->nprocs + 1;
   p->m.pid = h.pid;
   p->m.ppid = h.ppid;
   p->m.kind = h.kind == LG_HELLO_FORK ? LGM_FORK : prev ? LGM_EXEC : c->nprocs == 0 ? LGM_START : LGM_SPAWN;

@@ -455,11 +455,5 @@ _Static_assert(sizeof(lg_hello_t) == 288, "lg_hello_t layout");
  * within LG_HELLO_WAIT_MS (the collector stopped, or swamped) and runs unrecorded; an
  * empty file named by its pid and its parent's, made with O_EXCL beside the socket. */
 #define LG_FILE_UNRECORDED "unrecorded-%d-%d"
-/* recorder -> collector: a waiting image's fork child that exited without having said
- * hello (it neither began nor exec'd: capture/lifecycle.c lazy_fork_child), an empty
- * file named by its pid, its parent's, when it was forked and when it exited
- * (CLOCK_MONOTONIC ns) and its exit code (-1: not known). Made with O_EXCL beside the
- * socket; the collector stores it as a fork that never began. */
-#define LG_FILE_SILENT "silent-%d-%d-%llu-%llu-%d"
 #define LG_HELLO_WAIT_MS 50
 #endif /* LG_REGION_H */
