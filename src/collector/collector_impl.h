@@ -56,6 +56,7 @@ typedef struct lgc_proc {
   uint64_t explain_asked_ns, explain_sent_ns;
   int explain_tries;
   int unrecorded_children; /* its forked children that could not reach us in time (files.c) */
+  int suspects_written;    /* a suspects file was written for it (findings.c) */
   /* Process lifetime (see lgc_conn_eof): the connection's EOF alone does not end an
    * image, the program may have closed our socket. */
   int pidfd;            /* the process, -1 if pidfd_open is not available */
