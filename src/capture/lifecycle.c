@@ -270,10 +270,11 @@ static _Atomic int begin_state; /* 0 waiting, 1 beginning, 2 begun */
 /* A silent fork child (lazy_fork_child) says hello now, as a fork, with an empty
  * region of its own that says when it was forked: when it begins, or when it exits
  * without having begun or exec'd (a forkserver's short-lived worker is still seen, and
- * its parent's reaped ring gives its status). 0 when it is now live. The private
- * stand-in stays mapped (address space only): another thread may still be reading the
- * pointer it loaded. No collector to reach: it runs on unrecorded (lazy turned off). */
-static int silent_hello(void) {
+ * its parent's reaped ring gives its status; exiting: it waits no more, its teardown
+ * does not begin a recording). 0 when it is now live. The private stand-in stays
+ * mapped (address space only): another thread may still be reading the pointer it
+ * loaded. No collector to reach: it runs on unrecorded (lazy turned off). */
+static int silent_hello(int exiting) {
   if (!lgi_g.silent || lgi_g.silent_pid != (int32_t)lg_sys_getpid()) return -1;
   lgi_tls.guard++;
   lgi_g.silent = 0;
@@ -281,7 +282,7 @@ static int silent_hello(void) {
   if (made) lgi_g.hdr->start_ns = lgi_g.lazy_t0; /* its fork (lazy_wait): the process's start */
   int ok = made && lgi_send_hello(LG_HELLO_FORK) >= 0;
   if (ok) lgi_g.live = 1;
-  else lgi_g.lazy = 0;
+  if (!ok || exiting) lgi_g.lazy = 0;
   lgi_tls.guard--;
   return ok ? 0 : -1;
 }
@@ -290,7 +291,7 @@ static int lazy_begin(void) {
   int z = 0;
   if (!atomic_compare_exchange_strong(&begin_state, &z, 1)) return atomic_load(&begin_state) == 2;
   lgi_tls.guard++;
-  if (lgi_g.silent && silent_hello() != 0) {
+  if (lgi_g.silent && silent_hello(0) != 0) {
     lgi_tls.guard--;
     return 0;
   }
@@ -406,7 +407,7 @@ __attribute__((constructor)) static void lg_ctor(void) { try_init(); }
 /* The process has begun to exit: what it frees from now on is teardown (the report
  * leaves it out, however long it takes). */
 LG_API void lg_exiting(void) {
-  (void)silent_hello(); /* a silent fork child is seen as it exits */
+  (void)silent_hello(1); /* a silent fork child is seen as it exits */
   /* a vfork child shares its parent's memory: only the region's own process marks */
   if (!lgi_g.live || (int32_t)lg_sys_getpid() != lgi_g.hdr->pid) return;
   uint32_t running = LG_PS_RUNNING;
@@ -444,7 +445,7 @@ __attribute__((destructor)) static void lg_dtor(void) { lg_exiting(); }
  * child says hello here, nothing else (no teardown follows). exit_group is what glibc's
  * _exit does. */
 LG_API __attribute__((noreturn)) void _exit(int status) {
-  (void)silent_hello();
+  (void)silent_hello(1);
   for (;;) syscall(SYS_exit_group, status);
 }
 LG_API __attribute__((noreturn)) void _Exit(int status) { _exit(status); }
