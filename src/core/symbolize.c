@@ -390,16 +390,17 @@ static centry_t *cache_slot(lgs_files_t *s, uint64_t ip, int *found) {
  * address shares (the high ones). libc's qsort is a merge sort through a comparison
  * function: 0.9 ms for libc's 10^4 symbols (libc6-dbg's table), at the end of every
  * run that recorded a frame in libc; this is a tenth of it. */
+static int cmp_sym(const void *a, const void *b) {
+  const symidx_ent_t *x = a, *y = b;
+  if (x->addr != y->addr) return (x->addr > y->addr) - (x->addr < y->addr);
+  return strcmp(x->name, y->name); /* aliases in one order whatever qsort does */
+}
+
 static void sort_by_addr(symidx_ent_t *e, size_t n) {
   if (n < 2) return;
   symidx_ent_t *tmp = malloc(n * sizeof *tmp);
-  if (!tmp) { /* the index stays unsorted: insertion sort rather than nothing */
-    for (size_t i = 1; i < n; i++)
-      for (size_t j = i; j > 0 && e[j - 1].addr > e[j].addr; j--) {
-        symidx_ent_t t = e[j];
-        e[j] = e[j - 1];
-        e[j - 1] = t;
-      }
+  if (!tmp) { /* no room for the second buffer: qsort, in place when it must be */
+    qsort(e, n, sizeof *e, cmp_sym);
     return;
   }
   uint64_t all_or = 0, all_and = ~0ull;
