@@ -366,7 +366,17 @@ int lgc_run(lgc_collector_t *c) {
   L.next_live = L.next_tick + LIVE_TICK_NS;
   /* Like strace -f: recording ends when the target and every recorded descendant
    * (still connected) are gone. */
-  while (c->attached ? !c->stop : (!c->child_done || any_connected(c))) {
+  for (;;) {
+    if (c->attached ? c->stop : (c->child_done && !any_connected(c))) {
+      /* A hello still queued on the socket is a process that said it after the last
+       * pass looked: a silent fork child says it as it exits (capture/lifecycle.c), and
+       * its parent may reap it and end before the next pass. Taken, and waited for
+       * like the rest; nothing queued: the end. */
+      int got = 0;
+      while (!c->attached && got < 256 && lgc_accept_hello(c)) got++;
+      if (!got) break;
+      continue;
+    }
     int np = c->nprocs, k = poll_set(c, &L);
     if (k < 0) {
       free(L.pf);
