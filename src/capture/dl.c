@@ -119,7 +119,15 @@ static __attribute__((noinline)) void *wrapped(const char *name, const char *ver
   return p;
 }
 
+/* The object that holds addr. ld.so's _dl_find_object (glibc 2.35) searches a sorted
+ * table; dladdr1() also looks for the nearest symbol through the object's whole symbol
+ * table, ~6 us an address in libc, and each of our own six lookups of the allocator at
+ * every image's start asked twice (capture/preload.c lgi_object_of). */
 static struct link_map *map_of(const void *addr) {
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
+  struct dl_find_object r;
+  if (_dl_find_object((void *)addr, &r) == 0 && r.dlfo_link_map) return r.dlfo_link_map;
+#endif
   Dl_info di;
   struct link_map *lm = NULL;
   if (!dladdr1(addr, &di, (void **)&lm, RTLD_DL_LINKMAP)) return NULL;

@@ -201,17 +201,19 @@ static void drop_preload_env(void) {
  * risk: our hooks then never see those blocks. */
 static void check_first_malloc(void) {
   void *first = dlsym(RTLD_DEFAULT, "malloc");
-  Dl_info di, me;
+  uintptr_t first_at, me_at;
+  const char *first_in, *me_in;
+  if (!first || !lgi_object_of(first, &first_at, &first_in) ||
+      !lgi_object_of((void *)check_first_malloc, &me_at, &me_in) || first_at == me_at)
+    return; /* ours (the usual case: no symbol lookup) */
+  Dl_info di;
   const ElfW(Sym) *sym = NULL;
-  if (!first || !dladdr((void *)check_first_malloc, &me)) return;
   if (!dladdr1(first, &di, (void **)&sym, RTLD_DL_SYMENT)) return;
   /* A non-PIE program that takes malloc's address gets a canonical PLT entry, an
    * undefined symbol with a value: not a definition, it leads to ours. */
   if (sym && sym->st_shndx == SHN_UNDEF) return;
-  if (di.dli_fbase != me.dli_fbase) {
-    const char *who = di.dli_fname ? di.dli_fname : "another library";
-    lgi_say("the program's malloc is ", who, "'s, which comes before leakguard's: heap allocations are not recorded");
-  }
+  const char *who = di.dli_fname && *di.dli_fname ? di.dli_fname : "another library";
+  lgi_say("the program's malloc is ", who, "'s, which comes before leakguard's: heap allocations are not recorded");
 }
 
 /* ------------------------------------------------------------------ lazy start

@@ -81,22 +81,46 @@ static void *boot_alloc(size_t n) {
   return boot_pool + at + HDR;    /* zeroed: static storage is never reused */
 }
 
+/* The object that holds p: the start of its mapping and its name ("" for the
+ * program), through ld.so's _dl_find_object (glibc 2.35): a search of a sorted table,
+ * no lock, no allocation. dladdr() gives the same two, but looks for the nearest
+ * symbol through the object's whole symbol table on the way (~15 us an address in
+ * libc, ~90 us for next_is_glibc's six: at the start of every image, each exec'd
+ * helper of a wrapper's included; BENCHMARKS.md). dladdr() when ld.so cannot say (its
+ * table is built after relocation: an allocation before that). 0: unknown. */
+int lgi_object_of(const void *p, uintptr_t *start, const char **name) {
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
+  struct dl_find_object r;
+  if (_dl_find_object((void *)p, &r) == 0 && r.dlfo_link_map && r.dlfo_link_map->l_name) {
+    *start = (uintptr_t)r.dlfo_map_start;
+    *name = r.dlfo_link_map->l_name;
+    return 1;
+  }
+#endif
+  Dl_info di;
+  if (!dladdr(p, &di) || !di.dli_fname) return 0;
+  *start = (uintptr_t)di.dli_fbase;
+  *name = di.dli_fname;
+  return 1;
+}
+
 /* 1 when all the real functions are glibc's own (libc.so.6), whose blocks can go
  * without a header (src/core/blockhdr.h). Not a symbol comparison with __libc_malloc:
- * jemalloc and others define those names too. dladdr() does not allocate. */
+ * jemalloc and others define those names too. */
 static int next_is_glibc(void) {
 #if LG_MALLOC_ALIGN16
   void *fn[] = {(void *)real_malloc,  (void *)real_free,     (void *)real_calloc,
                 (void *)real_realloc, (void *)real_memalign, (void *)real_usable};
-  void *base = NULL;
+  uintptr_t base = 0;
   for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i++) {
-    Dl_info di;
-    if (!dladdr(fn[i], &di) || !di.dli_fname) return 0;
-    size_t n = strlen(di.dli_fname);
-    if (n < 9 || strcmp(di.dli_fname + n - 9, "libc.so.6") != 0) return 0;
-    if (n > 9 && di.dli_fname[n - 10] != '/') return 0;
-    if (base && di.dli_fbase != base) return 0;
-    base = di.dli_fbase;
+    uintptr_t start;
+    const char *name;
+    if (!lgi_object_of(fn[i], &start, &name)) return 0;
+    size_t n = strlen(name);
+    if (n < 9 || strcmp(name + n - 9, "libc.so.6") != 0) return 0;
+    if (n > 9 && name[n - 10] != '/') return 0;
+    if (base && start != base) return 0;
+    base = start;
   }
   return 1;
 #else
@@ -134,8 +158,8 @@ void lgi_resolve_real(void) {
     abort();
   }
   lgi_head_all = !next_is_glibc();
-  /* dladdr() above already took the loader's lock here: dl_iterate_phdr adds no new
-   * lock, and this runs once, in the first allocation. */
+  /* dl_iterate_phdr takes the loader's lock (as dladdr() does): this runs once, in
+   * the first allocation. */
   if (lgi_head_all) {
     lg_image_of_t q = {(uintptr_t)real_malloc, 0, 0};
     if (dl_iterate_phdr(lg_image_of_cb, &q)) lgi_alloc_lo = q.lo, lgi_alloc_hi = q.hi;
