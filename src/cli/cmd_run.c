@@ -122,11 +122,15 @@ static int start_child(run_t *r, const char *path, char **targv, const sigset_t 
   return 0;
 }
 
-/* Lets the child exec: 0, or the exec's errno. */
-static int release_child(run_t *r) {
+/* Lets the child exec (release_go), then waits for the exec's outcome (release_wait):
+ * 0, or the exec's errno. What the CLI does in between overlaps the program's start. */
+static void release_go(run_t *r) {
   (void)!write(r->go, "g", 1);
   close(r->go);
   r->go = -1;
+}
+
+static int release_wait(run_t *r) {
   int e = 0;
   ssize_t k;
   do k = read(r->err, &e, sizeof e);
@@ -151,7 +155,8 @@ static int run_target(run_opts_t *o, char **targv) {
   getrlimit(RLIMIT_NOFILE, &r.nofile);
   /* the output is claimed before anything starts: a file in use by another recording,
    * or one that exists without --force, is refused with nothing run or touched */
-  if ((rc = o->output ? lg_claim_output("run", o->output, o->force, &r.db) : lg_check_output_dir("run"))) return rc;
+  if ((rc = o->output ? lg_claim_output_file("run", o->output, o->force, &r.db) : lg_check_output_dir("run")))
+    return rc;
   r.discard = o->output;
   if ((rc = lgcli_services_start("run", o->guard, o->guard_config, o->guard_dry_run, o->metrics, 0, &r.svc)) != 0) {
     run_free(&r);
@@ -207,13 +212,12 @@ static int run_target(run_opts_t *o, char **targv) {
     const char *b = strrchr(targv[0], '/');
     snprintf(outbuf, sizeof outbuf, "leakguard-%s-%d.db", b ? b + 1 : targv[0], (int)r.child);
     o->output = outbuf;
-    if ((rc = lg_claim_output("run", o->output, o->force, &r.db)) != 0) { /* the target has not run yet */
+    if ((rc = lg_claim_output_file("run", o->output, o->force, &r.db)) != 0) { /* the target has not run yet */
       run_free(&r);
       return rc;
     }
     r.discard = o->output;
   }
-  store_meta(r.db, o, limit, limit_source, targv);
   /* on a terminal, a view in the last lines; elsewhere a plain line every 10 s */
   if (!o->quiet) r.view = lgv_new(stderr, o->top < 10 ? o->top : 10);
   lgc_options_t co = {.interval = o->interval,
@@ -231,13 +235,27 @@ static int run_target(run_opts_t *o, char **targv) {
     return LG_EXIT_INTERNAL;
   }
   lgc_set_child(r.col, r.child);
-  int e = release_child(&r);
+  /* The program starts (its hello waits on the socket: it never waits for us) while
+   * the database is made in the claimed file: SQLite's schema, ~1.5 ms of every run,
+   * beside the program's exec and loader on another CPU (BENCHMARKS.md). */
+  release_go(&r);
+  int orc = lg_open_output("run", &r.db);
+  if (orc == 0) store_meta(r.db, o, limit, limit_source, targv);
+  int e = release_wait(&r);
   if (e) {
     lgu_err("cannot run '%s': %s", path, strerror(e));
     waitpid(r.child, NULL, 0);
     r.child = 0;
     run_free(&r);
     return e == ENOENT ? LG_EXIT_NOT_FOUND : LG_EXIT_CANNOT_EXEC;
+  }
+  if (orc) {
+    /* nothing can be recorded (a full disk, an I/O error): the program, in its first
+     * milliseconds, is stopped rather than run unrecorded under a leakguard that said
+     * it could not record (the line above) */
+    r.discard = NULL;
+    run_free(&r); /* kills and waits for the child */
+    return orc;
   }
   r.discard = NULL; /* the target runs: what is recorded is kept */
   if (lgc_run(r.col) != 0) lgu_err("run: out of memory in the collector; the recording may be incomplete");

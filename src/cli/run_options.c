@@ -295,14 +295,32 @@ static int parse_run(int argc, char **argv, run_opts_t *out, char ***targv) {
   return -1;
 }
 
+/* The exit status of a failed claim or open, after its one-line error: a refusal
+ * (exists, in use, a link, a bad directory) or an unwritable path is the user's to
+ * fix; a full disk or an I/O error is not. */
+static int output_failed(const char *cmd, int rc, const char *why) {
+  lgu_err("%s: cannot record: %s", cmd, why);
+  return rc == -ENOSPC || rc == -EIO || rc == -ENOMEM ? LG_EXIT_INTERNAL : LG_EXIT_USAGE;
+}
+
 int lg_claim_output(const char *cmd, const char *output, int force, lgst_t **db) {
   char why[1024];
   int rc = lgst_create_ex(output, force ? LGST_FORCE : 0, db, why, sizeof why);
-  if (rc == 0) return 0;
-  lgu_err("%s: cannot record: %s", cmd, why);
-  /* a refusal (exists, in use, a link, a bad directory) or an unwritable path is the
-   * user's to fix; a full disk or an I/O error is not */
-  return rc == -ENOSPC || rc == -EIO || rc == -ENOMEM ? LG_EXIT_INTERNAL : LG_EXIT_USAGE;
+  return rc ? output_failed(cmd, rc, why) : 0;
+}
+
+int lg_claim_output_file(const char *cmd, const char *output, int force, lgst_t **db) {
+  char why[1024];
+  int rc = lgst_claim(output, force ? LGST_FORCE : 0, db, why, sizeof why);
+  return rc ? output_failed(cmd, rc, why) : 0;
+}
+
+int lg_open_output(const char *cmd, lgst_t **db) {
+  char why[1024];
+  int rc = lgst_open(*db, why, sizeof why);
+  if (!rc) return 0;
+  *db = NULL;
+  return output_failed(cmd, rc, why);
 }
 
 int lg_check_output_dir(const char *cmd) {

@@ -41,6 +41,10 @@ typedef struct lgst lgst_t;
  * use by another recording, a symbolic link, unwritable; 98: disk full, I/O). cmd
  * begins the line ("run", "attach"). */
 int lg_claim_output(const char *cmd, const char *output, int force, lgst_t **db);
+/* The same in two steps (output/store.h lgst_claim, lgst_open): the file claimed, then
+ * the database made in it; on a failed open *db is closed, its files removed, NULL. */
+int lg_claim_output_file(const char *cmd, const char *output, int force, lgst_t **db);
+int lg_open_output(const char *cmd, lgst_t **db);
 /* Without --output: the current directory must be writable (the default name is made
  * once the pid is known). 0, or 2 after a one-line error. */
 int lg_check_output_dir(const char *cmd);

@@ -150,15 +150,17 @@ void lgst_remove_journal(const char *path) {
  * database that says "still running" of a process that exited misleads). Removed at
  * close. None where the space cannot be allocated: then nothing more is written. */
 #define LGST_RESERVE_BYTES (512 * 1024)
-static void make_reserve(lgst_t *s) {
+static int make_reserve(lgst_t *s) {
   char r[4200];
-  if (!s->path) return;
+  if (!s->path) return 0;
   snprintf(r, sizeof r, "%s-reserve", s->path);
   int fd = open(r, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return;
-  if (posix_fallocate(fd, 0, LGST_RESERVE_BYTES) != 0) unlink(r);
+  if (fd < 0) return errno == ENOSPC || errno == EDQUOT ? -ENOSPC : 0;
+  int e = posix_fallocate(fd, 0, LGST_RESERVE_BYTES);
+  if (e) unlink(r);
   else s->reserve = 1;
   close(fd);
+  return e == ENOSPC || e == EDQUOT ? -ENOSPC : 0;
 }
 
 int lgst_use_reserve(lgst_t *s) {
@@ -208,7 +210,7 @@ static int create_failed(lgst_t *s, const char *path, const char *text, char *wh
   return full ? -ENOSPC : -EIO;
 }
 
-int lgst_create_ex(const char *path, int flags, lgst_t **out, char *why, size_t whylen) {
+int lgst_claim(const char *path, int flags, lgst_t **out, char *why, size_t whylen) {
   int fd, created;
   int rc = lgu_claim_output(path, flags & LGST_FORCE, &fd, &created, why, whylen);
   if (rc) return rc;
@@ -235,8 +237,25 @@ int lgst_create_ex(const char *path, int flags, lgst_t **out, char *why, size_t 
     return -ENOMEM;
   }
   s->lock_fd = fd; /* held until lgst_close: the file is in use */
-  s->path = strdup(path);
-  make_reserve(s);
+  if (!(s->path = strdup(path))) {
+    lgst_discard(s, path);
+    snprintf(why, whylen, "%s: out of memory", path);
+    return -ENOMEM;
+  }
+  /* a disk without room for the reserve is refused here, before the program starts
+   * (lgst_open then runs beside its start) */
+  if (make_reserve(s) != 0) {
+    lgst_discard(s, path);
+    snprintf(why, whylen, "%s: disk full", path);
+    return -ENOSPC;
+  }
+  *out = s;
+  return 0;
+}
+
+int lgst_open(lgst_t *s, char *why, size_t whylen) {
+  const char *path = s->path;
+  int fd = s->lock_fd;
   /* SQLITE_OPEN_NOFOLLOW, and the inode checked: SQLite opens the file by its name */
   if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW, NULL) !=
       SQLITE_OK)
@@ -266,8 +285,14 @@ int lgst_create_ex(const char *path, int flags, lgst_t **out, char *why, size_t 
   snprintf(v, sizeof v, "%d", LG_SCHEMA_VERSION);
   if (lgst_meta(s, "schema", v)) /* without its version the file is not a leakguard database */
     return create_failed(s, path, NULL, why, whylen);
-  *out = s;
   return 0;
+}
+
+int lgst_create_ex(const char *path, int flags, lgst_t **out, char *why, size_t whylen) {
+  lgst_t *s;
+  int rc = lgst_claim(path, flags, &s, why, whylen);
+  if (rc == 0 && (rc = lgst_open(s, why, whylen)) == 0) *out = s;
+  return rc;
 }
 
 int lgst_create(const char *path, lgst_t **out, const char **errmsg) {

@@ -25,6 +25,12 @@ typedef struct lgst lgst_t;
  * -EBUSY, -ELOOP, -EPERM, -EINVAL (core/outfile.h), -ENOSPC (disk full), -EIO. */
 #define LGST_FORCE 1
 int lgst_create_ex(const char *path, int flags, lgst_t **out, char *why, size_t whylen);
+/* lgst_create_ex in two steps, so that what SQLite does to make the file (its schema,
+ * ~1.5 ms) can overlap the start of the program it records (cli/cmd_run.c): the claim
+ * (the file and the journal files beside it, made and locked; the same refusals), then
+ * the database made in it. On a failed lgst_open, s is closed and its files removed. */
+int lgst_claim(const char *path, int flags, lgst_t **out, char *why, size_t whylen);
+int lgst_open(lgst_t *s, char *why, size_t whylen);
 /* lgst_create_ex with LGST_FORCE (tests and tools that own the path); *errmsg: the
  * reason on failure (thread-local). */
 int lgst_create(const char *path, lgst_t **out, const char **errmsg);

@@ -160,6 +160,22 @@ def case_disk_full(t, a):
         t.check(any("disk filled up" in n for n in run.get("notes") or []), "and that the disk filled up",
                 notes=run.get("notes"))
         t.check(not os.path.exists(db + "-reserve"), "the reserve beside the database is gone")
+        # Full before the start: refused before the program runs (the database itself
+        # is made while the program starts; the reserve's room is checked before).
+        with open(os.path.join(mnt, "filler"), "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        db2 = os.path.join(mnt, "full.db")
+        p = t.run([a.leakguard, "run", "-q", "-o", db2, "--", churn, "--seconds", "1"])
+        lgtest.one_line_error(t, p, "a disk full before the start", expect_rc=98, mention=["disk full"])
+        t.check(db2 in p.stderr, "the error names the database", stderr=p.stderr)
+        t.check(p.stdout == "", "the target never ran", stdout=p.stdout[-300:])
+        left = sorted(n for n in os.listdir(mnt) if n.startswith("full.db"))
+        t.check(left == [], "nothing of the refused database is left", left=left)
     finally:
         subprocess.run(["umount", "-l", mnt])
 
