@@ -75,7 +75,20 @@ add_dependencies(leakguard_python leakguard_python_site)
 
 foreach(_m IN LISTS LG_PY_MINORS)
   set(_t leakguard_python_3${_m})
-  add_library(${_t} MODULE ${LG_PYTHON_SOURCES})
+  # isolate.py's bytecode, compiled by this interpreter (run at import from it, not
+  # compiled there again: src/python/isolate.c)
+  set(_pyc_bin ${CMAKE_BINARY_DIR}/gen/isolate.cpython-3${_m}.marshal)
+  set(_pyc_c ${CMAKE_BINARY_DIR}/gen/isolate_pyc_3${_m}.c)
+  add_custom_command(OUTPUT ${_pyc_c}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/gen
+    COMMAND ${LG_PY_${_m}_EXE} -c "import marshal, sys; src = open(sys.argv[1]).read(); open(sys.argv[2], 'wb').write(marshal.dumps(compile(src, 'leakguard/isolate.py', 'exec', dont_inherit=True)))"
+            ${CMAKE_SOURCE_DIR}/src/python/isolate.py ${_pyc_bin}
+    COMMAND ${CMAKE_COMMAND} -DIN=${_pyc_bin} -DOUT=${_pyc_c} -DNAME=lgpy_isolate_pyc -DSIZE=1
+            -P ${CMAKE_SOURCE_DIR}/cmake/embed.cmake
+    DEPENDS ${CMAKE_SOURCE_DIR}/src/python/isolate.py ${CMAKE_SOURCE_DIR}/cmake/embed.cmake
+    COMMENT "leakguard: isolate.py compiled for Python 3.${_m}"
+    VERBATIM)
+  add_library(${_t} MODULE ${LG_PYTHON_SOURCES} ${_pyc_c})
   set_target_properties(${_t} PROPERTIES
     PREFIX ""
     OUTPUT_NAME leakguard
