@@ -151,6 +151,25 @@ def case_collector(t, args):
     rep = t.report_json(db)
     t.check(len(rep["runs"]) == 1 and rep["runs"][0]["end"] == "running",
             "the database written before the collector died still reports (run 'running')", runs=rep["runs"])
+    # The run's private directory (socket, the Python side's files): in the user's own
+    # XDG_RUNTIME_DIR (a tmpfs), never in another user's (sudo -E keeps the variable),
+    # private, and gone at the end.
+    bases = [("the user's own", os.getuid())] + ([("another user's", 1000)] if os.geteuid() == 0 else [])
+    for who, uid in bases:
+        base = t.path("xdg-%d" % uid)
+        os.mkdir(base, 0o700)
+        if uid != os.getuid():
+            os.chown(base, uid, -1)
+        p = t.run([args.leakguard, "run", "-q", "-o", t.path("xdg-%d.db" % uid), "--", "/bin/sh", "-c",
+                   'echo "$LEAKGUARD_DIR"; stat -c %a "$LEAKGUARD_DIR"'], env=dict(os.environ, XDG_RUNTIME_DIR=base))
+        lines = p.stdout.split()
+        d = lines[0] if lines else ""
+        inside = d.startswith(base + "/leakguard-")
+        t.check(p.returncode == 0 and os.path.isabs(d) and inside == (uid == os.getuid()),
+                "the run's directory is %s %s XDG_RUNTIME_DIR" % ("in" if uid == os.getuid() else "not in", who),
+                dir=d, stderr=p.stderr[-300:])
+        t.check(lines[1:] == ["700"], "the run's directory is private (0700)", got=lines[1:])
+        t.check(d and not os.path.exists(d), "the run's directory is gone at the end", dir=d)
 
 
 def pty_start(t, argv, term, rows=24, cols=100):
