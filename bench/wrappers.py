@@ -4,6 +4,7 @@ the wall time of a command bare and recorded, interleaved, medians of --reps; ra
 to bare measured in the same run. Not a test.
 
   python3 bench/wrappers.py [--reps 5] [--modes bare,full,sampled] [--lg NAME=BUILD ...]
+                            [--only SUBSTRING] [--pin]
 
 Commands: `python3 -c pass` through a pyenv shim (skipped without pyenv), the same
 through /usr/bin/python3 directly and through `bash -c`, a bash loop starting 30 `bash
@@ -12,7 +13,9 @@ with `--lazy off`: every image recorded from its start), preload (no recording a
 libleakguard.so preloaded with no collector to reach, the floor of any recording that
 preloads it); `MODE@NAME` uses the leakguard of another build (--lg
 NAME=path/to/build). Each recorded run writes a fresh database in a temporary
-directory.
+directory. --only keeps the commands whose label contains SUBSTRING (e.g. "shim");
+--pin runs leakguard on CPU 0 and the command on CPU 1 (`taskset`), bare on CPU 1: the
+collector's CPU then never competes with the program's.
 """
 import argparse
 import os
@@ -38,7 +41,7 @@ def commands():
     return cmds
 
 
-def run_once(mode, builds, tmp, argv, n):
+def run_once(mode, builds, tmp, argv, n, pin=False):
     pre = []
     env = None
     kind, _, name = mode.partition("@")
@@ -52,6 +55,8 @@ def run_once(mode, builds, tmp, argv, n):
         if kind == "lazyoff":
             pre += ["--lazy", "off"]
         pre += ["--"]
+    if pin:
+        pre = (["taskset", "-c", "0"] + pre if pre else []) + ["taskset", "-c", "1"]
     t0 = time.monotonic()
     r = subprocess.run(pre + argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     dt = time.monotonic() - t0
@@ -65,6 +70,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--modes", default="bare,full,sampled")
     ap.add_argument("--lg", action="append", default=[], help="NAME=BUILD_DIR")
+    ap.add_argument("--only", default="", help="only the commands whose label contains this")
+    ap.add_argument("--pin", action="store_true", help="leakguard on CPU 0, the command on CPU 1")
     a = ap.parse_args()
     builds = {"this": os.path.join(ROOT, "build")}
     for x in a.lg:
@@ -76,11 +83,13 @@ def main():
     print("load average at start: %.2f %.2f %.2f" % os.getloadavg())
     try:
         for label, argv in commands():
+            if a.only not in label:
+                continue
             times = {m: [] for m in modes}
             for _ in range(a.reps):
                 for m in modes:  # interleaved: each round runs every mode once
                     n += 1
-                    times[m].append(run_once(m, builds, tmp, argv, n))
+                    times[m].append(run_once(m, builds, tmp, argv, n, a.pin))
             base = statistics.median(times["bare"]) if "bare" in times else None
             cells = []
             for m in modes:
