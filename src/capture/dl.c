@@ -119,21 +119,6 @@ static __attribute__((noinline)) void *wrapped(const char *name, const char *ver
   return p;
 }
 
-/* The object that holds addr. ld.so's _dl_find_object (glibc 2.35) searches a sorted
- * table; dladdr1() also looks for the nearest symbol through the object's whole symbol
- * table, ~6 us an address in libc, and each of our own six lookups of the allocator at
- * every image's start asked twice (capture/preload.c lgi_object_of). */
-static struct link_map *map_of(const void *addr) {
-#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
-  struct dl_find_object r;
-  if (_dl_find_object((void *)addr, &r) == 0 && r.dlfo_link_map) return r.dlfo_link_map;
-#endif
-  Dl_info di;
-  struct link_map *lm = NULL;
-  if (!dladdr1(addr, &di, (void **)&lm, RTLD_DL_LINKMAP)) return NULL;
-  return lm;
-}
-
 typedef struct {
   struct link_map *self, *caller;
   int after;
@@ -156,12 +141,12 @@ void *lgi_dl_next_alloc(const char *name, const char *version, uintptr_t caller)
   void *own = name ? own_fn(name) : NULL;
   if (!own) return NULL;
   static struct link_map *self;
-  if (!self) self = map_of((const void *)lgi_dl_next_alloc);
-  struct link_map *cm = map_of((const void *)caller);
+  if (!self) self = lgi_map_of((const void *)lgi_dl_next_alloc);
+  struct link_map *cm = lgi_map_of((const void *)caller);
   if (!self || !cm || cm == self) return NULL;
   void *w = wrapped(name, NULL);
   if (!w || (version && wrapped(name, version) != w)) return NULL;
-  if (map_of(w) == cm) return NULL; /* e.g. libc's own lookup: what follows it */
+  if (lgi_map_of(w) == cm) return NULL; /* e.g. libc's own lookup: what follows it */
   after_arg_t a = {self, cm, 0};
   dl_iterate_phdr(after_cb, &a);
   return a.after ? own : NULL;
@@ -170,8 +155,8 @@ void *lgi_dl_next_alloc(const char *name, const char *version, uintptr_t caller)
 void *lgi_dl_alloc_result(const char *name, void *r, uintptr_t caller) {
   void *own = r && name ? own_fn(name) : NULL;
   if (!own || r == own) return r;
-  struct link_map *cm = map_of((const void *)caller);
-  if (cm && cm == map_of((const void *)lgi_dl_alloc_result)) return r; /* our own lookup */
+  struct link_map *cm = lgi_map_of((const void *)caller);
+  if (cm && cm == lgi_map_of((const void *)lgi_dl_alloc_result)) return r; /* our own lookup */
   return r == wrapped(name, NULL) ? own : r;
 }
 
@@ -214,7 +199,7 @@ __attribute__((used)) void *lgi_dlvsym_resolve(void) {
   /* libc.so.6: the object that holds dl_iterate_phdr, which we do not interpose; but
    * a program may (tests/torture/tt_forkunwind.c), and then that address is the
    * program's: the loaded objects in order, the first named libc.so.6. */
-  struct link_map *libc = map_of((const void *)dl_iterate_phdr);
+  struct link_map *libc = lgi_map_of((const void *)dl_iterate_phdr);
   p = libc ? elf_lookup(libc, "dlvsym") : NULL;
   for (struct link_map *lm = _r_debug.r_map; !p && lm; lm = lm->l_next) {
     const char *n = lm->l_name ? strrchr(lm->l_name, '/') : NULL;

@@ -201,11 +201,8 @@ static void drop_preload_env(void) {
  * risk: our hooks then never see those blocks. */
 static void check_first_malloc(void) {
   void *first = dlsym(RTLD_DEFAULT, "malloc");
-  uintptr_t first_at, me_at;
-  const char *first_in, *me_in;
-  if (!first || !lgi_object_of(first, &first_at, &first_in) ||
-      !lgi_object_of((void *)check_first_malloc, &me_at, &me_in) || first_at == me_at)
-    return; /* ours (the usual case: no symbol lookup) */
+  struct link_map *in = first ? lgi_map_of(first) : NULL;
+  if (!in || in == lgi_map_of((void *)check_first_malloc)) return; /* ours: no symbol lookup */
   Dl_info di;
   const ElfW(Sym) *sym = NULL;
   if (!dladdr1(first, &di, (void **)&sym, RTLD_DL_SYMENT)) return;

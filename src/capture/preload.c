@@ -81,27 +81,22 @@ static void *boot_alloc(size_t n) {
   return boot_pool + at + HDR;    /* zeroed: static storage is never reused */
 }
 
-/* The object that holds p: the start of its mapping and its name ("" for the
- * program), through ld.so's _dl_find_object (glibc 2.35): a search of a sorted table,
- * no lock, no allocation. dladdr() gives the same two, but looks for the nearest
- * symbol through the object's whole symbol table on the way (~15 us an address in
- * libc, ~90 us for next_is_glibc's six: at the start of every image, each exec'd
- * helper of a wrapper's included; BENCHMARKS.md). dladdr() when ld.so cannot say (its
- * table is built after relocation: an allocation before that). 0: unknown. */
-int lgi_object_of(const void *p, uintptr_t *start, const char **name) {
+/* The object that holds p (its name: l_name, "" for the program), through ld.so's
+ * _dl_find_object (glibc 2.35): a search of a sorted table, no lock, no allocation.
+ * dladdr1() gives the same, but looks for the nearest symbol through the object's whole
+ * symbol table on the way (~6 us an address in libc: next_is_glibc's six and the dlsym
+ * hook's callers took ~90 us of every image's start, each exec'd helper of a wrapper's
+ * included; BENCHMARKS.md). dladdr1() when ld.so cannot say (its table is built after
+ * relocation: an allocation before that). NULL: unknown. */
+struct link_map *lgi_map_of(const void *p) {
 #if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
   struct dl_find_object r;
-  if (_dl_find_object((void *)p, &r) == 0 && r.dlfo_link_map && r.dlfo_link_map->l_name) {
-    *start = (uintptr_t)r.dlfo_map_start;
-    *name = r.dlfo_link_map->l_name;
-    return 1;
-  }
+  if (_dl_find_object((void *)p, &r) == 0 && r.dlfo_link_map) return r.dlfo_link_map;
 #endif
   Dl_info di;
-  if (!dladdr(p, &di) || !di.dli_fname) return 0;
-  *start = (uintptr_t)di.dli_fbase;
-  *name = di.dli_fname;
-  return 1;
+  struct link_map *lm = NULL;
+  if (!dladdr1(p, &di, (void **)&lm, RTLD_DL_LINKMAP)) return NULL;
+  return lm;
 }
 
 /* 1 when all the real functions are glibc's own (libc.so.6), whose blocks can go
@@ -111,16 +106,15 @@ static int next_is_glibc(void) {
 #if LG_MALLOC_ALIGN16
   void *fn[] = {(void *)real_malloc,  (void *)real_free,     (void *)real_calloc,
                 (void *)real_realloc, (void *)real_memalign, (void *)real_usable};
-  uintptr_t base = 0;
+  struct link_map *libc = NULL;
   for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i++) {
-    uintptr_t start;
-    const char *name;
-    if (!lgi_object_of(fn[i], &start, &name)) return 0;
-    size_t n = strlen(name);
+    struct link_map *lm = lgi_map_of(fn[i]);
+    const char *name = lm ? lm->l_name : NULL;
+    size_t n = name ? strlen(name) : 0;
     if (n < 9 || strcmp(name + n - 9, "libc.so.6") != 0) return 0;
     if (n > 9 && name[n - 10] != '/') return 0;
-    if (base && start != base) return 0;
-    base = start;
+    if (libc && lm != libc) return 0;
+    libc = lm;
   }
   return 1;
 #else

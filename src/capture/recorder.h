@@ -205,9 +205,10 @@ LGI_HIDDEN void lgi_count(lgi_tls_t *t, uint32_t site, int64_t bytes, int64_t bl
 LGI_HIDDEN uint32_t lgi_epoch(void);
 /* Finds the real allocator (once; a concurrent caller waits for the first). */
 LGI_HIDDEN void lgi_resolve_real(void);
-/* The object holding p: its mapping's start and its name (empty for the program);
- * 0 when unknown (capture/preload.c). */
-LGI_HIDDEN int lgi_object_of(const void *p, uintptr_t *start, const char **name);
+/* The loaded object holding p (l_name: "" for the program), NULL when unknown
+ * (capture/preload.c). */
+struct link_map;
+LGI_HIDDEN struct link_map *lgi_map_of(const void *p);
 /* The code of the next allocator when it is not glibc's (else 0, 0): an anonymous
  * mapping made from [lgi_alloc_lo, lgi_alloc_hi) is its own arena, not recorded. */
 LGI_HIDDEN extern uintptr_t lgi_alloc_lo, lgi_alloc_hi;

@@ -142,9 +142,9 @@ static int release_wait(run_t *r) {
 }
 
 /* The run's private directory (0700, mkdtemp), on a tmpfs where there is one: the
- * user's XDG_RUNTIME_DIR, /dev/shm, else /tmp. On this VM's ext4 /tmp its mkdtemp and
- * the socket's bind took ~0.9 ms of every run, on tmpfs ~10 us (BENCHMARKS.md). 0, or
- * -1 with errno and dir empty. */
+ * user's XDG_RUNTIME_DIR, /dev/shm, else /tmp. On this VM's ext4 /tmp its mkdtemp, the
+ * socket's bind and the cleanup took up to ~1.5 ms while the disk was busy, on tmpfs
+ * ~10 us always (BENCHMARKS.md). 0, or -1 with errno and dir empty. */
 static int make_run_dir(char *dir, size_t n) {
   const char *bases[] = {getenv("XDG_RUNTIME_DIR"), "/dev/shm", "/tmp"};
   for (size_t i = 0; i < sizeof bases / sizeof *bases; i++) {
